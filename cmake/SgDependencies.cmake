@@ -1,0 +1,98 @@
+# Finds sgrt's dependencies and prints what was found. A missing required
+# dependency stops configure and names the Debian package that provides it
+# (scripts/install-deps.sh installs them all).
+include(FindPackageHandleStandardArgs)
+find_package(PkgConfig REQUIRED)
+
+set(SG_DEP_SUMMARY "")
+set(SG_DEP_MISSING "")
+
+# sg_dep_found(NAME FOUND VERSION DEBIAN_PACKAGE REQUIRED)
+function(sg_dep_report name found version debpkg required)
+  if(found)
+    set(line "  ${name}: found ${version}")
+  elseif(required)
+    set(line "  ${name}: MISSING (apt-get install ${debpkg})")
+    set(SG_DEP_MISSING "${SG_DEP_MISSING} ${debpkg}" PARENT_SCOPE)
+  else()
+    set(line "  ${name}: not found (optional; ${debpkg})")
+  endif()
+  set(SG_DEP_SUMMARY "${SG_DEP_SUMMARY}${line}\n" PARENT_SCOPE)
+endfunction()
+
+# pkg-config based dependencies -> PkgConfig::<module>
+macro(sg_pkg name module debpkg)
+  pkg_check_modules(SG_PC_${name} QUIET IMPORTED_TARGET GLOBAL ${module})
+  if(SG_PC_${name}_FOUND)
+    add_library(sg::${name} ALIAS PkgConfig::SG_PC_${name})
+  endif()
+  sg_dep_report(${name} "${SG_PC_${name}_FOUND}" "${SG_PC_${name}_VERSION}" ${debpkg} ON)
+endmacro()
+
+sg_pkg(xxhash libxxhash libxxhash-dev)
+sg_pkg(ibverbs libibverbs libibverbs-dev)
+sg_pkg(pmem libpmem libpmem-dev)
+sg_pkg(protobufc libprotobuf-c libprotobuf-c-dev)
+
+find_program(SG_PROTOC_C NAMES protoc-c protoc-gen-c)
+sg_dep_report(protoc-c "${SG_PROTOC_C}" "${SG_PROTOC_C}" protobuf-c-compiler ON)
+
+# Packages that ship CMake config files.
+find_package(ucx CONFIG QUIET)
+sg_dep_report(UCX "${ucx_FOUND}" "${ucx_VERSION}" libucx-dev ON)
+find_package(dnnl CONFIG QUIET)
+sg_dep_report(oneDNN "${dnnl_FOUND}" "${dnnl_VERSION}" libdnnl-dev ON)
+find_package(cJSON CONFIG QUIET)
+sg_dep_report(cJSON "${cJSON_FOUND}" "${cJSON_VERSION}" libcjson-dev ON)
+if(SG_BUILD_TESTS)
+  sg_pkg(cmocka cmocka libcmocka-dev)
+endif()
+
+# METIS ships neither a config file nor a .pc in Debian.
+find_path(METIS_INCLUDE_DIR metis.h)
+find_library(METIS_LIBRARY metis)
+if(METIS_INCLUDE_DIR AND METIS_LIBRARY)
+  file(STRINGS "${METIS_INCLUDE_DIR}/metis.h" _mv REGEX "#define METIS_VER_(MAJOR|MINOR|SUBMINOR)")
+  string(REGEX REPLACE ".*MAJOR +([0-9]+).*MINOR +([0-9]+).*SUBMINOR +([0-9]+).*" "\\1.\\2.\\3"
+                       METIS_VERSION "${_mv}")
+  add_library(sg::metis UNKNOWN IMPORTED GLOBAL)
+  set_target_properties(sg::metis PROPERTIES IMPORTED_LOCATION "${METIS_LIBRARY}"
+                                             INTERFACE_INCLUDE_DIRECTORIES "${METIS_INCLUDE_DIR}")
+  set(METIS_FOUND TRUE)
+endif()
+sg_dep_report(METIS "${METIS_FOUND}" "${METIS_VERSION}" libmetis-dev ON)
+
+# CUDA toolkit and NCCL: optional (SG_WITH_CUDA=AUTO|ON|OFF).
+set(SG_HAVE_CUDA OFF)
+if(NOT SG_WITH_CUDA STREQUAL "OFF")
+  if(NOT CUDAToolkit_ROOT AND EXISTS /usr/local/cuda)
+    set(CUDAToolkit_ROOT /usr/local/cuda)
+  endif()
+  find_package(CUDAToolkit QUIET)
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
+  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
+  find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
+  find_library(CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
+  if(CUDAToolkit_FOUND AND NCCL_LIBRARY AND CUDNN_LIBRARY)
+    set(SG_HAVE_CUDA ON)
+  endif()
+  sg_dep_report("CUDA toolkit" "${CUDAToolkit_FOUND}" "${CUDAToolkit_VERSION}" "CUDA toolkit under /usr/local/cuda" OFF)
+  sg_dep_report(NCCL "${NCCL_LIBRARY}" "${NCCL_LIBRARY}" "libnccl-dev" OFF)
+  sg_dep_report(cuDNN "${CUDNN_LIBRARY}" "${CUDNN_LIBRARY}" "cudnn" OFF)
+  if(SG_WITH_CUDA STREQUAL "ON" AND NOT SG_HAVE_CUDA)
+    message(FATAL_ERROR "SG_WITH_CUDA=ON but the CUDA toolkit, cuDNN or NCCL was not found")
+  endif()
+endif()
+
+# Fuzzing needs clang's libFuzzer.
+set(SG_HAVE_FUZZER OFF)
+if(CMAKE_C_COMPILER_ID MATCHES "Clang")
+  set(SG_HAVE_FUZZER ON)
+endif()
+
+message(STATUS "sgrt dependencies:\n${SG_DEP_SUMMARY}  CUDA backend: ${SG_HAVE_CUDA}\n  libFuzzer targets: ${SG_HAVE_FUZZER}")
+if(SG_DEP_MISSING)
+  message(FATAL_ERROR "sgrt: missing required dependencies. Install them with\n"
+                      "  sudo apt-get install${SG_DEP_MISSING}\n"
+                      "or run scripts/install-deps.sh")
+endif()

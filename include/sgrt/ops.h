@@ -1,0 +1,206 @@
+/**
+ * @file ops.h
+ * Builder API (SPEC G2): each function appends one op to a graph, infers the
+ * shape and dtype of its outputs, and returns the (first) output.
+ *
+ * Layout conventions follow PyTorch: images are NCHW, convolution weights are
+ * [C_out, C_in / groups, kH, kW], linear weights are [out_features,
+ * in_features]. A shape or dtype that does not fit fails at the call that
+ * caused it, with a message naming the op and the shapes involved; see graph.h
+ * for how errors propagate (sticky, SG_NO_TENSOR).
+ *
+ * Every params struct starts with `size` and is initialised from its
+ * SG_X_PARAMS_INIT macro or sg_X_params_init() so that fields can be added
+ * later without breaking callers. A NULL params pointer means the defaults.
+ */
+#ifndef SGRT_OPS_H
+#define SGRT_OPS_H
+
+#include "sgrt/graph.h"
+
+SG_EXTERN_C_BEGIN
+
+/**
+ * Generic op constructor used by the typed builders below, by importers and
+ * by tests. Attributes are matched by name against the op kind's schema;
+ * missing optional ones take their defaults (see docs/ops.md).
+ * @param outputs  receives up to max_outputs output tensors (may be NULL)
+ * @param n_outputs receives the number of outputs the op has (may be NULL)
+ * @return SG_OK or the error that was also recorded on the graph.
+ */
+SG_API sg_status sg_graph_add_op(sg_graph *g, sg_op_kind kind, int n_inputs, const sg_tensor *inputs,
+                                 int n_attrs, const sg_attr *attrs, int max_outputs,
+                                 sg_tensor *outputs, int *n_outputs);
+
+/* ---- convolution and normalization -------------------------------------- */
+
+typedef struct sg_conv2d_params {
+  size_t size;
+  int64_t stride[2];   /**< (h, w), default 1 */
+  int64_t padding[4];  /**< (top, left, bottom, right), default 0 */
+  int64_t dilation[2]; /**< (h, w), default 1 */
+  int64_t groups;      /**< default 1 */
+} sg_conv2d_params;
+#define SG_CONV2D_PARAMS_INIT {sizeof(sg_conv2d_params), {1, 1}, {0, 0, 0, 0}, {1, 1}, 1}
+SG_API sg_conv2d_params sg_conv2d_params_init(void);
+
+/** y = conv2d(x, w) + bias. x [N,C,H,W], w [K,C/groups,R,S], bias [K] or SG_NO_TENSOR. */
+SG_API sg_tensor sg_conv2d(sg_graph *g, sg_tensor x, sg_tensor w, sg_tensor bias,
+                           const sg_conv2d_params *p);
+
+typedef struct sg_batch_norm_params {
+  size_t size;
+  double eps;      /**< default 1e-5 */
+  double momentum; /**< running = (1 - momentum) * running + momentum * batch; default 0.1 */
+  int training;    /**< 1: batch statistics, running stats updated; 0: running stats. Default 1 */
+} sg_batch_norm_params;
+#define SG_BATCH_NORM_PARAMS_INIT {sizeof(sg_batch_norm_params), 1e-5, 0.1, 1}
+SG_API sg_batch_norm_params sg_batch_norm_params_init(void);
+
+/**
+ * Batch normalization over N (and H, W) of x [N,C,...]. gamma, beta,
+ * running_mean, running_var are [C]. In training form the op also outputs the
+ * batch mean and inverse standard deviation (outputs 1 and 2, kept for the
+ * backward pass) and updates running_mean and running_var in place, which
+ * must then have role SG_ROLE_STATE.
+ */
+SG_API sg_tensor sg_batch_norm(sg_graph *g, sg_tensor x, sg_tensor gamma, sg_tensor beta,
+                               sg_tensor running_mean, sg_tensor running_var,
+                               const sg_batch_norm_params *p);
+
+/* ---- elementwise -------------------------------------------------------- */
+
+SG_API sg_tensor sg_relu(sg_graph *g, sg_tensor x);
+/** min(max(x, lo), hi). */
+SG_API sg_tensor sg_clip(sg_graph *g, sg_tensor x, double lo, double hi);
+/** clip(x, 0, 6). */
+SG_API sg_tensor sg_relu6(sg_graph *g, sg_tensor x);
+/** GELU; approximate = 0 for the erf form, 1 for the tanh approximation. */
+SG_API sg_tensor sg_gelu(sg_graph *g, sg_tensor x, int approximate);
+SG_API sg_tensor sg_sigmoid(sg_graph *g, sg_tensor x);
+SG_API sg_tensor sg_tanh(sg_graph *g, sg_tensor x);
+
+/** Binary ops with NumPy broadcasting; both operands have the same dtype. */
+SG_API sg_tensor sg_add(sg_graph *g, sg_tensor a, sg_tensor b);
+SG_API sg_tensor sg_sub(sg_graph *g, sg_tensor a, sg_tensor b);
+SG_API sg_tensor sg_mul(sg_graph *g, sg_tensor a, sg_tensor b);
+SG_API sg_tensor sg_div(sg_graph *g, sg_tensor a, sg_tensor b);
+
+/** x + s, x * s, x ^ s with a scalar known at build time. */
+SG_API sg_tensor sg_add_scalar(sg_graph *g, sg_tensor x, double s);
+SG_API sg_tensor sg_mul_scalar(sg_graph *g, sg_tensor x, double s);
+SG_API sg_tensor sg_pow_scalar(sg_graph *g, sg_tensor x, double s);
+
+/* ---- matrix products ---------------------------------------------------- */
+
+/** NumPy matmul: 1-D operands are promoted, batch dims broadcast. */
+SG_API sg_tensor sg_matmul(sg_graph *g, sg_tensor a, sg_tensor b);
+
+typedef struct sg_gemm_params {
+  size_t size;
+  int trans_a, trans_b; /**< default 0 */
+  double alpha, beta;   /**< default 1, 1 */
+} sg_gemm_params;
+#define SG_GEMM_PARAMS_INIT {sizeof(sg_gemm_params), 0, 0, 1.0, 1.0}
+SG_API sg_gemm_params sg_gemm_params_init(void);
+
+/** alpha * op(a) op(b) + beta * c for 2-D a, b; c (optional) broadcasts to [M,N]. */
+SG_API sg_tensor sg_gemm(sg_graph *g, sg_tensor a, sg_tensor b, sg_tensor c, const sg_gemm_params *p);
+
+/** Linear layer: x [N,in], w [out,in], bias [out] or SG_NO_TENSOR -> [N,out]. */
+SG_API sg_tensor sg_linear(sg_graph *g, sg_tensor x, sg_tensor w, sg_tensor bias);
+
+/* ---- pooling ------------------------------------------------------------ */
+
+typedef struct sg_pool2d_params {
+  size_t size;
+  int64_t kernel[2];     /**< (h, w); required, default 1 */
+  int64_t stride[2];     /**< (h, w); default 0 = same as kernel, like PyTorch */
+  int64_t padding[4];    /**< (top, left, bottom, right); at most half the kernel */
+  int ceil_mode;         /**< default 0 */
+  int count_include_pad; /**< average pooling only; default 1 (PyTorch's default) */
+} sg_pool2d_params;
+#define SG_POOL2D_PARAMS_INIT {sizeof(sg_pool2d_params), {1, 1}, {0, 0}, {0, 0, 0, 0}, 0, 1}
+SG_API sg_pool2d_params sg_pool2d_params_init(void);
+
+SG_API sg_tensor sg_max_pool2d(sg_graph *g, sg_tensor x, const sg_pool2d_params *p);
+SG_API sg_tensor sg_avg_pool2d(sg_graph *g, sg_tensor x, const sg_pool2d_params *p);
+/** Mean over H and W of x [N,C,H,W] -> [N,C,1,1]. */
+SG_API sg_tensor sg_global_avg_pool(sg_graph *g, sg_tensor x);
+
+/* ---- shape manipulation ------------------------------------------------- */
+
+/** ONNX Flatten: [d0..d(axis-1)] x [d(axis)..] -> 2-D. axis may be negative. */
+SG_API sg_tensor sg_flatten(sg_graph *g, sg_tensor x, int axis);
+/** Reshape; one entry may be -1 (inferred) and 0 copies the input's dim. */
+SG_API sg_tensor sg_reshape(sg_graph *g, sg_tensor x, int ndim, const int64_t *shape);
+/** Permute dims: output dim i is input dim perm[i]. */
+SG_API sg_tensor sg_transpose(sg_graph *g, sg_tensor x, int ndim, const int64_t *perm);
+/** Concatenate n tensors of equal rank along `axis` (may be negative). */
+SG_API sg_tensor sg_concat(sg_graph *g, int n, const sg_tensor *xs, int axis);
+
+/* ---- softmax, losses, reductions ---------------------------------------- */
+
+SG_API sg_tensor sg_softmax(sg_graph *g, sg_tensor x, int axis);
+SG_API sg_tensor sg_log_softmax(sg_graph *g, sg_tensor x, int axis);
+
+typedef enum sg_reduction {
+  SG_REDUCTION_NONE = 0,
+  SG_REDUCTION_MEAN = 1,
+  SG_REDUCTION_SUM = 2,
+} sg_reduction;
+
+/** Cross entropy of logits [N,C] against class indices [N] (i32 or i64),
+ * like torch.nn.functional.cross_entropy. Mean/sum give a scalar, none [N]. */
+SG_API sg_tensor sg_cross_entropy(sg_graph *g, sg_tensor logits, sg_tensor labels,
+                                  sg_reduction reduction);
+
+/** Mean / sum over `axes` (all when naxes == 0); keepdims keeps them as 1. */
+SG_API sg_tensor sg_reduce_mean(sg_graph *g, sg_tensor x, int naxes, const int64_t *axes, int keepdims);
+SG_API sg_tensor sg_reduce_sum(sg_graph *g, sg_tensor x, int naxes, const int64_t *axes, int keepdims);
+
+/** Inverted dropout with probability p in [0, 1); the mask (u8, output 1) is
+ * drawn from `seed` and the step number, so runs are reproducible. */
+SG_API sg_tensor sg_dropout(sg_graph *g, sg_tensor x, double p, uint64_t seed, int training);
+
+/* ---- optimizer updates (SPEC G7) ---------------------------------------- */
+
+typedef struct sg_sgd_params {
+  size_t size;
+  double momentum;     /**< default 0 */
+  double dampening;    /**< default 0 */
+  double weight_decay; /**< L2, added to the gradient; default 0 */
+  int nesterov;        /**< default 0; needs momentum > 0 and dampening 0 */
+} sg_sgd_params;
+#define SG_SGD_PARAMS_INIT {sizeof(sg_sgd_params), 0.0, 0.0, 0.0, 0}
+SG_API sg_sgd_params sg_sgd_params_init(void);
+
+/**
+ * In-place SGD update of `param` (role PARAMETER) from `grad` (same shape and
+ * dtype) with learning rate `lr` (a scalar f32 tensor), as torch.optim.SGD.
+ * `momentum_buf` (role OPTIMIZER_STATE, same shape) is required when
+ * momentum > 0 and must be SG_NO_TENSOR otherwise. The op has no outputs.
+ */
+SG_API sg_status sg_sgd_update(sg_graph *g, sg_tensor param, sg_tensor grad, sg_tensor lr,
+                               sg_tensor momentum_buf, const sg_sgd_params *p);
+
+typedef struct sg_adamw_params {
+  size_t size;
+  double beta1, beta2;  /**< default 0.9, 0.999 */
+  double eps;           /**< default 1e-8 */
+  double weight_decay;  /**< decoupled; default 0.01 */
+} sg_adamw_params;
+#define SG_ADAMW_PARAMS_INIT {sizeof(sg_adamw_params), 0.9, 0.999, 1e-8, 0.01}
+SG_API sg_adamw_params sg_adamw_params_init(void);
+
+/**
+ * In-place AdamW update, as torch.optim.AdamW. m and v (role OPTIMIZER_STATE,
+ * shape of param) and step (role OPTIMIZER_STATE, scalar f32, the number of
+ * updates done so far) are updated in place. The op has no outputs.
+ */
+SG_API sg_status sg_adamw_update(sg_graph *g, sg_tensor param, sg_tensor grad, sg_tensor lr,
+                                 sg_tensor m, sg_tensor v, sg_tensor step, const sg_adamw_params *p);
+
+SG_EXTERN_C_END
+
+#endif /* SGRT_OPS_H */

@@ -1,0 +1,117 @@
+/* Internal core utilities shared by every layer: errors, logging, allocation.
+ * Internal non-static names start with sg__. */
+#ifndef SG_CORE_INTERNAL_H
+#define SG_CORE_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sgrt/core.h"
+#include "sgrt/status.h"
+
+/* ---- errors -------------------------------------------------------------- */
+
+/* Records `status` and a formatted message as the calling thread's last error
+ * and returns `status`, so call sites read `return sg__error(SG_ERR_X, ...)`.
+ * The message is also logged at debug level. */
+sg_status sg__error(sg_status status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+sg_status sg__verror(sg_status status, const char *fmt, va_list ap);
+
+/* Status of the most recent sg__error on this thread (SG_OK when cleared). */
+sg_status sg__last_status(void);
+
+/* ---- logging ------------------------------------------------------------- */
+
+void sg__log(sg_log_level level, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+bool sg__log_enabled(sg_log_level level);
+
+#define SG_LOG(level, ...)                                                     \
+  do {                                                                         \
+    if (sg__log_enabled(level)) sg__log(level, __FILE__, __LINE__, __VA_ARGS__); \
+  } while (0)
+#define SG_ERROR(...) SG_LOG(SG_LOG_ERROR, __VA_ARGS__)
+#define SG_WARN(...) SG_LOG(SG_LOG_WARN, __VA_ARGS__)
+#define SG_INFO(...) SG_LOG(SG_LOG_INFO, __VA_ARGS__)
+#define SG_DEBUG(...) SG_LOG(SG_LOG_DEBUG, __VA_ARGS__)
+
+/* Propagate a failing status, logging "-> STATUS file:line" at debug level so
+ * that the log of a failure reads like a backtrace (NCCL's NCCLCHECK). */
+#define SG_CHECK(call)                                                         \
+  do {                                                                         \
+    sg_status sg__st = (call);                                                 \
+    if (sg__st != SG_OK) {                                                     \
+      SG_DEBUG("-> %s", sg_status_str(sg__st));                                \
+      return sg__st;                                                           \
+    }                                                                          \
+  } while (0)
+
+#define SG_CHECK_GOTO(call, st, label)                                         \
+  do {                                                                         \
+    (st) = (call);                                                             \
+    if ((st) != SG_OK) {                                                       \
+      SG_DEBUG("-> %s", sg_status_str(st));                                    \
+      goto label;                                                              \
+    }                                                                          \
+  } while (0)
+
+/* Broken invariants only: aborts with a message. Never for bad input. */
+#define SG_ASSERT(cond)                                                        \
+  do {                                                                         \
+    if (!(cond)) sg__assert_fail(#cond, __FILE__, __LINE__);                   \
+  } while (0)
+_Noreturn void sg__assert_fail(const char *expr, const char *file, int line);
+
+/* ---- allocation ---------------------------------------------------------- */
+
+/* All of sgrt's heap memory goes through these, so that an allocator can be
+ * installed and tests can make the Nth allocation fail. They do not set the
+ * last error: callers report SG_ERR_NO_MEMORY with their own context. */
+void *sg__malloc(size_t bytes);
+void *sg__calloc(size_t count, size_t size);
+void *sg__realloc(void *ptr, size_t bytes);
+void sg__free(void *ptr);
+char *sg__strdup(const char *s);
+
+/* Test hook: after `n` more successful allocations, every allocation fails
+ * until reset with n < 0. Returns the number of allocations made since the
+ * last call, so a test can loop N = 0, 1, 2, ... until an operation succeeds. */
+long sg__alloc_fail_after(long n);
+/* Number of allocations attempted since process start (for "no allocation in
+ * a step" tests). */
+unsigned long sg__alloc_count(void);
+
+/* Overflow-checked size arithmetic: false when the result does not fit. */
+static inline bool sg__mul_size(size_t a, size_t b, size_t *out) {
+  return !__builtin_mul_overflow(a, b, out);
+}
+static inline bool sg__add_size(size_t a, size_t b, size_t *out) {
+  return !__builtin_add_overflow(a, b, out);
+}
+
+/* Grows a dynamic array so that it holds at least `need` elements. */
+sg_status sg__grow(void **items, uint32_t *cap, uint32_t need, size_t elem_size);
+
+/* ---- arena --------------------------------------------------------------- */
+
+/* A bump allocator for metadata that lives as long as its owner (a graph):
+ * names, shapes, attribute payloads. Freed all at once. */
+typedef struct sg__arena_chunk sg__arena_chunk;
+typedef struct sg__arena {
+  sg__arena_chunk *head;
+  size_t bytes_used; /* payload bytes handed out, for reports */
+} sg__arena;
+
+void sg__arena_init(sg__arena *a);
+void sg__arena_destroy(sg__arena *a);
+/* Returns `bytes` zeroed bytes aligned to `align` (a power of two, at most
+ * 4096), or NULL when out of memory. */
+void *sg__arena_alloc(sg__arena *a, size_t bytes, size_t align);
+char *sg__arena_strdup(sg__arena *a, const char *s);
+char *sg__arena_strndup(sg__arena *a, const char *s, size_t n);
+void *sg__arena_memdup(sg__arena *a, const void *p, size_t bytes, size_t align);
+
+#endif /* SG_CORE_INTERNAL_H */

@@ -1,0 +1,56 @@
+/* The table of op kinds. Each family's definition (arity, attribute schema,
+ * inference) lives next to its builder in ops_*.c; this file only indexes
+ * them by kind number, which is what .sgg files store. */
+#include "graph/graph_internal.h"
+
+static const sg__op_def *const table[] = {
+    [SG_OP_CONV2D] = &sg__def_conv2d,
+    [SG_OP_BATCH_NORM] = &sg__def_batch_norm,
+    [SG_OP_RELU] = &sg__def_relu,
+    [SG_OP_CLIP] = &sg__def_clip,
+    [SG_OP_GELU] = &sg__def_gelu,
+    [SG_OP_SIGMOID] = &sg__def_sigmoid,
+    [SG_OP_TANH] = &sg__def_tanh,
+    [SG_OP_ADD] = &sg__def_add,
+    [SG_OP_SUB] = &sg__def_sub,
+    [SG_OP_MUL] = &sg__def_mul,
+    [SG_OP_DIV] = &sg__def_div,
+    [SG_OP_ADD_SCALAR] = &sg__def_add_scalar,
+    [SG_OP_MUL_SCALAR] = &sg__def_mul_scalar,
+    [SG_OP_POW_SCALAR] = &sg__def_pow_scalar,
+    [SG_OP_MATMUL] = &sg__def_matmul,
+    [SG_OP_GEMM] = &sg__def_gemm,
+    [SG_OP_MAX_POOL2D] = &sg__def_max_pool2d,
+    [SG_OP_AVG_POOL2D] = &sg__def_avg_pool2d,
+    [SG_OP_GLOBAL_AVG_POOL] = &sg__def_global_avg_pool,
+    [SG_OP_FLATTEN] = &sg__def_flatten,
+    [SG_OP_RESHAPE] = &sg__def_reshape,
+    [SG_OP_TRANSPOSE] = &sg__def_transpose,
+    [SG_OP_CONCAT] = &sg__def_concat,
+    [SG_OP_SOFTMAX] = &sg__def_softmax,
+    [SG_OP_LOG_SOFTMAX] = &sg__def_log_softmax,
+    [SG_OP_CROSS_ENTROPY] = &sg__def_cross_entropy,
+    [SG_OP_REDUCE_MEAN] = &sg__def_reduce_mean,
+    [SG_OP_REDUCE_SUM] = &sg__def_reduce_sum,
+    [SG_OP_DROPOUT] = &sg__def_dropout,
+    [SG_OP_SGD_UPDATE] = &sg__def_sgd_update,
+    [SG_OP_ADAMW_UPDATE] = &sg__def_adamw_update,
+};
+
+const sg__op_def *sg__op_def_get(sg_op_kind kind) {
+  if ((int)kind <= 0 || (size_t)kind >= sizeof table / sizeof table[0]) return NULL;
+  return table[kind];
+}
+
+const char *sg_op_kind_name(sg_op_kind kind) {
+  const sg__op_def *d = sg__op_def_get(kind);
+  return d ? d->name : "?";
+}
+
+uint32_t sg__op_mutated_inputs(const sg__op *op) {
+  const sg__op_def *d = sg__op_def_get(op->kind);
+  if (d == NULL) return 0;
+  /* Batch norm updates its running statistics only in training form. */
+  if (op->kind == SG_OP_BATCH_NORM && op->n_attrs == d->n_attrs && op->attrs[2].i == 0) return 0;
+  return d->mutated_inputs;
+}
