@@ -41,13 +41,13 @@ typedef enum sg_dtype {
 
 /** What a tensor is for. Stored in .sgg files: append-only. */
 typedef enum sg_role {
-  SG_ROLE_INPUT = 1,      /**< fed by the caller every step (images, labels, learning rate) */
-  SG_ROLE_PARAMETER = 2,  /**< trainable weight */
-  SG_ROLE_CONSTANT = 3,   /**< fixed data known at build time */
-  SG_ROLE_ACTIVATION = 4, /**< produced by an op in the forward pass */
-  SG_ROLE_GRADIENT = 5,   /**< produced by a backward op */
+  SG_ROLE_INPUT = 1,           /**< fed by the caller every step (images, labels, learning rate) */
+  SG_ROLE_PARAMETER = 2,       /**< trainable weight */
+  SG_ROLE_CONSTANT = 3,        /**< fixed data known at build time */
+  SG_ROLE_ACTIVATION = 4,      /**< produced by an op in the forward pass */
+  SG_ROLE_GRADIENT = 5,        /**< produced by a backward op */
   SG_ROLE_OPTIMIZER_STATE = 6, /**< momentum, Adam moments, step counts */
-  SG_ROLE_STATE = 7,      /**< non-trainable buffer updated by an op (batch-norm running stats) */
+  SG_ROLE_STATE = 7,           /**< non-trainable buffer updated by an op (batch-norm running stats) */
 } sg_role;
 
 /** Op kinds. The numbers are stored in .sgg files: append-only. */
@@ -128,15 +128,15 @@ SG_API int sg_graph_is_finalized(const sg_graph *g);
  * tensor's byte size. Names must be unique within the graph.
  * Roles ACTIVATION and GRADIENT are produced by ops and are rejected here.
  */
-SG_API sg_tensor sg_graph_add_tensor(sg_graph *g, const char *name, sg_dtype dtype, sg_role role,
-                                     int ndim, const int64_t *dims, const void *data);
+SG_API sg_tensor sg_graph_add_tensor(sg_graph *g, const char *name, sg_dtype dtype, sg_role role, int ndim,
+                                     const int64_t *dims, const void *data);
 
 /** Shorthands for sg_graph_add_tensor with the role in their name. */
 SG_API sg_tensor sg_input(sg_graph *g, const char *name, sg_dtype dtype, int ndim, const int64_t *dims);
-SG_API sg_tensor sg_parameter(sg_graph *g, const char *name, sg_dtype dtype, int ndim,
-                              const int64_t *dims, const void *data);
-SG_API sg_tensor sg_constant(sg_graph *g, const char *name, sg_dtype dtype, int ndim,
-                             const int64_t *dims, const void *data);
+SG_API sg_tensor sg_parameter(sg_graph *g, const char *name, sg_dtype dtype, int ndim, const int64_t *dims,
+                              const void *data);
+SG_API sg_tensor sg_constant(sg_graph *g, const char *name, sg_dtype dtype, int ndim, const int64_t *dims,
+                             const void *data);
 
 /** Renames a tensor (e.g. an op's output to "loss"). SG_ERR_DUPLICATE if taken. */
 SG_API sg_status sg_tensor_set_name(sg_graph *g, sg_tensor t, const char *name);
@@ -153,10 +153,10 @@ typedef struct sg_tensor_info {
   sg_role role;
   int ndim;
   int64_t dims[SG_MAX_DIMS];
-  int64_t numel;        /**< product of dims (1 for a scalar) */
-  size_t nbytes;        /**< numel * element size */
-  const void *data;     /**< initializer, or NULL */
-  int32_t producer;     /**< index of the op that produces it, or -1 */
+  int64_t numel;    /**< product of dims (1 for a scalar) */
+  size_t nbytes;    /**< numel * element size */
+  const void *data; /**< initializer, or NULL */
+  int32_t producer; /**< index of the op that produces it, or -1 */
 } sg_tensor_info;
 
 /** Plain description of an op; arrays stay valid while the graph lives. */
@@ -184,9 +184,9 @@ SG_API sg_tensor sg_graph_output(const sg_graph *g, int32_t i);
 
 /** Attribute value types. Stored in .sgg files: append-only. */
 typedef enum sg_attr_type {
-  SG_ATTR_INT = 1,    /**< one int64 */
-  SG_ATTR_FLOAT = 2,  /**< one double */
-  SG_ATTR_INTS = 3,   /**< array of int64 */
+  SG_ATTR_INT = 1,   /**< one int64 */
+  SG_ATTR_FLOAT = 2, /**< one double */
+  SG_ATTR_INTS = 3,  /**< array of int64 */
 } sg_attr_type;
 
 /** One attribute of an op: a name and one value of `type`. Used both to
@@ -227,7 +227,9 @@ SG_API sg_status sg_graph_hash(const sg_graph *g, unsigned flags, uint64_t *out)
 
 /* ---- Graphviz (SPEC O3) ------------------------------------------------- */
 
-/** Writes the graph as Graphviz DOT to `path` ("-" for stdout). */
+/** Writes a finalized graph as Graphviz DOT to `path` ("-" for stdout):
+ * ops as boxes, source tensors as ellipses coloured by role, edges labelled
+ * with shapes. SG_ERR_STATE if not finalized, SG_ERR_IO on a write error. */
 SG_API sg_status sg_graph_write_dot(const sg_graph *g, const char *path);
 
 SG_EXTERN_C_END

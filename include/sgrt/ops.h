@@ -29,8 +29,8 @@ SG_EXTERN_C_BEGIN
  * @return SG_OK or the error that was also recorded on the graph.
  */
 SG_API sg_status sg_graph_add_op(sg_graph *g, sg_op_kind kind, int n_inputs, const sg_tensor *inputs,
-                                 int n_attrs, const sg_attr *attrs, int max_outputs,
-                                 sg_tensor *outputs, int *n_outputs);
+                                 int n_attrs, const sg_attr *attrs, int max_outputs, sg_tensor *outputs,
+                                 int *n_outputs);
 
 /* ---- convolution and normalization -------------------------------------- */
 
@@ -41,12 +41,12 @@ typedef struct sg_conv2d_params {
   int64_t dilation[2]; /**< (h, w), default 1 */
   int64_t groups;      /**< default 1 */
 } sg_conv2d_params;
-#define SG_CONV2D_PARAMS_INIT {sizeof(sg_conv2d_params), {1, 1}, {0, 0, 0, 0}, {1, 1}, 1}
+#define SG_CONV2D_PARAMS_INIT \
+  { sizeof(sg_conv2d_params), {1, 1}, {0, 0, 0, 0}, {1, 1}, 1 }
 SG_API sg_conv2d_params sg_conv2d_params_init(void);
 
 /** y = conv2d(x, w) + bias. x [N,C,H,W], w [K,C/groups,R,S], bias [K] or SG_NO_TENSOR. */
-SG_API sg_tensor sg_conv2d(sg_graph *g, sg_tensor x, sg_tensor w, sg_tensor bias,
-                           const sg_conv2d_params *p);
+SG_API sg_tensor sg_conv2d(sg_graph *g, sg_tensor x, sg_tensor w, sg_tensor bias, const sg_conv2d_params *p);
 
 typedef struct sg_batch_norm_params {
   size_t size;
@@ -54,7 +54,8 @@ typedef struct sg_batch_norm_params {
   double momentum; /**< running = (1 - momentum) * running + momentum * batch; default 0.1 */
   int training;    /**< 1: batch statistics, running stats updated; 0: running stats. Default 1 */
 } sg_batch_norm_params;
-#define SG_BATCH_NORM_PARAMS_INIT {sizeof(sg_batch_norm_params), 1e-5, 0.1, 1}
+#define SG_BATCH_NORM_PARAMS_INIT \
+  { sizeof(sg_batch_norm_params), 1e-5, 0.1, 1 }
 SG_API sg_batch_norm_params sg_batch_norm_params_init(void);
 
 /**
@@ -65,8 +66,7 @@ SG_API sg_batch_norm_params sg_batch_norm_params_init(void);
  * must then have role SG_ROLE_STATE.
  */
 SG_API sg_tensor sg_batch_norm(sg_graph *g, sg_tensor x, sg_tensor gamma, sg_tensor beta,
-                               sg_tensor running_mean, sg_tensor running_var,
-                               const sg_batch_norm_params *p);
+                               sg_tensor running_mean, sg_tensor running_var, const sg_batch_norm_params *p);
 
 /* ---- elementwise -------------------------------------------------------- */
 
@@ -101,7 +101,8 @@ typedef struct sg_gemm_params {
   int trans_a, trans_b; /**< default 0 */
   double alpha, beta;   /**< default 1, 1 */
 } sg_gemm_params;
-#define SG_GEMM_PARAMS_INIT {sizeof(sg_gemm_params), 0, 0, 1.0, 1.0}
+#define SG_GEMM_PARAMS_INIT \
+  { sizeof(sg_gemm_params), 0, 0, 1.0, 1.0 }
 SG_API sg_gemm_params sg_gemm_params_init(void);
 
 /** alpha * op(a) op(b) + beta * c for 2-D a, b; c (optional) broadcasts to [M,N]. */
@@ -120,7 +121,8 @@ typedef struct sg_pool2d_params {
   int ceil_mode;         /**< default 0 */
   int count_include_pad; /**< average pooling only; default 1 (PyTorch's default) */
 } sg_pool2d_params;
-#define SG_POOL2D_PARAMS_INIT {sizeof(sg_pool2d_params), {1, 1}, {0, 0}, {0, 0, 0, 0}, 0, 1}
+#define SG_POOL2D_PARAMS_INIT \
+  { sizeof(sg_pool2d_params), {1, 1}, {0, 0}, {0, 0, 0, 0}, 0, 1 }
 SG_API sg_pool2d_params sg_pool2d_params_init(void);
 
 SG_API sg_tensor sg_max_pool2d(sg_graph *g, sg_tensor x, const sg_pool2d_params *p);
@@ -152,8 +154,7 @@ typedef enum sg_reduction {
 
 /** Cross entropy of logits [N,C] against class indices [N] (i32 or i64),
  * like torch.nn.functional.cross_entropy. Mean/sum give a scalar, none [N]. */
-SG_API sg_tensor sg_cross_entropy(sg_graph *g, sg_tensor logits, sg_tensor labels,
-                                  sg_reduction reduction);
+SG_API sg_tensor sg_cross_entropy(sg_graph *g, sg_tensor logits, sg_tensor labels, sg_reduction reduction);
 
 /** Mean / sum over `axes` (all when naxes == 0); keepdims keeps them as 1. */
 SG_API sg_tensor sg_reduce_mean(sg_graph *g, sg_tensor x, int naxes, const int64_t *axes, int keepdims);
@@ -172,7 +173,8 @@ typedef struct sg_sgd_params {
   double weight_decay; /**< L2, added to the gradient; default 0 */
   int nesterov;        /**< default 0; needs momentum > 0 and dampening 0 */
 } sg_sgd_params;
-#define SG_SGD_PARAMS_INIT {sizeof(sg_sgd_params), 0.0, 0.0, 0.0, 0}
+#define SG_SGD_PARAMS_INIT \
+  { sizeof(sg_sgd_params), 0.0, 0.0, 0.0, 0 }
 SG_API sg_sgd_params sg_sgd_params_init(void);
 
 /**
@@ -186,11 +188,12 @@ SG_API sg_status sg_sgd_update(sg_graph *g, sg_tensor param, sg_tensor grad, sg_
 
 typedef struct sg_adamw_params {
   size_t size;
-  double beta1, beta2;  /**< default 0.9, 0.999 */
-  double eps;           /**< default 1e-8 */
-  double weight_decay;  /**< decoupled; default 0.01 */
+  double beta1, beta2; /**< default 0.9, 0.999 */
+  double eps;          /**< default 1e-8 */
+  double weight_decay; /**< decoupled; default 0.01 */
 } sg_adamw_params;
-#define SG_ADAMW_PARAMS_INIT {sizeof(sg_adamw_params), 0.9, 0.999, 1e-8, 0.01}
+#define SG_ADAMW_PARAMS_INIT \
+  { sizeof(sg_adamw_params), 0.9, 0.999, 1e-8, 0.01 }
 SG_API sg_adamw_params sg_adamw_params_init(void);
 
 /**
@@ -198,8 +201,8 @@ SG_API sg_adamw_params sg_adamw_params_init(void);
  * shape of param) and step (role OPTIMIZER_STATE, scalar f32, the number of
  * updates done so far) are updated in place. The op has no outputs.
  */
-SG_API sg_status sg_adamw_update(sg_graph *g, sg_tensor param, sg_tensor grad, sg_tensor lr,
-                                 sg_tensor m, sg_tensor v, sg_tensor step, const sg_adamw_params *p);
+SG_API sg_status sg_adamw_update(sg_graph *g, sg_tensor param, sg_tensor grad, sg_tensor lr, sg_tensor m,
+                                 sg_tensor v, sg_tensor step, const sg_adamw_params *p);
 
 SG_EXTERN_C_END
 

@@ -17,25 +17,25 @@ SG_EXTERN_C_BEGIN
 /** Result of every fallible call. Append-only; never renumber. */
 typedef enum sg_status {
   SG_OK = 0,
-  SG_ERR_INVALID_ARG = -1,   /**< an API argument is NULL, out of range or inconsistent */
-  SG_ERR_NO_MEMORY = -2,     /**< an allocation failed */
-  SG_ERR_IO = -3,            /**< open/read/write/mmap of a file failed */
-  SG_ERR_FORMAT = -4,        /**< a file or message is malformed */
-  SG_ERR_TRUNCATED = -5,     /**< a file or message ends before its declared contents */
-  SG_ERR_CHECKSUM = -6,      /**< a stored checksum does not match the contents */
-  SG_ERR_VERSION = -7,       /**< a file needs a newer reader (format major version) */
-  SG_ERR_UNSUPPORTED = -8,   /**< an unknown op kind, dtype or required section */
-  SG_ERR_SHAPE = -9,         /**< shapes of an op's tensors are incompatible */
-  SG_ERR_DTYPE = -10,        /**< dtypes of an op's tensors are incompatible */
-  SG_ERR_ARITY = -11,        /**< an op has the wrong number of inputs or outputs */
-  SG_ERR_ATTRIBUTE = -12,    /**< an op attribute is missing, unknown or out of range */
-  SG_ERR_CYCLE = -13,        /**< the graph is not acyclic */
-  SG_ERR_DUPLICATE = -14,    /**< two tensors or ops share a name, or a tensor has two producers */
-  SG_ERR_RANGE = -15,        /**< an id, count or length is outside what is valid */
-  SG_ERR_DANGLING = -16,     /**< a tensor is neither produced nor a source (input, parameter, ...) */
-  SG_ERR_NOT_FOUND = -17,    /**< a named tensor, op or file does not exist */
-  SG_ERR_STATE = -18,        /**< the call is not valid in the object's current state */
-  SG_ERR_INTERNAL = -19,     /**< a bug in sgrt; please report it */
+  SG_ERR_INVALID_ARG = -1, /**< an API argument is NULL, out of range or inconsistent */
+  SG_ERR_NO_MEMORY = -2,   /**< an allocation failed */
+  SG_ERR_IO = -3,          /**< open/read/write/mmap of a file failed */
+  SG_ERR_FORMAT = -4,      /**< a file or message is malformed */
+  SG_ERR_TRUNCATED = -5,   /**< a file or message ends before its declared contents */
+  SG_ERR_CHECKSUM = -6,    /**< a stored checksum does not match the contents */
+  SG_ERR_VERSION = -7,     /**< a file needs a newer reader (format major version) */
+  SG_ERR_UNSUPPORTED = -8, /**< an unknown op kind, dtype or required section */
+  SG_ERR_SHAPE = -9,       /**< shapes of an op's tensors are incompatible */
+  SG_ERR_DTYPE = -10,      /**< dtypes of an op's tensors are incompatible */
+  SG_ERR_ARITY = -11,      /**< an op has the wrong number of inputs or outputs */
+  SG_ERR_ATTRIBUTE = -12,  /**< an op attribute is missing, unknown or out of range */
+  SG_ERR_CYCLE = -13,      /**< the graph is not acyclic */
+  SG_ERR_DUPLICATE = -14,  /**< two tensors or ops share a name, or a tensor has two producers */
+  SG_ERR_RANGE = -15,      /**< an id, count or length is outside what is valid */
+  SG_ERR_DANGLING = -16,   /**< a tensor is neither produced nor a source (input, parameter, ...) */
+  SG_ERR_NOT_FOUND = -17,  /**< a named tensor, op or file does not exist */
+  SG_ERR_STATE = -18,      /**< the call is not valid in the object's current state */
+  SG_ERR_INTERNAL = -19,   /**< a bug in sgrt; please report it */
 } sg_status;
 
 /** Short constant name of a status, e.g. "SG_ERR_SHAPE". Never NULL. Any thread. */

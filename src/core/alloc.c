@@ -5,9 +5,18 @@
 
 #include "core/core.h"
 
-static void *libc_malloc(size_t n, void *u) { (void)u; return malloc(n); }
-static void *libc_realloc(void *p, size_t n, void *u) { (void)u; return realloc(p, n); }
-static void libc_free(void *p, void *u) { (void)u; free(p); }
+static void *libc_malloc(size_t n, void *u) {
+  (void)u;
+  return malloc(n);
+}
+static void *libc_realloc(void *p, size_t n, void *u) {
+  (void)u;
+  return realloc(p, n);
+}
+static void libc_free(void *p, void *u) {
+  (void)u;
+  free(p);
+}
 
 static sg_allocator allocator = {sizeof(sg_allocator), libc_malloc, libc_realloc, libc_free, NULL};
 

@@ -16,8 +16,7 @@
 /* Records `status` and a formatted message as the calling thread's last error
  * and returns `status`, so call sites read `return sg__error(SG_ERR_X, ...)`.
  * The message is also logged at debug level. */
-sg_status sg__error(sg_status status, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+sg_status sg__error(sg_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 sg_status sg__verror(sg_status status, const char *fmt, va_list ap);
 
 /* Status of the most recent sg__error on this thread (SG_OK when cleared). */
@@ -29,8 +28,8 @@ void sg__log(sg_log_level level, const char *file, int line, const char *fmt, ..
     __attribute__((format(printf, 4, 5)));
 bool sg__log_enabled(sg_log_level level);
 
-#define SG_LOG(level, ...)                                                     \
-  do {                                                                         \
+#define SG_LOG(level, ...)                                                       \
+  do {                                                                           \
     if (sg__log_enabled(level)) sg__log(level, __FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
 #define SG_ERROR(...) SG_LOG(SG_LOG_ERROR, __VA_ARGS__)
@@ -40,28 +39,28 @@ bool sg__log_enabled(sg_log_level level);
 
 /* Propagate a failing status, logging "-> STATUS file:line" at debug level so
  * that the log of a failure reads like a backtrace (NCCL's NCCLCHECK). */
-#define SG_CHECK(call)                                                         \
-  do {                                                                         \
-    sg_status sg__st = (call);                                                 \
-    if (sg__st != SG_OK) {                                                     \
-      SG_DEBUG("-> %s", sg_status_str(sg__st));                                \
-      return sg__st;                                                           \
-    }                                                                          \
+#define SG_CHECK(call)                          \
+  do {                                          \
+    sg_status sg__st = (call);                  \
+    if (sg__st != SG_OK) {                      \
+      SG_DEBUG("-> %s", sg_status_str(sg__st)); \
+      return sg__st;                            \
+    }                                           \
   } while (0)
 
-#define SG_CHECK_GOTO(call, st, label)                                         \
-  do {                                                                         \
-    (st) = (call);                                                             \
-    if ((st) != SG_OK) {                                                       \
-      SG_DEBUG("-> %s", sg_status_str(st));                                    \
-      goto label;                                                              \
-    }                                                                          \
+#define SG_CHECK_GOTO(call, st, label)      \
+  do {                                      \
+    (st) = (call);                          \
+    if ((st) != SG_OK) {                    \
+      SG_DEBUG("-> %s", sg_status_str(st)); \
+      goto label;                           \
+    }                                       \
   } while (0)
 
 /* Broken invariants only: aborts with a message. Never for bad input. */
-#define SG_ASSERT(cond)                                                        \
-  do {                                                                         \
-    if (!(cond)) sg__assert_fail(#cond, __FILE__, __LINE__);                   \
+#define SG_ASSERT(cond)                                      \
+  do {                                                       \
+    if (!(cond)) sg__assert_fail(#cond, __FILE__, __LINE__); \
   } while (0)
 _Noreturn void sg__assert_fail(const char *expr, const char *file, int line);
 

@@ -7,8 +7,7 @@
 const char *sg_status_str(sg_status status) {
   switch (status) {
 #define SG_NAME(x) \
-  case x:          \
-    return #x
+  case x: return #x
     SG_NAME(SG_OK);
     SG_NAME(SG_ERR_INVALID_ARG);
     SG_NAME(SG_ERR_NO_MEMORY);

@@ -18,7 +18,8 @@ sg_status sg__canon_attrs(sg_graph *g, const sg__op_def *def, const char *op_nam
     int k = 0;
     while (k < def->n_attrs && strcmp(def->attrs[k].name, attrs[i].name) != 0) k++;
     if (k == def->n_attrs)
-      return sg__error(SG_ERR_ATTRIBUTE, "%s '%s': unknown attribute '%s'", def->name, op_name, attrs[i].name);
+      return sg__error(SG_ERR_ATTRIBUTE, "%s '%s': unknown attribute '%s'", def->name, op_name,
+                       attrs[i].name);
     for (int j = 0; j < i; j++)
       if (strcmp(attrs[j].name, attrs[i].name) == 0)
         return sg__error(SG_ERR_ATTRIBUTE, "%s '%s': attribute '%s' given twice", def->name, op_name,
@@ -57,7 +58,8 @@ sg_status sg__canon_attrs(sg_graph *g, const sg__op_def *def, const char *op_nam
         return sg__error(SG_ERR_ATTRIBUTE, "%s '%s': attribute '%s' needs %d..%d values, got %d", def->name,
                          op_name, s->name, s->min_count, s->max_count, a.count);
       a.ints = a.count ? sg__arena_memdup(&g->arena, a.ints, sizeof(int64_t) * (size_t)a.count, 8) : NULL;
-      if (a.count && a.ints == NULL) return sg__error(SG_ERR_NO_MEMORY, "%s '%s': out of memory", def->name, op_name);
+      if (a.count && a.ints == NULL)
+        return sg__error(SG_ERR_NO_MEMORY, "%s '%s': out of memory", def->name, op_name);
     } else {
       a.count = 0;
       a.ints = NULL;
@@ -123,7 +125,8 @@ static sg_status add_op(sg_graph *g, sg_op_kind kind, int n_inputs, const sg_ten
   for (int k = 0; k < n_outs; k++) {
     int64_t numel;
     if (!sg__numel_checked(outs[k].ndim, outs[k].dims, &numel))
-      return sg__error(SG_ERR_RANGE, "%s '%s': output %d would have more than 2^56 elements", def->name, op.name, k);
+      return sg__error(SG_ERR_RANGE, "%s '%s': output %d would have more than 2^56 elements", def->name,
+                       op.name, k);
   }
 
   op.n_outputs = n_outs;
@@ -134,7 +137,8 @@ static sg_status add_op(sg_graph *g, sg_op_kind kind, int n_inputs, const sg_ten
     char base[SG__MAX_NAME];
     if (n_outs == 1) snprintf(base, sizeof base, "%s", op.name);
     else snprintf(base, sizeof base, "%s:%d", op.name, k);
-    sg__tensor t = {.dtype = outs[k].dtype, .role = def->output_role, .ndim = outs[k].ndim, .producer = op_index};
+    sg__tensor t = {
+        .dtype = outs[k].dtype, .role = def->output_role, .ndim = outs[k].ndim, .producer = op_index};
     memcpy(t.dims, outs[k].dims, sizeof t.dims);
     t.nbytes = (size_t)sg__numel(t.ndim, t.dims) * sg_dtype_size(t.dtype);
     t.name = unique_tensor_name(g, base);
@@ -144,7 +148,8 @@ static sg_status add_op(sg_graph *g, sg_op_kind kind, int n_inputs, const sg_ten
       return sg__error(SG_ERR_NO_MEMORY, "%s: out of memory", def->name);
   }
   SG_CHECK(sg__graph_push_op(g, &op));
-  if (sg__names_insert(g, true, op_index) != SG_OK) return sg__error(SG_ERR_NO_MEMORY, "%s: out of memory", def->name);
+  if (sg__names_insert(g, true, op_index) != SG_OK)
+    return sg__error(SG_ERR_NO_MEMORY, "%s: out of memory", def->name);
   for (int k = 0; k < n_outs && k < max_outputs && outputs; k++) outputs[k] = (sg_tensor){op.outputs[k]};
   if (n_outputs) *n_outputs = n_outs;
   return SG_OK;
@@ -157,7 +162,8 @@ sg_status sg_graph_add_op(sg_graph *g, sg_op_kind kind, int n_inputs, const sg_t
   if (g == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_graph_add_op: graph is NULL");
   /* Sticky: the first error's message stays in sg_last_error(). */
   if (g->error != SG_OK) return g->error;
-  if (g->finalized) return sg__error(SG_ERR_STATE, "cannot add %s: the graph is finalized", sg_op_kind_name(kind));
+  if (g->finalized)
+    return sg__error(SG_ERR_STATE, "cannot add %s: the graph is finalized", sg_op_kind_name(kind));
   sg_status st = add_op(g, kind, n_inputs, inputs, n_attrs, attrs, max_outputs, outputs, n_outputs);
   return st == SG_OK ? SG_OK : sg__graph_fail(g, st);
 }
@@ -171,7 +177,8 @@ sg_tensor sg__build1(sg_graph *g, sg_op_kind kind, int n_inputs, const sg_tensor
 
 bool sg__params_ok(sg_graph *g, size_t given, size_t need, const char *fn, const char *init) {
   if (given >= need) return true;
-  sg__graph_fail(g, sg__error(SG_ERR_INVALID_ARG, "%s: params.size is %zu, expected %zu; initialise params with %s",
-                              fn, given, need, init));
+  sg__graph_fail(g, sg__error(SG_ERR_INVALID_ARG,
+                              "%s: params.size is %zu, expected %zu; initialise params with %s", fn, given,
+                              need, init));
   return false;
 }

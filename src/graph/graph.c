@@ -40,8 +40,10 @@ sg_status sg_graph_finalize(sg_graph *g) {
   if (g == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_graph_finalize: graph is NULL");
   if (g->finalized) return SG_OK;
   if (g->error != SG_OK)
-    return sg__error(g->error, "graph has a builder error (%s); the first failing builder call "
-                               "reported the details", sg_status_str(g->error));
+    return sg__error(g->error,
+                     "graph has a builder error (%s); the first failing builder call "
+                     "reported the details",
+                     sg_status_str(g->error));
   SG_CHECK(sg_graph_verify(g));
   g->finalized = true;
   return SG_OK;
@@ -101,8 +103,9 @@ sg_tensor sg_graph_add_tensor(sg_graph *g, const char *name, sg_dtype dtype, sg_
     sg__error(SG_ERR_STATE, "cannot add tensor '%s': the graph is finalized", name ? name : "");
     return SG_NO_TENSOR;
   }
-  if (name == NULL || name[0] == '\0' || strlen(name) >= SG__MAX_NAME) {
-    st = sg__error(SG_ERR_INVALID_ARG, "sg_graph_add_tensor: name must be 1..%d bytes", SG__MAX_NAME - 1);
+  const char *bad = sg__name_problem(name);
+  if (bad) {
+    st = sg__error(SG_ERR_INVALID_ARG, "sg_graph_add_tensor: the tensor name %s", bad);
     goto fail;
   }
   if (!sg__dtype_valid(dtype)) {
@@ -112,7 +115,8 @@ sg_tensor sg_graph_add_tensor(sg_graph *g, const char *name, sg_dtype dtype, sg_
   if (!sg__role_valid(role) || role == SG_ROLE_ACTIVATION || role == SG_ROLE_GRADIENT) {
     st = sg__error(SG_ERR_INVALID_ARG,
                    "tensor '%s': role %d cannot be added directly (activations and gradients are "
-                   "produced by ops)", name, (int)role);
+                   "produced by ops)",
+                   name, (int)role);
     goto fail;
   }
   int64_t numel;
@@ -170,9 +174,10 @@ sg_status sg_tensor_set_name(sg_graph *g, sg_tensor t, const char *name) {
   if (g == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_tensor_set_name: graph is NULL");
   if (g->error) return g->error;
   if (g->finalized) return sg__error(SG_ERR_STATE, "cannot rename: the graph is finalized");
-  if (!valid_tensor(g, t)) return sg__error(SG_ERR_RANGE, "sg_tensor_set_name: tensor id %d is out of range", t.id);
-  if (name == NULL || name[0] == '\0' || strlen(name) >= SG__MAX_NAME)
-    return sg__error(SG_ERR_INVALID_ARG, "sg_tensor_set_name: name must be 1..%d bytes", SG__MAX_NAME - 1);
+  if (!valid_tensor(g, t))
+    return sg__error(SG_ERR_RANGE, "sg_tensor_set_name: tensor id %d is out of range", t.id);
+  const char *bad = sg__name_problem(name);
+  if (bad) return sg__error(SG_ERR_INVALID_ARG, "sg_tensor_set_name: the name %s", bad);
   int32_t other = sg__tensor_lookup(g, name);
   if (other == t.id) return SG_OK;
   if (other >= 0) return sg__error(SG_ERR_DUPLICATE, "tensor name '%s' is already used", name);
@@ -198,7 +203,8 @@ sg_status sg_graph_mark_output(sg_graph *g, sg_tensor t) {
   if (g->error) return g->error;
   if (g->finalized) return sg__error(SG_ERR_STATE, "cannot mark an output: the graph is finalized");
   if (!valid_tensor(g, t))
-    return sg__graph_fail(g, sg__error(SG_ERR_RANGE, "sg_graph_mark_output: tensor id %d is out of range", t.id));
+    return sg__graph_fail(
+        g, sg__error(SG_ERR_RANGE, "sg_graph_mark_output: tensor id %d is out of range", t.id));
   for (uint32_t i = 0; i < g->n_outputs; i++)
     if (g->outputs[i] == t.id) return SG_OK;
   if (sg__grow((void **)&g->outputs, &g->cap_outputs, g->n_outputs + 1, sizeof *g->outputs) != SG_OK)
@@ -226,7 +232,8 @@ sg_tensor sg_graph_output(const sg_graph *g, int32_t i) {
 
 sg_status sg_graph_tensor_info(const sg_graph *g, sg_tensor t, sg_tensor_info *out) {
   if (g == NULL || out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_graph_tensor_info: NULL argument");
-  if (!valid_tensor(g, t)) return sg__error(SG_ERR_RANGE, "tensor id %d is out of range (graph has %u)", t.id, g->n_tensors);
+  if (!valid_tensor(g, t))
+    return sg__error(SG_ERR_RANGE, "tensor id %d is out of range (graph has %u)", t.id, g->n_tensors);
   const sg__tensor *s = &g->tensors[t.id];
   memset(out, 0, sizeof *out);
   out->name = s->name;
@@ -243,7 +250,8 @@ sg_status sg_graph_tensor_info(const sg_graph *g, sg_tensor t, sg_tensor_info *o
 
 sg_status sg_graph_op_info(const sg_graph *g, int32_t op, sg_op_info *out) {
   if (g == NULL || out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_graph_op_info: NULL argument");
-  if (op < 0 || (uint32_t)op >= g->n_ops) return sg__error(SG_ERR_RANGE, "op index %d is out of range (graph has %u)", op, g->n_ops);
+  if (op < 0 || (uint32_t)op >= g->n_ops)
+    return sg__error(SG_ERR_RANGE, "op index %d is out of range (graph has %u)", op, g->n_ops);
   const sg__op *o = &g->ops[op];
   *out = (sg_op_info){o->kind, o->name, o->n_inputs, o->inputs, o->n_outputs, o->outputs, o->n_attrs};
   return SG_OK;
@@ -251,16 +259,19 @@ sg_status sg_graph_op_info(const sg_graph *g, int32_t op, sg_op_info *out) {
 
 sg_status sg_graph_op_attr(const sg_graph *g, int32_t op, int index, sg_attr *out) {
   if (g == NULL || out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_graph_op_attr: NULL argument");
-  if (op < 0 || (uint32_t)op >= g->n_ops) return sg__error(SG_ERR_RANGE, "op index %d is out of range (graph has %u)", op, g->n_ops);
+  if (op < 0 || (uint32_t)op >= g->n_ops)
+    return sg__error(SG_ERR_RANGE, "op index %d is out of range (graph has %u)", op, g->n_ops);
   const sg__op *o = &g->ops[op];
   if (index < 0 || index >= o->n_attrs)
-    return sg__error(SG_ERR_RANGE, "op '%s' has %d attributes; index %d is out of range", o->name, o->n_attrs, index);
+    return sg__error(SG_ERR_RANGE, "op '%s' has %d attributes; index %d is out of range", o->name, o->n_attrs,
+                     index);
   *out = o->attrs[index];
   return SG_OK;
 }
 
 sg_status sg_graph_find_tensor(const sg_graph *g, const char *name, sg_tensor *out) {
-  if (g == NULL || name == NULL || out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_graph_find_tensor: NULL argument");
+  if (g == NULL || name == NULL || out == NULL)
+    return sg__error(SG_ERR_INVALID_ARG, "sg_graph_find_tensor: NULL argument");
   int32_t id = sg__tensor_lookup(g, name);
   *out = (sg_tensor){id};
   if (id < 0) return sg__error(SG_ERR_NOT_FOUND, "no tensor named '%s'", name);

@@ -25,29 +25,29 @@
 #define SG__MAX_ATTR_DIM ((int64_t)1 << 30)
 
 typedef struct sg__tensor {
-  const char *name;   /* arena */
+  const char *name; /* arena */
   sg_dtype dtype;
   sg_role role;
   int ndim;
   int64_t dims[SG_MAX_DIMS];
-  int32_t producer;   /* op index or -1 */
-  const void *data;   /* initializer in the arena or in the file mapping, or NULL */
-  size_t nbytes;      /* numel * dtype size */
+  int32_t producer; /* op index or -1 */
+  const void *data; /* initializer in the arena or in the file mapping, or NULL */
+  size_t nbytes;    /* numel * dtype size */
 } sg__tensor;
 
 typedef struct sg__op {
   sg_op_kind kind;
-  const char *name;   /* arena */
+  const char *name; /* arena */
   int n_inputs, n_outputs, n_attrs;
-  int32_t *inputs;    /* arena; -1 marks an absent optional input */
-  int32_t *outputs;   /* arena */
-  sg_attr *attrs;     /* arena; in the kind's schema order, names point to the schema */
+  int32_t *inputs;  /* arena; -1 marks an absent optional input */
+  int32_t *outputs; /* arena */
+  sg_attr *attrs;   /* arena; in the kind's schema order, names point to the schema */
 } sg__op;
 
 /* Open-addressing map from names to ids (tensors or ops). */
 typedef struct sg__name_map {
-  int32_t *slots;     /* id or -1 */
-  uint32_t cap;       /* power of two or 0 */
+  int32_t *slots; /* id or -1 */
+  uint32_t cap;   /* power of two or 0 */
   uint32_t count;
 } sg__name_map;
 
@@ -57,13 +57,13 @@ struct sg_graph {
   uint32_t n_tensors, cap_tensors;
   sg__op *ops;
   uint32_t n_ops, cap_ops;
-  int32_t *inputs;    /* tensors of role INPUT, in creation order */
+  int32_t *inputs; /* tensors of role INPUT, in creation order */
   uint32_t n_inputs, cap_inputs;
-  int32_t *outputs;   /* marked outputs */
+  int32_t *outputs; /* marked outputs */
   uint32_t n_outputs, cap_outputs;
   sg__name_map tensor_names;
   sg__name_map op_names;
-  sg_status error;    /* first builder error (sticky) */
+  sg_status error; /* first builder error (sticky) */
   bool finalized;
   /* Set when loaded from a .sgg file: initializers point into this mapping. */
   void *mapping;
@@ -85,7 +85,7 @@ typedef struct sg__attr_schema {
   bool required;
   int64_t def_i;
   double def_f;
-  int def_count;            /* INTS default length */
+  int def_count; /* INTS default length */
   int64_t def_ints[4];
   int min_count, max_count; /* INTS length bounds */
 } sg__attr_schema;
@@ -99,10 +99,10 @@ typedef sg_status (*sg__infer_fn)(const sg_graph *g, const sg__op *op, sg__shape
 
 typedef struct sg__op_def {
   sg_op_kind kind;
-  const char *name;         /* "conv2d" */
+  const char *name;           /* "conv2d" */
   int min_inputs, max_inputs; /* max_inputs < 0: unbounded (concat) */
-  uint32_t optional_inputs; /* bit i: input i may be -1 */
-  uint32_t mutated_inputs;  /* bit i: the op updates input i in place */
+  uint32_t optional_inputs;   /* bit i: input i may be -1 */
+  uint32_t mutated_inputs;    /* bit i: the op updates input i in place */
   sg_role output_role;
   int n_attrs;
   const sg__attr_schema *attrs;
@@ -177,6 +177,10 @@ bool sg__numel_checked(int ndim, const int64_t *dims, int64_t *out);
 bool sg__is_float(sg_dtype dt);
 bool sg__is_int(sg_dtype dt);
 bool sg__dtype_valid(sg_dtype dt);
+/* NULL when `s` is a valid name (1..4095 bytes of UTF-8 without control
+ * characters), else what is wrong with it. Names end up in DOT files, JSON
+ * and terminals, so they are checked at every boundary. */
+const char *sg__name_problem(const char *s);
 bool sg__role_valid(sg_role r);
 /* "[2,3,4] f32" into buf (at least SG__SHAPE_STR bytes). */
 #define SG__SHAPE_STR 240

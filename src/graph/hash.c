@@ -31,7 +31,8 @@ static void put_f64(XXH3_state_t *s, double f) {
 
 sg_status sg_graph_hash(const sg_graph *g, unsigned flags, uint64_t *out) {
   if (g == NULL || out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_graph_hash: NULL argument");
-  if (flags & ~(unsigned)SG_HASH_WEIGHTS) return sg__error(SG_ERR_INVALID_ARG, "sg_graph_hash: unknown flags 0x%x", flags);
+  if (flags & ~(unsigned)SG_HASH_WEIGHTS)
+    return sg__error(SG_ERR_INVALID_ARG, "sg_graph_hash: unknown flags 0x%x", flags);
   if (!g->finalized) return sg__error(SG_ERR_STATE, "sg_graph_hash: finalize the graph first");
   /* XXH3 keeps its state on the stack here; no allocation, no failure. */
   XXH3_state_t s;

@@ -7,10 +7,13 @@
 
 size_t sg_dtype_size(sg_dtype dt) {
   switch (dt) {
-    case SG_F32: case SG_I32: return 4;
-    case SG_F16: case SG_BF16: return 2;
+    case SG_F32:
+    case SG_I32: return 4;
+    case SG_F16:
+    case SG_BF16: return 2;
     case SG_I64: return 8;
-    case SG_U8: case SG_BOOL: return 1;
+    case SG_U8:
+    case SG_BOOL: return 1;
   }
   return 0;
 }
@@ -39,6 +42,34 @@ const char *sg_role_name(sg_role r) {
     case SG_ROLE_STATE: return "state";
   }
   return "?";
+}
+
+const char *sg__name_problem(const char *s) {
+  if (s == NULL || s[0] == '\0') return "is empty";
+  size_t n = 0;
+  for (const unsigned char *p = (const unsigned char *)s; *p; n++) {
+    if (n >= SG__MAX_NAME - 1) return "is longer than 4095 bytes";
+    unsigned c = *p;
+    if (c < 0x20 || c == 0x7f) return "contains a control character";
+    if (c < 0x80) {
+      p++;
+      continue;
+    }
+    /* UTF-8: reject overlong forms, surrogates and code points past U+10FFFF. */
+    int len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
+    if (len == 0 || c > 0xf4) return "is not valid UTF-8";
+    uint32_t cp = c & (0x7fu >> len);
+    for (int i = 1; i < len; i++) {
+      if ((p[i] & 0xc0) != 0x80) return "is not valid UTF-8";
+      cp = cp << 6 | (p[i] & 0x3fu);
+    }
+    if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+        (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+      return "is not valid UTF-8";
+    p += len;
+    n += (size_t)len - 1;
+  }
+  return NULL;
 }
 
 bool sg__dtype_valid(sg_dtype dt) { return sg_dtype_size(dt) != 0; }
@@ -78,7 +109,9 @@ const char *sg__tstr(char *buf, const sg__tensor *t) {
   return buf;
 }
 
-const char *sg__tensor_str(char *buf, const sg_graph *g, int32_t id) { return sg__tstr(buf, &g->tensors[id]); }
+const char *sg__tensor_str(char *buf, const sg_graph *g, int32_t id) {
+  return sg__tstr(buf, &g->tensors[id]);
+}
 
 const sg__tensor *sg__in(const sg_graph *g, const sg__op *op, int i) {
   if (i >= op->n_inputs || op->inputs[i] < 0) return NULL;
@@ -111,8 +144,7 @@ sg_status sg__broadcast(const sg__op *op, const sg__tensor *a, const sg__tensor 
     if (da != db && da != 1 && db != 1) {
       char sa[SG__SHAPE_STR], sb[SG__SHAPE_STR];
       return sg__op_error(op, SG_ERR_SHAPE, "shapes %s and %s do not broadcast (dim %d: %lld vs %lld)",
-                          sg__tstr(sa, a),
-                          sg__tstr(sb, b), i, (long long)da, (long long)db);
+                          sg__tstr(sa, a), sg__tstr(sb, b), i, (long long)da, (long long)db);
     }
     out->dims[i] = da == 1 ? db : da;
   }

@@ -27,41 +27,47 @@ static sg_status infer_conv2d(const sg_graph *g, const sg__op *op, sg__shape *ou
   sg__tstr(sw, w);
   if (!sg__is_float(x->dtype)) return sg__op_error(op, SG_ERR_DTYPE, "input x %s must be a float type", sx);
   if (w->dtype != x->dtype || (b && b->dtype != x->dtype))
-    return sg__op_error(op, SG_ERR_DTYPE, "x %s, weight %s%s%s must share one dtype", sx, sw, b ? ", bias " : "",
-                        b ? sg__tstr(sb, b) : "");
+    return sg__op_error(op, SG_ERR_DTYPE, "x %s, weight %s%s%s must share one dtype", sx, sw,
+                        b ? ", bias " : "", b ? sg__tstr(sb, b) : "");
   if (x->ndim != 4) return sg__op_error(op, SG_ERR_SHAPE, "input x %s must be 4-D [N,C,H,W]", sx);
   if (w->ndim != 4) return sg__op_error(op, SG_ERR_SHAPE, "weight %s must be 4-D [K,C/groups,R,S]", sw);
   const int64_t *st = sg__attr_ints(op, STRIDE), *pad = sg__attr_ints(op, PADDING);
   const int64_t *dil = sg__attr_ints(op, DILATION);
   int64_t groups = sg__attr_i(op, GROUPS);
   if (st[0] < 1 || st[1] < 1 || dil[0] < 1 || dil[1] < 1 || groups < 1)
-    return sg__op_error(op, SG_ERR_ATTRIBUTE, "stride (%lld,%lld), dilation (%lld,%lld) and groups %lld must be >= 1",
-                        (long long)st[0], (long long)st[1], (long long)dil[0], (long long)dil[1], (long long)groups);
+    return sg__op_error(
+        op, SG_ERR_ATTRIBUTE, "stride (%lld,%lld), dilation (%lld,%lld) and groups %lld must be >= 1",
+        (long long)st[0], (long long)st[1], (long long)dil[0], (long long)dil[1], (long long)groups);
   for (int i = 0; i < 4; i++)
     if (pad[i] < 0 || pad[i] > SG__MAX_ATTR_DIM)
-      return sg__op_error(op, SG_ERR_ATTRIBUTE, "padding[%d] is %lld; must be in 0..2^30", i, (long long)pad[i]);
+      return sg__op_error(op, SG_ERR_ATTRIBUTE, "padding[%d] is %lld; must be in 0..2^30", i,
+                          (long long)pad[i]);
   int64_t C = x->dims[1], K = w->dims[0];
   if (C % groups != 0 || K % groups != 0)
-    return sg__op_error(op, SG_ERR_SHAPE, "groups %lld must divide input channels of x %s and output channels of weight %s",
+    return sg__op_error(op, SG_ERR_SHAPE,
+                        "groups %lld must divide input channels of x %s and output channels of weight %s",
                         (long long)groups, sx, sw);
   if (w->dims[1] * groups != C)
-    return sg__op_error(op, SG_ERR_SHAPE, "x %s has %lld channels but weight %s expects %lld (C/groups = %lld, groups = %lld)",
-                        sx, (long long)C, sw, (long long)(w->dims[1] * groups), (long long)w->dims[1], (long long)groups);
+    return sg__op_error(op, SG_ERR_SHAPE,
+                        "x %s has %lld channels but weight %s expects %lld (C/groups = %lld, groups = %lld)",
+                        sx, (long long)C, sw, (long long)(w->dims[1] * groups), (long long)w->dims[1],
+                        (long long)groups);
   if (b && (b->ndim != 1 || b->dims[0] != K))
-    return sg__op_error(op, SG_ERR_SHAPE, "bias %s must be [%lld] to match weight %s",
-                        sg__tstr(sb, b), (long long)K, sw);
+    return sg__op_error(op, SG_ERR_SHAPE, "bias %s must be [%lld] to match weight %s", sg__tstr(sb, b),
+                        (long long)K, sw);
   int64_t oh = sg__conv_out_dim(x->dims[2], pad[0], pad[2], w->dims[2], st[0], dil[0]);
   int64_t ow = sg__conv_out_dim(x->dims[3], pad[1], pad[3], w->dims[3], st[1], dil[1]);
   if (oh < 1 || ow < 1)
-    return sg__op_error(op, SG_ERR_SHAPE, "kernel of weight %s (dilation %lld,%lld) is larger than padded input x %s",
-                        sw, (long long)dil[0], (long long)dil[1], sx);
+    return sg__op_error(op, SG_ERR_SHAPE,
+                        "kernel of weight %s (dilation %lld,%lld) is larger than padded input x %s", sw,
+                        (long long)dil[0], (long long)dil[1], sx);
   outs[0] = (sg__shape){x->dtype, 4, {x->dims[0], K, oh, ow}};
   *n_outs = 1;
   return SG_OK;
 }
 
-const sg__op_def sg__def_conv2d = {SG_OP_CONV2D, "conv2d", 2, 3, 1u << 2, 0, SG_ROLE_ACTIVATION,
-                                   4, conv_attrs, infer_conv2d};
+const sg__op_def sg__def_conv2d = {SG_OP_CONV2D,       "conv2d", 2,          3,           1u << 2, 0,
+                                   SG_ROLE_ACTIVATION, 4,        conv_attrs, infer_conv2d};
 
 sg_conv2d_params sg_conv2d_params_init(void) { return (sg_conv2d_params)SG_CONV2D_PARAMS_INIT; }
 

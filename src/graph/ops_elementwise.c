@@ -9,8 +9,7 @@ static sg_status infer_float_unary(const sg_graph *g, const sg__op *op, sg__shap
   const sg__tensor *x = sg__in(g, op, 0);
   if (!sg__is_float(x->dtype)) {
     char sx[SG__SHAPE_STR];
-    return sg__op_error(op, SG_ERR_DTYPE, "input %s must be a float type",
-                        sg__tstr(sx, x));
+    return sg__op_error(op, SG_ERR_DTYPE, "input %s must be a float type", sg__tstr(sx, x));
   }
   sg__shape_of(x, &outs[0]);
   *n_outs = 1;
@@ -34,7 +33,8 @@ static const sg__attr_schema gelu_attrs[] = {{"approximate", SG_ATTR_INT, false,
 static sg_status infer_gelu(const sg_graph *g, const sg__op *op, sg__shape *outs, int *n_outs) {
   int64_t a = sg__attr_i(op, 0);
   if (a != 0 && a != 1)
-    return sg__op_error(op, SG_ERR_ATTRIBUTE, "approximate is %lld; must be 0 (erf) or 1 (tanh)", (long long)a);
+    return sg__op_error(op, SG_ERR_ATTRIBUTE, "approximate is %lld; must be 0 (erf) or 1 (tanh)",
+                        (long long)a);
   return infer_float_unary(g, op, outs, n_outs);
 }
 
@@ -100,7 +100,8 @@ static sg_status infer_scalar(const sg_graph *g, const sg__op *op, sg__shape *ou
   if (!isfinite(v)) return sg__op_error(op, SG_ERR_ATTRIBUTE, "value %g must be finite", v);
   bool need_float = op->kind == SG_OP_POW_SCALAR;
   if (!(sg__is_float(x->dtype) || (!need_float && sg__is_int(x->dtype))))
-    return sg__op_error(op, SG_ERR_DTYPE, "input %s must be a float%s type", sx, need_float ? "" : " or integer");
+    return sg__op_error(op, SG_ERR_DTYPE, "input %s must be a float%s type", sx,
+                        need_float ? "" : " or integer");
   sg__shape_of(x, &outs[0]);
   *n_outs = 1;
   return SG_OK;

@@ -10,13 +10,14 @@ static sg_status infer_matmul(const sg_graph *g, const sg__op *op, sg__shape *ou
   sg__tstr(sb, b);
   if (a->dtype != b->dtype || !sg__is_float(a->dtype))
     return sg__op_error(op, SG_ERR_DTYPE, "operands %s and %s must share one float dtype", sa, sb);
-  if (a->ndim < 1 || b->ndim < 1) return sg__op_error(op, SG_ERR_SHAPE, "operands %s and %s must have at least 1 dim", sa, sb);
+  if (a->ndim < 1 || b->ndim < 1)
+    return sg__op_error(op, SG_ERR_SHAPE, "operands %s and %s must have at least 1 dim", sa, sb);
   /* 1-D operands are promoted to matrices and the added dim removed after. */
   int64_t M = a->ndim == 1 ? 1 : a->dims[a->ndim - 2], K = a->dims[a->ndim - 1];
   int64_t Kb = b->ndim == 1 ? b->dims[0] : b->dims[b->ndim - 2], N = b->ndim == 1 ? 1 : b->dims[b->ndim - 1];
   if (K != Kb)
-    return sg__op_error(op, SG_ERR_SHAPE, "inner dims differ: %s has %lld columns, %s has %lld rows", sa, (long long)K, sb,
-                        (long long)Kb);
+    return sg__op_error(op, SG_ERR_SHAPE, "inner dims differ: %s has %lld columns, %s has %lld rows", sa,
+                        (long long)K, sb, (long long)Kb);
   /* Broadcast the batch dims. */
   sg__tensor ba = *a, bb = *b;
   ba.ndim = a->ndim > 2 ? a->ndim - 2 : 0;
@@ -33,7 +34,8 @@ static sg_status infer_matmul(const sg_graph *g, const sg__op *op, sg__shape *ou
   return SG_OK;
 }
 
-const sg__op_def sg__def_matmul = {SG_OP_MATMUL, "matmul", 2, 2, 0, 0, SG_ROLE_ACTIVATION, 0, NULL, infer_matmul};
+const sg__op_def sg__def_matmul = {SG_OP_MATMUL,       "matmul", 2,    2,           0, 0,
+                                   SG_ROLE_ACTIVATION, 0,        NULL, infer_matmul};
 
 sg_tensor sg_matmul(sg_graph *g, sg_tensor a, sg_tensor b) {
   sg_tensor in[] = {a, b};
@@ -56,18 +58,21 @@ static sg_status infer_gemm(const sg_graph *g, const sg__op *op, sg__shape *outs
   int64_t ta = sg__attr_i(op, TRANS_A), tb = sg__attr_i(op, TRANS_B);
   double alpha = sg__attr_f(op, ALPHA), beta = sg__attr_f(op, BETA);
   if ((ta != 0 && ta != 1) || (tb != 0 && tb != 1))
-    return sg__op_error(op, SG_ERR_ATTRIBUTE, "trans_a %lld and trans_b %lld must be 0 or 1", (long long)ta, (long long)tb);
+    return sg__op_error(op, SG_ERR_ATTRIBUTE, "trans_a %lld and trans_b %lld must be 0 or 1", (long long)ta,
+                        (long long)tb);
   if (!isfinite(alpha) || !isfinite(beta))
     return sg__op_error(op, SG_ERR_ATTRIBUTE, "alpha %g and beta %g must be finite", alpha, beta);
   if (a->dtype != b->dtype || !sg__is_float(a->dtype) || (c && c->dtype != a->dtype))
-    return sg__op_error(op, SG_ERR_DTYPE, "a %s, b %s%s%s must share one float dtype", sa, sb, c ? ", c " : "",
-                        c ? sg__tstr(sc, c) : "");
-  if (a->ndim != 2 || b->ndim != 2) return sg__op_error(op, SG_ERR_SHAPE, "a %s and b %s must be 2-D", sa, sb);
+    return sg__op_error(op, SG_ERR_DTYPE, "a %s, b %s%s%s must share one float dtype", sa, sb,
+                        c ? ", c " : "", c ? sg__tstr(sc, c) : "");
+  if (a->ndim != 2 || b->ndim != 2)
+    return sg__op_error(op, SG_ERR_SHAPE, "a %s and b %s must be 2-D", sa, sb);
   /* op(A) is [M,K]: A is [M,K], or [K,M] when transposed; op(B) is [K,N]. */
   int64_t M = a->dims[ta], K = a->dims[1 - ta], Kb = b->dims[tb], N = b->dims[1 - tb];
   if (K != Kb)
     return sg__op_error(op, SG_ERR_SHAPE, "inner dims differ: a %s%s gives K=%lld, b %s%s gives K=%lld", sa,
-                        ta ? " (transposed)" : "", (long long)K, sb, tb ? " (transposed)" : "", (long long)Kb);
+                        ta ? " (transposed)" : "", (long long)K, sb, tb ? " (transposed)" : "",
+                        (long long)Kb);
   outs[0] = (sg__shape){a->dtype, 2, {M, N}};
   if (c) {
     /* c broadcasts one way, to [M, N]. */
@@ -75,14 +80,15 @@ static sg_status infer_gemm(const sg_graph *g, const sg__op *op, sg__shape *outs
     sg__shape bc;
     SG_CHECK(sg__broadcast(op, &mn, c, &bc));
     if (bc.ndim != 2 || bc.dims[0] != M || bc.dims[1] != N)
-      return sg__op_error(op, SG_ERR_SHAPE, "c %s must broadcast to [%lld,%lld]",
-                          sg__tstr(sc, c), (long long)M, (long long)N);
+      return sg__op_error(op, SG_ERR_SHAPE, "c %s must broadcast to [%lld,%lld]", sg__tstr(sc, c),
+                          (long long)M, (long long)N);
   }
   *n_outs = 1;
   return SG_OK;
 }
 
-const sg__op_def sg__def_gemm = {SG_OP_GEMM, "gemm", 2, 3, 1u << 2, 0, SG_ROLE_ACTIVATION, 4, gemm_attrs, infer_gemm};
+const sg__op_def sg__def_gemm = {SG_OP_GEMM,         "gemm", 2,          3,         1u << 2, 0,
+                                 SG_ROLE_ACTIVATION, 4,      gemm_attrs, infer_gemm};
 
 sg_gemm_params sg_gemm_params_init(void) { return (sg_gemm_params)SG_GEMM_PARAMS_INIT; }
 

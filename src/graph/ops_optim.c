@@ -13,16 +13,13 @@ static sg_status like_param(const sg__op *op, const sg__tensor *param, const sg_
   sg__tstr(sp, param);
   sg__tstr(st, t);
   if (t->dtype != param->dtype)
-    return sg__op_error(op, SG_ERR_DTYPE, "%s '%s' %s must have the dtype of param '%s' %s", what, t->name, st,
-                        param->name, sp);
+    return sg__op_error(op, SG_ERR_DTYPE, "%s %s must have the dtype of param %s", what, st, sp);
   bool same = t->ndim == param->ndim;
   for (int i = 0; same && i < t->ndim; i++) same = t->dims[i] == param->dims[i];
-  if (!same)
-    return sg__op_error(op, SG_ERR_SHAPE, "%s '%s' %s must have the shape of param '%s' %s", what, t->name, st,
-                        param->name, sp);
+  if (!same) return sg__op_error(op, SG_ERR_SHAPE, "%s %s must have the shape of param %s", what, st, sp);
   if (role && t->role != role)
-    return sg__op_error(op, SG_ERR_INVALID_ARG, "%s '%s' must have role %s, not %s", what, t->name, sg_role_name(role),
-                        sg_role_name(t->role));
+    return sg__op_error(op, SG_ERR_INVALID_ARG, "%s '%s' must have role %s, not %s", what, t->name,
+                        sg_role_name(role), sg_role_name(t->role));
   return SG_OK;
 }
 
@@ -30,8 +27,7 @@ static sg_status like_param(const sg__op *op, const sg__tensor *param, const sg_
 static sg_status scalar_f32(const sg__op *op, const sg__tensor *t, const char *what) {
   char s[SG__SHAPE_STR];
   if (t->dtype != SG_F32 || sg__numel(t->ndim, t->dims) != 1)
-    return sg__op_error(op, SG_ERR_SHAPE, "%s '%s' %s must be a one-element f32 tensor", what, t->name,
-                        sg__tstr(s, t));
+    return sg__op_error(op, SG_ERR_SHAPE, "%s %s must be a one-element f32 tensor", what, sg__tstr(s, t));
   return SG_OK;
 }
 
@@ -41,8 +37,7 @@ static sg_status check_param(const sg__op *op, const sg__tensor *param) {
     return sg__op_error(op, SG_ERR_INVALID_ARG, "param '%s' must have role parameter, not %s", param->name,
                         sg_role_name(param->role));
   if (!sg__is_float(param->dtype))
-    return sg__op_error(op, SG_ERR_DTYPE, "param '%s' %s must be a float type", param->name,
-                        sg__tstr(s, param));
+    return sg__op_error(op, SG_ERR_DTYPE, "param %s must be a float type", sg__tstr(s, param));
   return SG_OK;
 }
 
@@ -62,26 +57,30 @@ static sg_status infer_sgd(const sg_graph *g, const sg__op *op, sg__shape *outs,
   double wd = sg__attr_f(op, WEIGHT_DECAY);
   int64_t nesterov = sg__attr_i(op, NESTEROV);
   if (!(momentum >= 0 && momentum < 1e6) || !(dampening >= 0 && dampening <= 1) || !(wd >= 0 && wd < 1e6))
-    return sg__op_error(op, SG_ERR_ATTRIBUTE, "momentum %g and weight_decay %g must be >= 0, dampening %g in [0, 1]",
-                        momentum, wd, dampening);
-  if (nesterov != 0 && nesterov != 1) return sg__op_error(op, SG_ERR_ATTRIBUTE, "nesterov is %lld; must be 0 or 1", (long long)nesterov);
+    return sg__op_error(op, SG_ERR_ATTRIBUTE,
+                        "momentum %g and weight_decay %g must be >= 0, dampening %g in [0, 1]", momentum, wd,
+                        dampening);
+  if (nesterov != 0 && nesterov != 1)
+    return sg__op_error(op, SG_ERR_ATTRIBUTE, "nesterov is %lld; must be 0 or 1", (long long)nesterov);
   if (nesterov && (momentum <= 0 || dampening != 0))
-    return sg__op_error(op, SG_ERR_ATTRIBUTE, "nesterov needs momentum > 0 and dampening 0 (momentum %g, dampening %g)",
-                        momentum, dampening);
+    return sg__op_error(op, SG_ERR_ATTRIBUTE,
+                        "nesterov needs momentum > 0 and dampening 0 (momentum %g, dampening %g)", momentum,
+                        dampening);
   SG_CHECK(check_param(op, param));
   SG_CHECK(like_param(op, param, grad, "grad", 0));
   SG_CHECK(scalar_f32(op, lr, "lr"));
   if (momentum > 0 && buf == NULL)
     return sg__op_error(op, SG_ERR_ARITY, "momentum %g needs a momentum buffer (input 3)", momentum);
   if (momentum == 0 && buf != NULL)
-    return sg__op_error(op, SG_ERR_ARITY, "momentum is 0, so input 3 '%s' (momentum buffer) must be absent", buf->name);
+    return sg__op_error(op, SG_ERR_ARITY, "momentum is 0, so input 3 '%s' (momentum buffer) must be absent",
+                        buf->name);
   if (buf) SG_CHECK(like_param(op, param, buf, "momentum_buf", SG_ROLE_OPTIMIZER_STATE));
   *n_outs = 0;
   return SG_OK;
 }
 
-const sg__op_def sg__def_sgd_update = {SG_OP_SGD_UPDATE, "sgd_update", 3, 4, 1u << 3, (1u << 0) | (1u << 3),
-                                       SG_ROLE_ACTIVATION, 4, sgd_attrs, infer_sgd};
+const sg__op_def sg__def_sgd_update = {SG_OP_SGD_UPDATE,      "sgd_update",       3, 4,         1u << 3,
+                                       (1u << 0) | (1u << 3), SG_ROLE_ACTIVATION, 4, sgd_attrs, infer_sgd};
 
 sg_sgd_params sg_sgd_params_init(void) { return (sg_sgd_params)SG_SGD_PARAMS_INIT; }
 
@@ -121,23 +120,31 @@ static sg_status infer_adamw(const sg_graph *g, const sg__op *op, sg__shape *out
   SG_CHECK(like_param(op, param, v, "v", SG_ROLE_OPTIMIZER_STATE));
   SG_CHECK(scalar_f32(op, step, "step"));
   if (step->role != SG_ROLE_OPTIMIZER_STATE)
-    return sg__op_error(op, SG_ERR_INVALID_ARG, "step '%s' must have role optimizer_state, not %s", step->name,
-                        sg_role_name(step->role));
+    return sg__op_error(op, SG_ERR_INVALID_ARG, "step '%s' must have role optimizer_state, not %s",
+                        step->name, sg_role_name(step->role));
   *n_outs = 0;
   return SG_OK;
 }
 
-const sg__op_def sg__def_adamw_update = {SG_OP_ADAMW_UPDATE, "adamw_update", 6, 6, 0,
-                                         (1u << 0) | (1u << 3) | (1u << 4) | (1u << 5), SG_ROLE_ACTIVATION,
-                                         4, adamw_attrs, infer_adamw};
+const sg__op_def sg__def_adamw_update = {SG_OP_ADAMW_UPDATE,
+                                         "adamw_update",
+                                         6,
+                                         6,
+                                         0,
+                                         (1u << 0) | (1u << 3) | (1u << 4) | (1u << 5),
+                                         SG_ROLE_ACTIVATION,
+                                         4,
+                                         adamw_attrs,
+                                         infer_adamw};
 
 sg_adamw_params sg_adamw_params_init(void) { return (sg_adamw_params)SG_ADAMW_PARAMS_INIT; }
 
-sg_status sg_adamw_update(sg_graph *g, sg_tensor param, sg_tensor grad, sg_tensor lr, sg_tensor m, sg_tensor v,
-                          sg_tensor step, const sg_adamw_params *p) {
+sg_status sg_adamw_update(sg_graph *g, sg_tensor param, sg_tensor grad, sg_tensor lr, sg_tensor m,
+                          sg_tensor v, sg_tensor step, const sg_adamw_params *p) {
   sg_adamw_params d = SG_ADAMW_PARAMS_INIT;
   if (p == NULL) p = &d;
-  if (!sg__params_ok(g, p->size, sizeof *p, "sg_adamw_update", "SG_ADAMW_PARAMS_INIT")) return sg_graph_status(g);
+  if (!sg__params_ok(g, p->size, sizeof *p, "sg_adamw_update", "SG_ADAMW_PARAMS_INIT"))
+    return sg_graph_status(g);
   sg_attr attrs[] = {SG__AF("beta1", p->beta1), SG__AF("beta2", p->beta2), SG__AF("eps", p->eps),
                      SG__AF("weight_decay", p->weight_decay)};
   sg_tensor in[] = {param, grad, lr, m, v, step};

@@ -42,12 +42,13 @@ static sg_status infer_reduce(const sg_graph *g, const sg__op *op, sg__shape *ou
   return SG_OK;
 }
 
-const sg__op_def sg__def_reduce_mean = {SG_OP_REDUCE_MEAN, "reduce_mean", 1, 1, 0, 0, SG_ROLE_ACTIVATION,
-                                        2, reduce_attrs, infer_reduce};
-const sg__op_def sg__def_reduce_sum = {SG_OP_REDUCE_SUM, "reduce_sum", 1, 1, 0, 0, SG_ROLE_ACTIVATION,
-                                       2, reduce_attrs, infer_reduce};
+const sg__op_def sg__def_reduce_mean = {SG_OP_REDUCE_MEAN, "reduce_mean", 1, 1, 0, 0, SG_ROLE_ACTIVATION, 2,
+                                        reduce_attrs,      infer_reduce};
+const sg__op_def sg__def_reduce_sum = {SG_OP_REDUCE_SUM, "reduce_sum", 1, 1, 0, 0, SG_ROLE_ACTIVATION, 2,
+                                       reduce_attrs,     infer_reduce};
 
-static sg_tensor reduce(sg_graph *g, sg_op_kind kind, sg_tensor x, int naxes, const int64_t *axes, int keepdims) {
+static sg_tensor reduce(sg_graph *g, sg_op_kind kind, sg_tensor x, int naxes, const int64_t *axes,
+                        int keepdims) {
   sg_attr a[] = {SG__AS("axes", naxes, axes), SG__AI("keepdims", keepdims)};
   return sg__build1(g, kind, 1, &x, 2, a);
 }
@@ -86,7 +87,8 @@ static sg_status infer_dropout(const sg_graph *g, const sg__op *op, sg__shape *o
   return SG_OK;
 }
 
-const sg__op_def sg__def_dropout = {SG_OP_DROPOUT, "dropout", 1, 1, 0, 0, SG_ROLE_ACTIVATION, 3, dropout_attrs, infer_dropout};
+const sg__op_def sg__def_dropout = {SG_OP_DROPOUT, "dropout",    1, 1, 0, 0, SG_ROLE_ACTIVATION, 3,
+                                    dropout_attrs, infer_dropout};
 
 sg_tensor sg_dropout(sg_graph *g, sg_tensor x, double p, uint64_t seed, int training) {
   /* The seed travels as int64 bits; the cast is undone by the kernel. */

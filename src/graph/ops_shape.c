@@ -19,7 +19,8 @@ static sg_status infer_flatten(const sg_graph *g, const sg__op *op, sg__shape *o
   return SG_OK;
 }
 
-const sg__op_def sg__def_flatten = {SG_OP_FLATTEN, "flatten", 1, 1, 0, 0, SG_ROLE_ACTIVATION, 1, flatten_attrs, infer_flatten};
+const sg__op_def sg__def_flatten = {SG_OP_FLATTEN, "flatten",    1, 1, 0, 0, SG_ROLE_ACTIVATION, 1,
+                                    flatten_attrs, infer_flatten};
 
 sg_tensor sg_flatten(sg_graph *g, sg_tensor x, int axis) {
   sg_attr a[] = {SG__AI("axis", axis)};
@@ -50,7 +51,8 @@ static sg_status infer_reshape(const sg_graph *g, const sg__op *op, sg__shape *o
     if (d == 0) {
       /* ONNX: 0 copies the input's dim at the same index. */
       if (i >= x->ndim)
-        return sg__op_error(op, SG_ERR_ATTRIBUTE, "shape %s has 0 at index %d but x %s has only %d dims", ss, i, sx, x->ndim);
+        return sg__op_error(op, SG_ERR_ATTRIBUTE, "shape %s has 0 at index %d but x %s has only %d dims", ss,
+                            i, sx, x->ndim);
       d = x->dims[i];
     }
     if (d < 1) return sg__op_error(op, SG_ERR_ATTRIBUTE, "shape %s has invalid entry %lld", ss, (long long)d);
@@ -60,7 +62,8 @@ static sg_status infer_reshape(const sg_graph *g, const sg__op *op, sg__shape *o
   }
   if (infer_at >= 0) {
     if (numel % known != 0)
-      return sg__op_error(op, SG_ERR_SHAPE, "cannot reshape x %s (%lld elements) to %s", sx, (long long)numel, ss);
+      return sg__op_error(op, SG_ERR_SHAPE, "cannot reshape x %s (%lld elements) to %s", sx, (long long)numel,
+                          ss);
     o->dims[infer_at] = numel / known;
   } else if (known != numel) {
     return sg__op_error(op, SG_ERR_SHAPE, "cannot reshape x %s (%lld elements) to %s (%lld elements)", sx,
@@ -70,7 +73,8 @@ static sg_status infer_reshape(const sg_graph *g, const sg__op *op, sg__shape *o
   return SG_OK;
 }
 
-const sg__op_def sg__def_reshape = {SG_OP_RESHAPE, "reshape", 1, 1, 0, 0, SG_ROLE_ACTIVATION, 1, reshape_attrs, infer_reshape};
+const sg__op_def sg__def_reshape = {SG_OP_RESHAPE, "reshape",    1, 1, 0, 0, SG_ROLE_ACTIVATION, 1,
+                                    reshape_attrs, infer_reshape};
 
 sg_tensor sg_reshape(sg_graph *g, sg_tensor x, int ndim, const int64_t *shape) {
   sg_attr a[] = {SG__AS("shape", ndim, shape)};
@@ -102,8 +106,8 @@ static sg_status infer_transpose(const sg_graph *g, const sg__op *op, sg__shape 
   return SG_OK;
 }
 
-const sg__op_def sg__def_transpose = {SG_OP_TRANSPOSE, "transpose", 1, 1, 0, 0, SG_ROLE_ACTIVATION,
-                                      1, transpose_attrs, infer_transpose};
+const sg__op_def sg__def_transpose = {SG_OP_TRANSPOSE, "transpose",    1, 1, 0, 0, SG_ROLE_ACTIVATION, 1,
+                                      transpose_attrs, infer_transpose};
 
 sg_tensor sg_transpose(sg_graph *g, sg_tensor x, int ndim, const int64_t *perm) {
   sg_attr a[] = {SG__AS("perm", ndim, perm)};
@@ -118,7 +122,8 @@ static sg_status infer_concat(const sg_graph *g, const sg__op *op, sg__shape *ou
   sg__tstr(s0, x0);
   int axis;
   if (x0->ndim == 0 || !sg__norm_axis(sg__attr_i(op, 0), x0->ndim, &axis))
-    return sg__op_error(op, SG_ERR_ATTRIBUTE, "axis %lld is out of range for input 0 %s", (long long)sg__attr_i(op, 0), s0);
+    return sg__op_error(op, SG_ERR_ATTRIBUTE, "axis %lld is out of range for input 0 %s",
+                        (long long)sg__attr_i(op, 0), s0);
   sg__shape_of(x0, &outs[0]);
   for (int i = 1; i < op->n_inputs; i++) {
     const sg__tensor *x = sg__in(g, op, i);
@@ -129,8 +134,9 @@ static sg_status infer_concat(const sg_graph *g, const sg__op *op, sg__shape *ou
       return sg__op_error(op, SG_ERR_SHAPE, "input %d %s and input 0 %s differ in rank", i, si, s0);
     for (int d = 0; d < x0->ndim; d++)
       if (d != axis && x->dims[d] != x0->dims[d])
-        return sg__op_error(op, SG_ERR_SHAPE, "input %d %s and input 0 %s differ in dim %d (concat axis is %d)", i, si,
-                            s0, d, axis);
+        return sg__op_error(op, SG_ERR_SHAPE,
+                            "input %d %s and input 0 %s differ in dim %d (concat axis is %d)", i, si, s0, d,
+                            axis);
     /* Dims of valid tensors are <= 2^56, so the sum cannot overflow; the
      * element count of the result is checked by the caller. */
     outs[0].dims[axis] += x->dims[axis];
@@ -139,7 +145,8 @@ static sg_status infer_concat(const sg_graph *g, const sg__op *op, sg__shape *ou
   return SG_OK;
 }
 
-const sg__op_def sg__def_concat = {SG_OP_CONCAT, "concat", 1, -1, 0, 0, SG_ROLE_ACTIVATION, 1, concat_attrs, infer_concat};
+const sg__op_def sg__def_concat = {SG_OP_CONCAT, "concat",    1, -1, 0, 0, SG_ROLE_ACTIVATION, 1,
+                                   concat_attrs, infer_concat};
 
 sg_tensor sg_concat(sg_graph *g, int n, const sg_tensor *xs, int axis) {
   sg_attr a[] = {SG__AI("axis", axis)};

@@ -33,7 +33,8 @@ static void test_ops_md_covers_op_table(void **state) {
     if (!documented) fail_msg("docs/ops.md has no ### section for op '%s'", def->name);
     for (int a = 0; a < def->n_attrs; a++) {
       snprintf(row, sizeof row, "`%s`", def->attrs[a].name);
-      if (strstr(doc, row) == NULL) fail_msg("docs/ops.md does not mention attribute '%s' of '%s'", def->attrs[a].name, def->name);
+      if (strstr(doc, row) == NULL)
+        fail_msg("docs/ops.md does not mention attribute '%s' of '%s'", def->attrs[a].name, def->name);
     }
   }
   assert_int_equal(kinds, SG_OP_ADAMW_UPDATE);

@@ -35,13 +35,14 @@ static void expect_shape_(sg_graph *g, sg_tensor t, sg_dtype dt, int ndim, const
   }
   assert_int_equal(sg_graph_tensor_info(g, t, &info), SG_OK);
   if (info.dtype != dt || info.ndim != ndim) {
-    fprintf(stderr, "line %d: got dtype %s rank %d, want %s rank %d\n", line, sg_dtype_name(info.dtype), info.ndim,
-            sg_dtype_name(dt), ndim);
+    fprintf(stderr, "line %d: got dtype %s rank %d, want %s rank %d\n", line, sg_dtype_name(info.dtype),
+            info.ndim, sg_dtype_name(dt), ndim);
     _fail(__FILE__, line);
   }
   for (int i = 0; i < ndim; i++)
     if (info.dims[i] != dims[i]) {
-      fprintf(stderr, "line %d: dim %d is %lld, want %lld\n", line, i, (long long)info.dims[i], (long long)dims[i]);
+      fprintf(stderr, "line %d: dim %d is %lld, want %lld\n", line, i, (long long)info.dims[i],
+              (long long)dims[i]);
       _fail(__FILE__, line);
     }
 }
@@ -50,14 +51,14 @@ static void expect_shape_(sg_graph *g, sg_tensor t, sg_dtype dt, int ndim, const
 
 /* A builder call that must fail: returns SG_NO_TENSOR, records `status` on
  * the graph with a message containing `needle`. Starts a fresh graph. */
-#define EXPECT_FAIL(g, expr, status, needle)                  \
-  do {                                                        \
-    sg_tensor r_ = (expr);                                    \
-    assert_true(r_.id < 0);                                   \
-    assert_status(sg_graph_status(g), status, needle);        \
-    assert_status(sg_graph_finalize(g), status, NULL);        \
-    sg_graph_destroy(g);                                      \
-    g = fresh();                                              \
+#define EXPECT_FAIL(g, expr, status, needle)           \
+  do {                                                 \
+    sg_tensor r_ = (expr);                             \
+    assert_true(r_.id < 0);                            \
+    assert_status(sg_graph_status(g), status, needle); \
+    assert_status(sg_graph_finalize(g), status, NULL); \
+    sg_graph_destroy(g);                               \
+    g = fresh();                                       \
   } while (0)
 
 static sg_conv2d_params conv(int64_t s, int64_t p, int64_t d, int64_t groups) {
@@ -74,52 +75,66 @@ static void test_conv2d(void **state) {
   sg_graph *g = fresh();
   sg_conv2d_params p = conv(2, 3, 1, 1);
   /* ResNet stem: 224 -> (224 + 6 - 7) / 2 + 1 = 112. */
-  sg_tensor y = sg_conv2d(g, MK(g, SG_F32, 2, 3, 224, 224), MK(g, SG_F32, 64, 3, 7, 7), MK(g, SG_F32, 64), &p);
+  sg_tensor y =
+      sg_conv2d(g, MK(g, SG_F32, 2, 3, 224, 224), MK(g, SG_F32, 64, 3, 7, 7), MK(g, SG_F32, 64), &p);
   EXPECT_SHAPE(g, y, SG_F32, 2, 64, 112, 112);
   /* Dilation 2, 3x3, pad 2, stride 1: span 5, (10 + 4 - 5) / 1 + 1 = 10. */
   p = conv(1, 2, 2, 1);
-  EXPECT_SHAPE(g, sg_conv2d(g, MK(g, SG_F32, 1, 4, 10, 10), MK(g, SG_F32, 8, 4, 3, 3), SG_NO_TENSOR, &p), SG_F32, 1, 8, 10, 10);
+  EXPECT_SHAPE(g, sg_conv2d(g, MK(g, SG_F32, 1, 4, 10, 10), MK(g, SG_F32, 8, 4, 3, 3), SG_NO_TENSOR, &p),
+               SG_F32, 1, 8, 10, 10);
   /* Grouped and depthwise. */
   p = conv(1, 1, 1, 2);
-  EXPECT_SHAPE(g, sg_conv2d(g, MK(g, SG_F32, 1, 4, 5, 5), MK(g, SG_F32, 6, 2, 3, 3), SG_NO_TENSOR, &p), SG_F32, 1, 6, 5, 5);
+  EXPECT_SHAPE(g, sg_conv2d(g, MK(g, SG_F32, 1, 4, 5, 5), MK(g, SG_F32, 6, 2, 3, 3), SG_NO_TENSOR, &p),
+               SG_F32, 1, 6, 5, 5);
   p = conv(2, 1, 1, 8);
-  EXPECT_SHAPE(g, sg_conv2d(g, MK(g, SG_F16, 3, 8, 9, 7), MK(g, SG_F16, 8, 1, 3, 3), SG_NO_TENSOR, &p), SG_F16, 3, 8, 5, 4);
+  EXPECT_SHAPE(g, sg_conv2d(g, MK(g, SG_F16, 3, 8, 9, 7), MK(g, SG_F16, 8, 1, 3, 3), SG_NO_TENSOR, &p),
+               SG_F16, 3, 8, 5, 4);
   /* Asymmetric padding and rectangular stride: h (6+1+0-3)/1+1 = 5, w (6+0+2-2)/3+1 = 3. */
   sg_conv2d_params q = {sizeof q, {1, 3}, {1, 0, 0, 2}, {1, 1}, 1};
-  EXPECT_SHAPE(g, sg_conv2d(g, MK(g, SG_F32, 1, 1, 6, 6), MK(g, SG_F32, 2, 1, 3, 2), SG_NO_TENSOR, &q), SG_F32, 1, 2, 5, 3);
+  EXPECT_SHAPE(g, sg_conv2d(g, MK(g, SG_F32, 1, 1, 6, 6), MK(g, SG_F32, 2, 1, 3, 2), SG_NO_TENSOR, &q),
+               SG_F32, 1, 2, 5, 3);
   /* NULL params = defaults. */
-  EXPECT_SHAPE(g, sg_conv2d(g, MK(g, SG_F32, 1, 1, 6, 6), MK(g, SG_F32, 2, 1, 3, 3), SG_NO_TENSOR, NULL), SG_F32, 1, 2, 4, 4);
+  EXPECT_SHAPE(g, sg_conv2d(g, MK(g, SG_F32, 1, 1, 6, 6), MK(g, SG_F32, 2, 1, 3, 3), SG_NO_TENSOR, NULL),
+               SG_F32, 1, 2, 4, 4);
   assert_int_equal(sg_graph_finalize(g), SG_OK);
   sg_graph_destroy(g);
 
   g = fresh();
   p = conv(1, 0, 1, 1);
-  EXPECT_FAIL(g, sg_conv2d(g, MK(g, SG_F32, 1, 3, 8, 8), MK(g, SG_F32, 4, 4, 3, 3), SG_NO_TENSOR, &p), SG_ERR_SHAPE,
-              "[1,3,8,8] f32 has 3 channels but weight");
-  EXPECT_FAIL(g, sg_conv2d(g, MK(g, SG_F32, 3, 8, 8), MK(g, SG_F32, 4, 3, 3, 3), SG_NO_TENSOR, &p), SG_ERR_SHAPE, "must be 4-D");
-  EXPECT_FAIL(g, sg_conv2d(g, MK(g, SG_F32, 1, 3, 8, 8), MK(g, SG_F32, 4, 3, 3), SG_NO_TENSOR, &p), SG_ERR_SHAPE, "weight");
-  EXPECT_FAIL(g, sg_conv2d(g, MK(g, SG_F32, 1, 3, 8, 8), MK(g, SG_F16, 4, 3, 3, 3), SG_NO_TENSOR, &p), SG_ERR_DTYPE, "one dtype");
-  EXPECT_FAIL(g, sg_conv2d(g, MK(g, SG_I32, 1, 3, 8, 8), MK(g, SG_I32, 4, 3, 3, 3), SG_NO_TENSOR, &p), SG_ERR_DTYPE, "float");
-  EXPECT_FAIL(g, sg_conv2d(g, MK(g, SG_F32, 1, 3, 8, 8), MK(g, SG_F32, 4, 3, 3, 3), MK(g, SG_F32, 5), &p), SG_ERR_SHAPE,
-              "bias");
-  EXPECT_FAIL(g, sg_conv2d(g, MK(g, SG_F32, 1, 3, 2, 2), MK(g, SG_F32, 4, 3, 3, 3), SG_NO_TENSOR, &p), SG_ERR_SHAPE,
-              "larger than padded input");
+  EXPECT_FAIL(g, sg_conv2d(g, MK(g, SG_F32, 1, 3, 8, 8), MK(g, SG_F32, 4, 4, 3, 3), SG_NO_TENSOR, &p),
+              SG_ERR_SHAPE, "[1,3,8,8] f32 has 3 channels but weight");
+  EXPECT_FAIL(g, sg_conv2d(g, MK(g, SG_F32, 3, 8, 8), MK(g, SG_F32, 4, 3, 3, 3), SG_NO_TENSOR, &p),
+              SG_ERR_SHAPE, "must be 4-D");
+  EXPECT_FAIL(g, sg_conv2d(g, MK(g, SG_F32, 1, 3, 8, 8), MK(g, SG_F32, 4, 3, 3), SG_NO_TENSOR, &p),
+              SG_ERR_SHAPE, "weight");
+  EXPECT_FAIL(g, sg_conv2d(g, MK(g, SG_F32, 1, 3, 8, 8), MK(g, SG_F16, 4, 3, 3, 3), SG_NO_TENSOR, &p),
+              SG_ERR_DTYPE, "one dtype");
+  EXPECT_FAIL(g, sg_conv2d(g, MK(g, SG_I32, 1, 3, 8, 8), MK(g, SG_I32, 4, 3, 3, 3), SG_NO_TENSOR, &p),
+              SG_ERR_DTYPE, "float");
+  EXPECT_FAIL(g, sg_conv2d(g, MK(g, SG_F32, 1, 3, 8, 8), MK(g, SG_F32, 4, 3, 3, 3), MK(g, SG_F32, 5), &p),
+              SG_ERR_SHAPE, "bias");
+  EXPECT_FAIL(g, sg_conv2d(g, MK(g, SG_F32, 1, 3, 2, 2), MK(g, SG_F32, 4, 3, 3, 3), SG_NO_TENSOR, &p),
+              SG_ERR_SHAPE, "larger than padded input");
   p = conv(0, 0, 1, 1);
-  EXPECT_FAIL(g, sg_conv2d(g, MK(g, SG_F32, 1, 3, 8, 8), MK(g, SG_F32, 4, 3, 3, 3), SG_NO_TENSOR, &p), SG_ERR_ATTRIBUTE, "stride");
+  EXPECT_FAIL(g, sg_conv2d(g, MK(g, SG_F32, 1, 3, 8, 8), MK(g, SG_F32, 4, 3, 3, 3), SG_NO_TENSOR, &p),
+              SG_ERR_ATTRIBUTE, "stride");
   p = conv(1, -1, 1, 1);
-  EXPECT_FAIL(g, sg_conv2d(g, MK(g, SG_F32, 1, 3, 8, 8), MK(g, SG_F32, 4, 3, 3, 3), SG_NO_TENSOR, &p), SG_ERR_ATTRIBUTE, "padding");
+  EXPECT_FAIL(g, sg_conv2d(g, MK(g, SG_F32, 1, 3, 8, 8), MK(g, SG_F32, 4, 3, 3, 3), SG_NO_TENSOR, &p),
+              SG_ERR_ATTRIBUTE, "padding");
   p = conv(1, 0, 0, 1);
-  EXPECT_FAIL(g, sg_conv2d(g, MK(g, SG_F32, 1, 3, 8, 8), MK(g, SG_F32, 4, 3, 3, 3), SG_NO_TENSOR, &p), SG_ERR_ATTRIBUTE, "dilation");
+  EXPECT_FAIL(g, sg_conv2d(g, MK(g, SG_F32, 1, 3, 8, 8), MK(g, SG_F32, 4, 3, 3, 3), SG_NO_TENSOR, &p),
+              SG_ERR_ATTRIBUTE, "dilation");
   p = conv(1, 0, 1, 2);
-  EXPECT_FAIL(g, sg_conv2d(g, MK(g, SG_F32, 1, 3, 8, 8), MK(g, SG_F32, 4, 1, 3, 3), SG_NO_TENSOR, &p), SG_ERR_SHAPE,
-              "groups 2 must divide");
+  EXPECT_FAIL(g, sg_conv2d(g, MK(g, SG_F32, 1, 3, 8, 8), MK(g, SG_F32, 4, 1, 3, 3), SG_NO_TENSOR, &p),
+              SG_ERR_SHAPE, "groups 2 must divide");
   p = conv(1, 0, 1, 1);
   p.size = 4;
-  EXPECT_FAIL(g, sg_conv2d(g, MK(g, SG_F32, 1, 3, 8, 8), MK(g, SG_F32, 4, 3, 3, 3), SG_NO_TENSOR, &p), SG_ERR_INVALID_ARG,
-              "SG_CONV2D_PARAMS_INIT");
+  EXPECT_FAIL(g, sg_conv2d(g, MK(g, SG_F32, 1, 3, 8, 8), MK(g, SG_F32, 4, 3, 3, 3), SG_NO_TENSOR, &p),
+              SG_ERR_INVALID_ARG, "SG_CONV2D_PARAMS_INIT");
   /* A missing required input. */
   p = conv(1, 0, 1, 1);
-  EXPECT_FAIL(g, sg_conv2d(g, MK(g, SG_F32, 1, 3, 8, 8), SG_NO_TENSOR, SG_NO_TENSOR, &p), SG_ERR_INVALID_ARG, "input 1 is missing");
+  EXPECT_FAIL(g, sg_conv2d(g, MK(g, SG_F32, 1, 3, 8, 8), SG_NO_TENSOR, SG_NO_TENSOR, &p), SG_ERR_INVALID_ARG,
+              "input 1 is missing");
   sg_graph_destroy(g);
 }
 
@@ -151,10 +166,11 @@ static void test_batch_norm(void **state) {
 
   g = fresh();
   p.training = 1;
-#define BN(xdims, cdim, role, pp)                                                                     \
+#define BN(xdims, cdim, role, pp)                                                                           \
   sg_batch_norm(g, xdims, MKR(g, SG_ROLE_PARAMETER, SG_F32, cdim), MKR(g, SG_ROLE_PARAMETER, SG_F32, cdim), \
                 MKR(g, role, SG_F32, cdim), MKR(g, role, SG_F32, cdim), pp)
-  EXPECT_FAIL(g, BN(MK(g, SG_F32, 4, 3, 5, 5), 4, SG_ROLE_STATE, &p), SG_ERR_SHAPE, "must be [3], the channels of x");
+  EXPECT_FAIL(g, BN(MK(g, SG_F32, 4, 3, 5, 5), 4, SG_ROLE_STATE, &p), SG_ERR_SHAPE,
+              "must be [3], the channels of x");
   EXPECT_FAIL(g, BN(MK(g, SG_F32, 4), 4, SG_ROLE_STATE, &p), SG_ERR_SHAPE, "at least 2 dims");
   EXPECT_FAIL(g, BN(MK(g, SG_I64, 4, 3), 3, SG_ROLE_STATE, &p), SG_ERR_DTYPE, "float");
   EXPECT_FAIL(g, BN(MK(g, SG_F16, 4, 3), 3, SG_ROLE_STATE, &p), SG_ERR_DTYPE, "dtype of x");
@@ -220,28 +236,37 @@ static void test_matmul_gemm(void **state) {
   EXPECT_SHAPE(g, sg_gemm(g, MK(g, SG_F32, 3, 4), MK(g, SG_F32, 4, 5), MK(g, SG_F32, 5), &p), SG_F32, 3, 5);
   p.trans_a = 1;
   p.trans_b = 1;
-  EXPECT_SHAPE(g, sg_gemm(g, MK(g, SG_F32, 4, 3), MK(g, SG_F32, 5, 4), MK(g, SG_F32, 3, 1), &p), SG_F32, 3, 5);
-  EXPECT_SHAPE(g, sg_linear(g, MK(g, SG_F32, 8, 64), MK(g, SG_F32, 10, 64), MK(g, SG_F32, 10)), SG_F32, 8, 10);
+  EXPECT_SHAPE(g, sg_gemm(g, MK(g, SG_F32, 4, 3), MK(g, SG_F32, 5, 4), MK(g, SG_F32, 3, 1), &p), SG_F32, 3,
+               5);
+  EXPECT_SHAPE(g, sg_linear(g, MK(g, SG_F32, 8, 64), MK(g, SG_F32, 10, 64), MK(g, SG_F32, 10)), SG_F32, 8,
+               10);
   EXPECT_SHAPE(g, sg_linear(g, MK(g, SG_F32, 8, 64), MK(g, SG_F32, 10, 64), SG_NO_TENSOR), SG_F32, 8, 10);
   assert_int_equal(sg_graph_finalize(g), SG_OK);
   sg_graph_destroy(g);
 
   g = fresh();
-  EXPECT_FAIL(g, sg_matmul(g, MK(g, SG_F32, 3, 4), MK(g, SG_F32, 5, 6)), SG_ERR_SHAPE, "[3,4] f32 has 4 columns");
-  EXPECT_FAIL(g, sg_matmul(g, MK(g, SG_F32, 2, 3, 4), MK(g, SG_F32, 3, 4, 5)), SG_ERR_SHAPE, "do not broadcast");
+  EXPECT_FAIL(g, sg_matmul(g, MK(g, SG_F32, 3, 4), MK(g, SG_F32, 5, 6)), SG_ERR_SHAPE,
+              "[3,4] f32 has 4 columns");
+  EXPECT_FAIL(g, sg_matmul(g, MK(g, SG_F32, 2, 3, 4), MK(g, SG_F32, 3, 4, 5)), SG_ERR_SHAPE,
+              "do not broadcast");
   EXPECT_FAIL(g, sg_matmul(g, MK(g, SG_I32, 3, 4), MK(g, SG_I32, 4, 5)), SG_ERR_DTYPE, "float");
   EXPECT_FAIL(g, sg_matmul(g, MK0(g, SG_F32), MK(g, SG_F32, 4)), SG_ERR_SHAPE, "at least 1 dim");
   EXPECT_FAIL(g, sg_linear(g, MK(g, SG_F32, 8, 64), MK(g, SG_F32, 10, 63), SG_NO_TENSOR), SG_ERR_SHAPE,
               "(transposed) gives K=63");
-  EXPECT_FAIL(g, sg_linear(g, MK(g, SG_F32, 8, 64), MK(g, SG_F32, 10, 64), MK(g, SG_F32, 11)), SG_ERR_SHAPE, "broadcast");
-  EXPECT_FAIL(g, sg_linear(g, MK(g, SG_F32, 2, 8, 64), MK(g, SG_F32, 10, 64), SG_NO_TENSOR), SG_ERR_SHAPE, "must be 2-D");
-  EXPECT_FAIL(g, sg_linear(g, MK(g, SG_F32, 8, 64), MK(g, SG_F16, 10, 64), SG_NO_TENSOR), SG_ERR_DTYPE, "one float dtype");
+  EXPECT_FAIL(g, sg_linear(g, MK(g, SG_F32, 8, 64), MK(g, SG_F32, 10, 64), MK(g, SG_F32, 11)), SG_ERR_SHAPE,
+              "broadcast");
+  EXPECT_FAIL(g, sg_linear(g, MK(g, SG_F32, 2, 8, 64), MK(g, SG_F32, 10, 64), SG_NO_TENSOR), SG_ERR_SHAPE,
+              "must be 2-D");
+  EXPECT_FAIL(g, sg_linear(g, MK(g, SG_F32, 8, 64), MK(g, SG_F16, 10, 64), SG_NO_TENSOR), SG_ERR_DTYPE,
+              "one float dtype");
   sg_gemm_params bad = SG_GEMM_PARAMS_INIT;
   bad.trans_a = 2;
-  EXPECT_FAIL(g, sg_gemm(g, MK(g, SG_F32, 3, 4), MK(g, SG_F32, 4, 5), SG_NO_TENSOR, &bad), SG_ERR_ATTRIBUTE, "trans_a");
+  EXPECT_FAIL(g, sg_gemm(g, MK(g, SG_F32, 3, 4), MK(g, SG_F32, 4, 5), SG_NO_TENSOR, &bad), SG_ERR_ATTRIBUTE,
+              "trans_a");
   bad.trans_a = 0;
   bad.alpha = 0.0 / 0.0;
-  EXPECT_FAIL(g, sg_gemm(g, MK(g, SG_F32, 3, 4), MK(g, SG_F32, 4, 5), SG_NO_TENSOR, &bad), SG_ERR_ATTRIBUTE, "finite");
+  EXPECT_FAIL(g, sg_gemm(g, MK(g, SG_F32, 3, 4), MK(g, SG_F32, 4, 5), SG_NO_TENSOR, &bad), SG_ERR_ATTRIBUTE,
+              "finite");
   sg_graph_destroy(g);
 }
 
@@ -325,7 +350,8 @@ static void test_shape_ops(void **state) {
   EXPECT_FAIL(g, sg_reshape(g, MK(g, SG_F32, 2, 3), 2, D(4, -1)), SG_ERR_SHAPE, "cannot reshape");
   EXPECT_FAIL(g, sg_reshape(g, MK(g, SG_F32, 2, 3), 2, D(-2, 3)), SG_ERR_ATTRIBUTE, "invalid entry");
   EXPECT_FAIL(g, sg_reshape(g, MK(g, SG_F32, 6), 2, D(3, 0)), SG_ERR_ATTRIBUTE, "0 at index 1");
-  EXPECT_FAIL(g, sg_reshape(g, MK(g, SG_F32, 6), 9, D(1, 1, 1, 1, 1, 1, 1, 1, 6)), SG_ERR_ATTRIBUTE, "values");
+  EXPECT_FAIL(g, sg_reshape(g, MK(g, SG_F32, 6), 9, D(1, 1, 1, 1, 1, 1, 1, 1, 6)), SG_ERR_ATTRIBUTE,
+              "values");
   EXPECT_FAIL(g, sg_transpose(g, MK(g, SG_F32, 2, 3), 2, D(0, 0)), SG_ERR_ATTRIBUTE, "not a permutation");
   EXPECT_FAIL(g, sg_transpose(g, MK(g, SG_F32, 2, 3), 3, D(0, 1, 2)), SG_ERR_ATTRIBUTE, "perm has 3 entries");
   sg_tensor a = MK(g, SG_F32, 2, 3), b = MK(g, SG_F32, 3, 3);
@@ -370,10 +396,14 @@ static void test_softmax_loss_reduce(void **state) {
   EXPECT_FAIL(g, sg_log_softmax(g, MK(g, SG_I32, 8, 10), 1), SG_ERR_DTYPE, "float");
   EXPECT_FAIL(g, sg_cross_entropy(g, MK(g, SG_F32, 8, 10), MK(g, SG_I64, 7), SG_REDUCTION_MEAN), SG_ERR_SHAPE,
               "[7] i64 must be [8] to match logits");
-  EXPECT_FAIL(g, sg_cross_entropy(g, MK(g, SG_F32, 8, 10), MK(g, SG_F32, 8), SG_REDUCTION_MEAN), SG_ERR_DTYPE, "class indices");
-  EXPECT_FAIL(g, sg_cross_entropy(g, MK(g, SG_F32, 8, 10, 2), MK(g, SG_I64, 8), SG_REDUCTION_MEAN), SG_ERR_SHAPE, "2-D");
-  EXPECT_FAIL(g, sg_cross_entropy(g, MK(g, SG_F32, 8, 10), MK(g, SG_I64, 8), (sg_reduction)7), SG_ERR_ATTRIBUTE, "reduction");
-  EXPECT_FAIL(g, sg_reduce_mean(g, MK(g, SG_F32, 2, 3), 1, D(2), 0), SG_ERR_ATTRIBUTE, "axis 2 is out of range");
+  EXPECT_FAIL(g, sg_cross_entropy(g, MK(g, SG_F32, 8, 10), MK(g, SG_F32, 8), SG_REDUCTION_MEAN), SG_ERR_DTYPE,
+              "class indices");
+  EXPECT_FAIL(g, sg_cross_entropy(g, MK(g, SG_F32, 8, 10, 2), MK(g, SG_I64, 8), SG_REDUCTION_MEAN),
+              SG_ERR_SHAPE, "2-D");
+  EXPECT_FAIL(g, sg_cross_entropy(g, MK(g, SG_F32, 8, 10), MK(g, SG_I64, 8), (sg_reduction)7),
+              SG_ERR_ATTRIBUTE, "reduction");
+  EXPECT_FAIL(g, sg_reduce_mean(g, MK(g, SG_F32, 2, 3), 1, D(2), 0), SG_ERR_ATTRIBUTE,
+              "axis 2 is out of range");
   EXPECT_FAIL(g, sg_reduce_mean(g, MK(g, SG_F32, 2, 3), 2, D(1, -1), 0), SG_ERR_ATTRIBUTE, "listed twice");
   EXPECT_FAIL(g, sg_reduce_mean(g, MK(g, SG_I32, 2, 3), 0, NULL, 0), SG_ERR_DTYPE, "float");
   EXPECT_FAIL(g, sg_reduce_sum(g, MK(g, SG_F32, 2, 3), 0, NULL, 2), SG_ERR_ATTRIBUTE, "keepdims");
@@ -415,30 +445,38 @@ static void test_optimizers(void **state) {
   mom.momentum = 0.9;
 #define P(...) MKR(g, SG_ROLE_PARAMETER, SG_F32, __VA_ARGS__)
 #define S(...) MKR(g, SG_ROLE_OPTIMIZER_STATE, SG_F32, __VA_ARGS__)
-#define FAILS(expr, st, needle)                          \
-  do {                                                   \
-    assert_int_equal((expr), st);                        \
-    assert_status(sg_graph_status(g), st, needle);       \
-    sg_graph_destroy(g);                                 \
-    g = fresh();                                         \
+#define FAILS(expr, st, needle)                    \
+  do {                                             \
+    assert_int_equal((expr), st);                  \
+    assert_status(sg_graph_status(g), st, needle); \
+    sg_graph_destroy(g);                           \
+    g = fresh();                                   \
   } while (0)
-  FAILS(sg_sgd_update(g, P(4), MK(g, SG_F32, 5), MK0(g, SG_F32), SG_NO_TENSOR, NULL), SG_ERR_SHAPE, "must have the shape of param");
-  FAILS(sg_sgd_update(g, P(4), MK(g, SG_F16, 4), MK0(g, SG_F32), SG_NO_TENSOR, NULL), SG_ERR_DTYPE, "dtype of param");
-  FAILS(sg_sgd_update(g, MK(g, SG_F32, 4), MK(g, SG_F32, 4), MK0(g, SG_F32), SG_NO_TENSOR, NULL), SG_ERR_INVALID_ARG,
-        "role parameter");
-  FAILS(sg_sgd_update(g, P(4), MK(g, SG_F32, 4), MK(g, SG_F32, 2), SG_NO_TENSOR, NULL), SG_ERR_SHAPE, "one-element f32");
-  FAILS(sg_sgd_update(g, P(4), MK(g, SG_F32, 4), MK0(g, SG_F32), SG_NO_TENSOR, &mom), SG_ERR_ARITY, "needs a momentum buffer");
+  FAILS(sg_sgd_update(g, P(4), MK(g, SG_F32, 5), MK0(g, SG_F32), SG_NO_TENSOR, NULL), SG_ERR_SHAPE,
+        "must have the shape of param");
+  FAILS(sg_sgd_update(g, P(4), MK(g, SG_F16, 4), MK0(g, SG_F32), SG_NO_TENSOR, NULL), SG_ERR_DTYPE,
+        "dtype of param");
+  FAILS(sg_sgd_update(g, MK(g, SG_F32, 4), MK(g, SG_F32, 4), MK0(g, SG_F32), SG_NO_TENSOR, NULL),
+        SG_ERR_INVALID_ARG, "role parameter");
+  FAILS(sg_sgd_update(g, P(4), MK(g, SG_F32, 4), MK(g, SG_F32, 2), SG_NO_TENSOR, NULL), SG_ERR_SHAPE,
+        "one-element f32");
+  FAILS(sg_sgd_update(g, P(4), MK(g, SG_F32, 4), MK0(g, SG_F32), SG_NO_TENSOR, &mom), SG_ERR_ARITY,
+        "needs a momentum buffer");
   FAILS(sg_sgd_update(g, P(4), MK(g, SG_F32, 4), MK0(g, SG_F32), S(4), NULL), SG_ERR_ARITY, "must be absent");
-  FAILS(sg_sgd_update(g, P(4), MK(g, SG_F32, 4), MK0(g, SG_F32), P(4), &mom), SG_ERR_INVALID_ARG, "role optimizer_state");
+  FAILS(sg_sgd_update(g, P(4), MK(g, SG_F32, 4), MK0(g, SG_F32), P(4), &mom), SG_ERR_INVALID_ARG,
+        "role optimizer_state");
   mom.nesterov = 1;
   mom.dampening = 0.5;
-  FAILS(sg_sgd_update(g, P(4), MK(g, SG_F32, 4), MK0(g, SG_F32), S(4), &mom), SG_ERR_ATTRIBUTE, "nesterov needs");
+  FAILS(sg_sgd_update(g, P(4), MK(g, SG_F32, 4), MK0(g, SG_F32), S(4), &mom), SG_ERR_ATTRIBUTE,
+        "nesterov needs");
   sg_adamw_params ap = SG_ADAMW_PARAMS_INIT;
   ap.beta1 = 1.0;
-  FAILS(sg_adamw_update(g, P(4), MK(g, SG_F32, 4), MK0(g, SG_F32), S(4), S(4), S(1), &ap), SG_ERR_ATTRIBUTE, "beta1");
-  FAILS(sg_adamw_update(g, P(4), MK(g, SG_F32, 4), MK0(g, SG_F32), S(4), S(3), S(1), NULL), SG_ERR_SHAPE, "[3] f32 must have the shape of param");
-  FAILS(sg_adamw_update(g, P(4), MK(g, SG_F32, 4), MK0(g, SG_F32), S(4), S(4), MK0(g, SG_F32), NULL), SG_ERR_INVALID_ARG,
-        "step");
+  FAILS(sg_adamw_update(g, P(4), MK(g, SG_F32, 4), MK0(g, SG_F32), S(4), S(4), S(1), &ap), SG_ERR_ATTRIBUTE,
+        "beta1");
+  FAILS(sg_adamw_update(g, P(4), MK(g, SG_F32, 4), MK0(g, SG_F32), S(4), S(3), S(1), NULL), SG_ERR_SHAPE,
+        "[3] f32 must have the shape of param");
+  FAILS(sg_adamw_update(g, P(4), MK(g, SG_F32, 4), MK0(g, SG_F32), S(4), S(4), MK0(g, SG_F32), NULL),
+        SG_ERR_INVALID_ARG, "step");
   /* Updating one parameter twice is caught by the verifier at finalize. */
   sg_tensor w2 = P(4), g2 = MK(g, SG_F32, 4), lr2 = MK0(g, SG_F32);
   assert_int_equal(sg_sgd_update(g, w2, g2, lr2, SG_NO_TENSOR, NULL), SG_OK);
@@ -469,42 +507,49 @@ static void test_sticky_and_generic(void **state) {
   x = MK(g, SG_F32, 2, 3);
   sg_tensor out[2];
   int n = -1;
-  assert_status(sg_graph_add_op(g, (sg_op_kind)999, 1, &x, 0, NULL, 1, out, &n), SG_ERR_UNSUPPORTED, "unknown op kind 999");
+  assert_status(sg_graph_add_op(g, (sg_op_kind)999, 1, &x, 0, NULL, 1, out, &n), SG_ERR_UNSUPPORTED,
+                "unknown op kind 999");
   sg_graph_destroy(g);
   g = fresh();
   x = MK(g, SG_F32, 2, 3);
   sg_attr a = {.name = "bogus", .type = SG_ATTR_INT, .i = 1};
-  assert_status(sg_graph_add_op(g, SG_OP_RELU, 1, &x, 1, &a, 1, out, &n), SG_ERR_ATTRIBUTE, "unknown attribute 'bogus'");
+  assert_status(sg_graph_add_op(g, SG_OP_RELU, 1, &x, 1, &a, 1, out, &n), SG_ERR_ATTRIBUTE,
+                "unknown attribute 'bogus'");
   sg_graph_destroy(g);
   g = fresh();
   x = MK(g, SG_F32, 2, 3);
   sg_attr wrong_type = {.name = "axis", .type = SG_ATTR_FLOAT, .f = 1};
-  assert_status(sg_graph_add_op(g, SG_OP_SOFTMAX, 1, &x, 1, &wrong_type, 1, out, &n), SG_ERR_ATTRIBUTE, "has type");
+  assert_status(sg_graph_add_op(g, SG_OP_SOFTMAX, 1, &x, 1, &wrong_type, 1, out, &n), SG_ERR_ATTRIBUTE,
+                "has type");
   sg_graph_destroy(g);
   g = fresh();
   x = MK(g, SG_F32, 2, 3);
-  assert_status(sg_graph_add_op(g, SG_OP_CLIP, 1, &x, 0, NULL, 1, out, &n), SG_ERR_ATTRIBUTE, "required attribute 'min'");
+  assert_status(sg_graph_add_op(g, SG_OP_CLIP, 1, &x, 0, NULL, 1, out, &n), SG_ERR_ATTRIBUTE,
+                "required attribute 'min'");
   sg_graph_destroy(g);
   g = fresh();
   x = MK(g, SG_F32, 2, 3);
   sg_attr twice[] = {{.name = "axis", .type = SG_ATTR_INT}, {.name = "axis", .type = SG_ATTR_INT}};
-  assert_status(sg_graph_add_op(g, SG_OP_SOFTMAX, 1, &x, 2, twice, 1, out, &n), SG_ERR_ATTRIBUTE, "given twice");
+  assert_status(sg_graph_add_op(g, SG_OP_SOFTMAX, 1, &x, 2, twice, 1, out, &n), SG_ERR_ATTRIBUTE,
+                "given twice");
   sg_graph_destroy(g);
   g = fresh();
   x = MK(g, SG_F32, 2, 3);
-  assert_status(sg_graph_add_op(g, SG_OP_ADD, 1, &x, 0, NULL, 1, out, &n), SG_ERR_ARITY, "add takes 2 inputs, got 1");
+  assert_status(sg_graph_add_op(g, SG_OP_ADD, 1, &x, 0, NULL, 1, out, &n), SG_ERR_ARITY,
+                "add takes 2 inputs, got 1");
   sg_graph_destroy(g);
   g = fresh();
   x = MK(g, SG_F32, 2, 3);
   sg_tensor foreign = {12345};
-  assert_status(sg_graph_add_op(g, SG_OP_ADD, 2, ((sg_tensor[]){x, foreign}), 0, NULL, 1, out, &n), SG_ERR_INVALID_ARG,
-                "not a tensor of this graph");
+  assert_status(sg_graph_add_op(g, SG_OP_ADD, 2, ((sg_tensor[]){x, foreign}), 0, NULL, 1, out, &n),
+                SG_ERR_INVALID_ARG, "not a tensor of this graph");
   sg_graph_destroy(g);
 
   /* Batch norm through the generic constructor reports all three outputs. */
   g = fresh();
-  sg_tensor in[] = {MK(g, SG_F32, 2, 3), MKR(g, SG_ROLE_PARAMETER, SG_F32, 3), MKR(g, SG_ROLE_PARAMETER, SG_F32, 3),
-                    MKR(g, SG_ROLE_STATE, SG_F32, 3), MKR(g, SG_ROLE_STATE, SG_F32, 3)};
+  sg_tensor in[] = {MK(g, SG_F32, 2, 3), MKR(g, SG_ROLE_PARAMETER, SG_F32, 3),
+                    MKR(g, SG_ROLE_PARAMETER, SG_F32, 3), MKR(g, SG_ROLE_STATE, SG_F32, 3),
+                    MKR(g, SG_ROLE_STATE, SG_F32, 3)};
   assert_int_equal(sg_graph_add_op(g, SG_OP_BATCH_NORM, 5, in, 0, NULL, 2, out, &n), SG_OK);
   assert_int_equal(n, 3);
   EXPECT_SHAPE(g, out[1], SG_F32, 3);
@@ -556,7 +601,23 @@ static void test_sources_and_names(void **state) {
   sg_graph_destroy(g);
   g = fresh();
   assert_true(sg_input(g, "", SG_F32, 1, D(3)).id < 0);
-  assert_status(sg_graph_status(g), SG_ERR_INVALID_ARG, "name");
+  assert_status(sg_graph_status(g), SG_ERR_INVALID_ARG, "name is empty");
+  sg_graph_destroy(g);
+  g = fresh();
+  assert_true(sg_input(g, "\xc0\x80", SG_F32, 1, D(3)).id < 0); /* overlong NUL */
+  assert_status(sg_graph_status(g), SG_ERR_INVALID_ARG, "not valid UTF-8");
+  sg_graph_destroy(g);
+  g = fresh();
+  assert_true(sg_input(g, "tab\there", SG_F32, 1, D(3)).id < 0);
+  assert_status(sg_graph_status(g), SG_ERR_INVALID_ARG, "control character");
+  sg_graph_destroy(g);
+  g = fresh();
+  assert_int_equal(sg_input(g,
+                            "gr\xc3\xb6\xc3\x9f"
+                            "e \xe2\x86\x92 \xf0\x9f\x98\x80",
+                            SG_F32, 1, D(3))
+                       .id,
+                   0);
   sg_graph_destroy(g);
 
   /* Renaming and lookup; automatic names avoid user names. */
@@ -584,11 +645,16 @@ static void test_sources_and_names(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_conv2d),           cmocka_unit_test(test_batch_norm),
-      cmocka_unit_test(test_elementwise),      cmocka_unit_test(test_matmul_gemm),
-      cmocka_unit_test(test_pooling),          cmocka_unit_test(test_shape_ops),
-      cmocka_unit_test(test_softmax_loss_reduce), cmocka_unit_test(test_optimizers),
-      cmocka_unit_test(test_sticky_and_generic), cmocka_unit_test(test_sources_and_names),
+      cmocka_unit_test(test_conv2d),
+      cmocka_unit_test(test_batch_norm),
+      cmocka_unit_test(test_elementwise),
+      cmocka_unit_test(test_matmul_gemm),
+      cmocka_unit_test(test_pooling),
+      cmocka_unit_test(test_shape_ops),
+      cmocka_unit_test(test_softmax_loss_reduce),
+      cmocka_unit_test(test_optimizers),
+      cmocka_unit_test(test_sticky_and_generic),
+      cmocka_unit_test(test_sources_and_names),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,7 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-void sg_test_assert_status(sg_status got, sg_status expected, const char *needle, const char *file, int line) {
+void sg_test_assert_status(sg_status got, sg_status expected, const char *needle, const char *file,
+                           int line) {
   if (got != expected) {
     fprintf(stderr, "%s:%d: expected %s, got %s (last error: %s)\n", file, line, sg_status_str(expected),
             sg_status_str(got), sg_last_error());

@@ -13,7 +13,8 @@
 
 /* Asserts that `call` returned `expected` and, for an error, that the last
  * error message contains `needle` (NULL: any non-empty message). */
-#define assert_status(call, expected, needle) sg_test_assert_status((call), (expected), (needle), __FILE__, __LINE__)
+#define assert_status(call, expected, needle) \
+  sg_test_assert_status((call), (expected), (needle), __FILE__, __LINE__)
 void sg_test_assert_status(sg_status got, sg_status expected, const char *needle, const char *file, int line);
 
 /* Reads a whole file into a malloc'd buffer; fails the test on error. */

@@ -13,9 +13,9 @@ static sg_graph *build(void) {
   int64_t xs[] = {2, 3, 4, 4}, cs[] = {3};
   sg_tensor x = sg_input(g, "x", SG_F32, 4, xs);
   sg_tensor w = sg_parameter(g, "w", SG_F32, 1, (int64_t[]){4}, NULL);
-  sg_tensor h = sg_relu(g, x);                   /* op 0 */
-  sg_tensor a = sg_add(g, h, w);                 /* op 1 */
-  sg_tensor r = sg_relu(g, a);                   /* op 2 */
+  sg_tensor h = sg_relu(g, x);   /* op 0 */
+  sg_tensor a = sg_add(g, h, w); /* op 1 */
+  sg_tensor r = sg_relu(g, a);   /* op 2 */
   sg_tensor gm = sg_parameter(g, "gamma", SG_F32, 1, cs, NULL);
   sg_tensor bt = sg_parameter(g, "beta", SG_F32, 1, cs, NULL);
   sg_tensor rm = sg_graph_add_tensor(g, "rm", SG_F32, SG_ROLE_STATE, 1, cs, NULL);
@@ -98,8 +98,13 @@ static void test_kinds_types_roles(void **state) {
   sg_graph_destroy(g);
   g = build();
   /* An activation that nothing produces. */
-  sg__tensor t = {.name = "orphan", .dtype = SG_F32, .role = SG_ROLE_ACTIVATION, .ndim = 1, .dims = {2},
-                  .producer = -1, .nbytes = 8};
+  sg__tensor t = {.name = "orphan",
+                  .dtype = SG_F32,
+                  .role = SG_ROLE_ACTIVATION,
+                  .ndim = 1,
+                  .dims = {2},
+                  .producer = -1,
+                  .nbytes = 8};
   int32_t id;
   assert_int_equal(sg__graph_push_tensor(g, &t, &id), SG_OK);
   assert_status(sg_graph_verify(g), SG_ERR_DANGLING, "tensor 'orphan' (activation) has no producing op");
@@ -126,7 +131,15 @@ static void test_names_and_producers(void **state) {
   sg_graph_destroy(g);
   g = build();
   g->tensors[0].name = "";
-  assert_status(sg_graph_verify(g), SG_ERR_FORMAT, "tensor 0 has an empty name");
+  assert_status(sg_graph_verify(g), SG_ERR_FORMAT, "tensor 0: its name is empty");
+  sg_graph_destroy(g);
+  g = build();
+  g->tensors[0].name = "bad\x01name";
+  assert_status(sg_graph_verify(g), SG_ERR_FORMAT, "tensor 0: its name contains a control character");
+  sg_graph_destroy(g);
+  g = build();
+  g->ops[0].name = "caf\xc3";
+  assert_status(sg_graph_verify(g), SG_ERR_FORMAT, "op 0: its name is not valid UTF-8");
   sg_graph_destroy(g);
   g = build();
   /* Two ops claim the same output. */
@@ -154,7 +167,9 @@ static void test_shapes_and_attrs(void **state) {
   out->ndim = 3;
   out->nbytes = 2 * 3 * 16 * 4;
   out->dims[2] = 16;
-  assert_status(sg_graph_verify(g), SG_ERR_SHAPE, "relu 'relu_2': output 0 'relu_2' is recorded as [2,3,16] f32 but the op produces [2,3,4,4] f32");
+  assert_status(
+      sg_graph_verify(g), SG_ERR_SHAPE,
+      "relu 'relu_2': output 0 'relu_2' is recorded as [2,3,16] f32 but the op produces [2,3,4,4] f32");
   sg_graph_destroy(g);
   g = build();
   g->ops[3].attrs[0].type = SG_ATTR_INT;
@@ -191,9 +206,12 @@ static void test_shapes_and_attrs(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_valid),          cmocka_unit_test(test_cycle),
-      cmocka_unit_test(test_ids_and_arity),  cmocka_unit_test(test_kinds_types_roles),
-      cmocka_unit_test(test_names_and_producers), cmocka_unit_test(test_shapes_and_attrs),
+      cmocka_unit_test(test_valid),
+      cmocka_unit_test(test_cycle),
+      cmocka_unit_test(test_ids_and_arity),
+      cmocka_unit_test(test_kinds_types_roles),
+      cmocka_unit_test(test_names_and_producers),
+      cmocka_unit_test(test_shapes_and_attrs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages sgrt needs to build and test, and only those
+# that are missing. Safe to run again: with everything present it changes
+# nothing and says so.
+set -euo pipefail
+
+# The one list of required packages. Later features add theirs here.
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config
+  clang clang-format
+  libmetis-dev
+  libucx-dev ucx-utils libibverbs-dev
+  libdnnl-dev
+  libprotobuf-c-dev protobuf-c-compiler
+  libcjson-dev libxxhash-dev libpmem-dev
+  libcmocka-dev
+  graphviz
+  python3-numpy python3-onnx
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+  [ "$status" = "install ok installed" ] || missing+=("$pkg")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all dependencies present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: not root and no sudo; install: ${missing[*]}" >&2; exit 1; }
+  sudo=(sudo)
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+echo "install-deps: done"

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The whole test suite: installs missing dependencies, then builds and tests
+#   build/       gcc, RelWithDebInfo
+#   build-asan/  clang, AddressSanitizer + UndefinedBehaviorSanitizer, libFuzzer targets
+# and ends with one line "N passed, N failed" (totals over both builds).
+#
+# usage: scripts/test.sh [--quick] [-j N]
+#   --quick  skip the sanitizer build
+#   -j N     parallel build and test jobs (default: number of CPUs)
+# Environment: SG_FUZZ_SECONDS bounds the fuzzing test of the sanitizer build.
+set -uo pipefail
+
+cd "$(dirname "$0")/.." || exit 1
+root=$(pwd)
+quick=0
+jobs=$(nproc 2>/dev/null || echo 2)
+
+usage() { sed -n '2,10s/^# \{0,1\}//p' "$0"; }
+while [ $# -gt 0 ]; do
+  case $1 in
+    --quick) quick=1 ;;
+    -j) [ $# -ge 2 ] || { usage >&2; exit 2; }; jobs=$2; shift ;;
+    -j*) jobs=${1#-j} ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "test.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+  esac
+  shift
+done
+[[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "test.sh: -j needs a positive number, got '$jobs'" >&2; exit 2; }
+
+bash scripts/install-deps.sh || { echo "test.sh: installing dependencies failed" >&2; echo "0 passed, 1 failed"; exit 1; }
+
+total_passed=0
+total_failed=0
+summaries=()
+
+# run_suite NAME DIR CMAKE_ARGS...: configure, build and run ctest in DIR.
+run_suite() {
+  local name=$1 dir=$2
+  shift 2
+  local log="$root/$dir/ctest.log"
+  echo "=== $name: configure $dir"
+  if ! cmake -S "$root" -B "$root/$dir" -G Ninja "$@"; then
+    summaries+=("$name: configure FAILED")
+    total_failed=$((total_failed + 1))
+    return
+  fi
+  echo "=== $name: build $dir"
+  # -k 0: build everything that can be built, so the tests that can run still do.
+  local build_failed=0
+  cmake --build "$root/$dir" -j "$jobs" -- -k 0 || build_failed=1
+  echo "=== $name: ctest"
+  (cd "$root/$dir" && ctest --output-on-failure -j "$jobs") 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  # ctest ends with "NN% tests passed, F tests failed out of T".
+  local line
+  line=$(grep -E '^[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -n 1)
+  if [ -z "$line" ]; then
+    total_failed=$((total_failed + 1))
+    summaries+=("$name: ctest produced no summary (exit $rc)$([ $build_failed -eq 1 ] && echo '; the build FAILED')")
+    return
+  fi
+  local failed total
+  failed=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\1/' <<<"$line")
+  total=$(sed -E 's/.* failed out of ([0-9]+).*/\1/' <<<"$line")
+  local passed=$((total - failed))
+  # A failed build, or ctest failing outside any test, counts once when no test failed.
+  if { [ "$rc" -ne 0 ] || [ "$build_failed" -eq 1 ]; } && [ "$failed" -eq 0 ]; then failed=1; fi
+  total_passed=$((total_passed + passed))
+  total_failed=$((total_failed + failed))
+  summaries+=("$name: $passed passed, $failed failed$([ $build_failed -eq 1 ] && echo ' (the build FAILED)')")
+}
+
+run_suite "gcc" build -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+if [ "$quick" -eq 0 ]; then
+  fuzz_args=()
+  [ -n "${SG_FUZZ_SECONDS:-}" ] && fuzz_args=(-DSG_FUZZ_SECONDS="$SG_FUZZ_SECONDS")
+  export ASAN_OPTIONS=detect_leaks=1
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  run_suite "asan+ubsan" build-asan -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DSG_SANITIZE=address,undefined -DSG_FUZZ=ON "${fuzz_args[@]}"
+fi
+
+echo
+echo "=== summary"
+for s in "${summaries[@]}"; do echo "  $s"; done
+[ "$quick" -eq 1 ] && echo "  (sanitizer build skipped: --quick)"
+echo "$total_passed passed, $total_failed failed"
+[ "$total_failed" -eq 0 ]

@@ -1,0 +1,306 @@
+#!/usr/bin/env bash
+# Tests of the sgrt command-line tool. One CTest test per case:
+#   test_cli.sh CASE SGRT DATA_DIR [BUILD_GRAPH]
+# CASE: inspect_mlp | inspect_cnn | verify | dot | bad_input | help | example
+# Expected numbers are derived by hand from the graph definitions in
+# tests/data/sample_graphs.c and examples/build_graph.c (see the comments),
+# not from an earlier run of the tool.
+set -euo pipefail
+
+case_name=$1
+sgrt=$(readlink -f "$2") data=$(readlink -f "$3") build_graph=${4:+$(readlink -f "$4")}
+PY=/usr/bin/python3
+work=$(mktemp -d "${TMPDIR:-/tmp}/sgrt-cli.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+fail() { echo "test_cli[$case_name]: FAIL: $*" >&2; exit 1; }
+
+# run EXPECTED_RC ARGS...: runs sgrt, leaves stdout/stderr in $work/out, $work/err.
+run() {
+  local want=$1 rc=0
+  shift
+  "$sgrt" "$@" >"$work/out" 2>"$work/err" || rc=$?
+  if [ "$rc" -ne "$want" ]; then
+    echo "--- stdout"; cat "$work/out"; echo "--- stderr"; cat "$work/err"
+    fail "sgrt $* exited $rc, expected $want"
+  fi
+}
+
+# expect_one_error_line REGEX: stderr is exactly one line and matches REGEX.
+expect_one_error_line() {
+  local n
+  n=$(wc -l <"$work/err")
+  [ "$n" -eq 1 ] || { cat "$work/err"; fail "expected exactly one stderr line, got $n"; }
+  grep -Eq -- "$1" "$work/err" || fail "stderr '$(cat "$work/err")' does not match /$1/"
+}
+
+# check_json PYTHON_ASSERTIONS: parses the last stdout line as JSON into `j`
+# and runs the assertions (Python statements).
+check_json() {
+  tail -n 1 "$work/out" >"$work/last.json"
+  "$PY" - "$work/last.json" "$1" <<'EOF' || fail "JSON check failed (stdout: $(cat "$work/out"))"
+import json, re, sys
+with open(sys.argv[1], encoding="utf-8") as f:
+    j = json.loads(f.read())
+def expect(cond, what):
+    if not cond:
+        sys.exit("check failed: %s\njson: %s" % (what, json.dumps(j, indent=1)))
+exec(sys.argv[2])
+EOF
+}
+
+# Checks common to every inspect --json object.
+INSPECT_COMMON='
+for k in ["file", "format_version", "hash", "hash_with_weights", "num_tensors", "num_ops", "ops_by_kind",
+          "parameters", "state", "optimizer_state", "constants", "inputs", "outputs"]:
+    expect(k in j, "key " + k)
+expect(j["format_version"] == "1.0", "format version 1.0")
+expect(re.fullmatch("[0-9a-f]{16}", j["hash"]) and re.fullmatch("[0-9a-f]{16}", j["hash_with_weights"]), "hex hashes")
+expect(j["hash"] != j["hash_with_weights"], "weights change the hash")
+expect(sum(j["ops_by_kind"].values()) == j["num_ops"], "ops_by_kind sums to num_ops")
+counts = list(j["ops_by_kind"].values())
+expect(counts == sorted(counts, reverse=True), "ops_by_kind sorted by count")
+def tensors(lst): return [(t["name"], t["dtype"], t["shape"]) for t in lst]
+'
+
+case $case_name in
+inspect_mlp)
+  # sample_build_mlp: x [8,64], labels [8] i64, lr scalar; fc1 64->32, relu, fc2 32->10,
+  # cross_entropy(mean); one sgd_update (momentum) per parameter with "<p>.grad" inputs.
+  #   parameters: fc1.weight 32*64=2048, fc1.bias 32, fc2.weight 10*32=320, fc2.bias 10
+  #               -> 4 tensors, 2410 elements, 9640 bytes (f32)
+  #   optimizer state: one momentum buffer per parameter -> 4 tensors, 2410 elements, 9640 bytes
+  #   ops: gemm, relu, gemm, cross_entropy, 4 x sgd_update = 8
+  #   tensors: 3 inputs + 4 grads + 4 params + 4 momentum + 4 activations
+  #            (fc1 out, relu out, logits, loss; sgd_update has no outputs) = 19
+  run 0 inspect "$data/mlp.sgg" --json
+  check_json "$INSPECT_COMMON"'
+expect(j["num_ops"] == 8, "8 ops")
+expect(j["num_tensors"] == 19, "19 tensors")
+expect(j["ops_by_kind"] == {"sgd_update": 4, "gemm": 2, "cross_entropy": 1, "relu": 1}, "ops by kind")
+expect(list(j["ops_by_kind"]) == ["sgd_update", "gemm", "cross_entropy", "relu"], "order: count, then name")
+expect(j["parameters"] == {"count": 4, "elements": 2410, "bytes": 9640}, "parameters")
+expect(j["optimizer_state"] == {"count": 4, "elements": 2410, "bytes": 9640}, "optimizer state")
+expect(j["state"] == {"count": 0, "elements": 0, "bytes": 0}, "state")
+expect(j["constants"]["count"] == 0, "no constants")
+expect(tensors(j["inputs"]) == [("x", "f32", [8, 64]), ("labels", "i64", [8]), ("lr", "f32", []),
+    ("fc1.weight.grad", "f32", [32, 64]), ("fc1.bias.grad", "f32", [32]),
+    ("fc2.weight.grad", "f32", [10, 32]), ("fc2.bias.grad", "f32", [10])], "inputs")
+expect(tensors(j["outputs"]) == [("loss", "f32", []), ("logits", "f32", [8, 10])], "outputs")
+'
+  hash=$(tail -n 1 "$work/out" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["hash_with_weights"])')
+  # The same bytes under another name give the same hashes; the text form agrees with the JSON.
+  cp "$data/mlp.sgg" "$work/copy.sgg"
+  run 0 inspect "$work/copy.sgg"
+  grep -Eq "^hash \(weights\): +$hash\$" "$work/out" || fail "text output lacks the hash $hash: $(cat "$work/out")"
+  grep -Eq '^parameters: +4 tensors, 2410 elements, 9640 bytes' "$work/out" || fail "text parameters line"
+  grep -Eq '^ops by kind: +sgd_update 4, gemm 2, cross_entropy 1, relu 1$' "$work/out" || fail "text ops by kind"
+  ;;
+
+inspect_cnn)
+  # sample_build_cnn: images [2,3,16,16] -> conv1 3->8 3x3 pad 1 (+bias) -> batch_norm (training:
+  # 3 outputs) -> relu -> max_pool 2 -> conv2 8->16 3x3 stride 2 groups 2 (no bias) ->
+  # global_avg_pool -> flatten -> linear 16->10 -> cross_entropy "loss".
+  #   parameters: conv1.weight 8*3*3*3=216, conv1.bias 8, bn1.weight 8, bn1.bias 8,
+  #               conv2.weight 16*(8/2)*3*3=576, fc.weight 10*16=160, fc.bias 10
+  #               -> 7 tensors, 986 elements, 3944 bytes
+  #   state: bn1.running_mean 8, bn1.running_var 8 -> 2 tensors, 16 elements, 64 bytes
+  #   ops: 9; tensors: 2 inputs + 7 params + 2 state + 11 activations (3 from batch_norm) = 22
+  run 0 inspect "$data/cnn.sgg" --json
+  check_json "$INSPECT_COMMON"'
+expect(j["num_ops"] == 9, "9 ops")
+expect(j["num_tensors"] == 22, "22 tensors")
+expect(j["ops_by_kind"] == {"conv2d": 2, "batch_norm": 1, "cross_entropy": 1, "flatten": 1, "gemm": 1,
+                            "global_avg_pool": 1, "max_pool2d": 1, "relu": 1}, "ops by kind")
+expect(list(j["ops_by_kind"])[0] == "conv2d", "conv2d first")
+expect(list(j["ops_by_kind"])[1:] == sorted(list(j["ops_by_kind"])[1:]), "ties sorted by name")
+expect(j["parameters"] == {"count": 7, "elements": 986, "bytes": 3944}, "parameters")
+expect(j["state"] == {"count": 2, "elements": 16, "bytes": 64}, "state")
+expect(j["optimizer_state"] == {"count": 0, "elements": 0, "bytes": 0}, "optimizer state")
+expect(tensors(j["inputs"]) == [("images", "f32", [2, 3, 16, 16]), ("labels", "i64", [2])], "inputs")
+expect(tensors(j["outputs"]) == [("loss", "f32", [])], "outputs")
+'
+  ;;
+
+verify)
+  for f in mlp cnn; do
+    run 0 verify "$data/$f.sgg"
+    [ "$(cat "$work/out")" = "$data/$f.sgg: ok ($([ $f = mlp ] && echo 8 || echo 9) ops, $([ $f = mlp ] && echo 19 || echo 22) tensors)" ] ||
+      fail "verify $f printed '$(cat "$work/out")'"
+    [ ! -s "$work/err" ] || fail "verify $f wrote to stderr: $(cat "$work/err")"
+  done
+  run 0 verify --json "$data/cnn.sgg"
+  check_json 'expect(j == {"file": j["file"], "ok": True, "num_ops": 9, "num_tensors": 22}, "verify json")
+expect(j["file"].endswith("/cnn.sgg"), "file")'
+  # A damaged file: ok false with the status, and still one line on stderr.
+  size=$(stat -c %s "$data/cnn.sgg")
+  head -c $((size / 2)) "$data/cnn.sgg" >"$work/half.sgg"
+  run 1 verify "$work/half.sgg" --json
+  expect_one_error_line "^sgrt: cannot load '.*half\.sgg': SG_ERR_[A-Z_]+: .+"
+  check_json 'expect(j["ok"] is False and j["status"].startswith("SG_ERR_") and j["error"], "failure json")'
+  ;;
+
+dot)
+  command -v dot >/dev/null || fail "graphviz 'dot' is not installed (scripts/install-deps.sh installs it)"
+  for f in mlp cnn; do
+    run 0 dot "$data/$f.sgg" -o "$work/$f.dot"
+    [ ! -s "$work/out" ] || fail "dot -o also wrote to stdout"
+    dot -Tsvg "$work/$f.dot" -o "$work/$f.svg" 2>"$work/dot.err" || fail "dot cannot parse $f.dot: $(cat "$work/dot.err")"
+    [ ! -s "$work/dot.err" ] || fail "dot warned about $f.dot: $(cat "$work/dot.err")"
+    grep -q '<svg' "$work/$f.svg" || fail "no SVG from $f.dot"
+    # stdout form is the same text.
+    run 0 dot "$data/$f.sgg"
+    cmp -s "$work/out" "$work/$f.dot" || fail "dot to stdout differs from dot -o"
+  done
+  # One box per op, labelled with its kind; every parameter is an ellipse with its shape.
+  "$PY" - "$work/mlp.dot" "$work/cnn.dot" <<'EOF' || fail "DOT content check"
+import re, sys
+mlp, cnn = (open(p, encoding="utf-8").read() for p in sys.argv[1:3])
+def boxes(t): return re.findall(r'op\d+ \[shape=box[^\]]*label="([a-z0-9_]+)\\n', t)
+assert sorted(boxes(mlp)) == sorted(["gemm", "relu", "gemm", "cross_entropy"] + ["sgd_update"] * 4), boxes(mlp)
+assert sorted(boxes(cnn)) == sorted(["conv2d", "batch_norm", "relu", "max_pool2d", "conv2d", "global_avg_pool",
+                                     "flatten", "gemm", "cross_entropy"]), boxes(cnn)
+for name, shape in [("conv1.weight", "[8,3,3,3] f32"), ("conv2.weight", "[16,4,3,3] f32"), ("fc.bias", "[10] f32"),
+                    ("bn1.running_var", "[8] f32"), ("images", "[2,3,16,16] f32")]:
+    assert re.search(r'shape=ellipse[^\]]*label="%s\\n%s\\n' % (re.escape(name), re.escape(shape)), cnn), name
+# Edges carry shapes: max_pool's output [2,8,8,8] feeds conv2.
+assert re.search(r'op\d+ -> op\d+ \[label="\[2,8,8,8\] f32"\]', cnn)
+# The loss output is drawn.
+assert re.search(r'label="loss\\n\[\] f32"', cnn)
+EOF
+  # A path that cannot be written: exit 1, one line.
+  run 1 dot "$data/mlp.sgg" -o "$work/no/such/dir/x.dot"
+  expect_one_error_line "^sgrt: cannot write DOT of '.*mlp\.sgg': SG_ERR_IO: .+"
+  ;;
+
+bad_input)
+  # Damaged copies of a good file.
+  good=$data/mlp.sgg
+  size=$(stat -c %s "$good")
+  head -c $((size / 2)) "$good" >"$work/truncated.sgg"
+  head -c 100 "$good" >"$work/header_only.sgg"
+  : >"$work/empty.sgg"
+  "$PY" -c 'import random,sys; r=random.Random(7); sys.stdout.buffer.write(bytes(r.randrange(256) for _ in range(4096)))' \
+    >"$work/garbage.sgg"
+  printf 'this is not a graph\n' >"$work/text.sgg"
+  # One byte flipped in the middle of the file (inside a checksummed section).
+  "$PY" - "$good" "$work/flipped.sgg" <<'EOF'
+import sys
+b = bytearray(open(sys.argv[1], "rb").read())
+b[len(b) // 2] ^= 0x5a
+open(sys.argv[2], "wb").write(b)
+EOF
+  mkdir "$work/dir.sgg"
+  for cmd in inspect verify dot; do
+    for f in missing truncated header_only empty garbage text flipped dir; do
+      run 1 "$cmd" "$work/$f.sgg"
+      expect_one_error_line "^sgrt: cannot load '$work/$f\.sgg': SG_ERR_[A-Z_]+: .+"
+      [ ! -s "$work/out" ] || fail "$cmd $f wrote to stdout: $(cat "$work/out")"
+    done
+    run 1 "$cmd" "$work/missing.sgg"
+    expect_one_error_line "SG_ERR_(IO|NOT_FOUND): "
+    run 1 "$cmd" "$work/flipped.sgg"
+    expect_one_error_line "SG_ERR_CHECKSUM: "
+  done
+  # inspect --json on a bad file prints no JSON, only the error line.
+  run 1 inspect --json "$work/garbage.sgg"
+  expect_one_error_line "SG_ERR_FORMAT: "
+  [ ! -s "$work/out" ] || fail "inspect --json printed on failure"
+
+  # Command-line mistakes: exit 2 and one line.
+  run 2
+  expect_one_error_line "^sgrt: missing command"
+  run 2 frobnicate "$good"
+  expect_one_error_line "^sgrt: unknown command 'frobnicate'"
+  run 2 --bogus
+  expect_one_error_line "^sgrt: unknown option '--bogus'"
+  run 2 help frobnicate
+  expect_one_error_line "unknown command 'frobnicate'"
+  run 2 inspect
+  expect_one_error_line "^sgrt: inspect: missing argument"
+  run 2 inspect --bogus "$good"
+  expect_one_error_line "^sgrt: inspect: unknown option '--bogus'"
+  run 2 inspect -x "$good"
+  expect_one_error_line "unknown option '-x'"
+  run 2 inspect "$good" "$good"
+  expect_one_error_line "unexpected argument"
+  run 2 verify --json=yes "$good"
+  expect_one_error_line "option '--json' takes no value"
+  run 2 dot "$good" -o
+  expect_one_error_line "option '--output' needs a value"
+  run 2 dot "$good" --output=
+  expect_one_error_line "needs a non-empty value"
+  # Output that cannot be written is a failure with one line, not a silent success.
+  if [ -w /dev/full ]; then
+    for args in "inspect $good" "inspect --json $good" "verify $good" "dot $good" "--help"; do
+      rc=0
+      # shellcheck disable=SC2086  # args are meant to split
+      "$sgrt" $args >/dev/full 2>"$work/err" || rc=$?
+      [ $rc -eq 1 ] || fail "sgrt $args >/dev/full exited $rc"
+      expect_one_error_line "No space left on device"
+    done
+  fi
+  # A file whose name looks like an option, after "--".
+  cp "$good" "$work/-odd.sgg"
+  cd "$work"
+  run 0 verify -- -odd.sgg
+  ;;
+
+help)
+  run 0 --help
+  for c in inspect verify dot; do grep -Eq "^  $c " "$work/out" || fail "--help does not list $c"; done
+  run 0 help
+  run 0 help inspect
+  grep -q '^usage: sgrt inspect FILE' "$work/out" || fail "help inspect"
+  for c in inspect verify dot; do
+    run 0 "$c" --help
+    grep -q "^usage: sgrt $c " "$work/out" || fail "$c --help"
+    grep -q "^exit status:" "$work/out" || fail "$c --help lacks exit codes"
+  done
+  run 0 --version
+  grep -Eq '^sgrt [0-9]+\.[0-9]+\.[0-9]+ \(libsgrt [0-9]+\.[0-9]+\.[0-9]+, \.sgg format [0-9]+\.[0-9]+\)$' "$work/out" ||
+    fail "--version printed '$(cat "$work/out")'"
+  ;;
+
+example)
+  [ -x "$build_graph" ] || fail "examples/build_graph was not built"
+  # examples/build_graph.c: images [8,3,32,32], two conv3x3(pad 1)+bias / batch_norm / relu blocks
+  # (3->16, max_pool 2, 16->32), global_avg_pool, flatten, linear 32->10, cross_entropy.
+  #   parameters: conv1 16*3*9=432 + 16, bn1 16 + 16, conv2 32*16*9=4608 + 32, bn2 32 + 32,
+  #               fc 10*32=320 + 10 -> 10 tensors, 5514 elements, 22056 bytes
+  #   state: 16+16+32+32 = 96 elements in 4 tensors
+  #   ops: conv, bn, relu, pool, conv, bn, relu, gap, flatten, gemm, cross_entropy = 11
+  #   tensors: 2 inputs + 10 params + 4 state + 15 activations (3 per batch_norm) = 31
+  (cd "$work" && "$build_graph" --json model.sgg) >"$work/out" 2>"$work/err" || fail "build_graph failed: $(cat "$work/err")"
+  check_json '
+expect(j["path"] == "model.sgg" and j["round_trip_exact"] is True, "path, round trip")
+expect(j["num_ops"] == 11 and j["num_tensors"] == 31, "ops and tensors")
+expect(j["parameter_tensors"] == 10 and j["parameters"] == 5514 and j["parameter_bytes"] == 22056, "parameters")
+import os
+expect(j["file_bytes"] == os.path.getsize(os.path.join(os.path.dirname(sys.argv[1]), "model.sgg")), "file size")
+'
+  example_hash=$(tail -n 1 "$work/out" | "$PY" -c 'import json,sys; j=json.load(sys.stdin); print(j["hash"], j["hash_with_weights"])')
+  grep -q '^summary: ' "$work/out" || fail "no summary line"
+  # The CLI, loading the file in another process, agrees with the program that built it.
+  run 0 inspect --json "$work/model.sgg"
+  check_json "$INSPECT_COMMON"'
+expect(j["parameters"] == {"count": 10, "elements": 5514, "bytes": 22056}, "parameters")
+expect(j["state"] == {"count": 4, "elements": 96, "bytes": 384}, "state")
+expect(j["ops_by_kind"]["conv2d"] == 2 and j["ops_by_kind"]["batch_norm"] == 2, "kinds")
+'
+  cli_hash=$(tail -n 1 "$work/out" | "$PY" -c 'import json,sys; j=json.load(sys.stdin); print(j["hash"], j["hash_with_weights"])')
+  [ "$cli_hash" = "$example_hash" ] || fail "hashes differ: example '$example_hash', sgrt inspect '$cli_hash'"
+  # Bad command lines of the example itself.
+  rc=0; "$build_graph" --bogus >/dev/null 2>&1 || rc=$?
+  [ $rc -eq 2 ] || fail "build_graph --bogus exited $rc"
+  rc=0; "$build_graph" "$work/no/such/dir/m.sgg" >/dev/null 2>"$work/err" || rc=$?
+  if [ $rc -ne 1 ] || ! grep -q 'save failed: SG_ERR_IO' "$work/err"; then
+    fail "build_graph to a bad path: rc $rc, $(cat "$work/err")"
+  fi
+  ;;
+
+*)
+  fail "unknown case '$case_name'"
+  ;;
+esac
+echo "test_cli[$case_name]: ok"

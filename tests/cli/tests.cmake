@@ -1,0 +1,15 @@
+# Tests of the sgrt command-line tool (tests/cli/test_cli.sh), one CTest test
+# per case. They read tests/data/mlp.sgg and cnn.sgg; the `example` case runs
+# examples/build_graph and inspects what it wrote.
+set(_sg_cli_cases inspect_mlp inspect_cnn verify dot bad_input help)
+set(_sg_cli_example "")
+if(SG_BUILD_EXAMPLES)
+  list(APPEND _sg_cli_cases example)
+  set(_sg_cli_example $<TARGET_FILE:build_graph>)
+endif()
+foreach(c ${_sg_cli_cases})
+  add_test(NAME cli_${c}
+           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/test_cli.sh ${c} $<TARGET_FILE:sgrt_cli>
+                   ${PROJECT_SOURCE_DIR}/tests/data ${_sg_cli_example})
+  set_tests_properties(cli_${c} PROPERTIES TIMEOUT 120 LABELS cli)
+endforeach()

@@ -1,0 +1,17 @@
+# cmake -DDST=<dir> -DSEEDS=<dir-or-file>|<dir-or-file>... -P copy_corpus.cmake
+# Replaces DST with a fresh copy of the seeds.
+file(REMOVE_RECURSE "${DST}")
+file(MAKE_DIRECTORY "${DST}")
+string(REPLACE "|" ";" seeds "${SEEDS}")
+foreach(s IN LISTS seeds)
+  if(IS_DIRECTORY "${s}")
+    file(GLOB files "${s}/*")
+    if(files)
+      file(COPY ${files} DESTINATION "${DST}")
+    endif()
+  elseif(EXISTS "${s}")
+    file(COPY "${s}" DESTINATION "${DST}")
+  else()
+    message(FATAL_ERROR "fuzz seed ${s} does not exist")
+  endif()
+endforeach()

@@ -1,0 +1,286 @@
+/* Helpers shared by the subcommands of the sgrt tool. */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- one-line messages on stderr ----------------------------------------- */
+
+/* Writes `s` with control characters escaped, so it stays on one line. */
+static void put_one_line(FILE *f, const char *s) {
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p == '\n') fputs("\\n", f);
+    else if (*p == '\r') fputs("\\r", f);
+    else if (*p == '\t') fputs("\\t", f);
+    else if (*p < 0x20 || *p == 0x7f) fprintf(f, "\\x%02x", *p);
+    else fputc(*p, f);
+  }
+}
+
+const char *cli_printable(const char *s, char *buf, size_t cap) {
+  size_t i = 0;
+  for (; s[i] && i + 1 < cap; i++) {
+    unsigned char c = (unsigned char)s[i];
+    buf[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+  }
+  buf[i] = '\0';
+  return buf;
+}
+
+static void vreport(const char *prefix, const char *fmt, va_list ap) {
+  char msg[2048];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  fputs(prefix, stderr);
+  put_one_line(stderr, msg);
+  fputc('\n', stderr);
+  fflush(stderr);
+}
+
+void cli_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vreport("sgrt: ", fmt, ap);
+  va_end(ap);
+}
+
+int cli_usage_error(const cli_command *cmd, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (cmd) cli_error("%s: %s (see 'sgrt %s --help')", cmd->name, msg, cmd->name);
+  else cli_error("%s (see 'sgrt --help')", msg);
+  return CLI_EXIT_USAGE;
+}
+
+int cli_fail(sg_status st, const char *fmt, ...) {
+  char what[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  const char *detail = sg_last_error();
+  if (detail[0]) cli_error("%s: %s: %s", what, sg_status_str(st), detail);
+  else cli_error("%s: %s", what, sg_status_str(st));
+  return CLI_EXIT_FAIL;
+}
+
+/* ---- options ------------------------------------------------------------- */
+
+void cli_print_command_help(const cli_command *cmd) {
+  printf("usage: sgrt %s %s\n\n%s\n", cmd->name, cmd->args, cmd->summary);
+  if (cmd->help && cmd->help[0]) printf("\n%s", cmd->help);
+}
+
+static const cli_option *find_long(const cli_option *opts, int n, const char *name, size_t len) {
+  for (int i = 0; i < n; i++)
+    if (strlen(opts[i].long_name) == len && strncmp(opts[i].long_name, name, len) == 0) return &opts[i];
+  return NULL;
+}
+
+static const cli_option *find_short(const cli_option *opts, int n, char c) {
+  for (int i = 0; i < n; i++)
+    if (opts[i].short_name != 0 && opts[i].short_name == c) return &opts[i];
+  return NULL;
+}
+
+int cli_parse(const cli_command *cmd, int argc, char **argv, const cli_option *opts, int n_opts,
+              const char **pos, int min_pos, int max_pos) {
+  int n_pos = 0;
+  bool only_positional = false;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const cli_option *o = NULL;
+    const char *inline_value = NULL;
+    if (!only_positional && strcmp(a, "--") == 0) {
+      only_positional = true;
+      continue;
+    }
+    if (only_positional || a[0] != '-' || a[1] == '\0') { /* "-" is a positional (stdout/stdin) */
+      if (n_pos == max_pos) return cli_usage_error(cmd, "unexpected argument '%s'", a);
+      pos[n_pos++] = a;
+      continue;
+    }
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      cli_print_command_help(cmd);
+      return CLI_EXIT_OK;
+    }
+    if (a[1] == '-') {
+      const char *name = a + 2;
+      const char *eq = strchr(name, '=');
+      size_t len = eq ? (size_t)(eq - name) : strlen(name);
+      o = find_long(opts, n_opts, name, len);
+      if (o == NULL) return cli_usage_error(cmd, "unknown option '%.*s'", (int)(len + 2), a);
+      if (eq) inline_value = eq + 1;
+    } else {
+      o = find_short(opts, n_opts, a[1]);
+      if (o == NULL) return cli_usage_error(cmd, "unknown option '-%c'", a[1]);
+      if (a[2] != '\0') inline_value = a + 2; /* -oFILE */
+    }
+    if (o->flag) {
+      if (inline_value) return cli_usage_error(cmd, "option '--%s' takes no value", o->long_name);
+      *o->flag = 1;
+    } else {
+      if (inline_value == NULL) {
+        if (i + 1 >= argc) return cli_usage_error(cmd, "option '--%s' needs a value", o->long_name);
+        inline_value = argv[++i];
+      }
+      if (inline_value[0] == '\0')
+        return cli_usage_error(cmd, "option '--%s' needs a non-empty value", o->long_name);
+      *o->value = inline_value;
+    }
+  }
+  if (n_pos < min_pos)
+    return cli_usage_error(cmd, "missing argument (usage: sgrt %s %s)", cmd->name, cmd->args);
+  for (int i = n_pos; i < max_pos; i++) pos[i] = NULL;
+  return CLI_CONTINUE;
+}
+
+/* ---- graphs -------------------------------------------------------------- */
+
+int cli_load(const char *path, sg_graph **out) {
+  sg_clear_error();
+  sg_status st = sg_graph_load(path, out);
+  if (st != SG_OK) {
+    *out = NULL;
+    return cli_fail(st, "cannot load '%s'", path);
+  }
+  return CLI_EXIT_OK;
+}
+
+int cli_sgg_version(const char *path, unsigned *major, unsigned *minor) {
+  /* docs/format.md: 8-byte magic, then u16 major and u16 minor, little-endian.
+   * The loader has validated the whole header; this only reads it back. */
+  static const unsigned char magic[8] = {0x89, 'S', 'G', 'G', '\r', '\n', 0x1a, '\n'};
+  unsigned char h[12];
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) {
+    cli_error("cannot reopen '%s': %s", path, strerror(errno));
+    return CLI_EXIT_FAIL;
+  }
+  size_t got = fread(h, 1, sizeof h, f);
+  fclose(f);
+  if (got != sizeof h || memcmp(h, magic, sizeof magic) != 0) {
+    cli_error("'%s' changed while it was read: its header is no longer a .sgg header", path);
+    return CLI_EXIT_FAIL;
+  }
+  *major = (unsigned)h[8] | (unsigned)h[9] << 8;
+  *minor = (unsigned)h[10] | (unsigned)h[11] << 8;
+  return CLI_EXIT_OK;
+}
+
+void cli_hex64(uint64_t v, char out[17]) {
+  static const char digits[] = "0123456789abcdef";
+  for (int i = 15; i >= 0; i--) {
+    out[i] = digits[v & 0xf];
+    v >>= 4;
+  }
+  out[16] = '\0';
+}
+
+/* ---- JSON ---------------------------------------------------------------- */
+
+/* Length of the valid UTF-8 sequence at s, 0 if there is none. */
+static size_t utf8_len(const unsigned char *s, size_t left) {
+  size_t n;
+  unsigned min, cp;
+  if (s[0] < 0x80) return 1;
+  if ((s[0] & 0xe0) == 0xc0) n = 2, min = 0x80, cp = s[0] & 0x1fu;
+  else if ((s[0] & 0xf0) == 0xe0) n = 3, min = 0x800, cp = s[0] & 0x0fu;
+  else if ((s[0] & 0xf8) == 0xf0) n = 4, min = 0x10000, cp = s[0] & 0x07u;
+  else return 0;
+  if (n > left) return 0;
+  for (size_t i = 1; i < n; i++) {
+    if ((s[i] & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (s[i] & 0x3fu);
+  }
+  if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  return n;
+}
+
+cJSON *cli_json_string(const char *s) {
+  if (s == NULL) return cJSON_CreateNull();
+  size_t len = strlen(s);
+  /* Each invalid byte becomes the 3-byte U+FFFD. */
+  char *clean = malloc(len * 3 + 1);
+  if (clean == NULL) return NULL;
+  const unsigned char *p = (const unsigned char *)s;
+  size_t left = len, o = 0;
+  while (left > 0) {
+    size_t n = utf8_len(p, left);
+    if (n == 0) {
+      memcpy(clean + o, "\xef\xbf\xbd", 3);
+      o += 3;
+      n = 1;
+    } else {
+      memcpy(clean + o, p, n);
+      o += n;
+    }
+    p += n;
+    left -= n;
+  }
+  clean[o] = '\0';
+  cJSON *item = cJSON_CreateString(clean);
+  free(clean);
+  return item;
+}
+
+cJSON *cli_json_shape(int ndim, const int64_t *dims) {
+  cJSON *arr = cJSON_CreateArray();
+  if (arr == NULL) return NULL;
+  for (int i = 0; i < ndim; i++) {
+    if (!cli_json_add(arr, NULL, cJSON_CreateNumber((double)dims[i]))) {
+      cJSON_Delete(arr);
+      return NULL;
+    }
+  }
+  return arr;
+}
+
+cJSON *cli_json_tensor(const sg_graph *g, sg_tensor t) {
+  sg_tensor_info info;
+  if (sg_graph_tensor_info(g, t, &info) != SG_OK) return NULL;
+  cJSON *o = cJSON_CreateObject();
+  if (o == NULL) return NULL;
+  int ok = cli_json_add(o, "name", cli_json_string(info.name));
+  ok = ok && cli_json_add(o, "dtype", cJSON_CreateString(sg_dtype_name(info.dtype)));
+  ok = ok && cli_json_add(o, "shape", cli_json_shape(info.ndim, info.dims));
+  return cli_json_finish(o, ok);
+}
+
+int cli_json_add(cJSON *parent, const char *key, cJSON *item) {
+  if (item == NULL) return 0;
+  cJSON_bool added = key ? cJSON_AddItemToObject(parent, key, item) : cJSON_AddItemToArray(parent, item);
+  if (!added) {
+    cJSON_Delete(item);
+    return 0;
+  }
+  return 1;
+}
+
+cJSON *cli_json_finish(cJSON *obj, int ok) {
+  if (ok) return obj;
+  cJSON_Delete(obj);
+  return NULL;
+}
+
+int cli_print_json(cJSON *obj) {
+  if (obj == NULL) {
+    cli_error("out of memory building the JSON output");
+    return CLI_EXIT_FAIL;
+  }
+  char *text = cJSON_PrintUnformatted(obj);
+  cJSON_Delete(obj);
+  if (text == NULL) {
+    cli_error("out of memory printing the JSON output");
+    return CLI_EXIT_FAIL;
+  }
+  puts(text);
+  cJSON_free(text);
+  return CLI_EXIT_OK;
+}

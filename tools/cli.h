@@ -1,0 +1,103 @@
+/* Shared pieces of the sgrt command-line tool: the subcommand table entry,
+ * option parsing, one-line error reporting, graph loading and JSON output.
+ * Each subcommand lives in its own cmd_*.c file and is listed in sgrt.c. */
+#ifndef SGRT_TOOLS_CLI_H
+#define SGRT_TOOLS_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+#include <sgrt/sgrt.h>
+
+/* Exit codes of every subcommand (documented in docs/cli.md). */
+enum {
+  CLI_EXIT_OK = 0,
+  CLI_EXIT_FAIL = 1,  /* the file or the operation failed */
+  CLI_EXIT_USAGE = 2, /* bad command line */
+};
+
+typedef struct cli_command cli_command;
+struct cli_command {
+  const char *name;    /* "inspect" */
+  const char *args;    /* "FILE [--json]", for the usage lines */
+  const char *summary; /* one line for `sgrt --help` */
+  const char *help;    /* option descriptions for `sgrt NAME --help` */
+  /* argv[0] is the subcommand's name; returns an exit code. */
+  int (*run)(const cli_command *cmd, int argc, char **argv);
+};
+
+/* The subcommands, one per cmd_*.c file. */
+extern const cli_command cli_cmd_inspect;
+extern const cli_command cli_cmd_verify;
+extern const cli_command cli_cmd_dot;
+
+/* One option of a subcommand. Exactly one of `value` and `flag` is set. */
+typedef struct cli_option {
+  const char *long_name; /* "output" for --output */
+  char short_name;       /* 'o' for -o; 0 for none */
+  const char **value;    /* option takes a value (--output X, --output=X, -o X) */
+  int *flag;             /* option is a flag, set to 1 when given */
+} cli_option;
+
+/* Result of cli_parse when the command should go on. */
+#define CLI_CONTINUE (-1)
+
+/*
+ * Parses argv[1..argc-1] of subcommand `cmd`: options from `opts`, "--help"
+ * and "-h", "--" to end options, and between min_pos and max_pos positional
+ * arguments stored in `pos`. Returns CLI_CONTINUE on success; otherwise the
+ * exit code to return at once (CLI_EXIT_OK after printing help, or
+ * CLI_EXIT_USAGE after reporting the mistake on one stderr line).
+ */
+int cli_parse(const cli_command *cmd, int argc, char **argv, const cli_option *opts, int n_opts,
+              const char **pos, int min_pos, int max_pos);
+
+/* Prints the help of one subcommand on stdout. */
+void cli_print_command_help(const cli_command *cmd);
+
+/* Writes "sgrt: <message>" as exactly one line on stderr (control characters
+ * in the message are escaped, so a name read from a file cannot split it). */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Copies `s` into buf (cap bytes, truncating) with control characters
+ * replaced by '?', for printing names read from files; returns buf. */
+const char *cli_printable(const char *s, char *buf, size_t cap);
+
+/* Reports a command-line mistake of `cmd` (NULL: of sgrt itself) on one line
+ * and returns CLI_EXIT_USAGE. */
+int cli_usage_error(const cli_command *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Reports a failed library call as "sgrt: <what>: STATUS: <last error>" and
+ * returns CLI_EXIT_FAIL. */
+int cli_fail(sg_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Loads (and thereby verifies) a .sgg file. On failure reports
+ * "sgrt: cannot load 'PATH': STATUS: <last error>" and returns CLI_EXIT_FAIL. */
+int cli_load(const char *path, sg_graph **out);
+
+/* Format version stored in the header of a .sgg file that loaded. */
+int cli_sgg_version(const char *path, unsigned *major, unsigned *minor);
+
+/* "0123456789abcdef": 16 hex digits and a NUL. */
+void cli_hex64(uint64_t v, char out[17]);
+
+/* JSON helpers. Each returns NULL (or 0) when out of memory, so that a
+ * command can build a whole object and check once. */
+/* A string with invalid UTF-8 replaced by U+FFFD: names come from files. */
+cJSON *cli_json_string(const char *s);
+/* [d0, d1, ...] */
+cJSON *cli_json_shape(int ndim, const int64_t *dims);
+/* {"name", "dtype", "shape"} of tensor t. */
+cJSON *cli_json_tensor(const sg_graph *g, sg_tensor t);
+/* Adds `item` under `key` (or to an array when key is NULL); frees it and
+ * returns 0 when item is NULL or adding fails, else 1. */
+int cli_json_add(cJSON *parent, const char *key, cJSON *item);
+/* Returns obj when ok, else deletes it and returns NULL. */
+cJSON *cli_json_finish(cJSON *obj, int ok);
+
+/* Prints `obj` on one line of stdout and frees it. NULL (a failed build of
+ * the object) is reported as out of memory. Returns an exit code. */
+int cli_print_json(cJSON *obj);
+
+#endif /* SGRT_TOOLS_CLI_H */
