@@ -7,7 +7,7 @@ set -euo pipefail
 # The one list of required packages. Later features add theirs here.
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
-  clang clang-format
+  clang clang-format libclang-rt-14-dev  # sanitizer and libFuzzer runtimes (only recommended by clang)
   libmetis-dev
   libucx-dev ucx-utils libibverbs-dev
   libdnnl-dev
@@ -15,7 +15,7 @@ PACKAGES=(
   libcjson-dev libxxhash-dev libpmem-dev
   libcmocka-dev
   graphviz
-  python3-numpy python3-onnx
+  python3 python3-numpy python3-onnx
 )
 
 missing=()
