@@ -42,6 +42,11 @@ find_package(ucx CONFIG QUIET)
 sg_dep_report(UCX "${ucx_FOUND}" "${ucx_VERSION}" libucx-dev ON)
 find_package(dnnl CONFIG QUIET)
 sg_dep_report(oneDNN "${dnnl_FOUND}" "${dnnl_VERSION}" libdnnl-dev ON)
+# oneDNN runs on GNU OpenMP; sgrt sets its thread count through that runtime
+# (omp_set_num_threads) without compiling its own code with -fopenmp, so gcc
+# and clang builds share the one runtime oneDNN already loads.
+find_library(SG_GOMP_LIBRARY NAMES gomp libgomp.so.1)
+sg_dep_report(libgomp "${SG_GOMP_LIBRARY}" "${SG_GOMP_LIBRARY}" libgomp1 ON)
 find_package(cJSON CONFIG QUIET)
 sg_dep_report(cJSON "${cJSON_FOUND}" "${cJSON_VERSION}" libcjson-dev ON)
 if(SG_BUILD_TESTS)

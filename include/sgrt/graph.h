@@ -83,6 +83,24 @@ typedef enum sg_op_kind {
   SG_OP_DROPOUT = 29,
   SG_OP_SGD_UPDATE = 30,
   SG_OP_ADAMW_UPDATE = 31,
+  /* Backward ops, appended by sg_graph_backward() (see docs/ops.md). */
+  SG_OP_CONV2D_BACKWARD_DATA = 32,
+  SG_OP_CONV2D_BACKWARD_WEIGHT = 33,
+  SG_OP_BATCH_NORM_BACKWARD = 34,
+  SG_OP_RELU_BACKWARD = 35,
+  SG_OP_CLIP_BACKWARD = 36,
+  SG_OP_GELU_BACKWARD = 37,
+  SG_OP_SIGMOID_BACKWARD = 38,
+  SG_OP_TANH_BACKWARD = 39,
+  SG_OP_MAX_POOL2D_BACKWARD = 40,
+  SG_OP_AVG_POOL2D_BACKWARD = 41,
+  SG_OP_SOFTMAX_BACKWARD = 42,
+  SG_OP_LOG_SOFTMAX_BACKWARD = 43,
+  SG_OP_CROSS_ENTROPY_BACKWARD = 44,
+  SG_OP_DROPOUT_BACKWARD = 45,
+  SG_OP_SUM_TO = 46,       /**< sum broadcast dims away: the adjoint of broadcasting */
+  SG_OP_BROADCAST_TO = 47, /**< NumPy broadcast to a shape: the adjoint of a reduction */
+  SG_OP_SLICE = 48,        /**< a contiguous range along one axis: the adjoint of concat */
 } sg_op_kind;
 
 /** Opaque graph. */

@@ -1,0 +1,79 @@
+/* The backend interface (DESIGN.md "Backend interface"): a versioned table of
+ * function pointers, like ggml-backend's ggml_backend_i or UCX's transport
+ * ops. The compiler and the session only ever call through this table, so a
+ * CUDA backend plugs in without changing them. */
+#ifndef SG_BACKEND_H
+#define SG_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "graph/graph_internal.h"
+
+/* Bumped on any change to the table's layout or contract. */
+#define SG__BACKEND_VERSION 1u
+
+/* A compiled op: backend-defined (oneDNN primitives, a C function, ...). */
+typedef struct sg__kernel sg__kernel;
+
+/* Training runs batch norm on batch statistics (updating running stats) and
+ * applies dropout; evaluation uses running stats and makes dropout the
+ * identity. A kernel is compiled for one mode. */
+typedef enum sg__exec_mode {
+  SG__MODE_TRAIN = 1,
+  SG__MODE_EVAL = 2,
+} sg__exec_mode;
+
+typedef struct sg__backend_config {
+  int threads;   /* compute threads; >= 1 */
+  uint64_t seed; /* session seed (dropout masks, ...) */
+} sg__backend_config;
+
+/* What every kernel run gets besides its buffers. */
+typedef struct sg__run_ctx {
+  uint64_t step; /* number of completed steps; dropout masks depend on it */
+  uint64_t seed; /* session seed */
+} sg__run_ctx;
+
+typedef struct sg__backend_i {
+  uint32_t version; /* SG__BACKEND_VERSION */
+  const char *name; /* "cpu", "cuda" */
+
+  sg_status (*create)(const sg__backend_config *cfg, void **state);
+  void (*destroy)(void *state); /* accepts NULL */
+
+  /* Device memory: 64-byte aligned and zeroed. */
+  sg_status (*buffer_alloc)(void *state, size_t bytes, void **out);
+  void (*buffer_free)(void *state, void *buf); /* accepts NULL */
+  /* Copies between host memory and device memory (dst/src on the device). */
+  sg_status (*upload)(void *state, void *dst, const void *src, size_t bytes);
+  sg_status (*download)(void *state, void *dst, const void *src, size_t bytes);
+
+  /* Compiles op `op` of a finalized graph for `mode`. Compile time: may
+   * allocate, create primitives, reserve scratch memory. Fails with
+   * SG_ERR_UNSUPPORTED (naming the op) for an op or dtype it cannot run. */
+  sg_status (*kernel_create)(void *state, const sg_graph *g, int32_t op, sg__exec_mode mode, sg__kernel **out);
+  /* Runs a kernel. in[i] / out[i] are the device addresses of the op's
+   * inputs and outputs in op order (in[i] is NULL for an absent optional
+   * input); inputs the op updates in place (sg__op_mutated_inputs) are
+   * written through in[i]. Never allocates. For ops where
+   * sg__op_inplace_input() names input j, out[0] may be the same buffer as
+   * in[j] and the kernel must be correct then. */
+  sg_status (*kernel_run)(void *state, sg__kernel *k, void *const *in, void *const *out, const sg__run_ctx *ctx);
+  void (*kernel_destroy)(void *state, sg__kernel *k); /* accepts NULL */
+
+  /* Waits until all submitted work is done. */
+  sg_status (*synchronize)(void *state);
+} sg__backend_i;
+
+extern const sg__backend_i sg__cpu_backend;
+
+/* The backend called `name` ("cpu"), or NULL. */
+const sg__backend_i *sg__backend_find(const char *name);
+
+/* Index of the input whose buffer output 0 may share (elementwise ops whose
+ * output has that input's shape and dtype), or -1. Decided per op kind here
+ * so that the memory planner and every backend agree. */
+int sg__op_inplace_input(const sg_graph *g, const sg__op *op);
+
+#endif /* SG_BACKEND_H */
