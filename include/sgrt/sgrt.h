@@ -43,7 +43,9 @@
 #include "sgrt/core.h"
 #include "sgrt/graph.h"
 #include "sgrt/ops.h"
+#include "sgrt/session.h"
 #include "sgrt/sgg.h"
 #include "sgrt/status.h"
+#include "sgrt/train.h"
 
 #endif /* SGRT_SGRT_H */

@@ -1,0 +1,138 @@
+/**
+ * @file session.h
+ * Running a graph (SPEC U1): a session compiles a finalized graph for one
+ * device once, then runs training steps (forward + backward + update, as one
+ * graph) or evaluation passes again and again.
+ *
+ * @code
+ *   sg_session_params sp = SG_SESSION_PARAMS_INIT;
+ *   sp.threads = 2;
+ *   sg_session *s;
+ *   if (sg_session_create(g, &sp, &s) != SG_OK || sg_session_compile(s) != SG_OK) { ... }
+ *   for (int step = 0; step < n; step++) {
+ *     sg_session_set_input(s, "images", SG_F32, 4, xdims, images);
+ *     sg_session_set_input(s, "labels", SG_I64, 1, ydims, labels);
+ *     sg_session_set_input(s, "lr", SG_F32, 0, NULL, &lr);
+ *     if (sg_session_step(s) != SG_OK) { fprintf(stderr, "%s\n", sg_last_error()); break; }
+ *     float loss;
+ *     sg_session_read(s, "loss", &loss, sizeof loss);
+ *   }
+ *   sg_session_destroy(s);
+ * @endcode
+ *
+ * Memory: parameters, state, inputs and outputs have their own slots; every
+ * other tensor lives in one planned region whose slots are reused once a
+ * tensor is dead. After compile, steps allocate nothing.
+ *
+ * Threads: a session is used from one thread at a time.
+ */
+#ifndef SGRT_SESSION_H
+#define SGRT_SESSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sgrt/graph.h"
+
+SG_EXTERN_C_BEGIN
+
+typedef struct sg_session sg_session;
+
+typedef struct sg_session_params {
+  size_t size;
+  const char *device; /**< "cpu" (default; NULL means "cpu") */
+  int threads;        /**< compute threads; 0 = all online CPUs */
+  uint64_t seed;      /**< seeds dropout masks; default 0 */
+  int poison;         /**< debug: fill each transient buffer with NaN bytes when its tensor dies */
+} sg_session_params;
+#define SG_SESSION_PARAMS_INIT {sizeof(sg_session_params), "cpu", 0, 0, 0}
+SG_API sg_session_params sg_session_params_init(void);
+
+/**
+ * Creates a session for a finalized graph. The graph must outlive the
+ * session (it is not copied). Parameters, state and constants start from the
+ * graph's initializers, or zero where a tensor has none.
+ * @return SG_OK; SG_ERR_STATE if the graph is not finalized;
+ *         SG_ERR_NOT_FOUND for an unknown device; SG_ERR_INVALID_ARG.
+ */
+SG_API sg_status sg_session_create(const sg_graph *g, const sg_session_params *p, sg_session **out);
+
+/** Destroys a session and its device memory. Accepts NULL. */
+SG_API void sg_session_destroy(sg_session *s);
+
+/**
+ * Compiles: dead-code elimination, constant folding, scheduling, in-place
+ * reuse, memory planning, kernel creation (primitives are created here, never
+ * inside a step). Call once, before the first step.
+ */
+SG_API sg_status sg_session_compile(sg_session *s);
+
+/** What compile decided. */
+typedef struct sg_compile_report {
+  size_t size;
+  size_t planned_peak_bytes; /**< persistent slots + the planned transient region */
+  size_t persistent_bytes;   /**< parameters, state, inputs, outputs, folded constants */
+  size_t transient_bytes;    /**< peak of the planned region */
+  size_t sum_tensor_bytes;   /**< every tensor in its own buffer, for comparison */
+  int32_t ops_scheduled;     /**< ops a training step runs */
+  int32_t ops_eval;          /**< ops an evaluation pass runs */
+  int32_t ops_eliminated;    /**< dead code */
+  int32_t ops_folded;        /**< constant-folded at compile time */
+  int32_t ops_inplace;       /**< outputs that reuse their input's buffer */
+} sg_compile_report;
+#define SG_COMPILE_REPORT_INIT {sizeof(sg_compile_report)}
+
+/** Fills `out` (initialised with SG_COMPILE_REPORT_INIT). SG_ERR_STATE before compile. */
+SG_API sg_status sg_session_compile_report(const sg_session *s, sg_compile_report *out);
+
+/**
+ * Copies an input's value into the session. dtype and shape must be the
+ * input tensor's exactly (SG_ERR_DTYPE / SG_ERR_SHAPE otherwise, naming both).
+ * A scalar has ndim 0.
+ */
+SG_API sg_status sg_session_set_input(sg_session *s, const char *name, sg_dtype dtype, int ndim,
+                                      const int64_t *dims, const void *data);
+
+/**
+ * Binds caller memory as an input without copying: steps read `data` directly
+ * until the input is set or bound again. `data` must stay valid and be
+ * 64-byte aligned (SG_ERR_INVALID_ARG otherwise); CPU device only.
+ */
+SG_API sg_status sg_session_bind_input(sg_session *s, const char *name, sg_dtype dtype, int ndim,
+                                       const int64_t *dims, void *data);
+
+/**
+ * One training step: forward, backward and update as one graph. Every input
+ * must have been set or bound (SG_ERR_STATE names the first missing one).
+ */
+SG_API sg_status sg_session_step(sg_session *s);
+
+/** An evaluation pass: the forward ops behind the graph's non-gradient
+ * outputs, batch norm on running statistics, dropout off, no updates. */
+SG_API sg_status sg_session_forward(sg_session *s);
+
+/** Number of training steps run so far. */
+SG_API uint64_t sg_session_steps(const sg_session *s);
+
+/**
+ * Copies a tensor's current value out: a parameter, state, optimizer state,
+ * input, constant or graph output. `bytes` must equal the tensor's size.
+ * SG_ERR_STATE for a tensor the session does not keep (mark it an output).
+ */
+SG_API sg_status sg_session_read(const sg_session *s, const char *name, void *out, size_t bytes);
+
+/** Overwrites a parameter, state or optimizer-state tensor. */
+SG_API sg_status sg_session_write(sg_session *s, const char *name, const void *data, size_t bytes);
+
+/** Saves parameters, state and optimizer state with the graph as a .sgg file
+ * (the graph's initializers replaced by the current values). */
+SG_API sg_status sg_session_save_checkpoint(const sg_session *s, const char *path);
+
+/** Restores parameters, state and optimizer state from a checkpoint of a
+ * graph with the same tensors; every one of them must be present with the
+ * same dtype and shape (SG_ERR_NOT_FOUND / SG_ERR_SHAPE naming it). */
+SG_API sg_status sg_session_load_checkpoint(sg_session *s, const char *path);
+
+SG_EXTERN_C_END
+
+#endif /* SGRT_SESSION_H */

@@ -1,0 +1,57 @@
+/* A compiled plan for one graph on one device: which ops run in which order
+ * (training and evaluation), which ops were folded into constants at compile
+ * time, and where every tensor lives in the device memory. Built once by
+ * sg__plan_build; the session then runs it step after step without
+ * allocating. */
+#ifndef SG_PLAN_H
+#define SG_PLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "graph/graph_internal.h"
+
+/* Where a tensor's bytes live. */
+typedef enum sg__buf_kind {
+  SG__BUF_NONE = 0,       /* not needed by any scheduled op */
+  SG__BUF_PERSISTENT = 1, /* own slot for the session's lifetime: sources, outputs, folded constants */
+  SG__BUF_TRANSIENT = 2,  /* planned slot shared with tensors whose lifetimes do not overlap */
+} sg__buf_kind;
+
+typedef struct sg__plan {
+  /* Ops run by a training step, in order; then the forward-only subset
+   * run by an evaluation pass (same order, same memory). */
+  int32_t *order;
+  uint32_t n_order;
+  int32_t *eval_order;
+  uint32_t n_eval;
+  /* Ops evaluated once at compile time because all their inputs are
+   * constant; their outputs become persistent. In dependency order. */
+  int32_t *fold_order;
+  uint32_t n_fold;
+
+  /* Per tensor. */
+  uint8_t *buf_kind;    /* sg__buf_kind */
+  size_t *offset;       /* within its region (persistent or transient) */
+  int32_t *last_use;    /* position in `order` of its last reader (-1: none); transient tensors only */
+  int32_t *alias_of;    /* in-place: the tensor whose slot this one reuses, or -1 */
+
+  size_t persistent_bytes;   /* sum of persistent slots (aligned) */
+  size_t transient_bytes;    /* planned peak of the transient region */
+  size_t sum_transient_bytes;/* what the transient tensors would take without reuse */
+  size_t sum_tensor_bytes;   /* every tensor used, without reuse */
+  uint32_t n_eliminated;     /* ops removed as dead code */
+  uint32_t n_inplace;        /* outputs that reuse their input's buffer */
+} sg__plan;
+
+/* Builds the plan of a finalized graph. Errors: SG_ERR_NO_MEMORY;
+ * SG_ERR_CYCLE when an in-place update cannot be ordered after the readers
+ * of the tensor it updates. */
+sg_status sg__plan_build(const sg_graph *g, sg__plan *out);
+void sg__plan_free(sg__plan *p);
+
+/* Alignment of every slot: a cache line, and what oneDNN prefers. */
+#define SG__SLOT_ALIGN 64
+
+#endif /* SG_PLAN_H */

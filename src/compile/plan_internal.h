@@ -1,0 +1,12 @@
+/* Steps of sg__plan_build, one file each. */
+#ifndef SG_PLAN_INTERNAL_H
+#define SG_PLAN_INTERNAL_H
+
+#include "compile/plan.h"
+
+/* Fills order, eval_order, fold_order and n_eliminated; marks folded ops. */
+sg_status sg__schedule(const sg_graph *g, sg__plan *p, bool *folded);
+/* Fills the per-tensor arrays and the byte counts from the schedule. */
+sg_status sg__memplan(const sg_graph *g, sg__plan *p, const bool *folded);
+
+#endif /* SG_PLAN_INTERNAL_H */

@@ -1,0 +1,80 @@
+/* Checkpoints: the graph as .sgg with parameters, state and optimizer state
+ * replaced by the session's current values. */
+#include <string.h>
+
+#include "runtime/session_internal.h"
+#include "sgrt/sgg.h"
+
+static bool is_checkpointed(sg_role r) {
+  return r == SG_ROLE_PARAMETER || r == SG_ROLE_STATE || r == SG_ROLE_OPTIMIZER_STATE;
+}
+
+sg_status sg_session_save_checkpoint(const sg_session *s, const char *path) {
+  if (s == NULL || path == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_session_save_checkpoint: NULL argument");
+  if (!s->compiled) return sg__error(SG_ERR_STATE, "sg_session_save_checkpoint: compile the session first");
+  const sg_graph *g = s->g;
+  sg__tensor *tensors = sg__malloc((g->n_tensors ? g->n_tensors : 1) * sizeof *tensors);
+  void **host = sg__calloc(g->n_tensors ? g->n_tensors : 1, sizeof(void *));
+  sg_status st = SG_OK;
+  if (!tensors || !host) {
+    st = sg__error(SG_ERR_NO_MEMORY, "sg_session_save_checkpoint: out of memory");
+    goto out;
+  }
+  memcpy(tensors, g->tensors, g->n_tensors * sizeof *tensors);
+  for (uint32_t t = 0; t < g->n_tensors; t++) {
+    if (!is_checkpointed(tensors[t].role) || s->plan.buf_kind[t] != SG__BUF_PERSISTENT) continue;
+    host[t] = sg__malloc(tensors[t].nbytes);
+    if (host[t] == NULL) {
+      st = sg__error(SG_ERR_NO_MEMORY, "sg_session_save_checkpoint: out of memory copying '%s'", tensors[t].name);
+      goto out;
+    }
+    SG_CHECK_GOTO(s->be->download(s->be_state, host[t], s->tensor_ptr[t], tensors[t].nbytes), st, out);
+    tensors[t].data = host[t];
+  }
+  /* The writer only reads the graph: a view that differs in the tensor
+   * array (the initializers) is written like the graph itself. */
+  sg_graph view = *g;
+  view.tensors = tensors;
+  view.mapping = NULL;
+  st = sg_graph_save(&view, path);
+out:
+  if (host)
+    for (uint32_t t = 0; t < g->n_tensors; t++) sg__free(host[t]);
+  sg__free(host);
+  sg__free(tensors);
+  return st;
+}
+
+sg_status sg_session_load_checkpoint(sg_session *s, const char *path) {
+  if (s == NULL || path == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_session_load_checkpoint: NULL argument");
+  if (!s->compiled) return sg__error(SG_ERR_STATE, "sg_session_load_checkpoint: compile the session first");
+  sg_graph *ck = NULL;
+  SG_CHECK(sg_graph_load(path, &ck));
+  const sg_graph *g = s->g;
+  sg_status st = SG_OK;
+  /* Check everything before changing anything, so a bad checkpoint leaves
+   * the session as it was. */
+  for (int pass = 0; pass < 2 && st == SG_OK; pass++) {
+    for (uint32_t t = 0; t < g->n_tensors && st == SG_OK; t++) {
+      const sg__tensor *x = &g->tensors[t];
+      if (!is_checkpointed(x->role) || s->plan.buf_kind[t] != SG__BUF_PERSISTENT) continue;
+      int32_t c = sg__tensor_lookup(ck, x->name);
+      const sg__tensor *y = c >= 0 ? &ck->tensors[c] : NULL;
+      if (y == NULL || y->data == NULL) {
+        st = sg__error(SG_ERR_NOT_FOUND, "checkpoint '%s' has no value for %s '%s'", path, sg_role_name(x->role), x->name);
+        break;
+      }
+      bool same = y->dtype == x->dtype && y->ndim == x->ndim;
+      for (int d = 0; same && d < x->ndim; d++) same = y->dims[d] == x->dims[d];
+      if (!same) {
+        char a[SG__SHAPE_STR], b[SG__SHAPE_STR];
+        st = sg__error(SG_ERR_SHAPE, "checkpoint '%s': '%s' is %s there but %s in the session's graph", path, x->name,
+                       sg__shape_str(a, y->dtype, y->ndim, y->dims), sg__shape_str(b, x->dtype, x->ndim, x->dims));
+        break;
+      }
+      if (pass == 1) st = s->be->upload(s->be_state, s->tensor_ptr[t], y->data, x->nbytes);
+    }
+  }
+  sg_graph_destroy(ck);
+  return st;
+}

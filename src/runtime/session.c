@@ -1,0 +1,246 @@
+/* Session lifecycle and compilation: plan, device memory, initial values,
+ * constant folding, kernels. */
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime/session_internal.h"
+
+sg_session_params sg_session_params_init(void) { return (sg_session_params)SG_SESSION_PARAMS_INIT; }
+
+sg_status sg_session_create(const sg_graph *g, const sg_session_params *p, sg_session **out) {
+  if (out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_session_create: out is NULL");
+  *out = NULL;
+  if (g == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_session_create: graph is NULL");
+  if (!g->finalized) return sg__error(SG_ERR_STATE, "sg_session_create: finalize the graph first");
+  sg_session_params d = SG_SESSION_PARAMS_INIT;
+  if (p == NULL) p = &d;
+  if (p->size < sizeof(sg_session_params))
+    return sg__error(SG_ERR_INVALID_ARG, "sg_session_create: params.size is %zu, expected %zu; initialise params "
+                                         "with SG_SESSION_PARAMS_INIT", p->size, sizeof(sg_session_params));
+  const char *device = p->device ? p->device : "cpu";
+  const sg__backend_i *be = sg__backend_find(device);
+  if (be == NULL) return sg__error(SG_ERR_NOT_FOUND, "sg_session_create: no device '%s' (available: cpu)", device);
+  if (p->threads < 0) return sg__error(SG_ERR_INVALID_ARG, "sg_session_create: threads is %d", p->threads);
+  int threads = p->threads;
+  if (threads == 0) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    threads = n > 0 ? (int)n : 1;
+  }
+  sg_session *s = sg__calloc(1, sizeof *s);
+  if (s == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg_session_create: out of memory");
+  s->g = g;
+  s->be = be;
+  s->threads = threads;
+  s->seed = p->seed;
+  s->poison = p->poison;
+  sg__backend_config cfg = {threads, p->seed};
+  sg_status st = be->create(&cfg, &s->be_state);
+  if (st != SG_OK) {
+    sg__free(s);
+    return st;
+  }
+  *out = s;
+  return SG_OK;
+}
+
+static void destroy_kernels(sg_session *s) {
+  if (s->kernels)
+    for (uint32_t i = 0; i < s->plan.n_order; i++) s->be->kernel_destroy(s->be_state, s->kernels[i]);
+  if (s->eval_kernels)
+    for (uint32_t i = 0; i < s->plan.n_eval; i++) s->be->kernel_destroy(s->be_state, s->eval_kernels[i]);
+  sg__free(s->kernels);
+  sg__free(s->eval_kernels);
+  s->kernels = s->eval_kernels = NULL;
+}
+
+void sg_session_destroy(sg_session *s) {
+  if (s == NULL) return;
+  destroy_kernels(s);
+  s->be->buffer_free(s->be_state, s->persistent);
+  s->be->buffer_free(s->be_state, s->transient);
+  s->be->destroy(s->be_state);
+  sg__plan_free(&s->plan);
+  sg__free(s->tensor_ptr);
+  sg__free(s->bound);
+  sg__free(s->input_set);
+  sg__free(s->op_in);
+  sg__free(s->op_out);
+  sg__free(s->flat);
+  sg__free(s->poison_start);
+  sg__free(s->poison_tensor);
+  sg__free(s);
+}
+
+void sg__session_wire(sg_session *s) {
+  const sg_graph *g = s->g;
+  for (uint32_t k = 0; k < g->n_ops; k++) {
+    const sg__op *op = &g->ops[k];
+    for (int i = 0; i < op->n_inputs; i++) {
+      int32_t t = op->inputs[i];
+      s->op_in[k][i] = t < 0 ? NULL : s->bound[t] ? s->bound[t] : s->tensor_ptr[t];
+    }
+    for (int i = 0; i < op->n_outputs; i++) s->op_out[k][i] = s->tensor_ptr[op->outputs[i]];
+  }
+}
+
+sg_status sg__session_tensor(const sg_session *s, const char *name, const char *what, int32_t *id) {
+  if (name == NULL) return sg__error(SG_ERR_INVALID_ARG, "%s: name is NULL", what);
+  *id = sg__tensor_lookup(s->g, name);
+  if (*id < 0) return sg__error(SG_ERR_NOT_FOUND, "%s: the graph has no tensor named '%s'", what, name);
+  return SG_OK;
+}
+
+/* Device memory for every slot, and the initial values of the sources. */
+static sg_status allocate(sg_session *s) {
+  const sg_graph *g = s->g;
+  size_t nt = g->n_tensors ? g->n_tensors : 1, no = g->n_ops ? g->n_ops : 1, n_io = 0;
+  for (uint32_t k = 0; k < g->n_ops; k++) n_io += (size_t)g->ops[k].n_inputs + (size_t)g->ops[k].n_outputs;
+  s->tensor_ptr = sg__calloc(nt, sizeof(void *));
+  s->bound = sg__calloc(nt, sizeof(void *));
+  s->input_set = sg__calloc(nt, sizeof(bool));
+  s->op_in = sg__calloc(no, sizeof(void **));
+  s->op_out = sg__calloc(no, sizeof(void **));
+  s->flat = sg__calloc(n_io ? n_io : 1, sizeof(void *));
+  if (!s->tensor_ptr || !s->bound || !s->input_set || !s->op_in || !s->op_out || !s->flat)
+    return sg__error(SG_ERR_NO_MEMORY, "compile: out of memory");
+  size_t at = 0;
+  for (uint32_t k = 0; k < g->n_ops; k++) {
+    s->op_in[k] = s->flat + at;
+    at += (size_t)g->ops[k].n_inputs;
+    s->op_out[k] = s->flat + at;
+    at += (size_t)g->ops[k].n_outputs;
+  }
+  SG_CHECK(s->be->buffer_alloc(s->be_state, s->plan.persistent_bytes, &s->persistent));
+  SG_CHECK(s->be->buffer_alloc(s->be_state, s->plan.transient_bytes, &s->transient));
+  for (uint32_t t = 0; t < g->n_tensors; t++) {
+    if (s->plan.buf_kind[t] == SG__BUF_PERSISTENT)
+      s->tensor_ptr[t] = (char *)s->persistent + s->plan.offset[t];
+    else if (s->plan.buf_kind[t] == SG__BUF_TRANSIENT)
+      s->tensor_ptr[t] = (char *)s->transient + s->plan.offset[t];
+    const sg__tensor *x = &g->tensors[t];
+    if (s->tensor_ptr[t] && x->data && x->producer < 0)
+      SG_CHECK(s->be->upload(s->be_state, s->tensor_ptr[t], x->data, x->nbytes));
+  }
+  sg__session_wire(s);
+  return SG_OK;
+}
+
+/* Runs the ops whose inputs are all constant, once; then drops their kernels. */
+static sg_status fold_constants(sg_session *s) {
+  sg__run_ctx ctx = {0, s->seed};
+  for (uint32_t i = 0; i < s->plan.n_fold; i++) {
+    int32_t k = s->plan.fold_order[i];
+    sg__kernel *kern = NULL;
+    SG_CHECK(s->be->kernel_create(s->be_state, s->g, k, SG__MODE_TRAIN, &kern));
+    sg_status st = s->be->kernel_run(s->be_state, kern, s->op_in[k], s->op_out[k], &ctx);
+    s->be->kernel_destroy(s->be_state, kern);
+    SG_CHECK(st);
+  }
+  return s->be->synchronize(s->be_state);
+}
+
+static sg_status create_kernels(sg_session *s) {
+  const sg__plan *p = &s->plan;
+  s->kernels = sg__calloc(p->n_order ? p->n_order : 1, sizeof(sg__kernel *));
+  s->eval_kernels = sg__calloc(p->n_eval ? p->n_eval : 1, sizeof(sg__kernel *));
+  if (!s->kernels || !s->eval_kernels) return sg__error(SG_ERR_NO_MEMORY, "compile: out of memory");
+  for (uint32_t i = 0; i < p->n_order; i++)
+    SG_CHECK(s->be->kernel_create(s->be_state, s->g, p->order[i], SG__MODE_TRAIN, &s->kernels[i]));
+  for (uint32_t i = 0; i < p->n_eval; i++)
+    SG_CHECK(s->be->kernel_create(s->be_state, s->g, p->eval_order[i], SG__MODE_EVAL, &s->eval_kernels[i]));
+  return SG_OK;
+}
+
+/* For the poisoning debug mode: after position i, the slots of the groups
+ * whose last reader ran at i. */
+static sg_status plan_poison(sg_session *s) {
+  const sg_graph *g = s->g;
+  const sg__plan *p = &s->plan;
+  int32_t *group_last = sg__malloc((g->n_tensors ? g->n_tensors : 1) * sizeof(int32_t));
+  s->poison_start = sg__calloc((size_t)p->n_order + 1, sizeof(uint32_t));
+  s->poison_tensor = sg__malloc((g->n_tensors ? g->n_tensors : 1) * sizeof(int32_t));
+  if (!group_last || !s->poison_start || !s->poison_tensor) {
+    sg__free(group_last);
+    return sg__error(SG_ERR_NO_MEMORY, "compile: out of memory");
+  }
+  for (uint32_t t = 0; t < g->n_tensors; t++) group_last[t] = -1;
+  for (uint32_t t = 0; t < g->n_tensors; t++) {
+    if (p->buf_kind[t] != SG__BUF_TRANSIENT) continue;
+    int32_t root = p->alias_of[t] >= 0 ? p->alias_of[t] : (int32_t)t;
+    if (p->last_use[t] > group_last[root]) group_last[root] = p->last_use[t];
+  }
+  /* Counting sort of the roots by the position after which they die. */
+  for (uint32_t t = 0; t < g->n_tensors; t++)
+    if (group_last[t] >= 0) s->poison_start[group_last[t] + 1]++;
+  for (uint32_t i = 0; i < p->n_order; i++) s->poison_start[i + 1] += s->poison_start[i];
+  uint32_t *fill = sg__malloc(((size_t)p->n_order + 1) * sizeof(uint32_t));
+  if (fill == NULL) {
+    sg__free(group_last);
+    return sg__error(SG_ERR_NO_MEMORY, "compile: out of memory");
+  }
+  memcpy(fill, s->poison_start, ((size_t)p->n_order + 1) * sizeof(uint32_t));
+  for (uint32_t t = 0; t < g->n_tensors; t++)
+    if (group_last[t] >= 0) s->poison_tensor[fill[group_last[t]]++] = (int32_t)t;
+  sg__free(fill);
+  sg__free(group_last);
+  return SG_OK;
+}
+
+sg_status sg_session_compile(sg_session *s) {
+  if (s == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_session_compile: session is NULL");
+  if (s->compiled) return sg__error(SG_ERR_STATE, "sg_session_compile: the session is already compiled");
+  sg_status st;
+  SG_CHECK_GOTO(sg__plan_build(s->g, &s->plan), st, fail);
+  SG_CHECK_GOTO(allocate(s), st, fail);
+  for (uint32_t i = 0; i < s->g->n_inputs; i++) s->input_set[s->g->inputs[i]] = false;
+  SG_CHECK_GOTO(fold_constants(s), st, fail);
+  SG_CHECK_GOTO(create_kernels(s), st, fail);
+  if (s->poison) SG_CHECK_GOTO(plan_poison(s), st, fail);
+  s->compiled = true;
+  SG_INFO("compiled: %u ops per step (%u eliminated, %u folded, %u in place), planned peak %zu bytes of %zu",
+          s->plan.n_order, s->plan.n_eliminated, s->plan.n_fold, s->plan.n_inplace,
+          s->plan.persistent_bytes + s->plan.transient_bytes, s->plan.sum_tensor_bytes);
+  return SG_OK;
+fail:
+  /* Leave the session as created, so destroy (or another compile) is safe. */
+  destroy_kernels(s);
+  s->be->buffer_free(s->be_state, s->persistent);
+  s->be->buffer_free(s->be_state, s->transient);
+  s->persistent = s->transient = NULL;
+  sg__plan_free(&s->plan);
+  sg__free(s->tensor_ptr);
+  sg__free(s->bound);
+  sg__free(s->input_set);
+  sg__free(s->op_in);
+  sg__free(s->op_out);
+  sg__free(s->flat);
+  sg__free(s->poison_start);
+  sg__free(s->poison_tensor);
+  s->tensor_ptr = s->bound = s->flat = NULL;
+  s->input_set = NULL;
+  s->op_in = s->op_out = NULL;
+  s->poison_start = NULL;
+  s->poison_tensor = NULL;
+  return st;
+}
+
+sg_status sg_session_compile_report(const sg_session *s, sg_compile_report *out) {
+  if (s == NULL || out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_session_compile_report: NULL argument");
+  if (out->size < sizeof *out)
+    return sg__error(SG_ERR_INVALID_ARG, "sg_session_compile_report: initialise the report with SG_COMPILE_REPORT_INIT");
+  if (!s->compiled) return sg__error(SG_ERR_STATE, "sg_session_compile_report: compile the session first");
+  const sg__plan *p = &s->plan;
+  *out = (sg_compile_report){sizeof *out,
+                             p->persistent_bytes + p->transient_bytes,
+                             p->persistent_bytes,
+                             p->transient_bytes,
+                             p->sum_tensor_bytes,
+                             (int32_t)p->n_order,
+                             (int32_t)p->n_eval,
+                             (int32_t)p->n_eliminated,
+                             (int32_t)p->n_fold,
+                             (int32_t)p->n_inplace};
+  return SG_OK;
+}
+
+uint64_t sg_session_steps(const sg_session *s) { return s ? s->steps : 0; }

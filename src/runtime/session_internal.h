@@ -1,0 +1,47 @@
+/* The session's state, shared by its files (lifecycle, compile, step, I/O,
+ * checkpoints). */
+#ifndef SG_SESSION_INTERNAL_H
+#define SG_SESSION_INTERNAL_H
+
+#include "backend/backend.h"
+#include "compile/plan.h"
+#include "sgrt/session.h"
+
+struct sg_session {
+  const sg_graph *g;
+  const sg__backend_i *be;
+  void *be_state;
+  int threads;
+  uint64_t seed;
+  int poison;
+  bool compiled;
+  uint64_t steps;
+
+  sg__plan plan;
+  void *persistent; /* device memory of the persistent slots */
+  void *transient;  /* device memory of the planned region */
+  void **tensor_ptr; /* per tensor: device address of its slot, or NULL */
+  void **bound;      /* per tensor: caller memory bound as this input, or NULL */
+  bool *input_set;   /* per tensor: an input has been set or bound */
+
+  /* Per op index: its input and output addresses, in op order, pointing
+   * into flat arrays so that a step only reads them. */
+  void ***op_in;
+  void ***op_out;
+  void **flat;
+
+  sg__kernel **kernels;      /* per position in plan.order */
+  sg__kernel **eval_kernels; /* per position in plan.eval_order */
+
+  /* Poisoning (debug): slots to fill after each position of plan.order. */
+  uint32_t *poison_start; /* n_order + 1 */
+  int32_t *poison_tensor;
+};
+
+/* Points every op's input/output arrays at the current slots and bindings. */
+void sg__session_wire(sg_session *s);
+
+/* The tensor called `name`, checked to exist; SG_ERR_NOT_FOUND otherwise. */
+sg_status sg__session_tensor(const sg_session *s, const char *name, const char *what, int32_t *id);
+
+#endif /* SG_SESSION_INTERNAL_H */

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The MLP example must learn its generated dataset: >= 90% held-out accuracy,
+# with SGD and with AdamW, and print one JSON object as its last line.
+set -euo pipefail
+bin=$1
+for opt in sgd adamw; do
+  lr=0.05
+  [ "$opt" = adamw ] && lr=0.003
+  out=$("$bin" --optimizer "$opt" --lr "$lr" --epochs 5 --threads 2 --json)
+  echo "$out" | tail -n 1
+  echo "$out" | tail -n 1 | /usr/bin/python3 -c '
+import json, sys
+r = json.loads(sys.stdin.read())
+for k in ("accuracy", "final_loss", "params_hash", "params_l2", "params_sum", "steps"):
+    assert k in r, k
+assert r["accuracy"] >= 0.90, "accuracy %.4f < 0.90" % r["accuracy"]
+assert r["planned_peak_bytes"] < r["sum_tensor_bytes"], r
+print("ok: %s accuracy %.4f" % (r["optimizer"], r["accuracy"]))
+'
+done

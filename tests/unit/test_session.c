@@ -1,0 +1,395 @@
+/* The session: memory planning, poisoning of dead buffers, determinism, no
+ * allocation in a step, evaluation passes, constant folding, dead code,
+ * checkpoints, and misuse. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "test_util.h"
+
+enum { B = 8, F = 12, H = 16, C = 5 };
+
+static sg_tensor param(sg_graph *g, const char *name, int ndim, const int64_t *dims, uint64_t seed, float scale) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) n *= dims[i];
+  float *v = malloc((size_t)n * sizeof *v);
+  assert_non_null(v);
+  sg_test_fill(v, (size_t)n, seed);
+  for (int64_t i = 0; i < n; i++) v[i] *= scale;
+  sg_tensor t = sg_parameter(g, name, SG_F32, ndim, dims, v);
+  free(v);
+  return t;
+}
+
+/* x[B,F] -> linear -> relu -> dropout -> linear -> CE, with SGD or AdamW. */
+static sg_graph *mlp(int adamw, int with_dropout) {
+  sg_graph *g;
+  assert_int_equal(sg_graph_create(&g), SG_OK);
+  int64_t xd[] = {B, F}, yd[] = {B}, w1[] = {H, F}, b1[] = {H}, w2[] = {C, H}, b2[] = {C};
+  sg_tensor x = sg_input(g, "x", SG_F32, 2, xd);
+  sg_tensor y = sg_input(g, "y", SG_I64, 1, yd);
+  sg_tensor lr = sg_input(g, "lr", SG_F32, 0, NULL);
+  sg_tensor W1 = param(g, "w1", 2, w1, 1, 0.3f), B1 = param(g, "b1", 1, b1, 2, 0.1f);
+  sg_tensor W2 = param(g, "w2", 2, w2, 3, 0.3f), B2 = param(g, "b2", 1, b2, 4, 0.1f);
+  sg_tensor h = sg_relu(g, sg_linear(g, x, W1, B1));
+  if (with_dropout) h = sg_dropout(g, h, 0.25, 7, 1);
+  sg_tensor logits = sg_linear(g, h, W2, B2);
+  sg_tensor loss = sg_cross_entropy(g, logits, y, SG_REDUCTION_MEAN);
+  assert_int_equal(sg_tensor_set_name(g, logits, "logits"), SG_OK);
+  assert_int_equal(sg_tensor_set_name(g, loss, "loss"), SG_OK);
+  assert_int_equal(sg_graph_mark_output(g, logits), SG_OK);
+  assert_int_equal(sg_graph_mark_output(g, loss), SG_OK);
+  assert_int_equal(sg_graph_backward(g, loss), SG_OK);
+  if (adamw) {
+    assert_int_equal(sg_graph_add_adamw(g, lr, NULL), SG_OK);
+  } else {
+    sg_sgd_params p = SG_SGD_PARAMS_INIT;
+    p.momentum = 0.9;
+    p.weight_decay = 1e-3;
+    assert_int_equal(sg_graph_add_sgd(g, lr, &p), SG_OK);
+  }
+  assert_int_equal(sg_graph_finalize(g), SG_OK);
+  return g;
+}
+
+/* A CNN of `blocks` conv-BN-relu blocks, global pooling, linear, CE, SGD. */
+static sg_graph *cnn(int blocks) {
+  sg_graph *g;
+  assert_int_equal(sg_graph_create(&g), SG_OK);
+  int64_t xd[] = {2, 4, 8, 8}, yd[] = {2}, wd[] = {4, 4, 3, 3}, cd[] = {4}, fd[] = {C, 4}, bd[] = {C};
+  sg_tensor x = sg_input(g, "x", SG_F32, 4, xd);
+  sg_tensor y = sg_input(g, "y", SG_I64, 1, yd);
+  sg_tensor lr = sg_input(g, "lr", SG_F32, 0, NULL);
+  sg_conv2d_params cp = SG_CONV2D_PARAMS_INIT;
+  cp.padding[0] = cp.padding[1] = cp.padding[2] = cp.padding[3] = 1;
+  float ones[4] = {1, 1, 1, 1}, zeros[4] = {0};
+  for (int b = 0; b < blocks; b++) {
+    char n[64];
+    snprintf(n, sizeof n, "block%d.conv", b);
+    sg_tensor w = param(g, n, 4, wd, 10 + (uint64_t)b, 0.3f);
+    snprintf(n, sizeof n, "block%d.gamma", b);
+    sg_tensor gm = sg_parameter(g, n, SG_F32, 1, cd, ones);
+    snprintf(n, sizeof n, "block%d.beta", b);
+    sg_tensor bt = sg_parameter(g, n, SG_F32, 1, cd, zeros);
+    snprintf(n, sizeof n, "block%d.running_mean", b);
+    sg_tensor rm = sg_graph_add_tensor(g, n, SG_F32, SG_ROLE_STATE, 1, cd, zeros);
+    snprintf(n, sizeof n, "block%d.running_var", b);
+    sg_tensor rv = sg_graph_add_tensor(g, n, SG_F32, SG_ROLE_STATE, 1, cd, ones);
+    x = sg_relu(g, sg_batch_norm(g, sg_conv2d(g, x, w, SG_NO_TENSOR, &cp), gm, bt, rm, rv, NULL));
+  }
+  sg_tensor logits = sg_linear(g, sg_flatten(g, sg_global_avg_pool(g, x), 1), param(g, "fc.w", 2, fd, 99, 0.3f),
+                               param(g, "fc.b", 1, bd, 98, 0.1f));
+  sg_tensor loss = sg_cross_entropy(g, logits, y, SG_REDUCTION_MEAN);
+  assert_int_equal(sg_tensor_set_name(g, loss, "loss"), SG_OK);
+  assert_int_equal(sg_graph_mark_output(g, loss), SG_OK);
+  assert_int_equal(sg_graph_backward(g, loss), SG_OK);
+  sg_sgd_params p = SG_SGD_PARAMS_INIT;
+  p.momentum = 0.9;
+  assert_int_equal(sg_graph_add_sgd(g, lr, &p), SG_OK);
+  assert_int_equal(sg_graph_finalize(g), SG_OK);
+  return g;
+}
+
+static sg_session *session(const sg_graph *g, int poison, uint64_t seed) {
+  sg_session_params p = SG_SESSION_PARAMS_INIT;
+  p.threads = 2;
+  p.poison = poison;
+  p.seed = seed;
+  sg_session *s;
+  assert_status(sg_session_create(g, &p, &s), SG_OK, NULL);
+  assert_status(sg_session_compile(s), SG_OK, NULL);
+  return s;
+}
+
+/* Feeds the MLP's inputs for step k (deterministic). */
+static void feed_mlp(sg_session *s, int k) {
+  float x[B * F];
+  int64_t y[B];
+  sg_test_fill(x, B * F, 1000 + (uint64_t)k);
+  for (int i = 0; i < B; i++) y[i] = (i * 3 + k) % C;
+  float lr = 0.1f;
+  int64_t xd[] = {B, F}, yd[] = {B};
+  assert_status(sg_session_set_input(s, "x", SG_F32, 2, xd, x), SG_OK, NULL);
+  assert_status(sg_session_set_input(s, "y", SG_I64, 1, yd, y), SG_OK, NULL);
+  assert_status(sg_session_set_input(s, "lr", SG_F32, 0, NULL, &lr), SG_OK, NULL);
+}
+
+static void feed_cnn(sg_session *s, int k) {
+  float x[2 * 4 * 8 * 8];
+  int64_t y[2] = {k % C, (k + 2) % C};
+  sg_test_fill(x, sizeof x / sizeof x[0], 2000 + (uint64_t)k);
+  float lr = 0.05f;
+  int64_t xd[] = {2, 4, 8, 8}, yd[] = {2};
+  assert_status(sg_session_set_input(s, "x", SG_F32, 4, xd, x), SG_OK, NULL);
+  assert_status(sg_session_set_input(s, "y", SG_I64, 1, yd, y), SG_OK, NULL);
+  assert_status(sg_session_set_input(s, "lr", SG_F32, 0, NULL, &lr), SG_OK, NULL);
+}
+
+/* All parameters, state and optimizer state, concatenated. */
+static unsigned char *snapshot(const sg_graph *g, const sg_session *s, size_t *bytes) {
+  size_t total = 0;
+  for (int32_t i = 0; i < sg_graph_num_tensors(g); i++) {
+    sg_tensor_info in;
+    sg_graph_tensor_info(g, (sg_tensor){i}, &in);
+    if (in.role == SG_ROLE_PARAMETER || in.role == SG_ROLE_STATE || in.role == SG_ROLE_OPTIMIZER_STATE)
+      total += in.nbytes;
+  }
+  unsigned char *buf = malloc(total ? total : 1), *at = buf;
+  assert_non_null(buf);
+  for (int32_t i = 0; i < sg_graph_num_tensors(g); i++) {
+    sg_tensor_info in;
+    sg_graph_tensor_info(g, (sg_tensor){i}, &in);
+    if (in.role != SG_ROLE_PARAMETER && in.role != SG_ROLE_STATE && in.role != SG_ROLE_OPTIMIZER_STATE) continue;
+    assert_status(sg_session_read(s, in.name, at, in.nbytes), SG_OK, NULL);
+    at += in.nbytes;
+  }
+  *bytes = total;
+  return buf;
+}
+
+static void test_planner(void **state) {
+  (void)state;
+  sg_graph *graphs[] = {mlp(0, 0), cnn(10)};
+  for (int i = 0; i < 2; i++) {
+    sg_session *s = session(graphs[i], 0, 0);
+    sg_compile_report r = SG_COMPILE_REPORT_INIT;
+    assert_status(sg_session_compile_report(s, &r), SG_OK, NULL);
+    printf("graph %d: planned peak %zu bytes (persistent %zu + transient %zu) vs sum of tensors %zu; %d ops, %d in "
+           "place\n", i, r.planned_peak_bytes, r.persistent_bytes, r.transient_bytes, r.sum_tensor_bytes,
+           r.ops_scheduled, r.ops_inplace);
+    assert_true(r.planned_peak_bytes < r.sum_tensor_bytes);
+    assert_true(r.transient_bytes > 0);
+    assert_true(r.ops_scheduled > 0);
+    /* The 10-block CNN reuses most of its activation memory. */
+    if (i == 1) assert_true(r.planned_peak_bytes * 2 < r.sum_tensor_bytes);
+    sg_session_destroy(s);
+    sg_graph_destroy(graphs[i]);
+  }
+}
+
+/* Every buffer is filled with NaN when its tensor dies; if any op read a
+ * tensor after its slot was reused or poisoned, the results would differ
+ * from an unpoisoned run (NaN spreads). */
+static void test_poison(void **state) {
+  (void)state;
+  sg_graph *graphs[] = {mlp(0, 1), cnn(10)};
+  for (int i = 0; i < 2; i++) {
+    sg_session *a = session(graphs[i], 0, 5), *b = session(graphs[i], 1, 5);
+    for (int k = 0; k < 3; k++) {
+      if (i == 0) feed_mlp(a, k), feed_mlp(b, k);
+      else feed_cnn(a, k), feed_cnn(b, k);
+      assert_status(sg_session_step(a), SG_OK, NULL);
+      assert_status(sg_session_step(b), SG_OK, NULL);
+      float la, lb;
+      assert_status(sg_session_read(a, "loss", &la, sizeof la), SG_OK, NULL);
+      assert_status(sg_session_read(b, "loss", &lb, sizeof lb), SG_OK, NULL);
+      assert_true(isfinite(la));
+      assert_memory_equal(&la, &lb, sizeof la);
+    }
+    size_t na, nb;
+    unsigned char *pa = snapshot(graphs[i], a, &na), *pb = snapshot(graphs[i], b, &nb);
+    assert_int_equal(na, nb);
+    assert_memory_equal(pa, pb, na);
+    free(pa);
+    free(pb);
+    sg_session_destroy(a);
+    sg_session_destroy(b);
+    sg_graph_destroy(graphs[i]);
+  }
+}
+
+static void test_determinism_and_no_alloc(void **state) {
+  (void)state;
+  sg_graph *g = mlp(1, 1);
+  unsigned char *snaps[2];
+  size_t n[2];
+  for (int run = 0; run < 2; run++) {
+    sg_session *s = session(g, 0, 42);
+    unsigned long before = 0;
+    for (int k = 0; k < 5; k++) {
+      feed_mlp(s, k);
+      if (k == 1) before = sg__alloc_count();
+      assert_status(sg_session_step(s), SG_OK, NULL);
+    }
+    /* Steps 2..5 (and their set_input calls) allocated nothing. */
+    assert_int_equal(sg__alloc_count() - before, 0);
+    snaps[run] = snapshot(g, s, &n[run]);
+    assert_int_equal(sg_session_steps(s), 5);
+    sg_session_destroy(s);
+  }
+  assert_int_equal(n[0], n[1]);
+  assert_memory_equal(snaps[0], snaps[1], n[0]);
+  free(snaps[0]);
+  free(snaps[1]);
+  sg_graph_destroy(g);
+}
+
+static void test_eval_and_binding(void **state) {
+  (void)state;
+  sg_graph *g = cnn(2);
+  sg_session *s = session(g, 0, 0);
+  feed_cnn(s, 0);
+  size_t n0, n1;
+  unsigned char *before = snapshot(g, s, &n0);
+  float l1, l2;
+  assert_status(sg_session_forward(s), SG_OK, NULL);
+  assert_status(sg_session_read(s, "loss", &l1, sizeof l1), SG_OK, NULL);
+  assert_status(sg_session_forward(s), SG_OK, NULL);
+  assert_status(sg_session_read(s, "loss", &l2, sizeof l2), SG_OK, NULL);
+  assert_true(isfinite(l1));
+  assert_memory_equal(&l1, &l2, sizeof l1);
+  /* Evaluation changes no parameter and no running statistic. */
+  unsigned char *after = snapshot(g, s, &n1);
+  assert_memory_equal(before, after, n0);
+  assert_int_equal(sg_session_steps(s), 0);
+  free(after);
+  /* A step does change them. */
+  assert_status(sg_session_step(s), SG_OK, NULL);
+  after = snapshot(g, s, &n1);
+  assert_memory_not_equal(before, after, n0);
+  free(after);
+  free(before);
+  /* Bound caller memory gives the same result as copied input. */
+  float *x = aligned_alloc(64, sizeof(float) * 2 * 4 * 8 * 8);
+  assert_non_null(x);
+  sg_test_fill(x, 2 * 4 * 8 * 8, 2000);
+  int64_t xd[] = {2, 4, 8, 8};
+  assert_status(sg_session_forward(s), SG_OK, NULL);
+  assert_status(sg_session_read(s, "loss", &l1, sizeof l1), SG_OK, NULL);
+  assert_status(sg_session_bind_input(s, "x", SG_F32, 4, xd, x), SG_OK, NULL);
+  assert_status(sg_session_forward(s), SG_OK, NULL);
+  assert_status(sg_session_read(s, "loss", &l2, sizeof l2), SG_OK, NULL);
+  assert_memory_equal(&l1, &l2, sizeof l1);
+  assert_status(sg_session_bind_input(s, "x", SG_F32, 4, xd, (char *)x + 4), SG_ERR_INVALID_ARG, "aligned");
+  sg_session_destroy(s);
+  free(x);
+  sg_graph_destroy(g);
+}
+
+/* y = x + (c + 1) * 2, and an op nobody needs: folding and dead code. */
+static void test_folding_and_dce(void **state) {
+  (void)state;
+  sg_graph *g;
+  assert_int_equal(sg_graph_create(&g), SG_OK);
+  int64_t d[] = {4};
+  float c[4] = {1, 2, 3, 4};
+  sg_tensor x = sg_input(g, "x", SG_F32, 1, d);
+  sg_tensor k = sg_mul_scalar(g, sg_add_scalar(g, sg_constant(g, "c", SG_F32, 1, d, c), 1), 2);
+  sg_tensor y = sg_add(g, x, k);
+  sg_tanh(g, x); /* dead */
+  assert_int_equal(sg_tensor_set_name(g, y, "y"), SG_OK);
+  assert_int_equal(sg_graph_mark_output(g, y), SG_OK);
+  assert_int_equal(sg_graph_finalize(g), SG_OK);
+  sg_session *s = session(g, 0, 0);
+  sg_compile_report r = SG_COMPILE_REPORT_INIT;
+  assert_status(sg_session_compile_report(s, &r), SG_OK, NULL);
+  assert_int_equal(r.ops_folded, 2);
+  assert_int_equal(r.ops_eliminated, 1);
+  assert_int_equal(r.ops_scheduled, 1);
+  float xv[4] = {10, 20, 30, 40}, out[4];
+  assert_status(sg_session_set_input(s, "x", SG_F32, 1, d, xv), SG_OK, NULL);
+  assert_status(sg_session_step(s), SG_OK, NULL);
+  assert_status(sg_session_read(s, "y", out, sizeof out), SG_OK, NULL);
+  for (int i = 0; i < 4; i++) assert_true(out[i] == xv[i] + (c[i] + 1) * 2);
+  sg_session_destroy(s);
+  sg_graph_destroy(g);
+}
+
+static void test_checkpoint(void **state) {
+  (void)state;
+  char path[] = "/tmp/sgrt-ckpt-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  close(fd);
+  for (int adamw = 0; adamw < 2; adamw++) {
+    sg_graph *g = mlp(adamw, 0);
+    sg_session *a = session(g, 0, 3);
+    for (int k = 0; k < 2; k++) feed_mlp(a, k), assert_status(sg_session_step(a), SG_OK, NULL);
+    assert_status(sg_session_save_checkpoint(a, path), SG_OK, NULL);
+    for (int k = 2; k < 4; k++) feed_mlp(a, k), assert_status(sg_session_step(a), SG_OK, NULL);
+    size_t na, nb;
+    unsigned char *pa = snapshot(g, a, &na);
+    /* A fresh session from the checkpoint continues identically (SGD without
+     * dampening and AdamW keep all their state in tensors). */
+    sg_session *b = session(g, 0, 3);
+    assert_status(sg_session_load_checkpoint(b, path), SG_OK, NULL);
+    for (int k = 2; k < 4; k++) feed_mlp(b, k), assert_status(sg_session_step(b), SG_OK, NULL);
+    unsigned char *pb = snapshot(g, b, &nb);
+    assert_int_equal(na, nb);
+    assert_memory_equal(pa, pb, na);
+    free(pa);
+    free(pb);
+    sg_session_destroy(a);
+    sg_session_destroy(b);
+    sg_graph_destroy(g);
+  }
+  /* A checkpoint of another graph is refused, naming the missing tensor. */
+  sg_graph *other = cnn(1);
+  sg_session *c = session(other, 0, 0);
+  assert_status(sg_session_load_checkpoint(c, path), SG_ERR_NOT_FOUND, "block0.conv");
+  assert_status(sg_session_load_checkpoint(c, "/nonexistent/ckpt.sgg"), SG_ERR_IO, NULL);
+  sg_session_destroy(c);
+  sg_graph_destroy(other);
+  remove(path);
+}
+
+static void test_misuse(void **state) {
+  (void)state;
+  sg_graph *g = mlp(0, 0);
+  sg_session_params p = SG_SESSION_PARAMS_INIT;
+  sg_session *s;
+  assert_status(sg_session_create(g, &p, &s), SG_OK, NULL);
+  assert_status(sg_session_step(s), SG_ERR_STATE, "compile the session first");
+  float lr = 0.1f;
+  assert_status(sg_session_set_input(s, "lr", SG_F32, 0, NULL, &lr), SG_ERR_STATE, "compile");
+  assert_status(sg_session_compile(s), SG_OK, NULL);
+  assert_status(sg_session_compile(s), SG_ERR_STATE, "already compiled");
+  float x[B * F] = {0};
+  int64_t bad[] = {B + 1, F}, xd[] = {B, F};
+  assert_status(sg_session_set_input(s, "x", SG_F32, 2, bad, x), SG_ERR_SHAPE, "input 'x' is [8,12] f32, given [9,12] f32");
+  assert_status(sg_session_set_input(s, "x", SG_F16, 2, xd, x), SG_ERR_DTYPE, "given [8,12] f16");
+  assert_status(sg_session_set_input(s, "nope", SG_F32, 2, xd, x), SG_ERR_NOT_FOUND, "no tensor named 'nope'");
+  assert_status(sg_session_set_input(s, "w1", SG_F32, 2, xd, x), SG_ERR_INVALID_ARG, "is a parameter, not an input");
+  assert_status(sg_session_set_input(s, "x", SG_F32, 2, xd, NULL), SG_ERR_INVALID_ARG, "NULL");
+  assert_status(sg_session_set_input(s, "x", SG_F32, 2, xd, x), SG_OK, NULL);
+  assert_status(sg_session_step(s), SG_ERR_STATE, "input 'y' has not been set");
+  float w[H * F];
+  assert_status(sg_session_read(s, "nope", w, sizeof w), SG_ERR_NOT_FOUND, "'nope'");
+  assert_status(sg_session_read(s, "w1", w, sizeof w - 4), SG_ERR_SHAPE, "given 764 bytes");
+  assert_status(sg_session_read(s, "w1", w, sizeof w), SG_OK, NULL);
+  assert_status(sg_session_write(s, "x", x, sizeof x), SG_ERR_INVALID_ARG, "only parameters and state");
+  assert_status(sg_session_write(s, "w1", w, sizeof w), SG_OK, NULL);
+  sg_session_destroy(s);
+  sg_session_destroy(NULL);
+
+  p.device = "tpu";
+  assert_status(sg_session_create(g, &p, &s), SG_ERR_NOT_FOUND, "no device 'tpu'");
+  p = (sg_session_params)SG_SESSION_PARAMS_INIT;
+  p.size = 8;
+  assert_status(sg_session_create(g, &p, &s), SG_ERR_INVALID_ARG, "SG_SESSION_PARAMS_INIT");
+  sg_graph_destroy(g);
+
+  /* An unfinalized graph, and a loss that is not a scalar. */
+  sg_graph *h;
+  assert_int_equal(sg_graph_create(&h), SG_OK);
+  int64_t d[] = {3};
+  float v[3] = {1, 2, 3};
+  sg_tensor pp = sg_parameter(h, "p", SG_F32, 1, d, v);
+  sg_tensor sq = sg_mul(h, pp, pp);
+  assert_status(sg_session_create(h, NULL, &s), SG_ERR_STATE, "finalize");
+  assert_status(sg_graph_backward(h, sq), SG_ERR_SHAPE, "[3] f32");
+  sg_graph_destroy(h);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_planner),      cmocka_unit_test(test_poison),
+      cmocka_unit_test(test_determinism_and_no_alloc), cmocka_unit_test(test_eval_and_binding),
+      cmocka_unit_test(test_folding_and_dce), cmocka_unit_test(test_checkpoint),
+      cmocka_unit_test(test_misuse),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
