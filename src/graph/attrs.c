@@ -137,8 +137,10 @@ static sg_status add_op(sg_graph *g, sg_op_kind kind, int n_inputs, const sg_ten
     char base[SG__MAX_NAME];
     if (n_outs == 1) snprintf(base, sizeof base, "%s", op.name);
     else snprintf(base, sizeof base, "%s:%d", op.name, k);
-    sg__tensor t = {
-        .dtype = outs[k].dtype, .role = def->output_role, .ndim = outs[k].ndim, .producer = op_index};
+    sg__tensor t = {.dtype = outs[k].dtype,
+                    .role = g->grad_mode ? SG_ROLE_GRADIENT : def->output_role,
+                    .ndim = outs[k].ndim,
+                    .producer = op_index};
     memcpy(t.dims, outs[k].dims, sizeof t.dims);
     t.nbytes = (size_t)sg__numel(t.ndim, t.dims) * sg_dtype_size(t.dtype);
     t.name = unique_tensor_name(g, base);

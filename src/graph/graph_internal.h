@@ -65,6 +65,10 @@ struct sg_graph {
   sg__name_map op_names;
   sg_status error; /* first builder error (sticky) */
   bool finalized;
+  /* On while sg_graph_backward() appends ops: every op output it creates,
+   * including those of ordinary ops (gemm, add, reshape, ...), gets role
+   * GRADIENT. */
+  bool grad_mode;
   /* Set when loaded from a .sgg file: initializers point into this mapping. */
   void *mapping;
   size_t mapping_size;
@@ -109,6 +113,9 @@ typedef struct sg__op_def {
   sg__infer_fn infer;
 } sg__op_def;
 
+/* The highest op kind number this library knows (kinds are 1..LAST). */
+#define SG__OP_KIND_LAST SG_OP_SLICE
+
 /* NULL for an unknown kind. */
 const sg__op_def *sg__op_def_get(sg_op_kind kind);
 /* Bit i set: this op updates input i in place (depends on attributes). */
@@ -141,6 +148,15 @@ extern const sg__op_def sg__def_flatten, sg__def_reshape, sg__def_transpose, sg_
 extern const sg__op_def sg__def_softmax, sg__def_log_softmax, sg__def_cross_entropy;
 extern const sg__op_def sg__def_reduce_mean, sg__def_reduce_sum, sg__def_dropout;
 extern const sg__op_def sg__def_sgd_update, sg__def_adamw_update;
+/* Backward ops (ops_grad_*.c), appended by sg_graph_backward(). */
+extern const sg__op_def sg__def_conv2d_backward_data, sg__def_conv2d_backward_weight;
+extern const sg__op_def sg__def_batch_norm_backward;
+extern const sg__op_def sg__def_relu_backward, sg__def_clip_backward, sg__def_gelu_backward;
+extern const sg__op_def sg__def_sigmoid_backward, sg__def_tanh_backward, sg__def_dropout_backward;
+extern const sg__op_def sg__def_max_pool2d_backward, sg__def_avg_pool2d_backward;
+extern const sg__op_def sg__def_softmax_backward, sg__def_log_softmax_backward;
+extern const sg__op_def sg__def_cross_entropy_backward;
+extern const sg__op_def sg__def_sum_to, sg__def_broadcast_to, sg__def_slice;
 
 /* Output size of a convolution window over one dim; 0 when it does not fit. */
 int64_t sg__conv_out_dim(int64_t in, int64_t pad_lo, int64_t pad_hi, int64_t k, int64_t stride, int64_t dil);

@@ -35,6 +35,23 @@ static const sg__op_def *const table[] = {
     [SG_OP_DROPOUT] = &sg__def_dropout,
     [SG_OP_SGD_UPDATE] = &sg__def_sgd_update,
     [SG_OP_ADAMW_UPDATE] = &sg__def_adamw_update,
+    [SG_OP_CONV2D_BACKWARD_DATA] = &sg__def_conv2d_backward_data,
+    [SG_OP_CONV2D_BACKWARD_WEIGHT] = &sg__def_conv2d_backward_weight,
+    [SG_OP_BATCH_NORM_BACKWARD] = &sg__def_batch_norm_backward,
+    [SG_OP_RELU_BACKWARD] = &sg__def_relu_backward,
+    [SG_OP_CLIP_BACKWARD] = &sg__def_clip_backward,
+    [SG_OP_GELU_BACKWARD] = &sg__def_gelu_backward,
+    [SG_OP_SIGMOID_BACKWARD] = &sg__def_sigmoid_backward,
+    [SG_OP_TANH_BACKWARD] = &sg__def_tanh_backward,
+    [SG_OP_MAX_POOL2D_BACKWARD] = &sg__def_max_pool2d_backward,
+    [SG_OP_AVG_POOL2D_BACKWARD] = &sg__def_avg_pool2d_backward,
+    [SG_OP_SOFTMAX_BACKWARD] = &sg__def_softmax_backward,
+    [SG_OP_LOG_SOFTMAX_BACKWARD] = &sg__def_log_softmax_backward,
+    [SG_OP_CROSS_ENTROPY_BACKWARD] = &sg__def_cross_entropy_backward,
+    [SG_OP_DROPOUT_BACKWARD] = &sg__def_dropout_backward,
+    [SG_OP_SUM_TO] = &sg__def_sum_to,
+    [SG_OP_BROADCAST_TO] = &sg__def_broadcast_to,
+    [SG_OP_SLICE] = &sg__def_slice,
 };
 
 const sg__op_def *sg__op_def_get(sg_op_kind kind) {

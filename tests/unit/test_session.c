@@ -12,7 +12,8 @@
 
 enum { B = 8, F = 12, H = 16, C = 5 };
 
-static sg_tensor param(sg_graph *g, const char *name, int ndim, const int64_t *dims, uint64_t seed, float scale) {
+static sg_tensor param(sg_graph *g, const char *name, int ndim, const int64_t *dims, uint64_t seed,
+                       float scale) {
   int64_t n = 1;
   for (int i = 0; i < ndim; i++) n *= dims[i];
   float *v = malloc((size_t)n * sizeof *v);
@@ -80,8 +81,8 @@ static sg_graph *cnn(int blocks) {
     sg_tensor rv = sg_graph_add_tensor(g, n, SG_F32, SG_ROLE_STATE, 1, cd, ones);
     x = sg_relu(g, sg_batch_norm(g, sg_conv2d(g, x, w, SG_NO_TENSOR, &cp), gm, bt, rm, rv, NULL));
   }
-  sg_tensor logits = sg_linear(g, sg_flatten(g, sg_global_avg_pool(g, x), 1), param(g, "fc.w", 2, fd, 99, 0.3f),
-                               param(g, "fc.b", 1, bd, 98, 0.1f));
+  sg_tensor logits = sg_linear(g, sg_flatten(g, sg_global_avg_pool(g, x), 1),
+                               param(g, "fc.w", 2, fd, 99, 0.3f), param(g, "fc.b", 1, bd, 98, 0.1f));
   sg_tensor loss = sg_cross_entropy(g, logits, y, SG_REDUCTION_MEAN);
   assert_int_equal(sg_tensor_set_name(g, loss, "loss"), SG_OK);
   assert_int_equal(sg_graph_mark_output(g, loss), SG_OK);
@@ -142,7 +143,8 @@ static unsigned char *snapshot(const sg_graph *g, const sg_session *s, size_t *b
   for (int32_t i = 0; i < sg_graph_num_tensors(g); i++) {
     sg_tensor_info in;
     sg_graph_tensor_info(g, (sg_tensor){i}, &in);
-    if (in.role != SG_ROLE_PARAMETER && in.role != SG_ROLE_STATE && in.role != SG_ROLE_OPTIMIZER_STATE) continue;
+    if (in.role != SG_ROLE_PARAMETER && in.role != SG_ROLE_STATE && in.role != SG_ROLE_OPTIMIZER_STATE)
+      continue;
     assert_status(sg_session_read(s, in.name, at, in.nbytes), SG_OK, NULL);
     at += in.nbytes;
   }
@@ -157,8 +159,10 @@ static void test_planner(void **state) {
     sg_session *s = session(graphs[i], 0, 0);
     sg_compile_report r = SG_COMPILE_REPORT_INIT;
     assert_status(sg_session_compile_report(s, &r), SG_OK, NULL);
-    printf("graph %d: planned peak %zu bytes (persistent %zu + transient %zu) vs sum of tensors %zu; %d ops, %d in "
-           "place\n", i, r.planned_peak_bytes, r.persistent_bytes, r.transient_bytes, r.sum_tensor_bytes,
+    printf("graph %d: planned peak %zu bytes (persistent %zu + transient %zu) vs sum of tensors %zu; %d ops, "
+           "%d in "
+           "place\n",
+           i, r.planned_peak_bytes, r.persistent_bytes, r.transient_bytes, r.sum_tensor_bytes,
            r.ops_scheduled, r.ops_inplace);
     assert_true(r.planned_peak_bytes < r.sum_tensor_bytes);
     assert_true(r.transient_bytes > 0);
@@ -349,10 +353,13 @@ static void test_misuse(void **state) {
   assert_status(sg_session_compile(s), SG_ERR_STATE, "already compiled");
   float x[B * F] = {0};
   int64_t bad[] = {B + 1, F}, xd[] = {B, F};
-  assert_status(sg_session_set_input(s, "x", SG_F32, 2, bad, x), SG_ERR_SHAPE, "input 'x' is [8,12] f32, given [9,12] f32");
+  assert_status(sg_session_set_input(s, "x", SG_F32, 2, bad, x), SG_ERR_SHAPE,
+                "input 'x' is [8,12] f32, given [9,12] f32");
   assert_status(sg_session_set_input(s, "x", SG_F16, 2, xd, x), SG_ERR_DTYPE, "given [8,12] f16");
-  assert_status(sg_session_set_input(s, "nope", SG_F32, 2, xd, x), SG_ERR_NOT_FOUND, "no tensor named 'nope'");
-  assert_status(sg_session_set_input(s, "w1", SG_F32, 2, xd, x), SG_ERR_INVALID_ARG, "is a parameter, not an input");
+  assert_status(sg_session_set_input(s, "nope", SG_F32, 2, xd, x), SG_ERR_NOT_FOUND,
+                "no tensor named 'nope'");
+  assert_status(sg_session_set_input(s, "w1", SG_F32, 2, xd, x), SG_ERR_INVALID_ARG,
+                "is a parameter, not an input");
   assert_status(sg_session_set_input(s, "x", SG_F32, 2, xd, NULL), SG_ERR_INVALID_ARG, "NULL");
   assert_status(sg_session_set_input(s, "x", SG_F32, 2, xd, x), SG_OK, NULL);
   assert_status(sg_session_step(s), SG_ERR_STATE, "input 'y' has not been set");
@@ -386,9 +393,12 @@ static void test_misuse(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_planner),      cmocka_unit_test(test_poison),
-      cmocka_unit_test(test_determinism_and_no_alloc), cmocka_unit_test(test_eval_and_binding),
-      cmocka_unit_test(test_folding_and_dce), cmocka_unit_test(test_checkpoint),
+      cmocka_unit_test(test_planner),
+      cmocka_unit_test(test_poison),
+      cmocka_unit_test(test_determinism_and_no_alloc),
+      cmocka_unit_test(test_eval_and_binding),
+      cmocka_unit_test(test_folding_and_dce),
+      cmocka_unit_test(test_checkpoint),
       cmocka_unit_test(test_misuse),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,187 @@
+/* Internals of the CPU backend shared by its kernel families: the backend
+ * state, the kernel header every family embeds, and small helpers.
+ *
+ * A kernel is a struct that starts with `sg__kernel` (the header below) and
+ * carries everything its run function needs, precomputed at kernel_create:
+ * sizes, strides, attribute values, oneDNN primitives and their memory
+ * objects, scratch buffers. Kernels never keep a pointer into the graph, so a
+ * compiled kernel outlives the graph it was made from. kernel_run only binds
+ * the caller's buffers and computes: it never allocates through sg__malloc. */
+#ifndef SG_BACKEND_CPU_INTERNAL_H
+#define SG_BACKEND_CPU_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+
+typedef struct sg__cpu_state sg__cpu_state;
+
+typedef sg_status (*sg__cpu_run_fn)(sg__cpu_state *st, sg__kernel *k, void *const *in, void *const *out,
+                                    const sg__run_ctx *ctx);
+
+struct sg__kernel {
+  sg__cpu_run_fn run;
+  void (*destroy)(sg__kernel *k); /* frees what the family added; NULL: nothing */
+  sg_op_kind kind;
+  char name[64]; /* the op's name (truncated), for run-time messages */
+};
+
+/* Backend state: the thread count, one oneDNN engine and stream, and the
+ * workspace. The oneDNN types stay out of this header.
+ *
+ * The workspace holds everything a kernel needs only while it runs: blocked
+ * copies of operands, oneDNN scratchpads, the recomputed forward of
+ * max-pool backward, accumulators. Kernels reserve their size at
+ * kernel_create (the buffer grows then, never in kernel_run) and address it
+ * by offset at run time, so a graph needs the largest single kernel's
+ * scratch once instead of the sum over its kernels. The price: kernel_run
+ * calls on one state must not overlap (they share the stream anyway); use
+ * one backend state per concurrent compute thread. */
+struct sg__cpu_state {
+  int threads;
+  uint64_t seed;
+  void *engine; /* dnnl_engine_t */
+  void *stream; /* dnnl_stream_t */
+  unsigned char *ws;
+  size_t ws_size;
+};
+
+/* Makes the workspace at least `bytes` long (kernel_create only). */
+sg_status sg__cpu_ws_reserve(sg__cpu_state *st, size_t bytes);
+
+/* Sets the OpenMP thread count of the calling thread (oneDNN uses GNU
+ * OpenMP; the count is a per-thread setting, hence called on every run). */
+void sg__cpu_set_threads(int threads);
+
+/* Runs fn(ctx, begin, end) over [0, n) split into one contiguous range per
+ * OpenMP thread (GNU OpenMP, the runtime oneDNN uses, with the backend's
+ * thread count), or inline when n < min_parallel. Ranges depend only on n
+ * and the thread count, and the kernels using this compute every element
+ * independently, so results do not depend on the thread count. */
+typedef void (*sg__cpu_range_fn)(void *ctx, int64_t begin, int64_t end);
+void sg__cpu_parallel_for(int64_t n, int64_t min_parallel, sg__cpu_range_fn fn, void *ctx);
+
+/* Allocates a zeroed kernel struct of `size` bytes with the header filled. */
+sg_status sg__cpu_kernel_new(const sg__op *op, size_t size, sg__cpu_run_fn run, sg__kernel **out);
+
+/* 64-byte aligned, zeroed memory through sg__malloc; free with
+ * sg__cpu_aligned_free. */
+void *sg__cpu_aligned_alloc(size_t bytes);
+void sg__cpu_aligned_free(void *p);
+
+/* Messages: "<kind> '<name>': ..." */
+sg_status sg__cpu_unsupported(const sg_graph *g, const sg__op *op, const char *why);
+sg_status sg__cpu_op_fail(const sg__op *op, sg_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Convenience accessors. */
+static inline const sg__tensor *sg__cpu_in(const sg_graph *g, const sg__op *op, int i) {
+  return (i < op->n_inputs && op->inputs[i] >= 0) ? &g->tensors[op->inputs[i]] : NULL;
+}
+static inline const sg__tensor *sg__cpu_out(const sg_graph *g, const sg__op *op, int i) {
+  return (i < op->n_outputs && op->outputs[i] >= 0) ? &g->tensors[op->outputs[i]] : NULL;
+}
+static inline int64_t sg__cpu_numel(const sg__tensor *t) { return sg__numel(t->ndim, t->dims); }
+
+/* ---- strided views for broadcasting, reductions and transposes ---------- */
+
+/* Up to three operands walked together over `dims` (row-major), each with
+ * its own element strides (0 where it is broadcast). Dims of size 1 are
+ * dropped and neighbours that are contiguous for every operand are merged,
+ * so the innermost dim is as long as possible. */
+typedef struct sg__cpu_iter {
+  int nd; /* >= 1 */
+  int64_t dims[SG_MAX_DIMS];
+  int64_t strides[3][SG_MAX_DIMS];
+} sg__cpu_iter;
+
+/* `nops` operands; strides[k] gives operand k's strides over dims. */
+void sg__cpu_iter_init(sg__cpu_iter *it, int ndim, const int64_t *dims, int nops,
+                       const int64_t (*strides)[SG_MAX_DIMS]);
+/* Strides of a tensor of shape (nd, d) broadcast to (ndim, dims): right
+ * aligned, 0 for dims it lacks or has as 1. */
+void sg__cpu_bcast_strides(int ndim, const int64_t *dims, int nd, const int64_t *d, int64_t *strides);
+/* Number of rows (product of all but the innermost dim). */
+int64_t sg__cpu_iter_rows(const sg__cpu_iter *it);
+/* A position: the index of the current row and each operand's offset. */
+typedef struct sg__cpu_pos {
+  int64_t idx[SG_MAX_DIMS];
+  int64_t off[3];
+} sg__cpu_pos;
+/* Positions at row `r`; then steps to the next row. */
+void sg__cpu_iter_seek(const sg__cpu_iter *it, int64_t r, sg__cpu_pos *p);
+static inline void sg__cpu_iter_next(const sg__cpu_iter *it, sg__cpu_pos *p) {
+  for (int d = it->nd - 2; d >= 0; d--) {
+    p->off[0] += it->strides[0][d];
+    p->off[1] += it->strides[1][d];
+    p->off[2] += it->strides[2][d];
+    if (++p->idx[d] < it->dims[d]) return;
+    p->off[0] -= it->strides[0][d] * it->dims[d];
+    p->off[1] -= it->strides[1][d] * it->dims[d];
+    p->off[2] -= it->strides[2][d] * it->dims[d];
+    p->idx[d] = 0;
+  }
+}
+
+/* Walks all elements of `it` in parallel: row(ctx, pos, i0, len) handles
+ * elements [i0, i0 + len) of the innermost dim at position pos. Long rows
+ * are cut into pieces so that one long row still spreads over threads. */
+typedef void (*sg__cpu_row_fn)(void *ctx, const sg__cpu_pos *p, int64_t i0, int64_t len);
+void sg__cpu_iter_for(const sg__cpu_iter *it, sg__cpu_row_fn row, void *ctx);
+
+/* ---- kernel families: each creates the kernel for the kinds it knows ---- */
+
+typedef sg_status (*sg__cpu_create_fn)(sg__cpu_state *st, const sg_graph *g, const sg__op *op,
+                                       sg__exec_mode mode, sg__kernel **out);
+
+/* Plain C kernels. */
+sg_status sg__cpu_create_binary(sg__cpu_state *st, const sg_graph *g, const sg__op *op, sg__exec_mode mode,
+                                sg__kernel **out);
+sg_status sg__cpu_create_scalar(sg__cpu_state *st, const sg_graph *g, const sg__op *op, sg__exec_mode mode,
+                                sg__kernel **out);
+sg_status sg__cpu_create_shape(sg__cpu_state *st, const sg_graph *g, const sg__op *op, sg__exec_mode mode,
+                               sg__kernel **out);
+sg_status sg__cpu_create_reduce(sg__cpu_state *st, const sg_graph *g, const sg__op *op, sg__exec_mode mode,
+                                sg__kernel **out);
+sg_status sg__cpu_create_loss(sg__cpu_state *st, const sg_graph *g, const sg__op *op, sg__exec_mode mode,
+                              sg__kernel **out);
+sg_status sg__cpu_create_dropout(sg__cpu_state *st, const sg_graph *g, const sg__op *op, sg__exec_mode mode,
+                                 sg__kernel **out);
+sg_status sg__cpu_create_optim(sg__cpu_state *st, const sg_graph *g, const sg__op *op, sg__exec_mode mode,
+                               sg__kernel **out);
+sg_status sg__cpu_create_pool_c(sg__cpu_state *st, const sg_graph *g, const sg__op *op, sg__exec_mode mode,
+                                sg__kernel **out);
+/* oneDNN kernels. */
+sg_status sg__cpu_create_conv(sg__cpu_state *st, const sg_graph *g, const sg__op *op, sg__exec_mode mode,
+                              sg__kernel **out);
+sg_status sg__cpu_create_matmul(sg__cpu_state *st, const sg_graph *g, const sg__op *op, sg__exec_mode mode,
+                                sg__kernel **out);
+sg_status sg__cpu_create_bnorm(sg__cpu_state *st, const sg_graph *g, const sg__op *op, sg__exec_mode mode,
+                               sg__kernel **out);
+sg_status sg__cpu_create_pool(sg__cpu_state *st, const sg_graph *g, const sg__op *op, sg__exec_mode mode,
+                              sg__kernel **out);
+sg_status sg__cpu_create_eltwise(sg__cpu_state *st, const sg_graph *g, const sg__op *op, sg__exec_mode mode,
+                                 sg__kernel **out);
+sg_status sg__cpu_create_softmax(sg__cpu_state *st, const sg_graph *g, const sg__op *op, sg__exec_mode mode,
+                                 sg__kernel **out);
+
+/* The dropout keep decision for element `i` (documented in docs/backend.md):
+ * a counter-based hash, so a mask depends only on (op seed, session seed,
+ * step, element index) and never on the thread count. */
+static inline uint64_t sg__cpu_mix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+static inline uint64_t sg__cpu_dropout_key(uint64_t op_seed, uint64_t session_seed, uint64_t step) {
+  return sg__cpu_mix64(sg__cpu_mix64(sg__cpu_mix64(op_seed) ^ session_seed) ^ step);
+}
+/* 24 random bits for element `i`; the element is kept when they are >=
+ * sg__cpu_dropout_threshold(p) = ceil(p * 2^24) (so P(keep) = 1 - p). */
+static inline uint32_t sg__cpu_dropout_bits(uint64_t key, uint64_t i) {
+  return (uint32_t)(sg__cpu_mix64(key ^ sg__cpu_mix64(i)) >> 40);
+}
+
+#endif /* SG_BACKEND_CPU_INTERNAL_H */

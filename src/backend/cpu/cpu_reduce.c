@@ -1,0 +1,128 @@
+/* Sums over axes: reduce_sum (f32, i32, i64), reduce_mean (f32), sum_to (the
+ * adjoint of broadcasting; f32, i32, i64) and global_avg_pool (f32).
+ *
+ * The input is walked once in memory order and every element is added into
+ * an accumulator of the output's size (double for f32, wrapping int64 for
+ * integers; in the backend's workspace, reserved at kernel_create), which is
+ * then scaled (mean) and rounded into the output. The order of additions is fixed, so results are
+ * bit-identical from run to run. */
+#include <string.h>
+
+#include "backend/cpu/cpu_internal.h"
+
+typedef struct reduce_kernel {
+  sg__kernel base;
+  sg_dtype dtype;
+  sg__cpu_iter it; /* operand 0 = x, operand 1 = accumulator */
+  int64_t out_n;
+  double scale; /* 1, or 1/count for means */
+} reduce_kernel;
+
+static sg_status reduce_run(sg__cpu_state *st, sg__kernel *base, void *const *in, void *const *out,
+                            const sg__run_ctx *ctx) {
+  (void)ctx;
+  reduce_kernel *k = (reduce_kernel *)base;
+  void *accp = st->ws; /* out_n doubles or int64s */
+  const sg__cpu_iter *it = &k->it;
+  int64_t rows = sg__cpu_iter_rows(it), n = it->dims[it->nd - 1];
+  int64_t sx = it->strides[0][it->nd - 1], sa = it->strides[1][it->nd - 1];
+  sg__cpu_pos p;
+  sg__cpu_iter_seek(it, 0, &p);
+  if (k->dtype == SG_F32) {
+    double *restrict acc = accp;
+    const float *restrict x = in[0];
+    memset(acc, 0, sizeof(double) * (size_t)k->out_n);
+    for (int64_t r = 0; r < rows; r++) {
+      const float *xr = x + p.off[0];
+      double *ar = acc + p.off[1];
+      if (sa == 0) {
+        double s = 0;
+        for (int64_t i = 0; i < n; i++) s += xr[i * sx];
+        ar[0] += s;
+      } else {
+        for (int64_t i = 0; i < n; i++) ar[i * sa] += xr[i * sx];
+      }
+      sg__cpu_iter_next(it, &p);
+    }
+    float *y = out[0];
+    for (int64_t i = 0; i < k->out_n; i++) y[i] = (float)(acc[i] * k->scale);
+    return SG_OK;
+  }
+  uint64_t *restrict acc = accp;
+  memset(acc, 0, sizeof(uint64_t) * (size_t)k->out_n);
+  for (int64_t r = 0; r < rows; r++) {
+    uint64_t *ar = acc + p.off[1];
+    if (k->dtype == SG_I32) {
+      const int32_t *xr = (const int32_t *)in[0] + p.off[0];
+      for (int64_t i = 0; i < n; i++) ar[i * sa] += (uint64_t)(int64_t)xr[i * sx];
+    } else {
+      const int64_t *xr = (const int64_t *)in[0] + p.off[0];
+      for (int64_t i = 0; i < n; i++) ar[i * sa] += (uint64_t)xr[i * sx];
+    }
+    sg__cpu_iter_next(it, &p);
+  }
+  if (k->dtype == SG_I32) {
+    int32_t *y = out[0];
+    for (int64_t i = 0; i < k->out_n; i++) y[i] = (int32_t)(uint32_t)acc[i];
+  } else {
+    int64_t *y = out[0];
+    for (int64_t i = 0; i < k->out_n; i++) y[i] = (int64_t)acc[i];
+  }
+  return SG_OK;
+}
+
+sg_status sg__cpu_create_reduce(sg__cpu_state *st, const sg_graph *g, const sg__op *op, sg__exec_mode mode,
+                                sg__kernel **out) {
+  (void)mode;
+  const sg__tensor *x = sg__cpu_in(g, op, 0), *y = sg__cpu_out(g, op, 0);
+  bool ints_ok = op->kind == SG_OP_REDUCE_SUM || op->kind == SG_OP_SUM_TO;
+  if (!(x->dtype == SG_F32 || (ints_ok && (x->dtype == SG_I32 || x->dtype == SG_I64))))
+    return sg__cpu_unsupported(g, op, ints_ok ? " (takes f32, i32, i64)" : " (takes f32)");
+  /* Output strides over x's dims: 0 along reduced dims. */
+  int64_t strides[3][SG_MAX_DIMS] = {{0}};
+  sg__cpu_bcast_strides(x->ndim, x->dims, x->ndim, x->dims, strides[0]);
+  int64_t count = 1;
+  if (op->kind == SG_OP_SUM_TO) {
+    sg__cpu_bcast_strides(x->ndim, x->dims, y->ndim, y->dims, strides[1]);
+  } else {
+    bool reduced[SG_MAX_DIMS] = {false};
+    if (op->kind == SG_OP_GLOBAL_AVG_POOL) {
+      for (int i = 2; i < x->ndim; i++) reduced[i] = true;
+    } else {
+      int n = sg__attr_count(op, 0);
+      const int64_t *axes = sg__attr_ints(op, 0);
+      for (int i = 0; i < n; i++) {
+        int a;
+        if (!sg__norm_axis(axes[i], x->ndim, &a))
+          return sg__cpu_op_fail(op, SG_ERR_ATTRIBUTE, "axis out of range");
+        reduced[a] = true;
+      }
+      if (n == 0)
+        for (int i = 0; i < x->ndim; i++) reduced[i] = true;
+    }
+    int64_t s = 1;
+    for (int i = x->ndim - 1; i >= 0; i--) {
+      if (reduced[i]) {
+        strides[1][i] = 0;
+        count *= x->dims[i];
+      } else {
+        strides[1][i] = x->dims[i] == 1 ? 0 : s;
+        s *= x->dims[i];
+      }
+    }
+  }
+  sg__kernel *kb;
+  SG_CHECK(sg__cpu_kernel_new(op, sizeof(reduce_kernel), reduce_run, &kb));
+  reduce_kernel *k = (reduce_kernel *)kb;
+  k->dtype = x->dtype;
+  k->out_n = sg__cpu_numel(y);
+  k->scale = op->kind == SG_OP_REDUCE_MEAN || op->kind == SG_OP_GLOBAL_AVG_POOL ? 1.0 / (double)count : 1.0;
+  sg_status s = sg__cpu_ws_reserve(st, sizeof(double) * (size_t)k->out_n);
+  if (s != SG_OK) {
+    sg__free(kb);
+    return s;
+  }
+  sg__cpu_iter_init(&k->it, x->ndim, x->dims, 2, (const int64_t(*)[SG_MAX_DIMS])strides);
+  *out = kb;
+  return SG_OK;
+}

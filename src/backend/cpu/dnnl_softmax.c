@@ -1,0 +1,59 @@
+/* softmax, log_softmax and their gradients as oneDNN softmax_v2 primitives
+ * (softmax_accurate / softmax_log). The tensor is viewed as a plain
+ * [outer, axis, inner] block, which is the same memory for any rank. */
+#include "backend/cpu/dnnl_common.h"
+
+static sg_status build(sg__dk *k, const sg_graph *g, const sg__op *op, sg__exec_mode mode) {
+  (void)mode;
+  const sg__tensor *x = sg__cpu_in(g, op, 0);
+  int axis;
+  if (!sg__norm_axis(sg__attr_i(op, 0), x->ndim, &axis))
+    return sg__cpu_op_fail(op, SG_ERR_ATTRIBUTE, "axis %lld out of range", (long long)sg__attr_i(op, 0));
+  dnnl_dim_t dims[3] = {sg__numel(axis, x->dims), x->dims[axis],
+                        sg__numel(x->ndim - axis - 1, x->dims + axis + 1)};
+  dnnl_memory_desc_t md;
+  sg__dk_plain_md(&md, 3, dims);
+  bool log = op->kind == SG_OP_LOG_SOFTMAX || op->kind == SG_OP_LOG_SOFTMAX_BACKWARD;
+  bool backward = op->kind == SG_OP_SOFTMAX_BACKWARD || op->kind == SG_OP_LOG_SOFTMAX_BACKWARD;
+  dnnl_alg_kind_t alg = log ? dnnl_softmax_log : dnnl_softmax_accurate;
+  dnnl_softmax_v2_desc_t fd;
+  dnnl_primitive_desc_t fpd;
+  SG_DNNL(k,
+          dnnl_softmax_v2_forward_desc_init(&fd, backward ? dnnl_forward_training : dnnl_forward_inference,
+                                            alg, &md, &md, 1),
+          "softmax descriptor");
+  SG_DNNL(k, dnnl_primitive_desc_create(&fpd, &fd, k->attr, k->engine, NULL), "softmax forward");
+  sg_status st = SG_OK;
+  if (!backward) {
+    int xi, yi;
+    SG_CHECK_GOTO(sg__dk_user(k, &md, SG__DK_IN(0), &xi), st, ffail);
+    SG_CHECK_GOTO(sg__dk_user(k, &md, SG__DK_OUT(0), &yi), st, ffail);
+    int kinds[] = {DNNL_ARG_SRC, DNNL_ARG_DST};
+    int mems[] = {xi, yi};
+    return sg__dk_step_add(k, fpd, 2, kinds, mems);
+  ffail:
+    dnnl_primitive_desc_destroy(fpd);
+    return st;
+  }
+  dnnl_softmax_v2_desc_t bd;
+  dnnl_primitive_desc_t bpd;
+  dnnl_status_t ds = dnnl_softmax_v2_backward_desc_init(&bd, alg, &md, &md, &md, 1);
+  if (ds == dnnl_success) ds = dnnl_primitive_desc_create(&bpd, &bd, k->attr, k->engine, fpd);
+  dnnl_primitive_desc_destroy(fpd);
+  if (ds != dnnl_success) return sg__dnnl_fail(k->op, ds, "softmax backward");
+  int dyi, yi, dxi;
+  SG_CHECK_GOTO(sg__dk_user(k, &md, SG__DK_IN(0), &dyi), st, bfail);
+  SG_CHECK_GOTO(sg__dk_user(k, &md, SG__DK_IN(1), &yi), st, bfail);
+  SG_CHECK_GOTO(sg__dk_user(k, &md, SG__DK_OUT(0), &dxi), st, bfail);
+  int kinds[] = {DNNL_ARG_DIFF_DST, DNNL_ARG_DST, DNNL_ARG_DIFF_SRC};
+  int mems[] = {dyi, yi, dxi};
+  return sg__dk_step_add(k, bpd, 3, kinds, mems);
+bfail:
+  dnnl_primitive_desc_destroy(bpd);
+  return st;
+}
+
+sg_status sg__cpu_create_softmax(sg__cpu_state *st, const sg_graph *g, const sg__op *op, sg__exec_mode mode,
+                                 sg__kernel **out) {
+  return sg__dk_create(st, g, op, mode, sizeof(sg__dk), sg__dk_run, NULL, build, out);
+}
