@@ -835,6 +835,7 @@ int main(void) {
       cmocka_unit_test(test_dropout_backward),
       cmocka_unit_test(test_shape_adjoints),
       cmocka_unit_test(test_inplace_aliasing),
+      cmocka_unit_test(test_whole_graph_vs_reference),
       cmocka_unit_test(test_no_allocation_in_run),
       cmocka_unit_test(test_determinism),
       cmocka_unit_test(test_allocation_failures),
