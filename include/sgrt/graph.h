@@ -119,6 +119,14 @@ typedef struct sg_tensor {
 /** Creates an empty graph. @param out receives the graph; NULL on failure. */
 SG_API sg_status sg_graph_create(sg_graph **out);
 
+/**
+ * Makes an editable (not finalized) copy of a graph, initializers included.
+ * A loaded .sgg graph is finalized and immutable; to train it, clone it, then
+ * add a loss, sg_graph_backward() and an optimizer, and finalize the copy.
+ * @return SG_OK; SG_ERR_NO_MEMORY; the source's builder error if it has one.
+ */
+SG_API sg_status sg_graph_clone(const sg_graph *g, sg_graph **out);
+
 /** Destroys a graph and everything it owns. Accepts NULL. */
 SG_API void sg_graph_destroy(sg_graph *g);
 

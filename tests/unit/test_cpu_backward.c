@@ -597,9 +597,10 @@ static sg_graph *mixed_graph(void) {
   sg_tensor din[] = {dconv, w};
   add_op(g, SG_OP_CONV2D_BACKWARD_DATA, 2, din, 5, ca, &dw);
   float lr = 0.1f;
+  static const float zeros[5 * 64]; /* optimizer state starts zeroed */
   sg_sgd_params sp = {sizeof sp, 0.9, 0, 0, 0};
   assert_int_equal(sg_sgd_update(g, fc, IN(g, 5, 64), h_src(g, SG_ROLE_CONSTANT, SG_F32, 1, D(1), &lr),
-                                 h_src(g, SG_ROLE_OPTIMIZER_STATE, SG_F32, 2, D(5, 64), NULL), &sp),
+                                 h_src(g, SG_ROLE_OPTIMIZER_STATE, SG_F32, 2, D(5, 64), zeros), &sp),
                    SG_OK);
   assert_int_equal(sg_graph_finalize(g), SG_OK);
   return g;
@@ -824,22 +825,14 @@ static void test_misuse(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_conv_backward),
-      cmocka_unit_test(test_batch_norm_backward),
-      cmocka_unit_test(test_activation_backward),
-      cmocka_unit_test(test_clip_backward_bounds),
-      cmocka_unit_test(test_pool_backward),
-      cmocka_unit_test(test_max_pool_ties),
-      cmocka_unit_test(test_softmax_backward),
-      cmocka_unit_test(test_cross_entropy_backward),
-      cmocka_unit_test(test_dropout_backward),
-      cmocka_unit_test(test_shape_adjoints),
-      cmocka_unit_test(test_inplace_aliasing),
-      cmocka_unit_test(test_whole_graph_vs_reference),
-      cmocka_unit_test(test_no_allocation_in_run),
-      cmocka_unit_test(test_determinism),
-      cmocka_unit_test(test_allocation_failures),
-      cmocka_unit_test(test_misuse),
+      cmocka_unit_test(test_conv_backward),        cmocka_unit_test(test_batch_norm_backward),
+      cmocka_unit_test(test_activation_backward),  cmocka_unit_test(test_clip_backward_bounds),
+      cmocka_unit_test(test_pool_backward),        cmocka_unit_test(test_max_pool_ties),
+      cmocka_unit_test(test_softmax_backward),     cmocka_unit_test(test_cross_entropy_backward),
+      cmocka_unit_test(test_dropout_backward),     cmocka_unit_test(test_shape_adjoints),
+      cmocka_unit_test(test_inplace_aliasing),     cmocka_unit_test(test_whole_graph_vs_reference),
+      cmocka_unit_test(test_no_allocation_in_run), cmocka_unit_test(test_determinism),
+      cmocka_unit_test(test_allocation_failures),  cmocka_unit_test(test_misuse),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -391,6 +391,64 @@ static void test_misuse(void **state) {
   sg_graph_destroy(h);
 }
 
+/* A loaded graph is immutable; its clone can be trained. */
+static void test_clone_loaded_graph(void **state) {
+  (void)state;
+  sg_graph *g;
+  assert_int_equal(sg_graph_create(&g), SG_OK);
+  int64_t xd[] = {B, F}, yd[] = {B}, wd[] = {C, F};
+  sg_tensor x = sg_input(g, "x", SG_F32, 2, xd);
+  sg_tensor y = sg_input(g, "y", SG_I64, 1, yd);
+  sg_tensor logits = sg_linear(g, x, param(g, "w", 2, wd, 5, 0.3f), SG_NO_TENSOR);
+  assert_int_equal(sg_tensor_set_name(g, logits, "logits"), SG_OK);
+  assert_int_equal(sg_graph_mark_output(g, logits), SG_OK);
+  (void)y;
+  assert_int_equal(sg_graph_finalize(g), SG_OK);
+  void *bytes;
+  size_t n;
+  assert_status(sg_graph_save_to_memory(g, &bytes, &n), SG_OK, NULL);
+  sg_graph *loaded, *copy;
+  assert_status(sg_graph_load_from_memory(bytes, n, &loaded), SG_OK, NULL);
+  sg_free(bytes);
+  assert_status(sg_graph_clone(loaded, &copy), SG_OK, NULL);
+  sg_graph_destroy(loaded);
+  assert_false(sg_graph_is_finalized(copy));
+  /* The copy is the same graph... */
+  sg_graph *check;
+  assert_status(sg_graph_clone(copy, &check), SG_OK, NULL);
+  assert_status(sg_graph_finalize(check), SG_OK, NULL);
+  uint64_t h1, h2;
+  assert_status(sg_graph_hash(g, SG_HASH_WEIGHTS, &h1), SG_OK, NULL);
+  assert_status(sg_graph_hash(check, SG_HASH_WEIGHTS, &h2), SG_OK, NULL);
+  assert_true(h1 == h2);
+  sg_graph_destroy(check);
+  /* ...and it takes a loss, a backward pass and an optimizer. */
+  sg_tensor lt, yt;
+  assert_status(sg_graph_find_tensor(copy, "logits", &lt), SG_OK, NULL);
+  assert_status(sg_graph_find_tensor(copy, "y", &yt), SG_OK, NULL);
+  sg_tensor loss = sg_cross_entropy(copy, lt, yt, SG_REDUCTION_MEAN);
+  assert_int_equal(sg_tensor_set_name(copy, loss, "loss"), SG_OK);
+  assert_int_equal(sg_graph_mark_output(copy, loss), SG_OK);
+  assert_status(sg_graph_backward(copy, loss), SG_OK, NULL);
+  assert_status(sg_graph_add_sgd(copy, sg_input(copy, "lr", SG_F32, 0, NULL), NULL), SG_OK, NULL);
+  assert_status(sg_graph_finalize(copy), SG_OK, NULL);
+  sg_session *s = session(copy, 0, 0);
+  float xv[B * F], lr = 0.5f, w0[C * F], w1[C * F];
+  int64_t yv[B] = {0, 1, 2, 3, 4, 0, 1, 2};
+  sg_test_fill(xv, B * F, 9);
+  assert_status(sg_session_set_input(s, "x", SG_F32, 2, xd, xv), SG_OK, NULL);
+  assert_status(sg_session_set_input(s, "y", SG_I64, 1, yd, yv), SG_OK, NULL);
+  assert_status(sg_session_set_input(s, "lr", SG_F32, 0, NULL, &lr), SG_OK, NULL);
+  assert_status(sg_session_read(s, "w", w0, sizeof w0), SG_OK, NULL);
+  assert_status(sg_session_step(s), SG_OK, NULL);
+  assert_status(sg_session_read(s, "w", w1, sizeof w1), SG_OK, NULL);
+  assert_memory_not_equal(w0, w1, sizeof w0);
+  sg_session_destroy(s);
+  sg_graph_destroy(copy);
+  sg_graph_destroy(g);
+  assert_status(sg_graph_clone(NULL, &copy), SG_ERR_INVALID_ARG, "NULL");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_planner),
@@ -399,7 +457,7 @@ int main(void) {
       cmocka_unit_test(test_eval_and_binding),
       cmocka_unit_test(test_folding_and_dce),
       cmocka_unit_test(test_checkpoint),
-      cmocka_unit_test(test_misuse),
+      cmocka_unit_test(test_misuse),       cmocka_unit_test(test_clone_loaded_graph),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
