@@ -5,6 +5,11 @@
 #include "runtime/session_internal.h"
 #include "sgrt/sgg.h"
 
+/* The session's step count travels with the checkpoint as one extra state
+ * tensor, so that a resumed session draws the same dropout masks and applies
+ * the same first-step rules as one that never stopped. */
+#define STEPS_TENSOR "sgrt.session.steps"
+
 static bool is_checkpointed(sg_role r) {
   return r == SG_ROLE_PARAMETER || r == SG_ROLE_STATE || r == SG_ROLE_OPTIMIZER_STATE;
 }
@@ -13,7 +18,7 @@ sg_status sg_session_save_checkpoint(const sg_session *s, const char *path) {
   if (s == NULL || path == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_session_save_checkpoint: NULL argument");
   if (!s->compiled) return sg__error(SG_ERR_STATE, "sg_session_save_checkpoint: compile the session first");
   const sg_graph *g = s->g;
-  sg__tensor *tensors = sg__malloc((g->n_tensors ? g->n_tensors : 1) * sizeof *tensors);
+  sg__tensor *tensors = sg__malloc(((size_t)g->n_tensors + 1) * sizeof *tensors);
   void **host = sg__calloc(g->n_tensors ? g->n_tensors : 1, sizeof(void *));
   sg_status st = SG_OK;
   if (!tensors || !host) {
@@ -33,8 +38,17 @@ sg_status sg_session_save_checkpoint(const sg_session *s, const char *path) {
   }
   /* The writer only reads the graph: a view that differs in the tensor
    * array (the initializers) is written like the graph itself. */
+  int64_t steps = (int64_t)s->steps;
+  if (sg__tensor_lookup(g, STEPS_TENSOR) >= 0) {
+    st = sg__error(SG_ERR_DUPLICATE, "sg_session_save_checkpoint: the graph already has a tensor named '%s'",
+                   STEPS_TENSOR);
+    goto out;
+  }
+  tensors[g->n_tensors] = (sg__tensor){.name = STEPS_TENSOR, .dtype = SG_I64, .role = SG_ROLE_STATE, .ndim = 0,
+                                       .producer = -1, .data = &steps, .nbytes = sizeof steps};
   sg_graph view = *g;
   view.tensors = tensors;
+  view.n_tensors = g->n_tensors + 1;
   view.mapping = NULL;
   st = sg_graph_save(&view, path);
 out:
@@ -73,6 +87,15 @@ sg_status sg_session_load_checkpoint(sg_session *s, const char *path) {
         break;
       }
       if (pass == 1) st = s->be->upload(s->be_state, s->tensor_ptr[t], y->data, x->nbytes);
+    }
+  }
+  if (st == SG_OK) {
+    int32_t c = sg__tensor_lookup(ck, STEPS_TENSOR);
+    const sg__tensor *y = c >= 0 ? &ck->tensors[c] : NULL;
+    if (y && y->dtype == SG_I64 && y->ndim == 0 && y->data) {
+      int64_t steps;
+      memcpy(&steps, y->data, sizeof steps);
+      s->steps = steps > 0 ? (uint64_t)steps : 0;
     }
   }
   sg_graph_destroy(ck);

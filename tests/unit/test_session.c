@@ -309,17 +309,18 @@ static void test_checkpoint(void **state) {
   assert_true(fd >= 0);
   close(fd);
   for (int adamw = 0; adamw < 2; adamw++) {
-    sg_graph *g = mlp(adamw, 0);
+    sg_graph *g = mlp(adamw, 1); /* with dropout: masks depend on the step */
     sg_session *a = session(g, 0, 3);
     for (int k = 0; k < 2; k++) feed_mlp(a, k), assert_status(sg_session_step(a), SG_OK, NULL);
     assert_status(sg_session_save_checkpoint(a, path), SG_OK, NULL);
     for (int k = 2; k < 4; k++) feed_mlp(a, k), assert_status(sg_session_step(a), SG_OK, NULL);
     size_t na, nb;
     unsigned char *pa = snapshot(g, a, &na);
-    /* A fresh session from the checkpoint continues identically (SGD without
-     * dampening and AdamW keep all their state in tensors). */
+    /* A fresh session from the checkpoint continues identically: state,
+     * optimizer state and the step count are restored. */
     sg_session *b = session(g, 0, 3);
     assert_status(sg_session_load_checkpoint(b, path), SG_OK, NULL);
+    assert_int_equal(sg_session_steps(b), 2);
     for (int k = 2; k < 4; k++) feed_mlp(b, k), assert_status(sg_session_step(b), SG_OK, NULL);
     unsigned char *pb = snapshot(g, b, &nb);
     assert_int_equal(na, nb);
