@@ -36,6 +36,12 @@ sg_pkg(protobufc libprotobuf-c libprotobuf-c-dev)
 
 find_program(SG_PROTOC_C NAMES protoc-c protoc-gen-c)
 sg_dep_report(protoc-c "${SG_PROTOC_C}" "${SG_PROTOC_C}" protobuf-c-compiler ON)
+# The ONNX importer's protobuf code is generated at build time from the
+# onnx.proto that Debian's python3-onnx ships (set SG_ONNX_PROTO to use another).
+file(GLOB _sg_onnx_proto_hints /usr/lib/python3/dist-packages/onnx /usr/local/lib/python3*/dist-packages/onnx
+     /usr/lib/python3*/site-packages/onnx /usr/local/lib/python3*/site-packages/onnx)
+find_file(SG_ONNX_PROTO onnx.proto PATHS ${_sg_onnx_proto_hints} NO_DEFAULT_PATH)
+sg_dep_report(onnx.proto "${SG_ONNX_PROTO}" "${SG_ONNX_PROTO}" python3-onnx ON)
 
 # Packages that ship CMake config files.
 find_package(ucx CONFIG QUIET)

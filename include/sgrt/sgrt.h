@@ -42,6 +42,7 @@
 
 #include "sgrt/core.h"
 #include "sgrt/graph.h"
+#include "sgrt/onnx.h"
 #include "sgrt/ops.h"
 #include "sgrt/session.h"
 #include "sgrt/sgg.h"

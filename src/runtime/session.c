@@ -53,12 +53,12 @@ static void destroy_kernels(sg_session *s) {
   s->kernels = s->eval_kernels = NULL;
 }
 
-void sg_session_destroy(sg_session *s) {
-  if (s == NULL) return;
+/* Frees everything compile made, leaving the session as created. */
+static void release_compiled(sg_session *s) {
   destroy_kernels(s);
   s->be->buffer_free(s->be_state, s->persistent);
   s->be->buffer_free(s->be_state, s->transient);
-  s->be->destroy(s->be_state);
+  s->persistent = s->transient = NULL;
   sg__plan_free(&s->plan);
   sg__free(s->tensor_ptr);
   sg__free(s->bound);
@@ -68,6 +68,18 @@ void sg_session_destroy(sg_session *s) {
   sg__free(s->flat);
   sg__free(s->poison_start);
   sg__free(s->poison_tensor);
+  s->tensor_ptr = s->bound = s->flat = NULL;
+  s->input_set = NULL;
+  s->op_in = s->op_out = NULL;
+  s->poison_start = NULL;
+  s->poison_tensor = NULL;
+  s->compiled = false;
+}
+
+void sg_session_destroy(sg_session *s) {
+  if (s == NULL) return;
+  release_compiled(s);
+  s->be->destroy(s->be_state);
   sg__free(s);
 }
 
@@ -192,7 +204,6 @@ sg_status sg_session_compile(sg_session *s) {
   sg_status st;
   SG_CHECK_GOTO(sg__plan_build(s->g, &s->plan), st, fail);
   SG_CHECK_GOTO(allocate(s), st, fail);
-  for (uint32_t i = 0; i < s->g->n_inputs; i++) s->input_set[s->g->inputs[i]] = false;
   SG_CHECK_GOTO(fold_constants(s), st, fail);
   SG_CHECK_GOTO(create_kernels(s), st, fail);
   if (s->poison) SG_CHECK_GOTO(plan_poison(s), st, fail);
@@ -203,24 +214,7 @@ sg_status sg_session_compile(sg_session *s) {
   return SG_OK;
 fail:
   /* Leave the session as created, so destroy (or another compile) is safe. */
-  destroy_kernels(s);
-  s->be->buffer_free(s->be_state, s->persistent);
-  s->be->buffer_free(s->be_state, s->transient);
-  s->persistent = s->transient = NULL;
-  sg__plan_free(&s->plan);
-  sg__free(s->tensor_ptr);
-  sg__free(s->bound);
-  sg__free(s->input_set);
-  sg__free(s->op_in);
-  sg__free(s->op_out);
-  sg__free(s->flat);
-  sg__free(s->poison_start);
-  sg__free(s->poison_tensor);
-  s->tensor_ptr = s->bound = s->flat = NULL;
-  s->input_set = NULL;
-  s->op_in = s->op_out = NULL;
-  s->poison_start = NULL;
-  s->poison_tensor = NULL;
+  release_compiled(s);
   return st;
 }
 

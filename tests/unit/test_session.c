@@ -450,6 +450,36 @@ static void test_clone_loaded_graph(void **state) {
   assert_status(sg_graph_clone(NULL, &copy), SG_ERR_INVALID_ARG, "NULL");
 }
 
+/* Creating and compiling a session with the Nth allocation failing, for
+ * every N until it succeeds: SG_ERR_NO_MEMORY, no crash, no leak (LSan). */
+static void test_allocation_failures(void **state) {
+  (void)state;
+  sg_graph *g = mlp(1, 1);
+  long n = 0;
+  for (;; n++) {
+    sg_session_params p = SG_SESSION_PARAMS_INIT;
+    p.threads = 1;
+    p.poison = 1;
+    sg_session *s = NULL;
+    sg__alloc_fail_after(n);
+    sg_status st = sg_session_create(g, &p, &s);
+    if (st == SG_OK) st = sg_session_compile(s);
+    sg__alloc_fail_after(-1);
+    if (st == SG_OK) {
+      feed_mlp(s, 0);
+      assert_status(sg_session_step(s), SG_OK, NULL);
+      sg_session_destroy(s);
+      break;
+    }
+    assert_int_equal(st, SG_ERR_NO_MEMORY);
+    sg_session_destroy(s);
+    assert_true(n < 100000);
+  }
+  printf("session create + compile: %ld allocation points, each failing cleanly\n", n);
+  assert_true(n > 10);
+  sg_graph_destroy(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_planner),
@@ -459,6 +489,7 @@ int main(void) {
       cmocka_unit_test(test_folding_and_dce),
       cmocka_unit_test(test_checkpoint),
       cmocka_unit_test(test_misuse),       cmocka_unit_test(test_clone_loaded_graph),
+      cmocka_unit_test(test_allocation_failures),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

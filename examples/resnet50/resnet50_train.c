@@ -1,0 +1,365 @@
+/* resnet50_train: trains torchvision's ResNet-50 (resnet50_model.c) on a
+ * generated image dataset with sgrt's single-process session (SPEC U1, U3).
+ *
+ *   resnet50_train [--batch N] [--res N] [--steps N] [--threads N]
+ *                  [--classes N] [--width N] [--optimizer sgd|adamw] [--lr X]
+ *                  [--warmup N] [--seed N] [--json]
+ *
+ * The data: class c is a colour (one offset per RGB channel) plus a plane
+ * wave of its own frequency, orientation and phase per channel; a sample is
+ * its class's pattern plus Gaussian pixel noise (sigma 1), freshly drawn for
+ * every step, so the network cannot memorise samples but learns the classes
+ * within tens of steps. The graph is forward + backward + update (SGD with
+ * momentum 0.9, or AdamW), built and compiled once. One progress line per
+ * step (loss, accuracy on that step's batch, images/s); with --json the last
+ * line of stdout is one JSON object. --steps 0 builds, compiles and reports
+ * the model (parameter count, planned memory) without training. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+#include <sgrt/sgrt.h>
+
+#include "resnet50_model.h"
+
+typedef struct options {
+  int batch, res, steps, threads, classes, width, warmup, json;
+  double lr;
+  const char *optimizer;
+  uint64_t seed;
+} options;
+
+/* ---- the generated dataset ----------------------------------------------- */
+
+typedef struct dataset {
+  int classes, res;
+  float *colour, *fx, *fy, *phase; /* [classes][3] each */
+  uint64_t rng;
+} dataset;
+
+static uint64_t next_u64(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+static double uniform01(uint64_t *s) { return ((double)(next_u64(s) >> 11) + 0.5) / 9007199254740992.0; }
+
+static int dataset_init(dataset *d, int classes, int res, uint64_t seed) {
+  *d = (dataset){classes, res, NULL, NULL, NULL, NULL, seed ^ 0x5851F42D4C957F2Dull};
+  size_t n = (size_t)classes * 3;
+  d->colour = malloc(n * sizeof(float));
+  d->fx = malloc(n * sizeof(float));
+  d->fy = malloc(n * sizeof(float));
+  d->phase = malloc(n * sizeof(float));
+  if (!d->colour || !d->fx || !d->fy || !d->phase) return -1;
+  for (size_t i = 0; i < n; i++) {
+    d->colour[i] = (float)(2.0 * uniform01(&d->rng) - 1.0);
+    /* 1..4 cycles across the image, in a direction of its own. */
+    double cycles = 1.0 + 3.0 * uniform01(&d->rng), angle = 6.283185307179586 * uniform01(&d->rng);
+    d->fx[i] = (float)(6.283185307179586 * cycles * cos(angle) / res);
+    d->fy[i] = (float)(6.283185307179586 * cycles * sin(angle) / res);
+    d->phase[i] = (float)(6.283185307179586 * uniform01(&d->rng));
+  }
+  return 0;
+}
+
+static void dataset_free(dataset *d) {
+  free(d->colour);
+  free(d->fx);
+  free(d->fy);
+  free(d->phase);
+}
+
+/* One batch: x [n,3,res,res], y [n]. */
+static void dataset_batch(dataset *d, int n, float *x, int64_t *y) {
+  const int r = d->res;
+  for (int i = 0; i < n; i++) {
+    int c = (int)(next_u64(&d->rng) % (uint64_t)d->classes);
+    y[i] = c;
+    for (int ch = 0; ch < 3; ch++) {
+      const int k = c * 3 + ch;
+      float *p = x + ((size_t)i * 3 + ch) * r * r;
+      for (int py = 0; py < r; py++)
+        for (int px = 0; px < r; px++) {
+          double u = uniform01(&d->rng), v = uniform01(&d->rng);
+          double noise = sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
+          p[py * r + px] = (float)(d->colour[k] + sin(d->fx[k] * px + d->fy[k] * py + d->phase[k]) + noise);
+        }
+    }
+  }
+}
+
+/* ---- graph, digest, timing ----------------------------------------------- */
+
+static sg_status build(const options *o, sg_graph **out) {
+  sg_graph *g;
+  sg_status st = sg_graph_create(&g);
+  if (st != SG_OK) return st;
+  int64_t xd[] = {o->batch, 3, o->res, o->res}, yd[] = {o->batch};
+  sg_tensor x = sg_input(g, "images", SG_F32, 4, xd);
+  sg_tensor y = sg_input(g, "labels", SG_I64, 1, yd);
+  sg_tensor lr = sg_input(g, "lr", SG_F32, 0, NULL);
+  resnet50_config cfg = RESNET50_CONFIG_INIT;
+  cfg.batch = o->batch;
+  cfg.image_size = o->res;
+  cfg.classes = o->classes;
+  cfg.width = o->width;
+  sg_tensor logits;
+  st = resnet50_build(g, &cfg, x, &logits);
+  sg_tensor loss = sg_cross_entropy(g, logits, y, SG_REDUCTION_MEAN);
+  sg_tensor_set_name(g, logits, "logits");
+  sg_tensor_set_name(g, loss, "loss");
+  sg_graph_mark_output(g, logits);
+  sg_graph_mark_output(g, loss);
+  if (st == SG_OK) st = sg_graph_backward(g, loss);
+  if (st == SG_OK && strcmp(o->optimizer, "adamw") == 0) {
+    sg_adamw_params p = SG_ADAMW_PARAMS_INIT;
+    st = sg_graph_add_adamw(g, lr, &p);
+  } else if (st == SG_OK) {
+    sg_sgd_params p = SG_SGD_PARAMS_INIT;
+    p.momentum = 0.9;
+    st = sg_graph_add_sgd(g, lr, &p);
+  }
+  if (st == SG_OK) st = sg_graph_finalize(g);
+  if (st != SG_OK) {
+    sg_graph_destroy(g);
+    return st;
+  }
+  *out = g;
+  return SG_OK;
+}
+
+/* FNV-1a over the bytes of every parameter in graph order (exact), plus the
+ * float64 sum and L2 norm (tolerant), as mlp_train. */
+static sg_status param_digest(const sg_graph *g, const sg_session *s, uint64_t *hash, double *sum, double *l2) {
+  *hash = 1469598103934665603ull;
+  *sum = *l2 = 0;
+  for (int32_t i = 0; i < sg_graph_num_tensors(g); i++) {
+    sg_tensor_info info;
+    sg_graph_tensor_info(g, (sg_tensor){i}, &info);
+    if (info.role != SG_ROLE_PARAMETER) continue;
+    float *v = malloc(info.nbytes);
+    if (v == NULL) return SG_ERR_NO_MEMORY;
+    sg_status st = sg_session_read(s, info.name, v, info.nbytes);
+    if (st != SG_OK) {
+      free(v);
+      return st;
+    }
+    const unsigned char *b = (const unsigned char *)v;
+    for (size_t k = 0; k < info.nbytes; k++) *hash = (*hash ^ b[k]) * 1099511628211ull;
+    for (int64_t k = 0; k < info.numel; k++) {
+      *sum += v[k];
+      *l2 += (double)v[k] * v[k];
+    }
+    free(v);
+  }
+  *l2 = sqrt(*l2);
+  return SG_OK;
+}
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static long peak_rss_mb(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss / 1024; /* Linux reports kilobytes */
+}
+
+static int fail(const char *what, sg_status st) {
+  fprintf(stderr, "resnet50_train: %s: %s: %s\n", what, sg_status_str(st), sg_last_error());
+  return 1;
+}
+
+static int usage(void) {
+  fprintf(stderr, "usage: resnet50_train [--batch N] [--res N] [--steps N] [--threads N] [--classes N] [--width N]\n"
+                  "                      [--optimizer sgd|adamw] [--lr X] [--warmup N] [--seed N] [--json]\n");
+  return 2;
+}
+
+static int parse(int argc, char **argv, options *o) {
+  *o = (options){16, 64, 30, 2, 10, 64, 1, 0, 0, "sgd", 1};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    char *end = NULL;
+    int *iv = NULL;
+    if (strcmp(a, "--json") == 0) {
+      o->json = 1;
+      continue;
+    }
+    if (v == NULL) return usage();
+    if (strcmp(a, "--batch") == 0) iv = &o->batch;
+    else if (strcmp(a, "--res") == 0) iv = &o->res;
+    else if (strcmp(a, "--steps") == 0) iv = &o->steps;
+    else if (strcmp(a, "--threads") == 0) iv = &o->threads;
+    else if (strcmp(a, "--classes") == 0) iv = &o->classes;
+    else if (strcmp(a, "--width") == 0) iv = &o->width;
+    else if (strcmp(a, "--warmup") == 0) iv = &o->warmup;
+    else if (strcmp(a, "--lr") == 0) o->lr = strtod(v, &end);
+    else if (strcmp(a, "--seed") == 0) o->seed = strtoull(v, &end, 10);
+    else if (strcmp(a, "--optimizer") == 0) o->optimizer = v, end = (char *)"";
+    else return usage();
+    if (iv) {
+      long n = strtol(v, &end, 10);
+      *iv = n >= 0 && n <= 1 << 30 ? (int)n : -1;
+    }
+    if (end == NULL || *end != '\0' || end == v) {
+      fprintf(stderr, "resnet50_train: bad value '%s' for %s\n", v, a);
+      return 2;
+    }
+    i++;
+  }
+  if (o->lr == 0) o->lr = strcmp(o->optimizer, "adamw") == 0 ? 1e-3 : 0.05;
+  if (o->batch < 2 || o->res < 32 || o->steps < 0 || o->threads < 1 || o->classes < 1 || o->width < 1 ||
+      o->warmup < 0 || !(o->lr > 0) || (strcmp(o->optimizer, "sgd") != 0 && strcmp(o->optimizer, "adamw") != 0)) {
+    fprintf(stderr, "resnet50_train: need batch >= 2, res >= 32, steps >= 0, threads >= 1, classes >= 1, "
+                    "width >= 1, warmup >= 0, lr > 0, optimizer sgd|adamw\n");
+    return 2;
+  }
+  return 0;
+}
+
+/* Accuracy is measured on each step's own batch (the forward half of the
+ * step, before its update); train_accuracy is over the last ACC_WINDOW
+ * steps. */
+#define ACC_WINDOW 5
+
+int main(int argc, char **argv) {
+  options o;
+  int rc = parse(argc, argv, &o);
+  if (rc) return rc;
+
+  double t0 = now();
+  sg_graph *g = NULL;
+  sg_session *s = NULL;
+  sg_status st = build(&o, &g);
+  if (st != SG_OK) return fail("building the graph", st);
+  sg_session_params sp = SG_SESSION_PARAMS_INIT;
+  sp.threads = o.threads;
+  sp.seed = o.seed;
+  if ((st = sg_session_create(g, &sp, &s)) != SG_OK || (st = sg_session_compile(s)) != SG_OK)
+    return fail("compiling", st);
+  if ((st = resnet50_init_session(g, s, o.seed)) != SG_OK) return fail("initialising the weights", st);
+  double compile_s = now() - t0;
+  sg_compile_report rep = SG_COMPILE_REPORT_INIT;
+  sg_session_compile_report(s, &rep);
+  int64_t n_params = resnet50_count_parameters(g);
+  if (!o.json)
+    printf("resnet50: %" PRId64 " parameters, %d classes, %dx%d images, batch %d, %d threads; compiled in %.2f s: "
+           "%d ops per step, planned memory %.1f MB (%.1f MB without reuse)\n",
+           n_params, o.classes, o.res, o.res, o.batch, o.threads, compile_s, rep.ops_scheduled,
+           rep.planned_peak_bytes / 1e6, rep.sum_tensor_bytes / 1e6);
+
+  dataset data;
+  size_t xn = (size_t)o.batch * 3 * o.res * o.res;
+  float *x = malloc(xn * sizeof(float)), *logits = malloc((size_t)o.batch * o.classes * sizeof(float));
+  int64_t *y = malloc((size_t)o.batch * sizeof(int64_t));
+  double *times = malloc(((size_t)o.steps + 1) * sizeof(double));
+  int *correct = calloc((size_t)o.steps + 1, sizeof(int));
+  if (!x || !logits || !y || !times || !correct || dataset_init(&data, o.classes, o.res, o.seed) != 0)
+    return fail("allocating the data", SG_ERR_NO_MEMORY);
+
+  int64_t xd[] = {o.batch, 3, o.res, o.res}, yd[] = {o.batch};
+  float lr = (float)o.lr, loss = NAN;
+  double train_s = 0;
+  for (int step = 0; step < o.steps; step++) {
+    dataset_batch(&data, o.batch, x, y);
+    if ((st = sg_session_set_input(s, "images", SG_F32, 4, xd, x)) != SG_OK ||
+        (st = sg_session_set_input(s, "labels", SG_I64, 1, yd, y)) != SG_OK ||
+        (st = sg_session_set_input(s, "lr", SG_F32, 0, NULL, &lr)) != SG_OK)
+      return fail("setting inputs", st);
+    double ts = now();
+    if ((st = sg_session_step(s)) != SG_OK) return fail("training", st);
+    times[step] = now() - ts;
+    train_s += times[step];
+    if ((st = sg_session_read(s, "loss", &loss, sizeof loss)) != SG_OK ||
+        (st = sg_session_read(s, "logits", logits, (size_t)o.batch * o.classes * sizeof(float))) != SG_OK)
+      return fail("reading the loss", st);
+    for (int i = 0; i < o.batch; i++) {
+      int best = 0;
+      for (int c = 1; c < o.classes; c++)
+        if (logits[i * o.classes + c] > logits[i * o.classes + best]) best = c;
+      correct[step] += best == y[i];
+    }
+    if (!o.json)
+      printf("step %d  loss %.4f  accuracy %.2f%%  %.2f images/s  (%.1f ms)\n", step + 1, loss,
+             100.0 * correct[step] / o.batch, o.batch / times[step], 1e3 * times[step]);
+    fflush(stdout);
+  }
+
+  /* Summary: median step time over the steps after the warm-up. */
+  int first = o.steps > o.warmup ? o.warmup : 0, timed = o.steps - first;
+  double med = 0;
+  if (timed > 0) {
+    qsort(times + first, (size_t)timed, sizeof(double), cmp_double);
+    med = timed % 2 ? times[first + timed / 2] : 0.5 * (times[first + timed / 2 - 1] + times[first + timed / 2]);
+  }
+  int win = o.steps < ACC_WINDOW ? o.steps : ACC_WINDOW, hits = 0;
+  for (int i = o.steps - win; i < o.steps; i++) hits += correct[i];
+  double acc = win > 0 ? (double)hits / ((double)win * o.batch) : 0.0;
+  uint64_t hash;
+  double psum, pl2;
+  if ((st = param_digest(g, s, &hash, &psum, &pl2)) != SG_OK) return fail("reading parameters", st);
+  double ips = med > 0 ? o.batch / med : 0.0;
+  if (o.json) {
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016" PRIx64, hash);
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "example", "resnet50_train");
+    cJSON_AddStringToObject(j, "optimizer", o.optimizer);
+    cJSON_AddNumberToObject(j, "res", o.res);
+    cJSON_AddNumberToObject(j, "batch", o.batch);
+    cJSON_AddNumberToObject(j, "classes", o.classes);
+    cJSON_AddNumberToObject(j, "width", o.width);
+    cJSON_AddNumberToObject(j, "threads", o.threads);
+    cJSON_AddNumberToObject(j, "lr", o.lr);
+    cJSON_AddNumberToObject(j, "steps", (double)sg_session_steps(s));
+    cJSON_AddNumberToObject(j, "warmup_steps", first);
+    cJSON_AddNumberToObject(j, "param_count", (double)n_params);
+    cJSON_AddNumberToObject(j, "ms_per_step", 1e3 * med);
+    cJSON_AddNumberToObject(j, "images_per_second", ips);
+    cJSON_AddNumberToObject(j, "final_loss", o.steps > 0 ? loss : 0.0);
+    cJSON_AddNumberToObject(j, "train_accuracy", acc);
+    cJSON_AddNumberToObject(j, "accuracy_window_steps", win);
+    cJSON_AddNumberToObject(j, "compile_seconds", compile_s);
+    cJSON_AddNumberToObject(j, "train_seconds", train_s);
+    cJSON_AddNumberToObject(j, "planned_peak_bytes", (double)rep.planned_peak_bytes);
+    cJSON_AddNumberToObject(j, "sum_tensor_bytes", (double)rep.sum_tensor_bytes);
+    cJSON_AddNumberToObject(j, "peak_rss_mb", (double)peak_rss_mb());
+    cJSON_AddStringToObject(j, "params_hash", hex);
+    cJSON_AddNumberToObject(j, "params_l2", pl2);
+    cJSON_AddNumberToObject(j, "params_sum", psum);
+    char *text = cJSON_PrintUnformatted(j);
+    if (text) puts(text);
+    free(text);
+    cJSON_Delete(j);
+  } else {
+    printf("done: %d steps, median %.1f ms/step (%.2f images/s, %d warm-up step%s excluded), final loss %.4f, "
+           "train accuracy %.2f%% (last %d steps), peak RSS %ld MB, params_hash %016" PRIx64 "\n",
+           o.steps, 1e3 * med, ips, first, first == 1 ? "" : "s", o.steps > 0 ? loss : 0.0, 100 * acc, win,
+           peak_rss_mb(), hash);
+  }
+  sg_session_destroy(s);
+  sg_graph_destroy(g);
+  dataset_free(&data);
+  free(x);
+  free(logits);
+  free(y);
+  free(times);
+  free(correct);
+  return 0;
+}

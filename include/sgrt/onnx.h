@@ -1,0 +1,138 @@
+/**
+ * @file onnx.h
+ * ONNX import (SPEC G5): turns the models that `torch.onnx.export` writes for
+ * torchvision's ResNet family and for plain MLPs into a finalized sgrt graph.
+ *
+ * Both export forms are understood: inference exports (`model.eval()`, batch
+ * norm usually folded into the convolutions) and training exports
+ * (`training=torch.onnx.TrainingMode.TRAINING`, `do_constant_folding=False`),
+ * whose BatchNormalization nodes update their running statistics. Float
+ * initializers become parameters (role SG_ROLE_PARAMETER), batch-norm running
+ * statistics become state (SG_ROLE_STATE), constants become constants;
+ * tensors keep their ONNX names and graph outputs are marked outputs.
+ * Shape computations that exporters emit (Shape, Gather, Unsqueeze, Concat,
+ * ...) are folded at import time, since every shape is static in sgrt.
+ * docs/onnx.md lists every supported op with its attributes.
+ *
+ * A worked example: import an exported ResNet, then make a training graph.
+ *
+ * @code
+ *   sg_onnx_params p = SG_ONNX_PARAMS_INIT;
+ *   p.batch = 32;  // the value of the symbolic batch dim ("batch_size")
+ *   sg_graph *net;
+ *   if (sg_onnx_import("resnet50.onnx", &p, &net) != SG_OK) {
+ *     fprintf(stderr, "import: %s\n", sg_last_error());
+ *     return 1;
+ *   }
+ *   sg_graph *g;                    // the import is finalized: copy it to edit
+ *   sg_graph_clone(net, &g);
+ *   sg_graph_destroy(net);
+ *   sg_tensor logits, labels, lr;
+ *   sg_graph_find_tensor(g, "logits", &logits);
+ *   int64_t n = 32;
+ *   labels = sg_input(g, "labels", SG_I64, 1, &n);
+ *   lr = sg_input(g, "lr", SG_F32, 0, NULL);
+ *   sg_tensor loss = sg_cross_entropy(g, logits, labels, SG_REDUCTION_MEAN);
+ *   sg_tensor_set_name(g, loss, "loss");
+ *   sg_graph_mark_output(g, loss);
+ *   sg_graph_backward(g, loss);
+ *   sg_graph_add_sgd(g, lr, NULL);
+ *   if (sg_graph_finalize(g) != SG_OK) { ... }
+ * @endcode
+ *
+ * Threads: imports may run concurrently on different threads; each builds its
+ * own graph.
+ */
+#ifndef SGRT_ONNX_H
+#define SGRT_ONNX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sgrt/graph.h"
+
+SG_EXTERN_C_BEGIN
+
+/** Value of sg_onnx_params.training: follow what the file says. */
+#define SG_ONNX_TRAINING_AS_EXPORTED (-1)
+
+/** Options of sg_onnx_import(). Initialise with SG_ONNX_PARAMS_INIT or
+ * sg_onnx_params_init() so that fields added later get their defaults. */
+typedef struct sg_onnx_params {
+  size_t size; /**< sizeof(sg_onnx_params) */
+  /** Value for symbolic dims (dim_param or unset dims of graph inputs), such
+   * as the batch dim of an export with dynamic_axes. 0 (the default): a
+   * symbolic dim is an error (SG_ERR_SHAPE naming the input and the dim). */
+  int64_t batch;
+  /** Form of BatchNormalization and Dropout nodes.
+   * 1: training form: batch norm normalises with batch statistics and updates
+   *    its running statistics (role SG_ROLE_STATE) in place; dropout is on.
+   *    Use it for training exports, and to train an inference export.
+   * 0: inference form: batch norm uses the running statistics (still
+   *    imported as SG_ROLE_STATE, so checkpoints keep them); dropout is off.
+   * SG_ONNX_TRAINING_AS_EXPORTED (-1, the default): per node, as exported
+   *    (BatchNormalization's training_mode, or in opsets before 14 its extra
+   *    outputs; Dropout's training_mode input, or before opset 12 its mask
+   *    output). */
+  int training;
+} sg_onnx_params;
+
+#define SG_ONNX_PARAMS_INIT \
+  { sizeof(sg_onnx_params), 0, SG_ONNX_TRAINING_AS_EXPORTED }
+
+/** The defaults, for bindings that cannot use the macro (ctypes). Any thread. */
+SG_API sg_onnx_params sg_onnx_params_init(void);
+
+/**
+ * Imports an ONNX model file (a serialized ModelProto, opsets 7 to 18, the
+ * default domain only) into a new graph.
+ *
+ * Every byte is validated: the protobuf wire format, then every node, its
+ * attributes and inputs, every initializer's type, shape and data size, and
+ * finally the whole graph is verified and finalized. Nodes may be listed in
+ * any order (they are sorted topologically). Error messages name the node
+ * (its name and op_type) or the tensor, and what is wrong with it.
+ *
+ * @param path  file to read (not kept open).
+ * @param p     options; NULL for the defaults (SG_ONNX_PARAMS_INIT).
+ * @param out   receives a finalized graph owned by the caller (free it with
+ *              sg_graph_destroy()); NULL on failure. To add a loss, backward
+ *              pass or optimizer, edit a copy made with sg_graph_clone().
+ * @return SG_OK;
+ *   SG_ERR_INVALID_ARG for a NULL path or out, or a bad p->size / p->batch /
+ *     p->training;
+ *   SG_ERR_IO if the file cannot be opened, mapped or read;
+ *   SG_ERR_FORMAT for malformed protobuf, a malformed model (no graph, no
+ *     opset, an initializer whose data size does not match its shape, ...);
+ *   SG_ERR_TRUNCATED if the protobuf ends inside a field;
+ *   SG_ERR_UNSUPPORTED for an op, attribute value, data type or opset this
+ *     importer does not handle (the message names the op_type and the node);
+ *   SG_ERR_NOT_FOUND for a node input or graph output that no node,
+ *     initializer or graph input provides;
+ *   SG_ERR_CYCLE if the nodes form a cycle;
+ *   SG_ERR_DUPLICATE if two nodes (or a node and an initializer) produce the
+ *     same tensor name;
+ *   SG_ERR_SHAPE for a symbolic dim without p->batch, or shapes that do not
+ *     fit an op (the message names the node and the shapes);
+ *   SG_ERR_RANGE for absurd sizes (rank over 8, more than 2^56 elements,
+ *     protobuf nested too deeply, folded constants over the import limit);
+ *   SG_ERR_NO_MEMORY;
+ *   or another verifier error (SG_ERR_DTYPE, SG_ERR_ATTRIBUTE, ...).
+ *   sg_last_error() has the details.
+ * Threads: any thread; see the file comment.
+ */
+SG_API sg_status sg_onnx_import(const char *path, const sg_onnx_params *p, sg_graph **out);
+
+/**
+ * As sg_onnx_import(), from a serialized ModelProto in memory. The buffer is
+ * only read during the call (the graph copies what it keeps); the caller
+ * keeps ownership.
+ * @return as sg_onnx_import(), without SG_ERR_IO; SG_ERR_INVALID_ARG for
+ *   NULL data with a nonzero size.
+ */
+SG_API sg_status sg_onnx_import_from_memory(const void *data, size_t size, const sg_onnx_params *p,
+                                            sg_graph **out);
+
+SG_EXTERN_C_END
+
+#endif /* SGRT_ONNX_H */

@@ -1,0 +1,421 @@
+"""Loading libsgrt and declaring the C functions the shim calls (ctypes only).
+
+The library is looked up, in order:
+  1. the path in the environment variable SGRT_LIBRARY;
+  2. the build tree of the repository this package sits in (build/src/libsgrt.so);
+  3. the system loader (libsgrt.so.0, then libsgrt.so; LD_LIBRARY_PATH, ld.so.cache).
+
+Every prototype is declared here with argtypes and restype, and the C structs
+are mirrored with ctypes.Structure. Params structs are always initialised by
+the library's own sg_X_params_init() so their `size` field is right.
+"""
+
+import ctypes
+import os
+
+from ._errors import Error
+
+c_int = ctypes.c_int
+c_int32 = ctypes.c_int32
+c_int64 = ctypes.c_int64
+c_uint64 = ctypes.c_uint64
+c_size_t = ctypes.c_size_t
+c_double = ctypes.c_double
+c_char_p = ctypes.c_char_p
+c_void_p = ctypes.c_void_p
+POINTER = ctypes.POINTER
+
+SG_MAX_DIMS = 8
+
+
+# ---- C structs (include/sgrt/*.h) --------------------------------------------
+
+
+class sg_tensor(ctypes.Structure):
+    _fields_ = [("id", c_int32)]
+
+
+class sg_tensor_info(ctypes.Structure):
+    _fields_ = [
+        ("name", c_char_p),
+        ("dtype", c_int),
+        ("role", c_int),
+        ("ndim", c_int),
+        ("dims", c_int64 * SG_MAX_DIMS),
+        ("numel", c_int64),
+        ("nbytes", c_size_t),
+        ("data", c_void_p),
+        ("producer", c_int32),
+    ]
+
+
+class sg_op_info(ctypes.Structure):
+    _fields_ = [
+        ("kind", c_int),
+        ("name", c_char_p),
+        ("n_inputs", c_int),
+        ("inputs", POINTER(c_int32)),
+        ("n_outputs", c_int),
+        ("outputs", POINTER(c_int32)),
+        ("n_attrs", c_int),
+    ]
+
+
+class sg_attr(ctypes.Structure):
+    _fields_ = [
+        ("name", c_char_p),
+        ("type", c_int),
+        ("i", c_int64),
+        ("f", c_double),
+        ("count", c_int),
+        ("ints", POINTER(c_int64)),
+    ]
+
+
+class sg_conv2d_params(ctypes.Structure):
+    _fields_ = [
+        ("size", c_size_t),
+        ("stride", c_int64 * 2),
+        ("padding", c_int64 * 4),
+        ("dilation", c_int64 * 2),
+        ("groups", c_int64),
+    ]
+
+
+class sg_batch_norm_params(ctypes.Structure):
+    _fields_ = [("size", c_size_t), ("eps", c_double), ("momentum", c_double), ("training", c_int)]
+
+
+class sg_gemm_params(ctypes.Structure):
+    _fields_ = [
+        ("size", c_size_t),
+        ("trans_a", c_int),
+        ("trans_b", c_int),
+        ("alpha", c_double),
+        ("beta", c_double),
+    ]
+
+
+class sg_pool2d_params(ctypes.Structure):
+    _fields_ = [
+        ("size", c_size_t),
+        ("kernel", c_int64 * 2),
+        ("stride", c_int64 * 2),
+        ("padding", c_int64 * 4),
+        ("ceil_mode", c_int),
+        ("count_include_pad", c_int),
+    ]
+
+
+class sg_sgd_params(ctypes.Structure):
+    _fields_ = [
+        ("size", c_size_t),
+        ("momentum", c_double),
+        ("dampening", c_double),
+        ("weight_decay", c_double),
+        ("nesterov", c_int),
+    ]
+
+
+class sg_adamw_params(ctypes.Structure):
+    _fields_ = [
+        ("size", c_size_t),
+        ("beta1", c_double),
+        ("beta2", c_double),
+        ("eps", c_double),
+        ("weight_decay", c_double),
+    ]
+
+
+class sg_session_params(ctypes.Structure):
+    _fields_ = [
+        ("size", c_size_t),
+        ("device", c_char_p),
+        ("threads", c_int),
+        ("seed", c_uint64),
+        ("poison", c_int),
+    ]
+
+
+class sg_compile_report(ctypes.Structure):
+    _fields_ = [
+        ("size", c_size_t),
+        ("planned_peak_bytes", c_size_t),
+        ("persistent_bytes", c_size_t),
+        ("transient_bytes", c_size_t),
+        ("sum_tensor_bytes", c_size_t),
+        ("ops_scheduled", c_int32),
+        ("ops_eval", c_int32),
+        ("ops_eliminated", c_int32),
+        ("ops_folded", c_int32),
+        ("ops_inplace", c_int32),
+    ]
+
+
+class sg_onnx_import_params(ctypes.Structure):
+    """Mirrors include/sgrt/onnx.h; initialised by sg_onnx_import_params_init()."""
+
+    _fields_ = [
+        ("size", c_size_t),
+        ("batch", c_int64),
+        ("training", c_int),
+    ]
+
+
+# ---- locating and loading the library ----------------------------------------
+
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _candidates():
+    env = os.environ.get("SGRT_LIBRARY")
+    if env:
+        return [env], True
+    return [os.path.join(_REPO, "build", "src", "libsgrt.so"), "libsgrt.so.0", "libsgrt.so"], False
+
+
+def _load():
+    names, from_env = _candidates()
+    tried = []
+    for name in names:
+        if os.sep in name and not os.path.exists(name) and not from_env:
+            continue
+        try:
+            return ctypes.CDLL(name), name
+        except OSError as e:
+            tried.append("%s (%s)" % (name, e))
+    raise ImportError(
+        "sgrt: cannot load libsgrt: tried " + "; ".join(tried or names) + ". Build it (cmake --build build) or set "
+        "SGRT_LIBRARY to the path of libsgrt.so"
+    )
+
+
+lib, path = _load()
+
+T = sg_tensor
+PT = POINTER(sg_tensor)
+G = c_void_p  # sg_graph *
+S = c_void_p  # sg_session *
+I64P = POINTER(c_int64)
+
+# name: (restype, argtypes). Functions missing from an older library are left out
+# (has() says whether one is there); every one the shim needs now is required.
+_PROTOTYPES = {
+    # status.h, core.h
+    "sg_status_str": (c_char_p, [c_int]),
+    "sg_last_error": (c_char_p, []),
+    "sg_clear_error": (None, []),
+    "sg_version": (c_char_p, []),
+    "sg_log_set_level": (None, [c_int]),
+    "sg_log_get_level": (c_int, []),
+    # graph.h
+    "sg_graph_create": (c_int, [POINTER(G)]),
+    "sg_graph_clone": (c_int, [G, POINTER(G)]),
+    "sg_graph_destroy": (None, [G]),
+    "sg_graph_status": (c_int, [G]),
+    "sg_graph_finalize": (c_int, [G]),
+    "sg_graph_verify": (c_int, [G]),
+    "sg_graph_is_finalized": (c_int, [G]),
+    "sg_graph_add_tensor": (T, [G, c_char_p, c_int, c_int, c_int, I64P, c_void_p]),
+    "sg_input": (T, [G, c_char_p, c_int, c_int, I64P]),
+    "sg_parameter": (T, [G, c_char_p, c_int, c_int, I64P, c_void_p]),
+    "sg_constant": (T, [G, c_char_p, c_int, c_int, I64P, c_void_p]),
+    "sg_tensor_set_name": (c_int, [G, T, c_char_p]),
+    "sg_graph_mark_output": (c_int, [G, T]),
+    "sg_graph_num_tensors": (c_int32, [G]),
+    "sg_graph_num_ops": (c_int32, [G]),
+    "sg_graph_tensor_info": (c_int, [G, T, POINTER(sg_tensor_info)]),
+    "sg_graph_op_info": (c_int, [G, c_int32, POINTER(sg_op_info)]),
+    "sg_graph_find_tensor": (c_int, [G, c_char_p, PT]),
+    "sg_graph_num_inputs": (c_int32, [G]),
+    "sg_graph_num_outputs": (c_int32, [G]),
+    "sg_graph_input": (T, [G, c_int32]),
+    "sg_graph_output": (T, [G, c_int32]),
+    "sg_graph_op_attr": (c_int, [G, c_int32, c_int, POINTER(sg_attr)]),
+    "sg_op_kind_name": (c_char_p, [c_int]),
+    "sg_dtype_name": (c_char_p, [c_int]),
+    "sg_role_name": (c_char_p, [c_int]),
+    "sg_dtype_size": (c_size_t, [c_int]),
+    "sg_graph_hash": (c_int, [G, ctypes.c_uint, POINTER(c_uint64)]),
+    "sg_graph_write_dot": (c_int, [G, c_char_p]),
+    # sgg.h
+    "sg_graph_save": (c_int, [G, c_char_p]),
+    "sg_graph_save_to_memory": (c_int, [G, POINTER(c_void_p), POINTER(c_size_t)]),
+    "sg_graph_load": (c_int, [c_char_p, POINTER(G)]),
+    "sg_graph_load_from_memory": (c_int, [c_void_p, c_size_t, POINTER(G)]),
+    "sg_free": (None, [c_void_p]),
+    # ops.h
+    "sg_graph_add_op": (c_int, [G, c_int, c_int, PT, c_int, POINTER(sg_attr), c_int, PT, POINTER(c_int)]),
+    "sg_conv2d_params_init": (sg_conv2d_params, []),
+    "sg_conv2d": (T, [G, T, T, T, POINTER(sg_conv2d_params)]),
+    "sg_batch_norm_params_init": (sg_batch_norm_params, []),
+    "sg_batch_norm": (T, [G, T, T, T, T, T, POINTER(sg_batch_norm_params)]),
+    "sg_relu": (T, [G, T]),
+    "sg_clip": (T, [G, T, c_double, c_double]),
+    "sg_relu6": (T, [G, T]),
+    "sg_gelu": (T, [G, T, c_int]),
+    "sg_sigmoid": (T, [G, T]),
+    "sg_tanh": (T, [G, T]),
+    "sg_add": (T, [G, T, T]),
+    "sg_sub": (T, [G, T, T]),
+    "sg_mul": (T, [G, T, T]),
+    "sg_div": (T, [G, T, T]),
+    "sg_add_scalar": (T, [G, T, c_double]),
+    "sg_mul_scalar": (T, [G, T, c_double]),
+    "sg_pow_scalar": (T, [G, T, c_double]),
+    "sg_matmul": (T, [G, T, T]),
+    "sg_gemm_params_init": (sg_gemm_params, []),
+    "sg_gemm": (T, [G, T, T, T, POINTER(sg_gemm_params)]),
+    "sg_linear": (T, [G, T, T, T]),
+    "sg_pool2d_params_init": (sg_pool2d_params, []),
+    "sg_max_pool2d": (T, [G, T, POINTER(sg_pool2d_params)]),
+    "sg_avg_pool2d": (T, [G, T, POINTER(sg_pool2d_params)]),
+    "sg_global_avg_pool": (T, [G, T]),
+    "sg_flatten": (T, [G, T, c_int]),
+    "sg_reshape": (T, [G, T, c_int, I64P]),
+    "sg_transpose": (T, [G, T, c_int, I64P]),
+    "sg_concat": (T, [G, c_int, PT, c_int]),
+    "sg_softmax": (T, [G, T, c_int]),
+    "sg_log_softmax": (T, [G, T, c_int]),
+    "sg_cross_entropy": (T, [G, T, T, c_int]),
+    "sg_reduce_mean": (T, [G, T, c_int, I64P, c_int]),
+    "sg_reduce_sum": (T, [G, T, c_int, I64P, c_int]),
+    "sg_dropout": (T, [G, T, c_double, c_uint64, c_int]),
+    "sg_sgd_params_init": (sg_sgd_params, []),
+    "sg_adamw_params_init": (sg_adamw_params, []),
+    # train.h
+    "sg_graph_backward": (c_int, [G, T]),
+    "sg_graph_grad": (c_int, [G, T, PT]),
+    "sg_graph_add_sgd": (c_int, [G, T, POINTER(sg_sgd_params)]),
+    "sg_graph_add_adamw": (c_int, [G, T, POINTER(sg_adamw_params)]),
+    # session.h
+    "sg_session_params_init": (sg_session_params, []),
+    "sg_session_create": (c_int, [G, POINTER(sg_session_params), POINTER(S)]),
+    "sg_session_destroy": (None, [S]),
+    "sg_session_compile": (c_int, [S]),
+    "sg_session_compile_report": (c_int, [S, POINTER(sg_compile_report)]),
+    "sg_session_set_input": (c_int, [S, c_char_p, c_int, c_int, I64P, c_void_p]),
+    "sg_session_bind_input": (c_int, [S, c_char_p, c_int, c_int, I64P, c_void_p]),
+    "sg_session_step": (c_int, [S]),
+    "sg_session_forward": (c_int, [S]),
+    "sg_session_steps": (c_uint64, [S]),
+    "sg_session_read": (c_int, [S, c_char_p, c_void_p, c_size_t]),
+    "sg_session_write": (c_int, [S, c_char_p, c_void_p, c_size_t]),
+    "sg_session_save_checkpoint": (c_int, [S, c_char_p]),
+    "sg_session_load_checkpoint": (c_int, [S, c_char_p]),
+}
+
+# Optional: present once the library has them (the ONNX importer).
+_OPTIONAL = {
+    "sg_onnx_import_params_init": (sg_onnx_import_params, []),
+    "sg_onnx_import": (c_int, [c_char_p, POINTER(sg_onnx_import_params), POINTER(G)]),
+}
+
+
+class _Functions:
+    pass
+
+
+fn = _Functions()
+
+
+def _declare(table, required):
+    for name, (restype, argtypes) in table.items():
+        try:
+            f = getattr(lib, name)
+        except AttributeError:
+            if required:
+                raise ImportError("sgrt: %s (%s) lacks %s: it is older than this shim" % (path, "libsgrt", name))
+            continue
+        f.restype = restype
+        f.argtypes = argtypes
+        setattr(fn, name, f)
+
+
+_declare(_PROTOTYPES, True)
+_declare(_OPTIONAL, False)
+
+
+def has(name):
+    """Whether the loaded library exports `name`."""
+    return hasattr(fn, name)
+
+
+# ---- errors ------------------------------------------------------------------
+
+
+def status_name(status):
+    s = fn.sg_status_str(status)
+    return s.decode("ascii", "replace") if s else "SG_ERR_%d" % status
+
+
+def last_error():
+    m = fn.sg_last_error()
+    return m.decode("utf-8", "replace") if m else ""
+
+
+def raise_error(status, fallback=""):
+    """Raises sgrt.Error for a failed call, with the C message of this thread."""
+    msg = last_error() or fallback
+    raise Error(status, status_name(status), msg)
+
+
+def check(status, fallback=""):
+    if status != 0:
+        raise_error(status, fallback)
+
+
+def error(code_name, message):
+    """An Error raised by the shim itself (bad Python argument), with a status
+    from the C enum so callers can treat it like one from the library."""
+    return Error(STATUS[code_name], code_name, message)
+
+
+# The status values of include/sgrt/status.h (append-only in C, so fixed).
+STATUS = {
+    "SG_OK": 0,
+    "SG_ERR_INVALID_ARG": -1,
+    "SG_ERR_NO_MEMORY": -2,
+    "SG_ERR_IO": -3,
+    "SG_ERR_FORMAT": -4,
+    "SG_ERR_TRUNCATED": -5,
+    "SG_ERR_CHECKSUM": -6,
+    "SG_ERR_VERSION": -7,
+    "SG_ERR_UNSUPPORTED": -8,
+    "SG_ERR_SHAPE": -9,
+    "SG_ERR_DTYPE": -10,
+    "SG_ERR_ARITY": -11,
+    "SG_ERR_ATTRIBUTE": -12,
+    "SG_ERR_CYCLE": -13,
+    "SG_ERR_DUPLICATE": -14,
+    "SG_ERR_RANGE": -15,
+    "SG_ERR_DANGLING": -16,
+    "SG_ERR_NOT_FOUND": -17,
+    "SG_ERR_STATE": -18,
+    "SG_ERR_INTERNAL": -19,
+}
+
+
+def encode(s, what="name"):
+    if isinstance(s, bytes):
+        return s
+    if not isinstance(s, str):
+        raise error("SG_ERR_INVALID_ARG", "%s must be a str, not %s" % (what, type(s).__name__))
+    if "\0" in s:
+        raise error("SG_ERR_INVALID_ARG", "%s %r contains a NUL character" % (what, s))
+    return s.encode("utf-8")
+
+
+def fspath(p):
+    b = os.fsencode(p)
+    if b"\0" in b:
+        raise error("SG_ERR_INVALID_ARG", "path %r contains a NUL character" % (p,))
+    return b
+
+
+def dims_array(shape):
+    shape = tuple(int(d) for d in shape)
+    if len(shape) > SG_MAX_DIMS:
+        raise error("SG_ERR_INVALID_ARG", "shape %s has %d dims; sgrt allows at most %d" % (shape, len(shape), SG_MAX_DIMS))
+    arr = (c_int64 * max(len(shape), 1))(*shape)
+    return len(shape), arr

@@ -1,0 +1,200 @@
+/* Internal state of the ONNX importer (SPEC G5), shared by its files:
+ *   onnx_load.c    entry points, protobuf wire check and unpack, model and
+ *                  graph structure, topological order, outputs, finalize
+ *   onnx_values.c  the value table (ONNX name -> tensor or constant),
+ *                  initializer decoding, attributes, naming
+ *   onnx_nodes.c   converters of the ops that become sgrt ops
+ *   onnx_fold.c    constants and the shape computations folded at import
+ *
+ * Every ONNX tensor name maps to one value: a tensor of the graph being
+ * built, a constant known at import time (initializers, Constant nodes and
+ * folded shape computations; materialised as a graph tensor only when an op
+ * consumes it), or an output that sgrt cannot provide (with the reason). */
+#ifndef SG_ONNX_INTERNAL_H
+#define SG_ONNX_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "graph/graph_internal.h"
+#include "sgrt/onnx.h"
+
+#include <onnx.pb-c.h>
+
+/* ONNX TensorProto.DataType numbers used here. */
+enum {
+  OX_FLOAT = 1,
+  OX_INT32 = 6,
+  OX_INT64 = 7,
+  OX_BOOL = 9,
+  OX_DOUBLE = 11,
+};
+
+/* Opsets this importer implements (default domain). */
+#define OX_OPSET_MIN 7
+#define OX_OPSET_MAX 18
+
+/* Limits on constants computed at import time, so that a hostile model
+ * cannot make the importer allocate without bound (shape computations are a
+ * few dozen bytes in real models). */
+#define OX_FOLD_MAX_NUMEL ((int64_t)1 << 20)
+#define OX_FOLD_MAX_BYTES ((size_t)64 << 20)
+/* Deepest protobuf message nesting accepted (a model is 5 levels deep; a
+ * subgraph adds 3 per level). */
+#define OX_MAX_NESTING 64
+
+typedef enum ox_kind {
+  OX_V_TENSOR = 1,      /* a tensor of the graph */
+  OX_V_CONST = 2,       /* known at import time */
+  OX_V_UNAVAILABLE = 3, /* produced by a node, but not representable */
+} ox_kind;
+
+typedef struct ox_value {
+  const char *name; /* ONNX name (points into the unpacked model) */
+  ox_kind kind;
+  int32_t tensor;   /* OX_V_TENSOR; OX_V_CONST once materialised; else -1 */
+  int32_t producer; /* node index, -1 for graph inputs and initializers */
+  bool initializer;
+  bool input;
+  sg_role role; /* OX_V_CONST: role when materialised */
+  /* OX_V_CONST: ONNX element type, shape and data. FLOAT data is float32,
+   * every other type is widened to int64 (bool: 0/1). */
+  int elem;
+  int ndim;
+  int64_t dims[SG_MAX_DIMS];
+  int64_t numel;
+  const void *data; /* may be unaligned (raw_data): read with ox_f32/ox_i64 */
+  const char *why;  /* OX_V_UNAVAILABLE: what is missing */
+} ox_value;
+
+typedef struct ox_ctx {
+  sg_graph *g;
+  sg__arena tmp; /* importer temporaries: folded data, names, lists */
+  const Onnx__ModelProto *model;
+  const Onnx__GraphProto *graph;
+  int64_t opset;
+  int64_t batch;
+  int training; /* sg_onnx_params.training */
+
+  ox_value *values;
+  uint32_t n_values, cap_values;
+  int32_t *slots; /* open addressing: name -> value index; -1 empty */
+  uint32_t cap_slots;
+
+  /* Wanted final name of each tensor the importer created, and its
+   * priority (2: an ONNX name, 1: derived from one). Applied at the end in
+   * one renaming pass, so that names never collide while building. */
+  const char **want;
+  uint8_t *want_prio;
+  uint32_t cap_want;
+  /* ONNX node that created each op (-1: none), for op names. */
+  int32_t *op_node;
+  uint32_t cap_op_node;
+  uint32_t tmp_names; /* counter for provisional names */
+
+  size_t folded_bytes;
+  int32_t node_index; /* node being converted, -1 outside nodes */
+  const Onnx__NodeProto *node;
+} ox_ctx;
+
+/* ---- values, names, attributes (onnx_values.c) -------------------------- */
+
+/* Value of an ONNX name, or NULL. "" is never a value (absent input). */
+ox_value *sg__ox_find(ox_ctx *c, const char *name);
+/* Adds a value named `name` (not yet present). */
+sg_status sg__ox_add(ox_ctx *c, const char *name, ox_value **out);
+/* The value of node input i: NULL when absent ("" or beyond n_input). */
+ox_value *sg__ox_input(ox_ctx *c, const Onnx__NodeProto *n, int i);
+/* Decodes an initializer or Constant tensor into a constant value. */
+sg_status sg__ox_decode_tensor(ox_ctx *c, const Onnx__TensorProto *t, const char *what, ox_value *v);
+
+/* Element access to constant data (which may be unaligned). */
+float sg__ox_f32(const ox_value *v, int64_t i);
+int64_t sg__ox_i64(const ox_value *v, int64_t i);
+/* Element i as a double, whatever the element type. */
+double sg__ox_num(const ox_value *v, int64_t i);
+
+/* The graph tensor of a value, materialising a constant (with its role)
+ * on first use. `what` names the operand in messages ("input 1 (W)"). */
+sg_status sg__ox_tensor(ox_ctx *c, ox_value *v, sg_tensor *out);
+/* Adds a constant value computed at import time: copies nothing, `data` must
+ * live in c->tmp. Checks the fold limits. */
+sg_status sg__ox_fold_alloc(ox_ctx *c, int64_t numel, size_t elem_size, void **data);
+
+/* Output k of the current node becomes graph tensor t (named after it). */
+sg_status sg__ox_set_tensor(ox_ctx *c, int k, sg_tensor t);
+/* Output k of the current node is another value (Identity, ...). */
+sg_status sg__ox_set_alias(ox_ctx *c, int k, const ox_value *src);
+/* Output k is a constant: elem, shape, data in c->tmp. */
+sg_status sg__ox_set_const(ox_ctx *c, int k, int elem, int ndim, const int64_t *dims, const void *data);
+/* Output k cannot be provided; using it fails with `why`. */
+sg_status sg__ox_set_unavailable(ox_ctx *c, int k, const char *why);
+/* True when the current node has output k with a name. */
+bool sg__ox_has_output(const ox_ctx *c, int k);
+
+/* Records the wanted final name of a tensor (see ox_ctx.want). */
+sg_status sg__ox_want_name(ox_ctx *c, int32_t tensor, const char *name, int prio);
+/* A provisional unique name for a new source tensor. */
+const char *sg__ox_tmp_name(ox_ctx *c);
+/* Records that ops [first, g->n_ops) were created by the current node. */
+sg_status sg__ox_note_ops(ox_ctx *c, uint32_t first);
+/* Applies the wanted names of tensors and ops (end of import). */
+sg_status sg__ox_apply_names(ox_ctx *c);
+/* A valid sgrt name for an ONNX name, in c->tmp (control characters and
+ * invalid UTF-8 become '_', too long names are cut). */
+const char *sg__ox_sanitize(ox_ctx *c, const char *name);
+
+/* Attributes of the current node. Each returns SG_OK with the default when
+ * the attribute is absent, SG_ERR_ATTRIBUTE when it has the wrong type. */
+const Onnx__AttributeProto *sg__ox_attr(const ox_ctx *c, const char *name);
+sg_status sg__ox_attr_int(ox_ctx *c, const char *name, int64_t def, int64_t *out);
+sg_status sg__ox_attr_float(ox_ctx *c, const char *name, double def, double *out);
+/* INTS: *n receives the count (0 when absent); at most `cap` values. */
+sg_status sg__ox_attr_ints(ox_ctx *c, const char *name, int cap, int64_t *vals, int *n);
+sg_status sg__ox_attr_string(ox_ctx *c, const char *name, const char *def, char *buf, size_t cap);
+/* Fails with SG_ERR_UNSUPPORTED naming the first attribute of the current
+ * node that is not in the NULL-terminated list `known`. */
+sg_status sg__ox_check_attrs(ox_ctx *c, const char *const *known);
+
+/* Error with the current node as context: "node 'NAME' (OpType): ...". */
+sg_status sg__ox_node_error(ox_ctx *c, sg_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Printable ONNX name for messages (NULL -> ""). */
+const char *sg__ox_str(const char *s);
+/* A float32 attribute value as the decimal the exporter most likely wrote
+ * (1e-05 rather than 9.99999974737875e-06). */
+double sg__ox_snap_float(double v);
+
+/* ---- converters (onnx_nodes.c, onnx_fold.c) ----------------------------- */
+
+typedef sg_status (*ox_convert_fn)(ox_ctx *c, const Onnx__NodeProto *n);
+
+typedef struct ox_op {
+  const char *op_type;
+  ox_convert_fn convert;
+  int min_inputs, max_inputs;
+  int min_outputs, max_outputs;
+} ox_op;
+
+/* The converter of an op_type, or NULL. */
+const ox_op *sg__ox_op_get(const char *op_type);
+/* Table parts. */
+extern const ox_op sg__ox_nn_ops[];
+extern const int sg__ox_n_nn_ops;
+extern const ox_op sg__ox_fold_ops[];
+extern const int sg__ox_n_fold_ops;
+
+/* Normalises a possibly negative axis against rank; SG_ERR_ATTRIBUTE naming
+ * `what` when out of range. */
+sg_status sg__ox_axis(ox_ctx *c, int64_t axis, int rank, const char *what, int *out);
+/* The static shape of a value (tensor or constant). */
+void sg__ox_shape(const ox_ctx *c, const ox_value *v, int *ndim, int64_t *dims);
+/* An import-time constant input holding integers (shape, axes, ...): its
+ * values into vals (at most cap). SG_ERR_UNSUPPORTED if it is computed at
+ * run time, SG_ERR_DTYPE if it does not hold integers. */
+sg_status sg__ox_const_ints(ox_ctx *c, const ox_value *v, const char *what, int cap, int64_t *vals, int *n);
+/* As sg__ox_const_ints, for one number of any type (Clip bounds, ratios). */
+sg_status sg__ox_const_scalar(ox_ctx *c, const ox_value *v, const char *what, double *out);
+/* A runtime reshape of value v to dims (Squeeze, Unsqueeze, Reshape). */
+sg_status sg__ox_reshape(ox_ctx *c, ox_value *v, int ndim, const int64_t *dims, sg_tensor *out);
+
+#endif /* SG_ONNX_INTERNAL_H */
