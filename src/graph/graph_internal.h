@@ -158,8 +158,30 @@ extern const sg__op_def sg__def_softmax_backward, sg__def_log_softmax_backward;
 extern const sg__op_def sg__def_cross_entropy_backward;
 extern const sg__op_def sg__def_sum_to, sg__def_broadcast_to, sg__def_slice;
 
+/* conv2d's attribute schema entries, in order (stride, padding, dilation,
+ * groups); its backward ops start their schemas with the same entries. */
+/* clang-format off */
+#define SG__CONV2D_ATTR_SCHEMA                                              \
+  {"stride", SG_ATTR_INTS, false, 0, 0, 2, {1, 1}, 2, 2},                   \
+  {"padding", SG_ATTR_INTS, false, 0, 0, 4, {0, 0, 0, 0}, 4, 4},            \
+  {"dilation", SG_ATTR_INTS, false, 0, 0, 2, {1, 1}, 2, 2},                 \
+  {"groups", SG_ATTR_INT, false, 1, 0, 0, {0}, 0, 0}
+/* clang-format on */
+
+/* Checks conv2d's attributes on `op` (schema order above) and computes the
+ * output shape y of an input of shape x with a weight of shape w (4-D each).
+ * xdesc / wdesc describe x and w in messages. */
+sg_status sg__conv2d_window(const sg__op *op, const int64_t *x, const char *xdesc, const int64_t *w,
+                            const char *wdesc, int64_t y[4]);
+
 /* Output size of a convolution window over one dim; 0 when it does not fit. */
 int64_t sg__conv_out_dim(int64_t in, int64_t pad_lo, int64_t pad_hi, int64_t k, int64_t stride, int64_t dil);
+
+/* The window checks of max/avg pooling and their output size over x's dims
+ * [N,C,H,W]; the attributes are in the pooling schema order (forward and
+ * backward ops share it). xdesc describes x in messages. */
+sg_status sg__pool2d_window(const sg__op *op, bool avg, const int64_t *x, const char *xdesc, int64_t *oh,
+                            int64_t *ow);
 
 /* ---- graph internals (graph.c) ----------------------------------------- */
 

@@ -1,13 +1,10 @@
 /* conv2d: NCHW input, [K, C/groups, R, S] weight, optional [K] bias. */
+#include <stdio.h>
+
 #include "graph/graph_internal.h"
 
 enum { STRIDE, PADDING, DILATION, GROUPS };
-static const sg__attr_schema conv_attrs[] = {
-    [STRIDE] = {"stride", SG_ATTR_INTS, false, 0, 0, 2, {1, 1}, 2, 2},
-    [PADDING] = {"padding", SG_ATTR_INTS, false, 0, 0, 4, {0, 0, 0, 0}, 4, 4},
-    [DILATION] = {"dilation", SG_ATTR_INTS, false, 0, 0, 2, {1, 1}, 2, 2},
-    [GROUPS] = {"groups", SG_ATTR_INT, false, 1, 0, 0, {0}, 0, 0},
-};
+static const sg__attr_schema conv_attrs[] = {SG__CONV2D_ATTR_SCHEMA};
 
 /* Output size of one spatial dim; the window must fit the padded input. */
 int64_t sg__conv_out_dim(int64_t in, int64_t pad_lo, int64_t pad_hi, int64_t k, int64_t stride, int64_t dil) {
@@ -20,17 +17,8 @@ int64_t sg__conv_out_dim(int64_t in, int64_t pad_lo, int64_t pad_hi, int64_t k, 
   return (padded - span) / stride + 1;
 }
 
-static sg_status infer_conv2d(const sg_graph *g, const sg__op *op, sg__shape *outs, int *n_outs) {
-  const sg__tensor *x = sg__in(g, op, 0), *w = sg__in(g, op, 1), *b = sg__in(g, op, 2);
-  char sx[SG__SHAPE_STR], sw[SG__SHAPE_STR], sb[SG__SHAPE_STR];
-  sg__tstr(sx, x);
-  sg__tstr(sw, w);
-  if (!sg__is_float(x->dtype)) return sg__op_error(op, SG_ERR_DTYPE, "input x %s must be a float type", sx);
-  if (w->dtype != x->dtype || (b && b->dtype != x->dtype))
-    return sg__op_error(op, SG_ERR_DTYPE, "x %s, weight %s%s%s must share one dtype", sx, sw,
-                        b ? ", bias " : "", b ? sg__tstr(sb, b) : "");
-  if (x->ndim != 4) return sg__op_error(op, SG_ERR_SHAPE, "input x %s must be 4-D [N,C,H,W]", sx);
-  if (w->ndim != 4) return sg__op_error(op, SG_ERR_SHAPE, "weight %s must be 4-D [K,C/groups,R,S]", sw);
+sg_status sg__conv2d_window(const sg__op *op, const int64_t *x, const char *xdesc, const int64_t *w,
+                            const char *wdesc, int64_t y[4]) {
   const int64_t *st = sg__attr_ints(op, STRIDE), *pad = sg__attr_ints(op, PADDING);
   const int64_t *dil = sg__attr_ints(op, DILATION);
   int64_t groups = sg__attr_i(op, GROUPS);
@@ -42,26 +30,46 @@ static sg_status infer_conv2d(const sg_graph *g, const sg__op *op, sg__shape *ou
     if (pad[i] < 0 || pad[i] > SG__MAX_ATTR_DIM)
       return sg__op_error(op, SG_ERR_ATTRIBUTE, "padding[%d] is %lld; must be in 0..2^30", i,
                           (long long)pad[i]);
-  int64_t C = x->dims[1], K = w->dims[0];
-  if (C % groups != 0 || K % groups != 0)
+  if (x[1] % groups != 0 || w[0] % groups != 0)
     return sg__op_error(op, SG_ERR_SHAPE,
-                        "groups %lld must divide input channels of x %s and output channels of weight %s",
-                        (long long)groups, sx, sw);
-  if (w->dims[1] * groups != C)
-    return sg__op_error(op, SG_ERR_SHAPE,
-                        "x %s has %lld channels but weight %s expects %lld (C/groups = %lld, groups = %lld)",
-                        sx, (long long)C, sw, (long long)(w->dims[1] * groups), (long long)w->dims[1],
-                        (long long)groups);
-  if (b && (b->ndim != 1 || b->dims[0] != K))
-    return sg__op_error(op, SG_ERR_SHAPE, "bias %s must be [%lld] to match weight %s", sg__tstr(sb, b),
-                        (long long)K, sw);
-  int64_t oh = sg__conv_out_dim(x->dims[2], pad[0], pad[2], w->dims[2], st[0], dil[0]);
-  int64_t ow = sg__conv_out_dim(x->dims[3], pad[1], pad[3], w->dims[3], st[1], dil[1]);
+                        "groups %lld must divide the input channels of %s and output channels of %s",
+                        (long long)groups, xdesc, wdesc);
+  if (w[1] * groups != x[1])
+    return sg__op_error(
+        op, SG_ERR_SHAPE, "%s has %lld channels but %s expects %lld (C/groups = %lld, groups = %lld)", xdesc,
+        (long long)x[1], wdesc, (long long)(w[1] * groups), (long long)w[1], (long long)groups);
+  int64_t oh = sg__conv_out_dim(x[2], pad[0], pad[2], w[2], st[0], dil[0]);
+  int64_t ow = sg__conv_out_dim(x[3], pad[1], pad[3], w[3], st[1], dil[1]);
   if (oh < 1 || ow < 1)
-    return sg__op_error(op, SG_ERR_SHAPE,
-                        "kernel of weight %s (dilation %lld,%lld) is larger than padded input x %s", sw,
-                        (long long)dil[0], (long long)dil[1], sx);
-  outs[0] = (sg__shape){x->dtype, 4, {x->dims[0], K, oh, ow}};
+    return sg__op_error(op, SG_ERR_SHAPE, "kernel of %s (dilation %lld,%lld) is larger than padded %s", wdesc,
+                        (long long)dil[0], (long long)dil[1], xdesc);
+  y[0] = x[0];
+  y[1] = w[0];
+  y[2] = oh;
+  y[3] = ow;
+  return SG_OK;
+}
+
+static sg_status infer_conv2d(const sg_graph *g, const sg__op *op, sg__shape *outs, int *n_outs) {
+  const sg__tensor *x = sg__in(g, op, 0), *w = sg__in(g, op, 1), *b = sg__in(g, op, 2);
+  char sx[SG__SHAPE_STR], sw[SG__SHAPE_STR], sb[SG__SHAPE_STR];
+  char xdesc[SG__SHAPE_STR + 16], wdesc[SG__SHAPE_STR + 16];
+  sg__tstr(sx, x);
+  sg__tstr(sw, w);
+  if (!sg__is_float(x->dtype)) return sg__op_error(op, SG_ERR_DTYPE, "input x %s must be a float type", sx);
+  if (w->dtype != x->dtype || (b && b->dtype != x->dtype))
+    return sg__op_error(op, SG_ERR_DTYPE, "x %s, weight %s%s%s must share one dtype", sx, sw,
+                        b ? ", bias " : "", b ? sg__tstr(sb, b) : "");
+  if (x->ndim != 4) return sg__op_error(op, SG_ERR_SHAPE, "input x %s must be 4-D [N,C,H,W]", sx);
+  if (w->ndim != 4) return sg__op_error(op, SG_ERR_SHAPE, "weight %s must be 4-D [K,C/groups,R,S]", sw);
+  snprintf(xdesc, sizeof xdesc, "input x %s", sx);
+  snprintf(wdesc, sizeof wdesc, "weight %s", sw);
+  int64_t y[4];
+  SG_CHECK(sg__conv2d_window(op, x->dims, xdesc, w->dims, wdesc, y));
+  if (b && (b->ndim != 1 || b->dims[0] != y[1]))
+    return sg__op_error(op, SG_ERR_SHAPE, "bias %s must be [%lld] to match weight %s", sg__tstr(sb, b),
+                        (long long)y[1], sw);
+  outs[0] = (sg__shape){x->dtype, 4, {y[0], y[1], y[2], y[3]}};
   *n_outs = 1;
   return SG_OK;
 }

@@ -8,30 +8,15 @@
 
 #include "graph/graph_internal.h"
 
-/* The attributes of conv2d in its order, then the extra shape: the forward
- * op's attribute array can be passed on unchanged plus one entry. */
-enum { STRIDE, PADDING, DILATION, GROUPS, SHAPE };
-#define CONV_ATTRS                                                                                          \
-  [STRIDE] = {"stride", SG_ATTR_INTS, false, 0, 0, 2, {1, 1}, 2, 2}, [PADDING] = {"padding",                \
-                                                                                  SG_ATTR_INTS,             \
-                                                                                  false,                    \
-                                                                                  0,                        \
-                                                                                  0,                        \
-                                                                                  4,                        \
-                                                                                  {0, 0, 0, 0},             \
-                                                                                  4,                        \
-                                                                                  4},                       \
-  [DILATION] = {"dilation", SG_ATTR_INTS, false, 0, 0, 2, {1, 1}, 2, 2}, [GROUPS] = {"groups", SG_ATTR_INT, \
-                                                                                     false,    1,           \
-                                                                                     0,        0,           \
-                                                                                     {0},      0,           \
-                                                                                     0}
+/* The attributes of conv2d in its order (see ops_conv.c), then the extra
+ * shape: the forward op's attribute array passes on unchanged plus one. */
+enum { SHAPE = 4 };
 static const sg__attr_schema data_attrs[] = {
-    CONV_ATTRS,
+    SG__CONV2D_ATTR_SCHEMA,
     [SHAPE] = {"input_shape", SG_ATTR_INTS, true, 0, 0, 0, {0}, 4, 4},
 };
 static const sg__attr_schema weight_attrs[] = {
-    CONV_ATTRS,
+    SG__CONV2D_ATTR_SCHEMA,
     [SHAPE] = {"weight_shape", SG_ATTR_INTS, true, 0, 0, 0, {0}, 4, 4},
 };
 
@@ -46,37 +31,15 @@ static sg_status check_shape_attr(const sg__op *op, const char *what, const int6
   return SG_OK;
 }
 
-/* Checks that conv2d of an input of shape x with a weight of shape w and this
- * op's attributes gives dy. xdesc / wdesc describe x and w in messages. */
+/* Checks the attributes (as conv2d does) and that conv2d of an input of
+ * shape x with a weight of shape w gives dy. xdesc / wdesc describe x and w
+ * in messages. */
 static sg_status check_conv(const sg__op *op, const int64_t *x, const char *xdesc, const int64_t *w,
                             const char *wdesc, const sg__tensor *dy) {
-  const int64_t *st = sg__attr_ints(op, STRIDE), *pad = sg__attr_ints(op, PADDING);
-  const int64_t *dil = sg__attr_ints(op, DILATION);
-  int64_t groups = sg__attr_i(op, GROUPS);
+  int64_t y[4];
+  SG_CHECK(sg__conv2d_window(op, x, xdesc, w, wdesc, y));
   char sdy[SG__SHAPE_STR], want[SG__SHAPE_STR];
   sg__tstr(sdy, dy);
-  if (st[0] < 1 || st[1] < 1 || dil[0] < 1 || dil[1] < 1 || groups < 1)
-    return sg__op_error(
-        op, SG_ERR_ATTRIBUTE, "stride (%lld,%lld), dilation (%lld,%lld) and groups %lld must be >= 1",
-        (long long)st[0], (long long)st[1], (long long)dil[0], (long long)dil[1], (long long)groups);
-  for (int i = 0; i < 4; i++)
-    if (pad[i] < 0 || pad[i] > SG__MAX_ATTR_DIM)
-      return sg__op_error(op, SG_ERR_ATTRIBUTE, "padding[%d] is %lld; must be in 0..2^30", i,
-                          (long long)pad[i]);
-  if (x[1] % groups != 0 || w[0] % groups != 0)
-    return sg__op_error(op, SG_ERR_SHAPE,
-                        "groups %lld must divide the input channels of %s and output channels of %s",
-                        (long long)groups, xdesc, wdesc);
-  if (w[1] * groups != x[1])
-    return sg__op_error(
-        op, SG_ERR_SHAPE, "%s has %lld channels but %s expects %lld (C/groups = %lld, groups = %lld)", xdesc,
-        (long long)x[1], wdesc, (long long)(w[1] * groups), (long long)w[1], (long long)groups);
-  int64_t oh = sg__conv_out_dim(x[2], pad[0], pad[2], w[2], st[0], dil[0]);
-  int64_t ow = sg__conv_out_dim(x[3], pad[1], pad[3], w[3], st[1], dil[1]);
-  if (oh < 1 || ow < 1)
-    return sg__op_error(op, SG_ERR_SHAPE, "kernel of %s (dilation %lld,%lld) is larger than padded %s", wdesc,
-                        (long long)dil[0], (long long)dil[1], xdesc);
-  int64_t y[4] = {x[0], w[0], oh, ow};
   if (dy->dims[0] != y[0] || dy->dims[1] != y[1] || dy->dims[2] != y[2] || dy->dims[3] != y[3])
     return sg__op_error(op, SG_ERR_SHAPE, "dy %s must be %s, the conv2d output of %s with %s", sdy,
                         sg__shape_str(want, dy->dtype, 4, y), xdesc, wdesc);

@@ -15,44 +15,13 @@ static const sg__attr_schema pool_attrs[] = {
     [INPUT_SHAPE] = {"input_shape", SG_ATTR_INTS, true, 0, 0, 0, {0}, 4, 4},
 };
 
-/* Same rule as the forward op (ops_pool.c): with ceil_mode the last window
- * must start inside the input or its leading padding. */
-static int64_t pool_out_dim(int64_t in, int64_t pad_lo, int64_t pad_hi, int64_t k, int64_t s,
-                            bool ceil_mode) {
-  int64_t span = in + pad_lo + pad_hi - k;
-  if (span < 0) return 0;
-  int64_t out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
-  if (ceil_mode && (out - 1) * s >= in + pad_lo) out--;
-  return out;
-}
-
-/* Checks the attributes and that pooling x (described by xdesc) gives dy. */
+/* Checks the attributes (as the forward op does) and that pooling x
+ * (described by xdesc) gives dy. */
 static sg_status check_pool(const sg__op *op, const int64_t *x, const char *xdesc, const sg__tensor *dy) {
-  const int64_t *k = sg__attr_ints(op, KERNEL), *s = sg__attr_ints(op, STRIDE),
-                *pad = sg__attr_ints(op, PADDING);
-  int64_t ceil_mode = sg__attr_i(op, CEIL_MODE);
-  char sdy[SG__SHAPE_STR], want[SG__SHAPE_STR];
-  if (k[0] < 1 || k[1] < 1 || s[0] < 1 || s[1] < 1 || k[0] > SG__MAX_ATTR_DIM || k[1] > SG__MAX_ATTR_DIM ||
-      s[0] > SG__MAX_ATTR_DIM || s[1] > SG__MAX_ATTR_DIM)
-    return sg__op_error(op, SG_ERR_ATTRIBUTE, "kernel (%lld,%lld) and stride (%lld,%lld) must be in 1..2^30",
-                        (long long)k[0], (long long)k[1], (long long)s[0], (long long)s[1]);
-  for (int i = 0; i < 4; i++)
-    if (pad[i] < 0 || pad[i] > k[i % 2] / 2)
-      return sg__op_error(op, SG_ERR_ATTRIBUTE, "padding[%d] is %lld; must be in 0..%lld (half the kernel)",
-                          i, (long long)pad[i], (long long)(k[i % 2] / 2));
-  if (ceil_mode != 0 && ceil_mode != 1)
-    return sg__op_error(op, SG_ERR_ATTRIBUTE, "ceil_mode is %lld; must be 0 or 1", (long long)ceil_mode);
-  if (op->kind == SG_OP_AVG_POOL2D_BACKWARD) {
-    int64_t cip = sg__attr_i(op, COUNT_INCLUDE_PAD);
-    if (cip != 0 && cip != 1)
-      return sg__op_error(op, SG_ERR_ATTRIBUTE, "count_include_pad is %lld; must be 0 or 1", (long long)cip);
-  }
-  int64_t oh = pool_out_dim(x[2], pad[0], pad[2], k[0], s[0], ceil_mode);
-  int64_t ow = pool_out_dim(x[3], pad[1], pad[3], k[1], s[1], ceil_mode);
-  if (oh < 1 || ow < 1)
-    return sg__op_error(op, SG_ERR_SHAPE, "kernel (%lld,%lld) is larger than padded %s", (long long)k[0],
-                        (long long)k[1], xdesc);
+  int64_t oh, ow;
+  SG_CHECK(sg__pool2d_window(op, op->kind == SG_OP_AVG_POOL2D_BACKWARD, x, xdesc, &oh, &ow));
   int64_t y[4] = {x[0], x[1], oh, ow};
+  char sdy[SG__SHAPE_STR], want[SG__SHAPE_STR];
   sg__tstr(sdy, dy);
   if (dy->ndim != 4 || dy->dims[0] != y[0] || dy->dims[1] != y[1] || dy->dims[2] != y[2] ||
       dy->dims[3] != y[3])

@@ -1,4 +1,6 @@
 /* Pooling: max and average over 2-D windows, and global average pooling. */
+#include <stdio.h>
+
 #include "graph/graph_internal.h"
 
 enum { KERNEL, STRIDE, PADDING, CEIL_MODE, COUNT_INCLUDE_PAD };
@@ -23,12 +25,8 @@ static int64_t pool_out_dim(int64_t in, int64_t pad_lo, int64_t pad_hi, int64_t 
   return out;
 }
 
-static sg_status infer_pool2d(const sg_graph *g, const sg__op *op, sg__shape *outs, int *n_outs) {
-  const sg__tensor *x = sg__in(g, op, 0);
-  char sx[SG__SHAPE_STR];
-  sg__tstr(sx, x);
-  if (!sg__is_float(x->dtype)) return sg__op_error(op, SG_ERR_DTYPE, "input x %s must be a float type", sx);
-  if (x->ndim != 4) return sg__op_error(op, SG_ERR_SHAPE, "input x %s must be 4-D [N,C,H,W]", sx);
+sg_status sg__pool2d_window(const sg__op *op, bool avg, const int64_t *x, const char *xdesc, int64_t *oh,
+                            int64_t *ow) {
   const int64_t *k = sg__attr_ints(op, KERNEL), *s = sg__attr_ints(op, STRIDE),
                 *pad = sg__attr_ints(op, PADDING);
   int64_t ceil_mode = sg__attr_i(op, CEIL_MODE);
@@ -42,16 +40,28 @@ static sg_status infer_pool2d(const sg_graph *g, const sg__op *op, sg__shape *ou
                           i, (long long)pad[i], (long long)(k[i % 2] / 2));
   if (ceil_mode != 0 && ceil_mode != 1)
     return sg__op_error(op, SG_ERR_ATTRIBUTE, "ceil_mode is %lld; must be 0 or 1", (long long)ceil_mode);
-  if (op->kind == SG_OP_AVG_POOL2D) {
+  if (avg) {
     int64_t cip = sg__attr_i(op, COUNT_INCLUDE_PAD);
     if (cip != 0 && cip != 1)
       return sg__op_error(op, SG_ERR_ATTRIBUTE, "count_include_pad is %lld; must be 0 or 1", (long long)cip);
   }
-  int64_t oh = pool_out_dim(x->dims[2], pad[0], pad[2], k[0], s[0], ceil_mode);
-  int64_t ow = pool_out_dim(x->dims[3], pad[1], pad[3], k[1], s[1], ceil_mode);
-  if (oh < 1 || ow < 1)
-    return sg__op_error(op, SG_ERR_SHAPE, "kernel (%lld,%lld) is larger than padded input x %s",
-                        (long long)k[0], (long long)k[1], sx);
+  *oh = pool_out_dim(x[2], pad[0], pad[2], k[0], s[0], ceil_mode);
+  *ow = pool_out_dim(x[3], pad[1], pad[3], k[1], s[1], ceil_mode);
+  if (*oh < 1 || *ow < 1)
+    return sg__op_error(op, SG_ERR_SHAPE, "kernel (%lld,%lld) is larger than padded %s", (long long)k[0],
+                        (long long)k[1], xdesc);
+  return SG_OK;
+}
+
+static sg_status infer_pool2d(const sg_graph *g, const sg__op *op, sg__shape *outs, int *n_outs) {
+  const sg__tensor *x = sg__in(g, op, 0);
+  char sx[SG__SHAPE_STR], xdesc[SG__SHAPE_STR + 16];
+  sg__tstr(sx, x);
+  if (!sg__is_float(x->dtype)) return sg__op_error(op, SG_ERR_DTYPE, "input x %s must be a float type", sx);
+  if (x->ndim != 4) return sg__op_error(op, SG_ERR_SHAPE, "input x %s must be 4-D [N,C,H,W]", sx);
+  snprintf(xdesc, sizeof xdesc, "input x %s", sx);
+  int64_t oh, ow;
+  SG_CHECK(sg__pool2d_window(op, op->kind == SG_OP_AVG_POOL2D, x->dims, xdesc, &oh, &ow));
   outs[0] = (sg__shape){x->dtype, 4, {x->dims[0], x->dims[1], oh, ow}};
   *n_outs = 1;
   return SG_OK;

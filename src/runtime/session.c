@@ -15,11 +15,14 @@ sg_status sg_session_create(const sg_graph *g, const sg_session_params *p, sg_se
   sg_session_params d = SG_SESSION_PARAMS_INIT;
   if (p == NULL) p = &d;
   if (p->size < sizeof(sg_session_params))
-    return sg__error(SG_ERR_INVALID_ARG, "sg_session_create: params.size is %zu, expected %zu; initialise params "
-                                         "with SG_SESSION_PARAMS_INIT", p->size, sizeof(sg_session_params));
+    return sg__error(SG_ERR_INVALID_ARG,
+                     "sg_session_create: params.size is %zu, expected %zu; initialise params "
+                     "with SG_SESSION_PARAMS_INIT",
+                     p->size, sizeof(sg_session_params));
   const char *device = p->device ? p->device : "cpu";
   const sg__backend_i *be = sg__backend_find(device);
-  if (be == NULL) return sg__error(SG_ERR_NOT_FOUND, "sg_session_create: no device '%s' (available: cpu)", device);
+  if (be == NULL)
+    return sg__error(SG_ERR_NOT_FOUND, "sg_session_create: no device '%s' (available: cpu)", device);
   if (p->threads < 0) return sg__error(SG_ERR_INVALID_ARG, "sg_session_create: threads is %d", p->threads);
   int threads = p->threads;
   if (threads == 0) {
@@ -73,6 +76,7 @@ static void release_compiled(sg_session *s) {
   s->op_in = s->op_out = NULL;
   s->poison_start = NULL;
   s->poison_tensor = NULL;
+  sg__profile_free(s);
   s->compiled = false;
 }
 
@@ -207,6 +211,7 @@ sg_status sg_session_compile(sg_session *s) {
   SG_CHECK_GOTO(fold_constants(s), st, fail);
   SG_CHECK_GOTO(create_kernels(s), st, fail);
   if (s->poison) SG_CHECK_GOTO(plan_poison(s), st, fail);
+  SG_CHECK_GOTO(sg__profile_init(s), st, fail);
   s->compiled = true;
   SG_INFO("compiled: %u ops per step (%u eliminated, %u folded, %u in place), planned peak %zu bytes of %zu",
           s->plan.n_order, s->plan.n_eliminated, s->plan.n_fold, s->plan.n_inplace,
@@ -219,21 +224,18 @@ fail:
 }
 
 sg_status sg_session_compile_report(const sg_session *s, sg_compile_report *out) {
-  if (s == NULL || out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_session_compile_report: NULL argument");
+  if (s == NULL || out == NULL)
+    return sg__error(SG_ERR_INVALID_ARG, "sg_session_compile_report: NULL argument");
   if (out->size < sizeof *out)
-    return sg__error(SG_ERR_INVALID_ARG, "sg_session_compile_report: initialise the report with SG_COMPILE_REPORT_INIT");
+    return sg__error(SG_ERR_INVALID_ARG,
+                     "sg_session_compile_report: initialise the report with SG_COMPILE_REPORT_INIT");
   if (!s->compiled) return sg__error(SG_ERR_STATE, "sg_session_compile_report: compile the session first");
   const sg__plan *p = &s->plan;
-  *out = (sg_compile_report){sizeof *out,
-                             p->persistent_bytes + p->transient_bytes,
-                             p->persistent_bytes,
-                             p->transient_bytes,
-                             p->sum_tensor_bytes,
-                             (int32_t)p->n_order,
-                             (int32_t)p->n_eval,
-                             (int32_t)p->n_eliminated,
-                             (int32_t)p->n_fold,
-                             (int32_t)p->n_inplace};
+  *out = (sg_compile_report){sizeof *out,         p->persistent_bytes + p->transient_bytes,
+                             p->persistent_bytes, p->transient_bytes,
+                             p->sum_tensor_bytes, (int32_t)p->n_order,
+                             (int32_t)p->n_eval,  (int32_t)p->n_eliminated,
+                             (int32_t)p->n_fold,  (int32_t)p->n_inplace};
   return SG_OK;
 }
 

@@ -488,7 +488,8 @@ int main(void) {
       cmocka_unit_test(test_eval_and_binding),
       cmocka_unit_test(test_folding_and_dce),
       cmocka_unit_test(test_checkpoint),
-      cmocka_unit_test(test_misuse),       cmocka_unit_test(test_clone_loaded_graph),
+      cmocka_unit_test(test_misuse),
+      cmocka_unit_test(test_clone_loaded_graph),
       cmocka_unit_test(test_allocation_failures),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
