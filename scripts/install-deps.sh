@@ -15,7 +15,7 @@ PACKAGES=(
   libcjson-dev libxxhash-dev libpmem-dev
   libcmocka-dev
   graphviz
-  python3 python3-numpy python3-onnx
+  python3 python3-numpy python3-onnx python3-pytest python3-torch python3-torchvision
 )
 
 missing=()

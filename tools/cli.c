@@ -143,15 +143,67 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, const cli_option *o
 
 /* ---- graphs -------------------------------------------------------------- */
 
-int cli_load(const char *path, sg_graph **out) {
-  sg_clear_error();
-  sg_status st = sg_graph_load(path, out);
-  if (st != SG_OK) {
-    *out = NULL;
-    return cli_fail(st, "cannot load '%s'", path);
-  }
-  return CLI_EXIT_OK;
+static const unsigned char sgg_magic[8] = {0x89, 'S', 'G', 'G', '\r', '\n', 0x1a, '\n'};
+
+int cli_is_onnx_path(const char *path) {
+  size_t n = strlen(path);
+  return n >= 5 && strcmp(path + n - 5, ".onnx") == 0;
 }
+
+int cli_is_sgg_file(const char *path) {
+  unsigned char h[4];
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return 0;
+  size_t got = fread(h, 1, sizeof h, f);
+  fclose(f);
+  return got == sizeof h && memcmp(h, sgg_magic, sizeof h) == 0;
+}
+
+sg_status cli_open_model(const char *path, long batch, sg_graph **out, char *msg, size_t cap) {
+  sg_clear_error();
+  *out = NULL;
+  sg_onnx_params p = sg_onnx_params_init();
+  p.batch = batch > 0 ? batch : 0;
+  if (batch > 0 && cli_is_sgg_file(path)) {
+    snprintf(msg, cap, "--batch applies to ONNX models; '%s' is a .sgg file, whose shapes are static", path);
+    return SG_ERR_INVALID_ARG;
+  }
+  sg_status st = cli_is_onnx_path(path) ? sg_onnx_import(path, &p, out) : sg_graph_load(path, out);
+  snprintf(msg, cap, "%s", sg_last_error());
+  /* Not .sgg at all (no magic): perhaps an ONNX model under another name. */
+  if (st != SG_ERR_FORMAT || cli_is_onnx_path(path) || cli_is_sgg_file(path)) return st;
+  sg_clear_error();
+  sg_status onnx_st = sg_onnx_import(path, &p, out);
+  if (onnx_st == SG_OK) return SG_OK;
+  /* Reported as the .sgg failure it first was, with why ONNX failed too. */
+  size_t n = strlen(msg);
+  snprintf(msg + n, cap - n, "; not an ONNX model either: %s: %s", sg_status_str(onnx_st), sg_last_error());
+  return st;
+}
+
+int cli_load_model(const char *path, long batch, sg_graph **out) {
+  char msg[2048];
+  sg_status st = cli_open_model(path, batch, out, msg, sizeof msg);
+  if (st == SG_OK) return CLI_EXIT_OK;
+  *out = NULL;
+  if (msg[0]) cli_error("cannot load '%s': %s: %s", path, sg_status_str(st), msg);
+  else cli_error("cannot load '%s': %s", path, sg_status_str(st));
+  return CLI_EXIT_FAIL;
+}
+
+int cli_parse_batch(const cli_command *cmd, const char *s, long *out) {
+  *out = 0;
+  if (s == NULL) return CLI_CONTINUE;
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno || *end || end == s || v < 1)
+    return cli_usage_error(cmd, "--batch needs a positive integer, got '%s'", s);
+  *out = v;
+  return CLI_CONTINUE;
+}
+
+int cli_load(const char *path, sg_graph **out) { return cli_load_model(path, 0, out); }
 
 int cli_sgg_version(const char *path, unsigned *major, unsigned *minor) {
   /* docs/format.md: 8-byte magic, then u16 major and u16 minor, little-endian.

@@ -72,9 +72,23 @@ int cli_usage_error(const cli_command *cmd, const char *fmt, ...) __attribute__(
  * returns CLI_EXIT_FAIL. */
 int cli_fail(sg_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Loads (and thereby verifies) a .sgg file. On failure reports
- * "sgrt: cannot load 'PATH': STATUS: <last error>" and returns CLI_EXIT_FAIL. */
+/* Loads (and thereby verifies) a model: a .sgg file, or an ONNX model (a
+ * path ending in ".onnx", or a file without the .sgg magic that parses as
+ * ONNX). `batch` (0: none) sizes symbolic dims of ONNX inputs. On failure
+ * returns the status with the message in msg (cap bytes) and *out NULL. */
+sg_status cli_open_model(const char *path, long batch, sg_graph **out, char *msg, size_t cap);
+/* cli_open_model that reports a failure as
+ * "sgrt: cannot load 'PATH': STATUS: <message>" and returns CLI_EXIT_FAIL. */
+int cli_load_model(const char *path, long batch, sg_graph **out);
+/* cli_load_model(path, 0, out). */
 int cli_load(const char *path, sg_graph **out);
+/* 1 when the path ends in ".onnx". */
+int cli_is_onnx_path(const char *path);
+/* 1 when the file starts with the .sgg magic. */
+int cli_is_sgg_file(const char *path);
+/* Parses the value of --batch (NULL: not given, *out = 0). Returns
+ * CLI_CONTINUE or the usage-error exit code. */
+int cli_parse_batch(const cli_command *cmd, const char *s, long *out);
 
 /* Format version stored in the header of a .sgg file that loaded. */
 int cli_sgg_version(const char *path, unsigned *major, unsigned *minor);

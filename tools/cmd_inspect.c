@@ -1,6 +1,6 @@
-/* sgrt inspect FILE [--json]: what a .sgg file holds — format version,
- * content hashes, op and tensor counts, ops by kind, parameter and state
- * sizes, graph inputs and outputs. */
+/* sgrt inspect FILE [--json] [--batch N]: what a .sgg file or ONNX model
+ * holds — format (and .sgg version), content hashes, op and tensor counts,
+ * ops by kind, parameter and state sizes, graph inputs and outputs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +20,7 @@ typedef struct role_total {
 } role_total;
 
 typedef struct summary {
+  int onnx; /* an ONNX model, imported; else a .sgg file */
   unsigned version_major, version_minor;
   char hash[17], hash_weights[17];
   int32_t n_tensors, n_ops;
@@ -43,7 +44,9 @@ static int summarize(const sg_graph *g, const char *path, summary *s) {
   st = sg_graph_hash(g, SG_HASH_WEIGHTS, &h);
   if (st != SG_OK) return cli_fail(st, "cannot hash '%s' with weights", path);
   cli_hex64(h, s->hash_weights);
-  if (cli_sgg_version(path, &s->version_major, &s->version_minor) != CLI_EXIT_OK) return CLI_EXIT_FAIL;
+  s->onnx = !cli_is_sgg_file(path);
+  if (!s->onnx && cli_sgg_version(path, &s->version_major, &s->version_minor) != CLI_EXIT_OK)
+    return CLI_EXIT_FAIL;
 
   s->n_tensors = sg_graph_num_tensors(g);
   s->n_ops = sg_graph_num_ops(g);
@@ -106,7 +109,8 @@ static void print_tensor_line(const sg_graph *g, sg_tensor t) {
 static void print_text(const sg_graph *g, const char *path, const summary *s) {
   char file[1024];
   printf("%-17s%s\n", "file:", cli_printable(path, file, sizeof file));
-  printf("%-17ssgg %u.%u\n", "format:", s->version_major, s->version_minor);
+  if (s->onnx) printf("%-17sonnx\n", "format:");
+  else printf("%-17ssgg %u.%u\n", "format:", s->version_major, s->version_minor);
   printf("%-17s%s\n", "hash:", s->hash);
   printf("%-17s%s\n", "hash (weights):", s->hash_weights);
   printf("%-17s%d\n", "tensors:", (int)s->n_tensors);
@@ -157,7 +161,8 @@ static cJSON *json_summary(const sg_graph *g, const char *path, const summary *s
   cJSON *o = cJSON_CreateObject();
   ok = o != NULL;
   ok = ok && cli_json_add(o, "file", cli_json_string(path));
-  ok = ok && cli_json_add(o, "format_version", cJSON_CreateString(version));
+  ok = ok && cli_json_add(o, "format", cJSON_CreateString(s->onnx ? "onnx" : "sgg"));
+  ok = ok && cli_json_add(o, "format_version", s->onnx ? cJSON_CreateNull() : cJSON_CreateString(version));
   ok = ok && cli_json_add(o, "hash", cJSON_CreateString(s->hash));
   ok = ok && cli_json_add(o, "hash_with_weights", cJSON_CreateString(s->hash_weights));
   ok = ok && cli_json_add(o, "num_tensors", cJSON_CreateNumber(s->n_tensors));
@@ -175,13 +180,15 @@ static cJSON *json_summary(const sg_graph *g, const char *path, const summary *s
 
 static int run_inspect(const cli_command *cmd, int argc, char **argv) {
   int json = 0;
-  const char *path = NULL;
-  const cli_option opts[] = {{"json", 0, NULL, &json}};
-  int rc = cli_parse(cmd, argc, argv, opts, 1, &path, 1, 1);
+  const char *path = NULL, *batch_s = NULL;
+  const cli_option opts[] = {{"json", 0, NULL, &json}, {"batch", 0, &batch_s, NULL}};
+  int rc = cli_parse(cmd, argc, argv, opts, 2, &path, 1, 1);
   if (rc != CLI_CONTINUE) return rc;
+  long batch;
+  if ((rc = cli_parse_batch(cmd, batch_s, &batch)) != CLI_CONTINUE) return rc;
 
   sg_graph *g = NULL;
-  rc = cli_load(path, &g);
+  rc = cli_load_model(path, batch, &g);
   if (rc != CLI_EXIT_OK) return rc;
   summary s;
   rc = summarize(g, path, &s);
@@ -196,14 +203,16 @@ static int run_inspect(const cli_command *cmd, int argc, char **argv) {
 
 const cli_command cli_cmd_inspect = {
     .name = "inspect",
-    .args = "FILE [--json]",
-    .summary = "Describe a .sgg file: format, hashes, ops by kind, parameter sizes, inputs, outputs.",
+    .args = "FILE [--json] [--batch N]",
+    .summary = "Describe a .sgg file or ONNX model: format, hashes, ops by kind, sizes, inputs, outputs.",
     .help = "The hash is the graph's content hash (structure, names, attributes, shapes, dtypes,\n"
             "roles); 'hash (weights)' also covers the initializer bytes. Both are equal for a\n"
-            "graph and its .sgg round trip.\n"
+            "graph and its .sgg round trip. FILE is a .sgg file or an ONNX model (a name ending\n"
+            "in .onnx, or any file without the .sgg magic), imported as docs/onnx.md describes.\n"
             "\n"
             "options:\n"
             "  --json      print one JSON object as the last line of stdout (fields: docs/cli.md)\n"
+            "  --batch N   ONNX: size of symbolic input dims (the batch dim of dynamic_axes)\n"
             "  -h, --help  show this help\n"
             "\n"
             "exit status: 0 ok, 1 unreadable or invalid file, 2 bad command line\n",

@@ -1,5 +1,6 @@
-/* sgrt verify FILE [--json]: loads a .sgg file, which validates every byte and
- * runs the full graph verifier, and says whether it is sound. */
+/* sgrt verify FILE [--json] [--batch N]: loads a .sgg file or imports an ONNX
+ * model, which validates every byte and runs the full graph verifier, and
+ * says whether it is sound. */
 #include <stdio.h>
 #include <string.h>
 
@@ -7,18 +8,18 @@
 
 static int run_verify(const cli_command *cmd, int argc, char **argv) {
   int json = 0;
-  const char *path = NULL;
-  const cli_option opts[] = {{"json", 0, NULL, &json}};
-  int rc = cli_parse(cmd, argc, argv, opts, 1, &path, 1, 1);
+  const char *path = NULL, *batch_s = NULL;
+  const cli_option opts[] = {{"json", 0, NULL, &json}, {"batch", 0, &batch_s, NULL}};
+  int rc = cli_parse(cmd, argc, argv, opts, 2, &path, 1, 1);
   if (rc != CLI_CONTINUE) return rc;
+  long batch;
+  if ((rc = cli_parse_batch(cmd, batch_s, &batch)) != CLI_CONTINUE) return rc;
 
   sg_graph *g = NULL;
-  sg_clear_error();
-  sg_status st = sg_graph_load(path, &g);
+  char detail[2048];
+  sg_status st = cli_open_model(path, batch, &g, detail, sizeof detail);
   if (st != SG_OK) {
-    char detail[1024];
-    snprintf(detail, sizeof detail, "%s", sg_last_error());
-    cli_fail(st, "cannot load '%s'", path);
+    cli_error("cannot load '%s': %s: %s", path, sg_status_str(st), detail);
     if (json) {
       cJSON *o = cJSON_CreateObject();
       int ok = o != NULL;
@@ -48,13 +49,16 @@ static int run_verify(const cli_command *cmd, int argc, char **argv) {
 
 const cli_command cli_cmd_verify = {
     .name = "verify",
-    .args = "FILE [--json]",
-    .summary = "Check that a .sgg file is intact and its graph is valid.",
+    .args = "FILE [--json] [--batch N]",
+    .summary = "Check that a .sgg file or ONNX model is intact and its graph is valid.",
     .help = "Loads FILE, which checks every section's length and checksum, every count and id,\n"
-            "and runs the graph verifier (acyclicity, arity, dtypes, shapes, names).\n"
+            "and runs the graph verifier (acyclicity, arity, dtypes, shapes, names). An ONNX\n"
+            "model (a name ending in .onnx, or any file without the .sgg magic) is imported,\n"
+            "which checks its protobuf, every node and initializer, then runs the verifier.\n"
             "\n"
             "options:\n"
             "  --json      print one JSON object as the last line of stdout\n"
+            "  --batch N   ONNX: size of symbolic input dims (the batch dim of dynamic_axes)\n"
             "  -h, --help  show this help\n"
             "\n"
             "exit status: 0 valid, 1 invalid or unreadable, 2 bad command line\n",

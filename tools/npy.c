@@ -49,7 +49,8 @@ const char *npy_descr(sg_dtype dtype) {
 
 /* Magic, version and header length. Needs the first 12 bytes (or fewer when
  * the file is shorter, which is then an error). */
-static int parse_preamble(const unsigned char *b, size_t len, size_t *hstart, size_t *hlen, char *err, size_t cap) {
+static int parse_preamble(const unsigned char *b, size_t len, size_t *hstart, size_t *hlen, char *err,
+                          size_t cap) {
   if (len < NPY_MAGIC_LEN || memcmp(b, NPY_MAGIC, NPY_MAGIC_LEN) != 0)
     return fail(err, cap, "not a .npy file (no \\x93NUMPY magic)");
   if (len < 8) return fail(err, cap, "truncated .npy file: it ends inside the version bytes");
@@ -66,7 +67,8 @@ static int parse_preamble(const unsigned char *b, size_t len, size_t *hstart, si
     *hlen = n;
     *hstart = 12;
   }
-  if (*hlen > NPY_MAX_HEADER) return fail(err, cap, "header length %zu is implausibly large", *hlen);
+  if (*hlen > NPY_MAX_HEADER)
+    return fail(err, cap, "header length %zu is too large (the limit is %u bytes)", *hlen, NPY_MAX_HEADER);
   return 0;
 }
 
@@ -90,7 +92,8 @@ static bool take(cursor *c, char ch) {
 /* A quoted string without escapes; sets s/n to its contents. */
 static int parse_string(cursor *c, const char **s, size_t *n, char *err, size_t cap) {
   skip_ws(c);
-  if (c->p >= c->end || (*c->p != '\'' && *c->p != '"')) return fail(err, cap, "header: expected a quoted string");
+  if (c->p >= c->end || (*c->p != '\'' && *c->p != '"'))
+    return fail(err, cap, "header: expected a quoted string");
   char q = *c->p++;
   const char *start = c->p;
   while (c->p < c->end && *c->p != q) {
@@ -133,13 +136,16 @@ static int parse_shape(cursor *c, npy_array *a, char *err, size_t cap) {
     }
     size_t digits = (size_t)(c->p - start);
     if (digits == 0) return fail(err, cap, "header: 'shape' must hold non-negative integers");
-    if (digits > 1 && *start == '0') return fail(err, cap, "header: a dimension of 'shape' has a leading zero");
-    if (a->ndim == SG_MAX_DIMS) return fail(err, cap, "header: 'shape' has more than %d dimensions", SG_MAX_DIMS);
+    if (digits > 1 && *start == '0')
+      return fail(err, cap, "header: a dimension of 'shape' has a leading zero");
+    if (a->ndim == SG_MAX_DIMS)
+      return fail(err, cap, "header: 'shape' has more than %d dimensions", SG_MAX_DIMS);
     a->dims[a->ndim++] = v;
     bool comma = take(c, ',');
     if (take(c, ')')) {
       /* (5) is the number 5, not a tuple. */
-      if (a->ndim == 1 && !comma) return fail(err, cap, "header: 'shape' (%lld) is not a tuple", (long long)v);
+      if (a->ndim == 1 && !comma)
+        return fail(err, cap, "header: 'shape' (%lld) is not a tuple", (long long)v);
       return 0;
     }
     if (!comma) return fail(err, cap, "header: expected ',' or ')' in 'shape'");
@@ -169,15 +175,18 @@ static int parse_header(const char *h, size_t n, npy_array *a, char *err, size_t
         have_descr = true;
         const char *d;
         size_t dlen;
-        if (parse_string(&c, &d, &dlen, err, cap) != 0) return fail(err, cap, "header: 'descr' must be a string");
+        if (parse_string(&c, &d, &dlen, err, cap) != 0)
+          return fail(err, cap, "header: 'descr' must be a string");
         size_t t = 0;
-        while (t < N_NPY_TYPES && !(strlen(npy_types[t].descr) == dlen && memcmp(npy_types[t].descr, d, dlen) == 0))
+        while (t < N_NPY_TYPES &&
+               !(strlen(npy_types[t].descr) == dlen && memcmp(npy_types[t].descr, d, dlen) == 0))
           t++;
         if (t == N_NPY_TYPES) {
           char shown[32];
           snprintf(shown, sizeof shown, "%.*s", dlen > 24 ? 24 : (int)dlen, d);
           if (dlen > 0 && d[0] == '>')
-            return fail(err, cap, "dtype '%s' is big-endian; save little-endian data (e.g. x.astype('<f4'))", shown);
+            return fail(err, cap, "dtype '%s' is big-endian; save little-endian data (e.g. x.astype('<f4'))",
+                        shown);
           return fail(err, cap,
                       "dtype '%s' is not supported (float32 '<f4', int64 '<i8', int32 '<i4', float16 '<f2', "
                       "uint8 '|u1', bool '|b1')",
@@ -206,12 +215,16 @@ static int parse_header(const char *h, size_t n, npy_array *a, char *err, size_t
   skip_ws(&c);
   if (c.p != c.end) return fail(err, cap, "header: unexpected text after the dict");
   if (!have_descr || !have_order || !have_shape)
-    return fail(err, cap, "header: missing key '%s'", !have_descr ? "descr" : !have_order ? "fortran_order" : "shape");
+    return fail(err, cap, "header: missing key '%s'",
+                !have_descr   ? "descr"
+                : !have_order ? "fortran_order"
+                              : "shape");
   /* Byte size, without overflow. */
   uint64_t total = elem;
   for (int i = 0; i < a->ndim; i++) {
     uint64_t d = (uint64_t)a->dims[i];
-    if (d != 0 && total > (uint64_t)INT64_MAX / d) return fail(err, cap, "header: the shape's byte size overflows");
+    if (d != 0 && total > (uint64_t)INT64_MAX / d)
+      return fail(err, cap, "header: the shape's byte size overflows");
     total *= d;
   }
   if (total > SIZE_MAX) return fail(err, cap, "header: the array is too large for this machine");
@@ -221,9 +234,11 @@ static int parse_header(const char *h, size_t n, npy_array *a, char *err, size_t
 
 static int check_data_size(size_t have, size_t want, char *err, size_t cap) {
   if (have < want)
-    return fail(err, cap, "truncated: the header's shape needs %zu bytes of data, the file has %zu", want, have);
+    return fail(err, cap, "truncated: the header's shape needs %zu bytes of data, the file has %zu", want,
+                have);
   if (have > want)
-    return fail(err, cap, "%zu bytes after the data the header's shape calls for (%zu bytes)", have - want, want);
+    return fail(err, cap, "%zu bytes after the data the header's shape calls for (%zu bytes)", have - want,
+                want);
   return 0;
 }
 
@@ -333,7 +348,8 @@ int npy_format(sg_dtype dtype, int ndim, const int64_t *dims, const void *data, 
   shape[at++] = ')';
   shape[at] = '\0';
   char dict[sizeof shape + 96];
-  int dlen = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, shape);
+  int dlen =
+      snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, shape);
   /* Pad with spaces so that the data starts on a 64-byte boundary; '\n' ends it. */
   size_t header = 10 + (size_t)dlen + 1;
   size_t padded = (header + 63) / 64 * 64;
@@ -356,8 +372,8 @@ int npy_format(sg_dtype dtype, int ndim, const int64_t *dims, const void *data, 
   return 0;
 }
 
-int npy_write(const char *path, sg_dtype dtype, int ndim, const int64_t *dims, const void *data, size_t nbytes,
-              char *err, size_t cap) {
+int npy_write(const char *path, sg_dtype dtype, int ndim, const int64_t *dims, const void *data,
+              size_t nbytes, char *err, size_t cap) {
   void *buf;
   size_t len;
   if (npy_format(dtype, ndim, dims, data, nbytes, &buf, &len, err, cap) != 0) return -1;

@@ -19,7 +19,8 @@
 /* An array read from a .npy file. `data` (malloc'd, freed by npy_free) holds
  * `nbytes` bytes in C order; a 0-d array has ndim 0 and one element. */
 typedef struct npy_array {
-  sg_dtype dtype; /* SG_F32 ('<f4'), SG_I64 ('<i8'), SG_I32 ('<i4'), SG_F16 ('<f2'), SG_U8 ('|u1'), SG_BOOL ('|b1') */
+  sg_dtype dtype; /* SG_F32 ('<f4'), SG_I64 ('<i8'), SG_I32 ('<i4'), SG_F16 ('<f2'), SG_U8 ('|u1'), SG_BOOL
+                     ('|b1') */
   int ndim;
   int64_t dims[SG_MAX_DIMS];
   size_t nbytes;
@@ -49,7 +50,7 @@ int npy_format(sg_dtype dtype, int ndim, const int64_t *dims, const void *data, 
 
 /* Writes a .npy version 1.0 file (a partial file is removed on failure).
  * Returns 0, or -1 with a message in err. */
-int npy_write(const char *path, sg_dtype dtype, int ndim, const int64_t *dims, const void *data, size_t nbytes,
-              char *err, size_t cap);
+int npy_write(const char *path, sg_dtype dtype, int ndim, const int64_t *dims, const void *data,
+              size_t nbytes, char *err, size_t cap);
 
 #endif /* SGRT_TOOLS_NPY_H */

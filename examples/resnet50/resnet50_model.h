@@ -27,7 +27,8 @@ typedef struct resnet50_config {
   int bn_training; /* 1: batch norm in training form (batch statistics) */
 } resnet50_config;
 
-#define RESNET50_CONFIG_INIT {8, 224, 1000, 64, 1}
+#define RESNET50_CONFIG_INIT \
+  { 8, 224, 1000, 64, 1 }
 
 /* Appends ResNet-50 to `g`, reading `images` ([batch, 3, H, W] f32), and
  * returns the logits [batch, classes] through *logits. Parameters and

@@ -3,7 +3,7 @@
  *
  *   resnet50_train [--batch N] [--res N] [--steps N] [--threads N]
  *                  [--classes N] [--width N] [--optimizer sgd|adamw] [--lr X]
- *                  [--warmup N] [--seed N] [--json]
+ *                  [--warmup N] [--until-accuracy X] [--seed N] [--json]
  *
  * The data: class c is a colour (one offset per RGB channel) plus a plane
  * wave of its own frequency, orientation and phase per channel; a sample is
@@ -13,7 +13,9 @@
  * momentum 0.9, or AdamW), built and compiled once. One progress line per
  * step (loss, accuracy on that step's batch, images/s); with --json the last
  * line of stdout is one JSON object. --steps 0 builds, compiles and reports
- * the model (parameter count, planned memory) without training. */
+ * the model (parameter count, planned memory) without training;
+ * --until-accuracy X stops early once the training accuracy (over the last
+ * ACC_WINDOW steps) reaches X. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -29,7 +31,7 @@
 
 typedef struct options {
   int batch, res, steps, threads, classes, width, warmup, json;
-  double lr;
+  double lr, until; /* until: stop once the train accuracy reaches it (0: run all steps) */
   const char *optimizer;
   uint64_t seed;
 } options;
@@ -137,7 +139,8 @@ static sg_status build(const options *o, sg_graph **out) {
 
 /* FNV-1a over the bytes of every parameter in graph order (exact), plus the
  * float64 sum and L2 norm (tolerant), as mlp_train. */
-static sg_status param_digest(const sg_graph *g, const sg_session *s, uint64_t *hash, double *sum, double *l2) {
+static sg_status param_digest(const sg_graph *g, const sg_session *s, uint64_t *hash, double *sum,
+                              double *l2) {
   *hash = 1469598103934665603ull;
   *sum = *l2 = 0;
   for (int32_t i = 0; i < sg_graph_num_tensors(g); i++) {
@@ -186,13 +189,16 @@ static int fail(const char *what, sg_status st) {
 }
 
 static int usage(void) {
-  fprintf(stderr, "usage: resnet50_train [--batch N] [--res N] [--steps N] [--threads N] [--classes N] [--width N]\n"
-                  "                      [--optimizer sgd|adamw] [--lr X] [--warmup N] [--seed N] [--json]\n");
+  fprintf(
+      stderr,
+      "usage: resnet50_train [--batch N] [--res N] [--steps N] [--threads N] [--classes N] [--width N]\n"
+      "                      [--optimizer sgd|adamw] [--lr X] [--warmup N] [--until-accuracy X] [--seed N]\n"
+      "                      [--json]\n");
   return 2;
 }
 
 static int parse(int argc, char **argv, options *o) {
-  *o = (options){16, 64, 30, 2, 10, 64, 1, 0, 0, "sgd", 1};
+  *o = (options){16, 64, 30, 2, 10, 64, 1, 0, 0, 0, "sgd", 1};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     char *end = NULL;
@@ -210,6 +216,7 @@ static int parse(int argc, char **argv, options *o) {
     else if (strcmp(a, "--width") == 0) iv = &o->width;
     else if (strcmp(a, "--warmup") == 0) iv = &o->warmup;
     else if (strcmp(a, "--lr") == 0) o->lr = strtod(v, &end);
+    else if (strcmp(a, "--until-accuracy") == 0) o->until = strtod(v, &end);
     else if (strcmp(a, "--seed") == 0) o->seed = strtoull(v, &end, 10);
     else if (strcmp(a, "--optimizer") == 0) o->optimizer = v, end = (char *)"";
     else return usage();
@@ -225,9 +232,10 @@ static int parse(int argc, char **argv, options *o) {
   }
   if (o->lr == 0) o->lr = strcmp(o->optimizer, "adamw") == 0 ? 1e-3 : 0.05;
   if (o->batch < 2 || o->res < 32 || o->steps < 0 || o->threads < 1 || o->classes < 1 || o->width < 1 ||
-      o->warmup < 0 || !(o->lr > 0) || (strcmp(o->optimizer, "sgd") != 0 && strcmp(o->optimizer, "adamw") != 0)) {
+      o->warmup < 0 || !(o->lr > 0) || !(o->until >= 0 && o->until <= 1) ||
+      (strcmp(o->optimizer, "sgd") != 0 && strcmp(o->optimizer, "adamw") != 0)) {
     fprintf(stderr, "resnet50_train: need batch >= 2, res >= 32, steps >= 0, threads >= 1, classes >= 1, "
-                    "width >= 1, warmup >= 0, lr > 0, optimizer sgd|adamw\n");
+                    "width >= 1, warmup >= 0, lr > 0, 0 <= until-accuracy <= 1, optimizer sgd|adamw\n");
     return 2;
   }
   return 0;
@@ -259,7 +267,8 @@ int main(int argc, char **argv) {
   sg_session_compile_report(s, &rep);
   int64_t n_params = resnet50_count_parameters(g);
   if (!o.json)
-    printf("resnet50: %" PRId64 " parameters, %d classes, %dx%d images, batch %d, %d threads; compiled in %.2f s: "
+    printf("resnet50: %" PRId64
+           " parameters, %d classes, %dx%d images, batch %d, %d threads; compiled in %.2f s: "
            "%d ops per step, planned memory %.1f MB (%.1f MB without reuse)\n",
            n_params, o.classes, o.res, o.res, o.batch, o.threads, compile_s, rep.ops_scheduled,
            rep.planned_peak_bytes / 1e6, rep.sum_tensor_bytes / 1e6);
@@ -276,7 +285,8 @@ int main(int argc, char **argv) {
   int64_t xd[] = {o.batch, 3, o.res, o.res}, yd[] = {o.batch};
   float lr = (float)o.lr, loss = NAN;
   double train_s = 0;
-  for (int step = 0; step < o.steps; step++) {
+  int run = 0, reached = 0; /* steps run; the step at which --until-accuracy was reached */
+  for (int step = 0; step < o.steps && !reached; step++) {
     dataset_batch(&data, o.batch, x, y);
     if ((st = sg_session_set_input(s, "images", SG_F32, 4, xd, x)) != SG_OK ||
         (st = sg_session_set_input(s, "labels", SG_I64, 1, yd, y)) != SG_OK ||
@@ -299,17 +309,24 @@ int main(int argc, char **argv) {
       printf("step %d  loss %.4f  accuracy %.2f%%  %.2f images/s  (%.1f ms)\n", step + 1, loss,
              100.0 * correct[step] / o.batch, o.batch / times[step], 1e3 * times[step]);
     fflush(stdout);
+    run = step + 1;
+    if (o.until > 0 && run >= ACC_WINDOW) {
+      int hits = 0;
+      for (int i = run - ACC_WINDOW; i < run; i++) hits += correct[i];
+      if (hits >= o.until * ACC_WINDOW * o.batch) reached = run;
+    }
   }
 
   /* Summary: median step time over the steps after the warm-up. */
-  int first = o.steps > o.warmup ? o.warmup : 0, timed = o.steps - first;
+  int first = run > o.warmup ? o.warmup : 0, timed = run - first;
   double med = 0;
   if (timed > 0) {
     qsort(times + first, (size_t)timed, sizeof(double), cmp_double);
-    med = timed % 2 ? times[first + timed / 2] : 0.5 * (times[first + timed / 2 - 1] + times[first + timed / 2]);
+    med = timed % 2 ? times[first + timed / 2]
+                    : 0.5 * (times[first + timed / 2 - 1] + times[first + timed / 2]);
   }
-  int win = o.steps < ACC_WINDOW ? o.steps : ACC_WINDOW, hits = 0;
-  for (int i = o.steps - win; i < o.steps; i++) hits += correct[i];
+  int win = run < ACC_WINDOW ? run : ACC_WINDOW, hits = 0;
+  for (int i = run - win; i < run; i++) hits += correct[i];
   double acc = win > 0 ? (double)hits / ((double)win * o.batch) : 0.0;
   uint64_t hash;
   double psum, pl2;
@@ -332,9 +349,11 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(j, "param_count", (double)n_params);
     cJSON_AddNumberToObject(j, "ms_per_step", 1e3 * med);
     cJSON_AddNumberToObject(j, "images_per_second", ips);
-    cJSON_AddNumberToObject(j, "final_loss", o.steps > 0 ? loss : 0.0);
+    cJSON_AddNumberToObject(j, "final_loss", run > 0 ? loss : 0.0);
     cJSON_AddNumberToObject(j, "train_accuracy", acc);
     cJSON_AddNumberToObject(j, "accuracy_window_steps", win);
+    cJSON_AddNumberToObject(j, "until_accuracy", o.until);
+    cJSON_AddNumberToObject(j, "reached_at_step", reached);
     cJSON_AddNumberToObject(j, "compile_seconds", compile_s);
     cJSON_AddNumberToObject(j, "train_seconds", train_s);
     cJSON_AddNumberToObject(j, "planned_peak_bytes", (double)rep.planned_peak_bytes);
@@ -348,10 +367,11 @@ int main(int argc, char **argv) {
     free(text);
     cJSON_Delete(j);
   } else {
-    printf("done: %d steps, median %.1f ms/step (%.2f images/s, %d warm-up step%s excluded), final loss %.4f, "
-           "train accuracy %.2f%% (last %d steps), peak RSS %ld MB, params_hash %016" PRIx64 "\n",
-           o.steps, 1e3 * med, ips, first, first == 1 ? "" : "s", o.steps > 0 ? loss : 0.0, 100 * acc, win,
-           peak_rss_mb(), hash);
+    printf(
+        "done: %d steps, median %.1f ms/step (%.2f images/s, %d warm-up step%s excluded), final loss %.4f, "
+        "train accuracy %.2f%% (last %d steps), peak RSS %ld MB, params_hash %016" PRIx64 "\n",
+        run, 1e3 * med, ips, first, first == 1 ? "" : "s", run > 0 ? loss : 0.0, 100 * acc, win,
+        peak_rss_mb(), hash);
   }
   sg_session_destroy(s);
   sg_graph_destroy(g);

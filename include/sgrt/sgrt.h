@@ -40,10 +40,12 @@
 #ifndef SGRT_SGRT_H
 #define SGRT_SGRT_H
 
+#include "sgrt/comm.h"
 #include "sgrt/core.h"
 #include "sgrt/graph.h"
 #include "sgrt/onnx.h"
 #include "sgrt/ops.h"
+#include "sgrt/partition.h"
 #include "sgrt/session.h"
 #include "sgrt/sgg.h"
 #include "sgrt/status.h"

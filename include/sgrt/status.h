@@ -36,6 +36,9 @@ typedef enum sg_status {
   SG_ERR_NOT_FOUND = -17,  /**< a named tensor, op or file does not exist */
   SG_ERR_STATE = -18,      /**< the call is not valid in the object's current state */
   SG_ERR_INTERNAL = -19,   /**< a bug in sgrt; please report it */
+  SG_ERR_TIMEOUT = -20,    /**< a wait (peer, rendezvous, message) ran past its deadline */
+  SG_ERR_COMM = -21,       /**< the transport failed, or a peer went away (see the message) */
+  SG_ERR_DENIED = -22,     /**< the peer refused us: wrong job token */
 } sg_status;
 
 /** Short constant name of a status, e.g. "SG_ERR_SHAPE". Never NULL. Any thread. */

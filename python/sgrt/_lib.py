@@ -152,8 +152,8 @@ class sg_compile_report(ctypes.Structure):
     ]
 
 
-class sg_onnx_import_params(ctypes.Structure):
-    """Mirrors include/sgrt/onnx.h; initialised by sg_onnx_import_params_init()."""
+class sg_onnx_params(ctypes.Structure):
+    """include/sgrt/onnx.h; initialised by sg_onnx_params_init()."""
 
     _fields_ = [
         ("size", c_size_t),
@@ -307,8 +307,9 @@ _PROTOTYPES = {
 
 # Optional: present once the library has them (the ONNX importer).
 _OPTIONAL = {
-    "sg_onnx_import_params_init": (sg_onnx_import_params, []),
-    "sg_onnx_import": (c_int, [c_char_p, POINTER(sg_onnx_import_params), POINTER(G)]),
+    "sg_onnx_params_init": (sg_onnx_params, []),
+    "sg_onnx_import": (c_int, [c_char_p, POINTER(sg_onnx_params), POINTER(G)]),
+    "sg_onnx_import_from_memory": (c_int, [c_void_p, c_size_t, POINTER(sg_onnx_params), POINTER(G)]),
 }
 
 
@@ -371,29 +372,13 @@ def error(code_name, message):
     return Error(STATUS[code_name], code_name, message)
 
 
-# The status values of include/sgrt/status.h (append-only in C, so fixed).
-STATUS = {
-    "SG_OK": 0,
-    "SG_ERR_INVALID_ARG": -1,
-    "SG_ERR_NO_MEMORY": -2,
-    "SG_ERR_IO": -3,
-    "SG_ERR_FORMAT": -4,
-    "SG_ERR_TRUNCATED": -5,
-    "SG_ERR_CHECKSUM": -6,
-    "SG_ERR_VERSION": -7,
-    "SG_ERR_UNSUPPORTED": -8,
-    "SG_ERR_SHAPE": -9,
-    "SG_ERR_DTYPE": -10,
-    "SG_ERR_ARITY": -11,
-    "SG_ERR_ATTRIBUTE": -12,
-    "SG_ERR_CYCLE": -13,
-    "SG_ERR_DUPLICATE": -14,
-    "SG_ERR_RANGE": -15,
-    "SG_ERR_DANGLING": -16,
-    "SG_ERR_NOT_FOUND": -17,
-    "SG_ERR_STATE": -18,
-    "SG_ERR_INTERNAL": -19,
-}
+# The status values of include/sgrt/status.h, read from the library itself so
+# that codes appended in C are known here without editing this file.
+STATUS = {}
+for _code in range(0, -128, -1):
+    _name = status_name(_code)
+    if _name != "SG_ERR_UNKNOWN":
+        STATUS[_name] = _code
 
 
 def encode(s, what="name"):

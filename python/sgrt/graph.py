@@ -234,42 +234,58 @@ class Graph:
 
     # ---- lifecycle ---------------------------------------------------------
 
+    @staticmethod
+    def _onnx_params(batch, training):
+        if not _lib.has("sg_onnx_import"):
+            raise _lib.error("SG_ERR_UNSUPPORTED", "this libsgrt (%s) has no ONNX importer" % _lib.path)
+        params = fn.sg_onnx_params_init()
+        if batch is not None:
+            params.batch = int(batch)
+        if training is not None:
+            params.training = 1 if training else 0
+        return params
+
     @classmethod
     def load(cls, path, batch=None, training=None):
         """Loads a graph file.
 
         `.sgg` files go through sg_graph_load (validated, finalized, weights
-        mapped from the file). `.onnx` files go through sg_onnx_import (needs a
-        library with the ONNX importer): `batch` replaces a symbolic or fixed
-        batch dimension, `training` selects the training form (batch norm on
-        batch statistics) instead of the form the file was exported in.
+        mapped from the file). `.onnx` files go through sg_onnx_import: `batch`
+        is the value of a symbolic (batch) dim; `training` True imports batch
+        norm and dropout in training form (batch statistics, running statistics
+        updated), False in inference form, None (default) as exported.
         """
         p = _lib.fspath(path)
         out = ctypes.c_void_p()
-        fn.sg_clear_error()
         if p.lower().endswith(b".onnx"):
-            if not _lib.has("sg_onnx_import"):
-                raise _lib.error("SG_ERR_UNSUPPORTED", "this libsgrt (%s) has no ONNX importer" % _lib.path)
-            params = fn.sg_onnx_import_params_init()
-            if batch is not None:
-                params.batch = int(batch)
-            if training is not None:
-                params.training = 1 if training else 0
+            params = cls._onnx_params(batch, training)
+            fn.sg_clear_error()
             _lib.check(fn.sg_onnx_import(p, ctypes.byref(params), ctypes.byref(out)))
         else:
             if batch is not None or training is not None:
                 raise _lib.error("SG_ERR_INVALID_ARG", "batch= and training= apply to ONNX models only; a .sgg graph "
                                                        "has static shapes")
+            fn.sg_clear_error()
             _lib.check(fn.sg_graph_load(p, ctypes.byref(out)))
         return cls._wrap(out.value)
 
     @classmethod
-    def from_bytes(cls, data):
-        """Loads a graph from the bytes of a .sgg file."""
+    def from_bytes(cls, data, format="sgg", batch=None, training=None):
+        """Loads a graph from the bytes of a .sgg file, or of an ONNX model with
+        format="onnx" (batch= and training= as for load())."""
         data = bytes(data)
         out = ctypes.c_void_p()
-        fn.sg_clear_error()
-        _lib.check(fn.sg_graph_load_from_memory(data, len(data), ctypes.byref(out)))
+        if format == "onnx":
+            params = cls._onnx_params(batch, training)
+            fn.sg_clear_error()
+            _lib.check(fn.sg_onnx_import_from_memory(data, len(data), ctypes.byref(params), ctypes.byref(out)))
+        elif format == "sgg":
+            if batch is not None or training is not None:
+                raise _lib.error("SG_ERR_INVALID_ARG", "batch= and training= apply to ONNX models only")
+            fn.sg_clear_error()
+            _lib.check(fn.sg_graph_load_from_memory(data, len(data), ctypes.byref(out)))
+        else:
+            raise _lib.error("SG_ERR_INVALID_ARG", "format must be 'sgg' or 'onnx', not %r" % (format,))
         return cls._wrap(out.value)
 
     def to_bytes(self):

@@ -39,6 +39,15 @@ int sg__op_inplace_input(const sg_graph *g, const sg__op *op) {
     case SG_OP_SIGMOID_BACKWARD:
     case SG_OP_TANH_BACKWARD:
     case SG_OP_DROPOUT_BACKWARD: candidate = 0; break;
+    /* Views: the same bytes under another shape, so the output may simply
+     * be the input's buffer (the kernel then copies nothing). */
+    case SG_OP_FLATTEN:
+    case SG_OP_RESHAPE:
+      if (op->n_outputs < 1 || op->n_inputs < 1 || op->inputs[0] < 0) return -1;
+      return g->tensors[op->inputs[0]].nbytes == g->tensors[op->outputs[0]].nbytes &&
+                     g->tensors[op->inputs[0]].dtype == g->tensors[op->outputs[0]].dtype
+                 ? 0
+                 : -1;
     default: return -1;
   }
   if (op->n_outputs < 1 || candidate >= op->n_inputs || op->inputs[candidate] < 0) return -1;

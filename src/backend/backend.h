@@ -10,8 +10,9 @@
 
 #include "graph/graph_internal.h"
 
-/* Bumped on any change to the table's layout or contract. */
-#define SG__BACKEND_VERSION 1u
+/* Bumped on any change to the table's layout or contract.
+ * 2: the optional plan_layouts entry (tensor storage layouts). */
+#define SG__BACKEND_VERSION 2u
 
 /* A compiled op: backend-defined (oneDNN primitives, a C function, ...). */
 typedef struct sg__kernel sg__kernel;
@@ -64,6 +65,19 @@ typedef struct sg__backend_i {
 
   /* Waits until all submitted work is done. */
   sg_status (*synchronize)(void *state);
+
+  /* optional (NULL: every tensor is stored in the graph's plain row-major
+   * layout). Called by the memory planner once per compile of `g`, before
+   * any kernel_create for it. may_relayout[t] != 0 marks the tensors that
+   * only kernels read and write (the planned transient region); every other
+   * tensor is copied to and from the caller as plain bytes and must stay
+   * plain. The backend picks a storage layout per tensor (e.g. channel-
+   * blocked activations between convolutions), keeps the decision in its
+   * state for the kernels it then creates for `g`, and writes each tensor's
+   * slot size to bytes[t] (>= its nbytes; larger where the layout pads).
+   * Kernels of ops whose output may share an input's slot
+   * (sg__op_inplace_input) stay correct whatever layouts it picks. */
+  sg_status (*plan_layouts)(void *state, const sg_graph *g, const uint8_t *may_relayout, size_t *bytes);
 } sg__backend_i;
 
 extern const sg__backend_i sg__cpu_backend;

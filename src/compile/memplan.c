@@ -58,19 +58,22 @@ static sg_status place(group *gs, uint32_t n, size_t *offsets, size_t *peak) {
   return SG_OK;
 }
 
-sg_status sg__memplan(const sg_graph *g, sg__plan *p, const bool *folded) {
+sg_status sg__memplan(const sg_graph *g, sg__plan *p, const bool *folded, const sg__backend_i *be,
+                      void *be_state) {
   uint32_t nt = g->n_tensors;
   size_t ntt = nt ? nt : 1;
   p->buf_kind = sg__calloc(ntt, 1);
   p->offset = sg__calloc(ntt, sizeof(size_t));
   p->last_use = sg__malloc(ntt * sizeof(int32_t));
   p->alias_of = sg__malloc(ntt * sizeof(int32_t));
+  p->bytes = sg__malloc(ntt * sizeof(size_t));
   int32_t *first = sg__malloc(ntt * sizeof(int32_t));
   int32_t *group_of = sg__malloc(ntt * sizeof(int32_t));
   group *gs = sg__malloc(ntt * sizeof(group));
   size_t *offsets = sg__malloc(ntt * sizeof(size_t));
   sg_status st = SG_OK;
-  if (!p->buf_kind || !p->offset || !p->last_use || !p->alias_of || !first || !group_of || !gs || !offsets) {
+  if (!p->buf_kind || !p->offset || !p->last_use || !p->alias_of || !p->bytes || !first || !group_of || !gs ||
+      !offsets) {
     st = sg__error(SG_ERR_NO_MEMORY, "compile: out of memory planning %u tensors", nt);
     goto out;
   }
@@ -102,6 +105,29 @@ sg_status sg__memplan(const sg_graph *g, sg__plan *p, const bool *folded) {
   /* Inputs are always given a slot so that the caller can set them. */
   for (uint32_t i = 0; i < g->n_inputs; i++) p->buf_kind[g->inputs[i]] = SG__BUF_PERSISTENT;
 
+  /* Slot sizes: the backend may store transient tensors in a layout of its
+   * own (channel-blocked activations), which can be larger than plain. */
+  for (uint32_t t = 0; t < nt; t++) p->bytes[t] = g->tensors[t].nbytes;
+  if (be != NULL && be->plan_layouts != NULL) {
+    uint8_t *may = sg__calloc(ntt, 1);
+    if (may == NULL) {
+      st = sg__error(SG_ERR_NO_MEMORY, "compile: out of memory planning %u tensors", nt);
+      goto out;
+    }
+    for (uint32_t t = 0; t < nt; t++) may[t] = p->buf_kind[t] == SG__BUF_TRANSIENT;
+    st = be->plan_layouts(be_state, g, may, p->bytes);
+    sg__free(may);
+    if (st != SG_OK) goto out;
+    for (uint32_t t = 0; t < nt; t++)
+      if (p->bytes[t] < g->tensors[t].nbytes ||
+          (p->buf_kind[t] != SG__BUF_TRANSIENT && p->bytes[t] != g->tensors[t].nbytes)) {
+        st = sg__error(SG_ERR_INTERNAL,
+                       "compile: backend %s gave tensor '%s' a slot of %zu bytes (nbytes %zu)", be->name,
+                       g->tensors[t].name, p->bytes[t], g->tensors[t].nbytes);
+        goto out;
+      }
+  }
+
   /* In-place: output 0 takes over its input's slot when that input is a
    * transient tensor read for the last time by this op. */
   for (uint32_t i = 0; i < p->n_order; i++) {
@@ -122,16 +148,16 @@ sg_status sg__memplan(const sg_graph *g, sg__plan *p, const bool *folded) {
       p->offset[t] = p->persistent_bytes;
       p->persistent_bytes += align_up(g->tensors[t].nbytes);
     }
-    if (p->buf_kind[t] != SG__BUF_NONE) p->sum_tensor_bytes += g->tensors[t].nbytes;
+    if (p->buf_kind[t] != SG__BUF_NONE) p->sum_tensor_bytes += p->bytes[t];
     if (p->buf_kind[t] != SG__BUF_TRANSIENT) continue;
-    p->sum_transient_bytes += align_up(g->tensors[t].nbytes);
+    p->sum_transient_bytes += align_up(p->bytes[t]);
     int32_t root = p->alias_of[t] >= 0 ? p->alias_of[t] : (int32_t)t;
     if (group_of[root] < 0) {
       group_of[root] = (int32_t)n_groups;
       gs[n_groups++] = (group){root, 0, first[root], first[root]};
     }
     group *gr = &gs[group_of[root]];
-    if (g->tensors[t].nbytes > gr->bytes) gr->bytes = g->tensors[t].nbytes;
+    if (p->bytes[t] > gr->bytes) gr->bytes = p->bytes[t];
     if (p->last_use[t] > gr->last) gr->last = p->last_use[t];
   }
   if (place(gs, n_groups, offsets, &p->transient_bytes) != SG_OK) {

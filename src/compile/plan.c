@@ -2,13 +2,13 @@
 #include "compile/plan.h"
 #include "compile/plan_internal.h"
 
-sg_status sg__plan_build(const sg_graph *g, sg__plan *out) {
+sg_status sg__plan_build(const sg_graph *g, const sg__backend_i *be, void *be_state, sg__plan *out) {
   *out = (sg__plan){0};
   if (!g->finalized) return sg__error(SG_ERR_STATE, "compile: the graph must be finalized");
   bool *folded = sg__calloc(g->n_ops ? g->n_ops : 1, sizeof(bool));
   if (folded == NULL) return sg__error(SG_ERR_NO_MEMORY, "compile: out of memory");
   sg_status st = sg__schedule(g, out, folded);
-  if (st == SG_OK) st = sg__memplan(g, out, folded);
+  if (st == SG_OK) st = sg__memplan(g, out, folded, be, be_state);
   sg__free(folded);
   if (st != SG_OK) sg__plan_free(out);
   return st;
@@ -22,5 +22,6 @@ void sg__plan_free(sg__plan *p) {
   sg__free(p->offset);
   sg__free(p->last_use);
   sg__free(p->alias_of);
+  sg__free(p->bytes);
   *p = (sg__plan){0};
 }

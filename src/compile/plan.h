@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/backend.h"
 #include "graph/graph_internal.h"
 
 /* Where a tensor's bytes live. */
@@ -36,6 +37,7 @@ typedef struct sg__plan {
   size_t *offset;       /* within its region (persistent or transient) */
   int32_t *last_use;    /* position in `order` of its last reader (-1: none); transient tensors only */
   int32_t *alias_of;    /* in-place: the tensor whose slot this one reuses, or -1 */
+  size_t *bytes;        /* slot size: nbytes, or the backend's layout size (plan_layouts) */
 
   size_t persistent_bytes;   /* sum of persistent slots (aligned) */
   size_t transient_bytes;    /* planned peak of the transient region */
@@ -45,10 +47,12 @@ typedef struct sg__plan {
   uint32_t n_inplace;        /* outputs that reuse their input's buffer */
 } sg__plan;
 
-/* Builds the plan of a finalized graph. Errors: SG_ERR_NO_MEMORY;
+/* Builds the plan of a finalized graph for a backend (`be` may be NULL:
+ * plain layouts; otherwise its plan_layouts, if any, sizes the transient
+ * slots and is told the layouts are decided). Errors: SG_ERR_NO_MEMORY;
  * SG_ERR_CYCLE when an in-place update cannot be ordered after the readers
- * of the tensor it updates. */
-sg_status sg__plan_build(const sg_graph *g, sg__plan *out);
+ * of the tensor it updates; the backend's plan_layouts errors. */
+sg_status sg__plan_build(const sg_graph *g, const sg__backend_i *be, void *be_state, sg__plan *out);
 void sg__plan_free(sg__plan *p);
 
 /* Alignment of every slot: a cache line, and what oneDNN prefers. */

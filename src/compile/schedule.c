@@ -60,8 +60,9 @@ static void find_foldable(const sg_graph *g, const bool *needed, bool *folded) {
   }
 }
 
-/* A binary min-heap of op indices, so the order is the smallest ready op
- * first: deterministic, and equal to index order for builder graphs. */
+/* A binary min-heap of priority keys, so the order is the smallest ready
+ * key first: deterministic, and equal to index order for builder graphs,
+ * except that optimizer updates run as soon as they are ready (key() below). */
 static void heap_push(int32_t *h, uint32_t *n, int32_t v) {
   uint32_t i = (*n)++;
   while (i > 0 && h[(i - 1) / 2] > v) {
@@ -85,6 +86,19 @@ static int32_t heap_pop(int32_t *h, uint32_t *n) {
   if (*n > 0) h[i] = last;
   return top;
 }
+
+/* Heap key of op k: its index, or for an optimizer update its index minus
+ * n_ops, so that an update runs as soon as its gradient exists and the last
+ * reader of its parameter has run, instead of after the whole backward pass.
+ * Its gradient then dies at once (the planner reuses the slot, so the
+ * gradients are not all alive at the end of the step) and is often still in
+ * cache when the update reads it; a gradient bucket is also complete as
+ * early as possible (SPEC C5). */
+static int32_t key(const sg_graph *g, int32_t k) {
+  sg_op_kind kind = g->ops[k].kind;
+  return kind == SG_OP_SGD_UPDATE || kind == SG_OP_ADAMW_UPDATE ? k - (int32_t)g->n_ops : k;
+}
+static int32_t op_of(const sg_graph *g, int32_t key) { return key < 0 ? key + (int32_t)g->n_ops : key; }
 
 sg_status sg__schedule(const sg_graph *g, sg__plan *p, bool *folded) {
   uint32_t n_ops = g->n_ops, nt = g->n_tensors;
@@ -155,22 +169,22 @@ sg_status sg__schedule(const sg_graph *g, sg__plan *p, bool *folded) {
 
   uint32_t n_heap = 0;
   for (uint32_t k = 0; k < n_ops; k++)
-    if (needed[k] && !folded[k] && indeg[k] == 0) heap_push(heap, &n_heap, (int32_t)k);
+    if (needed[k] && !folded[k] && indeg[k] == 0) heap_push(heap, &n_heap, key(g, (int32_t)k));
   while (n_heap > 0) {
-    int32_t k = heap_pop(heap, &n_heap);
+    int32_t k = op_of(g, heap_pop(heap, &n_heap));
     p->order[p->n_order++] = k;
     const sg__op *op = &g->ops[k];
     /* Release consumers of k's outputs (once per input slot that reads it). */
     for (int o = 0; o < op->n_outputs; o++) {
       int32_t t = op->outputs[o];
       for (uint32_t j = cons_start[t]; j < cons_start[t + 1]; j++)
-        if (--indeg[cons[j]] == 0) heap_push(heap, &n_heap, cons[j]);
+        if (--indeg[cons[j]] == 0) heap_push(heap, &n_heap, key(g, cons[j]));
     }
     /* k has read its inputs: release their in-place updaters. */
     for (int i = 0; i < op->n_inputs; i++) {
       int32_t t = op->inputs[i];
       if (t < 0 || mutator[t] < 0 || mutator[t] == k) continue;
-      if (--indeg[mutator[t]] == 0) heap_push(heap, &n_heap, mutator[t]);
+      if (--indeg[mutator[t]] == 0) heap_push(heap, &n_heap, key(g, mutator[t]));
     }
   }
   uint32_t n_sched = 0;

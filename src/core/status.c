@@ -28,6 +28,9 @@ const char *sg_status_str(sg_status status) {
     SG_NAME(SG_ERR_NOT_FOUND);
     SG_NAME(SG_ERR_STATE);
     SG_NAME(SG_ERR_INTERNAL);
+    SG_NAME(SG_ERR_TIMEOUT);
+    SG_NAME(SG_ERR_COMM);
+    SG_NAME(SG_ERR_DENIED);
 #undef SG_NAME
   }
   return "SG_ERR_UNKNOWN";

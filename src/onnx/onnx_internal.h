@@ -134,8 +134,12 @@ bool sg__ox_has_output(const ox_ctx *c, int k);
 
 /* Records the wanted final name of a tensor (see ox_ctx.want). */
 sg_status sg__ox_want_name(ox_ctx *c, int32_t tensor, const char *name, int prio);
-/* A provisional unique name for a new source tensor. */
-const char *sg__ox_tmp_name(ox_ctx *c);
+/* A unique name for a new source tensor: its sanitized ONNX name when that
+ * is free, else a provisional one (the final names are set at the end). */
+const char *sg__ox_tmp_name(ox_ctx *c, const char *onnx_name);
+/* `msg` with every quoted tensor name replaced by its wanted (ONNX) name, so
+ * builder messages name tensors as the model does; returns buf. */
+const char *sg__ox_message(ox_ctx *c, const char *msg, char *buf, size_t cap);
 /* Records that ops [first, g->n_ops) were created by the current node. */
 sg_status sg__ox_note_ops(ox_ctx *c, uint32_t first);
 /* Applies the wanted names of tensors and ops (end of import). */
@@ -157,7 +161,8 @@ sg_status sg__ox_attr_string(ox_ctx *c, const char *name, const char *def, char 
 sg_status sg__ox_check_attrs(ox_ctx *c, const char *const *known);
 
 /* Error with the current node as context: "node 'NAME' (OpType): ...". */
-sg_status sg__ox_node_error(ox_ctx *c, sg_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+sg_status sg__ox_node_error(ox_ctx *c, sg_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* Printable ONNX name for messages (NULL -> ""). */
 const char *sg__ox_str(const char *s);
 /* A float32 attribute value as the decimal the exporter most likely wrote
@@ -186,8 +191,9 @@ extern const int sg__ox_n_fold_ops;
 /* Normalises a possibly negative axis against rank; SG_ERR_ATTRIBUTE naming
  * `what` when out of range. */
 sg_status sg__ox_axis(ox_ctx *c, int64_t axis, int rank, const char *what, int *out);
-/* The static shape of a value (tensor or constant). */
-void sg__ox_shape(const ox_ctx *c, const ox_value *v, int *ndim, int64_t *dims);
+/* The static shape of a value (tensor or constant); fails for an
+ * unavailable one. */
+sg_status sg__ox_shape(ox_ctx *c, const ox_value *v, int *ndim, int64_t *dims);
 /* An import-time constant input holding integers (shape, axes, ...): its
  * values into vals (at most cap). SG_ERR_UNSUPPORTED if it is computed at
  * run time, SG_ERR_DTYPE if it does not hold integers. */
@@ -196,5 +202,14 @@ sg_status sg__ox_const_ints(ox_ctx *c, const ox_value *v, const char *what, int 
 sg_status sg__ox_const_scalar(ox_ctx *c, const ox_value *v, const char *what, double *out);
 /* A runtime reshape of value v to dims (Squeeze, Unsqueeze, Reshape). */
 sg_status sg__ox_reshape(ox_ctx *c, ox_value *v, int ndim, const int64_t *dims, sg_tensor *out);
+/* After a builder call: SG_OK when t is a tensor, else the graph's error
+ * with the current node as context. */
+sg_status sg__ox_built(ox_ctx *c, sg_tensor t);
+/* A constant whose data may be computed with at import time: not a float
+ * initializer, which is a trainable parameter (or state). */
+bool sg__ox_foldable(const ox_value *v);
+/* Folds a binary op ('+', '-', '*', '/') when both operands are foldable
+ * constants of one type; *folded says whether it did. */
+sg_status sg__ox_fold_binary(ox_ctx *c, char op, const ox_value *a, const ox_value *b, bool *folded);
 
 #endif /* SG_ONNX_INTERNAL_H */

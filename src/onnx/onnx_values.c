@@ -26,8 +26,7 @@ sg_status sg__ox_node_error(ox_ctx *c, sg_status st, const char *fmt, ...) {
   va_end(ap);
   const Onnx__NodeProto *n = c->node;
   if (n == NULL) return sg__error(st, "%s", msg);
-  if (n->name && n->name[0])
-    return sg__error(st, "node '%s' (%s): %s", n->name, sg__ox_str(n->op_type), msg);
+  if (n->name && n->name[0]) return sg__error(st, "node '%s' (%s): %s", n->name, sg__ox_str(n->op_type), msg);
   return sg__error(st, "node #%d (%s): %s", (int)c->node_index, sg__ox_str(n->op_type), msg);
 }
 
@@ -135,9 +134,9 @@ sg_status sg__ox_fold_alloc(ox_ctx *c, int64_t numel, size_t elem_size, void **d
 }
 
 static const char *elem_name(int elem) {
-  static const char *const names[] = {"UNDEFINED", "FLOAT",   "UINT8",      "INT8",      "UINT16",   "INT16",
-                                      "INT32",     "INT64",   "STRING",     "BOOL",      "FLOAT16",  "DOUBLE",
-                                      "UINT32",    "UINT64",  "COMPLEX64",  "COMPLEX128", "BFLOAT16"};
+  static const char *const names[] = {"UNDEFINED", "FLOAT",  "UINT8",     "INT8",       "UINT16",  "INT16",
+                                      "INT32",     "INT64",  "STRING",    "BOOL",       "FLOAT16", "DOUBLE",
+                                      "UINT32",    "UINT64", "COMPLEX64", "COMPLEX128", "BFLOAT16"};
   if (elem >= 0 && elem < (int)(sizeof names / sizeof *names)) return names[elem];
   return "unknown";
 }
@@ -153,7 +152,8 @@ static size_t elem_size(int elem) {
 }
 
 /* Widens int32 or bool data (count values at p, unaligned) to int64. */
-static sg_status widen(ox_ctx *c, int elem, const void *p, const int32_t *typed, int64_t count, const void **out) {
+static sg_status widen(ox_ctx *c, int elem, const void *p, const int32_t *typed, int64_t count,
+                       const void **out) {
   int64_t *w = sg__arena_alloc(&c->tmp, (size_t)(count ? count : 1) * 8, 8);
   if (w == NULL) return sg__error(SG_ERR_NO_MEMORY, "ONNX import: out of memory decoding a tensor");
   for (int64_t i = 0; i < count; i++) {
@@ -202,15 +202,15 @@ sg_status sg__ox_decode_tensor(ox_ctx *c, const Onnx__TensorProto *t, const char
   for (size_t i = 0; i < t->n_dims; i++) v->dims[i] = t->dims[i];
   v->numel = numel;
   if (t->has_raw_data) {
-    if (typed_fields)
-      return sg__error(SG_ERR_FORMAT, "%s '%s' has both raw_data and typed data", what, name);
+    if (typed_fields) return sg__error(SG_ERR_FORMAT, "%s '%s' has both raw_data and typed data", what, name);
     uint64_t expect = (uint64_t)numel * es;
     if (t->raw_data.len != expect)
       return sg__error(SG_ERR_FORMAT, "%s '%s' (%s, %lld elements): raw_data has %zu bytes, expected %llu",
                        what, name, elem_name(elem), (long long)numel, t->raw_data.len,
                        (unsigned long long)expect);
     v->data = t->raw_data.data;
-    if (elem == OX_INT32 || elem == OX_BOOL) SG_CHECK(widen(c, elem, t->raw_data.data, NULL, numel, &v->data));
+    if (elem == OX_INT32 || elem == OX_BOOL)
+      SG_CHECK(widen(c, elem, t->raw_data.data, NULL, numel, &v->data));
     return SG_OK;
   }
   size_t have = elem == OX_FLOAT ? t->n_float_data : elem == OX_INT64 ? t->n_int64_data : t->n_int32_data;
@@ -231,15 +231,15 @@ sg_status sg__ox_decode_tensor(ox_ctx *c, const Onnx__TensorProto *t, const char
 
 static sg_status ensure_want(ox_ctx *c, uint32_t n) {
   if (n <= c->cap_want) return SG_OK;
-  uint32_t cap = c->cap_want, old = c->cap_want;
-  if (sg__grow((void **)&c->want, &cap, n, sizeof *c->want) != SG_OK)
-    return sg__error(SG_ERR_NO_MEMORY, "ONNX import: out of memory");
-  uint32_t cap2 = old;
-  if (sg__grow((void **)&c->want_prio, &cap2, cap, sizeof *c->want_prio) != SG_OK) {
-    c->cap_want = old; /* want grew, want_prio did not: keep the smaller */
-    return sg__error(SG_ERR_NO_MEMORY, "ONNX import: out of memory");
-  }
-  for (uint32_t i = old; i < cap; i++) {
+  uint32_t cap = c->cap_want ? c->cap_want : 64;
+  while (cap < n) cap *= 2;
+  const char **w = sg__realloc(c->want, (size_t)cap * sizeof *w);
+  if (w == NULL) return sg__error(SG_ERR_NO_MEMORY, "ONNX import: out of memory");
+  c->want = w;
+  uint8_t *p = sg__realloc(c->want_prio, cap);
+  if (p == NULL) return sg__error(SG_ERR_NO_MEMORY, "ONNX import: out of memory");
+  c->want_prio = p;
+  for (uint32_t i = c->cap_want; i < cap; i++) {
     c->want[i] = NULL;
     c->want_prio[i] = 0;
   }
@@ -250,25 +250,56 @@ static sg_status ensure_want(ox_ctx *c, uint32_t n) {
 sg_status sg__ox_want_name(ox_ctx *c, int32_t tensor, const char *name, int prio) {
   SG_CHECK(ensure_want(c, (uint32_t)tensor + 1));
   if (prio <= c->want_prio[tensor]) return SG_OK;
-  c->want[tensor] = sg__ox_sanitize(c, name);
+  /* Copied: callers pass names built in stack buffers. */
+  const char *clean = sg__ox_sanitize(c, name);
+  c->want[tensor] = clean ? sg__arena_strdup(&c->tmp, clean) : NULL;
   if (c->want[tensor] == NULL) return sg__error(SG_ERR_NO_MEMORY, "ONNX import: out of memory");
   c->want_prio[tensor] = (uint8_t)prio;
   return SG_OK;
 }
 
-const char *sg__ox_tmp_name(ox_ctx *c) {
+const char *sg__ox_tmp_name(ox_ctx *c, const char *onnx_name) {
+  /* Usually the final name is free already, and messages read best with it. */
+  const char *clean = sg__ox_sanitize(c, onnx_name);
+  if (clean == NULL) return NULL;
+  if (sg__tensor_lookup(c->g, clean) < 0) return clean;
   char buf[48];
   do snprintf(buf, sizeof buf, "onnx.import.%u", c->tmp_names++);
   while (sg__tensor_lookup(c->g, buf) >= 0);
   return sg__arena_strdup(&c->tmp, buf);
 }
 
-static sg_dtype to_dtype(int elem) { return elem == OX_FLOAT ? SG_F32 : elem == OX_INT64 ? SG_I64 : (sg_dtype)0; }
+const char *sg__ox_message(ox_ctx *c, const char *msg, char *buf, size_t cap) {
+  size_t o = 0;
+  const char *p = msg;
+  while (*p && o + 1 < cap) {
+    const char *q = *p == '\'' ? strchr(p + 1, '\'') : NULL;
+    if (q && q - p - 1 < SG__MAX_NAME) {
+      char name[SG__MAX_NAME];
+      memcpy(name, p + 1, (size_t)(q - p - 1));
+      name[q - p - 1] = '\0';
+      int32_t id = sg__tensor_lookup(c->g, name);
+      const char *use = id >= 0 && (uint32_t)id < c->cap_want && c->want[id] ? c->want[id] : name;
+      o += (size_t)snprintf(buf + o, cap - o, "'%s'", use);
+      if (o >= cap) o = cap - 1;
+      p = q + 1;
+    } else {
+      buf[o++] = *p++;
+    }
+  }
+  buf[o] = '\0';
+  return buf;
+}
+
+static sg_dtype to_dtype(int elem) {
+  return elem == OX_FLOAT ? SG_F32 : elem == OX_INT64 ? SG_I64 : (sg_dtype)0;
+}
 
 sg_status sg__ox_tensor(ox_ctx *c, ox_value *v, sg_tensor *out) {
   *out = SG_NO_TENSOR;
   if (v->kind == OX_V_UNAVAILABLE)
-    return sg__ox_node_error(c, SG_ERR_UNSUPPORTED, "uses '%s', which sgrt cannot provide: %s", v->name, v->why);
+    return sg__ox_node_error(c, SG_ERR_UNSUPPORTED, "uses '%s', which sgrt cannot provide: %s", v->name,
+                             v->why);
   if (v->kind != OX_V_TENSOR && v->kind != OX_V_CONST)
     return sg__ox_node_error(c, SG_ERR_INTERNAL, "tensor '%s' has not been computed", v->name);
   if (v->tensor >= 0) {
@@ -284,10 +315,11 @@ sg_status sg__ox_tensor(ox_ctx *c, ox_value *v, sg_tensor *out) {
   if (v->numel == 0)
     return sg__ox_node_error(c, SG_ERR_UNSUPPORTED, "tensor '%s' has a zero-sized dim; sgrt needs dims >= 1",
                              v->name);
-  const char *tmp = sg__ox_tmp_name(c);
+  const char *tmp = sg__ox_tmp_name(c, v->name);
   if (tmp == NULL) return sg__error(SG_ERR_NO_MEMORY, "ONNX import: out of memory");
   sg_tensor t = sg_graph_add_tensor(c->g, tmp, dt, v->role, v->ndim, v->dims, v->data);
-  if (t.id < 0) return sg__ox_node_error(c, sg_graph_status(c->g), "tensor '%s': %s", v->name, sg_last_error());
+  if (t.id < 0)
+    return sg__ox_node_error(c, sg_graph_status(c->g), "tensor '%s': %s", v->name, sg_last_error());
   v->tensor = t.id;
   SG_CHECK(sg__ox_want_name(c, t.id, v->name, 2));
   *out = t;
@@ -330,7 +362,10 @@ sg_status sg__ox_set_alias(ox_ctx *c, int k, const ox_value *src) {
   v->producer = keep.producer;
   v->initializer = false;
   v->input = false;
-  /* An alias of an initializer materialises as the initializer itself. */
+  /* A constant is copied, not shared: exporters put Identity nodes between
+   * equal initializers they deduplicated (distinct parameters in the model),
+   * so each alias becomes a tensor of its own when it is used. */
+  if (v->kind == OX_V_CONST) v->tensor = -1;
   return SG_OK;
 }
 
@@ -429,6 +464,8 @@ static char *unique_name(ox_ctx *c, bool ops, const char *base) {
   }
 }
 
+static int32_t node_of(const ox_ctx *c, uint32_t op) { return op < c->cap_op_node ? c->op_node[op] : -1; }
+
 sg_status sg__ox_apply_names(ox_ctx *c) {
   sg_graph *g = c->g;
   SG_CHECK(ensure_want(c, g->n_tensors));
@@ -449,14 +486,14 @@ sg_status sg__ox_apply_names(ox_ctx *c) {
    * became several ops. */
   sg__names_clear(&g->op_names);
   for (uint32_t i = 0; i < g->n_ops; i++) {
-    int32_t node = i < c->cap_op_node ? c->op_node[i] : -1;
+    int32_t node = node_of(c, i);
     const char *nn = node >= 0 ? c->graph->node[node]->name : NULL;
     const char *base = g->ops[i].name;
     char buf[SG__MAX_NAME];
     if (nn && nn[0]) {
       uint32_t first = i, last = i;
-      while (first > 0 && c->op_node[first - 1] == node) first--;
-      while (last + 1 < g->n_ops && c->op_node[last + 1] == node) last++;
+      while (first > 0 && node_of(c, first - 1) == node) first--;
+      while (last + 1 < g->n_ops && node_of(c, last + 1) == node) last++;
       const char *clean = sg__ox_sanitize(c, nn);
       if (clean == NULL) return sg__error(SG_ERR_NO_MEMORY, "ONNX import: out of memory naming ops");
       if (first == last) base = clean;
@@ -477,10 +514,9 @@ sg_status sg__ox_apply_names(ox_ctx *c) {
 /* ---- attributes ---------------------------------------------------------- */
 
 static const char *attr_type_name(int t) {
-  static const char *const names[] = {"UNDEFINED", "FLOAT",  "INT",     "STRING",         "TENSOR",
-                                      "GRAPH",     "FLOATS", "INTS",    "STRINGS",        "TENSORS",
-                                      "GRAPHS",    "SPARSE_TENSOR", "SPARSE_TENSORS", "TYPE_PROTO",
-                                      "TYPE_PROTOS"};
+  static const char *const names[] = {
+      "UNDEFINED", "FLOAT",   "INT",    "STRING",        "TENSOR",         "GRAPH",      "FLOATS",     "INTS",
+      "STRINGS",   "TENSORS", "GRAPHS", "SPARSE_TENSOR", "SPARSE_TENSORS", "TYPE_PROTO", "TYPE_PROTOS"};
   return t >= 0 && t < (int)(sizeof names / sizeof *names) ? names[t] : "unknown";
 }
 

@@ -206,7 +206,7 @@ sg_status sg_session_compile(sg_session *s) {
   if (s == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_session_compile: session is NULL");
   if (s->compiled) return sg__error(SG_ERR_STATE, "sg_session_compile: the session is already compiled");
   sg_status st;
-  SG_CHECK_GOTO(sg__plan_build(s->g, &s->plan), st, fail);
+  SG_CHECK_GOTO(sg__plan_build(s->g, s->be, s->be_state, &s->plan), st, fail);
   SG_CHECK_GOTO(allocate(s), st, fail);
   SG_CHECK_GOTO(fold_constants(s), st, fail);
   SG_CHECK_GOTO(create_kernels(s), st, fail);

@@ -33,10 +33,19 @@ struct sg_session {
   sg__kernel **kernels;      /* per position in plan.order */
   sg__kernel **eval_kernels; /* per position in plan.eval_order */
 
+  /* SG_PROFILE (debug, step.c): per-op-kind times, or NULL when off. */
+  struct sg__profile *profile;
+
   /* Poisoning (debug): slots to fill after each position of plan.order. */
   uint32_t *poison_start; /* n_order + 1 */
   int32_t *poison_tensor;
 };
+
+/* SG_PROFILE=N: after the N-th step, print per-op-kind total times over
+ * steps 2..N (step 1 is warm-up) to stderr. Set up at compile (allocates),
+ * freed by destroy. */
+sg_status sg__profile_init(sg_session *s);
+void sg__profile_free(sg_session *s);
 
 /* Points every op's input/output arrays at the current slots and bindings. */
 void sg__session_wire(sg_session *s);

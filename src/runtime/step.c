@@ -1,8 +1,103 @@
 /* Inputs, steps, evaluation passes, reading and writing tensors. Nothing
  * here allocates: a step only reads the arrays that compile built. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "runtime/session_internal.h"
+
+/* ---- SG_PROFILE: per-op times (debug, off by default) ------------------- */
+
+typedef struct sg__profile {
+  uint64_t report_after; /* print after this many steps */
+  uint64_t steps;        /* profiled steps so far (the first is warm-up) */
+  double *op_s;          /* per position of plan.order: seconds, summed over steps 2.. */
+  /* Wall time, or with SG_PROFILE_CPU=1 the process's CPU time: on a shared
+   * machine, CPU time at one thread measures an op's own work whatever else
+   * runs. */
+  clockid_t clock;
+} sg__profile;
+
+sg_status sg__profile_init(sg_session *s) {
+  const char *v = getenv("SG_PROFILE");
+  long n = v ? strtol(v, NULL, 10) : 0;
+  if (n <= 0) return SG_OK;
+  s->profile = sg__calloc(1, sizeof *s->profile);
+  if (s->profile == NULL) return sg__error(SG_ERR_NO_MEMORY, "compile: out of memory");
+  s->profile->op_s = sg__calloc(s->plan.n_order ? s->plan.n_order : 1, sizeof(double));
+  if (s->profile->op_s == NULL) {
+    sg__free(s->profile);
+    s->profile = NULL;
+    return sg__error(SG_ERR_NO_MEMORY, "compile: out of memory");
+  }
+  s->profile->report_after = (uint64_t)n;
+  const char *cpu = getenv("SG_PROFILE_CPU");
+  s->profile->clock = cpu && strcmp(cpu, "1") == 0 ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC;
+  return SG_OK;
+}
+
+void sg__profile_free(sg_session *s) {
+  if (s->profile) sg__free(s->profile->op_s);
+  sg__free(s->profile);
+  s->profile = NULL;
+}
+
+static double seconds_now(clockid_t clock) {
+  struct timespec ts;
+  clock_gettime(clock, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Per kind: ops per step, ms per step, share; then the slowest ops. Printing
+ * is debug output, so it goes straight to stderr. */
+static void profile_report(const sg_session *s) {
+  const sg__profile *pr = s->profile;
+  const sg_graph *g = s->g;
+  double steps = pr->steps > 1 ? (double)(pr->steps - 1) : 1.0, total = 0;
+  double kind_s[SG__OP_KIND_LAST + 1] = {0};
+  int kind_n[SG__OP_KIND_LAST + 1] = {0};
+  for (uint32_t i = 0; i < s->plan.n_order; i++) {
+    sg_op_kind k = g->ops[s->plan.order[i]].kind;
+    kind_s[k] += pr->op_s[i];
+    kind_n[k]++;
+    total += pr->op_s[i];
+  }
+  fprintf(
+      stderr, "sgrt profile: %u ops per step, %.1f ms per step (%s, mean of %.0f steps after the first)\n",
+      s->plan.n_order, 1e3 * total / steps, pr->clock == CLOCK_MONOTONIC ? "wall time" : "CPU time", steps);
+  fprintf(stderr, "  %-28s %6s %10s %6s\n", "op kind", "ops", "ms/step", "share");
+  for (;;) {
+    int best = 0;
+    for (int k = 1; k <= SG__OP_KIND_LAST; k++)
+      if (kind_n[k] > 0 && (best == 0 || kind_s[k] > kind_s[best])) best = k;
+    if (best == 0) break;
+    fprintf(stderr, "  %-28s %6d %10.2f %5.1f%%\n", sg_op_kind_name((sg_op_kind)best), kind_n[best],
+            1e3 * kind_s[best] / steps, total > 0 ? 100.0 * kind_s[best] / total : 0.0);
+    kind_n[best] = 0;
+  }
+  /* The 12 slowest single ops, with their first output's shape. */
+  fprintf(stderr, "  slowest ops:\n");
+  int32_t top[12];
+  int n_top = 0;
+  for (uint32_t i = 0; i < s->plan.n_order; i++) {
+    int j = n_top < 12 ? n_top++ : 11;
+    if (j == 11 && n_top == 12 && pr->op_s[top[11]] >= pr->op_s[i]) continue;
+    while (j > 0 && pr->op_s[top[j - 1]] < pr->op_s[i]) {
+      top[j] = top[j - 1];
+      j--;
+    }
+    top[j] = (int32_t)i;
+  }
+  for (int j = 0; j < n_top; j++) {
+    const sg__op *op = &g->ops[s->plan.order[top[j]]];
+    char shape[SG__SHAPE_STR] = "";
+    int32_t t = op->n_outputs > 0 ? op->outputs[0] : (op->n_inputs > 0 ? op->inputs[0] : -1);
+    if (t >= 0) sg__shape_str(shape, g->tensors[t].dtype, g->tensors[t].ndim, g->tensors[t].dims);
+    fprintf(stderr, "    %8.2f ms  %-24s %s %s\n", 1e3 * pr->op_s[top[j]] / steps, sg_op_kind_name(op->kind),
+            op->name ? op->name : "?", shape);
+  }
+}
 
 static sg_status need_compiled(const sg_session *s, const char *what) {
   if (s == NULL) return sg__error(SG_ERR_INVALID_ARG, "%s: session is NULL", what);
@@ -62,12 +157,17 @@ sg_status sg_session_bind_input(sg_session *s, const char *name, sg_dtype dtype,
   return SG_OK;
 }
 
-static sg_status check_inputs_set(const sg_session *s, const char *what) {
-  for (uint32_t i = 0; i < s->g->n_inputs; i++) {
-    int32_t t = s->g->inputs[i];
-    if (s->plan.buf_kind[t] != SG__BUF_NONE && !s->input_set[t])
-      return sg__error(SG_ERR_STATE, "%s: input '%s' has not been set (sg_session_set_input)", what,
-                       s->g->tensors[t].name);
+/* Every input that an op of `order` reads must have been set: an
+ * evaluation pass does not need the learning rate, a step does. */
+static sg_status check_inputs_set(const sg_session *s, const char *what, const int32_t *order, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++) {
+    const sg__op *op = &s->g->ops[order[i]];
+    for (int k = 0; k < op->n_inputs; k++) {
+      int32_t t = op->inputs[k];
+      if (t >= 0 && s->g->tensors[t].role == SG_ROLE_INPUT && !s->input_set[t])
+        return sg__error(SG_ERR_STATE, "%s: input '%s' has not been set (sg_session_set_input)", what,
+                         s->g->tensors[t].name);
+    }
   }
   return SG_OK;
 }
@@ -76,7 +176,7 @@ static void poison_after(sg_session *s, uint32_t pos) {
   for (uint32_t j = s->poison_start[pos]; j < s->poison_start[pos + 1]; j++) {
     int32_t t = s->poison_tensor[j];
     /* All-ones bytes: NaN as f32/f64, -1 as integers. Host memory on cpu. */
-    memset(s->tensor_ptr[t], 0xff, s->g->tensors[t].nbytes);
+    memset(s->tensor_ptr[t], 0xff, s->plan.bytes[t]);
   }
 }
 
@@ -91,18 +191,36 @@ static sg_status run(sg_session *s, const int32_t *order, uint32_t n, sg__kernel
   return s->be->synchronize(s->be_state);
 }
 
+/* A training step with every kernel timed (SG_PROFILE). */
+static sg_status run_profiled(sg_session *s, bool poison) {
+  sg__profile *pr = s->profile;
+  sg__run_ctx ctx = {s->steps, s->seed};
+  for (uint32_t i = 0; i < s->plan.n_order; i++) {
+    int32_t k = s->plan.order[i];
+    double t0 = seconds_now(pr->clock);
+    sg_status st = s->be->kernel_run(s->be_state, s->kernels[i], s->op_in[k], s->op_out[k], &ctx);
+    if (st == SG_OK) st = s->be->synchronize(s->be_state);
+    if (st != SG_OK) return st;
+    if (pr->steps > 0 || pr->report_after == 1) pr->op_s[i] += seconds_now(pr->clock) - t0;
+    if (poison) poison_after(s, i);
+  }
+  if (++pr->steps == pr->report_after) profile_report(s);
+  return SG_OK;
+}
+
 sg_status sg_session_step(sg_session *s) {
   SG_CHECK(need_compiled(s, "sg_session_step"));
-  SG_CHECK(check_inputs_set(s, "sg_session_step"));
+  SG_CHECK(check_inputs_set(s, "sg_session_step", s->plan.order, s->plan.n_order));
   bool poison = s->poison && strcmp(s->be->name, "cpu") == 0;
-  SG_CHECK(run(s, s->plan.order, s->plan.n_order, s->kernels, poison));
+  if (s->profile) SG_CHECK(run_profiled(s, poison));
+  else SG_CHECK(run(s, s->plan.order, s->plan.n_order, s->kernels, poison));
   s->steps++;
   return SG_OK;
 }
 
 sg_status sg_session_forward(sg_session *s) {
   SG_CHECK(need_compiled(s, "sg_session_forward"));
-  SG_CHECK(check_inputs_set(s, "sg_session_forward"));
+  SG_CHECK(check_inputs_set(s, "sg_session_forward", s->plan.eval_order, s->plan.n_eval));
   return run(s, s->plan.eval_order, s->plan.n_eval, s->eval_kernels, false);
 }
 

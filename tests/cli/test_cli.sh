@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Tests of the sgrt command-line tool. One CTest test per case:
 #   test_cli.sh CASE SGRT DATA_DIR [BUILD_GRAPH]
-# CASE: inspect_mlp | inspect_cnn | verify | dot | bad_input | help | example
+# CASE: inspect_mlp | inspect_cnn | inspect_onnx | verify | dot | bad_input | help | example | run
 # Expected numbers are derived by hand from the graph definitions in
 # tests/data/sample_graphs.c and examples/build_graph.c (see the comments),
 # not from an earlier run of the tool.
@@ -120,6 +120,51 @@ expect(j["optimizer_state"] == {"count": 0, "elements": 0, "bytes": 0}, "optimiz
 expect(tensors(j["inputs"]) == [("images", "f32", [2, 3, 16, 16]), ("labels", "i64", [2])], "inputs")
 expect(tensors(j["outputs"]) == [("loss", "f32", [])], "outputs")
 '
+  ;;
+
+inspect_onnx)
+  # tests/data/onnx/cnn_train.onnx, the training export of make_onnx.py's CNN: images [2,3,8,8] ->
+  # conv1 3->8 3x3 (+bias) -> bn1 -> relu -> max_pool 2 -> conv2 8->8 3x3 groups 2 (no bias) -> bn2 ->
+  # relu6 (exported as Relu + Clip) -> add the pool output -> (Pad, all zero: no op) -> avg_pool 2 ->
+  # global_avg_pool -> flatten -> fc 8->10 "logits".
+  #   parameters: conv1 8*3*9=216 + 8, bn1 8 + 8, conv2 8*4*9=288, bn2 8 + 8, fc 10*8=80 + 10
+  #               -> 9 tensors, 634 elements, 2536 bytes
+  #   state: bn{1,2}.running_{mean,var} -> 4 tensors, 32 elements, 128 bytes
+  #   ops: conv2d 2, batch_norm 2, relu 2, clip, max_pool2d, add, avg_pool2d, global_avg_pool,
+  #        flatten, gemm = 13
+  #   tensors: 1 input + 9 parameters + 4 state + 17 activations (3 per batch_norm) = 31
+  run 0 inspect "$data/onnx/cnn_train.onnx" --json
+  check_json '
+expect(j["format"] == "onnx" and j["format_version"] is None, "format")
+expect(re.fullmatch("[0-9a-f]{16}", j["hash"]) and j["hash"] != j["hash_with_weights"], "hashes")
+expect(j["num_ops"] == 13 and j["num_tensors"] == 31, "counts")
+expect(j["ops_by_kind"] == {"batch_norm": 2, "conv2d": 2, "relu": 2, "add": 1, "avg_pool2d": 1, "clip": 1,
+                            "flatten": 1, "gemm": 1, "global_avg_pool": 1, "max_pool2d": 1}, "ops by kind")
+expect(j["parameters"] == {"count": 9, "elements": 634, "bytes": 2536}, "parameters")
+expect(j["state"] == {"count": 4, "elements": 32, "bytes": 128}, "state")
+expect(j["constants"]["count"] == 0 and j["optimizer_state"]["count"] == 0, "no constants")
+expect([(t["name"], t["dtype"], t["shape"]) for t in j["inputs"]] == [("images", "f32", [2, 3, 8, 8])], "inputs")
+expect([(t["name"], t["dtype"], t["shape"]) for t in j["outputs"]] == [("logits", "f32", [2, 10])], "outputs")
+'
+  run 0 inspect "$data/onnx/cnn_train.onnx"
+  grep -Eq '^format: +onnx$' "$work/out" || fail "text format line: $(cat "$work/out")"
+  # mlp_eval.onnx has a symbolic batch dim: an error naming it, then --batch sizes it.
+  run 1 inspect "$data/onnx/mlp_eval.onnx"
+  expect_one_error_line "^sgrt: cannot load '.*mlp_eval\.onnx': SG_ERR_SHAPE: .*graph input 'x': dim 0 is symbolic"
+  run 0 inspect --batch 5 --json "$data/onnx/mlp_eval.onnx"
+  check_json 'expect([(t["name"], t["shape"]) for t in j["inputs"]] == [("x", [5, 3, 4])], "batch 5")
+expect([(t["name"], t["shape"]) for t in j["outputs"]] == [("logits", [5, 5])], "logits")'
+  run 2 inspect --batch 0 "$data/onnx/mlp_eval.onnx"
+  expect_one_error_line "^sgrt: inspect: --batch needs a positive integer"
+  # An ONNX model under another name is recognised by not being .sgg; verify and dot take it too.
+  cp "$data/onnx/cnn_eval.onnx" "$work/model.bin"
+  run 0 verify "$work/model.bin"
+  grep -Eq ": ok \([0-9]+ ops, [0-9]+ tensors\)$" "$work/out" || fail "verify model.bin: $(cat "$work/out")"
+  run 0 dot --batch 2 "$data/onnx/mlp_eval.onnx" -o "$work/mlp.dot"
+  grep -q 'label="x\\n\[2,3,4\] f32' "$work/mlp.dot" || fail "dot of mlp_eval.onnx lacks the input x [2,3,4]"
+  # An unsupported op: exit 1, one line naming the op and its node.
+  run 1 verify "$data/onnx/bad_unsupported_op.onnx"
+  expect_one_error_line "^sgrt: cannot load '.*': SG_ERR_UNSUPPORTED: .*node 'lrelu1' \(LeakyRelu\)"
   ;;
 
 verify)
@@ -297,6 +342,175 @@ expect(j["ops_by_kind"]["conv2d"] == 2 and j["ops_by_kind"]["batch_norm"] == 2, 
   if [ $rc -ne 1 ] || ! grep -q 'save failed: SG_ERR_IO' "$work/err"; then
     fail "build_graph to a bad path: rc $rc, $(cat "$work/err")"
   fi
+  ;;
+
+run)
+  # sgrt run: an evaluation pass of mlp.sgg (x [8,64] f32, labels [8] i64 -> outputs loss [] and
+  # logits [8,10]; lr and the four fed gradients are not read by the pass and are zero-filled).
+  # The loss file must be the mean cross entropy of the logits file, computed here with numpy;
+  # the logits themselves are checked against weights recomputed independently in
+  # tests/python/test_cli_run.py.
+  "$PY" - "$work" <<'EOF'
+import sys, numpy as np
+d = sys.argv[1]
+rng = np.random.default_rng(1)
+np.save(d + "/x.npy", rng.standard_normal((8, 64)).astype(np.float32))
+np.save(d + "/labels.npy", np.array([0, 1, 2, 3, 4, 5, 6, 9], dtype=np.int64))
+np.save(d + "/labels32.npy", np.arange(8, dtype=np.int32))
+np.save(d + "/x_short.npy", np.zeros((7, 64), np.float32))
+np.save(d + "/x64.npy", np.zeros((8, 64)))
+open(d + "/trunc.npy", "wb").write(open(d + "/x.npy", "rb").read()[:-4])
+open(d + "/text.npy", "w").write("not an array\n")
+EOF
+  run 0 run "$data/mlp.sgg" --input "x=$work/x.npy" -i "labels=$work/labels.npy" --output "$work/res" --json
+  [ ! -s "$work/err" ] || fail "run wrote to stderr: $(cat "$work/err")"
+  check_json '
+expect([(o["name"], o["dtype"], o["shape"]) for o in j["outputs"]] == [("loss", "f32", []), ("logits", "f32", [8, 10])], "outputs")
+expect([o["file"].rsplit("/", 1)[1] for o in j["outputs"]] == ["loss.npy", "logits.npy"], "file names")
+expect(j["zero_filled_inputs"] == ["lr", "fc1.weight.grad", "fc1.bias.grad", "fc2.weight.grad", "fc2.bias.grad"], "zero filled")
+expect([(i["name"], i["shape"]) for i in j["inputs"]] == [("x", [8, 64]), ("labels", [8])], "inputs")
+'
+  "$PY" - "$work" <<'EOF' || fail "output check"
+import sys, numpy as np
+d = sys.argv[1]
+logits, loss = np.load(d + "/res/logits.npy"), np.load(d + "/res/loss.npy")
+assert logits.dtype == np.float32 and logits.shape == (8, 10) and logits.flags.c_contiguous, logits.dtype
+assert loss.dtype == np.float32 and loss.shape == ()
+y = np.load(d + "/labels.npy")
+z = logits.astype(np.float64)
+z = z - z.max(axis=1, keepdims=True)
+ce = -(z[np.arange(8), y] - np.log(np.exp(z).sum(axis=1))).mean()
+assert abs(ce - float(loss)) <= 1e-5 * max(1, abs(ce)), (ce, float(loss))
+assert np.abs(logits).max() > 0
+EOF
+  # Text form: one line per output file.
+  run 0 run "$data/mlp.sgg" -i "x=$work/x.npy" -i "labels=$work/labels.npy" -o "$work/res2" --threads 1
+  { [ "$(wc -l <"$work/out")" -eq 2 ] && grep -q "res2/logits.npy: f32 \[8,10\]" "$work/out"; } ||
+    fail "text output: $(cat "$work/out")"
+  cmp -s "$work/res/logits.npy" "$work/res2/logits.npy" || fail "two runs wrote different logits"
+  # Mistakes in the inputs: exit 1, one line naming the input, the C message for a mismatch.
+  run 1 run "$data/mlp.sgg" -i "x=$work/x_short.npy" -i "labels=$work/labels.npy" -o "$work/o"
+  expect_one_error_line "^sgrt: run: input 'x' from '.*x_short\.npy': SG_ERR_SHAPE: .*\[8,64\].*\[7,64\]"
+  run 1 run "$data/mlp.sgg" -i "x=$work/x.npy" -i "labels=$work/labels32.npy" -o "$work/o"
+  expect_one_error_line "input 'labels' .*SG_ERR_DTYPE: "
+  run 1 run "$data/mlp.sgg" -i "x=$work/x64.npy" -i "labels=$work/labels.npy" -o "$work/o"
+  expect_one_error_line "^sgrt: run: cannot read input 'x' from .*x64\.npy.*'<f8' is not supported"
+  run 1 run "$data/mlp.sgg" -i "x=$work/trunc.npy" -i "labels=$work/labels.npy" -o "$work/o"
+  expect_one_error_line "cannot read input 'x' .*truncated"
+  run 1 run "$data/mlp.sgg" -i "x=$work/text.npy" -o "$work/o"
+  expect_one_error_line "not a \.npy file"
+  run 1 run "$data/mlp.sgg" -i "x=$work/missing.npy" -o "$work/o"
+  expect_one_error_line "cannot read input 'x' .*No such file"
+  run 1 run "$data/mlp.sgg" -i "x=$work/x.npy" -o "$work/o"
+  expect_one_error_line "SG_ERR_STATE: .*input 'labels' has not been set"
+  run 1 run "$data/mlp.sgg" -i "x=$work/x.npy" -i "nosuch=$work/labels.npy" -o "$work/o"
+  expect_one_error_line "input 'nosuch' .*SG_ERR_NOT_FOUND: "
+  run 1 run "$data/mlp.sgg" -i "fc1.bias=$work/labels.npy" -o "$work/o"
+  expect_one_error_line "SG_ERR_INVALID_ARG: .*not an input"
+  run 1 run "$work/x.npy" -i "x=$work/x.npy" -o "$work/o"
+  expect_one_error_line "^sgrt: cannot load "
+  : >"$work/afile"
+  run 1 run "$data/mlp.sgg" -i "x=$work/x.npy" -i "labels=$work/labels.npy" -o "$work/afile"
+  expect_one_error_line "cannot create output directory"
+  # Command-line mistakes: exit 2.
+  run 2 run "$data/mlp.sgg" -i "x=$work/x.npy"
+  expect_one_error_line "^sgrt: run: --output DIR is required"
+  run 2 run "$data/mlp.sgg" -i x -o "$work/o"
+  expect_one_error_line "NAME=FILE"
+  run 2 run "$data/mlp.sgg" -i "x=$work/x.npy" -i "x=$work/x.npy" -o "$work/o"
+  expect_one_error_line "given twice"
+  run 2 run "$data/mlp.sgg" --threads lots -o "$work/o"
+  expect_one_error_line "--threads"
+  run 2 run "$data/mlp.sgg" --batch 0 -o "$work/o"
+  expect_one_error_line "--batch"
+  # --batch sizes ONNX inputs; a .sgg graph's shapes are static.
+  run 1 run "$data/mlp.sgg" --batch 4 -i "x=$work/x.npy" -i "labels=$work/labels.npy" -o "$work/o"
+  expect_one_error_line "^sgrt: cannot load .*ONNX"
+  run 0 run --help
+  { grep -q "^usage: sgrt run MODEL" "$work/out" && grep -q "^exit status:" "$work/out"; } || fail "run --help"
+  run 0 --help
+  grep -Eq "^  run " "$work/out" || fail "--help does not list run"
+  ;;
+
+partition)
+  # sgrt partition (docs/partitioning.md). cnn.sgg as a forward graph has no backward ops, so every
+  # forward output counts as memory (by hand, f32 = 4 bytes):
+  #   sources: images 2*3*16*16 = 1536 el. = 6144 B, labels 2 x i64 = 16, parameters 3944, state 64
+  #   outputs: conv1 [2,8,16,16] 16384, batch_norm y 16384 + mean 32 + invstd 32, relu 16384,
+  #            max_pool [2,8,8,8] 4096, conv2 [2,16,4,4] 2048, global_avg_pool 128, flatten 128,
+  #            gemm [2,10] 80, loss 4
+  #   total: 10168 + 55700 = 65868 bytes; 9 ops, one group each.
+  FIGURES='["parts", "mode", "cut_bytes", "imbalance_pct", "compute_imbalance_pct", "acyclic", "boundary_tensors",
+            "seconds", "per_part"]'
+  COMMON='
+for k in '"$FIGURES"' + ["random", "boundary", "ops", "groups", "training", "total_memory_bytes", "devices"]:
+    expect(k in j, "key " + k)
+for k in '"$FIGURES"':
+    expect(k in j["random"], "random key " + k)
+expect(sum(p["ops"] for p in j["per_part"]) == j["ops"], "every op placed once")
+expect(abs(sum(b["bytes"] * len(b["to"]) for b in j["boundary"]) - j["cut_bytes"]) < 1e-6, "cut = boundary bytes")
+expect(len(j["boundary"]) == j["boundary_tensors"], "boundary count")
+expect(abs(sum(p["memory_bytes"] for p in j["per_part"]) - j["total_memory_bytes"]) < 1e-3, "memory adds up")
+expect(j["imbalance_pct"] >= 0 and j["random"]["imbalance_pct"] >= 0, "imbalance")
+'
+  run 0 partition "$data/cnn.sgg" --parts 2 --json
+  check_json "$COMMON"'
+expect(j["parts"] == 2 and j["mode"] == "free" and j["training"] is False, "parts, mode")
+expect(j["ops"] == 9 and j["groups"] == 9, "9 ops in 9 groups")
+expect(j["total_memory_bytes"] == 65868, "memory by hand")
+expect(j["file"].endswith("cnn.sgg") and j["train"] is None, "file, train")
+'
+  first=$(tail -n 1 "$work/out" | "$PY" -c 'import json,sys; j=json.load(sys.stdin); j.pop("seconds"); j["random"].pop("seconds"); print(json.dumps(j, sort_keys=True))')
+  run 0 partition "$data/cnn.sgg" --parts 2 --json
+  second=$(tail -n 1 "$work/out" | "$PY" -c 'import json,sys; j=json.load(sys.stdin); j.pop("seconds"); j["random"].pop("seconds"); print(json.dumps(j, sort_keys=True))')
+  [ "$first" = "$second" ] || fail "two runs with the same seed differ"
+  # Training graphs: pipeline stages are acyclic; the nine forward ops still lead the groups.
+  for opt in sgd adamw; do
+    run 0 partition "$data/cnn.sgg" --parts 3 --mode pipeline --train "$opt" --json
+    check_json "$COMMON"'
+expect(j["mode"] == "pipeline" and j["acyclic"] is True and j["training"] is True, "acyclic training pipeline")
+expect(j["groups"] == 9 and j["ops"] > 9, "backward and update ops joined the forward groups")
+expect(j["train"] == "'"$opt"'", "train")
+'
+  done
+  # --batch must match the output rows when a loss is added (cnn.sgg has its own loss: not added).
+  run 0 partition "$data/cnn.sgg" -k 2 --train sgd --batch 2
+  grep -q '^partition of .*cnn.sgg. trained with sgd' "$work/out" || fail "text header"
+  grep -Eq '^random ' "$work/out" || fail "text table lacks the random row"
+  # The MLP file already has update ops (gradients fed as inputs): partitioned as it is.
+  run 0 partition "$data/mlp.sgg" --parts 2 --mode pipeline --json
+  check_json "$COMMON"'expect(j["ops"] == 8 and j["acyclic"] is True, "mlp pipeline")'
+  run 1 partition "$data/mlp.sgg" --parts 2 --train sgd
+  expect_one_error_line "^sgrt: partition --train sgd: cannot build the training graph: SG_ERR_DUPLICATE: .+"
+  # DOT coloured by part: one filled box per op, readable by Graphviz.
+  run 0 partition "$data/cnn.sgg" --parts 3 --dot "$work/part.dot"
+  [ "$(grep -c 'fillcolor=' "$work/part.dot")" -eq 9 ] || fail "DOT has not 9 filled ops"
+  if command -v dot >/dev/null; then
+    dot -Tsvg "$work/part.dot" -o "$work/part.svg" 2>"$work/dot.err" || fail "dot cannot parse: $(cat "$work/dot.err")"
+  fi
+  # Devices: a preset; a table too small (need and capacity); a bad table (the field named).
+  run 0 partition "$data/cnn.sgg" --devices a100:2 --json
+  check_json 'expect(j["parts"] == 2 and j["devices"][1]["name"] == "a100-1", "preset devices")'
+  printf '{"devices": [{"preset": "cpu", "memory_bytes": 30000, "count": 2}]}' >"$work/tiny.json"
+  run 1 partition "$data/cnn.sgg" --devices "$work/tiny.json"
+  expect_one_error_line "^sgrt: cannot partition '.*cnn\.sgg': SG_ERR_RANGE: .*needs 65868 bytes.*capacity"
+  printf '{"devices": [{"kind": "gpu", "peak_flops": 1e12, "memory_bytes": -5, "memory_bandwidth": 1e11,
+    "link_bandwidth": 1e10, "link_latency_us": 1}]}' >"$work/bad.json"
+  run 1 partition "$data/cnn.sgg" --parts 2 --devices "$work/bad.json"
+  expect_one_error_line "^sgrt: cannot read device table .*: SG_ERR_FORMAT: .*devices\[0\]\.memory_bytes: must be > 0"
+  printf '{"devices": [' >"$work/broken.json"
+  run 1 partition "$data/cnn.sgg" --parts 2 --devices "$work/broken.json"
+  expect_one_error_line "malformed JSON"
+  # Command-line mistakes: exit 2, one line.
+  for args in "--parts 0" "--parts 2 --mode diagonal" "--parts 2 --train sgdd" "--mode free" "--parts 2 --batch 4"; do
+    # shellcheck disable=SC2086  # args are meant to split
+    run 2 partition "$data/cnn.sgg" $args
+    expect_one_error_line "^sgrt: partition: .+"
+  done
+  run 1 partition "$work/missing.sgg" --parts 2
+  expect_one_error_line "^sgrt: cannot load"
+  run 0 partition --help
+  grep -q "^usage: sgrt partition MODEL" "$work/out" || fail "partition --help"
   ;;
 
 *)

@@ -1,7 +1,7 @@
 # Tests of the sgrt command-line tool (tests/cli/test_cli.sh), one CTest test
 # per case. They read tests/data/mlp.sgg and cnn.sgg; the `example` case runs
 # examples/build_graph and inspects what it wrote.
-set(_sg_cli_cases inspect_mlp inspect_cnn verify dot bad_input help)
+set(_sg_cli_cases inspect_mlp inspect_cnn inspect_onnx verify dot bad_input help partition)
 set(_sg_cli_example "")
 if(SG_BUILD_EXAMPLES)
   list(APPEND _sg_cli_cases example)

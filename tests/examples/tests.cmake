@@ -4,3 +4,21 @@ if(TARGET mlp_train)
            COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_mlp_train.sh $<TARGET_FILE:mlp_train>)
   set_tests_properties(example_mlp_train PROPERTIES TIMEOUT 600 LABELS examples)
 endif()
+
+# ResNet-50 (examples/resnet50): torchvision's parameter count, learning on
+# the generated images, and the same loss as the ONNX import of torchvision's
+# own model.
+if(TARGET resnet50_train)
+  add_test(NAME example_resnet50_params
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_resnet50.sh params $<TARGET_FILE:resnet50_train>)
+  add_test(NAME example_resnet50_learns
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_resnet50.sh learns $<TARGET_FILE:resnet50_train>)
+  set_tests_properties(example_resnet50_params PROPERTIES TIMEOUT 300 LABELS examples)
+  set_tests_properties(example_resnet50_learns PROPERTIES TIMEOUT 900 LABELS examples)
+endif()
+if(TARGET resnet50_onnx_check)
+  add_test(NAME example_resnet50_onnx
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_resnet50.sh onnx $<TARGET_FILE:resnet50_onnx_check>
+                   ${CMAKE_CURRENT_BINARY_DIR}/resnet50_onnx)
+  set_tests_properties(example_resnet50_onnx PROPERTIES TIMEOUT 600 LABELS examples SKIP_RETURN_CODE 77)
+endif()

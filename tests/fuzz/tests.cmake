@@ -31,4 +31,10 @@ if(SG_FUZZ)
                      ${PROJECT_SOURCE_DIR}/tests/fuzz/corpus/sgg
                      ${PROJECT_SOURCE_DIR}/tests/data/mlp.sgg
                      ${PROJECT_SOURCE_DIR}/tests/data/cnn.sgg)
+  # Seeds: small torch exports in both forms and hand-written models
+  # (written by tests/data/onnx/make_onnx.py).
+  sg_add_fuzz_target(fuzz_onnx_import ${PROJECT_SOURCE_DIR}/tests/fuzz/fuzz_onnx_import.c
+                     ${PROJECT_SOURCE_DIR}/tests/fuzz/corpus/onnx)
+  sg_add_fuzz_target(fuzz_wire_decode ${PROJECT_SOURCE_DIR}/tests/fuzz/fuzz_wire_decode.c
+                     ${PROJECT_SOURCE_DIR}/tests/fuzz/corpus/wire)
 endif()

@@ -390,6 +390,7 @@ def test_checkpoint_round_trip(tmp_path):
     # A fresh session of the same graph, restored from the checkpoint, takes the same step.
     with sgrt.Session(g, threads=1) as s2:
         s2.load_checkpoint(ck)
+        assert s2.steps == 2
         for k, v in saved.items():
             np.testing.assert_array_equal(s2.read(k), v)
         s2.step({"x": x, "y": y, "lr": 0.05})
@@ -398,7 +399,9 @@ def test_checkpoint_round_trip(tmp_path):
     # The checkpoint is a graph file with the values as initializers.
     with sgrt.Graph.load(ck) as g2:
         # (Its hash differs: the optimizer state now has initializers.)
-        assert [t.name for t in g2.tensors] == [t.name for t in g.tensors] and g2.ops == g.ops
+        # It also carries the step count (restored by load_checkpoint).
+        assert [t.name for t in g2.tensors if t.name != "sgrt.session.steps"] == [t.name for t in g.tensors]
+        assert g2.ops == g.ops
         for k, v in saved.items():
             np.testing.assert_array_equal(g2[k].value(), v)
     # A checkpoint of another graph does not fit, and changes nothing.
@@ -569,5 +572,9 @@ def test_misc_api():
     assert g.add_op("reduce_sum", [a], {"axes": [1], "keepdims": 0})[0].shape == (2,)
     assert g.add_op("mul_scalar", [a], {"value": 2.5})[0].shape == (2, 3)
     assert g.status == 0 and repr(a).startswith("<sgrt.Tensor 'a'")
+    other = sgrt.Graph()
+    b = other.input("b", "f32", (2, 3))
+    expect_error("SG_ERR_INVALID_ARG", g.add, a, b, match="another graph")
+    other.close()
     g.close()
     assert "closed" in repr(g)

@@ -12,7 +12,7 @@ static void test_status_names(void **state) {
   /* Every code from SG_OK down to the last has its own constant name. */
   const char *seen[64] = {0};
   int n = 0;
-  for (int s = 0; s >= SG_ERR_INTERNAL; s--) {
+  for (int s = 0; s >= SG__STATUS_LAST; s--) {
     const char *name = sg_status_str((sg_status)s);
     assert_true(strncmp(name, "SG_", 3) == 0);
     assert_string_not_equal(name, "SG_ERR_UNKNOWN");
@@ -22,6 +22,7 @@ static void test_status_names(void **state) {
   assert_string_equal(sg_status_str(SG_OK), "SG_OK");
   assert_string_equal(sg_status_str(SG_ERR_CHECKSUM), "SG_ERR_CHECKSUM");
   assert_string_equal(sg_status_str((sg_status)-1000), "SG_ERR_UNKNOWN");
+  assert_string_equal(sg_status_str((sg_status)(SG__STATUS_LAST - 1)), "SG_ERR_UNKNOWN");
   assert_string_equal(sg_status_str((sg_status)5), "SG_ERR_UNKNOWN");
   assert_string_equal(sg_version(), "0.1.0");
 }

@@ -364,6 +364,11 @@ static void test_misuse(void **state) {
   assert_status(sg_session_set_input(s, "x", SG_F32, 2, xd, NULL), SG_ERR_INVALID_ARG, "NULL");
   assert_status(sg_session_set_input(s, "x", SG_F32, 2, xd, x), SG_OK, NULL);
   assert_status(sg_session_step(s), SG_ERR_STATE, "input 'y' has not been set");
+  /* An evaluation pass reads x (and y for the loss) but not the learning rate. */
+  int64_t yv[B] = {0}, yd[] = {B};
+  assert_status(sg_session_set_input(s, "y", SG_I64, 1, yd, yv), SG_OK, NULL);
+  assert_status(sg_session_forward(s), SG_OK, NULL);
+  assert_status(sg_session_step(s), SG_ERR_STATE, "input 'lr' has not been set");
   float w[H * F];
   assert_status(sg_session_read(s, "nope", w, sizeof w), SG_ERR_NOT_FOUND, "'nope'");
   assert_status(sg_session_read(s, "w1", w, sizeof w - 4), SG_ERR_SHAPE, "given 764 bytes");

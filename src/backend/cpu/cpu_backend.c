@@ -118,6 +118,7 @@ static sg_status cpu_create(const sg__backend_config *cfg, void **state) {
     sg__free(st);
     return s;
   }
+  sg__cpu_layout_init(st);
   *state = st;
   return SG_OK;
 }
@@ -125,6 +126,7 @@ static sg_status cpu_create(const sg__backend_config *cfg, void **state) {
 static void cpu_destroy(void *state) {
   sg__cpu_state *st = state;
   if (st == NULL) return;
+  sg__cpu_layout_fini(st);
   sg__dnnl_state_fini(st);
   sg__cpu_aligned_free(st->ws);
   sg__free(st);
@@ -239,6 +241,7 @@ static sg_status cpu_kernel_create(void *state, const sg_graph *g, int32_t op, s
     }
   }
   sg__cpu_set_threads(st->threads);
+  if (!sg__cpu_layout_native(st, g, o)) return sg__cpu_create_adapted(st, g, o, mode, fn, out);
   return fn(st, g, o, mode, out);
 }
 
@@ -277,4 +280,5 @@ const sg__backend_i sg__cpu_backend = {
     .kernel_run = cpu_kernel_run,
     .kernel_destroy = cpu_kernel_destroy,
     .synchronize = cpu_synchronize,
+    .plan_layouts = sg__cpu_plan_layouts,
 };

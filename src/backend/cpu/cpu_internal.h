@@ -45,7 +45,54 @@ struct sg__cpu_state {
   void *stream; /* dnnl_stream_t */
   unsigned char *ws;
   size_t ws_size;
+
+  /* Storage layouts (cpu_layout.c), decided by plan_layouts for one graph:
+   * per tensor an sg__cpu_layout. Kernels created for any other graph, or
+   * while `plain_only` is set, see every tensor plain. */
+  const void *lay_graph;
+  uint32_t n_lay;
+  uint8_t *lay;
+  int block;       /* channels per block of SG__CPU_BLOCKED (8 on AVX2, 16 on AVX-512); 0: none */
+  bool plain_only; /* creating the inner kernel of a layout adapter */
+  /* Plain copies of blocked operands made by layout adapters; separate
+   * from `ws` because the adapted kernel uses that. */
+  unsigned char *ws2;
+  size_t ws2_size;
 };
+
+/* ---- storage layouts (cpu_layout.c) -------------------------------------
+ *
+ * SG__CPU_PLAIN is the graph's row-major layout. SG__CPU_BLOCKED is oneDNN's
+ * channel-blocked activation layout nChw<block>c for 4-D f32 tensors
+ * [N,C,H,W]: channels in blocks of `block`, the last block zero-padded, the
+ * fastest layout of oneDNN's convolution, batch-norm and pooling kernels on
+ * this CPU. plan_layouts makes every transient activation that flows
+ * between such ops blocked, so that they stop reordering to plain and back;
+ * the elementwise ops between them (relu, residual add, ...) work on blocked
+ * tensors as they are, and any other op touching a blocked tensor runs
+ * behind a layout adapter that reorders its operands. */
+typedef enum sg__cpu_layout { SG__CPU_PLAIN = 0, SG__CPU_BLOCKED = 1 } sg__cpu_layout;
+
+/* The layout of tensor `t` (-1 allowed: plain) for kernels created now. */
+sg__cpu_layout sg__cpu_tensor_layout(const sg__cpu_state *st, const sg_graph *g, int32_t t);
+/* Elements a kernel walks when it treats tensor t as a flat array: numel,
+ * or the padded count of a blocked layout. */
+int64_t sg__cpu_tensor_flat(const sg__cpu_state *st, const sg_graph *g, int32_t t);
+/* The backend entry (backend.h). */
+sg_status sg__cpu_plan_layouts(void *state, const sg_graph *g, const uint8_t *may_relayout, size_t *bytes);
+/* Finds the channel block oneDNN's convolutions pick here (state create). */
+void sg__cpu_layout_init(sg__cpu_state *st);
+void sg__cpu_layout_fini(sg__cpu_state *st);
+/* True when op `op`'s kernel family handles the layouts its operands have;
+ * otherwise kernel_create wraps it in a layout adapter. */
+bool sg__cpu_layout_native(const sg__cpu_state *st, const sg_graph *g, const sg__op *op);
+/* Creates the kernel of `op` with `create` as if every operand were plain,
+ * and wraps it: blocked inputs are reordered into plain copies before it
+ * runs, its plain results into the blocked outputs after. */
+sg_status sg__cpu_create_adapted(sg__cpu_state *st, const sg_graph *g, const sg__op *op, sg__exec_mode mode,
+                                 sg_status (*create)(sg__cpu_state *, const sg_graph *, const sg__op *,
+                                                     sg__exec_mode, sg__kernel **),
+                                 sg__kernel **out);
 
 /* Makes the workspace at least `bytes` long (kernel_create only). */
 sg_status sg__cpu_ws_reserve(sg__cpu_state *st, size_t bytes);
@@ -165,6 +212,10 @@ sg_status sg__cpu_create_eltwise(sg__cpu_state *st, const sg_graph *g, const sg_
                                  sg__kernel **out);
 sg_status sg__cpu_create_softmax(sg__cpu_state *st, const sg_graph *g, const sg__op *op, sg__exec_mode mode,
                                  sg__kernel **out);
+
+/* True when pooling op `op` runs the C kernel of cpu_pool.c (average
+ * pooling with count_include_pad and a window past the padding). */
+bool sg__cpu_pool_uses_c(const sg_graph *g, const sg__op *op);
 
 /* The dropout keep decision for element `i` (documented in docs/backend.md):
  * a counter-based hash, so a mask depends only on (op seed, session seed,

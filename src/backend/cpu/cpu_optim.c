@@ -19,6 +19,7 @@
 #include <math.h>
 
 #include "backend/cpu/cpu_internal.h"
+#include "backend/cpu/cpu_simd.h"
 
 enum { MOMENTUM, DAMPENING, WEIGHT_DECAY, NESTEROV };
 enum { BETA1, BETA2, EPS, ADAM_WEIGHT_DECAY };
@@ -39,19 +40,49 @@ typedef struct optim_job {
   float decay, b1, b2, c1, c2, neg_step_size, bc2_sqrt, eps; /* AdamW */
 } optim_job;
 
-static void sgd_range(void *ctx, int64_t b, int64_t e) {
-  const optim_job *j = ctx;
+/* One SGD variant, specialised by the constant flags of its call in
+ * sgd_range (so the loop carries no branches): four lanes at a time, then
+ * the same arithmetic one element at a time. */
+#define SGD_ELEM(T, LD, ST, SET)                                        \
+  do {                                                                  \
+    T d = LD(g + i);                                                    \
+    if (wd) d = d + SET(j->wd) * LD(p + i);                             \
+    if (mom) {                                                          \
+      T bv = first ? d : LD(buf + i) * SET(j->mom) + SET(j->damp1) * d; \
+      ST(buf + i, bv);                                                  \
+      d = nesterov ? d + SET(j->mom) * bv : bv;                         \
+    }                                                                   \
+    ST(p + i, LD(p + i) + SET(j->neg_lr) * d);                          \
+  } while (0)
+
+static inline float ld1(const float *x) { return *x; }
+static inline void st1(float *x, float v) { *x = v; }
+static inline float set1(float v) { return v; }
+
+static inline __attribute__((always_inline)) void sgd_loop(const optim_job *j, int64_t b, int64_t e, bool wd,
+                                                           bool mom, bool first, bool nesterov) {
   float *restrict p = j->p, *restrict buf = j->buf;
   const float *restrict g = j->g;
-  for (int64_t i = b; i < e; i++) {
-    float d = g[i];
-    if (j->wd != 0.0f) d = d + j->wd * p[i];
-    if (j->use_mom) {
-      float bv = j->first ? d : buf[i] * j->mom + j->damp1 * d;
-      buf[i] = bv;
-      d = j->nesterov ? d + j->mom * bv : bv;
-    }
-    p[i] = p[i] + j->neg_lr * d;
+  int64_t i = b;
+  for (; i + 4 <= e; i += 4) SGD_ELEM(sg__v4f, sg__v4f_load, sg__v4f_store, sg__v4f_set1);
+  for (; i < e; i++) SGD_ELEM(float, ld1, st1, set1);
+}
+
+static void sgd_range(void *ctx, int64_t b, int64_t e) {
+  const optim_job *j = ctx;
+  const bool wd = j->wd != 0.0f;
+  if (!j->use_mom) {
+    if (wd) sgd_loop(j, b, e, true, false, false, false);
+    else sgd_loop(j, b, e, false, false, false, false);
+  } else if (j->first) {
+    if (j->nesterov) sgd_loop(j, b, e, wd, true, true, true);
+    else sgd_loop(j, b, e, wd, true, true, false);
+  } else if (j->nesterov) {
+    if (wd) sgd_loop(j, b, e, true, true, false, true);
+    else sgd_loop(j, b, e, false, true, false, true);
+  } else {
+    if (wd) sgd_loop(j, b, e, true, true, false, false);
+    else sgd_loop(j, b, e, false, true, false, false);
   }
 }
 

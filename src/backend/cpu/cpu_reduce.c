@@ -15,13 +15,44 @@ typedef struct reduce_kernel {
   sg_dtype dtype;
   sg__cpu_iter it; /* operand 0 = x, operand 1 = accumulator */
   int64_t out_n;
-  double scale; /* 1, or 1/count for means */
+  double scale;       /* 1, or 1/count for means */
+  bool rows_distinct; /* f32, innermost dim reduced, every row its own output */
 } reduce_kernel;
+
+/* f32 where every row of the walk sums into its own output element (the
+ * reduced dims are the innermost ones, as in global_avg_pool): rows are
+ * independent, so they are split over threads; each row is still summed in
+ * order, so the result does not depend on the thread count. */
+typedef struct rows_job {
+  const reduce_kernel *k;
+  const float *x;
+  float *y;
+} rows_job;
+
+static void rows_range(void *ctx, int64_t b, int64_t e) {
+  const rows_job *j = ctx;
+  const sg__cpu_iter *it = &j->k->it;
+  const int64_t n = it->dims[it->nd - 1], sx = it->strides[0][it->nd - 1];
+  sg__cpu_pos p;
+  sg__cpu_iter_seek(it, b, &p);
+  for (int64_t r = b; r < e; r++) {
+    const float *xr = j->x + p.off[0];
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += xr[i * sx];
+    j->y[p.off[1]] = (float)(s * j->k->scale);
+    sg__cpu_iter_next(it, &p);
+  }
+}
 
 static sg_status reduce_run(sg__cpu_state *st, sg__kernel *base, void *const *in, void *const *out,
                             const sg__run_ctx *ctx) {
   (void)ctx;
   reduce_kernel *k = (reduce_kernel *)base;
+  if (k->rows_distinct) {
+    rows_job j = {k, in[0], out[0]};
+    sg__cpu_parallel_for(sg__cpu_iter_rows(&k->it), 1 + 65536 / k->it.dims[k->it.nd - 1], rows_range, &j);
+    return SG_OK;
+  }
   void *accp = st->ws; /* out_n doubles or int64s */
   const sg__cpu_iter *it = &k->it;
   int64_t rows = sg__cpu_iter_rows(it), n = it->dims[it->nd - 1];
@@ -123,6 +154,8 @@ sg_status sg__cpu_create_reduce(sg__cpu_state *st, const sg_graph *g, const sg__
     return s;
   }
   sg__cpu_iter_init(&k->it, x->ndim, x->dims, 2, (const int64_t(*)[SG_MAX_DIMS])strides);
+  k->rows_distinct = x->dtype == SG_F32 && k->it.nd >= 2 && k->it.strides[1][k->it.nd - 1] == 0;
+  for (int d = 0; d + 1 < k->it.nd; d++) k->rows_distinct &= k->it.strides[1][d] != 0;
   *out = kb;
   return SG_OK;
 }

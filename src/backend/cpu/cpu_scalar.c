@@ -9,6 +9,7 @@
 #include <math.h>
 
 #include "backend/cpu/cpu_internal.h"
+#include "backend/cpu/cpu_simd.h"
 
 typedef enum { P_GENERIC, P_ONE, P_TWO, P_THREE, P_HALF, P_MINUS_HALF, P_MINUS_ONE, P_MINUS_TWO } pow_case;
 
@@ -67,10 +68,15 @@ static void scalar_range(void *ctx, int64_t b, int64_t e) {
     const float *x = (const float *)j->x + b;
     float *y = (float *)j->y + b;
     const float v = k->vf;
-    if (add)
-      for (int64_t i = 0; i < n; i++) y[i] = x[i] + v;
-    else
-      for (int64_t i = 0; i < n; i++) y[i] = x[i] * v;
+    const sg__v4f vv = sg__v4f_set1(v);
+    int64_t i = 0;
+    if (add) {
+      for (; i + 4 <= n; i += 4) sg__v4f_store(y + i, sg__v4f_load(x + i) + vv);
+      for (; i < n; i++) y[i] = x[i] + v;
+    } else {
+      for (; i + 4 <= n; i += 4) sg__v4f_store(y + i, sg__v4f_load(x + i) * vv);
+      for (; i < n; i++) y[i] = x[i] * v;
+    }
   } else if (k->dtype == SG_I32) {
     const int32_t *x = (const int32_t *)j->x + b;
     int32_t *y = (int32_t *)j->y + b;
@@ -101,7 +107,6 @@ static sg_status scalar_run(sg__cpu_state *st, sg__kernel *base, void *const *in
 
 sg_status sg__cpu_create_scalar(sg__cpu_state *st, const sg_graph *g, const sg__op *op, sg__exec_mode mode,
                                 sg__kernel **out) {
-  (void)st;
   (void)mode;
   const sg__tensor *x = sg__cpu_in(g, op, 0);
   double v = sg__attr_f(op, 0);
@@ -119,7 +124,7 @@ sg_status sg__cpu_create_scalar(sg__cpu_state *st, const sg_graph *g, const sg__
   SG_CHECK(sg__cpu_kernel_new(op, sizeof(scalar_kernel), scalar_run, &kb));
   scalar_kernel *k = (scalar_kernel *)kb;
   k->dtype = x->dtype;
-  k->n = sg__cpu_numel(x);
+  k->n = sg__cpu_tensor_flat(st, g, op->inputs[0]); /* stored elements (cpu_layout.c) */
   k->vf = (float)v;
   k->vi = is_int ? (int64_t)v : 0;
   k->pc = v == 1.0    ? P_ONE

@@ -15,8 +15,9 @@
  * Which statistics: batch statistics when the op is in training form
  * (attribute training = 1) and the kernel is compiled for SG__MODE_TRAIN;
  * running statistics otherwise (outputs 1 and 2 are then left untouched and
- * may be NULL). Layout: x viewed as plain NCHW [N, C, prod(spatial), 1], so
- * any rank >= 2 maps to the same primitive. */
+ * may be NULL). Layout: a 4-D x as stored (plain NCHW, or channel-blocked
+ * when plan_layouts chose that, cpu_layout.c); any other rank >= 2 viewed
+ * as plain [N, C, prod(spatial), 1]. */
 #include <math.h>
 
 #include "backend/cpu/dnnl_common.h"
@@ -66,12 +67,20 @@ static sg_status bn_run(sg__cpu_state *st, sg__kernel *base, void *const *in, vo
 
 static sg_status build(sg__dk *dk, const sg_graph *g, const sg__op *op, sg__exec_mode mode) {
   bn_kernel *k = (bn_kernel *)dk;
-  const sg__tensor *x = sg__cpu_in(g, op, op->kind == SG_OP_BATCH_NORM ? 0 : 1);
+  const int x_in = op->kind == SG_OP_BATCH_NORM ? 0 : 1;
+  const sg__tensor *x = sg__cpu_in(g, op, x_in);
   int64_t C = x->dims[1];
   int64_t S = sg__numel(x->ndim - 2, x->dims + 2);
+  /* 4-D tensors keep their dims (they may be stored blocked); any other
+   * rank is viewed as plain [N, C, spatial, 1]. The primitive runs in x's
+   * layout; an operand stored otherwise is reordered. */
   dnnl_dim_t xd[4] = {x->dims[0], C, S, 1}, cd[1] = {C};
-  dnnl_memory_desc_t xm, cm;
-  sg__dk_plain_md(&xm, 4, xd);
+  if (x->ndim == 4) xd[2] = x->dims[2], xd[3] = x->dims[3];
+  dnnl_memory_desc_t xm, cm, u_x, u_y, u_dy;
+  sg__dk_tensor_md(dk, g, op->inputs[x_in], 4, xd, &xm);
+  sg__dk_tensor_md(dk, g, op->inputs[x_in], 4, xd, &u_x);
+  sg__dk_tensor_md(dk, g, op->outputs[0], 4, xd, &u_y); /* y or dx */
+  sg__dk_tensor_md(dk, g, op->kind == SG_OP_BATCH_NORM ? -1 : op->inputs[0], 4, xd, &u_dy);
   sg__dk_plain_md(&cm, 1, cd);
   k->C = C;
   k->n = x->dims[0] * S;
@@ -98,8 +107,8 @@ static sg_status build(sg__dk *dk, const sg_graph *g, const sg__op *op, sg__exec
   sg_status st = SG_OK;
   int xi, yi, gi, bi, mi, vi;
   if (forward) {
-    SG_CHECK_GOTO(sg__dk_user(dk, &xm, SG__DK_IN(0), &xi), st, ffail);
-    SG_CHECK_GOTO(sg__dk_user(dk, &xm, SG__DK_OUT(0), &yi), st, ffail);
+    SG_CHECK_GOTO(sg__dk_input(dk, &u_x, &xm, SG__DK_IN(0), &xi), st, ffail);
+    SG_CHECK_GOTO(sg__dk_output(dk, &u_y, &xm, SG__DK_OUT(0), &yi), st, ffail);
     SG_CHECK_GOTO(sg__dk_user(dk, &cm, SG__DK_IN(1), &gi), st, ffail);
     SG_CHECK_GOTO(sg__dk_user(dk, &cm, SG__DK_IN(2), &bi), st, ffail);
     if (batch) {
@@ -113,7 +122,8 @@ static sg_status build(sg__dk *dk, const sg_graph *g, const sg__op *op, sg__exec
     int kinds[] = {DNNL_ARG_SRC,   DNNL_ARG_DST,  DNNL_ARG_SCALE,
                    DNNL_ARG_SHIFT, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE};
     int mems[] = {xi, yi, gi, bi, mi, vi};
-    return sg__dk_step_add(dk, fpd, 6, kinds, mems);
+    SG_CHECK(sg__dk_step_add(dk, fpd, 6, kinds, mems));
+    return sg__dk_finish(dk);
   ffail:
     dnnl_primitive_desc_destroy(fpd);
     return st;
@@ -127,8 +137,8 @@ static sg_status build(sg__dk *dk, const sg_graph *g, const sg__op *op, sg__exec
   dnnl_primitive_desc_destroy(fpd);
   if (ds != dnnl_success) return sg__dnnl_fail(dk->op, ds, "batch norm backward");
   int dyi, dxi, dgi, dbi;
-  SG_CHECK_GOTO(sg__dk_user(dk, &xm, SG__DK_IN(0), &dyi), st, bfail);
-  SG_CHECK_GOTO(sg__dk_user(dk, &xm, SG__DK_IN(1), &xi), st, bfail);
+  SG_CHECK_GOTO(sg__dk_input(dk, &u_dy, &xm, SG__DK_IN(0), &dyi), st, bfail);
+  SG_CHECK_GOTO(sg__dk_input(dk, &u_x, &xm, SG__DK_IN(1), &xi), st, bfail);
   SG_CHECK_GOTO(sg__dk_user(dk, &cm, SG__DK_IN(2), &gi), st, bfail);
   SG_CHECK_GOTO(sg__dk_user(dk, &cm, SG__DK_IN(3), &mi), st, bfail);
   if (batch) {
@@ -137,7 +147,7 @@ static sg_status build(sg__dk *dk, const sg_graph *g, const sg__op *op, sg__exec
   } else {
     SG_CHECK_GOTO(sg__dk_user(dk, &cm, SG__DK_IN(4), &vi), st, bfail);
   }
-  SG_CHECK_GOTO(sg__dk_user(dk, &xm, SG__DK_OUT(0), &dxi), st, bfail);
+  SG_CHECK_GOTO(sg__dk_output(dk, &u_y, &xm, SG__DK_OUT(0), &dxi), st, bfail);
   SG_CHECK_GOTO(sg__dk_user(dk, &cm, SG__DK_OUT(1), &dgi), st, bfail);
   SG_CHECK_GOTO(sg__dk_user(dk, &cm, SG__DK_OUT(2), &dbi), st, bfail);
   {
@@ -147,7 +157,8 @@ static sg_status build(sg__dk *dk, const sg_graph *g, const sg__op *op, sg__exec
                    DNNL_ARG_MEAN,       DNNL_ARG_VARIANCE,   DNNL_ARG_DIFF_SRC,
                    DNNL_ARG_DIFF_SCALE, DNNL_ARG_DIFF_SHIFT, DNNL_ARG_SHIFT};
     int mems[] = {dyi, xi, gi, mi, vi, dxi, dgi, dbi, gi};
-    return sg__dk_step_add(dk, bpd, 9, kinds, mems);
+    SG_CHECK(sg__dk_step_add(dk, bpd, 9, kinds, mems));
+    return sg__dk_finish(dk);
   }
 bfail:
   dnnl_primitive_desc_destroy(bpd);

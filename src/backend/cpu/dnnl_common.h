@@ -90,6 +90,13 @@ void sg__dk_plain_md(dnnl_memory_desc_t *md, int ndims, const dnnl_dim_t *dims);
 /* A descriptor with the given strides (elements). */
 void sg__dk_strided_md(dnnl_memory_desc_t *md, int ndims, const dnnl_dim_t *dims, const dnnl_dim_t *strides);
 
+/* nChw<block>c f32 descriptor of 4-D dims (block 8 or 16). */
+void sg__dk_blocked_md(dnnl_memory_desc_t *md, const dnnl_dim_t *dims, int block);
+/* The descriptor of tensor t of g as it is stored for this kernel: blocked
+ * (4-D only) or plain, with the given dims (a view of t's dims). */
+void sg__dk_tensor_md(sg__dk *k, const sg_graph *g, int32_t t, int ndims, const dnnl_dim_t *dims,
+                      dnnl_memory_desc_t *md);
+
 /* A memory bound to the caller's buffer `bind` (SG__DK_IN / SG__DK_OUT);
  * returns its index through *idx. */
 sg_status sg__dk_user(sg__dk *k, const dnnl_memory_desc_t *md, int bind, int *idx);

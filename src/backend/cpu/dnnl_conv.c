@@ -9,8 +9,8 @@
  * of the chosen layout before the primitive and the result back after it.
  * Where oneDNN picks the plain layout itself no reorder is made. Weights are
  * reordered on every run because the optimizer rewrites them every step.
- * Keeping activations blocked across ops (layout propagation) would save
- * these reorders; it is a later compile-pass concern. */
+ * Activations that plan_layouts made blocked (cpu_layout.c) are described
+ * as such, so when oneDNN picks that same layout no reorder is made. */
 #include "backend/cpu/dnnl_common.h"
 
 enum { STRIDE, PADDING, DILATION, GROUPS, SHAPE_ATTR };
@@ -20,6 +20,10 @@ typedef struct conv_geom {
   int w_ndims; /* 4, or 5 with groups */
   dnnl_dims_t strides, dilates, pad_l, pad_r;
   dnnl_dim_t bias[1];
+  /* The activation tensors (x-shaped and y-shaped) and their graph, for
+   * their storage layouts (plain or blocked, cpu_layout.c). */
+  const sg_graph *g;
+  int32_t x_t, y_t;
 } conv_geom;
 
 static void geom(const sg__op *op, const int64_t *x, const int64_t *w, const int64_t *y, conv_geom *c) {
@@ -83,9 +87,9 @@ static sg_status build_forward(sg__dk *k, const conv_geom *c, bool with_bias) {
   dnnl_primitive_desc_t pd;
   SG_CHECK(fwd_pd(k, c, with_bias, &pd));
   dnnl_memory_desc_t xu, wu, yu, bu;
-  sg__dk_plain_md(&xu, 4, c->x);
+  sg__dk_tensor_md(k, c->g, c->x_t, 4, c->x, &xu);
   sg__dk_plain_md(&wu, c->w_ndims, c->w);
-  sg__dk_plain_md(&yu, 4, c->y);
+  sg__dk_tensor_md(k, c->g, c->y_t, 4, c->y, &yu);
   sg__dk_plain_md(&bu, 1, c->bias);
   int xi, wi, yi, bi = -1;
   sg_status st = SG_OK;
@@ -116,9 +120,9 @@ static sg_status build_backward_data(sg__dk *k, const conv_geom *c) {
   dnnl_primitive_desc_destroy(hint);
   if (ds != dnnl_success) return sg__dnnl_fail(k->op, ds, "convolution backward data");
   dnnl_memory_desc_t xu, wu, yu;
-  sg__dk_plain_md(&xu, 4, c->x);
+  sg__dk_tensor_md(k, c->g, c->x_t, 4, c->x, &xu);
   sg__dk_plain_md(&wu, c->w_ndims, c->w);
-  sg__dk_plain_md(&yu, 4, c->y);
+  sg__dk_tensor_md(k, c->g, c->y_t, 4, c->y, &yu);
   int xi, wi, yi;
   sg_status st = SG_OK;
   SG_CHECK_GOTO(sg__dk_input(k, &yu, qmd(pd, dnnl_query_diff_dst_md), SG__DK_IN(0), &yi), st, fail);
@@ -147,9 +151,9 @@ static sg_status build_backward_weights(sg__dk *k, const conv_geom *c) {
   dnnl_primitive_desc_destroy(hint);
   if (ds != dnnl_success) return sg__dnnl_fail(k->op, ds, "convolution backward weights");
   dnnl_memory_desc_t xu, wu, yu;
-  sg__dk_plain_md(&xu, 4, c->x);
+  sg__dk_tensor_md(k, c->g, c->x_t, 4, c->x, &xu);
   sg__dk_plain_md(&wu, c->w_ndims, c->w);
-  sg__dk_plain_md(&yu, 4, c->y);
+  sg__dk_tensor_md(k, c->g, c->y_t, 4, c->y, &yu);
   int xi, wi, yi;
   sg_status st = SG_OK;
   SG_CHECK_GOTO(sg__dk_input(k, &yu, qmd(pd, dnnl_query_diff_dst_md), SG__DK_IN(0), &yi), st, fail);
@@ -168,15 +172,19 @@ static sg_status build(sg__dk *k, const sg_graph *g, const sg__op *op, sg__exec_
   (void)mode;
   const sg__tensor *a = sg__cpu_in(g, op, 0), *b = sg__cpu_in(g, op, 1), *y = sg__cpu_out(g, op, 0);
   conv_geom c;
+  c.g = g;
   switch (op->kind) {
     case SG_OP_CONV2D: /* x, w, bias -> y */
       geom(op, a->dims, b->dims, y->dims, &c);
+      c.x_t = op->inputs[0], c.y_t = op->outputs[0];
       return build_forward(k, &c, sg__cpu_in(g, op, 2) != NULL);
     case SG_OP_CONV2D_BACKWARD_DATA: /* dy, w -> dx */
       geom(op, y->dims, b->dims, a->dims, &c);
+      c.x_t = op->outputs[0], c.y_t = op->inputs[0];
       return build_backward_data(k, &c);
     case SG_OP_CONV2D_BACKWARD_WEIGHT: /* dy, x -> dw */
       geom(op, b->dims, y->dims, a->dims, &c);
+      c.x_t = op->inputs[1], c.y_t = op->inputs[0];
       return build_backward_weights(k, &c);
     default: return sg__cpu_unsupported(g, op, "");
   }

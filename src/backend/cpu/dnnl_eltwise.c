@@ -15,7 +15,11 @@
 static sg_status build(sg__dk *k, const sg_graph *g, const sg__op *op, sg__exec_mode mode) {
   (void)mode;
   const sg__tensor *x = sg__cpu_in(g, op, 0);
-  dnnl_dim_t n = sg__cpu_numel(x);
+  /* Flat over the elements as stored: a blocked tensor's padding channels
+   * hold zeros, which every activation here except ones kept plain maps to
+   * zero (cpu_layout.c). */
+  dnnl_dim_t n = sg__cpu_tensor_flat(k->st, g, op->inputs[0]);
+  (void)x;
   dnnl_memory_desc_t md;
   sg__dk_plain_md(&md, 1, &n);
   dnnl_alg_kind_t alg;

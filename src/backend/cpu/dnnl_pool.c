@@ -42,14 +42,13 @@ static void geom(const sg__op *op, const int64_t *x, const int64_t *y, pool_geom
   }
 }
 
+/* xm, ym: the layout the primitive runs in (plain, or blocked when an
+ * operand is blocked: oneDNN's pooling is fastest there). */
 static sg_status fwd_pd(sg__dk *k, const pool_geom *p, dnnl_alg_kind_t alg, dnnl_prop_kind_t prop,
+                        const dnnl_memory_desc_t *xm, const dnnl_memory_desc_t *ym,
                         dnnl_primitive_desc_t *pd) {
-  dnnl_memory_desc_t xm, ym;
-  sg__dk_plain_md(&xm, 4, p->x);
-  sg__dk_plain_md(&ym, 4, p->y);
   dnnl_pooling_desc_t d;
-  SG_DNNL(k,
-          dnnl_pooling_forward_desc_init(&d, prop, alg, &xm, &ym, p->strides, p->kernel, p->pad_l, p->pad_r),
+  SG_DNNL(k, dnnl_pooling_forward_desc_init(&d, prop, alg, xm, ym, p->strides, p->kernel, p->pad_l, p->pad_r),
           "pooling descriptor");
   SG_DNNL(k, dnnl_primitive_desc_create(pd, &d, k->attr, k->engine, NULL), "pooling forward");
   return SG_OK;
@@ -66,31 +65,46 @@ static sg_status build(sg__dk *k, const sg_graph *g, const sg__op *op, sg__exec_
   const sg__tensor *a = sg__cpu_in(g, op, 0), *y = sg__cpu_out(g, op, 0);
   if (forward) geom(op, a->dims, y->dims, &p);
   else geom(op, y->dims, a->dims, &p); /* dy, [x] -> dx */
-  dnnl_memory_desc_t xm, ym;
-  sg__dk_plain_md(&xm, 4, p.x);
-  sg__dk_plain_md(&ym, 4, p.y);
+  /* The operands as stored: x-shaped (x, dx) and y-shaped (y, dy). */
+  int32_t x_t = forward ? op->inputs[0] : op->outputs[0], y_t = forward ? op->outputs[0] : op->inputs[0];
+  int32_t x_in = is_max && !forward ? op->inputs[1] : -1;
+  dnnl_memory_desc_t xu, yu, xin_u, xm, ym;
+  sg__dk_tensor_md(k, g, x_t, 4, p.x, &xu);
+  sg__dk_tensor_md(k, g, y_t, 4, p.y, &yu);
+  sg__dk_tensor_md(k, g, x_in, 4, p.x, &xin_u);
+  bool blocked = sg__cpu_tensor_layout(k->st, g, x_t) == SG__CPU_BLOCKED ||
+                 sg__cpu_tensor_layout(k->st, g, y_t) == SG__CPU_BLOCKED ||
+                 sg__cpu_tensor_layout(k->st, g, x_in) == SG__CPU_BLOCKED;
+  if (blocked) {
+    sg__dk_blocked_md(&xm, p.x, k->st->block);
+    sg__dk_blocked_md(&ym, p.y, k->st->block);
+  } else {
+    sg__dk_plain_md(&xm, 4, p.x);
+    sg__dk_plain_md(&ym, 4, p.y);
+  }
   dnnl_primitive_desc_t fpd, bpd;
   sg_status st = SG_OK;
   if (forward) {
-    SG_CHECK(fwd_pd(k, &p, alg, dnnl_forward_inference, &fpd));
+    SG_CHECK(fwd_pd(k, &p, alg, dnnl_forward_inference, &xm, &ym, &fpd));
     int xi, yi;
-    SG_CHECK_GOTO(sg__dk_user(k, &xm, SG__DK_IN(0), &xi), st, ffail);
-    SG_CHECK_GOTO(sg__dk_user(k, &ym, SG__DK_OUT(0), &yi), st, ffail);
+    SG_CHECK_GOTO(sg__dk_input(k, &xu, &xm, SG__DK_IN(0), &xi), st, ffail);
+    SG_CHECK_GOTO(sg__dk_output(k, &yu, &ym, SG__DK_OUT(0), &yi), st, ffail);
     int kinds[] = {DNNL_ARG_SRC, DNNL_ARG_DST};
     int mems[] = {xi, yi};
-    return sg__dk_step_add(k, fpd, 2, kinds, mems);
+    SG_CHECK(sg__dk_step_add(k, fpd, 2, kinds, mems));
+    return sg__dk_finish(k);
   ffail:
     dnnl_primitive_desc_destroy(fpd);
     return st;
   }
-  SG_CHECK(fwd_pd(k, &p, alg, dnnl_forward_training, &fpd));
+  SG_CHECK(fwd_pd(k, &p, alg, dnnl_forward_training, &xm, &ym, &fpd));
   int wsi = -1, dyi, dxi;
   dnnl_status_t ds;
   if (is_max) {
     /* The forward again, into scratch dst and workspace buffers. */
     const dnnl_memory_desc_t *wsm = dnnl_primitive_desc_query_md(fpd, dnnl_query_workspace_md, 0);
     int xi, yi;
-    SG_CHECK_GOTO(sg__dk_user(k, &xm, SG__DK_IN(1), &xi), st, mfail);
+    SG_CHECK_GOTO(sg__dk_input(k, &xin_u, &xm, SG__DK_IN(1), &xi), st, mfail);
     SG_CHECK_GOTO(sg__dk_scratch(k, &ym, &yi), st, mfail);
     SG_CHECK_GOTO(sg__dk_scratch(k, wsm, &wsi), st, mfail);
     dnnl_primitive_desc_t again;
@@ -108,12 +122,13 @@ static sg_status build(sg__dk *k, const sg_graph *g, const sg__op *op, sg__exec_
   if (ds == dnnl_success) ds = dnnl_primitive_desc_create(&bpd, &bd, k->attr, k->engine, fpd);
   dnnl_primitive_desc_destroy(fpd);
   if (ds != dnnl_success) return sg__dnnl_fail(k->op, ds, "pooling backward");
-  SG_CHECK_GOTO(sg__dk_user(k, &ym, SG__DK_IN(0), &dyi), st, bfail);
-  SG_CHECK_GOTO(sg__dk_user(k, &xm, SG__DK_OUT(0), &dxi), st, bfail);
+  SG_CHECK_GOTO(sg__dk_input(k, &yu, &ym, SG__DK_IN(0), &dyi), st, bfail);
+  SG_CHECK_GOTO(sg__dk_output(k, &xu, &xm, SG__DK_OUT(0), &dxi), st, bfail);
   {
     int kinds[] = {DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC, DNNL_ARG_WORKSPACE};
     int mems[] = {dyi, dxi, wsi};
-    return sg__dk_step_add(k, bpd, is_max ? 3 : 2, kinds, mems);
+    SG_CHECK(sg__dk_step_add(k, bpd, is_max ? 3 : 2, kinds, mems));
+    return sg__dk_finish(k);
   }
 mfail:
   dnnl_primitive_desc_destroy(fpd);
@@ -123,15 +138,18 @@ bfail:
   return st;
 }
 
+bool sg__cpu_pool_uses_c(const sg_graph *g, const sg__op *op) {
+  if (op->kind != SG_OP_AVG_POOL2D && op->kind != SG_OP_AVG_POOL2D_BACKWARD) return false;
+  const sg__tensor *a = sg__cpu_in(g, op, 0), *y = sg__cpu_out(g, op, 0);
+  if (a == NULL || y == NULL || a->ndim != 4 || y->ndim != 4) return false;
+  pool_geom p;
+  if (op->kind == SG_OP_AVG_POOL2D) geom(op, a->dims, y->dims, &p);
+  else geom(op, y->dims, a->dims, &p);
+  return p.overhang && sg__attr_i(op, COUNT_INCLUDE_PAD) != 0 && a->dtype == SG_F32;
+}
+
 sg_status sg__cpu_create_pool(sg__cpu_state *st, const sg_graph *g, const sg__op *op, sg__exec_mode mode,
                               sg__kernel **out) {
-  if (op->kind == SG_OP_AVG_POOL2D || op->kind == SG_OP_AVG_POOL2D_BACKWARD) {
-    const sg__tensor *a = sg__cpu_in(g, op, 0), *y = sg__cpu_out(g, op, 0);
-    pool_geom p;
-    if (op->kind == SG_OP_AVG_POOL2D) geom(op, a->dims, y->dims, &p);
-    else geom(op, y->dims, a->dims, &p);
-    if (p.overhang && sg__attr_i(op, COUNT_INCLUDE_PAD) != 0 && a->dtype == SG_F32)
-      return sg__cpu_create_pool_c(st, g, op, mode, out);
-  }
+  if (sg__cpu_pool_uses_c(g, op)) return sg__cpu_create_pool_c(st, g, op, mode, out);
   return sg__dk_create(st, g, op, mode, sizeof(sg__dk), sg__dk_run, NULL, build, out);
 }

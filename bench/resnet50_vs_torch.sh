@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# sgrt's ResNet-50 training step against PyTorch's, side by side in one run
+# (SPEC C2; docs/performance.md).
+#
+#   bench/resnet50_vs_torch.sh [--build DIR] [--steps N] [--threads N]
+#                              [--configs "224x8 64x16"] [--json]
+#
+# For each RESxBATCH config it runs, with the same thread count, batch,
+# resolution, 1000 classes and SGD (lr 0.01, momentum 0.9):
+#   - sgrt:    build/examples/resnet50_train --json (median ms/step over N
+#              steps after one warm-up step);
+#   - PyTorch: ../shared/bench/torch_resnet50_step.py (the peer baseline:
+#              torchvision's resnet50, median over N steps after one warm-up),
+#              in both layouts, channels_last (cl) and nchw; the faster counts;
+# and prints images/s and peak RSS of both and their ratios (sgrt / PyTorch:
+# > 1 is faster for images/s, < 1 is leaner for RSS). With --json the last
+# line is one JSON object. Not a timed test: these machines are shared, so
+# compare only ratios measured in one run (the load average is printed).
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=$repo/build
+steps=5
+threads=2
+configs="224x8 64x16"
+json=0
+py=/usr/bin/python3
+while [ $# -gt 0 ]; do
+  case $1 in
+    --build) build=$(cd "$2" && pwd); shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --configs) configs=$2; shift 2 ;;
+    --json) json=1; shift ;;
+    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
+    *) echo "resnet50_vs_torch: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+sgrt_bin=$build/examples/resnet50_train
+peer=$repo/../shared/bench/torch_resnet50_step.py
+[ -x "$sgrt_bin" ] || { echo "resnet50_vs_torch: no $sgrt_bin; build first (cmake --build $build)" >&2; exit 1; }
+[ -f "$peer" ] || { echo "resnet50_vs_torch: no peer script at $peer (the shared folder beside the repo)" >&2; exit 1; }
+
+say() { [ "$json" = 1 ] && echo "$*" >&2 || echo "$*"; }
+results=()
+say "load average before: $(cut -d' ' -f1-3 /proc/loadavg); $threads threads, $steps timed steps after 1 warm-up"
+for cfg in $configs; do
+  res=${cfg%x*}
+  batch=${cfg#*x}
+  say "== ${res}x${res}, batch $batch"
+  sg=$("$sgrt_bin" --res "$res" --batch "$batch" --classes 1000 --steps $((steps + 1)) --warmup 1 --lr 0.01 \
+    --threads "$threads" --json | tail -n 1)
+  say "sgrt:          $sg"
+  cl=$("$py" "$peer" "$res" "$batch" "$steps" "$threads" cl 2>/dev/null | tail -n 1)
+  say "pytorch cl:    $cl"
+  nchw=$("$py" "$peer" "$res" "$batch" "$steps" "$threads" nchw 2>/dev/null | tail -n 1)
+  say "pytorch nchw:  $nchw"
+  results+=("$("$py" - "$res" "$batch" "$sg" "$cl" "$nchw" <<'EOF'
+import json, sys
+res, batch = int(sys.argv[1]), int(sys.argv[2])
+sg, cl, nchw = (json.loads(a) for a in sys.argv[3:6])
+pt = min((cl, nchw), key=lambda r: r["ms_per_step"])
+print(json.dumps({
+    "res": res, "batch": batch,
+    "sgrt_ms_per_step": round(sg["ms_per_step"], 2), "sgrt_images_per_s": round(sg["images_per_second"], 3),
+    "sgrt_peak_rss_mb": sg["peak_rss_mb"],
+    "torch_layout": pt["layout"], "torch_ms_per_step": pt["ms_per_step"], "torch_images_per_s": pt["images_per_s"],
+    "torch_peak_rss_mb": pt["peak_rss_mb"],
+    "torch_cl_ms_per_step": cl["ms_per_step"], "torch_nchw_ms_per_step": nchw["ms_per_step"],
+    "speed_ratio": round(sg["images_per_second"] / pt["images_per_s"], 3),
+    "rss_ratio": round(sg["peak_rss_mb"] / pt["peak_rss_mb"], 3)}))
+EOF
+)")
+done
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+"$py" - "$json" "$threads" "$steps" "$load_after" "${results[@]}" <<'EOF'
+import json, sys
+as_json, threads, steps, load = sys.argv[1] == "1", int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+rows = [json.loads(a) for a in sys.argv[5:]]
+out = sys.stderr if as_json else sys.stdout
+print("load average after: %s" % load, file=out)
+hdr = ("config", "sgrt img/s", "torch img/s", "speed ratio", "sgrt RSS MB", "torch RSS MB", "RSS ratio")
+print("| " + " | ".join(hdr) + " |", file=out)
+print("|" + "|".join("---" for _ in hdr) + "|", file=out)
+for r in rows:
+    print("| %dx%d, batch %d | %.2f | %.2f (%s) | %.2fx | %d | %d | %.2fx |" % (
+        r["res"], r["res"], r["batch"], r["sgrt_images_per_s"], r["torch_images_per_s"], r["torch_layout"],
+        r["speed_ratio"], r["sgrt_peak_rss_mb"], r["torch_peak_rss_mb"], r["rss_ratio"]), file=out)
+if as_json:
+    print(json.dumps({"bench": "resnet50_vs_torch", "threads": threads, "steps": steps, "load_after": load,
+                      "configs": rows}))
+EOF

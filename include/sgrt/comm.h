@@ -1,0 +1,165 @@
+/**
+ * @file comm.h
+ * Communication (SPEC M1-M7): bootstrap from the environment, a rendezvous
+ * store, a UCX transport (tagged messages, RMA windows, atomics) and the
+ * collectives on host memory.
+ *
+ * @code
+ *   sg_comm_params cp = SG_COMM_PARAMS_INIT;   // rank, size, master from the environment
+ *   sg_comm *c;
+ *   if (sg_comm_create(&cp, &c) != SG_OK) { fprintf(stderr, "%s\n", sg_last_error()); return 1; }
+ *   float grad[1024];
+ *   sg_comm_allreduce(c, grad, grad, 1024, SG_F32, SG_REDUCE_AVG);   // in place
+ *   sg_comm_destroy(c);
+ * @endcode
+ *
+ * Threads: a communicator belongs to one thread (the rank's scheduler thread,
+ * DESIGN.md); every call on it must come from that thread. Different
+ * communicators may be used from different threads.
+ */
+#ifndef SGRT_COMM_H
+#define SGRT_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sgrt/export.h"
+#include "sgrt/graph.h"
+#include "sgrt/status.h"
+
+SG_EXTERN_C_BEGIN
+
+typedef struct sg_comm sg_comm;
+typedef struct sg_comm_window sg_comm_window;
+
+/** Reductions of allreduce and reduce-scatter. */
+typedef enum sg_reduce_op {
+  SG_REDUCE_SUM = 0,
+  SG_REDUCE_AVG = 1, /**< sum divided by the world size (integer division for integer dtypes) */
+  SG_REDUCE_MAX = 2,
+  SG_REDUCE_MIN = 3,
+} sg_reduce_op;
+
+/** Parameters of sg_comm_create(). Initialise from SG_COMM_PARAMS_INIT. */
+typedef struct sg_comm_params {
+  size_t size;    /**< sizeof(sg_comm_params) */
+  int rank;       /**< -1: from the environment (SG_RANK, RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK) */
+  int world_size; /**< -1: from the environment */
+  const char *master_addr; /**< NULL: MASTER_ADDR, else 127.0.0.1 (loopback, SPEC S3) */
+  int master_port;         /**< 0: MASTER_PORT, else 29500 */
+  const char *token;       /**< NULL: SG_JOB_TOKEN, else the empty token */
+  int timeout_ms;          /**< every wait's limit; 0: SG_COMM_TIMEOUT_MS, else 60000 */
+} sg_comm_params;
+
+#define SG_COMM_PARAMS_INIT \
+  { sizeof(sg_comm_params), -1, -1, NULL, 0, NULL, 0 }
+SG_API sg_comm_params sg_comm_params_init(void);
+
+/**
+ * Joins the job: rank 0 serves the rendezvous store on master_addr:port, every
+ * rank publishes its UCX worker address there, waits for all the others and
+ * connects to them. Collective over the job.
+ * @return SG_OK; SG_ERR_INVALID_ARG for a bad parameter or environment;
+ *         SG_ERR_TIMEOUT when a rank does not arrive in time; SG_ERR_DENIED when
+ *         the store refuses our token; SG_ERR_COMM for transport failures.
+ */
+SG_API sg_status sg_comm_create(const sg_comm_params *params, sg_comm **out);
+/** Leaves the job and frees everything. Accepts NULL. */
+SG_API sg_status sg_comm_destroy(sg_comm *comm);
+
+SG_API int sg_comm_rank(const sg_comm *comm);
+SG_API int sg_comm_size(const sg_comm *comm);
+/** Rank on this node (SG_LOCAL_RANK / LOCAL_RANK / SLURM_LOCALID / OMPI_COMM_WORLD_LOCAL_RANK, else rank). */
+SG_API int sg_comm_local_rank(const sg_comm *comm);
+
+/* ---- point to point ------------------------------------------------------ */
+
+/** Sends `bytes` bytes to `peer` under `tag` (0 .. 2^31-1); returns when the buffer may be reused. */
+SG_API sg_status sg_comm_send(sg_comm *comm, int peer, uint32_t tag, const void *buf, size_t bytes);
+/** Receives exactly `bytes` bytes from `peer` under `tag`; a message of another length is SG_ERR_TRUNCATED.
+ */
+SG_API sg_status sg_comm_recv(sg_comm *comm, int peer, uint32_t tag, void *buf, size_t bytes);
+
+/* ---- collectives (host memory) ------------------------------------------- */
+
+/** recv[i] = op over ranks of send[i], count elements. send == recv is in place. */
+SG_API sg_status sg_comm_allreduce(sg_comm *comm, const void *send, void *recv, size_t count, sg_dtype dtype,
+                                   sg_reduce_op op);
+/** recv (count * size elements) = every rank's send (count elements) in rank order.
+ *  In place when send == recv + rank * count * elem_size. */
+SG_API sg_status sg_comm_allgather(sg_comm *comm, const void *send, void *recv, size_t count, sg_dtype dtype);
+/** recv (count elements) = op over ranks of send[rank*count .. (rank+1)*count).
+ *  In place when recv == send + rank * count * elem_size. */
+SG_API sg_status sg_comm_reduce_scatter(sg_comm *comm, const void *send, void *recv, size_t count,
+                                        sg_dtype dtype, sg_reduce_op op);
+/** Copies root's buf to every rank's buf. */
+SG_API sg_status sg_comm_broadcast(sg_comm *comm, void *buf, size_t count, sg_dtype dtype, int root);
+/** Returns when every rank has entered it. */
+SG_API sg_status sg_comm_barrier(sg_comm *comm);
+
+/* ---- RMA windows and atomics -------------------------------------------- */
+
+/**
+ * Registers [base, base+bytes) on every rank and exchanges the remote keys.
+ * Collective. base must stay valid until sg_comm_window_destroy().
+ */
+SG_API sg_status sg_comm_window_create(sg_comm *comm, void *base, size_t bytes, sg_comm_window **out);
+/** Collective: waits for every rank's outstanding operations, then unregisters. Accepts NULL. */
+SG_API sg_status sg_comm_window_destroy(sg_comm_window *win);
+/** Non-blocking put of `bytes` bytes into peer's window at `offset`; complete after sg_comm_window_flush().
+ */
+SG_API sg_status sg_comm_put(sg_comm_window *win, int peer, size_t offset, const void *src, size_t bytes);
+/** Non-blocking get; `dst` is valid after sg_comm_window_flush(). */
+SG_API sg_status sg_comm_get(sg_comm_window *win, int peer, size_t offset, void *dst, size_t bytes);
+/** Completes every put and get issued on the window by this rank. */
+SG_API sg_status sg_comm_window_flush(sg_comm_window *win);
+/** Atomically adds `value` to the u64 at peer's window + offset (8-aligned); *old gets the previous value. */
+SG_API sg_status sg_comm_fetch_add(sg_comm_window *win, int peer, size_t offset, uint64_t value,
+                                   uint64_t *old);
+/** Atomic compare-and-swap of a u64; *old gets the previous value (swapped when it equals `compare`). */
+SG_API sg_status sg_comm_compare_swap(sg_comm_window *win, int peer, size_t offset, uint64_t compare,
+                                      uint64_t swap, uint64_t *old);
+
+/* ---- active messages (control traffic) ------------------------------------ */
+
+/** Sends a small control message (at most 64 KiB) to peer's queue `id` (0..7). */
+SG_API sg_status sg_comm_am_send(sg_comm *comm, int peer, unsigned id, const void *buf, size_t bytes);
+/**
+ * Takes the oldest control message that arrived on queue `id`, waiting at most
+ * timeout_ms (0: just look). *bytes in: capacity of buf; out: length. *peer: sender.
+ * @return SG_OK, SG_ERR_TIMEOUT when none arrived, SG_ERR_TRUNCATED when buf is too small
+ *         (the message stays queued).
+ */
+SG_API sg_status sg_comm_am_recv(sg_comm *comm, unsigned id, void *buf, size_t *bytes, int *peer,
+                                 int timeout_ms);
+
+/* ---- consistency (SPEC M5) ----------------------------------------------- */
+
+/**
+ * Every rank publishes the hash of its boundary shapes and its boundary dtype
+ * ids; if any two ranks differ, every rank returns SG_ERR_SHAPE with
+ * "Gradient topology mismatch" and the details. Collective.
+ */
+SG_API sg_status sg_comm_check_consistency(sg_comm *comm, uint64_t boundary_shape_hash,
+                                           const uint8_t *dtype_ids, size_t n_dtype_ids);
+
+/* ---- RDMA devices (SPEC M6) ---------------------------------------------- */
+
+typedef struct sg_rdma_device {
+  char name[64];
+  char link_layer[16]; /**< "InfiniBand", "Ethernet" or "unknown" */
+  int port;
+  double speed_gbps; /**< active width x lane speed; 0 when the port is down */
+  int active;        /**< port state is ACTIVE */
+} sg_rdma_device;
+
+/**
+ * Lists the RDMA ports of this machine (one entry per device port). *count = 0
+ * and SG_OK when there are none; the caller frees *out with sg_rdma_devices_free().
+ */
+SG_API sg_status sg_rdma_devices(sg_rdma_device **out, size_t *count);
+SG_API void sg_rdma_devices_free(sg_rdma_device *devices);
+
+SG_EXTERN_C_END
+
+#endif /* SGRT_COMM_H */

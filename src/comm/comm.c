@@ -1,0 +1,369 @@
+/* The communicator: bootstrap through the rendezvous store, UCX endpoints to
+ * every peer, point-to-point messages, RMA windows and active messages. */
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "comm/comm_internal.h"
+
+sg_comm_params sg_comm_params_init(void) {
+  sg_comm_params p = SG_COMM_PARAMS_INIT;
+  return p;
+}
+
+sg_status sg__comm_fail(sg_comm *comm, sg_status st) {
+  /* A timed-out or broken collective leaves messages in flight whose matching
+   * is now unknown: the communicator cannot be trusted any more. */
+  if (st != SG_OK && st != SG_ERR_INVALID_ARG && comm->failed == SG_OK) comm->failed = st;
+  return st;
+}
+
+sg_status sg__comm_begin(sg_comm *comm, const char *what) {
+  if (comm == NULL) return sg__error(SG_ERR_INVALID_ARG, "%s: NULL communicator", what);
+  if (comm->failed != SG_OK)
+    return sg__error(SG_ERR_STATE, "%s on rank %d: the communicator failed earlier (%s); destroy it", what,
+                     comm->rank, sg_status_str(comm->failed));
+  comm->deadline = sg__now_ms() + comm->env.timeout_ms;
+  return SG_OK;
+}
+
+sg_status sg__comm_scratch(sg_comm *comm, size_t bytes, void **out) {
+  if (bytes > comm->scratch_bytes) {
+    void *p = sg__realloc(comm->scratch, bytes);
+    if (p == NULL)
+      return sg__error(SG_ERR_NO_MEMORY, "rank %d: no memory for %zu bytes of staging", comm->rank, bytes);
+    comm->scratch = p;
+    comm->scratch_bytes = bytes;
+  }
+  *out = comm->scratch;
+  return SG_OK;
+}
+
+static int remaining_ms(int64_t deadline) {
+  int64_t r = deadline - sg__now_ms();
+  return r < 1 ? 1 : (int)r;
+}
+
+/* Publishes our worker address, collects every peer's and connects. */
+static sg_status wire_up(sg_comm *c, int64_t deadline) {
+  const void *addr;
+  size_t len;
+  char key[64];
+  SG_CHECK(sg__ucx_address(c->ucx, &addr, &len));
+  snprintf(key, sizeof key, "ucx/addr/%d", c->rank);
+  SG_CHECK(sg__store_set(c->store, key, addr, len));
+  for (int i = 1; i < c->size; i++) {
+    int p = (c->rank + i) % c->size;
+    snprintf(key, sizeof key, "ucx/addr/%d", p);
+    void *v = NULL;
+    size_t n = 0;
+    sg_status st = sg__store_wait_get(c->store, key, remaining_ms(deadline), &v, &n);
+    if (st == SG_ERR_TIMEOUT)
+      return sg__error(SG_ERR_TIMEOUT,
+                       "rank %d: timed out after %d ms waiting for rank %d to join the job "
+                       "(rendezvous %s:%d)",
+                       c->rank, c->env.timeout_ms, p, c->env.master_addr, c->env.master_port);
+    SG_CHECK(st);
+    st = sg__ucx_connect(c->ucx, p, v, n);
+    sg__free(v);
+    SG_CHECK(st);
+  }
+  /* Everyone connected: only then may rank 0 retire the store's job (at destroy). */
+  int64_t joined = 0;
+  SG_CHECK(sg__store_add(c->store, "joined", 1, &joined));
+  int delay_us = 200;
+  while (joined < c->size) {
+    if (sg__now_ms() >= deadline)
+      return sg__error(SG_ERR_TIMEOUT, "rank %d: timed out after %d ms: only %lld of %d ranks joined the job",
+                       c->rank, c->env.timeout_ms, (long long)joined, c->size);
+    sg__ucx_progress(c->ucx);
+    usleep((useconds_t)delay_us);
+    if (delay_us < 20000) delay_us *= 2;
+    SG_CHECK(sg__store_add(c->store, "joined", 0, &joined));
+  }
+  return SG_OK;
+}
+
+sg_status sg_comm_create(const sg_comm_params *params, sg_comm **out) {
+  if (out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_comm_create: NULL out");
+  *out = NULL;
+  sg_comm *c = sg__calloc(1, sizeof *c);
+  if (c == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg_comm_create: out of memory");
+  sg_status st;
+  SG_CHECK_GOTO(sg__comm_env_resolve(params, &c->env), st, fail);
+  c->rank = c->env.rank;
+  c->size = c->env.world_size;
+  int64_t deadline = sg__now_ms() + c->env.timeout_ms;
+  if (c->rank == 0)
+    SG_CHECK_GOTO(sg__store_server_start(c->env.master_addr, c->env.master_port, c->env.token, &c->server),
+                  st, fail);
+  st = sg__store_connect(c->env.master_addr, c->env.master_port, c->env.token, c->env.timeout_ms, &c->store);
+  if (st != SG_OK) {
+    if (st == SG_ERR_TIMEOUT)
+      st = sg__error(SG_ERR_TIMEOUT,
+                     "rank %d: rank 0 did not arrive within %d ms (no rendezvous store at %s:%d)", c->rank,
+                     c->env.timeout_ms, c->env.master_addr, c->env.master_port);
+    goto fail;
+  }
+  SG_CHECK_GOTO(sg__ucx_create(c->rank, c->size, c->env.timeout_ms, &c->ucx), st, fail);
+  SG_CHECK_GOTO(wire_up(c, deadline), st, fail);
+  SG_DEBUG("comm: rank %d of %d up (from %s, store %s:%d)", c->rank, c->size, c->env.source,
+           c->env.master_addr, c->env.master_port);
+  *out = c;
+  return SG_OK;
+fail:
+  c->failed = st;
+  sg_comm_destroy(c);
+  return st;
+}
+
+sg_status sg_comm_destroy(sg_comm *comm) {
+  if (comm == NULL) return SG_OK;
+  sg_status st = SG_OK;
+  /* The barrier makes sure no peer still needs our endpoints or rank 0's store. */
+  if (comm->failed == SG_OK && comm->ucx) st = sg_comm_barrier(comm);
+  sg__ucx_destroy(comm->ucx);
+  sg__store_close(comm->store);
+  sg__store_server_stop(comm->server);
+  sg__free(comm->scratch);
+  sg__free(comm);
+  return st;
+}
+
+int sg_comm_rank(const sg_comm *comm) { return comm ? comm->rank : -1; }
+int sg_comm_size(const sg_comm *comm) { return comm ? comm->size : 0; }
+int sg_comm_local_rank(const sg_comm *comm) { return comm ? comm->env.local_rank : -1; }
+
+/* ---- point to point ------------------------------------------------------ */
+
+static sg_status check_p2p(sg_comm *comm, int peer, uint32_t tag, const void *buf, size_t bytes,
+                           const char *what) {
+  SG_CHECK(sg__comm_begin(comm, what));
+  if (peer < 0 || peer >= comm->size || peer == comm->rank)
+    return sg__error(SG_ERR_INVALID_ARG, "%s: peer rank %d is not another rank of %d", what, peer,
+                     comm->size);
+  if (tag > 0x7fffffffu) return sg__error(SG_ERR_INVALID_ARG, "%s: tag %u above 2^31-1", what, tag);
+  if (buf == NULL && bytes > 0) return sg__error(SG_ERR_INVALID_ARG, "%s: NULL buffer", what);
+  return SG_OK;
+}
+
+sg_status sg_comm_send(sg_comm *comm, int peer, uint32_t tag, const void *buf, size_t bytes) {
+  SG_CHECK(check_p2p(comm, peer, tag, buf, bytes, "sg_comm_send"));
+  sg__ucx_req *r;
+  SG_CHECK(sg__ucx_isend(comm->ucx, peer, SG_TAG_USER, tag, buf, bytes, &r));
+  return sg__comm_fail(comm, sg__ucx_wait(comm->ucx, &r, comm->deadline));
+}
+
+sg_status sg_comm_recv(sg_comm *comm, int peer, uint32_t tag, void *buf, size_t bytes) {
+  SG_CHECK(check_p2p(comm, peer, tag, buf, bytes, "sg_comm_recv"));
+  sg__ucx_req *r;
+  SG_CHECK(sg__ucx_irecv(comm->ucx, peer, SG_TAG_USER, tag, buf, bytes, &r));
+  sg_status st = sg__ucx_wait(comm->ucx, &r, comm->deadline);
+  /* A wrong-length message was consumed whole; the stream is still in step. */
+  return st == SG_ERR_TRUNCATED ? st : sg__comm_fail(comm, st);
+}
+
+/* ---- RMA windows ----------------------------------------------------------- */
+
+struct sg_comm_window {
+  sg_comm *comm;
+  uint8_t *base;
+  size_t bytes;
+  sg__ucx_mem *mem;
+  sg__ucx_rkey **rkeys; /* per peer; NULL for self */
+  uint64_t *raddr;      /* per peer: remote base address */
+  uint64_t *rbytes;     /* per peer: remote window size */
+};
+
+sg_status sg_comm_window_create(sg_comm *comm, void *base, size_t bytes, sg_comm_window **out) {
+  if (out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_comm_window_create: NULL out");
+  *out = NULL;
+  SG_CHECK(sg__comm_begin(comm, "sg_comm_window_create"));
+  if (base == NULL || bytes == 0)
+    return sg__error(SG_ERR_INVALID_ARG, "sg_comm_window_create: empty window on rank %d", comm->rank);
+  sg_comm_window *w = sg__calloc(1, sizeof *w);
+  int n = comm->size;
+  sg_status st = SG_OK;
+  void *key = NULL, *all = NULL;
+  if (w == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg_comm_window_create: out of memory");
+  w->comm = comm;
+  w->base = base;
+  w->bytes = bytes;
+  w->rkeys = sg__calloc((size_t)n, sizeof *w->rkeys);
+  w->raddr = sg__calloc((size_t)n, sizeof *w->raddr);
+  w->rbytes = sg__calloc((size_t)n, sizeof *w->rbytes);
+  if (!w->rkeys || !w->raddr || !w->rbytes) {
+    st = sg__error(SG_ERR_NO_MEMORY, "sg_comm_window_create: out of memory");
+    goto fail;
+  }
+  SG_CHECK_GOTO(sg__ucx_mem_map(comm->ucx, base, bytes, &w->mem), st, fail);
+  size_t klen;
+  SG_CHECK_GOTO(sg__ucx_rkey_pack(comm->ucx, w->mem, &key, &klen), st, fail);
+  /* Exchange fixed-size records: address, size, key length, key. */
+  enum { REC = 1024 };
+  if (klen > REC - 24) {
+    st = sg__error(SG_ERR_UNSUPPORTED, "rank %d: remote key of %zu bytes is too long", comm->rank, klen);
+    goto fail;
+  }
+  uint8_t rec[REC] = {0};
+  uint64_t hdr[3] = {(uint64_t)(uintptr_t)base, bytes, klen};
+  memcpy(rec, hdr, sizeof hdr);
+  memcpy(rec + 24, key, klen);
+  all = sg__malloc((size_t)REC * (size_t)n);
+  if (all == NULL) {
+    st = sg__error(SG_ERR_NO_MEMORY, "sg_comm_window_create: out of memory");
+    goto fail;
+  }
+  SG_CHECK_GOTO(sg_comm_allgather(comm, rec, all, REC / 4, SG_I32), st, fail);
+  for (int p = 0; p < n; p++) {
+    if (p == comm->rank) continue;
+    const uint8_t *r = (const uint8_t *)all + (size_t)REC * (size_t)p;
+    memcpy(hdr, r, sizeof hdr);
+    /* Validate the peer's record before use (SPEC S1). */
+    if (hdr[2] == 0 || hdr[2] > REC - 24 || hdr[1] == 0) {
+      st = sg__error(SG_ERR_FORMAT,
+                     "window record from peer rank %d is malformed (key %llu bytes, window %llu)", p,
+                     (unsigned long long)hdr[2], (unsigned long long)hdr[1]);
+      goto fail;
+    }
+    w->raddr[p] = hdr[0];
+    w->rbytes[p] = hdr[1];
+    SG_CHECK_GOTO(sg__ucx_rkey_unpack(comm->ucx, p, r + 24, (size_t)hdr[2], &w->rkeys[p]), st, fail);
+  }
+  sg__free(key);
+  sg__free(all);
+  *out = w;
+  return SG_OK;
+fail:
+  sg__free(key);
+  sg__free(all);
+  if (w->rkeys)
+    for (int p = 0; p < n; p++) sg__ucx_rkey_destroy(w->rkeys[p]);
+  sg__ucx_mem_unmap(comm->ucx, w->mem);
+  sg__free(w->rkeys);
+  sg__free(w->raddr);
+  sg__free(w->rbytes);
+  sg__free(w);
+  return sg__comm_fail(comm, st);
+}
+
+sg_status sg_comm_window_destroy(sg_comm_window *w) {
+  if (w == NULL) return SG_OK;
+  sg_comm *comm = w->comm;
+  sg_status st = SG_OK;
+  if (comm->failed == SG_OK) {
+    comm->deadline = sg__now_ms() + comm->env.timeout_ms;
+    st = sg__ucx_flush(comm->ucx, comm->deadline);
+    /* No peer may still be reading or writing our memory when it is unmapped. */
+    if (st == SG_OK) st = sg_comm_barrier(comm);
+  }
+  for (int p = 0; p < comm->size; p++) sg__ucx_rkey_destroy(w->rkeys[p]);
+  sg__ucx_mem_unmap(comm->ucx, w->mem);
+  sg__free(w->rkeys);
+  sg__free(w->raddr);
+  sg__free(w->rbytes);
+  sg__free(w);
+  return st;
+}
+
+static sg_status check_rma(sg_comm_window *w, int peer, size_t offset, size_t bytes, const void *buf,
+                           const char *what) {
+  if (w == NULL) return sg__error(SG_ERR_INVALID_ARG, "%s: NULL window", what);
+  SG_CHECK(sg__comm_begin(w->comm, what));
+  if (peer < 0 || peer >= w->comm->size)
+    return sg__error(SG_ERR_INVALID_ARG, "%s: peer rank %d is not in a world of %d", what, peer,
+                     w->comm->size);
+  uint64_t limit = peer == w->comm->rank ? w->bytes : w->rbytes[peer];
+  if (offset > limit || bytes > limit - offset)
+    return sg__error(SG_ERR_RANGE, "%s: [%zu, +%zu) is outside peer rank %d's window of %llu bytes", what,
+                     offset, bytes, peer, (unsigned long long)limit);
+  if (buf == NULL && bytes > 0) return sg__error(SG_ERR_INVALID_ARG, "%s: NULL buffer", what);
+  return SG_OK;
+}
+
+sg_status sg_comm_put(sg_comm_window *w, int peer, size_t offset, const void *src, size_t bytes) {
+  SG_CHECK(check_rma(w, peer, offset, bytes, src, "sg_comm_put"));
+  if (bytes == 0) return SG_OK;
+  if (peer == w->comm->rank) {
+    memmove(w->base + offset, src, bytes);
+    return SG_OK;
+  }
+  return sg__comm_fail(w->comm,
+                       sg__ucx_put(w->comm->ucx, peer, src, bytes, w->raddr[peer] + offset, w->rkeys[peer]));
+}
+
+sg_status sg_comm_get(sg_comm_window *w, int peer, size_t offset, void *dst, size_t bytes) {
+  SG_CHECK(check_rma(w, peer, offset, bytes, dst, "sg_comm_get"));
+  if (bytes == 0) return SG_OK;
+  if (peer == w->comm->rank) {
+    memmove(dst, w->base + offset, bytes);
+    return SG_OK;
+  }
+  return sg__comm_fail(w->comm,
+                       sg__ucx_get(w->comm->ucx, peer, dst, bytes, w->raddr[peer] + offset, w->rkeys[peer]));
+}
+
+sg_status sg_comm_window_flush(sg_comm_window *w) {
+  if (w == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_comm_window_flush: NULL window");
+  SG_CHECK(sg__comm_begin(w->comm, "sg_comm_window_flush"));
+  return sg__comm_fail(w->comm, sg__ucx_flush(w->comm->ucx, w->comm->deadline));
+}
+
+static sg_status atomic_op(sg_comm_window *w, int peer, size_t offset, int op, uint64_t value,
+                           uint64_t compare, uint64_t *old, const char *what) {
+  SG_CHECK(check_rma(w, peer, offset, 8, old ? (void *)old : (void *)w, what));
+  if (offset % 8 != 0)
+    return sg__error(SG_ERR_INVALID_ARG, "%s: offset %zu is not 8-byte aligned", what, offset);
+  if (peer == w->comm->rank) {
+    /* Our own word: no endpoint to ourselves, so the CPU's atomics. Mixing
+     * them with remote UCX atomics on the same word is coherent here because
+     * UCX's shared-memory and TCP transports perform atomics on the CPU. */
+    uint64_t *word = (uint64_t *)(void *)(w->base + offset);
+    uint64_t prev;
+    if (op == 0) {
+      prev = __atomic_fetch_add(word, value, __ATOMIC_SEQ_CST);
+    } else {
+      prev = compare;
+      __atomic_compare_exchange_n(word, &prev, value, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    }
+    if (old) *old = prev;
+    return SG_OK;
+  }
+  return sg__comm_fail(w->comm, sg__ucx_atomic(w->comm->ucx, peer, op, value, compare, old,
+                                               w->raddr[peer] + offset, w->rkeys[peer], w->comm->deadline));
+}
+
+sg_status sg_comm_fetch_add(sg_comm_window *w, int peer, size_t offset, uint64_t value, uint64_t *old) {
+  return atomic_op(w, peer, offset, 0, value, 0, old, "sg_comm_fetch_add");
+}
+
+sg_status sg_comm_compare_swap(sg_comm_window *w, int peer, size_t offset, uint64_t compare, uint64_t swap,
+                               uint64_t *old) {
+  return atomic_op(w, peer, offset, 1, swap, compare, old, "sg_comm_compare_swap");
+}
+
+/* ---- active messages --------------------------------------------------------- */
+
+sg_status sg_comm_am_send(sg_comm *comm, int peer, unsigned id, const void *buf, size_t bytes) {
+  SG_CHECK(sg__comm_begin(comm, "sg_comm_am_send"));
+  if (peer < 0 || peer >= comm->size || peer == comm->rank || (buf == NULL && bytes > 0))
+    return sg__error(SG_ERR_INVALID_ARG, "sg_comm_am_send: bad peer rank %d or buffer", peer);
+  return sg__comm_fail(comm, sg__ucx_am_send(comm->ucx, peer, id, buf, bytes, comm->deadline));
+}
+
+sg_status sg_comm_am_recv(sg_comm *comm, unsigned id, void *buf, size_t *bytes, int *peer, int timeout_ms) {
+  SG_CHECK(sg__comm_begin(comm, "sg_comm_am_recv"));
+  if (id >= SG_AM_QUEUES || bytes == NULL || peer == NULL || (buf == NULL && *bytes > 0) || timeout_ms < 0)
+    return sg__error(SG_ERR_INVALID_ARG, "sg_comm_am_recv: bad queue %u or arguments", id);
+  int64_t deadline = sg__now_ms() + timeout_ms;
+  for (;;) {
+    sg__ucx_progress(comm->ucx);
+    sg_status st = sg__ucx_am_take(comm->ucx, id, buf, bytes, peer);
+    if (st != SG_ERR_NOT_FOUND) return st;
+    if (sg__now_ms() >= deadline)
+      return sg__error(SG_ERR_TIMEOUT, "rank %d: no control message on queue %u within %d ms", comm->rank, id,
+                       timeout_ms);
+    sched_yield();
+  }
+}

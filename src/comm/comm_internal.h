@@ -1,0 +1,139 @@
+/* Internal pieces of the communication layer (src/comm). No UCX type appears
+ * here: ucx.c is the only file that includes <ucp/api/ucp.h>, and the only
+ * one that translates UCX status codes. */
+#ifndef SG_COMM_INTERNAL_H
+#define SG_COMM_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/core.h"
+#include "sgrt/comm.h"
+
+/* ---- bootstrap environment (env.c) ---------------------------------------- */
+
+typedef struct sg__comm_env {
+  int rank, world_size, local_rank;
+  char master_addr[256];
+  int master_port;
+  char token[256];
+  int timeout_ms;
+  const char *source; /* which variables gave rank and size: "SG", "torchrun", "slurm", "openmpi", "params" */
+} sg__comm_env;
+
+/* Resolves rank, size, master and token from params, then the environment
+ * (SPEC M1). Validates every value read. */
+sg_status sg__comm_env_resolve(const sg_comm_params *params, sg__comm_env *env);
+
+/* Monotonic milliseconds. */
+int64_t sg__now_ms(void);
+
+/* ---- rendezvous store (store.c) ------------------------------------------ */
+
+typedef struct sg__store_server sg__store_server;
+typedef struct sg__store sg__store;
+
+#define SG_STORE_MAX_KEY 256
+#define SG_STORE_MAX_VALUE (1u << 20)
+
+/* Starts the store server on addr:port in a background thread. */
+sg_status sg__store_server_start(const char *addr, int port, const char *token, sg__store_server **out);
+void sg__store_server_stop(sg__store_server *srv);
+
+/* Connects and authenticates with `token`, retrying the connection until
+ * timeout_ms. SG_ERR_DENIED when the server refuses the token. */
+sg_status sg__store_connect(const char *addr, int port, const char *token, int timeout_ms, sg__store **out);
+void sg__store_close(sg__store *st);
+sg_status sg__store_set(sg__store *st, const char *key, const void *value, size_t len);
+/* Waits until `key` exists (at most timeout_ms) and returns a copy (free with sg__free). */
+sg_status sg__store_wait_get(sg__store *st, const char *key, int timeout_ms, void **value, size_t *len);
+/* Atomically adds `delta` to the integer counter `key` (created at 0); *result = new value. */
+sg_status sg__store_add(sg__store *st, const char *key, int64_t delta, int64_t *result);
+
+/* ---- transport (ucx.c) --------------------------------------------------- */
+
+typedef struct sg__ucx sg__ucx;
+typedef struct sg__ucx_req sg__ucx_req; /* an outstanding operation */
+
+sg_status sg__ucx_create(int rank, int world_size, int timeout_ms, sg__ucx **out);
+void sg__ucx_destroy(sg__ucx *u);
+/* This worker's address (owned by u). */
+sg_status sg__ucx_address(sg__ucx *u, const void **addr, size_t *len);
+sg_status sg__ucx_connect(sg__ucx *u, int peer, const void *addr, size_t len);
+
+/* Tag space: channel (collective or user) and a sequence chosen by the caller.
+ * Messages between a pair under the same tag are matched in order. */
+#define SG_TAG_USER 0u
+#define SG_TAG_COLL 1u
+#define SG_TAG_CHECK 2u
+
+sg_status sg__ucx_isend(sg__ucx *u, int peer, unsigned channel, uint32_t tag, const void *buf, size_t bytes,
+                        sg__ucx_req **req);
+sg_status sg__ucx_irecv(sg__ucx *u, int peer, unsigned channel, uint32_t tag, void *buf, size_t bytes,
+                        sg__ucx_req **req);
+/* Progresses until `req` completes or the deadline (absolute sg__now_ms) passes.
+ * Frees the request in every case; *req becomes NULL. NULL *req is done. */
+sg_status sg__ucx_wait(sg__ucx *u, sg__ucx_req **req, int64_t deadline);
+/* Nonzero when `req` has completed (or is NULL); never blocks. */
+int sg__ucx_test(sg__ucx *u, sg__ucx_req *req);
+/* Cancels and releases a request after an error. */
+void sg__ucx_abandon(sg__ucx *u, sg__ucx_req **req);
+void sg__ucx_progress(sg__ucx *u);
+
+/* RMA and atomics. */
+typedef struct sg__ucx_mem sg__ucx_mem;
+typedef struct sg__ucx_rkey sg__ucx_rkey;
+sg_status sg__ucx_mem_map(sg__ucx *u, void *base, size_t bytes, sg__ucx_mem **out);
+void sg__ucx_mem_unmap(sg__ucx *u, sg__ucx_mem *m);
+sg_status sg__ucx_rkey_pack(sg__ucx *u, sg__ucx_mem *m, void **buf, size_t *len); /* free with sg__free */
+sg_status sg__ucx_rkey_unpack(sg__ucx *u, int peer, const void *buf, size_t len, sg__ucx_rkey **out);
+void sg__ucx_rkey_destroy(sg__ucx_rkey *rk);
+sg_status sg__ucx_put(sg__ucx *u, int peer, const void *src, size_t bytes, uint64_t raddr, sg__ucx_rkey *rk);
+sg_status sg__ucx_get(sg__ucx *u, int peer, void *dst, size_t bytes, uint64_t raddr, sg__ucx_rkey *rk);
+sg_status sg__ucx_flush(sg__ucx *u, int64_t deadline);
+/* op 0: fetch-add, 1: compare-swap. */
+sg_status sg__ucx_atomic(sg__ucx *u, int peer, int op, uint64_t value, uint64_t compare, uint64_t *result,
+                         uint64_t raddr, sg__ucx_rkey *rk, int64_t deadline);
+
+/* Active messages. */
+#define SG_AM_QUEUES 8
+#define SG_AM_MAX_BYTES (64u * 1024u)
+sg_status sg__ucx_am_send(sg__ucx *u, int peer, unsigned id, const void *buf, size_t bytes, int64_t deadline);
+/* Looks for a queued message on `id`; SG_ERR_NOT_FOUND when none. */
+sg_status sg__ucx_am_take(sg__ucx *u, unsigned id, void *buf, size_t *bytes, int *peer);
+
+/* ---- the communicator (comm.c) ------------------------------------------- */
+
+struct sg_comm {
+  sg__comm_env env;
+  int rank, size;
+  sg__store_server *server; /* rank 0 only */
+  sg__store *store;
+  sg__ucx *ucx;
+  uint32_t coll_seq; /* one per collective call: keeps tags of consecutive collectives apart */
+  int64_t deadline;  /* of the operation in progress */
+  void *scratch;     /* collective staging buffer */
+  size_t scratch_bytes;
+  sg_status failed; /* sticky: a timed-out collective leaves the communicator unusable */
+};
+
+/* Grows comm->scratch to at least `bytes`. */
+sg_status sg__comm_scratch(sg_comm *comm, size_t bytes, void **out);
+/* Checks comm and starts an operation's deadline. */
+sg_status sg__comm_begin(sg_comm *comm, const char *what);
+sg_status sg__comm_fail(sg_comm *comm, sg_status st);
+
+/* ---- reductions (reduce.c) ----------------------------------------------- */
+
+size_t sg__comm_dtype_size(sg_dtype dtype); /* 0 for dtypes collectives do not support */
+/* dst[i] = op(dst[i], src[i]) for n elements (AVG reduces as SUM). */
+void sg__reduce(void *dst, const void *src, size_t n, sg_dtype dtype, sg_reduce_op op);
+/* dst[i] /= world for AVG; no-op otherwise. */
+void sg__reduce_finish(void *dst, size_t n, sg_dtype dtype, sg_reduce_op op, int world);
+float sg__f16_to_f32(uint16_t h);
+uint16_t sg__f32_to_f16(float f);
+float sg__bf16_to_f32(uint16_t h);
+uint16_t sg__f32_to_bf16(float f);
+
+#endif /* SG_COMM_INTERNAL_H */

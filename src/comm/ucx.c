@@ -1,0 +1,545 @@
+/* The UCX transport (SPEC M2). One context and one worker per process, both in
+ * single-thread mode: the rank's scheduler thread owns them (DESIGN.md, "How a
+ * step flows"). This is the only file that includes UCX headers and the only
+ * place UCX status codes become sg_status values (ucx_error below).
+ *
+ * Requests are issued without callbacks and polled, so a request can be
+ * released at any time (ucp_request_free lets UCX finish it internally); no
+ * completion can ever write into memory sgrt has since freed. */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ucp/api/ucp.h>
+
+#include "comm/comm_internal.h"
+
+typedef struct am_msg {
+  struct am_msg *next;
+  int peer;
+  size_t len;
+  unsigned char data[];
+} am_msg;
+
+struct sg__ucx_req {
+  void *ucx; /* UCX request; NULL when the operation completed at once */
+  sg__ucx_req *next_free;
+  int peer;
+  int is_recv;
+  size_t bytes; /* expected length of a receive */
+  ucp_tag_recv_info_t info;
+};
+
+struct sg__ucx_mem {
+  ucp_mem_h memh;
+};
+struct sg__ucx_rkey {
+  ucp_rkey_h rkey;
+};
+
+struct sg__ucx {
+  int rank, size, timeout_ms;
+  ucp_context_h ctx;
+  ucp_worker_h worker;
+  ucp_address_t *addr;
+  size_t addr_len;
+  ucp_ep_h *eps;
+  ucs_status_t *ep_status; /* set by the error handler when a peer fails */
+  sg__ucx_req *free_reqs;
+  sg__ucx_req **blocks; /* request pool, freed at destroy */
+  uint32_t n_blocks, cap_blocks;
+  am_msg *am_head[SG_AM_QUEUES], *am_tail[SG_AM_QUEUES];
+  int am_oom;
+};
+
+/* The one place UCX codes are translated. */
+static sg_status ucx_error(const sg__ucx *u, ucs_status_t us, int peer, const char *what) {
+  sg_status st;
+  switch (us) {
+    case UCS_ERR_NO_MEMORY:
+    case UCS_ERR_NO_RESOURCE: st = SG_ERR_NO_MEMORY; break;
+    case UCS_ERR_MESSAGE_TRUNCATED: st = SG_ERR_TRUNCATED; break;
+    case UCS_ERR_TIMED_OUT:
+    case UCS_ERR_CANCELED: st = SG_ERR_TIMEOUT; break;
+    case UCS_ERR_UNSUPPORTED:
+    case UCS_ERR_UNREACHABLE: st = SG_ERR_UNSUPPORTED; break;
+    case UCS_ERR_INVALID_PARAM:
+    case UCS_ERR_INVALID_ADDR: st = SG_ERR_INVALID_ARG; break;
+    default: st = SG_ERR_COMM; break;
+  }
+  if (peer >= 0)
+    return sg__error(st, "UCX %s with peer rank %d failed on rank %d: %s", what, peer, u ? u->rank : -1,
+                     ucs_status_string(us));
+  return sg__error(st, "UCX %s failed on rank %d: %s", what, u ? u->rank : -1, ucs_status_string(us));
+}
+
+static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status) {
+  sg__ucx *u = arg;
+  for (int i = 0; i < u->size; i++)
+    if (u->eps[i] == ep) u->ep_status[i] = status;
+}
+
+static ucs_status_t am_cb(void *arg, const void *header, size_t header_length, void *data, size_t length,
+                          const ucp_am_recv_param_t *param);
+
+/* AM ids 0..7 carry queues; the header is the sender's rank (u32). */
+#define AM_ID_BASE 16
+
+sg_status sg__ucx_create(int rank, int world_size, int timeout_ms, sg__ucx **out) {
+  *out = NULL;
+  sg__ucx *u = sg__calloc(1, sizeof *u);
+  if (u == NULL) return sg__error(SG_ERR_NO_MEMORY, "UCX: out of memory");
+  u->rank = rank;
+  u->size = world_size;
+  u->timeout_ms = timeout_ms;
+  u->eps = sg__calloc((size_t)world_size, sizeof *u->eps);
+  u->ep_status = sg__calloc((size_t)world_size, sizeof *u->ep_status);
+  sg_status st = SG_OK;
+  if (u->eps == NULL || u->ep_status == NULL) {
+    st = sg__error(SG_ERR_NO_MEMORY, "UCX: out of memory");
+    goto fail;
+  }
+  ucp_config_t *config;
+  ucs_status_t us = ucp_config_read(NULL, NULL, &config);
+  if (us != UCS_OK) {
+    st = ucx_error(u, us, -1, "config read");
+    goto fail;
+  }
+  ucp_params_t p = {0};
+  p.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+  p.features = UCP_FEATURE_TAG | UCP_FEATURE_RMA | UCP_FEATURE_AMO64 | UCP_FEATURE_AM;
+  p.mt_workers_shared = 0;
+  us = ucp_init(&p, config, &u->ctx);
+  ucp_config_release(config);
+  if (us != UCS_OK) {
+    st = ucx_error(u, us, -1, "init");
+    goto fail;
+  }
+  ucp_worker_params_t wp = {0};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wp.thread_mode = UCS_THREAD_MODE_SINGLE; /* owned by one thread (DESIGN.md) */
+  us = ucp_worker_create(u->ctx, &wp, &u->worker);
+  if (us != UCS_OK) {
+    st = ucx_error(u, us, -1, "worker create");
+    goto fail;
+  }
+  us = ucp_worker_get_address(u->worker, &u->addr, &u->addr_len);
+  if (us != UCS_OK) {
+    st = ucx_error(u, us, -1, "worker address");
+    goto fail;
+  }
+  for (unsigned id = 0; id < SG_AM_QUEUES; id++) {
+    ucp_am_handler_param_t hp = {0};
+    hp.field_mask =
+        UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    hp.id = AM_ID_BASE + id;
+    hp.cb = am_cb;
+    hp.arg = u;
+    us = ucp_worker_set_am_recv_handler(u->worker, &hp);
+    if (us != UCS_OK) {
+      st = ucx_error(u, us, -1, "active message handler");
+      goto fail;
+    }
+  }
+  *out = u;
+  return SG_OK;
+fail:
+  sg__ucx_destroy(u);
+  return st;
+}
+
+void sg__ucx_destroy(sg__ucx *u) {
+  if (u == NULL) return;
+  if (u->worker && u->eps) {
+    /* Callers reach here after a barrier (or after a failure): nothing is
+     * owed to a peer, so endpoints close at once. */
+    for (int i = 0; i < u->size; i++) {
+      if (u->eps[i] == NULL) continue;
+      ucp_request_param_t rp = {0};
+      rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      rp.flags = UCP_EP_CLOSE_FLAG_FORCE;
+      void *r = ucp_ep_close_nbx(u->eps[i], &rp);
+      if (UCS_PTR_IS_PTR(r)) {
+        int64_t deadline = sg__now_ms() + 2000;
+        while (ucp_request_check_status(r) == UCS_INPROGRESS && sg__now_ms() < deadline)
+          ucp_worker_progress(u->worker);
+        ucp_request_free(r);
+      }
+    }
+  }
+  for (unsigned i = 0; i < SG_AM_QUEUES; i++)
+    for (am_msg *m = u->am_head[i], *n; m; m = n) {
+      n = m->next;
+      sg__free(m);
+    }
+  if (u->addr) ucp_worker_release_address(u->worker, u->addr);
+  if (u->worker) ucp_worker_destroy(u->worker);
+  if (u->ctx) ucp_cleanup(u->ctx);
+  for (uint32_t i = 0; i < u->n_blocks; i++) sg__free(u->blocks[i]);
+  sg__free(u->blocks);
+  sg__free(u->eps);
+  sg__free(u->ep_status);
+  sg__free(u);
+}
+
+sg_status sg__ucx_address(sg__ucx *u, const void **addr, size_t *len) {
+  *addr = u->addr;
+  *len = u->addr_len;
+  return SG_OK;
+}
+
+sg_status sg__ucx_connect(sg__ucx *u, int peer, const void *addr, size_t len) {
+  if (peer < 0 || peer >= u->size || len == 0)
+    return sg__error(SG_ERR_INVALID_ARG, "UCX connect: bad peer %d", peer);
+  /* A worker address is opaque to us; UCX unpacks it. Its length was bounded by
+   * the store (SG_STORE_MAX_VALUE), and only token holders could publish it. */
+  ucp_ep_params_t ep = {0};
+  ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                  UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  ep.address = addr;
+  /* Peer failure detection costs the shared-memory transports in UCX 1.13
+   * (they are left out), so it is opt-in: SG_UCX_PEER_ERRORS=1. Timeouts
+   * bound every wait either way. */
+  const char *pe = getenv("SG_UCX_PEER_ERRORS");
+  ep.err_mode = pe && strcmp(pe, "1") == 0 ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+  ep.err_handler.cb = ep_error_cb;
+  ep.err_handler.arg = u;
+  ucs_status_t us = ucp_ep_create(u->worker, &ep, &u->eps[peer]);
+  if (us != UCS_OK) {
+    u->eps[peer] = NULL;
+    return ucx_error(u, us, peer, "endpoint create");
+  }
+  return SG_OK;
+}
+
+void sg__ucx_progress(sg__ucx *u) { ucp_worker_progress(u->worker); }
+
+/* ---- requests -------------------------------------------------------------- */
+
+static sg__ucx_req *req_get(sg__ucx *u) {
+  if (u->free_reqs == NULL) {
+    enum { BLOCK = 256 };
+    if (sg__grow((void **)&u->blocks, &u->cap_blocks, u->n_blocks + 1, sizeof *u->blocks) != SG_OK)
+      return NULL;
+    sg__ucx_req *b = sg__calloc(BLOCK, sizeof *b);
+    if (b == NULL) return NULL;
+    u->blocks[u->n_blocks++] = b;
+    for (int i = 0; i < BLOCK; i++) {
+      b[i].next_free = u->free_reqs;
+      u->free_reqs = &b[i];
+    }
+  }
+  sg__ucx_req *r = u->free_reqs;
+  u->free_reqs = r->next_free;
+  memset(r, 0, sizeof *r);
+  return r;
+}
+
+static void req_put(sg__ucx *u, sg__ucx_req *r) {
+  if (r->ucx) ucp_request_free(r->ucx);
+  r->ucx = NULL;
+  r->next_free = u->free_reqs;
+  u->free_reqs = r;
+}
+
+static ucp_tag_t make_tag(unsigned channel, int src, uint32_t tag) {
+  return (ucp_tag_t)(channel & 0xfu) << 60 | (ucp_tag_t)((uint32_t)src & 0x0fffffffu) << 32 | tag;
+}
+
+static sg_status check_peer(sg__ucx *u, int peer, const char *what) {
+  if (peer < 0 || peer >= u->size || u->eps[peer] == NULL)
+    return sg__error(SG_ERR_INVALID_ARG, "UCX %s: rank %d is not a peer of rank %d (world size %d)", what,
+                     peer, u->rank, u->size);
+  if (u->ep_status[peer] != UCS_OK) return ucx_error(u, u->ep_status[peer], peer, what);
+  return SG_OK;
+}
+
+sg_status sg__ucx_isend(sg__ucx *u, int peer, unsigned channel, uint32_t tag, const void *buf, size_t bytes,
+                        sg__ucx_req **req) {
+  *req = NULL;
+  SG_CHECK(check_peer(u, peer, "send"));
+  sg__ucx_req *r = req_get(u);
+  if (r == NULL) return sg__error(SG_ERR_NO_MEMORY, "UCX send to peer rank %d: out of memory", peer);
+  r->peer = peer;
+  ucp_request_param_t rp = {0};
+  void *x = ucp_tag_send_nbx(u->eps[peer], buf, bytes, make_tag(channel, u->rank, tag), &rp);
+  if (UCS_PTR_IS_ERR(x)) {
+    req_put(u, r);
+    return ucx_error(u, UCS_PTR_STATUS(x), peer, "tagged send");
+  }
+  r->ucx = x;
+  *req = r;
+  return SG_OK;
+}
+
+sg_status sg__ucx_irecv(sg__ucx *u, int peer, unsigned channel, uint32_t tag, void *buf, size_t bytes,
+                        sg__ucx_req **req) {
+  *req = NULL;
+  SG_CHECK(check_peer(u, peer, "receive"));
+  sg__ucx_req *r = req_get(u);
+  if (r == NULL) return sg__error(SG_ERR_NO_MEMORY, "UCX receive from peer rank %d: out of memory", peer);
+  r->peer = peer;
+  r->is_recv = 1;
+  r->bytes = bytes;
+  r->info.length = (size_t)-1;
+  ucp_request_param_t rp = {0};
+  /* UCX 1.13 does not fill recv_info when a receive completes at once, so ask
+   * for a request every time and read the length from it. */
+  rp.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  void *x = ucp_tag_recv_nbx(u->worker, buf, bytes, make_tag(channel, peer, tag), (ucp_tag_t)-1, &rp);
+  if (UCS_PTR_IS_ERR(x)) {
+    req_put(u, r);
+    return ucx_error(u, UCS_PTR_STATUS(x), peer, "tagged receive");
+  }
+  r->ucx = x;
+  *req = r;
+  return SG_OK;
+}
+
+/* UCS_INPROGRESS, UCS_OK or an error; fills the length of a finished receive. */
+static ucs_status_t req_status(sg__ucx_req *r) {
+  if (r->ucx == NULL) return UCS_OK;
+  if (r->is_recv) return ucp_tag_recv_request_test(r->ucx, &r->info);
+  return ucp_request_check_status(r->ucx);
+}
+
+int sg__ucx_test(sg__ucx *u, sg__ucx_req *r) {
+  (void)u;
+  return r == NULL || req_status(r) != UCS_INPROGRESS;
+}
+
+void sg__ucx_abandon(sg__ucx *u, sg__ucx_req **req) {
+  sg__ucx_req *r = *req;
+  if (r == NULL) return;
+  if (r->ucx && req_status(r) == UCS_INPROGRESS) ucp_request_cancel(u->worker, r->ucx);
+  req_put(u, r);
+  *req = NULL;
+}
+
+sg_status sg__ucx_wait(sg__ucx *u, sg__ucx_req **req, int64_t deadline) {
+  sg__ucx_req *r = *req;
+  if (r == NULL) return SG_OK;
+  ucs_status_t us;
+  unsigned idle = 0;
+  while ((us = req_status(r)) == UCS_INPROGRESS) {
+    if (ucp_worker_progress(u->worker) == 0) {
+      /* Ranks may outnumber cores: give the peer the CPU rather than spin. */
+      if (++idle > 64) sched_yield();
+      if ((idle & 63) == 0 && sg__now_ms() > deadline) {
+        int peer = r->peer, is_recv = r->is_recv;
+        sg__ucx_abandon(u, req);
+        return sg__error(SG_ERR_TIMEOUT, "timed out after %d ms waiting to %s peer rank %d (rank %d)",
+                         u->timeout_ms, is_recv ? "receive from" : "send to", peer, u->rank);
+      }
+    } else {
+      idle = 0;
+    }
+  }
+  int peer = r->peer;
+  sg_status st = SG_OK;
+  if (us != UCS_OK) {
+    st = ucx_error(u, us, peer, r->is_recv ? "tagged receive" : "tagged send");
+  } else if (r->is_recv && r->info.length != r->bytes) {
+    st = sg__error(SG_ERR_TRUNCATED, "message from peer rank %d has %zu bytes, rank %d expected %zu", peer,
+                   r->info.length, u->rank, r->bytes);
+  }
+  req_put(u, r);
+  *req = NULL;
+  return st;
+}
+
+/* Waits for a bare UCX request (flush, atomics, AM); frees it. */
+static sg_status wait_raw(sg__ucx *u, void *x, int peer, const char *what, int64_t deadline) {
+  if (x == NULL) return SG_OK;
+  if (UCS_PTR_IS_ERR(x)) return ucx_error(u, UCS_PTR_STATUS(x), peer, what);
+  ucs_status_t us;
+  unsigned idle = 0;
+  while ((us = ucp_request_check_status(x)) == UCS_INPROGRESS) {
+    if (ucp_worker_progress(u->worker) == 0) {
+      if (++idle > 64) sched_yield();
+      if ((idle & 63) == 0 && sg__now_ms() > deadline) {
+        ucp_request_cancel(u->worker, x);
+        ucp_request_free(x);
+        if (peer >= 0)
+          return sg__error(SG_ERR_TIMEOUT, "timed out after %d ms: %s with peer rank %d (rank %d)",
+                           u->timeout_ms, what, peer, u->rank);
+        return sg__error(SG_ERR_TIMEOUT, "timed out after %d ms: %s (rank %d)", u->timeout_ms, what, u->rank);
+      }
+    } else {
+      idle = 0;
+    }
+  }
+  ucp_request_free(x);
+  return us == UCS_OK ? SG_OK : ucx_error(u, us, peer, what);
+}
+
+/* ---- RMA and atomics ------------------------------------------------------- */
+
+sg_status sg__ucx_mem_map(sg__ucx *u, void *base, size_t bytes, sg__ucx_mem **out) {
+  *out = NULL;
+  sg__ucx_mem *m = sg__calloc(1, sizeof *m);
+  if (m == NULL) return sg__error(SG_ERR_NO_MEMORY, "UCX memory registration: out of memory");
+  ucp_mem_map_params_t mp = {0};
+  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+  mp.address = base;
+  mp.length = bytes;
+  ucs_status_t us = ucp_mem_map(u->ctx, &mp, &m->memh);
+  if (us != UCS_OK) {
+    sg__free(m);
+    return ucx_error(u, us, -1, "memory registration");
+  }
+  *out = m;
+  return SG_OK;
+}
+
+void sg__ucx_mem_unmap(sg__ucx *u, sg__ucx_mem *m) {
+  if (m == NULL) return;
+  ucp_mem_unmap(u->ctx, m->memh);
+  sg__free(m);
+}
+
+sg_status sg__ucx_rkey_pack(sg__ucx *u, sg__ucx_mem *m, void **buf, size_t *len) {
+  void *rb;
+  size_t n;
+  ucs_status_t us = ucp_rkey_pack(u->ctx, m->memh, &rb, &n);
+  if (us != UCS_OK) return ucx_error(u, us, -1, "remote key pack");
+  *buf = sg__malloc(n ? n : 1);
+  if (*buf == NULL) {
+    ucp_rkey_buffer_release(rb);
+    return sg__error(SG_ERR_NO_MEMORY, "UCX remote key: out of memory");
+  }
+  memcpy(*buf, rb, n);
+  *len = n;
+  ucp_rkey_buffer_release(rb);
+  return SG_OK;
+}
+
+sg_status sg__ucx_rkey_unpack(sg__ucx *u, int peer, const void *buf, size_t len, sg__ucx_rkey **out) {
+  *out = NULL;
+  SG_CHECK(check_peer(u, peer, "remote key unpack"));
+  if (len == 0) return sg__error(SG_ERR_FORMAT, "empty remote key from peer rank %d", peer);
+  sg__ucx_rkey *k = sg__calloc(1, sizeof *k);
+  if (k == NULL) return sg__error(SG_ERR_NO_MEMORY, "UCX remote key: out of memory");
+  ucs_status_t us = ucp_ep_rkey_unpack(u->eps[peer], buf, &k->rkey);
+  if (us != UCS_OK) {
+    sg__free(k);
+    return ucx_error(u, us, peer, "remote key unpack");
+  }
+  *out = k;
+  return SG_OK;
+}
+
+void sg__ucx_rkey_destroy(sg__ucx_rkey *k) {
+  if (k == NULL) return;
+  ucp_rkey_destroy(k->rkey);
+  sg__free(k);
+}
+
+sg_status sg__ucx_put(sg__ucx *u, int peer, const void *src, size_t bytes, uint64_t raddr, sg__ucx_rkey *rk) {
+  SG_CHECK(check_peer(u, peer, "put"));
+  ucs_status_t us = ucp_put_nbi(u->eps[peer], src, bytes, raddr, rk->rkey);
+  if (us != UCS_OK && us != UCS_INPROGRESS) return ucx_error(u, us, peer, "put");
+  return SG_OK;
+}
+
+sg_status sg__ucx_get(sg__ucx *u, int peer, void *dst, size_t bytes, uint64_t raddr, sg__ucx_rkey *rk) {
+  SG_CHECK(check_peer(u, peer, "get"));
+  ucs_status_t us = ucp_get_nbi(u->eps[peer], dst, bytes, raddr, rk->rkey);
+  if (us != UCS_OK && us != UCS_INPROGRESS) return ucx_error(u, us, peer, "get");
+  return SG_OK;
+}
+
+sg_status sg__ucx_flush(sg__ucx *u, int64_t deadline) {
+  ucp_request_param_t rp = {0};
+  return wait_raw(u, ucp_worker_flush_nbx(u->worker, &rp), -1, "flush", deadline);
+}
+
+sg_status sg__ucx_atomic(sg__ucx *u, int peer, int op, uint64_t value, uint64_t compare, uint64_t *result,
+                         uint64_t raddr, sg__ucx_rkey *rk, int64_t deadline) {
+  SG_CHECK(check_peer(u, peer, "atomic"));
+  ucp_request_param_t rp = {0};
+  rp.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER;
+  rp.datatype = ucp_dt_make_contig(8);
+  uint64_t operand, reply;
+  void *x;
+  if (op == 0) {
+    operand = value;
+    rp.reply_buffer = &reply;
+    x = ucp_atomic_op_nbx(u->eps[peer], UCP_ATOMIC_OP_ADD, &operand, 1, raddr, rk->rkey, &rp);
+  } else {
+    operand = compare; /* X: compared with the remote value */
+    reply = value;     /* Z: the swap value in, the old value out */
+    rp.reply_buffer = &reply;
+    x = ucp_atomic_op_nbx(u->eps[peer], UCP_ATOMIC_OP_CSWAP, &operand, 1, raddr, rk->rkey, &rp);
+  }
+  SG_CHECK(wait_raw(u, x, peer, op == 0 ? "atomic fetch-add" : "atomic compare-swap", deadline));
+  if (result) *result = reply;
+  return SG_OK;
+}
+
+/* ---- active messages ------------------------------------------------------- */
+
+/* Every queue's handler is this callback; the 8-byte header carries the
+ * sender's rank and the queue id (both u32), since UCX passes no handler id. */
+static ucs_status_t am_cb(void *arg, const void *header, size_t header_length, void *data, size_t length,
+                          const ucp_am_recv_param_t *param) {
+  sg__ucx *u = arg;
+  /* Validate before use (SPEC S1): a header naming a real rank and queue, an
+   * eager payload within the limit. Anything else is dropped. */
+  if (header_length != 8 || length > SG_AM_MAX_BYTES || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV))
+    return UCS_OK;
+  uint32_t hdr[2];
+  memcpy(hdr, header, 8);
+  if (hdr[0] >= (uint32_t)u->size || hdr[1] >= SG_AM_QUEUES) return UCS_OK;
+  am_msg *m = sg__malloc(sizeof *m + (length ? length : 1));
+  if (m == NULL) {
+    u->am_oom = 1;
+    return UCS_OK;
+  }
+  m->next = NULL;
+  m->peer = (int)hdr[0];
+  m->len = length;
+  if (length) memcpy(m->data, data, length);
+  unsigned q = hdr[1];
+  if (u->am_tail[q]) u->am_tail[q]->next = m;
+  else u->am_head[q] = m;
+  u->am_tail[q] = m;
+  return UCS_OK;
+}
+
+sg_status sg__ucx_am_send(sg__ucx *u, int peer, unsigned id, const void *buf, size_t bytes,
+                          int64_t deadline) {
+  SG_CHECK(check_peer(u, peer, "active message"));
+  if (id >= SG_AM_QUEUES || bytes > SG_AM_MAX_BYTES)
+    return sg__error(SG_ERR_INVALID_ARG, "active message to peer rank %d: queue %u or size %zu out of range",
+                     peer, id, bytes);
+  uint32_t hdr[2] = {(uint32_t)u->rank, id};
+  ucp_request_param_t rp = {0};
+  rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  rp.flags = UCP_AM_SEND_FLAG_EAGER;
+  void *x = ucp_am_send_nbx(u->eps[peer], AM_ID_BASE + id, hdr, sizeof hdr, buf, bytes, &rp);
+  return wait_raw(u, x, peer, "active message send", deadline);
+}
+
+sg_status sg__ucx_am_take(sg__ucx *u, unsigned id, void *buf, size_t *bytes, int *peer) {
+  if (u->am_oom) {
+    u->am_oom = 0;
+    return sg__error(SG_ERR_NO_MEMORY, "active messages were dropped on rank %d: out of memory", u->rank);
+  }
+  am_msg *m = u->am_head[id];
+  if (m == NULL) return SG_ERR_NOT_FOUND;
+  if (m->len > *bytes) {
+    size_t cap = *bytes;
+    *bytes = m->len;
+    return sg__error(SG_ERR_TRUNCATED, "active message from peer rank %d has %zu bytes, buffer holds %zu",
+                     m->peer, m->len, cap);
+  }
+  memcpy(buf, m->data, m->len);
+  *bytes = m->len;
+  *peer = m->peer;
+  u->am_head[id] = m->next;
+  if (u->am_head[id] == NULL) u->am_tail[id] = NULL;
+  sg__free(m);
+  return SG_OK;
+}

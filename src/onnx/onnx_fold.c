@@ -1,0 +1,658 @@
+/* Constants, and the shape computations exporters emit around Reshape and
+ * Flatten (Shape -> Gather -> Unsqueeze -> Concat, Slice, Cast, ...). Every
+ * shape is static in sgrt, so these are computed at import time and never
+ * become ops. Ops that also have a run-time form here (Concat, Reshape,
+ * Squeeze, Unsqueeze, Cast, Identity) build sgrt ops when an input is not an
+ * import-time constant. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "onnx/onnx_internal.h"
+
+/* ---- helpers shared with onnx_nodes.c ------------------------------------ */
+
+bool sg__ox_foldable(const ox_value *v) {
+  return v && v->kind == OX_V_CONST && !(v->elem == OX_FLOAT && v->role != SG_ROLE_CONSTANT);
+}
+
+sg_status sg__ox_built(ox_ctx *c, sg_tensor t) {
+  if (t.id >= 0) return SG_OK;
+  sg_status st = sg_graph_status(c->g);
+  if (st == SG_OK) st = SG_ERR_INTERNAL;
+  char buf[1024];
+  return sg__ox_node_error(c, st, "%s", sg__ox_message(c, sg_last_error(), buf, sizeof buf));
+}
+
+static sg_status unavailable(ox_ctx *c, const ox_value *v) {
+  return sg__ox_node_error(c, SG_ERR_UNSUPPORTED, "uses '%s', which sgrt cannot provide: %s", v->name,
+                           v->why);
+}
+
+sg_status sg__ox_shape(ox_ctx *c, const ox_value *v, int *ndim, int64_t *dims) {
+  *ndim = 0;
+  if (v->kind == OX_V_TENSOR) {
+    const sg__tensor *t = &c->g->tensors[v->tensor];
+    *ndim = t->ndim;
+    memcpy(dims, t->dims, sizeof(int64_t) * (size_t)t->ndim);
+    return SG_OK;
+  }
+  if (v->kind == OX_V_CONST) {
+    *ndim = v->ndim;
+    memcpy(dims, v->dims, sizeof(int64_t) * (size_t)v->ndim);
+    return SG_OK;
+  }
+  return unavailable(c, v);
+}
+
+sg_status sg__ox_axis(ox_ctx *c, int64_t axis, int rank, const char *what, int *out) {
+  *out = 0;
+  if (axis < -rank || axis >= rank || rank == 0)
+    return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "%s %lld is out of range for rank %d", what,
+                             (long long)axis, rank);
+  *out = (int)(axis < 0 ? axis + rank : axis);
+  return SG_OK;
+}
+
+sg_status sg__ox_const_ints(ox_ctx *c, const ox_value *v, const char *what, int cap, int64_t *vals, int *n) {
+  *n = 0;
+  if (v->kind == OX_V_UNAVAILABLE) return unavailable(c, v);
+  if (v->kind != OX_V_CONST)
+    return sg__ox_node_error(c, SG_ERR_UNSUPPORTED,
+                             "%s '%s' is computed at run time; sgrt needs it to be a constant", what,
+                             v->name);
+  if (v->elem == OX_FLOAT)
+    return sg__ox_node_error(c, SG_ERR_DTYPE, "%s '%s' holds floats; expected integers", what, v->name);
+  if (v->ndim > 1)
+    return sg__ox_node_error(c, SG_ERR_SHAPE, "%s '%s' has rank %d; expected a scalar or a 1-D tensor", what,
+                             v->name, v->ndim);
+  if (v->numel > cap)
+    return sg__ox_node_error(c, SG_ERR_RANGE, "%s '%s' has %lld values; at most %d are supported", what,
+                             v->name, (long long)v->numel, cap);
+  for (int64_t i = 0; i < v->numel; i++) vals[i] = sg__ox_i64(v, i);
+  *n = (int)v->numel;
+  return SG_OK;
+}
+
+sg_status sg__ox_const_scalar(ox_ctx *c, const ox_value *v, const char *what, double *out) {
+  if (v->kind == OX_V_UNAVAILABLE) return unavailable(c, v);
+  if (v->kind != OX_V_CONST)
+    return sg__ox_node_error(c, SG_ERR_UNSUPPORTED,
+                             "%s '%s' is computed at run time; sgrt needs it to be a constant", what,
+                             v->name);
+  if (v->numel != 1)
+    return sg__ox_node_error(c, SG_ERR_SHAPE, "%s '%s' has %lld elements; expected one", what, v->name,
+                             (long long)v->numel);
+  *out = sg__ox_num(v, 0);
+  return SG_OK;
+}
+
+sg_status sg__ox_reshape(ox_ctx *c, ox_value *v, int ndim, const int64_t *dims, sg_tensor *out) {
+  sg_tensor x;
+  SG_CHECK(sg__ox_tensor(c, v, &x));
+  *out = sg_reshape(c->g, x, ndim, dims);
+  return sg__ox_built(c, *out);
+}
+
+static size_t esize(int elem) { return elem == OX_FLOAT ? 4 : 8; }
+
+static int64_t numel_of(int ndim, const int64_t *dims) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) n *= dims[i];
+  return n;
+}
+
+static const char *dims_str(char *buf, size_t cap, int ndim, const int64_t *dims) {
+  size_t o = (size_t)snprintf(buf, cap, "[");
+  for (int i = 0; i < ndim && o < cap; i++)
+    o += (size_t)snprintf(buf + o, cap - o, "%s%lld", i ? "," : "", (long long)dims[i]);
+  if (o < cap) snprintf(buf + o, cap - o, "]");
+  return buf;
+}
+
+/* Row-major strides of a shape, in elements. */
+static void strides_of(int ndim, const int64_t *dims, int64_t *st) {
+  int64_t s = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    st[i] = s;
+    s *= dims[i];
+  }
+}
+
+/* ---- Constant, ConstantOfShape, Shape ------------------------------------ */
+
+static sg_status cv_constant(ox_ctx *c, const Onnx__NodeProto *n) {
+  static const char *const known[] = {"value",        "value_float",   "value_floats",
+                                      "value_int",    "value_ints",    "sparse_value",
+                                      "value_string", "value_strings", NULL};
+  SG_CHECK(sg__ox_check_attrs(c, known));
+  if (n->n_attribute != 1)
+    return sg__ox_node_error(c, SG_ERR_FORMAT, "needs exactly one value attribute, has %zu", n->n_attribute);
+  const Onnx__AttributeProto *a = n->attribute[0];
+  const char *an = a->name;
+  if (strcmp(an, "value") == 0) {
+    if (a->t == NULL) return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "attribute 'value' holds no tensor");
+    ox_value v = {0};
+    sg_status st = sg__ox_decode_tensor(c, a->t, "Constant value", &v);
+    if (st != SG_OK) return sg__ox_node_error(c, st, "%s", sg_last_error());
+    return sg__ox_set_const(c, 0, v.elem, v.ndim, v.dims, v.data);
+  }
+  if (strcmp(an, "value_float") == 0 || strcmp(an, "value_floats") == 0) {
+    bool one = strcmp(an, "value_float") == 0;
+    int64_t count = one ? 1 : (int64_t)a->n_floats;
+    if (one && !a->has_f)
+      return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "attribute 'value_float' has no value");
+    void *data;
+    SG_CHECK(sg__ox_fold_alloc(c, count, 4, &data));
+    if (one) memcpy(data, &a->f, 4);
+    else if (count) memcpy(data, a->floats, 4 * (size_t)count);
+    return sg__ox_set_const(c, 0, OX_FLOAT, one ? 0 : 1, &count, data);
+  }
+  if (strcmp(an, "value_int") == 0 || strcmp(an, "value_ints") == 0) {
+    bool one = strcmp(an, "value_int") == 0;
+    int64_t count = one ? 1 : (int64_t)a->n_ints;
+    if (one && !a->has_i) return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "attribute 'value_int' has no value");
+    void *data;
+    SG_CHECK(sg__ox_fold_alloc(c, count, 8, &data));
+    if (one) memcpy(data, &a->i, 8);
+    else if (count) memcpy(data, a->ints, 8 * (size_t)count);
+    return sg__ox_set_const(c, 0, OX_INT64, one ? 0 : 1, &count, data);
+  }
+  return sg__ox_node_error(c, SG_ERR_UNSUPPORTED,
+                           "attribute '%s' (sparse and string constants) is not supported", an);
+}
+
+static sg_status cv_constant_of_shape(ox_ctx *c, const Onnx__NodeProto *n) {
+  static const char *const known[] = {"value", NULL};
+  SG_CHECK(sg__ox_check_attrs(c, known));
+  int64_t dims[SG_MAX_DIMS];
+  int nd = 0;
+  SG_CHECK(sg__ox_const_ints(c, sg__ox_input(c, n, 0), "shape", SG_MAX_DIMS, dims, &nd));
+  int64_t numel = 1;
+  for (int i = 0; i < nd; i++) {
+    if (dims[i] < 0 || dims[i] > OX_FOLD_MAX_NUMEL)
+      return sg__ox_node_error(c, SG_ERR_RANGE, "shape dim %d is %lld", i, (long long)dims[i]);
+    numel *= dims[i];
+    if (numel > OX_FOLD_MAX_NUMEL) break; /* sg__ox_fold_alloc reports it */
+  }
+  ox_value fill = {.elem = OX_FLOAT, .numel = 1};
+  float zero = 0;
+  fill.data = &zero;
+  const Onnx__AttributeProto *a = sg__ox_attr(c, "value");
+  if (a) {
+    if (a->t == NULL) return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "attribute 'value' holds no tensor");
+    sg_status st = sg__ox_decode_tensor(c, a->t, "ConstantOfShape value", &fill);
+    if (st != SG_OK) return sg__ox_node_error(c, st, "%s", sg_last_error());
+    if (fill.numel != 1)
+      return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "attribute 'value' has %lld elements; expected one",
+                               (long long)fill.numel);
+  }
+  void *data;
+  size_t es = esize(fill.elem);
+  SG_CHECK(sg__ox_fold_alloc(c, numel, es, &data));
+  for (int64_t i = 0; i < numel; i++) memcpy((char *)data + (size_t)i * es, fill.data, es);
+  return sg__ox_set_const(c, 0, fill.elem, nd, dims, data);
+}
+
+static sg_status cv_shape(ox_ctx *c, const Onnx__NodeProto *n) {
+  static const char *const known[] = {"start", "end", NULL};
+  SG_CHECK(sg__ox_check_attrs(c, known));
+  int nd = 0;
+  int64_t dims[SG_MAX_DIMS], start, end;
+  SG_CHECK(sg__ox_shape(c, sg__ox_input(c, n, 0), &nd, dims));
+  SG_CHECK(sg__ox_attr_int(c, "start", 0, &start));
+  SG_CHECK(sg__ox_attr_int(c, "end", nd, &end));
+  if (start < 0) start += nd;
+  if (end < 0) end += nd;
+  start = start < 0 ? 0 : start > nd ? nd : start;
+  end = end < 0 ? 0 : end > nd ? nd : end;
+  int64_t len = end > start ? end - start : 0;
+  int64_t *data;
+  SG_CHECK(sg__ox_fold_alloc(c, len, 8, (void **)&data));
+  for (int64_t i = 0; i < len; i++) data[i] = dims[start + i];
+  return sg__ox_set_const(c, 0, OX_INT64, 1, &len, data);
+}
+
+/* ---- Gather, Slice -------------------------------------------------------- */
+
+/* Data of Gather and Slice must be a foldable constant: these ops have no
+ * run-time form in sgrt. */
+static sg_status need_foldable(ox_ctx *c, const ox_value *v, const char *what) {
+  if (v->kind == OX_V_UNAVAILABLE) return unavailable(c, v);
+  if (v->kind == OX_V_TENSOR)
+    return sg__ox_node_error(c, SG_ERR_UNSUPPORTED,
+                             "%s '%s' is computed at run time; sgrt folds this op only for constants "
+                             "(shape computations)",
+                             what, v->name);
+  if (!sg__ox_foldable(v))
+    return sg__ox_node_error(c, SG_ERR_UNSUPPORTED,
+                             "%s '%s' is a parameter; sgrt folds this op only for constants", what, v->name);
+  return SG_OK;
+}
+
+static sg_status cv_gather(ox_ctx *c, const Onnx__NodeProto *n) {
+  static const char *const known[] = {"axis", NULL};
+  SG_CHECK(sg__ox_check_attrs(c, known));
+  ox_value *data = sg__ox_input(c, n, 0), *idx = sg__ox_input(c, n, 1);
+  SG_CHECK(need_foldable(c, data, "data"));
+  SG_CHECK(need_foldable(c, idx, "indices"));
+  if (idx->elem == OX_FLOAT)
+    return sg__ox_node_error(c, SG_ERR_DTYPE, "indices '%s' holds floats; expected integers", idx->name);
+  int64_t axis_attr = 0;
+  int axis = 0;
+  SG_CHECK(sg__ox_attr_int(c, "axis", 0, &axis_attr));
+  SG_CHECK(sg__ox_axis(c, axis_attr, data->ndim, "axis", &axis));
+  int rank = data->ndim - 1 + idx->ndim;
+  if (rank > SG_MAX_DIMS)
+    return sg__ox_node_error(c, SG_ERR_RANGE, "the result would have rank %d; at most %d", rank, SG_MAX_DIMS);
+  int64_t dims[SG_MAX_DIMS];
+  int k = 0;
+  for (int i = 0; i < axis; i++) dims[k++] = data->dims[i];
+  for (int i = 0; i < idx->ndim; i++) dims[k++] = idx->dims[i];
+  for (int i = axis + 1; i < data->ndim; i++) dims[k++] = data->dims[i];
+  int64_t outer = numel_of(axis, data->dims), inner = numel_of(data->ndim - axis - 1, data->dims + axis + 1);
+  int64_t dim = data->dims[axis];
+  size_t es = esize(data->elem);
+  char *out;
+  SG_CHECK(sg__ox_fold_alloc(c, numel_of(rank, dims), es, (void **)&out));
+  size_t chunk = (size_t)inner * es;
+  for (int64_t o = 0; o < outer; o++) {
+    for (int64_t j = 0; j < idx->numel; j++) {
+      int64_t i = sg__ox_i64(idx, j);
+      if (i < -dim || i >= dim)
+        return sg__ox_node_error(c, SG_ERR_RANGE, "index %lld is out of range for a dim of %lld",
+                                 (long long)i, (long long)dim);
+      if (i < 0) i += dim;
+      memcpy(out + (size_t)(o * idx->numel + j) * chunk,
+             (const char *)data->data + (size_t)(o * dim + i) * chunk, chunk);
+    }
+  }
+  return sg__ox_set_const(c, 0, data->elem, rank, dims, out);
+}
+
+static sg_status cv_slice(ox_ctx *c, const Onnx__NodeProto *n) {
+  static const char *const known_old[] = {"starts", "ends", "axes", NULL};
+  static const char *const known_new[] = {NULL};
+  SG_CHECK(sg__ox_check_attrs(c, c->opset < 10 ? known_old : known_new));
+  ox_value *data = sg__ox_input(c, n, 0);
+  SG_CHECK(need_foldable(c, data, "data"));
+  int r = data->ndim;
+  int64_t starts[SG_MAX_DIMS], ends[SG_MAX_DIMS], axes[SG_MAX_DIMS], steps[SG_MAX_DIMS];
+  int ns = 0, ne = 0, na = 0, nst = 0;
+  if (c->opset < 10) {
+    SG_CHECK(sg__ox_attr_ints(c, "starts", SG_MAX_DIMS, starts, &ns));
+    SG_CHECK(sg__ox_attr_ints(c, "ends", SG_MAX_DIMS, ends, &ne));
+    SG_CHECK(sg__ox_attr_ints(c, "axes", SG_MAX_DIMS, axes, &na));
+    if (sg__ox_attr(c, "starts") == NULL || sg__ox_attr(c, "ends") == NULL)
+      return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "needs attributes 'starts' and 'ends'");
+  } else {
+    ox_value *vs = sg__ox_input(c, n, 1), *ve = sg__ox_input(c, n, 2), *va = sg__ox_input(c, n, 3),
+             *vst = sg__ox_input(c, n, 4);
+    if (vs == NULL || ve == NULL)
+      return sg__ox_node_error(c, SG_ERR_ARITY, "needs inputs 'starts' and 'ends'");
+    SG_CHECK(sg__ox_const_ints(c, vs, "starts", SG_MAX_DIMS, starts, &ns));
+    SG_CHECK(sg__ox_const_ints(c, ve, "ends", SG_MAX_DIMS, ends, &ne));
+    if (va) SG_CHECK(sg__ox_const_ints(c, va, "axes", SG_MAX_DIMS, axes, &na));
+    if (vst) SG_CHECK(sg__ox_const_ints(c, vst, "steps", SG_MAX_DIMS, steps, &nst));
+  }
+  if (ne != ns || (na && na != ns) || (nst && nst != ns))
+    return sg__ox_node_error(
+        c, SG_ERR_SHAPE, "starts, ends, axes and steps differ in length (%d, %d, %d, %d)", ns, ne, na, nst);
+  int64_t first[SG_MAX_DIMS], step[SG_MAX_DIMS], dims[SG_MAX_DIMS];
+  bool seen[SG_MAX_DIMS] = {false};
+  for (int i = 0; i < r; i++) {
+    first[i] = 0;
+    step[i] = 1;
+    dims[i] = data->dims[i];
+  }
+  for (int k = 0; k < ns; k++) {
+    int ax = 0;
+    SG_CHECK(sg__ox_axis(c, na ? axes[k] : k, r, "axis", &ax));
+    if (seen[ax]) return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "axis %d is sliced twice", ax);
+    seen[ax] = true;
+    int64_t d = data->dims[ax], s = starts[k], e = ends[k], st = nst ? steps[k] : 1;
+    if (st == 0 || st == INT64_MIN)
+      return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "step of axis %d is %lld", ax, (long long)st);
+    if (s < 0) s = s < -d ? 0 : s + d;
+    if (e < 0) e = e < -d ? -1 : e + d;
+    if (st > 0) {
+      s = s < 0 ? 0 : s > d ? d : s;
+      e = e < 0 ? 0 : e > d ? d : e;
+      dims[ax] = e > s ? (e - s + st - 1) / st : 0;
+    } else {
+      s = s < 0 ? 0 : s > d - 1 ? d - 1 : s;
+      e = e < -1 ? -1 : e > d - 1 ? d - 1 : e;
+      dims[ax] = s > e ? (s - e - st - 1) / -st : 0;
+    }
+    first[ax] = s;
+    step[ax] = st;
+  }
+  int64_t numel = numel_of(r, dims), in_st[SG_MAX_DIMS], idx[SG_MAX_DIMS] = {0};
+  strides_of(r, data->dims, in_st);
+  size_t es = esize(data->elem);
+  char *out;
+  SG_CHECK(sg__ox_fold_alloc(c, numel, es, (void **)&out));
+  for (int64_t i = 0; i < numel; i++) {
+    int64_t off = 0;
+    for (int a = 0; a < r; a++) off += (first[a] + idx[a] * step[a]) * in_st[a];
+    memcpy(out + (size_t)i * es, (const char *)data->data + (size_t)off * es, es);
+    for (int a = r - 1; a >= 0 && ++idx[a] == dims[a]; a--) idx[a] = 0;
+  }
+  return sg__ox_set_const(c, 0, data->elem, r, dims, out);
+}
+
+/* ---- Unsqueeze, Squeeze, Reshape ----------------------------------------- */
+
+/* Axes of Squeeze/Unsqueeze: an attribute before opset 13, an input after. */
+static sg_status squeeze_axes(ox_ctx *c, const Onnx__NodeProto *n, int64_t *axes, int *na, bool *given) {
+  static const char *const known_old[] = {"axes", NULL};
+  static const char *const known_new[] = {NULL};
+  SG_CHECK(sg__ox_check_attrs(c, c->opset < 13 ? known_old : known_new));
+  *na = 0;
+  if (c->opset < 13) {
+    *given = sg__ox_attr(c, "axes") != NULL;
+    return sg__ox_attr_ints(c, "axes", SG_MAX_DIMS, axes, na);
+  }
+  ox_value *v = sg__ox_input(c, n, 1);
+  *given = v != NULL;
+  return v ? sg__ox_const_ints(c, v, "axes", SG_MAX_DIMS, axes, na) : SG_OK;
+}
+
+/* Output k is value x with a new shape: metadata only for a constant, a
+ * reshape op for a tensor or a parameter. */
+static sg_status set_reshaped(ox_ctx *c, ox_value *x, int ndim, const int64_t *dims) {
+  if (sg__ox_foldable(x)) return sg__ox_set_const(c, 0, x->elem, ndim, dims, x->data);
+  sg_tensor t;
+  SG_CHECK(sg__ox_reshape(c, x, ndim, dims, &t));
+  return sg__ox_set_tensor(c, 0, t);
+}
+
+static sg_status cv_unsqueeze(ox_ctx *c, const Onnx__NodeProto *n) {
+  int64_t axes[SG_MAX_DIMS], dims[SG_MAX_DIMS], in[SG_MAX_DIMS];
+  int na = 0, nd = 0;
+  bool given;
+  SG_CHECK(squeeze_axes(c, n, axes, &na, &given));
+  if (!given) return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "needs 'axes'");
+  ox_value *x = sg__ox_input(c, n, 0);
+  SG_CHECK(sg__ox_shape(c, x, &nd, in));
+  int r = nd + na;
+  if (r > SG_MAX_DIMS)
+    return sg__ox_node_error(c, SG_ERR_RANGE, "the result would have rank %d; at most %d", r, SG_MAX_DIMS);
+  bool added[SG_MAX_DIMS] = {false};
+  for (int k = 0; k < na; k++) {
+    int ax = 0;
+    SG_CHECK(sg__ox_axis(c, axes[k], r, "axis", &ax));
+    if (added[ax])
+      return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "axis %lld is given twice", (long long)axes[k]);
+    added[ax] = true;
+  }
+  for (int i = 0, j = 0; i < r; i++) dims[i] = added[i] ? 1 : in[j++];
+  return set_reshaped(c, x, r, dims);
+}
+
+static sg_status cv_squeeze(ox_ctx *c, const Onnx__NodeProto *n) {
+  int64_t axes[SG_MAX_DIMS], dims[SG_MAX_DIMS], in[SG_MAX_DIMS];
+  int na = 0, nd = 0;
+  bool given;
+  SG_CHECK(squeeze_axes(c, n, axes, &na, &given));
+  ox_value *x = sg__ox_input(c, n, 0);
+  SG_CHECK(sg__ox_shape(c, x, &nd, in));
+  bool drop[SG_MAX_DIMS] = {false};
+  for (int k = 0; k < na; k++) {
+    int ax = 0;
+    SG_CHECK(sg__ox_axis(c, axes[k], nd, "axis", &ax));
+    if (in[ax] != 1)
+      return sg__ox_node_error(c, SG_ERR_SHAPE, "cannot squeeze axis %d of '%s': its size is %lld", ax,
+                               x->name, (long long)in[ax]);
+    drop[ax] = true;
+  }
+  if (na == 0)
+    for (int i = 0; i < nd; i++) drop[i] = in[i] == 1;
+  int r = 0;
+  for (int i = 0; i < nd; i++)
+    if (!drop[i]) dims[r++] = in[i];
+  return set_reshaped(c, x, r, dims);
+}
+
+static sg_status cv_reshape(ox_ctx *c, const Onnx__NodeProto *n) {
+  static const char *const known[] = {"allowzero", NULL};
+  SG_CHECK(sg__ox_check_attrs(c, known));
+  int64_t allowzero = 0, shape[SG_MAX_DIMS], in[SG_MAX_DIMS], dims[SG_MAX_DIMS];
+  int ns = 0, nd = 0;
+  SG_CHECK(sg__ox_attr_int(c, "allowzero", 0, &allowzero));
+  ox_value *x = sg__ox_input(c, n, 0);
+  SG_CHECK(sg__ox_shape(c, x, &nd, in));
+  SG_CHECK(sg__ox_const_ints(c, sg__ox_input(c, n, 1), "shape", SG_MAX_DIMS, shape, &ns));
+  int64_t known_numel = 1, numel = numel_of(nd, in);
+  int infer = -1;
+  char b1[256], b2[256];
+  for (int i = 0; i < ns; i++) {
+    int64_t s = shape[i];
+    if (s == 0 && allowzero)
+      return sg__ox_node_error(c, SG_ERR_UNSUPPORTED, "allowzero=1 with a 0 in the shape (empty tensors)");
+    if (s == 0) {
+      if (i >= nd)
+        return sg__ox_node_error(c, SG_ERR_SHAPE, "shape %s copies dim %d of %s, which has no such dim",
+                                 dims_str(b1, sizeof b1, ns, shape), i, dims_str(b2, sizeof b2, nd, in));
+      s = in[i];
+    } else if (s == -1) {
+      if (infer >= 0)
+        return sg__ox_node_error(c, SG_ERR_SHAPE, "shape %s has more than one -1",
+                                 dims_str(b1, sizeof b1, ns, shape));
+      infer = i;
+      dims[i] = 1;
+      continue;
+    } else if (s < 0 || s > SG__MAX_NUMEL) {
+      return sg__ox_node_error(c, SG_ERR_SHAPE, "shape %s has the invalid dim %lld",
+                               dims_str(b1, sizeof b1, ns, shape), (long long)s);
+    }
+    dims[i] = s;
+    if (s > 0 && known_numel > SG__MAX_NUMEL / s)
+      return sg__ox_node_error(c, SG_ERR_RANGE, "shape %s has more than 2^56 elements",
+                               dims_str(b1, sizeof b1, ns, shape));
+    known_numel *= s;
+  }
+  if (infer >= 0) {
+    if (known_numel == 0 || numel % known_numel != 0)
+      return sg__ox_node_error(c, SG_ERR_SHAPE, "cannot reshape %s (%lld elements) to %s",
+                               dims_str(b2, sizeof b2, nd, in), (long long)numel,
+                               dims_str(b1, sizeof b1, ns, shape));
+    dims[infer] = numel / known_numel;
+  } else if (known_numel != numel) {
+    return sg__ox_node_error(c, SG_ERR_SHAPE, "cannot reshape %s (%lld elements) to %s",
+                             dims_str(b2, sizeof b2, nd, in), (long long)numel,
+                             dims_str(b1, sizeof b1, ns, shape));
+  }
+  return set_reshaped(c, x, ns, dims);
+}
+
+/* ---- Concat, Cast, Identity ---------------------------------------------- */
+
+static sg_status cv_concat(ox_ctx *c, const Onnx__NodeProto *n) {
+  static const char *const known[] = {"axis", NULL};
+  SG_CHECK(sg__ox_check_attrs(c, known));
+  if (sg__ox_attr(c, "axis") == NULL) return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "needs attribute 'axis'");
+  int64_t axis_attr = 0;
+  SG_CHECK(sg__ox_attr_int(c, "axis", 0, &axis_attr));
+  if (axis_attr < -SG_MAX_DIMS || axis_attr >= SG_MAX_DIMS)
+    return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "axis %lld is out of range", (long long)axis_attr);
+  int k = (int)n->n_input;
+  bool fold = true;
+  for (int i = 0; i < k; i++) {
+    ox_value *v = sg__ox_input(c, n, i);
+    if (v == NULL) return sg__ox_node_error(c, SG_ERR_ARITY, "input %d is empty", i);
+    if (v->kind == OX_V_UNAVAILABLE) return unavailable(c, v);
+    fold = fold && sg__ox_foldable(v) && v->elem == sg__ox_input(c, n, 0)->elem;
+  }
+  if (!fold) {
+    sg_tensor xs[SG__MAX_OP_IO];
+    for (int i = 0; i < k; i++) SG_CHECK(sg__ox_tensor(c, sg__ox_input(c, n, i), &xs[i]));
+    sg_tensor t = sg_concat(c->g, k, xs, (int)axis_attr);
+    SG_CHECK(sg__ox_built(c, t));
+    return sg__ox_set_tensor(c, 0, t);
+  }
+  const ox_value *x0 = sg__ox_input(c, n, 0);
+  int r = x0->ndim, axis = 0;
+  SG_CHECK(sg__ox_axis(c, axis_attr, r, "axis", &axis));
+  int64_t dims[SG_MAX_DIMS];
+  memcpy(dims, x0->dims, sizeof(int64_t) * (size_t)r);
+  dims[axis] = 0;
+  for (int i = 0; i < k; i++) {
+    const ox_value *v = sg__ox_input(c, n, i);
+    bool ok = v->ndim == r;
+    for (int d = 0; ok && d < r; d++) ok = d == axis || v->dims[d] == x0->dims[d];
+    if (!ok) {
+      char b1[256], b2[256];
+      return sg__ox_node_error(c, SG_ERR_SHAPE, "cannot concatenate %s and %s along axis %d",
+                               dims_str(b1, sizeof b1, x0->ndim, x0->dims),
+                               dims_str(b2, sizeof b2, v->ndim, v->dims), axis);
+    }
+    dims[axis] += v->dims[axis];
+  }
+  size_t es = esize(x0->elem);
+  int64_t outer = numel_of(axis, dims), inner = numel_of(r - axis - 1, dims + axis + 1);
+  char *out;
+  SG_CHECK(sg__ox_fold_alloc(c, numel_of(r, dims), es, (void **)&out));
+  char *p = out;
+  for (int64_t o = 0; o < outer; o++) {
+    for (int i = 0; i < k; i++) {
+      const ox_value *v = sg__ox_input(c, n, i);
+      size_t chunk = (size_t)(v->dims[axis] * inner) * es;
+      memcpy(p, (const char *)v->data + (size_t)o * chunk, chunk);
+      p += chunk;
+    }
+  }
+  return sg__ox_set_const(c, 0, x0->elem, r, dims, out);
+}
+
+static sg_status cv_cast(ox_ctx *c, const Onnx__NodeProto *n) {
+  static const char *const known[] = {"to", "saturate", NULL};
+  SG_CHECK(sg__ox_check_attrs(c, known));
+  if (sg__ox_attr(c, "to") == NULL) return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "needs attribute 'to'");
+  int64_t to = 0;
+  SG_CHECK(sg__ox_attr_int(c, "to", 0, &to));
+  if (to != OX_FLOAT && to != OX_INT64 && to != OX_INT32 && to != OX_BOOL)
+    return sg__ox_node_error(c, SG_ERR_UNSUPPORTED, "cast to data type %lld (only FLOAT, INT64, INT32, BOOL)",
+                             (long long)to);
+  ox_value *x = sg__ox_input(c, n, 0);
+  if (x->kind == OX_V_UNAVAILABLE) return unavailable(c, x);
+  int from = x->elem;
+  if (x->kind == OX_V_TENSOR) {
+    sg_dtype dt = c->g->tensors[x->tensor].dtype;
+    from = dt == SG_F32 ? OX_FLOAT : dt == SG_I64 ? OX_INT64 : 0;
+  }
+  if (from == to) return sg__ox_set_alias(c, 0, x);
+  if (!sg__ox_foldable(x))
+    return sg__ox_node_error(c, SG_ERR_UNSUPPORTED,
+                             "cast of '%s', which is not an import-time constant, to type %lld", x->name,
+                             (long long)to);
+  void *out;
+  SG_CHECK(sg__ox_fold_alloc(c, x->numel, esize((int)to), &out));
+  for (int64_t i = 0; i < x->numel; i++) {
+    if (to == OX_FLOAT) {
+      ((float *)out)[i] = (float)sg__ox_num(x, i);
+      continue;
+    }
+    int64_t v;
+    if (x->elem == OX_FLOAT) {
+      double d = sg__ox_f32(x, i);
+      if (to == OX_BOOL) v = d != 0;
+      else if (!(d > -9.2e18 && d < 9.2e18))
+        return sg__ox_node_error(c, SG_ERR_RANGE, "cannot cast %g to an integer", d);
+      else v = (int64_t)d;
+    } else {
+      v = sg__ox_i64(x, i);
+      if (to == OX_BOOL) v = v != 0;
+    }
+    if (to == OX_INT32)
+      v = (int32_t)(uint32_t)(uint64_t)v; /* wraps, as a C cast does on every ABI we build for */
+    ((int64_t *)out)[i] = v;
+  }
+  return sg__ox_set_const(c, 0, (int)to, x->ndim, x->dims, out);
+}
+
+static sg_status cv_identity(ox_ctx *c, const Onnx__NodeProto *n) {
+  static const char *const known[] = {NULL};
+  SG_CHECK(sg__ox_check_attrs(c, known));
+  return sg__ox_set_alias(c, 0, sg__ox_input(c, n, 0));
+}
+
+/* ---- arithmetic on constants --------------------------------------------- */
+
+static sg_status int_op(ox_ctx *c, char op, int64_t x, int64_t y, int64_t *r) {
+  bool bad;
+  switch (op) {
+    case '+': bad = __builtin_add_overflow(x, y, r); break;
+    case '-': bad = __builtin_sub_overflow(x, y, r); break;
+    case '*': bad = __builtin_mul_overflow(x, y, r); break;
+    default:
+      bad = y == 0 || (x == INT64_MIN && y == -1);
+      if (!bad) *r = x / y;
+  }
+  if (bad)
+    return sg__ox_node_error(c, SG_ERR_RANGE, "%lld %c %lld overflows or divides by zero", (long long)x, op,
+                             (long long)y);
+  return SG_OK;
+}
+
+sg_status sg__ox_fold_binary(ox_ctx *c, char op, const ox_value *a, const ox_value *b, bool *folded) {
+  *folded = false;
+  if (!sg__ox_foldable(a) || !sg__ox_foldable(b) || (a->elem == OX_FLOAT) != (b->elem == OX_FLOAT))
+    return SG_OK;
+  int r = a->ndim > b->ndim ? a->ndim : b->ndim;
+  int64_t dims[SG_MAX_DIMS], sa[SG_MAX_DIMS], sb[SG_MAX_DIMS], ta[SG_MAX_DIMS], tb[SG_MAX_DIMS];
+  strides_of(a->ndim, a->dims, ta);
+  strides_of(b->ndim, b->dims, tb);
+  for (int i = 0; i < r; i++) {
+    int ia = i - (r - a->ndim), ib = i - (r - b->ndim);
+    int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+    if (da != db && da != 1 && db != 1) {
+      char b1[256], b2[256];
+      return sg__ox_node_error(c, SG_ERR_SHAPE, "cannot broadcast %s and %s",
+                               dims_str(b1, sizeof b1, a->ndim, a->dims),
+                               dims_str(b2, sizeof b2, b->ndim, b->dims));
+    }
+    dims[i] = da == 1 ? db : da;
+    sa[i] = ia >= 0 && da != 1 ? ta[ia] : 0;
+    sb[i] = ib >= 0 && db != 1 ? tb[ib] : 0;
+  }
+  int64_t numel = numel_of(r, dims), idx[SG_MAX_DIMS] = {0}, oa = 0, ob = 0;
+  bool fl = a->elem == OX_FLOAT;
+  void *out;
+  SG_CHECK(sg__ox_fold_alloc(c, numel, fl ? 4 : 8, &out));
+  for (int64_t i = 0; i < numel; i++) {
+    if (fl) {
+      double x = sg__ox_f32(a, oa), y = sg__ox_f32(b, ob);
+      double z = op == '+' ? x + y : op == '-' ? x - y : op == '*' ? x * y : x / y;
+      ((float *)out)[i] = (float)z;
+    } else {
+      SG_CHECK(int_op(c, op, sg__ox_i64(a, oa), sg__ox_i64(b, ob), &((int64_t *)out)[i]));
+    }
+    for (int d = r - 1; d >= 0; d--) {
+      oa += sa[d];
+      ob += sb[d];
+      if (++idx[d] < dims[d]) break;
+      oa -= sa[d] * dims[d];
+      ob -= sb[d] * dims[d];
+      idx[d] = 0;
+    }
+  }
+  int elem = fl ? OX_FLOAT : (a->elem == OX_INT64 || b->elem == OX_INT64) ? OX_INT64 : a->elem;
+  *folded = true;
+  return sg__ox_set_const(c, 0, elem, r, dims, out);
+}
+
+const ox_op sg__ox_fold_ops[] = {
+    {"Constant", cv_constant, 0, 0, 1, 1},
+    {"ConstantOfShape", cv_constant_of_shape, 1, 1, 1, 1},
+    {"Shape", cv_shape, 1, 1, 1, 1},
+    {"Gather", cv_gather, 2, 2, 1, 1},
+    {"Slice", cv_slice, 1, 5, 1, 1},
+    {"Unsqueeze", cv_unsqueeze, 1, 2, 1, 1},
+    {"Squeeze", cv_squeeze, 1, 2, 1, 1},
+    {"Reshape", cv_reshape, 2, 2, 1, 1},
+    {"Concat", cv_concat, 1, SG__MAX_OP_IO, 1, 1},
+    {"Cast", cv_cast, 1, 1, 1, 1},
+    {"Identity", cv_identity, 1, 1, 1, 1},
+};
+const int sg__ox_n_fold_ops = (int)(sizeof sg__ox_fold_ops / sizeof *sg__ox_fold_ops);

@@ -1,0 +1,35 @@
+# Multi-process tests of the communication layer (SPEC M1-M7), on loopback:
+# comm_worker runs as every rank, started by `sgrt launch` or with
+# torchrun-style variables set by hand (run_torchrun.sh). Every test has a
+# CTest timeout, and every wait inside has SG_COMM_TIMEOUT_MS.
+add_executable(comm_worker ${CMAKE_CURRENT_LIST_DIR}/comm_worker.c)
+target_link_libraries(comm_worker PRIVATE sgrt_internal)
+target_compile_options(comm_worker PRIVATE ${SG_WARNINGS})
+
+set(_sg_launch $<TARGET_FILE:sgrt_cli> launch)
+set(_sg_comm_env "SG_COMM_TIMEOUT_MS=20000")
+foreach(n 2 3 4)
+  add_test(NAME comm_coll_np${n} COMMAND ${_sg_launch} -n ${n} -- $<TARGET_FILE:comm_worker> coll)
+  add_test(NAME comm_rma_np${n} COMMAND ${_sg_launch} -n ${n} -- $<TARGET_FILE:comm_worker> rma)
+  add_test(NAME comm_torchrun_np${n}
+           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_torchrun.sh ${n} $<TARGET_FILE:comm_worker> coll)
+  set_tests_properties(comm_coll_np${n} comm_rma_np${n} comm_torchrun_np${n}
+                       PROPERTIES TIMEOUT 90 LABELS comm ENVIRONMENT "${_sg_comm_env}")
+endforeach()
+foreach(n 2 4)
+  add_test(NAME comm_big_np${n} COMMAND ${_sg_launch} -n ${n} -- $<TARGET_FILE:comm_worker> coll big)
+  set_tests_properties(comm_big_np${n} PROPERTIES TIMEOUT 120 LABELS comm ENVIRONMENT "${_sg_comm_env}")
+endforeach()
+add_test(NAME comm_timeout COMMAND ${_sg_launch} -n 3 -- $<TARGET_FILE:comm_worker> timeout)
+add_test(NAME comm_bad_token COMMAND ${_sg_launch} -n 2 -- $<TARGET_FILE:comm_worker> badtoken)
+add_test(NAME comm_mismatch COMMAND ${_sg_launch} -n 3 -- $<TARGET_FILE:comm_worker> mismatch)
+set_tests_properties(comm_timeout comm_bad_token comm_mismatch
+                     PROPERTIES TIMEOUT 60 LABELS comm ENVIRONMENT "SG_COMM_TIMEOUT_MS=2000")
+# The launcher: output prefixed by rank, the first failure's status returned.
+add_test(NAME comm_launch_fail COMMAND ${_sg_launch} -n 2 -- sh -c "echo hi; exit \$SG_RANK")
+set_tests_properties(comm_launch_fail PROPERTIES TIMEOUT 30 LABELS comm WILL_FAIL TRUE)
+add_test(NAME comm_launch_prefix COMMAND ${_sg_launch} -n 2 -- sh -c "echo rank=\$SG_RANK of \$SG_WORLD_SIZE")
+set_tests_properties(comm_launch_prefix PROPERTIES TIMEOUT 30 LABELS comm
+                     PASS_REGULAR_EXPRESSION "\\[1\\] rank=1 of 2")
+add_test(NAME comm_devices COMMAND $<TARGET_FILE:sgrt_cli> devices)
+set_tests_properties(comm_devices PROPERTIES TIMEOUT 30 LABELS comm)

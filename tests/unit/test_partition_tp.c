@@ -1,0 +1,144 @@
+/* Tensor-parallel split plans (SPEC P7): a column-split linear followed
+ * through an elementwise op by a row-split one needs one all-reduce for the
+ * pair; dims that do not divide stay replicated or fall back to a row
+ * split; backward ops are not annotated (they follow their forward op). */
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_util.h"
+
+/* x [8,64] -> linear w1 [128,64] -> gelu -> linear w2 [64,128] (+ bias)
+ * -> relu -> linear w3 [10,64] -> cross-entropy; optionally trained. */
+static sg_graph *mlp(bool train) {
+  sg_graph *g;
+  assert_int_equal(sg_graph_create(&g), SG_OK);
+  int64_t xd[] = {8, 64}, w1d[] = {128, 64}, w2d[] = {64, 128}, b2d[] = {64}, w3d[] = {10, 64}, ld[] = {8};
+  sg_tensor x = sg_input(g, "x", SG_F32, 2, xd);
+  sg_tensor h = sg_gelu(g, sg_linear(g, x, sg_parameter(g, "w1", SG_F32, 2, w1d, NULL), SG_NO_TENSOR), 0);
+  sg_tensor b2 = sg_parameter(g, "b2", SG_F32, 1, b2d, NULL);
+  sg_tensor y = sg_relu(g, sg_linear(g, h, sg_parameter(g, "w2", SG_F32, 2, w2d, NULL), b2));
+  sg_tensor logits = sg_linear(g, y, sg_parameter(g, "w3", SG_F32, 2, w3d, NULL), SG_NO_TENSOR);
+  sg_tensor loss = sg_cross_entropy(g, logits, sg_input(g, "labels", SG_I64, 1, ld), SG_REDUCTION_MEAN);
+  sg_graph_mark_output(g, loss);
+  if (train) {
+    assert_int_equal(sg_graph_backward(g, loss), SG_OK);
+    assert_int_equal(sg_graph_add_sgd(g, sg_input(g, "lr", SG_F32, 0, NULL), NULL), SG_OK);
+  }
+  assert_int_equal(sg_graph_finalize(g), SG_OK);
+  return g;
+}
+
+static sg_tp_annotation get(const sg_tp_plan *p, int32_t i) {
+  sg_tp_annotation a;
+  assert_int_equal(sg_tp_plan_get(p, i, &a), SG_OK);
+  return a;
+}
+
+static void test_pairs(void **state) {
+  (void)state;
+  for (int train = 0; train < 2; train++) {
+    sg_graph *g = mlp(train);
+    sg_tp_params tp = SG_TP_PARAMS_INIT;
+    sg_tp_plan *p;
+    assert_int_equal(sg_tp_plan_create(g, &tp, &p), SG_OK);
+    assert_int_equal(sg_tp_plan_count(p), 3); /* the forward linears only */
+    sg_tp_annotation a = get(p, 0), b = get(p, 1), c = get(p, 2);
+    sg_tensor w1, w2, w3, b2;
+    sg_graph_find_tensor(g, "w1", &w1);
+    sg_graph_find_tensor(g, "w2", &w2);
+    sg_graph_find_tensor(g, "w3", &w3);
+    sg_graph_find_tensor(g, "b2", &b2);
+    /* w1: column split (its 128 output features), output left split for w2. */
+    assert_int_equal(a.split, SG_TP_COLUMN);
+    assert_int_equal(a.weight.id, w1.id);
+    assert_int_equal(a.weight_axis, 0);
+    assert_int_equal(a.ways, 2);
+    assert_int_equal(a.output_comm, SG_TP_COMM_NONE);
+    assert_int_equal(a.backward_comm, SG_TP_COMM_ALLREDUCE);
+    /* w2: row split on the split input; one all-reduce; bias after it. */
+    assert_int_equal(b.split, SG_TP_ROW);
+    assert_int_equal(b.weight.id, w2.id);
+    assert_int_equal(b.weight_axis, 1);
+    assert_true(b.input_sharded);
+    assert_int_equal(b.bias.id, b2.id);
+    assert_int_equal(b.output_comm, SG_TP_COMM_ALLREDUCE);
+    assert_int_equal(b.backward_comm, SG_TP_COMM_NONE);
+    /* w3: input is whole again: column split, gathered for the loss. */
+    assert_int_equal(c.split, SG_TP_COLUMN);
+    assert_int_equal(c.weight.id, w3.id);
+    assert_int_equal(c.output_comm, SG_TP_COMM_ALLGATHER);
+    assert_string_equal(c.reason, "");
+    char *json;
+    assert_int_equal(sg_tp_plan_json(p, &json), SG_OK);
+    cJSON *arr = cJSON_Parse(json);
+    assert_int_equal(cJSON_GetArraySize(arr), 3);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(arr, 1), "split")->valuestring, "row");
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(arr, 1), "weight")->valuestring, "w2");
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(arr, 0), "output_comm")->valuestring, "none");
+    cJSON_Delete(arr);
+    sg_free(json);
+    sg_tp_plan_destroy(p);
+    sg_graph_destroy(g);
+  }
+}
+
+static void test_divisibility(void **state) {
+  (void)state;
+  sg_graph *g = mlp(false);
+  sg_tp_params tp = SG_TP_PARAMS_INIT;
+  sg_tp_plan *p;
+  /* 4 ways: w3's 10 outputs do not divide, its 64 inputs do: a row split
+   * that slices its (whole) input and gathers the input gradient. */
+  tp.ways = 4;
+  assert_int_equal(sg_tp_plan_create(g, &tp, &p), SG_OK);
+  sg_tp_annotation c = get(p, 2);
+  assert_int_equal(c.split, SG_TP_ROW);
+  assert_false(c.input_sharded);
+  assert_int_equal(c.output_comm, SG_TP_COMM_ALLREDUCE);
+  assert_int_equal(c.backward_comm, SG_TP_COMM_ALLGATHER);
+  sg_tp_plan_destroy(p);
+  /* 3 ways: nothing divides 128 and 64: replicated, with the reason. */
+  tp.ways = 3;
+  assert_int_equal(sg_tp_plan_create(g, &tp, &p), SG_OK);
+  for (int32_t i = 0; i < sg_tp_plan_count(p); i++) {
+    sg_tp_annotation a = get(p, i);
+    assert_int_equal(a.split, SG_TP_REPLICATE);
+    assert_int_equal(a.weight_axis, -1);
+    assert_non_null(strstr(a.reason, "divide"));
+  }
+  sg_tp_plan_destroy(p);
+  /* Small weights stay whole. */
+  tp.ways = 2;
+  tp.min_weight_bytes = 20000; /* w1 and w2 are 32 KiB, w3 2.5 KiB */
+  assert_int_equal(sg_tp_plan_create(g, &tp, &p), SG_OK);
+  assert_int_equal(get(p, 0).split, SG_TP_COLUMN);
+  assert_int_equal(get(p, 2).split, SG_TP_REPLICATE);
+  assert_non_null(strstr(get(p, 2).reason, "min_weight_bytes"));
+  sg_tp_plan_destroy(p);
+  /* Errors. */
+  tp.ways = 1;
+  assert_status(sg_tp_plan_create(g, &tp, &p), SG_ERR_INVALID_ARG, "ways");
+  assert_null(p);
+  assert_status(sg_tp_plan_create(NULL, NULL, &p), SG_ERR_INVALID_ARG, NULL);
+  sg_graph *open;
+  assert_int_equal(sg_graph_create(&open), SG_OK);
+  assert_status(sg_tp_plan_create(open, NULL, &p), SG_ERR_STATE, "finalized");
+  sg_graph_destroy(open);
+  assert_int_equal(sg_tp_plan_create(g, NULL, &p), SG_OK);
+  sg_tp_annotation a;
+  assert_status(sg_tp_plan_get(p, 3, &a), SG_ERR_RANGE, "annotation 3");
+  sg_tp_plan_destroy(p);
+  sg_tp_plan_destroy(NULL);
+  sg_graph_destroy(g);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_pairs),
+      cmocka_unit_test(test_divisibility),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

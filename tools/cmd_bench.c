@@ -1,0 +1,124 @@
+/* sgrt bench allreduce: times sg_comm_allreduce (f32 sum, in place) on N local
+ * ranks the way nccl-tests does: algbw = bytes / time, busbw = algbw x 2(n-1)/n,
+ * with the median time over the timed iterations. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+int cli_launch_ranks(int n, int restarts, int prefix, char **argv); /* cmd_launch.c */
+
+static int parse_size(const char *s, unsigned long long *out) {
+  char *end;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (end == s) return -1;
+  unsigned long long mul = 1;
+  if (*end == 'K' || *end == 'k') mul = 1ull << 10, end++;
+  else if (*end == 'M' || *end == 'm') mul = 1ull << 20, end++;
+  else if (*end == 'G' || *end == 'g') mul = 1ull << 30, end++;
+  if (*end == 'i') end++;
+  if (*end == 'B') end++;
+  if (*end != '\0' || v == 0 || v > (1ull << 34) / mul) return -1;
+  *out = v * mul;
+  return 0;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static int worker(unsigned long long bytes, int iters, int json) {
+  sg_comm_params cp = SG_COMM_PARAMS_INIT;
+  sg_comm *c;
+  if (sg_comm_create(&cp, &c) != SG_OK) return cli_fail(SG_ERR_COMM, "bench: %s", sg_last_error());
+  size_t count = (size_t)(bytes / 4);
+  float *buf = malloc(count * sizeof *buf);
+  double *t = malloc((size_t)iters * sizeof *t);
+  if (buf == NULL || t == NULL) {
+    free(buf);
+    free(t);
+    sg_comm_destroy(c);
+    return cli_fail(SG_ERR_NO_MEMORY, "bench: out of memory");
+  }
+  for (size_t i = 0; i < count; i++) buf[i] = 1.0f;
+  sg_status st = SG_OK;
+  for (int i = 0; i < 3 && st == SG_OK; i++)
+    st = sg_comm_allreduce(c, buf, buf, count, SG_F32, SG_REDUCE_SUM);
+  for (int i = 0; i < iters && st == SG_OK; i++) {
+    st = sg_comm_barrier(c);
+    double t0 = now_s();
+    if (st == SG_OK) st = sg_comm_allreduce(c, buf, buf, count, SG_F32, SG_REDUCE_SUM);
+    t[i] = now_s() - t0;
+  }
+  int rc = CLI_EXIT_OK;
+  if (st != SG_OK) {
+    rc = cli_fail(st, "bench: %s", sg_last_error());
+  } else if (sg_comm_rank(c) == 0) {
+    qsort(t, (size_t)iters, sizeof *t, cmp_double);
+    double med = iters % 2 ? t[iters / 2] : 0.5 * (t[iters / 2 - 1] + t[iters / 2]);
+    int n = sg_comm_size(c);
+    double algbw = (double)count * 4 / med / 1e9, busbw = algbw * 2.0 * (n - 1) / n;
+    if (json)
+      printf("{\"np\": %d, \"bytes\": %llu, \"ms\": %.4f, \"algbw_gbs\": %.3f, \"busbw_gbs\": %.3f}\n", n,
+             (unsigned long long)count * 4, med * 1e3, algbw, busbw);
+    else
+      printf("allreduce f32 sum  np %d  bytes %llu  time %.3f ms (median of %d)  algbw %.2f GB/s  busbw %.2f "
+             "GB/s\n",
+             n, (unsigned long long)count * 4, med * 1e3, iters, algbw, busbw);
+  }
+  free(buf);
+  free(t);
+  sg_status dst = sg_comm_destroy(c);
+  if (rc == CLI_EXIT_OK && dst != SG_OK) rc = cli_fail(dst, "bench: %s", sg_last_error());
+  return rc;
+}
+
+static int run_bench(const cli_command *cmd, int argc, char **argv) {
+  const char *np = "2", *bytes_s = NULL, *iters_s = "20", *pos[1] = {NULL};
+  int json = 0, is_worker = 0;
+  const cli_option opts[] = {
+      {"np", 'n', &np, NULL},   {"bytes", 'b', &bytes_s, NULL},  {"iters", 'i', &iters_s, NULL},
+      {"json", 0, NULL, &json}, {"worker", 0, NULL, &is_worker},
+  };
+  int rc = cli_parse(cmd, argc, argv, opts, 5, pos, 1, 1);
+  if (rc != CLI_CONTINUE) return rc;
+  if (strcmp(pos[0], "allreduce") != 0)
+    return cli_usage_error(cmd, "unknown benchmark '%s' (try allreduce)", pos[0]);
+  unsigned long long bytes;
+  if (bytes_s == NULL || parse_size(bytes_s, &bytes) != 0 || bytes < 4)
+    return cli_usage_error(cmd, "--bytes needs a size such as 1048576, 16M or 64MiB");
+  char *end;
+  long n = strtol(np, &end, 10), iters = strtol(iters_s, &end, 10);
+  if (n < 1 || n > 256) return cli_usage_error(cmd, "-n must be between 1 and 256");
+  if (iters < 1 || iters > 100000) return cli_usage_error(cmd, "--iters must be between 1 and 100000");
+  if (is_worker) return worker(bytes, (int)iters, json);
+  char exe[] = "/proc/self/exe";
+  char bytes_arg[32], iters_arg[32];
+  snprintf(bytes_arg, sizeof bytes_arg, "%llu", bytes);
+  snprintf(iters_arg, sizeof iters_arg, "%ld", iters);
+  char *args[] = {exe,        "bench",   "allreduce",
+                  "--worker", "--bytes", bytes_arg,
+                  "--iters",  iters_arg, json ? "--json" : NULL,
+                  NULL};
+  return cli_launch_ranks((int)n, 0, 0, args);
+}
+
+const cli_command cli_cmd_bench = {
+    "bench",
+    "allreduce -n N --bytes B [--iters I] [--json]",
+    "time allreduce on N local ranks (algbw and busbw, as nccl-tests)",
+    "  -n, --np N        ranks (default 2)\n"
+    "  -b, --bytes B     message size: bytes, or with K/M/G (binary) suffix\n"
+    "  -i, --iters I     timed iterations (default 20; the median is reported)\n"
+    "  --json            one JSON line: np, bytes, ms, algbw_gbs, busbw_gbs\n",
+    run_bench,
+};

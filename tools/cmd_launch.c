@@ -1,0 +1,309 @@
+/* sgrt launch: starts N local ranks with the bootstrap environment (SPEC M7),
+ * prefixes their output lines with the rank, forwards SIGINT/SIGTERM, stops
+ * the others when one fails and returns the first failure's exit status. */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+/* Used by cmd_bench.c as well. */
+int cli_launch_ranks(int n, int restarts, int prefix, char **argv);
+
+#define MAX_RANKS 256
+
+typedef struct stream {
+  int fd;
+  FILE *out;
+  char buf[4096];
+  size_t len;
+} stream;
+
+typedef struct rank_proc {
+  pid_t pid;
+  int restarts;
+  int done;
+  int status; /* exit code, 128+signal for a signal */
+  stream s[2];
+} rank_proc;
+
+static volatile sig_atomic_t got_signal;
+static void on_signal(int sig) { got_signal = sig; }
+
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  struct sockaddr_in a = {0};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = -1;
+  if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+    port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+static int make_token(char *out, size_t cap) {
+  unsigned char b[16];
+  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || read(fd, b, sizeof b) != (ssize_t)sizeof b) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  close(fd);
+  for (size_t i = 0; i < sizeof b && 2 * i + 2 < cap; i++) snprintf(out + 2 * i, 3, "%02x", b[i]);
+  return 0;
+}
+
+static void emit(stream *s, int rank, int prefix, const char *line, size_t n) {
+  if (prefix) fprintf(s->out, "[%d] ", rank);
+  fwrite(line, 1, n, s->out);
+  fputc('\n', s->out);
+}
+
+/* Reads what is there; false at EOF. */
+static int drain(stream *s, int rank, int prefix) {
+  ssize_t r = read(s->fd, s->buf + s->len, sizeof s->buf - s->len);
+  if (r < 0 && (errno == EINTR || errno == EAGAIN)) return 1;
+  if (r <= 0) {
+    if (s->len) emit(s, rank, prefix, s->buf, s->len);
+    s->len = 0;
+    close(s->fd);
+    s->fd = -1;
+    return 0;
+  }
+  s->len += (size_t)r;
+  size_t start = 0;
+  for (size_t i = 0; i < s->len; i++)
+    if (s->buf[i] == '\n') {
+      emit(s, rank, prefix, s->buf + start, i - start);
+      start = i + 1;
+    }
+  if (start == 0 && s->len == sizeof s->buf) { /* a line longer than the buffer: pass it on in pieces */
+    emit(s, rank, prefix, s->buf, s->len);
+    start = s->len;
+  }
+  memmove(s->buf, s->buf + start, s->len - start);
+  s->len -= start;
+  fflush(s->out);
+  return 1;
+}
+
+static int spawn(rank_proc *p, int rank, int n, const char *port, const char *token, char **argv) {
+  int out[2], err[2];
+  if (pipe(out) != 0) return -1;
+  if (pipe(err) != 0) {
+    close(out[0]);
+    close(out[1]);
+    return -1;
+  }
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(out[0]);
+    close(out[1]);
+    close(err[0]);
+    close(err[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    close(out[0]);
+    close(out[1]);
+    close(err[0]);
+    close(err[1]);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    char v[32];
+    snprintf(v, sizeof v, "%d", rank);
+    setenv("SG_RANK", v, 1);
+    setenv("SG_LOCAL_RANK", v, 1);
+    snprintf(v, sizeof v, "%d", n);
+    setenv("SG_WORLD_SIZE", v, 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", port, 1);
+    setenv("SG_JOB_TOKEN", token, 1);
+    execvp(argv[0], argv);
+    fprintf(stderr, "sgrt launch: cannot run '%s': %s\n", argv[0], strerror(errno));
+    _exit(127);
+  }
+  close(out[1]);
+  close(err[1]);
+  p->pid = pid;
+  p->done = 0;
+  p->s[0] = (stream){.fd = out[0], .out = stdout};
+  p->s[1] = (stream){.fd = err[0], .out = stderr};
+  return 0;
+}
+
+static int exit_code(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int cli_launch_ranks(int n, int restarts, int prefix, char **argv) {
+  static rank_proc procs[MAX_RANKS];
+  char token[64], port[16];
+  int pn = free_port();
+  if (pn < 0 || make_token(token, sizeof token) != 0) {
+    cli_error("launch: cannot pick a port or make a job token: %s", strerror(errno));
+    return CLI_EXIT_FAIL;
+  }
+  snprintf(port, sizeof port, "%d", pn);
+  struct sigaction sa = {0}, old_int, old_term;
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  got_signal = 0;
+  int first_fail = 0, stopping = 0, running = 0;
+  int64_t kill_at = 0;
+  for (int r = 0; r < n; r++) {
+    memset(&procs[r], 0, sizeof procs[r]);
+    procs[r].s[0].fd = procs[r].s[1].fd = -1;
+    if (spawn(&procs[r], r, n, port, token, argv) != 0) {
+      cli_error("launch: cannot start rank %d: %s", r, strerror(errno));
+      first_fail = CLI_EXIT_FAIL;
+      stopping = 1;
+      break;
+    }
+    running++;
+  }
+  if (stopping)
+    for (int r = 0; r < n; r++)
+      if (procs[r].pid > 0) kill(procs[r].pid, SIGTERM);
+  int forwarded = 0;
+  for (;;) {
+    if (got_signal && !forwarded) {
+      for (int r = 0; r < n; r++)
+        if (procs[r].pid > 0 && !procs[r].done) kill(procs[r].pid, got_signal);
+      forwarded = 1;
+      stopping = 1;
+      if (!first_fail) first_fail = 128 + got_signal;
+      kill_at = now_ms() + 5000;
+    }
+    struct pollfd fds[2 * MAX_RANKS];
+    int who[2 * MAX_RANKS], nf = 0;
+    for (int r = 0; r < n; r++)
+      for (int k = 0; k < 2; k++)
+        if (procs[r].s[k].fd >= 0) {
+          fds[nf] = (struct pollfd){procs[r].s[k].fd, POLLIN, 0};
+          who[nf++] = r * 2 + k;
+        }
+    if (nf > 0 && poll(fds, (nfds_t)nf, 50) > 0) {
+      for (int i = 0; i < nf; i++)
+        if (fds[i].revents) drain(&procs[who[i] / 2].s[who[i] % 2], who[i] / 2, prefix);
+    } else if (nf == 0) {
+      usleep(20000);
+    }
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+      for (int r = 0; r < n; r++) {
+        if (procs[r].pid != pid || procs[r].done) continue;
+        procs[r].done = 1;
+        procs[r].status = exit_code(status);
+        running--;
+        if (procs[r].status != 0 && !stopping && procs[r].restarts < restarts) {
+          procs[r].restarts++;
+          fprintf(stderr, "sgrt launch: rank %d exited with status %d; restarting it (%d of %d)\n", r,
+                  procs[r].status, procs[r].restarts, restarts);
+          for (int k = 0; k < 2; k++)
+            while (procs[r].s[k].fd >= 0) drain(&procs[r].s[k], r, prefix);
+          if (spawn(&procs[r], r, n, port, token, argv) == 0) running++;
+          continue;
+        }
+        if (procs[r].status != 0 && !first_fail) {
+          first_fail = procs[r].status;
+          if (!stopping) {
+            fprintf(stderr, "sgrt launch: rank %d exited with status %d; stopping the other ranks\n", r,
+                    procs[r].status);
+            for (int o = 0; o < n; o++)
+              if (!procs[o].done && procs[o].pid > 0) kill(procs[o].pid, SIGTERM);
+            stopping = 1;
+            kill_at = now_ms() + 5000;
+          }
+        }
+      }
+    }
+    if (stopping && kill_at && now_ms() > kill_at) {
+      for (int r = 0; r < n; r++)
+        if (!procs[r].done && procs[r].pid > 0) kill(procs[r].pid, SIGKILL);
+      kill_at = 0;
+    }
+    if (running <= 0 && nf == 0) break;
+    if (running <= 0) {
+      /* Everyone exited: take what is left in the pipes. */
+      for (int r = 0; r < n; r++)
+        for (int k = 0; k < 2; k++)
+          while (procs[r].s[k].fd >= 0) drain(&procs[r].s[k], r, prefix);
+      break;
+    }
+  }
+  sigaction(SIGINT, &old_int, NULL);
+  sigaction(SIGTERM, &old_term, NULL);
+  return first_fail;
+}
+
+static int run_launch(const cli_command *cmd, int argc, char **argv) {
+  int n = 0, restarts = 0, i = 1;
+  for (; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--") == 0) {
+      i++;
+      break;
+    }
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      cli_print_command_help(cmd);
+      return CLI_EXIT_OK;
+    }
+    const char *v = NULL;
+    int *dst = NULL;
+    if (strcmp(a, "-n") == 0 || strcmp(a, "--np") == 0) dst = &n;
+    else if (strcmp(a, "--restart-failed") == 0) dst = &restarts;
+    else if (a[0] == '-') return cli_usage_error(cmd, "unknown option '%s'", a);
+    else break;
+    if (i + 1 >= argc) return cli_usage_error(cmd, "option '%s' needs a value", a);
+    v = argv[++i];
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (*v == '\0' || *end != '\0' || x < 0 || x > 1000000)
+      return cli_usage_error(cmd, "'%s' is not a valid value for %s", v, a);
+    *dst = (int)x;
+  }
+  if (n < 1 || n > MAX_RANKS) return cli_usage_error(cmd, "-n must be between 1 and %d", MAX_RANKS);
+  if (i >= argc) return cli_usage_error(cmd, "missing PROGRAM");
+  return cli_launch_ranks(n, restarts, 1, argv + i);
+}
+
+const cli_command cli_cmd_launch = {
+    "launch",
+    "-n N [--restart-failed K] [--] PROGRAM [ARGS...]",
+    "start N local ranks of a program with the bootstrap environment set",
+    "  -n, --np N            number of ranks (1..256)\n"
+    "  --restart-failed K    restart a rank that exits non-zero, up to K times each\n"
+    "Each rank gets SG_RANK, SG_WORLD_SIZE, SG_LOCAL_RANK, MASTER_ADDR=127.0.0.1, MASTER_PORT\n"
+    "(a free port) and SG_JOB_TOKEN (random). Output lines are prefixed with \"[RANK] \".\n"
+    "SIGINT and SIGTERM are forwarded. When a rank fails the others are stopped and the\n"
+    "first non-zero exit status is returned (128+N for a signal N).\n",
+    run_launch,
+};
