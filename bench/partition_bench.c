@@ -10,7 +10,9 @@
  *     (random 128.4 MB / 37.2%, topology-aware 21.6 MB / 4.1%).
  *
  * usage: partition_bench [--parts K] [--batch N] [--image N] [--seed S]
- *                        [--skip-10k] [--skip-resnet] [--json]
+ *                        [--skip-10k] [--skip-resnet] [--json] [--save-model FILE]
+ * --save-model also writes the ResNet-50 forward graph as .sgg, for
+ * `sgrt partition FILE --parts 8 --train sgd`.
  * With --json every result is one JSON object per line (the last line is
  * the ResNet-50 summary). */
 #include <stdio.h>
@@ -105,8 +107,8 @@ static int time_one(const char *label, const sg_graph *g, int parts, sg_partitio
     printf("{\"bench\":\"%s\",\"mode\":\"%s\",\"ops\":%d,\"groups\":%d,\"parts\":%d,\"seconds\":%.4f,"
            "\"partition_seconds\":%.4f,\"cut_bytes\":%.0f,\"random_cut_bytes\":%.0f,\"imbalance_pct\":%.2f,"
            "\"acyclic\":%s}\n",
-           label, m, (int)r.ops, (int)r.groups, parts, dt, r.seconds, r.cut_bytes, rr.cut_bytes, r.imbalance_pct,
-           r.acyclic ? "true" : "false");
+           label, m, (int)r.ops, (int)r.groups, parts, dt, r.seconds, r.cut_bytes, rr.cut_bytes,
+           r.imbalance_pct, r.acyclic ? "true" : "false");
   else
     printf("%-22s %-8s %6d ops %6d groups  K=%-2d  %.3f s (solver %.3f s)  cut %.2f MB (random %.2f MB)  "
            "memory imbalance %.1f%%\n",
@@ -165,6 +167,28 @@ static sg_status build_resnet50(int64_t batch, int64_t image, sg_graph **out) {
   return SG_OK;
 }
 
+/* The forward graph alone (logits as output), for `sgrt partition FILE
+ * --train sgd`, which adds the same loss and optimizer. */
+static int save_resnet(const char *path, int64_t batch, int64_t image) {
+  sg_graph *g;
+  sg_status st = sg_graph_create(&g);
+  if (st != SG_OK) return fail("create", st);
+  resnet50_config cfg = RESNET50_CONFIG_INIT;
+  cfg.batch = batch;
+  cfg.image_size = image;
+  int64_t xd[] = {batch, 3, image, image};
+  sg_tensor logits;
+  st = resnet50_build(g, &cfg, sg_input(g, "images", SG_F32, 4, xd), &logits);
+  if (st == SG_OK) st = sg_graph_mark_output(g, logits);
+  if (st == SG_OK) st = sg_graph_finalize(g);
+  if (st == SG_OK) st = sg_graph_save(g, path);
+  sg_graph_destroy(g);
+  if (st != SG_OK) return fail("save ResNet-50", st);
+  fprintf(stderr, "partition_bench: wrote the ResNet-50 forward graph (batch %lld, %lldx%lld) to %s\n",
+          (long long)batch, (long long)image, (long long)image, path);
+  return 0;
+}
+
 static int bench_resnet(int parts, int64_t batch, int64_t image, uint64_t seed, int json) {
   sg_graph *g;
   sg_status st = build_resnet50(batch, image, &g);
@@ -172,8 +196,8 @@ static int bench_resnet(int parts, int64_t batch, int64_t image, uint64_t seed, 
   if (!json) {
     printf("\nResNet-50 training graph (batch %lld, %lldx%lld, SGD) into %d parts\n", (long long)batch,
            (long long)image, (long long)image, parts);
-    printf("%-9s %-10s %12s %10s %11s %12s %10s %8s %8s\n", "mode", "partition", "cut", "mem imb.", "cut/random",
-           "comp imb.", "bottleneck", "acyclic", "seconds");
+    printf("%-9s %-10s %12s %10s %11s %12s %10s %8s %8s\n", "mode", "partition", "cut", "mem imb.",
+           "cut/random", "comp imb.", "bottleneck", "acyclic", "seconds");
   }
   int rc = 0;
   for (int m = 0; m < 2 && rc == 0; m++) {
@@ -198,9 +222,9 @@ static int bench_resnet(int parts, int64_t batch, int64_t image, uint64_t seed, 
         sg_free(text);
       }
     } else {
-      printf("%-9s %-10s %9.1f MB %9.2f%% %11.3f %11.1f%% %10.2f %8s %8.3f\n", mode, "sgrt", r.cut_bytes / 1e6,
-             r.imbalance_pct, r.cut_bytes / rr.cut_bytes, r.compute_imbalance_pct, r.bottleneck_ratio,
-             r.acyclic ? "yes" : "no", r.seconds);
+      printf("%-9s %-10s %9.1f MB %9.2f%% %11.3f %11.1f%% %10.2f %8s %8.3f\n", mode, "sgrt",
+             r.cut_bytes / 1e6, r.imbalance_pct, r.cut_bytes / rr.cut_bytes, r.compute_imbalance_pct,
+             r.bottleneck_ratio, r.acyclic ? "yes" : "no", r.seconds);
       printf("%-9s %-10s %9.1f MB %9.2f%% %11s %11.1f%% %10.2f %8s\n", "", "random", rr.cut_bytes / 1e6,
              rr.imbalance_pct, "", rr.compute_imbalance_pct, rr.bottleneck_ratio, rr.acyclic ? "yes" : "no");
     }
@@ -216,6 +240,7 @@ static int bench_resnet(int parts, int64_t batch, int64_t image, uint64_t seed, 
 
 int main(int argc, char **argv) {
   int parts = 8, json = 0, skip_10k = 0, skip_resnet = 0;
+  const char *save = NULL;
   long long batch = 32, image = 224;
   unsigned long long seed = 1;
   for (int i = 1; i < argc; i++) {
@@ -228,10 +253,11 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--batch") == 0 && v) batch = atoll(argv[++i]);
     else if (strcmp(a, "--image") == 0 && v) image = atoll(argv[++i]);
     else if (strcmp(a, "--seed") == 0 && v) seed = strtoull(argv[++i], NULL, 10);
+    else if (strcmp(a, "--save-model") == 0 && v) save = argv[++i];
     else {
-      fprintf(stderr,
-              "usage: partition_bench [--parts K] [--batch N] [--image N] [--seed S] [--skip-10k] [--skip-resnet] "
-              "[--json]\n");
+      fprintf(stderr, "usage: partition_bench [--parts K] [--batch N] [--image N] [--seed S] [--skip-10k] "
+                      "[--skip-resnet] "
+                      "[--json]\n");
       return 2;
     }
   }
@@ -239,8 +265,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "partition_bench: bad --parts, --batch or --image\n");
     return 2;
   }
-  int rc = 0;
-  if (!skip_10k) rc = bench_10k(parts, seed, json);
+  int rc = save ? save_resnet(save, batch, image) : 0;
+  if (rc == 0 && !skip_10k) rc = bench_10k(parts, seed, json);
   if (rc == 0 && !skip_resnet) rc = bench_resnet(parts, batch, image, seed, json);
   return rc;
 }

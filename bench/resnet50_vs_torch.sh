@@ -2,7 +2,7 @@
 # sgrt's ResNet-50 training step against PyTorch's, side by side in one run
 # (SPEC C2; docs/performance.md).
 #
-#   bench/resnet50_vs_torch.sh [--build DIR] [--steps N] [--threads N]
+#   bench/resnet50_vs_torch.sh [--build DIR] [--steps N] [--threads N] [--repeat N]
 #                              [--configs "224x8 64x16"] [--json]
 #
 # For each RESxBATCH config it runs, with the same thread count, batch,
@@ -13,15 +13,19 @@
 #              torchvision's resnet50, median over N steps after one warm-up),
 #              in both layouts, channels_last (cl) and nchw; the faster counts;
 # and prints images/s and peak RSS of both and their ratios (sgrt / PyTorch:
-# > 1 is faster for images/s, < 1 is leaner for RSS). With --json the last
-# line is one JSON object. Not a timed test: these machines are shared, so
-# compare only ratios measured in one run (the load average is printed).
+# > 1 is faster for images/s, < 1 is leaner for RSS). With --repeat N the
+# three runs of a config alternate N times and each side keeps its fastest
+# median (best of N: on a shared machine a run can only be slowed down). With
+# --json the last line is one JSON object. Not a timed test: these machines
+# are shared, so compare only ratios measured in one run (the load average
+# is printed).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=$repo/build
 steps=5
 threads=2
+repeat=1
 configs="224x8 64x16"
 json=0
 py=/usr/bin/python3
@@ -30,9 +34,10 @@ while [ $# -gt 0 ]; do
     --build) build=$(cd "$2" && pwd); shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
+    --repeat) repeat=$2; shift 2 ;;
     --configs) configs=$2; shift 2 ;;
     --json) json=1; shift ;;
-    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "resnet50_vs_torch: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -43,22 +48,29 @@ peer=$repo/../shared/bench/torch_resnet50_step.py
 
 say() { [ "$json" = 1 ] && echo "$*" >&2 || echo "$*"; }
 results=()
-say "load average before: $(cut -d' ' -f1-3 /proc/loadavg); $threads threads, $steps timed steps after 1 warm-up"
+say "load average before: $(cut -d' ' -f1-3 /proc/loadavg); $threads threads, $steps timed steps after 1 warm-up, best of $repeat"
 for cfg in $configs; do
   res=${cfg%x*}
   batch=${cfg#*x}
   say "== ${res}x${res}, batch $batch"
-  sg=$("$sgrt_bin" --res "$res" --batch "$batch" --classes 1000 --steps $((steps + 1)) --warmup 1 --lr 0.01 \
-    --threads "$threads" --json | tail -n 1)
-  say "sgrt:          $sg"
-  cl=$("$py" "$peer" "$res" "$batch" "$steps" "$threads" cl 2>/dev/null | tail -n 1)
-  say "pytorch cl:    $cl"
-  nchw=$("$py" "$peer" "$res" "$batch" "$steps" "$threads" nchw 2>/dev/null | tail -n 1)
-  say "pytorch nchw:  $nchw"
-  results+=("$("$py" - "$res" "$batch" "$sg" "$cl" "$nchw" <<'EOF'
+  runs=()
+  for ((r = 0; r < repeat; r++)); do
+    sg=$("$sgrt_bin" --res "$res" --batch "$batch" --classes 1000 --steps $((steps + 1)) --warmup 1 --lr 0.01 \
+      --threads "$threads" --json | tail -n 1)
+    say "sgrt:          $sg"
+    cl=$("$py" "$peer" "$res" "$batch" "$steps" "$threads" cl 2>/dev/null | tail -n 1)
+    say "pytorch cl:    $cl"
+    nchw=$("$py" "$peer" "$res" "$batch" "$steps" "$threads" nchw 2>/dev/null | tail -n 1)
+    say "pytorch nchw:  $nchw"
+    runs+=("$sg" "$cl" "$nchw")
+  done
+  results+=("$("$py" - "$res" "$batch" "${runs[@]}" <<'EOF'
 import json, sys
 res, batch = int(sys.argv[1]), int(sys.argv[2])
-sg, cl, nchw = (json.loads(a) for a in sys.argv[3:6])
+runs = [json.loads(a) for a in sys.argv[3:]]
+best = lambda rs, key: min(rs, key=lambda r: r[key])
+sg = best(runs[0::3], "ms_per_step")
+cl, nchw = best(runs[1::3], "ms_per_step"), best(runs[2::3], "ms_per_step")
 pt = min((cl, nchw), key=lambda r: r["ms_per_step"])
 print(json.dumps({
     "res": res, "batch": batch,
@@ -68,7 +80,7 @@ print(json.dumps({
     "torch_peak_rss_mb": pt["peak_rss_mb"],
     "torch_cl_ms_per_step": cl["ms_per_step"], "torch_nchw_ms_per_step": nchw["ms_per_step"],
     "speed_ratio": round(sg["images_per_second"] / pt["images_per_s"], 3),
-    "rss_ratio": round(sg["peak_rss_mb"] / pt["peak_rss_mb"], 3)}))
+    "rss_ratio": round(sg["peak_rss_mb"] / pt["peak_rss_mb"], 3), "runs": len(runs) // 3}))
 EOF
 )")
 done

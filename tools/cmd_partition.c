@@ -21,7 +21,8 @@ static int parse_long(const cli_command *cmd, const char *opt, const char *s, lo
   return CLI_CONTINUE;
 }
 
-static int parse_double(const cli_command *cmd, const char *opt, const char *s, double lo, double hi, double *out) {
+static int parse_double(const cli_command *cmd, const char *opt, const char *s, double lo, double hi,
+                        double *out) {
   char *end;
   errno = 0;
   double v = strtod(s, &end);
@@ -127,7 +128,8 @@ static int load_devices(const cli_command *cmd, const char *spec, long parts, sg
   long count = parts;
   const char *colon = strchr(spec, ':');
   size_t len = colon ? (size_t)(colon - spec) : strlen(spec);
-  if (len == 0 || len >= sizeof preset) return cli_usage_error(cmd, "--devices: no file or preset '%s'", spec);
+  if (len == 0 || len >= sizeof preset)
+    return cli_usage_error(cmd, "--devices: no file or preset '%s'", spec);
   memcpy(preset, spec, len);
   preset[len] = '\0';
   if (colon) {
@@ -136,20 +138,26 @@ static int load_devices(const cli_command *cmd, const char *spec, long parts, sg
   }
   if (count < 1) count = 1;
   sg_status st = sg_device_table_preset(preset, (int)count, out);
-  if (st == SG_ERR_NOT_FOUND)
-    return cli_fail(st, "--devices '%s' is neither a file nor a preset", spec);
+  if (st == SG_ERR_NOT_FOUND) return cli_fail(st, "--devices '%s' is neither a file nor a preset", spec);
   return st == SG_OK ? CLI_CONTINUE : cli_fail(st, "--devices '%s'", spec);
 }
 
 static int run_partition(const cli_command *cmd, int argc, char **argv) {
-  const char *path = NULL, *parts_s = NULL, *mode_s = "free", *train_s = NULL, *batch_s = NULL, *devices_s = NULL,
-             *seed_s = NULL, *imbalance_s = NULL, *alpha_s = NULL, *dot_s = NULL;
+  const char *path = NULL, *parts_s = NULL, *mode_s = "free", *train_s = NULL, *batch_s = NULL,
+             *devices_s = NULL, *seed_s = NULL, *imbalance_s = NULL, *alpha_s = NULL, *dot_s = NULL;
   int json = 0, memory_only = 0;
   const cli_option opts[] = {
-      {"parts", 'k', &parts_s, NULL},         {"mode", 'm', &mode_s, NULL},       {"train", 0, &train_s, NULL},
-      {"batch", 0, &batch_s, NULL},           {"devices", 0, &devices_s, NULL},   {"seed", 0, &seed_s, NULL},
-      {"imbalance", 0, &imbalance_s, NULL},   {"alpha", 0, &alpha_s, NULL},       {"dot", 0, &dot_s, NULL},
-      {"json", 0, NULL, &json},               {"memory-only", 0, NULL, &memory_only},
+      {"parts", 'k', &parts_s, NULL},
+      {"mode", 'm', &mode_s, NULL},
+      {"train", 0, &train_s, NULL},
+      {"batch", 0, &batch_s, NULL},
+      {"devices", 0, &devices_s, NULL},
+      {"seed", 0, &seed_s, NULL},
+      {"imbalance", 0, &imbalance_s, NULL},
+      {"alpha", 0, &alpha_s, NULL},
+      {"dot", 0, &dot_s, NULL},
+      {"json", 0, NULL, &json},
+      {"memory-only", 0, NULL, &memory_only},
   };
   int rc = cli_parse(cmd, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), &path, 1, 1);
   if (rc != CLI_CONTINUE) return rc;
@@ -163,8 +171,7 @@ static int run_partition(const cli_command *cmd, int argc, char **argv) {
   if (strcmp(mode_s, "free") == 0) pp.mode = SG_PARTITION_FREE;
   else if (strcmp(mode_s, "pipeline") == 0) pp.mode = SG_PARTITION_PIPELINE;
   else return cli_usage_error(cmd, "--mode must be 'free' or 'pipeline', got '%s'", mode_s);
-  if (batch_s && (rc = parse_long(cmd, "batch", batch_s, 1, LONG_MAX, &batch)) != CLI_CONTINUE) return rc;
-  if (batch_s && !train_s) return cli_usage_error(cmd, "--batch only applies with --train");
+  if ((rc = cli_parse_batch(cmd, batch_s, &batch)) != CLI_CONTINUE) return rc;
   if (seed_s && (rc = parse_long(cmd, "seed", seed_s, 0, LONG_MAX, &seed)) != CLI_CONTINUE) return rc;
   if (imbalance_s && (rc = parse_double(cmd, "imbalance", imbalance_s, 0.01, 100.0, &pct)) != CLI_CONTINUE)
     return rc;
@@ -178,7 +185,9 @@ static int run_partition(const cli_command *cmd, int argc, char **argv) {
   sg_device_table *devices = NULL;
   sg_partition *part = NULL;
   char *text = NULL;
-  if ((rc = cli_load(path, &g)) != CLI_EXIT_OK) return rc;
+  /* --batch sizes an ONNX model's symbolic dims; a .sgg file's shapes are
+   * static, and there it only sizes an added labels input. */
+  if ((rc = cli_load_model(path, cli_is_sgg_file(path) ? 0 : batch, &g)) != CLI_EXIT_OK) return rc;
   rc = CLI_CONTINUE;
   if (train_s) rc = make_training_graph(cmd, g, train_s, batch, &train);
   if (rc == CLI_CONTINUE && devices_s) rc = load_devices(cmd, devices_s, parts, &devices);
@@ -226,32 +235,34 @@ out:
 
 const cli_command cli_cmd_partition = {
     .name = "partition",
-    .args = "MODEL --parts K [--mode free|pipeline] [--train sgd|adamw] [--batch N] [--devices FILE] [--seed S] "
-            "[--json] [--dot OUT]",
+    .args =
+        "MODEL --parts K [--mode free|pipeline] [--train sgd|adamw] [--batch N] [--devices FILE] [--seed S] "
+        "[--json] [--dot OUT]",
     .summary = "Partition a model's graph across devices and report the cut and balance.",
-    .help = "Places every op on one of K parts with METIS (free mode) or as K pipeline stages whose\n"
-            "forward edges only go forward (pipeline mode), balancing memory (parameters, gradients,\n"
-            "optimizer state, activations kept for backward) within the tolerance and compute as\n"
-            "well as it can, and minimising the bytes that cross parts. The report compares the\n"
-            "result with a seeded random partition. See docs/partitioning.md.\n"
-            "\n"
-            "options:\n"
-            "  -k, --parts K         number of parts (default: one per device of --devices)\n"
-            "  -m, --mode MODE       free (default) or pipeline\n"
-            "      --train OPT       make a training graph first: sgd or adamw (PyTorch's defaults); the loss\n"
-            "                        is the model's scalar output, or a cross-entropy added on its\n"
-            "                        single 2-D output with a new 'labels' input\n"
-            "      --batch N         rows of that labels input (must match the output; default: its rows)\n"
-            "      --devices FILE    device table (JSON), or a preset: a100, ascend910b, cpu, host,\n"
-            "                        optionally with a count (a100:8); default: K host devices\n"
-            "      --seed S          seed of METIS and of the random partition (default 1)\n"
-            "      --imbalance PCT   tolerated imbalance in percent (default 5)\n"
-            "      --alpha A         weight of transfer cost in the placement score (default 0.3)\n"
-            "      --memory-only     balance memory only, not compute\n"
-            "      --json            print one JSON object instead of the table\n"
-            "      --dot OUT         also write Graphviz DOT coloured by part to OUT ('-': stdout)\n"
-            "  -h, --help            show this help\n"
-            "\n"
-            "exit status: 0 partitioned, 1 unreadable model, bad device table or no fit, 2 bad command line\n",
+    .help =
+        "Places every op on one of K parts with METIS (free mode) or as K pipeline stages whose\n"
+        "forward edges only go forward (pipeline mode), balancing memory (parameters, gradients,\n"
+        "optimizer state, activations kept for backward) within the tolerance and compute as\n"
+        "well as it can, and minimising the bytes that cross parts. The report compares the\n"
+        "result with a seeded random partition. See docs/partitioning.md.\n"
+        "\n"
+        "options:\n"
+        "  -k, --parts K         number of parts (default: one per device of --devices)\n"
+        "  -m, --mode MODE       free (default) or pipeline\n"
+        "      --train OPT       make a training graph first: sgd or adamw (PyTorch's defaults); the loss\n"
+        "                        is the model's scalar output, or a cross-entropy added on its\n"
+        "                        single 2-D output with a new 'labels' input\n"
+        "      --batch N         rows of that labels input (must match the output; default: its rows)\n"
+        "      --devices FILE    device table (JSON), or a preset: a100, ascend910b, cpu, host,\n"
+        "                        optionally with a count (a100:8); default: K host devices\n"
+        "      --seed S          seed of METIS and of the random partition (default 1)\n"
+        "      --imbalance PCT   tolerated imbalance in percent (default 5)\n"
+        "      --alpha A         weight of transfer cost in the placement score (default 0.3)\n"
+        "      --memory-only     balance memory only, not compute\n"
+        "      --json            print one JSON object instead of the table\n"
+        "      --dot OUT         also write Graphviz DOT coloured by part to OUT ('-': stdout)\n"
+        "  -h, --help            show this help\n"
+        "\n"
+        "exit status: 0 partitioned, 1 unreadable model, bad device table or no fit, 2 bad command line\n",
     .run = run_partition,
 };

@@ -226,7 +226,8 @@ typedef struct sg_partition_report {
   double seconds;               /**< time it took to compute the partition */
 } sg_partition_report;
 
-#define SG_PARTITION_REPORT_INIT {sizeof(sg_partition_report)}
+#define SG_PARTITION_REPORT_INIT \
+  { sizeof(sg_partition_report) }
 
 /** Fills `out` (out->size must be set; a smaller size from an older caller
  * gets the fields it knows). SG_ERR_INVALID_ARG for NULL or a bad size. */
@@ -240,13 +241,14 @@ typedef struct sg_partition_part_info {
   double memory_target;  /**< what balance aims at */
   double capacity_bytes; /**< the device's memory; 0 = unlimited */
   double flops;
-  double est_seconds;    /**< roofline estimate on its device */
-  double send_bytes;     /**< produced here, consumed elsewhere (once per consuming part) */
-  double recv_bytes;     /**< produced elsewhere, consumed here */
-  double score;          /**< mean placement score of its ops' groups (compute efficiency - alpha x transfer) */
+  double est_seconds; /**< roofline estimate on its device */
+  double send_bytes;  /**< produced here, consumed elsewhere (once per consuming part) */
+  double recv_bytes;  /**< produced elsewhere, consumed here */
+  double score;       /**< mean placement score of its ops' groups (compute efficiency - alpha x transfer) */
 } sg_partition_part_info;
 
-#define SG_PARTITION_PART_INFO_INIT {sizeof(sg_partition_part_info)}
+#define SG_PARTITION_PART_INFO_INIT \
+  { sizeof(sg_partition_part_info) }
 
 /** Fills `out` for part `part`. SG_ERR_RANGE for a bad part. */
 SG_API sg_status sg_partition_part(const sg_partition *p, int part, sg_partition_part_info *out);
@@ -291,13 +293,14 @@ SG_API sg_status sg_partition_placement_score(const sg_partition *p, int32_t op,
 
 /** Options of sg_partition_repartition(). */
 typedef struct sg_repartition_params {
-  size_t size;              /**< sizeof(sg_repartition_params) */
-  double migration_cost;    /**< cost of migrating one byte of state, in units of one cut byte; default 1 */
-  double memory_imbalance;  /**< memory imbalance tolerated while the measured times are balanced within
-                                 the partition's tolerance; default 0.25 (capacities always hold) */
+  size_t size;             /**< sizeof(sg_repartition_params) */
+  double migration_cost;   /**< cost of migrating one byte of state, in units of one cut byte; default 1 */
+  double memory_imbalance; /**< memory imbalance tolerated while the measured times are balanced within
+                                the partition's tolerance; default 0.25 (capacities always hold) */
 } sg_repartition_params;
 
-#define SG_REPARTITION_PARAMS_INIT {sizeof(sg_repartition_params), 1.0, 0.25}
+#define SG_REPARTITION_PARAMS_INIT \
+  { sizeof(sg_repartition_params), 1.0, 0.25 }
 SG_API sg_repartition_params sg_repartition_params_init(void);
 
 /**
@@ -318,7 +321,8 @@ SG_API sg_status sg_partition_repartition(const sg_partition *current, const dou
 
 /** Bytes of state (parameters, optimizer state, state) whose part differs
  * between two partitions of the same graph. SG_ERR_INVALID_ARG otherwise. */
-SG_API sg_status sg_partition_migration_bytes(const sg_partition *from, const sg_partition *to, double *bytes);
+SG_API sg_status sg_partition_migration_bytes(const sg_partition *from, const sg_partition *to,
+                                              double *bytes);
 
 /** One profile sample of a node (SPEC P6, seed sec. 2.3). */
 typedef struct sg_profile_sample {
@@ -338,7 +342,8 @@ typedef struct sg_repartition_trigger_params {
   int sustain_samples;     /**< consecutive samples above both thresholds; default 3 */
 } sg_repartition_trigger_params;
 
-#define SG_REPARTITION_TRIGGER_PARAMS_INIT {sizeof(sg_repartition_trigger_params), 0.85, 200.0, 500.0, 3}
+#define SG_REPARTITION_TRIGGER_PARAMS_INIT \
+  { sizeof(sg_repartition_trigger_params), 0.85, 200.0, 500.0, 3 }
 SG_API sg_repartition_trigger_params sg_repartition_trigger_params_init(void);
 
 /**
@@ -354,15 +359,16 @@ SG_API sg_repartition_trigger_params sg_repartition_trigger_params_init(void);
  *   field or cpu_util above 1 (the message names the sample and field).
  */
 SG_API sg_status sg_repartition_trigger(const sg_profile_sample *samples, size_t n,
-                                        const sg_repartition_trigger_params *params, int *fire, int32_t *node);
+                                        const sg_repartition_trigger_params *params, int *fire,
+                                        int32_t *node);
 
 /* ---- tensor-parallel split plans (SPEC P7) ------------------------------ */
 
 /** How one matmul/linear op is split across `ways` devices. */
 typedef enum sg_tp_split {
   SG_TP_REPLICATE = 0, /**< not split */
-  SG_TP_COLUMN = 1,    /**< weight split along its output features: each device computes a slice of the output */
-  SG_TP_ROW = 2,       /**< weight split along its input features: partial outputs are summed */
+  SG_TP_COLUMN = 1, /**< weight split along its output features: each device computes a slice of the output */
+  SG_TP_ROW = 2,    /**< weight split along its input features: partial outputs are summed */
 } sg_tp_split;
 
 /** Communication an annotated op's output (forward) or input gradient
@@ -380,23 +386,25 @@ typedef struct sg_tp_params {
   double min_weight_bytes; /**< smaller weights stay replicated; default 0 */
 } sg_tp_params;
 
-#define SG_TP_PARAMS_INIT {sizeof(sg_tp_params), 2, 0.0}
+#define SG_TP_PARAMS_INIT \
+  { sizeof(sg_tp_params), 2, 0.0 }
 SG_API sg_tp_params sg_tp_params_init(void);
 
 /** One annotation: what the distributed runtime does with one op. The
  * backward ops of the op ("F/grad...") follow it: a column split's input
  * gradient is all-reduced (backward_comm), a row split's is sliced. */
 typedef struct sg_tp_annotation {
-  int32_t op;            /**< a gemm or matmul of the graph */
+  int32_t op; /**< a gemm or matmul of the graph */
   sg_tp_split split;
   int ways;
-  sg_tensor weight;      /**< the parameter that is split (SG_NO_TENSOR when replicated) */
-  int weight_axis;       /**< axis of weight split into `ways` equal slices; -1 when replicated */
-  sg_tensor bias;        /**< column: split along its last axis; row: added once after the all-reduce */
-  int input_sharded;     /**< row: 1 when the input arrives split (from a column-split op), 0 when the runtime slices it */
+  sg_tensor weight;  /**< the parameter that is split (SG_NO_TENSOR when replicated) */
+  int weight_axis;   /**< axis of weight split into `ways` equal slices; -1 when replicated */
+  sg_tensor bias;    /**< column: split along its last axis; row: added once after the all-reduce */
+  int input_sharded; /**< row: 1 when the input arrives split (from a column-split op), 0 when the runtime
+                        slices it */
   sg_tp_comm output_comm;   /**< forward: what the output needs before its consumers */
   sg_tp_comm backward_comm; /**< backward: what the input gradient needs */
-  const char *reason;    /**< why an op stays replicated (static string), else "" */
+  const char *reason;       /**< why an op stays replicated (static string), else "" */
 } sg_tp_annotation;
 
 /** Opaque, immutable plan. */

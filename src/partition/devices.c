@@ -133,7 +133,8 @@ static sg_status new_table(int n, sg_device_table **out) {
 
 sg_status sg_device_table_preset(const char *name, int count, sg_device_table **out) {
   if (out) *out = NULL;
-  if (name == NULL || out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_device_table_preset: NULL argument");
+  if (name == NULL || out == NULL)
+    return sg__error(SG_ERR_INVALID_ARG, "sg_device_table_preset: NULL argument");
   if (count < 1 || count > SG_PARTITION_MAX_PARTS)
     return sg__error(SG_ERR_INVALID_ARG, "sg_device_table_preset: count %d is outside 1..%d", count,
                      SG_PARTITION_MAX_PARTS);
@@ -191,13 +192,14 @@ static sg_status parse_kind(const char *s, int idx, sg_device_kind *out) {
       *out = kinds[i];
       return SG_OK;
     }
-  return sg__error(SG_ERR_FORMAT, "device table: devices[%d].kind: unknown kind '%.64s' (known: cpu, gpu, npu)", idx,
-                   s);
+  return sg__error(SG_ERR_FORMAT,
+                   "device table: devices[%d].kind: unknown kind '%.64s' (known: cpu, gpu, npu)", idx, s);
 }
 
 /* One entry of "devices": fills *d (name not set) and its repeat count. */
 static sg_status parse_entry(const cJSON *e, int idx, sg__device *d, int *count, const char **name) {
-  if (!cJSON_IsObject(e)) return sg__error(SG_ERR_FORMAT, "device table: devices[%d]: must be an object", idx);
+  if (!cJSON_IsObject(e))
+    return sg__error(SG_ERR_FORMAT, "device table: devices[%d]: must be an object", idx);
   for (const cJSON *c = e->child; c; c = c->next)
     if (c->string == NULL || !known_key(c->string))
       return sg__error(SG_ERR_FORMAT,
@@ -213,8 +215,8 @@ static sg_status parse_entry(const cJSON *e, int idx, sg__device *d, int *count,
       return sg__error(SG_ERR_FORMAT, "device table: devices[%d].preset: must be a string", idx);
     const preset *p = find_preset(ps->valuestring);
     if (p == NULL)
-      return sg__error(SG_ERR_NOT_FOUND, "device table: devices[%d].preset: unknown preset '%.64s' (known: " PRESET_LIST
-                                         ")",
+      return sg__error(SG_ERR_NOT_FOUND,
+                       "device table: devices[%d].preset: unknown preset '%.64s' (known: " PRESET_LIST ")",
                        idx, ps->valuestring);
     *d = from_preset(p);
     for (size_t i = 0; i < N_NUMBER_FIELDS; i++) have[i] = true;
@@ -223,7 +225,8 @@ static sg_status parse_entry(const cJSON *e, int idx, sg__device *d, int *count,
   const cJSON *kind = cJSON_GetObjectItemCaseSensitive(e, "kind");
   if (kind) {
     if (!cJSON_IsString(kind))
-      return sg__error(SG_ERR_FORMAT, "device table: devices[%d].kind: must be a string (cpu, gpu, npu)", idx);
+      return sg__error(SG_ERR_FORMAT, "device table: devices[%d].kind: must be a string (cpu, gpu, npu)",
+                       idx);
     SG_CHECK(parse_kind(kind->valuestring, idx, &d->kind));
     have_kind = true;
   }
@@ -234,7 +237,8 @@ static sg_status parse_entry(const cJSON *e, int idx, sg__device *d, int *count,
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, f->key);
     if (v == NULL) {
       if (!have[i])
-        return sg__error(SG_ERR_FORMAT, "device table: devices[%d].%s: missing (give it or a preset)", idx, f->key);
+        return sg__error(SG_ERR_FORMAT, "device table: devices[%d].%s: missing (give it or a preset)", idx,
+                         f->key);
       continue;
     }
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
@@ -329,7 +333,8 @@ static sg_status from_json(const cJSON *root, sg_device_table **out) {
 
 sg_status sg_device_table_parse(const char *json, sg_device_table **out) {
   if (out) *out = NULL;
-  if (json == NULL || out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_device_table_parse: NULL argument");
+  if (json == NULL || out == NULL)
+    return sg__error(SG_ERR_INVALID_ARG, "sg_device_table_parse: NULL argument");
   const char *end = NULL;
   cJSON *root = cJSON_ParseWithOpts(json, &end, 1);
   if (root == NULL) {
@@ -344,7 +349,8 @@ sg_status sg_device_table_parse(const char *json, sg_device_table **out) {
 
 sg_status sg_device_table_load(const char *path, sg_device_table **out) {
   if (out) *out = NULL;
-  if (path == NULL || out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_device_table_load: NULL argument");
+  if (path == NULL || out == NULL)
+    return sg__error(SG_ERR_INVALID_ARG, "sg_device_table_load: NULL argument");
   FILE *f = fopen(path, "rb");
   if (f == NULL) return sg__error(SG_ERR_IO, "device table '%s': %s", path, strerror(errno));
   /* Tables are small; 16 MiB is far beyond any real one. */
@@ -360,7 +366,8 @@ sg_status sg_device_table_load(const char *path, sg_device_table **out) {
   sg_status st;
   if (err) st = sg__error(SG_ERR_IO, "device table '%s': read error", path);
   else if (n > LIMIT) st = sg__error(SG_ERR_FORMAT, "device table '%s': larger than 16 MiB", path);
-  else if (memchr(buf, 0, n)) st = sg__error(SG_ERR_FORMAT, "device table '%s': malformed JSON (a NUL byte)", path);
+  else if (memchr(buf, 0, n))
+    st = sg__error(SG_ERR_FORMAT, "device table '%s': malformed JSON (a NUL byte)", path);
   else {
     buf[n] = '\0';
     st = sg_device_table_parse(buf, out);

@@ -27,8 +27,8 @@ static bool better(const outcome *a, const outcome *b) {
 
 static bool heterogeneous(const sg__solve *s) {
   for (int p = 1; p < s->k; p++)
-    if (s->dev[p].peak != s->dev[0].peak || s->dev[p].bw != s->dev[0].bw || s->dev[p].link_bw != s->dev[0].link_bw ||
-        s->dev[p].link_lat != s->dev[0].link_lat)
+    if (s->dev[p].peak != s->dev[0].peak || s->dev[p].bw != s->dev[0].bw ||
+        s->dev[p].link_bw != s->dev[0].link_bw || s->dev[p].link_lat != s->dev[0].link_lat)
       return true;
   return false;
 }
@@ -158,7 +158,8 @@ sg_status sg__free_solve(const sg__solve *s, int32_t *part) {
   int seeds = pg->n <= 500 ? 4 : 1;
   metis_run runs[8];
   int n_runs = 0;
-  for (int i = 0; i < seeds; i++) runs[n_runs++] = (metis_run){SG__METIS_KWAY, ncon, s->seed + 7919u * (uint64_t)i};
+  for (int i = 0; i < seeds; i++)
+    runs[n_runs++] = (metis_run){SG__METIS_KWAY, ncon, s->seed + 7919u * (uint64_t)i};
   if (s->k <= 8) runs[n_runs++] = (metis_run){SG__METIS_RECURSIVE, ncon, s->seed};
   if (ncon == 2) runs[n_runs++] = (metis_run){SG__METIS_KWAY, 1, s->seed};
   outcome best = {0};
@@ -187,7 +188,8 @@ sg_status sg__free_solve(const sg__solve *s, int32_t *part) {
   if (st == SG_OK && (!have || !best.mem_ok)) {
     /* METIS's results do not fit: pack by memory, then refine. */
     outcome o;
-    if ((st = capacity_first(s, cand)) == SG_OK && (st = polish(s, cand, &o)) == SG_OK && (!have || better(&o, &best))) {
+    if ((st = capacity_first(s, cand)) == SG_OK && (st = polish(s, cand, &o)) == SG_OK &&
+        (!have || better(&o, &best))) {
       best = o;
       memcpy(part, cand, (size_t)pg->n * sizeof *part);
       have = true;

@@ -16,8 +16,10 @@ _Static_assert(sizeof(real_t) == sizeof(float), "METIS must be built with REALTY
 static sg_status translate(int rc, const char *fn) {
   switch (rc) {
     case METIS_OK: return SG_OK;
-    case METIS_ERROR_INPUT: return sg__error(SG_ERR_INTERNAL, "%s rejected its input (METIS_ERROR_INPUT)", fn);
-    case METIS_ERROR_MEMORY: return sg__error(SG_ERR_NO_MEMORY, "%s ran out of memory (METIS_ERROR_MEMORY)", fn);
+    case METIS_ERROR_INPUT:
+      return sg__error(SG_ERR_INTERNAL, "%s rejected its input (METIS_ERROR_INPUT)", fn);
+    case METIS_ERROR_MEMORY:
+      return sg__error(SG_ERR_NO_MEMORY, "%s ran out of memory (METIS_ERROR_MEMORY)", fn);
     case METIS_ERROR: return sg__error(SG_ERR_INTERNAL, "%s failed (METIS_ERROR)", fn);
   }
   return sg__error(SG_ERR_INTERNAL, "%s returned the unknown code %d", fn, rc);
@@ -61,12 +63,13 @@ static bool metis_suits(const sg__solve *s, sg__metis_method method, int ncon) {
   return ncon < 2 || max_flops <= pg->total_flops / s->k;
 }
 
-sg_status sg__metis_partition(const sg__solve *s, sg__metis_method method, int ncon, double ub_scale, uint64_t seed,
-                              int32_t *part) {
+sg_status sg__metis_partition(const sg__solve *s, sg__metis_method method, int ncon, double ub_scale,
+                              uint64_t seed, int32_t *part) {
   const sg__pgraph *pg = s->pg;
   int32_t n = pg->n;
   if (!metis_suits(s, method, ncon))
-    return sg__error(SG_ERR_UNSUPPORTED, "partition: %d vertices into %d parts do not suit METIS", (int)n, s->k);
+    return sg__error(SG_ERR_UNSUPPORTED, "partition: %d vertices into %d parts do not suit METIS", (int)n,
+                     s->k);
   int32_t m = pg->xadj[n];
   sg_status st = SG_ERR_NO_MEMORY;
   idx_t *xadj = sg__malloc(((size_t)n + 1) * sizeof *xadj);
@@ -107,17 +110,17 @@ sg_status sg__metis_partition(const sg__solve *s, sg__metis_method method, int n
   const char *fn;
   if (method == SG__METIS_KWAY) {
     fn = "METIS_PartGraphKway";
-    rc = METIS_PartGraphKway(&nvtxs, &nc, xadj, adjncy, vwgt, NULL, adjwgt, &nparts, tpwgts, ubvec, options, &objval,
-                             where);
+    rc = METIS_PartGraphKway(&nvtxs, &nc, xadj, adjncy, vwgt, NULL, adjwgt, &nparts, tpwgts, ubvec, options,
+                             &objval, where);
   } else {
     fn = "METIS_PartGraphRecursive";
-    rc = METIS_PartGraphRecursive(&nvtxs, &nc, xadj, adjncy, vwgt, NULL, adjwgt, &nparts, tpwgts, ubvec, options,
-                                  &objval, where);
+    rc = METIS_PartGraphRecursive(&nvtxs, &nc, xadj, adjncy, vwgt, NULL, adjwgt, &nparts, tpwgts, ubvec,
+                                  options, &objval, where);
   }
   st = translate(rc, fn);
   for (int32_t v = 0; st == SG_OK && v < n; v++) {
-    if (where[v] < 0 || where[v] >= s->k) st = sg__error(SG_ERR_INTERNAL, "%s placed vertex %d in part %d", fn,
-                                                         (int)v, (int)where[v]);
+    if (where[v] < 0 || where[v] >= s->k)
+      st = sg__error(SG_ERR_INTERNAL, "%s placed vertex %d in part %d", fn, (int)v, (int)where[v]);
     else part[v] = where[v];
   }
 out:

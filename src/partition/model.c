@@ -11,9 +11,11 @@
  *
  * Memory of a group: the source tensors it owns (parameters, their
  * optimizer state, state, inputs and constants go to their first consumer),
- * the gradients of its parameters, and the forward activations it produces
- * that a backward op reads (kept for the backward pass). A graph without
- * backward ops counts every forward output instead.
+ * the gradients of its parameters, and its share of the forward activations
+ * its backward ops read (kept for the backward pass: a tensor read by the
+ * backward ops of several groups is shared equally, one copy when they sit
+ * together). A graph without backward ops counts every forward output on
+ * its producer instead.
  *
  * Edges: a tensor produced in group a and consumed in group b != a adds its
  * bytes to edge (a, b), once per consuming group; in a training graph the
@@ -159,7 +161,8 @@ static sg_status assign_groups(builder *b) {
   return SG_OK;
 }
 
-sg_status sg__pmodel_build(const sg_graph *g, const double *op_seconds, double seconds_to_flops, sg__pmodel *m) {
+sg_status sg__pmodel_build(const sg_graph *g, const double *op_seconds, double seconds_to_flops,
+                           sg__pmodel *m) {
   memset(m, 0, sizeof *m);
   builder b = {g, m, 0, NULL, NULL};
   int32_t n = (int32_t)g->n_ops;
@@ -176,7 +179,8 @@ sg_status sg__pmodel_build(const sg_graph *g, const double *op_seconds, double s
   m->op_flops = sg__calloc((size_t)n + 1, sizeof *m->op_flops);
   m->op_traffic = sg__calloc((size_t)n + 1, sizeof *m->op_traffic);
   m->tensor_group = sg__malloc(((size_t)nt + 1) * sizeof *m->tensor_group);
-  if (!m->op_group || !m->leader || !m->op_class || !m->op_flops || !m->op_traffic || !m->tensor_group) goto fail;
+  if (!m->op_group || !m->leader || !m->op_class || !m->op_flops || !m->op_traffic || !m->tensor_group)
+    goto fail;
   for (uint32_t t = 0; t < nt; t++) m->tensor_group[t] = -1;
   if ((st = consumers(&b)) != SG_OK) goto fail;
   if ((st = assign_groups(&b)) != SG_OK) goto fail;

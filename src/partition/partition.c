@@ -44,10 +44,11 @@ sg_status sg__partition_devices(const sg_device_table *t, int k, sg__device **ou
   }
   if (t->n == k) return sg__devices_copy(t->dev, k, out);
   if (t->n != 1)
-    return sg__error(SG_ERR_INVALID_ARG,
-                     "sg_partition_create: parts is %d but the device table has %d devices (give one device per "
-                     "part, or one device to repeat)",
-                     k, t->n);
+    return sg__error(
+        SG_ERR_INVALID_ARG,
+        "sg_partition_create: parts is %d but the device table has %d devices (give one device per "
+        "part, or one device to repeat)",
+        k, t->n);
   sg__device *d = sg__calloc((size_t)k, sizeof *d);
   if (d == NULL) return sg__error(SG_ERR_NO_MEMORY, "partition: out of memory");
   for (int p = 0; p < k; p++) {
@@ -85,8 +86,8 @@ void sg_partition_destroy(sg_partition *p) { free_partition(p); }
  * owns_model). `fixed` (group -> part) skips the solver; `baseline` adds the
  * random partition. */
 static sg_status make(const sg_graph *g, sg__pmodel *model, bool owns_model, const sg_partition_params *pp,
-                      sg__device *dev, int k, const int32_t *fixed, const int32_t *home, double migration_cost,
-                      bool baseline, sg_partition **out) {
+                      sg__device *dev, int k, const int32_t *fixed, const int32_t *home,
+                      double migration_cost, bool baseline, sg_partition **out) {
   *out = NULL;
   sg_partition *p = sg__calloc(1, sizeof *p);
   if (p == NULL) {
@@ -170,30 +171,33 @@ static sg_status check_params(const sg_partition_params *params, const sg_device
     pp->size = sizeof *pp;
   }
   if (pp->mode != SG_PARTITION_FREE && pp->mode != SG_PARTITION_PIPELINE)
-    return sg__error(SG_ERR_INVALID_ARG, "sg_partition_create: params.mode is %d (free 0, pipeline 1)", (int)pp->mode);
+    return sg__error(SG_ERR_INVALID_ARG, "sg_partition_create: params.mode is %d (free 0, pipeline 1)",
+                     (int)pp->mode);
   if (!(pp->imbalance > 0.0 && pp->imbalance <= 1.0))
     return sg__error(SG_ERR_INVALID_ARG, "sg_partition_create: params.imbalance is %g; it must be in (0, 1]",
                      pp->imbalance);
   if (!(pp->alpha >= 0.0 && isfinite(pp->alpha)))
-    return sg__error(SG_ERR_INVALID_ARG, "sg_partition_create: params.alpha is %g; it must be finite and >= 0",
-                     pp->alpha);
+    return sg__error(SG_ERR_INVALID_ARG,
+                     "sg_partition_create: params.alpha is %g; it must be finite and >= 0", pp->alpha);
   int parts = pp->parts ? pp->parts : sg_device_table_count(devices);
   if (parts == 0)
-    return sg__error(SG_ERR_INVALID_ARG, "sg_partition_create: params.parts is 0 and there is no device table");
+    return sg__error(SG_ERR_INVALID_ARG,
+                     "sg_partition_create: params.parts is 0 and there is no device table");
   if (parts < 1 || parts > SG_PARTITION_MAX_PARTS)
-    return sg__error(SG_ERR_INVALID_ARG, "sg_partition_create: params.parts is %d; it must be in 1..%d", parts,
-                     SG_PARTITION_MAX_PARTS);
+    return sg__error(SG_ERR_INVALID_ARG, "sg_partition_create: params.parts is %d; it must be in 1..%d",
+                     parts, SG_PARTITION_MAX_PARTS);
   pp->parts = parts;
   *k = parts;
   return SG_OK;
 }
 
-sg_status sg_partition_create(const sg_graph *g, const sg_partition_params *params, const sg_device_table *devices,
-                              sg_partition **out) {
+sg_status sg_partition_create(const sg_graph *g, const sg_partition_params *params,
+                              const sg_device_table *devices, sg_partition **out) {
   if (out) *out = NULL;
   if (g == NULL || out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_partition_create: NULL argument");
   if (!g->finalized)
-    return sg__error(SG_ERR_STATE, "sg_partition_create: the graph is not finalized (call sg_graph_finalize first)");
+    return sg__error(SG_ERR_STATE,
+                     "sg_partition_create: the graph is not finalized (call sg_graph_finalize first)");
   sg_partition_params pp;
   int k = 0;
   SG_CHECK(check_params(params, devices, &pp, &k));
@@ -214,8 +218,8 @@ sg_status sg_partition_create(const sg_graph *g, const sg_partition_params *para
 }
 
 sg_status sg__partition_make_migrating(const sg_graph *g, sg__pmodel *model, const sg_partition_params *pp,
-                                       const sg__device *dev, int k, const int32_t *fixed, const int32_t *home,
-                                       double migration_cost, sg_partition **out) {
+                                       const sg__device *dev, int k, const int32_t *fixed,
+                                       const int32_t *home, double migration_cost, sg_partition **out) {
   sg__device *copy;
   sg_status st = sg__devices_copy(dev, k, &copy);
   if (st != SG_OK) {
@@ -244,12 +248,14 @@ sg_status sg_partition_op_part(const sg_partition *p, int32_t op, int *part) {
 }
 
 sg_status sg_partition_stage_order(const sg_partition *p, int *order, int n) {
-  if (p == NULL || order == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_partition_stage_order: NULL argument");
+  if (p == NULL || order == NULL)
+    return sg__error(SG_ERR_INVALID_ARG, "sg_partition_stage_order: NULL argument");
   if (n < p->k)
     return sg__error(SG_ERR_INVALID_ARG, "sg_partition_stage_order: room for %d parts, need %d", n, p->k);
   if (!sg__quotient_acyclic(&p->model->pg, p->group_part, p->k, order))
-    return sg__error(SG_ERR_CYCLE, "sg_partition_stage_order: the parts' quotient graph has a cycle (free mode); "
-                                   "use pipeline mode for stages");
+    return sg__error(SG_ERR_CYCLE,
+                     "sg_partition_stage_order: the parts' quotient graph has a cycle (free mode); "
+                     "use pipeline mode for stages");
   return SG_OK;
 }
 

@@ -49,7 +49,7 @@ typedef struct sg__pgraph {
   /* Forward edges, merged: successors and predecessors (CSR). */
   int32_t *sxadj, *succ;
   int32_t *pxadj, *pred;
-  int32_t *topo; /* a topological order of the forward edges, smallest index first */
+  int32_t *topo;  /* a topological order of the forward edges, smallest index first */
   int32_t *level; /* longest forward path from a source */
   double total_mem, total_flops, total_w;
 } sg__pgraph;
@@ -57,8 +57,9 @@ typedef struct sg__pgraph {
 /* Copies the vertex arrays (NULL: zeros) and builds the adjacency.
  * SG_ERR_CYCLE if the forward edges have a cycle, SG_ERR_RANGE for an edge
  * endpoint out of range or a negative or non-finite weight. */
-sg_status sg__pgraph_init(sg__pgraph *pg, int32_t n, const double *mem, const double *flops, const double *traffic,
-                          const double *persist, size_t n_edges, const sg__pedge *edges);
+sg_status sg__pgraph_init(sg__pgraph *pg, int32_t n, const double *mem, const double *flops,
+                          const double *traffic, const double *persist, size_t n_edges,
+                          const sg__pedge *edges);
 void sg__pgraph_free(sg__pgraph *pg);
 
 /* ---- devices (devices.c) ------------------------------------------------ */
@@ -66,10 +67,10 @@ void sg__pgraph_free(sg__pgraph *pg);
 typedef struct sg__device {
   char *name; /* owned */
   sg_device_kind kind;
-  double peak;    /* FLOP/s */
-  double memory;  /* bytes; INFINITY when unlimited */
-  double bw;      /* memory bandwidth, bytes/s */
-  double link_bw; /* bytes/s */
+  double peak;     /* FLOP/s */
+  double memory;   /* bytes; INFINITY when unlimited */
+  double bw;       /* memory bandwidth, bytes/s */
+  double link_bw;  /* bytes/s */
   double link_lat; /* s */
 } sg__device;
 
@@ -96,8 +97,8 @@ typedef struct sg__solve {
   const sg__device *dev; /* k devices, part p on dev[p] */
   bool pipeline;
   bool balance_compute;
-  double eps;     /* tolerated imbalance */
-  double mem_eps; /* of memory, when it differs (0: eps) */
+  double eps;         /* tolerated imbalance */
+  double mem_eps;     /* of memory, when it differs (0: eps) */
   bool compute_first; /* balance compute before polishing memory (repartition) */
   double alpha;
   uint64_t seed;
@@ -143,8 +144,8 @@ sg_status sg__solve_run(sg__solve *s, int32_t *part);
  * tolerances. Writes part. The only place METIS
  * codes are translated. */
 typedef enum { SG__METIS_KWAY, SG__METIS_RECURSIVE } sg__metis_method;
-sg_status sg__metis_partition(const sg__solve *s, sg__metis_method method, int ncon, double ub_scale, uint64_t seed,
-                              int32_t *part);
+sg_status sg__metis_partition(const sg__solve *s, sg__metis_method method, int ncon, double ub_scale,
+                              uint64_t seed, int32_t *part);
 /* Memory tolerance of a solve: mem_eps, or eps. */
 static inline double sg__mem_eps(const sg__solve *s) { return s->mem_eps > 0.0 ? s->mem_eps : s->eps; }
 
@@ -218,12 +219,13 @@ typedef struct sg__pmodel {
   uint8_t *op_class; /* SG__PART_FORWARD, _BACKWARD or _UPDATE */
   double *op_flops, *op_traffic;
   int32_t *tensor_group; /* source tensor -> owning vertex; -1 for produced tensors and unused ones */
-  bool training;     /* the graph has backward ops */
+  bool training;         /* the graph has backward ops */
 } sg__pmodel;
 
 /* Builds the model. `op_seconds` (NULL: the cost model's FLOPs) replaces
  * the compute weight by measured times scaled by `seconds_to_flops`. */
-sg_status sg__pmodel_build(const sg_graph *g, const double *op_seconds, double seconds_to_flops, sg__pmodel *m);
+sg_status sg__pmodel_build(const sg_graph *g, const double *op_seconds, double seconds_to_flops,
+                           sg__pmodel *m);
 void sg__pmodel_free(sg__pmodel *m);
 
 /* ---- the partition handle (partition.c, report.c) ----------------------- */
@@ -269,8 +271,8 @@ void sg__partition_free_report(sg_partition *p);
  * part, may be NULL) makes moves cost migration_cost x the bytes of state
  * they migrate (P6). Adds the random baseline. */
 sg_status sg__partition_make_migrating(const sg_graph *g, sg__pmodel *model, const sg_partition_params *pp,
-                                       const sg__device *dev, int k, const int32_t *fixed, const int32_t *home,
-                                       double migration_cost, sg_partition **out);
+                                       const sg__device *dev, int k, const int32_t *fixed,
+                                       const int32_t *home, double migration_cost, sg_partition **out);
 
 /* The per-part device list for a table and K (a table of one device stands
  * for K copies; NULL: K host devices without a memory limit). */

@@ -137,8 +137,9 @@ static sg_status copy_weights(double **dst, const double *src, int32_t n, const 
   return SG_OK;
 }
 
-sg_status sg__pgraph_init(sg__pgraph *pg, int32_t n, const double *mem, const double *flops, const double *traffic,
-                          const double *persist, size_t n_edges, const sg__pedge *edges) {
+sg_status sg__pgraph_init(sg__pgraph *pg, int32_t n, const double *mem, const double *flops,
+                          const double *traffic, const double *persist, size_t n_edges,
+                          const sg__pedge *edges) {
   memset(pg, 0, sizeof *pg);
   if (n < 0) return sg__error(SG_ERR_RANGE, "partition graph: %d vertices", (int)n);
   pg->n = n;
@@ -184,11 +185,13 @@ sg_status sg__pgraph_init(sg__pgraph *pg, int32_t n, const double *mem, const do
   /* Forward successors, then predecessors (weights unused). */
   size_t kf = 0;
   for (size_t i = 0; st == SG_OK && i < n_edges; i++)
-    if (edges[i].forward && edges[i].u != edges[i].v) src[kf] = edges[i].u, arcs[kf++] = (arc){edges[i].v, 0.0};
+    if (edges[i].forward && edges[i].u != edges[i].v)
+      src[kf] = edges[i].u, arcs[kf++] = (arc){edges[i].v, 0.0};
   if (st == SG_OK) st = build_csr(n, kf, src, arcs, &pg->sxadj, &pg->succ, NULL);
   kf = 0;
   for (size_t i = 0; st == SG_OK && i < n_edges; i++)
-    if (edges[i].forward && edges[i].u != edges[i].v) src[kf] = edges[i].v, arcs[kf++] = (arc){edges[i].u, 0.0};
+    if (edges[i].forward && edges[i].u != edges[i].v)
+      src[kf] = edges[i].v, arcs[kf++] = (arc){edges[i].u, 0.0};
   if (st == SG_OK) st = build_csr(n, kf, src, arcs, &pg->pxadj, &pg->pred, NULL);
   sg__free(src);
   sg__free(arcs);

@@ -89,7 +89,8 @@ static void prepare(const sg__pgraph *pg, const int32_t *order, dp_scratch *d) {
 
 /* Stage q's bounds at the given scales, with a little slack for sums taken
  * in a different order. */
-static void stage_bounds(const sg__solve *s, int q, double mem_scale, double comp_scale, double *um, double *uc) {
+static void stage_bounds(const sg__solve *s, int q, double mem_scale, double comp_scale, double *um,
+                         double *uc) {
   double m = mem_scale * s->mem_target[q];
   if (m > s->cap[q]) m = s->cap[q];
   *um = m * (1.0 + 1e-12) + 1e-9;
@@ -107,7 +108,8 @@ static bool feasible(const sg__solve *s, const dp_scratch *d, double mem_scale, 
     double um, uc;
     stage_bounds(s, q, mem_scale, comp_scale, &um, &uc);
     int32_t start = i, limit = nonempty ? n - (k - 1 - q) : n;
-    while (i < limit && d->mem_pre[i + 1] - d->mem_pre[start] <= um && d->comp_pre[i + 1] - d->comp_pre[start] <= uc)
+    while (i < limit && d->mem_pre[i + 1] - d->mem_pre[start] <= um &&
+           d->comp_pre[i + 1] - d->comp_pre[start] <= uc)
       i++;
     if (nonempty && i == start) return false;
   }
@@ -118,7 +120,8 @@ static bool feasible(const sg__solve *s, const dp_scratch *d, double mem_scale, 
  * at most min(mem_scale x target, capacity) and compute at most
  * comp_scale x target. Writes the K + 1 boundaries and returns the cost, or
  * INF_COST when no such segmentation exists. */
-static double segment(const sg__solve *s, dp_scratch *d, double mem_scale, double comp_scale, int32_t *bounds) {
+static double segment(const sg__solve *s, dp_scratch *d, double mem_scale, double comp_scale,
+                      int32_t *bounds) {
   int32_t n = d->n;
   int k = d->k;
   bool nonempty = n >= k && !d->allow_empty;
@@ -173,7 +176,8 @@ static double segment(const sg__solve *s, dp_scratch *d, double mem_scale, doubl
 static double min_scale(const sg__solve *s, dp_scratch *d, bool compute, double mem) {
   double hi = 1.0 + (compute ? s->eps : sg__mem_eps(s));
   int i = 0;
-  while (i++ < 60 && !(compute ? feasible(s, d, mem, hi) : feasible(s, d, hi, INFINITY))) hi = 1.0 + 2.0 * (hi - 1.0);
+  while (i++ < 60 && !(compute ? feasible(s, d, mem, hi) : feasible(s, d, hi, INFINITY)))
+    hi = 1.0 + 2.0 * (hi - 1.0);
   if (i > 60) return INFINITY;
   double lo = 1.0;
   for (int k = 0; k < 60 && hi - lo > 1e-5; k++) {
@@ -423,8 +427,8 @@ static bool better(const sg__solve *s, const outcome *a, const outcome *b) {
 }
 
 /* Segments one order, refines and measures it. */
-static sg_status try_order(const sg__solve *s, dp_scratch *d, const int32_t *order, int32_t *bounds, int32_t *part,
-                           outcome *o, bool *feasible) {
+static sg_status try_order(const sg__solve *s, dp_scratch *d, const int32_t *order, int32_t *bounds,
+                           int32_t *part, outcome *o, bool *feasible) {
   const sg__pgraph *pg = s->pg;
   prepare(pg, order, d);
   *feasible = segment_best(s, d, bounds);
@@ -471,7 +475,8 @@ sg_status sg__pipeline_solve(const sg__solve *s, int32_t *part) {
   for (int which = 0; which < 3 + jittered && st == SG_OK; which++) {
     if (which == 0) memcpy(order, pg->topo, (size_t)n * sizeof *order);
     else if (which == 1) st = dfs_order(pg, order);
-    else if (which >= 3) st = jittered_order(pg, (double)(1 << ((which - 3) % 5 + 1)), s->seed * 31 + (uint64_t)which, order);
+    else if (which >= 3)
+      st = jittered_order(pg, (double)(1 << ((which - 3) % 5 + 1)), s->seed * 31 + (uint64_t)which, order);
     else {
       st = metis_order(s, order);
       if (st != SG_OK && st != SG_ERR_NO_MEMORY) {
@@ -496,10 +501,11 @@ sg_status sg__pipeline_solve(const sg__solve *s, int32_t *part) {
   if (st == SG_OK && !have) {
     double cap = 0.0;
     for (int p = 0; p < k; p++) cap += s->cap[p];
-    st = sg__error(SG_ERR_RANGE,
-                   "partition: no %d pipeline stages in topological order fit the devices' memory: the graph needs "
-                   "%.0f bytes, the devices' capacity is %.0f bytes in all",
-                   k, pg->total_mem, cap);
+    st = sg__error(
+        SG_ERR_RANGE,
+        "partition: no %d pipeline stages in topological order fit the devices' memory: the graph needs "
+        "%.0f bytes, the devices' capacity is %.0f bytes in all",
+        k, pg->total_mem, cap);
   }
 out:
   scratch_free(&d);

@@ -302,8 +302,8 @@ static int by_gain(const void *pa, const void *pb) {
 
 /* Whether moving v from p to t relieves p without making t worse off than
  * p was, for the resource at fault. */
-static bool relieves(const sg__solve *s, const sg__loads *l, int32_t v, int p, int t, bool is_mem, double comp_limit,
-                     bool with_compute) {
+static bool relieves(const sg__solve *s, const sg__loads *l, int32_t v, int p, int t, bool is_mem,
+                     double comp_limit, bool with_compute) {
   const sg__pgraph *pg = s->pg;
   if (l->mem[t] + pg->mem[v] > s->cap[t]) return false; /* capacity is hard */
   if (is_mem) {
@@ -376,7 +376,8 @@ bool sg__rebalance(const sg__solve *s, int32_t *part, sg__loads *l, double comp_
       int32_t v = cand[i].v;
       if (keep_nonempty && l->count[worst] <= 1) break;
       bool is_mem;
-      if (overload(s, l, worst, comp_limit, with_compute, &is_mem) <= 1.0 + SLACK || is_mem != worst_mem) break;
+      if (overload(s, l, worst, comp_limit, with_compute, &is_mem) <= 1.0 + SLACK || is_mem != worst_mem)
+        break;
       int lo, hi;
       stage_range(s, part, v, &lo, &hi);
       int t = cand[i].to;

@@ -63,11 +63,13 @@ static sg_status relabel(const sg__solve *s, const int32_t *home, int32_t *part)
     sg__free(used);
     return sg__error(SG_ERR_NO_MEMORY, "repartition: out of memory");
   }
-  for (int32_t v = 0; v < s->pg->n; v++) ov[(size_t)part[v] * (size_t)k + (size_t)home[v]] += s->pg->persist[v] + 1e-9;
+  for (int32_t v = 0; v < s->pg->n; v++)
+    ov[(size_t)part[v] * (size_t)k + (size_t)home[v]] += s->pg->persist[v] + 1e-9;
   size_t np = 0;
   for (int a = 0; a < k; a++)
     for (int b = 0; b < k; b++)
-      if (same_device(&s->dev[a], &s->dev[b])) pairs[np++] = (pair){ov[(size_t)a * (size_t)k + (size_t)b], a, b};
+      if (same_device(&s->dev[a], &s->dev[b]))
+        pairs[np++] = (pair){ov[(size_t)a * (size_t)k + (size_t)b], a, b};
   qsort(pairs, np, sizeof *pairs, pair_cmp);
   for (int a = 0; a < k; a++) map[a] = -1;
   for (size_t i = 0; i < np; i++)
@@ -101,7 +103,8 @@ static candidate judge(const sg__solve *s, const int32_t *home, const int32_t *p
   for (int p = 0; p < s->k; p++)
     if (l.mem[p] > s->mem_bound[p] * (1.0 + 1e-9) + 1e-9) c.mem_ok = false;
   if (s->pipeline && !sg__pipeline_monotone(s->pg, part)) c.mem_ok = false;
-  c.comp_ok = !s->balance_compute || sg__max_ratio(l.comp, s->comp_target, s->k) <= (1.0 + s->eps) * (1.0 + 1e-9);
+  c.comp_ok =
+      !s->balance_compute || sg__max_ratio(l.comp, s->comp_target, s->k) <= (1.0 + s->eps) * (1.0 + 1e-9);
   sg__loads_free(&l);
   c.cost = sg__pgraph_cut(s->pg, part) + s->migration_cost * migrated(s->pg, home, part);
   return c;
@@ -118,12 +121,12 @@ static bool preferred(const candidate *a, const candidate *b) {
 
 static sg_status check_times(const sg_partition *cur, const double *t, int32_t n) {
   if (n != cur->model->n_ops)
-    return sg__error(SG_ERR_INVALID_ARG, "sg_partition_repartition: %d op times for a graph of %d ops", (int)n,
-                     (int)cur->model->n_ops);
+    return sg__error(SG_ERR_INVALID_ARG, "sg_partition_repartition: %d op times for a graph of %d ops",
+                     (int)n, (int)cur->model->n_ops);
   for (int32_t k = 0; k < n; k++)
     if (!isfinite(t[k]) || t[k] < 0.0)
-      return sg__error(SG_ERR_INVALID_ARG, "sg_partition_repartition: op_seconds[%d] (op '%.200s') is %g", (int)k,
-                       cur->g->ops[k].name, t[k]);
+      return sg__error(SG_ERR_INVALID_ARG, "sg_partition_repartition: op_seconds[%d] (op '%.200s') is %g",
+                       (int)k, cur->g->ops[k].name, t[k]);
   return SG_OK;
 }
 
@@ -142,10 +145,12 @@ sg_status sg_partition_repartition(const sg_partition *cur, const double *op_sec
     rp = *params;
   }
   if (!(rp.migration_cost >= 0.0 && isfinite(rp.migration_cost)))
-    return sg__error(SG_ERR_INVALID_ARG, "sg_partition_repartition: params.migration_cost is %g (finite, >= 0)",
+    return sg__error(SG_ERR_INVALID_ARG,
+                     "sg_partition_repartition: params.migration_cost is %g (finite, >= 0)",
                      rp.migration_cost);
   if (!(rp.memory_imbalance > 0.0 && rp.memory_imbalance <= 100.0))
-    return sg__error(SG_ERR_INVALID_ARG, "sg_partition_repartition: params.memory_imbalance is %g (in (0, 100])",
+    return sg__error(SG_ERR_INVALID_ARG,
+                     "sg_partition_repartition: params.memory_imbalance is %g (in (0, 100])",
                      rp.memory_imbalance);
   SG_CHECK(check_times(cur, op_seconds, n));
   struct timespec t0, t1;
@@ -206,10 +211,12 @@ sg_status sg_partition_repartition(const sg_partition *cur, const double *op_sec
   }
 
   /* Staying put is a candidate too: it migrates nothing. */
-  candidate cands[3] = {judge(&s, home, home), judge(&s, home, diffuse), judge(&s, home, have_fresh ? fresh : NULL)};
+  candidate cands[3] = {judge(&s, home, home), judge(&s, home, diffuse),
+                        judge(&s, home, have_fresh ? fresh : NULL)};
   for (int i = 0; i < 3; i++)
-    SG_DEBUG("repartition: candidate %d: %s, memory %s, compute %s, cost %g", i, cands[i].part ? "made" : "none",
-             cands[i].mem_ok ? "ok" : "over", cands[i].comp_ok ? "ok" : "over", cands[i].cost);
+    SG_DEBUG("repartition: candidate %d: %s, memory %s, compute %s, cost %g", i,
+             cands[i].part ? "made" : "none", cands[i].mem_ok ? "ok" : "over",
+             cands[i].comp_ok ? "ok" : "over", cands[i].cost);
   candidate best = cands[0];
   for (int i = 1; i < 3; i++)
     if (preferred(&cands[i], &best)) best = cands[i];
@@ -248,12 +255,14 @@ sg_status sg_partition_migration_bytes(const sg_partition *from, const sg_partit
   if (from == NULL || to == NULL || bytes == NULL)
     return sg__error(SG_ERR_INVALID_ARG, "sg_partition_migration_bytes: NULL argument");
   if (from->g != to->g)
-    return sg__error(SG_ERR_INVALID_ARG, "sg_partition_migration_bytes: the partitions are of different graphs");
+    return sg__error(SG_ERR_INVALID_ARG,
+                     "sg_partition_migration_bytes: the partitions are of different graphs");
   const sg_graph *g = from->g;
   double sum = 0.0;
   for (uint32_t t = 0; t < g->n_tensors; t++) {
     const sg__tensor *x = &g->tensors[t];
-    if (x->role != SG_ROLE_PARAMETER && x->role != SG_ROLE_OPTIMIZER_STATE && x->role != SG_ROLE_STATE) continue;
+    if (x->role != SG_ROLE_PARAMETER && x->role != SG_ROLE_OPTIMIZER_STATE && x->role != SG_ROLE_STATE)
+      continue;
     int32_t a = from->model->tensor_group[t], b = to->model->tensor_group[t];
     if (a < 0 || b < 0) continue;
     if (from->group_part[a] != to->group_part[b]) sum += (double)x->nbytes;
@@ -289,7 +298,8 @@ static sg_status check_sample(const sg_profile_sample *s, size_t i) {
       return sg__error(SG_ERR_INVALID_ARG, "sg_repartition_trigger: samples[%zu].%s is %g (finite, >= 0)", i,
                        f[k].name, f[k].v);
   if (s->cpu_util > 1.0)
-    return sg__error(SG_ERR_INVALID_ARG, "sg_repartition_trigger: samples[%zu].cpu_util is %g (a fraction, 0..1)", i,
+    return sg__error(SG_ERR_INVALID_ARG,
+                     "sg_repartition_trigger: samples[%zu].cpu_util is %g (a fraction, 0..1)", i,
                      s->cpu_util);
   return SG_OK;
 }
@@ -315,7 +325,8 @@ sg_status sg_repartition_trigger(const sg_profile_sample *samples, size_t n,
     return sg__error(SG_ERR_INVALID_ARG, "sg_repartition_trigger: params.latency_p99_ms is %g (finite, >= 0)",
                      p.latency_p99_ms);
   if (!(p.sample_period_ms > 0.0 && isfinite(p.sample_period_ms)))
-    return sg__error(SG_ERR_INVALID_ARG, "sg_repartition_trigger: params.sample_period_ms is %g (finite, > 0)",
+    return sg__error(SG_ERR_INVALID_ARG,
+                     "sg_repartition_trigger: params.sample_period_ms is %g (finite, > 0)",
                      p.sample_period_ms);
   if (p.sustain_samples < 1)
     return sg__error(SG_ERR_INVALID_ARG, "sg_repartition_trigger: params.sustain_samples is %d (>= 1)",

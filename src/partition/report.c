@@ -132,7 +132,8 @@ sg_status sg__partition_compute_report(sg_partition *p) {
   }
   r->bottleneck_ratio = ideal > 0.0 ? slowest / ideal : 1.0;
   r->imbalance_pct = pg->total_mem > 0.0 ? (sg__max_ratio(mem, s->mem_target, k) - 1.0) * 100.0 : 0.0;
-  r->compute_imbalance_pct = pg->total_flops > 0.0 ? (sg__max_ratio(comp, s->comp_target, k) - 1.0) * 100.0 : 0.0;
+  r->compute_imbalance_pct =
+      pg->total_flops > 0.0 ? (sg__max_ratio(comp, s->comp_target, k) - 1.0) * 100.0 : 0.0;
   r->acyclic = sg__quotient_acyclic(pg, p->group_part, k, NULL);
   r->seconds = p->seconds;
   if ((st = boundaries(p)) != SG_OK) goto out;
@@ -147,11 +148,13 @@ out:
 }
 
 sg_status sg_partition_get_report(const sg_partition *p, sg_partition_report *out) {
-  if (p == NULL || out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_partition_get_report: NULL argument");
+  if (p == NULL || out == NULL)
+    return sg__error(SG_ERR_INVALID_ARG, "sg_partition_get_report: NULL argument");
   size_t size = out->size;
   if (size < offsetof(sg_partition_report, mode))
-    return sg__error(SG_ERR_INVALID_ARG,
-                     "sg_partition_get_report: report.size is %zu; initialise it with SG_PARTITION_REPORT_INIT", size);
+    return sg__error(
+        SG_ERR_INVALID_ARG,
+        "sg_partition_get_report: report.size is %zu; initialise it with SG_PARTITION_REPORT_INIT", size);
   if (size > sizeof *out) size = sizeof *out;
   memcpy(out, &p->report, size);
   out->size = size;
@@ -163,8 +166,10 @@ sg_status sg_partition_part(const sg_partition *p, int part, sg_partition_part_i
   size_t size = out->size;
   if (size < offsetof(sg_partition_part_info, memory_bytes))
     return sg__error(SG_ERR_INVALID_ARG,
-                     "sg_partition_part: info.size is %zu; initialise it with SG_PARTITION_PART_INFO_INIT", size);
-  if (part < 0 || part >= p->k) return sg__error(SG_ERR_RANGE, "sg_partition_part: part %d of %d", part, p->k);
+                     "sg_partition_part: info.size is %zu; initialise it with SG_PARTITION_PART_INFO_INIT",
+                     size);
+  if (part < 0 || part >= p->k)
+    return sg__error(SG_ERR_RANGE, "sg_partition_part: part %d of %d", part, p->k);
   const sg__part_stats *ps = &p->parts[part];
   sg_partition_part_info info = {sizeof info,
                                  ps->ops,
@@ -188,7 +193,8 @@ sg_status sg_partition_boundary(const sg_partition *p, int32_t i, sg_tensor *ten
                                 const int **to, int *n_to) {
   if (p == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_partition_boundary: NULL partition");
   if (i < 0 || i >= p->n_boundary)
-    return sg__error(SG_ERR_RANGE, "sg_partition_boundary: boundary tensor %d of %d", (int)i, (int)p->n_boundary);
+    return sg__error(SG_ERR_RANGE, "sg_partition_boundary: boundary tensor %d of %d", (int)i,
+                     (int)p->n_boundary);
   const sg__boundary *b = &p->boundary[i];
   if (tensor) *tensor = (sg_tensor){b->tensor};
   if (from) *from = b->from;
@@ -205,7 +211,8 @@ static const char *mode_name(sg_partition_mode m) { return m == SG_PARTITION_PIP
 /* The summary figures: what the CLI's --json and the random baseline share. */
 static bool add_figures(cJSON *o, const sg_partition *p) {
   const sg_partition_report *r = &p->report;
-  bool ok = cJSON_AddNumberToObject(o, "parts", r->parts) && cJSON_AddStringToObject(o, "mode", mode_name(r->mode)) &&
+  bool ok = cJSON_AddNumberToObject(o, "parts", r->parts) &&
+            cJSON_AddStringToObject(o, "mode", mode_name(r->mode)) &&
             cJSON_AddNumberToObject(o, "cut_bytes", r->cut_bytes) &&
             cJSON_AddNumberToObject(o, "imbalance_pct", r->imbalance_pct) &&
             cJSON_AddNumberToObject(o, "compute_imbalance_pct", r->compute_imbalance_pct) &&
@@ -226,9 +233,11 @@ static bool add_figures(cJSON *o, const sg_partition *p) {
     if (!cJSON_AddNumberToObject(e, "part", q) || !cJSON_AddStringToObject(e, "device", p->dev[q].name) ||
         !cJSON_AddNumberToObject(e, "ops", ps->ops) || !cJSON_AddNumberToObject(e, "memory_bytes", ps->mem) ||
         !cJSON_AddNumberToObject(e, "memory_target", p->solve.mem_target[q]) ||
-        !cJSON_AddNumberToObject(e, "capacity_bytes", cap) || !cJSON_AddNumberToObject(e, "flops", ps->comp) ||
+        !cJSON_AddNumberToObject(e, "capacity_bytes", cap) ||
+        !cJSON_AddNumberToObject(e, "flops", ps->comp) ||
         !cJSON_AddNumberToObject(e, "est_seconds", ps->est_seconds) ||
-        !cJSON_AddNumberToObject(e, "send_bytes", ps->send) || !cJSON_AddNumberToObject(e, "recv_bytes", ps->recv) ||
+        !cJSON_AddNumberToObject(e, "send_bytes", ps->send) ||
+        !cJSON_AddNumberToObject(e, "recv_bytes", ps->recv) ||
         !cJSON_AddNumberToObject(e, "score", ps->score))
       return false;
   }
@@ -247,8 +256,8 @@ static bool add_boundary(cJSON *o, const sg_partition *p) {
     }
     cJSON *to = cJSON_CreateIntArray(p->boundary_to + b->to_off, b->n_to);
     if (!cJSON_AddStringToObject(e, "tensor", p->g->tensors[b->tensor].name) ||
-        !cJSON_AddNumberToObject(e, "bytes", b->bytes) || !cJSON_AddNumberToObject(e, "from", b->from) || to == NULL ||
-        !cJSON_AddItemToObject(e, "to", to)) {
+        !cJSON_AddNumberToObject(e, "bytes", b->bytes) || !cJSON_AddNumberToObject(e, "from", b->from) ||
+        to == NULL || !cJSON_AddItemToObject(e, "to", to)) {
       cJSON_Delete(to);
       return false;
     }
@@ -266,7 +275,8 @@ static bool add_devices(cJSON *o, const sg_partition *p) {
       cJSON_Delete(e);
       return false;
     }
-    if (!cJSON_AddStringToObject(e, "name", d->name) || !cJSON_AddStringToObject(e, "kind", sg_device_kind_name(d->kind)) ||
+    if (!cJSON_AddStringToObject(e, "name", d->name) ||
+        !cJSON_AddStringToObject(e, "kind", sg_device_kind_name(d->kind)) ||
         !cJSON_AddNumberToObject(e, "peak_flops", d->peak) ||
         !cJSON_AddNumberToObject(e, "memory_bytes", isinf(d->memory) ? 0.0 : d->memory) ||
         !cJSON_AddNumberToObject(e, "memory_bandwidth", d->bw) ||
@@ -289,16 +299,18 @@ static sg_status print_json(cJSON *o, char **out) {
 
 sg_status sg_partition_report_json(const sg_partition *p, char **out) {
   if (out) *out = NULL;
-  if (p == NULL || out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_partition_report_json: NULL argument");
+  if (p == NULL || out == NULL)
+    return sg__error(SG_ERR_INVALID_ARG, "sg_partition_report_json: NULL argument");
   const sg_partition_report *r = &p->report;
   cJSON *o = cJSON_CreateObject();
-  bool ok = o && add_figures(o, p) && cJSON_AddNumberToObject(o, "ops", r->ops) &&
-            cJSON_AddNumberToObject(o, "groups", r->groups) && cJSON_AddBoolToObject(o, "training", r->training) &&
-            cJSON_AddNumberToObject(o, "total_memory_bytes", r->total_memory_bytes) &&
-            cJSON_AddNumberToObject(o, "total_flops", r->total_flops) &&
-            cJSON_AddNumberToObject(o, "imbalance_tolerance_pct", p->params.imbalance * 100.0) &&
-            cJSON_AddNumberToObject(o, "alpha", p->params.alpha) &&
-            cJSON_AddNumberToObject(o, "seed", (double)p->params.seed) && add_devices(o, p) && add_boundary(o, p);
+  bool ok =
+      o && add_figures(o, p) && cJSON_AddNumberToObject(o, "ops", r->ops) &&
+      cJSON_AddNumberToObject(o, "groups", r->groups) && cJSON_AddBoolToObject(o, "training", r->training) &&
+      cJSON_AddNumberToObject(o, "total_memory_bytes", r->total_memory_bytes) &&
+      cJSON_AddNumberToObject(o, "total_flops", r->total_flops) &&
+      cJSON_AddNumberToObject(o, "imbalance_tolerance_pct", p->params.imbalance * 100.0) &&
+      cJSON_AddNumberToObject(o, "alpha", p->params.alpha) &&
+      cJSON_AddNumberToObject(o, "seed", (double)p->params.seed) && add_devices(o, p) && add_boundary(o, p);
   if (ok && p->baseline) {
     cJSON *rnd = cJSON_AddObjectToObject(o, "random");
     ok = rnd && add_figures(rnd, p->baseline);
@@ -357,35 +369,37 @@ static const char *human(double x, const char *unit, char *buf, size_t cap) {
 static void figures_row(strbuf *b, const char *label, const sg_partition *p) {
   const sg_partition_report *r = &p->report;
   char cut[32];
-  sb_printf(b, "%-10s %12s %10.1f%% %11.1f%% %11.2f %8s %9d\n", label, human(r->cut_bytes, "B", cut, sizeof cut),
-            r->imbalance_pct, r->compute_imbalance_pct, r->bottleneck_ratio, r->acyclic ? "yes" : "no",
-            (int)r->boundary_tensors);
+  sb_printf(b, "%-10s %12s %10.1f%% %11.1f%% %11.2f %8s %9d\n", label,
+            human(r->cut_bytes, "B", cut, sizeof cut), r->imbalance_pct, r->compute_imbalance_pct,
+            r->bottleneck_ratio, r->acyclic ? "yes" : "no", (int)r->boundary_tensors);
 }
 
 sg_status sg_partition_report_text(const sg_partition *p, char **out) {
   if (out) *out = NULL;
-  if (p == NULL || out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_partition_report_text: NULL argument");
+  if (p == NULL || out == NULL)
+    return sg__error(SG_ERR_INVALID_ARG, "sg_partition_report_text: NULL argument");
   const sg_partition_report *r = &p->report;
   strbuf b = {0};
   char x[32], y[32], z[32], w[32], v[32];
-  sb_printf(&b, "%d parts, %s mode: %d ops in %d groups (%s graph), %s of memory, %s per step, %.3f s\n", r->parts,
-            mode_name(r->mode), (int)r->ops, (int)r->groups, r->training ? "training" : "forward",
-            human(r->total_memory_bytes, "B", x, sizeof x), human(r->total_flops, "FLOP", y, sizeof y), r->seconds);
-  sb_printf(&b, "\n%-10s %12s %11s %12s %11s %8s %9s\n", "", "cut", "memory imb.", "compute imb.", "bottleneck",
-            "acyclic", "boundary");
+  sb_printf(&b, "%d parts, %s mode: %d ops in %d groups (%s graph), %s of memory, %s per step, %.3f s\n",
+            r->parts, mode_name(r->mode), (int)r->ops, (int)r->groups, r->training ? "training" : "forward",
+            human(r->total_memory_bytes, "B", x, sizeof x), human(r->total_flops, "FLOP", y, sizeof y),
+            r->seconds);
+  sb_printf(&b, "\n%-10s %12s %11s %12s %11s %8s %9s\n", "", "cut", "memory imb.", "compute imb.",
+            "bottleneck", "acyclic", "boundary");
   figures_row(&b, "partition", p);
   if (p->baseline) figures_row(&b, "random", p->baseline);
-  sb_printf(&b, "\n%4s  %-16s %6s %11s %11s %11s %12s %10s %11s %11s %6s\n", "part", "device", "ops", "memory",
-            "target", "capacity", "compute", "est. time", "send", "recv", "score");
+  sb_printf(&b, "\n%4s  %-16s %6s %11s %11s %11s %12s %10s %11s %11s %6s\n", "part", "device", "ops",
+            "memory", "target", "capacity", "compute", "est. time", "send", "recv", "score");
   for (int q = 0; q < p->k; q++) {
     const sg__part_stats *ps = &p->parts[q];
     char cap[32], t[32];
     if (isinf(p->solve.cap[q])) snprintf(cap, sizeof cap, "-");
     else human(p->solve.cap[q], "B", cap, sizeof cap);
     snprintf(t, sizeof t, "%.3g s", ps->est_seconds);
-    sb_printf(&b, "%4d  %-16.16s %6d %11s %11s %11s %12s %10s %11s %11s %6.3f\n", q, p->dev[q].name, (int)ps->ops,
-              human(ps->mem, "B", x, sizeof x), human(p->solve.mem_target[q], "B", y, sizeof y), cap,
-              human(ps->comp, "FLOP", z, sizeof z), t, human(ps->send, "B", w, sizeof w),
+    sb_printf(&b, "%4d  %-16.16s %6d %11s %11s %11s %12s %10s %11s %11s %6.3f\n", q, p->dev[q].name,
+              (int)ps->ops, human(ps->mem, "B", x, sizeof x), human(p->solve.mem_target[q], "B", y, sizeof y),
+              cap, human(ps->comp, "FLOP", z, sizeof z), t, human(ps->send, "B", w, sizeof w),
               human(ps->recv, "B", v, sizeof v), ps->score);
   }
   if (b.failed || b.s == NULL) {
@@ -454,7 +468,8 @@ static void write_dot(const sg_partition *p, FILE *f) {
 }
 
 sg_status sg_partition_write_dot(const sg_partition *p, const char *path) {
-  if (p == NULL || path == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_partition_write_dot: NULL argument");
+  if (p == NULL || path == NULL)
+    return sg__error(SG_ERR_INVALID_ARG, "sg_partition_write_dot: NULL argument");
   bool to_stdout = strcmp(path, "-") == 0;
   FILE *f = to_stdout ? stdout : fopen(path, "w");
   if (f == NULL) return sg__error(SG_ERR_IO, "cannot open '%s' for writing: %s", path, strerror(errno));

@@ -20,12 +20,13 @@ static sg_status check_capacity(const sg__solve *s, const int32_t *part) {
     if (l.mem[p] > s->cap[p] * (1.0 + 1e-12)) {
       double cap_sum = 0.0;
       for (int q = 0; q < s->k; q++) cap_sum += s->cap[q];
-      st = sg__error(SG_ERR_RANGE,
-                     "partition: part %d needs %.0f bytes of memory, more than the capacity of device '%s' (%.0f "
-                     "bytes); no placement of the ops fits (the graph needs %.0f bytes, the devices' capacity is %.0f "
-                     "bytes in all)%s",
-                     p, l.mem[p], s->dev[p].name ? s->dev[p].name : "?", s->cap[p], s->pg->total_mem, cap_sum,
-                     s->pipeline ? " in pipeline order" : "");
+      st = sg__error(
+          SG_ERR_RANGE,
+          "partition: part %d needs %.0f bytes of memory, more than the capacity of device '%s' (%.0f "
+          "bytes); no placement of the ops fits (the graph needs %.0f bytes, the devices' capacity is %.0f "
+          "bytes in all)%s",
+          p, l.mem[p], s->dev[p].name ? s->dev[p].name : "?", s->cap[p], s->pg->total_mem, cap_sum,
+          s->pipeline ? " in pipeline order" : "");
     }
   sg__loads_free(&l);
   return st;

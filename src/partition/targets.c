@@ -13,7 +13,9 @@ double sg__vertex_time(const sg__pgraph *pg, int32_t v, const sg__device *d) {
   return t > m ? t : m;
 }
 
-static bool same_speed(const sg__device *a, const sg__device *b) { return a->peak == b->peak && a->bw == b->bw; }
+static bool same_speed(const sg__device *a, const sg__device *b) {
+  return a->peak == b->peak && a->bw == b->bw;
+}
 
 static const char *vname(const sg__solve *s, int32_t v, char *buf, size_t cap) {
   if (s->vertex_name) return s->vertex_name(s->name_ctx, v, buf, cap);
@@ -115,10 +117,11 @@ sg_status sg__targets_init(sg__solve *s) {
                      cap_max);
     }
   if (st == SG_OK && pg->total_mem > cap_sum)
-    st = sg__error(SG_ERR_RANGE,
-                   "partition: the graph needs %.0f bytes of memory but the capacity of the %d devices is %.0f bytes "
-                   "in all",
-                   pg->total_mem, k, cap_sum);
+    st = sg__error(
+        SG_ERR_RANGE,
+        "partition: the graph needs %.0f bytes of memory but the capacity of the %d devices is %.0f bytes "
+        "in all",
+        pg->total_mem, k, cap_sum);
   if (st == SG_OK) {
     memory_targets(s, share);
     for (int p = 0; p < k; p++) {

@@ -45,14 +45,15 @@ static int64_t attr_int(const sg__op *op, const char *name) {
 
 /* The annotated column-split op whose output reaches tensor t through
  * single-consumer elementwise ops only, or -1. */
-static int32_t column_source(const sg_graph *g, const int32_t *uses, const int32_t *annot, const sg_tp_annotation *a,
-                             int32_t t) {
+static int32_t column_source(const sg_graph *g, const int32_t *uses, const int32_t *annot,
+                             const sg_tp_annotation *a, int32_t t) {
   for (;;) {
     if (uses[t] != 1) return -1;
     int32_t prod = g->tensors[t].producer;
     if (prod < 0) return -1;
     const sg__op *op = &g->ops[prod];
-    if (annot[prod] >= 0) return a[annot[prod]].split == SG_TP_COLUMN && op->outputs[0] == t ? annot[prod] : -1;
+    if (annot[prod] >= 0)
+      return a[annot[prod]].split == SG_TP_COLUMN && op->outputs[0] == t ? annot[prod] : -1;
     if (!keeps_split(op) || op->outputs[0] != t || op->n_inputs < 1 || op->inputs[0] < 0) return -1;
     t = op->inputs[0];
   }
@@ -70,16 +71,18 @@ sg_status sg_tp_plan_create(const sg_graph *g, const sg_tp_params *params, sg_tp
   sg_tp_params tp = sg_tp_params_init();
   if (params) {
     if (params->size < sizeof tp)
-      return sg__error(SG_ERR_INVALID_ARG,
-                       "sg_tp_plan_create: params.size is %zu, expected %zu; initialise params with SG_TP_PARAMS_INIT",
-                       params->size, sizeof tp);
+      return sg__error(
+          SG_ERR_INVALID_ARG,
+          "sg_tp_plan_create: params.size is %zu, expected %zu; initialise params with SG_TP_PARAMS_INIT",
+          params->size, sizeof tp);
     tp = *params;
   }
   if (tp.ways < 2 || tp.ways > SG_PARTITION_MAX_PARTS)
     return sg__error(SG_ERR_INVALID_ARG, "sg_tp_plan_create: params.ways is %d; it must be in 2..%d", tp.ways,
                      SG_PARTITION_MAX_PARTS);
   if (!(tp.min_weight_bytes >= 0.0))
-    return sg__error(SG_ERR_INVALID_ARG, "sg_tp_plan_create: params.min_weight_bytes is %g", tp.min_weight_bytes);
+    return sg__error(SG_ERR_INVALID_ARG, "sg_tp_plan_create: params.min_weight_bytes is %g",
+                     tp.min_weight_bytes);
   if (!g->finalized) return sg__error(SG_ERR_STATE, "sg_tp_plan_create: the graph is not finalized");
 
   sg_tp_plan *plan = sg__calloc(1, sizeof *plan);
@@ -173,7 +176,8 @@ int32_t sg_tp_plan_count(const sg_tp_plan *plan) { return plan ? plan->n : 0; }
 
 sg_status sg_tp_plan_get(const sg_tp_plan *plan, int32_t i, sg_tp_annotation *out) {
   if (plan == NULL || out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_tp_plan_get: NULL argument");
-  if (i < 0 || i >= plan->n) return sg__error(SG_ERR_RANGE, "sg_tp_plan_get: annotation %d of %d", (int)i, (int)plan->n);
+  if (i < 0 || i >= plan->n)
+    return sg__error(SG_ERR_RANGE, "sg_tp_plan_get: annotation %d of %d", (int)i, (int)plan->n);
   *out = plan->a[i];
   return SG_OK;
 }
@@ -201,7 +205,8 @@ sg_status sg_tp_plan_json(const sg_tp_plan *plan, char **out) {
     }
     const sg_graph *g = plan->g;
     ok = cJSON_AddNumberToObject(e, "op", a->op) && cJSON_AddStringToObject(e, "name", g->ops[a->op].name) &&
-         cJSON_AddStringToObject(e, "split", split_name(a->split)) && cJSON_AddNumberToObject(e, "ways", a->ways) &&
+         cJSON_AddStringToObject(e, "split", split_name(a->split)) &&
+         cJSON_AddNumberToObject(e, "ways", a->ways) &&
          (a->weight.id < 0 ? cJSON_AddNullToObject(e, "weight") != NULL
                            : cJSON_AddStringToObject(e, "weight", g->tensors[a->weight.id].name) != NULL) &&
          cJSON_AddNumberToObject(e, "weight_axis", a->weight_axis) &&

@@ -473,7 +473,12 @@ expect(j["groups"] == 9 and j["ops"] > 9, "backward and update ops joined the fo
 expect(j["train"] == "'"$opt"'", "train")
 '
   done
-  # --batch must match the output rows when a loss is added (cnn.sgg has its own loss: not added).
+  # cnn.sgg has its own loss, so --batch adds nothing here; an ONNX model with a symbolic batch dim
+  # needs it, and a loss added on its logits gets a labels input of that many rows.
+  if [ -f "$data/onnx/mlp_eval.onnx" ]; then
+    run 0 partition "$data/onnx/mlp_eval.onnx" --parts 2 --mode pipeline --train adamw --batch 8 --json
+    check_json "$COMMON"'expect(j["training"] is True and j["acyclic"] is True, "ONNX training pipeline")'
+  fi
   run 0 partition "$data/cnn.sgg" -k 2 --train sgd --batch 2
   grep -q '^partition of .*cnn.sgg. trained with sgd' "$work/out" || fail "text header"
   grep -Eq '^random ' "$work/out" || fail "text table lacks the random row"
@@ -502,7 +507,7 @@ expect(j["train"] == "'"$opt"'", "train")
   run 1 partition "$data/cnn.sgg" --parts 2 --devices "$work/broken.json"
   expect_one_error_line "malformed JSON"
   # Command-line mistakes: exit 2, one line.
-  for args in "--parts 0" "--parts 2 --mode diagonal" "--parts 2 --train sgdd" "--mode free" "--parts 2 --batch 4"; do
+  for args in "--parts 0" "--parts 2 --mode diagonal" "--parts 2 --train sgdd" "--mode free" "--parts 2 --batch x"; do
     # shellcheck disable=SC2086  # args are meant to split
     run 2 partition "$data/cnn.sgg" $args
     expect_one_error_line "^sgrt: partition: .+"

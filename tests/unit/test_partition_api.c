@@ -98,13 +98,14 @@ static void test_memory_model(void **state) {
       int32_t p = g->ops[k].inputs[0];
       assert_int_equal(m.op_group[k], strcmp(g->tensors[p].name, "w1") == 0 ? a : c);
     } else if (m.op_class[k] == SG__PART_BACKWARD) {
-      int32_t want = strncmp(name, "gemm_0/", 7) == 0   ? a
-                     : strncmp(name, "relu_1/", 7) == 0 ? b
-                     : strncmp(name, "gemm_2/", 7) == 0 ? c
+      int32_t want = strncmp(name, "gemm_0/", 7) == 0             ? a
+                     : strncmp(name, "relu_1/", 7) == 0           ? b
+                     : strncmp(name, "gemm_2/", 7) == 0           ? c
                      : strncmp(name, "cross_entropy_3/", 16) == 0 ? d
-                     : strncmp(name, "w1/", 3) == 0     ? a
-                                                        : c;
-      if (m.op_group[k] != want) fail_msg("backward op '%s' in group %d, expected %d", name, m.op_group[k], want);
+                     : strncmp(name, "w1/", 3) == 0               ? a
+                                                                  : c;
+      if (m.op_group[k] != want)
+        fail_msg("backward op '%s' in group %d, expected %d", name, m.op_group[k], want);
     }
   }
   sg__pmodel_free(&m);
@@ -133,7 +134,8 @@ static void test_flops(void **state) {
   double want[] = {2.0 * 512 * 27 + 512, 512, 128 * 4, 2.0 * 30 * 7};
   for (int k = 0; k < 4; k++) {
     sg__op_cost c = sg__op_cost_of(g, &g->ops[k]);
-    if (fabs(c.flops - want[k]) > 1e-9) fail_msg("op %d (%s): %g FLOPs, expected %g", k, g->ops[k].name, c.flops, want[k]);
+    if (fabs(c.flops - want[k]) > 1e-9)
+      fail_msg("op %d (%s): %g FLOPs, expected %g", k, g->ops[k].name, c.flops, want[k]);
   }
   /* Traffic of the relu: 512 floats in and out. */
   assert_float_equal(sg__op_cost_of(g, &g->ops[1]).traffic, 2.0 * 512 * 4, 1e-9);
@@ -265,11 +267,12 @@ static sg_graph *wide_mlp(int blocks) {
 static void test_heterogeneous(void **state) {
   (void)state;
   sg_graph *g = wide_mlp(120);
-  const char *json = "{\"devices\": ["
-                     "{\"name\": \"fast\", \"kind\": \"gpu\", \"peak_flops\": 2e12, \"memory_bytes\": 16e9,"
-                     " \"memory_bandwidth\": 2e11, \"link_bandwidth\": 1e10, \"link_latency_us\": 5},"
-                     "{\"name\": \"slow\", \"kind\": \"gpu\", \"peak_flops\": 1e12, \"memory_bytes\": 16e9,"
-                     " \"memory_bandwidth\": 1e11, \"link_bandwidth\": 1e10, \"link_latency_us\": 5, \"count\": 3}]}";
+  const char *json =
+      "{\"devices\": ["
+      "{\"name\": \"fast\", \"kind\": \"gpu\", \"peak_flops\": 2e12, \"memory_bytes\": 16e9,"
+      " \"memory_bandwidth\": 2e11, \"link_bandwidth\": 1e10, \"link_latency_us\": 5},"
+      "{\"name\": \"slow\", \"kind\": \"gpu\", \"peak_flops\": 1e12, \"memory_bytes\": 16e9,"
+      " \"memory_bandwidth\": 1e11, \"link_bandwidth\": 1e10, \"link_latency_us\": 5, \"count\": 3}]}";
   sg_device_table *t;
   assert_status(sg_device_table_parse(json, &t), SG_OK, NULL);
   assert_int_equal(sg_device_table_count(t), 4);
@@ -293,7 +296,8 @@ static void test_heterogeneous(void **state) {
     printf("heterogeneous (%s): the fast device's part has %.3fx the compute of the others' mean\n",
            m ? "pipeline" : "free", ratio);
     assert_true(ratio >= 1.8 && ratio <= 2.2);
-    for (int q = 1; q < 4; q++) assert_true(pi[0].flops / pi[q].flops >= 1.8 && pi[0].flops / pi[q].flops <= 2.2);
+    for (int q = 1; q < 4; q++)
+      assert_true(pi[0].flops / pi[q].flops >= 1.8 && pi[0].flops / pi[q].flops <= 2.2);
     sg_partition_destroy(p);
   }
   sg_device_table_destroy(t);
@@ -308,21 +312,22 @@ static void test_capacity(void **state) {
   pp.parts = 2;
   sg_partition *p = NULL;
   sg_device_table *t;
-  assert_int_equal(sg_device_table_parse("{\"devices\": [{\"preset\": \"cpu\", \"memory_bytes\": 1000}]}", &t), SG_OK);
+  assert_int_equal(
+      sg_device_table_parse("{\"devices\": [{\"preset\": \"cpu\", \"memory_bytes\": 1000}]}", &t), SG_OK);
   assert_status(sg_partition_create(g, &pp, t, &p), SG_ERR_RANGE, "capacity");
   assert_true(strstr(sg_last_error(), "needs") != NULL);
   assert_null(p);
   sg_device_table_destroy(t);
   /* Enough in all, but the convolution's group alone is more than any one
    * device has: the message names it. */
-  assert_int_equal(sg_device_table_parse("{\"devices\": [{\"preset\": \"cpu\", \"memory_bytes\": 12000}]}", &t),
-                   SG_OK);
+  assert_int_equal(
+      sg_device_table_parse("{\"devices\": [{\"preset\": \"cpu\", \"memory_bytes\": 12000}]}", &t), SG_OK);
   pp.parts = 8;
   assert_status(sg_partition_create(g, &pp, t, &p), SG_ERR_RANGE, "op '");
   sg_device_table_destroy(t);
   /* Generous: every part within its device. */
-  assert_int_equal(sg_device_table_parse("{\"devices\": [{\"preset\": \"cpu\", \"memory_bytes\": 40000}]}", &t),
-                   SG_OK);
+  assert_int_equal(
+      sg_device_table_parse("{\"devices\": [{\"preset\": \"cpu\", \"memory_bytes\": 40000}]}", &t), SG_OK);
   pp.parts = 2;
   for (int m = 0; m < 2; m++) {
     pp.mode = m ? SG_PARTITION_PIPELINE : SG_PARTITION_FREE;
@@ -381,9 +386,16 @@ static void test_arguments(void **state) {
   sg_graph_destroy(g);
 }
 
-static const char *const figure_keys[] = {"parts",    "mode",          "cut_bytes",        "imbalance_pct",
-                                          "compute_imbalance_pct", "bottleneck_ratio", "acyclic",
-                                          "boundary_tensors", "seconds", "per_part"};
+static const char *const figure_keys[] = {"parts",
+                                          "mode",
+                                          "cut_bytes",
+                                          "imbalance_pct",
+                                          "compute_imbalance_pct",
+                                          "bottleneck_ratio",
+                                          "acyclic",
+                                          "boundary_tensors",
+                                          "seconds",
+                                          "per_part"};
 
 static void test_reports(void **state) {
   (void)state;
@@ -468,7 +480,8 @@ static void test_allocation_failures(void **state) {
         sg_partition_destroy(p);
         break;
       }
-      if (st != SG_ERR_NO_MEMORY) fail_msg("allocation %ld failing gave %s: %s", n, sg_status_str(st), sg_last_error());
+      if (st != SG_ERR_NO_MEMORY)
+        fail_msg("allocation %ld failing gave %s: %s", n, sg_status_str(st), sg_last_error());
       assert_null(p);
       assert_true(n < 100000);
     }
@@ -478,9 +491,11 @@ static void test_allocation_failures(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_memory_model), cmocka_unit_test(test_flops),    cmocka_unit_test(test_cnn_pipeline),
-      cmocka_unit_test(test_determinism),  cmocka_unit_test(test_heterogeneous), cmocka_unit_test(test_capacity),
-      cmocka_unit_test(test_arguments),    cmocka_unit_test(test_reports),  cmocka_unit_test(test_allocation_failures),
+      cmocka_unit_test(test_memory_model),        cmocka_unit_test(test_flops),
+      cmocka_unit_test(test_cnn_pipeline),        cmocka_unit_test(test_determinism),
+      cmocka_unit_test(test_heterogeneous),       cmocka_unit_test(test_capacity),
+      cmocka_unit_test(test_arguments),           cmocka_unit_test(test_reports),
+      cmocka_unit_test(test_allocation_failures),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -54,11 +54,12 @@ static void test_presets(void **state) {
 
 static void test_json(void **state) {
   (void)state;
-  const char *json = "{\"comment\": \"two kinds\", \"devices\": ["
-                     " {\"name\": \"gpu\", \"kind\": \"gpu\", \"peak_flops\": 312e12, \"memory_bytes\": 80e9,"
-                     "  \"memory_bandwidth\": 2e12, \"link_bandwidth\": 300e9, \"link_latency_us\": 1.5, \"count\": 2},"
-                     " {\"preset\": \"ascend910b\", \"memory_bytes\": 32e9},"
-                     " {\"preset\": \"cpu\", \"kind\": \"cpu\"}]}";
+  const char *json =
+      "{\"comment\": \"two kinds\", \"devices\": ["
+      " {\"name\": \"gpu\", \"kind\": \"gpu\", \"peak_flops\": 312e12, \"memory_bytes\": 80e9,"
+      "  \"memory_bandwidth\": 2e12, \"link_bandwidth\": 300e9, \"link_latency_us\": 1.5, \"count\": 2},"
+      " {\"preset\": \"ascend910b\", \"memory_bytes\": 32e9},"
+      " {\"preset\": \"cpu\", \"kind\": \"cpu\"}]}";
   sg_device_table *t;
   assert_status(sg_device_table_parse(json, &t), SG_OK, NULL);
   assert_int_equal(sg_device_table_count(t), 4);
@@ -91,7 +92,8 @@ static void test_bad_tables(void **state) {
     sg_status st;
     const char *needle;
   } cases[] = {
-      {"{\"devices\": [{\"kind\": \"gpu\", \"peak_flops\": 1e12, \"memory_bytes\": -1, \"memory_bandwidth\": 1e11,"
+      {"{\"devices\": [{\"kind\": \"gpu\", \"peak_flops\": 1e12, \"memory_bytes\": -1, \"memory_bandwidth\": "
+       "1e11,"
        " \"link_bandwidth\": 1e10, \"link_latency_us\": 1}]}",
        SG_ERR_FORMAT, "devices[0].memory_bytes: must be > 0, got -1"},
       {"{\"devices\": []}", SG_ERR_FORMAT, "devices: is empty (no devices)"},
@@ -104,35 +106,40 @@ static void test_bad_tables(void **state) {
       {"{\"devices\": [{\"preset\": \"a100\"}]} trailing", SG_ERR_FORMAT, "malformed JSON"},
       {"{\"devices\": {\"preset\": \"a100\"}}", SG_ERR_FORMAT, "devices: must be an array"},
       {"{\"devices\": [3]}", SG_ERR_FORMAT, "devices[0]: must be an object"},
-      {"{\"devices\": [{\"preset\": \"tpu9\"}]}", SG_ERR_NOT_FOUND, "devices[0].preset: unknown preset 'tpu9'"},
-      {"{\"devices\": [{\"preset\": \"a100\", \"memory\": 5}]}", SG_ERR_FORMAT, "devices[0].memory: unknown field"},
+      {"{\"devices\": [{\"preset\": \"tpu9\"}]}", SG_ERR_NOT_FOUND,
+       "devices[0].preset: unknown preset 'tpu9'"},
+      {"{\"devices\": [{\"preset\": \"a100\", \"memory\": 5}]}", SG_ERR_FORMAT,
+       "devices[0].memory: unknown field"},
       {"{\"device\": []}", SG_ERR_FORMAT, "device: unknown field"},
       {"{\"devices\": [{\"kind\": \"cpu\"}]}", SG_ERR_FORMAT, "devices[0].peak_flops: missing"},
       {"{\"devices\": [{\"peak_flops\": 1}]}", SG_ERR_FORMAT, "devices[0].kind: missing"},
       {"{\"devices\": [{\"preset\": \"cpu\", \"peak_flops\": \"fast\"}]}", SG_ERR_FORMAT,
        "devices[0].peak_flops: must be a finite number"},
-      {"{\"devices\": [{\"preset\": \"cpu\", \"peak_flops\": 0}]}", SG_ERR_FORMAT, "devices[0].peak_flops: must be > 0"},
+      {"{\"devices\": [{\"preset\": \"cpu\", \"peak_flops\": 0}]}", SG_ERR_FORMAT,
+       "devices[0].peak_flops: must be > 0"},
       {"{\"devices\": [{\"preset\": \"cpu\", \"link_latency_us\": -2}]}", SG_ERR_FORMAT,
        "devices[0].link_latency_us: must be >= 0"},
       {"{\"devices\": [{\"preset\": \"cpu\", \"memory_bandwidth\": -5}]}", SG_ERR_FORMAT,
        "devices[0].memory_bandwidth"},
       {"{\"devices\": [{\"preset\": \"cpu\", \"count\": 0}]}", SG_ERR_FORMAT, "devices[0].count"},
       {"{\"devices\": [{\"preset\": \"cpu\", \"count\": 1.5}]}", SG_ERR_FORMAT, "devices[0].count"},
-      {"{\"devices\": [{\"preset\": \"cpu\", \"count\": 1000}, {\"preset\": \"cpu\", \"count\": 100}]}", SG_ERR_FORMAT,
-       "devices[1].count: more than 1024 devices"},
+      {"{\"devices\": [{\"preset\": \"cpu\", \"count\": 1000}, {\"preset\": \"cpu\", \"count\": 100}]}",
+       SG_ERR_FORMAT, "devices[1].count: more than 1024 devices"},
       {"{\"devices\": [{\"preset\": \"cpu\", \"name\": \"a\"}, {\"preset\": \"cpu\", \"name\": \"a\"}]}",
        SG_ERR_FORMAT, "devices[1].name: 'a' is used twice"},
-      {"{\"devices\": [{\"preset\": \"cpu\", \"name\": 7}]}", SG_ERR_FORMAT, "devices[0].name: not a valid name"},
+      {"{\"devices\": [{\"preset\": \"cpu\", \"name\": 7}]}", SG_ERR_FORMAT,
+       "devices[0].name: not a valid name"},
       {"{\"devices\": [{\"preset\": \"cpu\", \"name\": \"bad\\nname\"}]}", SG_ERR_FORMAT, "devices[0].name"},
       {"{\"devices\": [{\"preset\": 5}]}", SG_ERR_FORMAT, "devices[0].preset: must be a string"},
-      {"{\"devices\": [{\"preset\": \"cpu\", \"kind\": 1}]}", SG_ERR_FORMAT, "devices[0].kind: must be a string"},
+      {"{\"devices\": [{\"preset\": \"cpu\", \"kind\": 1}]}", SG_ERR_FORMAT,
+       "devices[0].kind: must be a string"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     sg_device_table *t = (sg_device_table *)&t; /* must be reset to NULL */
     sg_status st = sg_device_table_parse(cases[i].json, &t);
     if (st != cases[i].st || strstr(sg_last_error(), cases[i].needle) == NULL)
-      fail_msg("case %zu (%s): %s '%s', expected %s with '%s'", i, cases[i].json, sg_status_str(st), sg_last_error(),
-               sg_status_str(cases[i].st), cases[i].needle);
+      fail_msg("case %zu (%s): %s '%s', expected %s with '%s'", i, cases[i].json, sg_status_str(st),
+               sg_last_error(), sg_status_str(cases[i].st), cases[i].needle);
     assert_null(t);
   }
   sg_device_table *t;

@@ -35,8 +35,8 @@ static int below(rng *r, int n) { return (int)(next(r) % (uint64_t)n); }
 static double unit(rng *r) { return (double)(next(r) >> 11) * 0x1.0p-53; }
 
 enum shape { CHAIN, LAYERED, RESIDUAL, FORK_JOIN, TREE, SPARSE, DISCONNECTED, N_SHAPES };
-static const char *const shape_names[] = {"chain", "layered", "residual", "fork-join", "tree", "sparse",
-                                          "disconnected"};
+static const char *const shape_names[] = {"chain", "layered", "residual",    "fork-join",
+                                          "tree",  "sparse",  "disconnected"};
 
 typedef struct dag {
   int32_t n;
@@ -167,8 +167,8 @@ static bool fits(const double *mem, int32_t n, const sg__device *dev, int k, boo
 }
 
 /* One DAG, one K, one mode: runs the solver and checks the properties. */
-static void check_one(const dag *d, const double *mem, const double *flops, int k, bool pipeline, int cap_mode,
-                      bool hetero, rng *r, stats *st, const char *what) {
+static void check_one(const dag *d, const double *mem, const double *flops, int k, bool pipeline,
+                      int cap_mode, bool hetero, rng *r, stats *st, const char *what) {
   sg__pgraph pg;
   assert_int_equal(sg__pgraph_init(&pg, d->n, mem, flops, flops, mem, d->ne, d->e), SG_OK);
   sg__device *dev = calloc((size_t)k, sizeof *dev);
@@ -197,7 +197,8 @@ static void check_one(const dag *d, const double *mem, const double *flops, int 
   st->pipeline_runs += pipeline;
   if (cap_mode == 2) {
     st->impossible_cases++;
-    if (status != SG_ERR_RANGE || strstr(sg_last_error(), "needs") == NULL || strstr(sg_last_error(), "capacity") == NULL) {
+    if (status != SG_ERR_RANGE || strstr(sg_last_error(), "needs") == NULL ||
+        strstr(sg_last_error(), "capacity") == NULL) {
       fprintf(stderr, "%s: an impossible fit gave %s: %s\n", what, sg_status_str(status), sg_last_error());
       fail();
     }
@@ -251,8 +252,10 @@ static void check_one(const dag *d, const double *mem, const double *flops, int 
     st->balanced_cases++;
     for (int p = 0; p < k; p++)
       if (load[p] > s.mem_target[p] * (1 + s.eps) * (1 + 1e-9)) {
-        fprintf(stderr, "%s: part %d holds %g, target %g: imbalance %.2f%% > 5%% though a balanced partition exists\n",
-                what, p, load[p], s.mem_target[p], (load[p] / s.mem_target[p] - 1) * 100);
+        fprintf(
+            stderr,
+            "%s: part %d holds %g, target %g: imbalance %.2f%% > 5%% though a balanced partition exists\n",
+            what, p, load[p], s.mem_target[p], (load[p] / s.mem_target[p] - 1) * 100);
         fail();
       }
   }
@@ -292,7 +295,9 @@ static void test_random_dags(void **state) {
     for (int m = 0; m < 2; m++) {
       snprintf(what, sizeof what, "DAG %d (%s, %d vertices, K=%d, %s%s%s)", i, shape_names[sh], (int)n, k,
                m ? "pipeline" : "free", hetero ? ", heterogeneous" : "",
-               cap_mode == 1 ? ", capacities" : cap_mode == 2 ? ", too small" : "");
+               cap_mode == 1   ? ", capacities"
+               : cap_mode == 2 ? ", too small"
+                               : "");
       check_one(&d, mem, flops, k, m == 1, cap_mode, hetero, &r, &st, what);
     }
   }
@@ -322,8 +327,14 @@ static void test_deterministic(void **state) {
   for (int m = 0; m < 2; m++) {
     int32_t a[400], b[400];
     for (int rep = 0; rep < 2; rep++) {
-      sg__solve s = {.pg = &pg, .k = 6, .dev = dev, .pipeline = m == 1, .balance_compute = true, .eps = 0.05,
-                     .alpha = 0.3, .seed = 7};
+      sg__solve s = {.pg = &pg,
+                     .k = 6,
+                     .dev = dev,
+                     .pipeline = m == 1,
+                     .balance_compute = true,
+                     .eps = 0.05,
+                     .alpha = 0.3,
+                     .seed = 7};
       assert_int_equal(sg__solve_run(&s, rep ? b : a), SG_OK);
       sg__targets_free(&s);
     }

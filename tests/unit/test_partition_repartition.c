@@ -148,7 +148,8 @@ static void test_trigger(void **state) {
   sg_profile_sample lat[] = {sample(1, 0, 0.90, 250), sample(1, 500, 0.90, 200), sample(1, 1000, 0.90, 250)};
   assert_int_equal(fires(lat, 3, &node), 0);
   /* High CPU alone, or high latency alone, is not enough. */
-  sg_profile_sample cpu_only[] = {sample(1, 0, 0.99, 50), sample(1, 500, 0.99, 50), sample(1, 1000, 0.99, 50)};
+  sg_profile_sample cpu_only[] = {sample(1, 0, 0.99, 50), sample(1, 500, 0.99, 50),
+                                  sample(1, 1000, 0.99, 50)};
   assert_int_equal(fires(cpu_only, 3, &node), 0);
   /* A gap (a missing sample) breaks the run; only the latest samples count. */
   sg_profile_sample gap[] = {sample(3, 0, 0.9, 300), sample(3, 500, 0.9, 300), sample(3, 2000, 0.9, 300)};
@@ -177,11 +178,14 @@ static void test_trigger(void **state) {
   assert_int_equal(fire, 0);
   /* Bad input names the sample and field. */
   sg_profile_sample bad = sample(1, 0, 1.5, 10);
-  assert_status(sg_repartition_trigger(&bad, 1, NULL, &fire, &node), SG_ERR_INVALID_ARG, "samples[0].cpu_util");
+  assert_status(sg_repartition_trigger(&bad, 1, NULL, &fire, &node), SG_ERR_INVALID_ARG,
+                "samples[0].cpu_util");
   bad = sample(1, 0, 0.5, NAN);
-  assert_status(sg_repartition_trigger(&bad, 1, NULL, &fire, &node), SG_ERR_INVALID_ARG, "samples[0].latency_p99_ms");
+  assert_status(sg_repartition_trigger(&bad, 1, NULL, &fire, &node), SG_ERR_INVALID_ARG,
+                "samples[0].latency_p99_ms");
   bad = sample(1, -5, 0.5, 1);
-  assert_status(sg_repartition_trigger(&bad, 1, NULL, &fire, &node), SG_ERR_INVALID_ARG, "samples[0].timestamp_ms");
+  assert_status(sg_repartition_trigger(&bad, 1, NULL, &fire, &node), SG_ERR_INVALID_ARG,
+                "samples[0].timestamp_ms");
   p.sustain_samples = 0;
   assert_status(sg_repartition_trigger(&one, 1, &p, &fire, &node), SG_ERR_INVALID_ARG, "sustain_samples");
   p = sg_repartition_trigger_params_init();
