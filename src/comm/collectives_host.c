@@ -93,7 +93,9 @@ static sg_status ring_run(ring *g) {
   for (int t = 0; t < g->n_steps; t++) {
     int ch = recv_chunk(g, t);
     size_t off = chunk_off(g->count, n, ch), len = chunk_len(g->count, n, ch);
-    uint8_t *tmp = g->tmp + (size_t)t * max_chunk * g->esize;
+    /* Only reduce-scatter steps receive into scratch; allgather-only
+     * collectives have none (and NULL + 0 is undefined behaviour). */
+    uint8_t *tmp = g->tmp ? g->tmp + (size_t)t * max_chunk * g->esize : NULL;
     for (size_t s = 0; s < len; s += seg, k++) {
       size_t m = len - s < seg ? len - s : seg;
       SG_CHECK_GOTO(sg__ucx_wait(c->ucx, &rreq[k], c->deadline), st, out);

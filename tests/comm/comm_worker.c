@@ -276,7 +276,11 @@ int main(int argc, char **argv) {
     double dt = now_s() - t0;
     const char *lim = getenv("SG_COMM_TIMEOUT_MS");
     double limit = (lim ? atof(lim) : 60000) / 1000;
-    if (st != SG_ERR_TIMEOUT) FAIL("expected SG_ERR_TIMEOUT, got %s", sg_status_str(st));
+    /* Rank 0 hosts the store and gives up at its deadline; a client waiting
+     * on it may see the store close a moment before its own deadline, which
+     * is SG_ERR_COMM ("store went away"). Either way: failed, in time. */
+    if (st != SG_ERR_TIMEOUT && !(me != 0 && st == SG_ERR_COMM))
+      FAIL("expected SG_ERR_TIMEOUT, got %s", sg_status_str(st));
     if (dt > limit + 2.0) FAIL("timed out after %.2f s, limit %.2f s", dt, limit);
     printf("rank %d: timed out as expected after %.2f s: %s\n", me, dt, sg_last_error());
     return 0;
