@@ -3,7 +3,7 @@
 # (SPEC C2; docs/performance.md).
 #
 #   bench/resnet50_vs_torch.sh [--build DIR] [--steps N] [--threads N] [--repeat N]
-#                              [--configs "224x8 64x16"] [--json]
+#                              [--quiet-load X] [--configs "224x8 64x16"] [--json]
 #
 # For each RESxBATCH config it runs, with the same thread count, batch,
 # resolution, 1000 classes and SGD (lr 0.01, momentum 0.9):
@@ -15,10 +15,11 @@
 # and prints images/s and peak RSS of both and their ratios (sgrt / PyTorch:
 # > 1 is faster for images/s, < 1 is leaner for RSS). With --repeat N the
 # three runs of a config alternate N times and each side keeps its fastest
-# median (best of N: on a shared machine a run can only be slowed down). With
-# --json the last line is one JSON object. Not a timed test: these machines
-# are shared, so compare only ratios measured in one run (the load average
-# is printed).
+# median (best of N: on a shared machine a run can only be slowed down).
+# --quiet-load X waits (up to 10 minutes) before each run until the 1-minute
+# load average is below X. With --json the last line is one JSON object. Not
+# a timed test: these machines are shared, so compare only ratios measured in
+# one run (the load average before each run is recorded).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -26,6 +27,7 @@ build=$repo/build
 steps=5
 threads=2
 repeat=1
+quiet=0
 configs="224x8 64x16"
 json=0
 py=/usr/bin/python3
@@ -35,9 +37,10 @@ while [ $# -gt 0 ]; do
     --steps) steps=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
+    --quiet-load) quiet=$2; shift 2 ;;
     --configs) configs=$2; shift 2 ;;
     --json) json=1; shift ;;
-    -h | --help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "resnet50_vs_torch: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -47,6 +50,16 @@ peer=$repo/../shared/bench/torch_resnet50_step.py
 [ -f "$peer" ] || { echo "resnet50_vs_torch: no peer script at $peer (the shared folder beside the repo)" >&2; exit 1; }
 
 say() { [ "$json" = 1 ] && echo "$*" >&2 || echo "$*"; }
+load1() { cut -d' ' -f1 /proc/loadavg; }
+# Waits until the 1-minute load average is below $quiet (0: no wait), at most 10 minutes.
+wait_quiet() {
+  [ "$quiet" = 0 ] && return 0
+  local waited=0
+  while "$py" -c 'import sys; sys.exit(float(sys.argv[1]) < float(sys.argv[2]))' "$(load1)" "$quiet" && [ $waited -lt 600 ]; do
+    sleep 10
+    waited=$((waited + 10))
+  done
+}
 results=()
 say "load average before: $(cut -d' ' -f1-3 /proc/loadavg); $threads threads, $steps timed steps after 1 warm-up, best of $repeat"
 for cfg in $configs; do
@@ -55,11 +68,17 @@ for cfg in $configs; do
   say "== ${res}x${res}, batch $batch"
   runs=()
   for ((r = 0; r < repeat; r++)); do
+    wait_quiet
+    say "load average: $(load1)"
     sg=$("$sgrt_bin" --res "$res" --batch "$batch" --classes 1000 --steps $((steps + 1)) --warmup 1 --lr 0.01 \
       --threads "$threads" --json | tail -n 1)
     say "sgrt:          $sg"
+    wait_quiet
+    say "load average: $(load1)"
     cl=$("$py" "$peer" "$res" "$batch" "$steps" "$threads" cl 2>/dev/null | tail -n 1)
     say "pytorch cl:    $cl"
+    wait_quiet
+    say "load average: $(load1)"
     nchw=$("$py" "$peer" "$res" "$batch" "$steps" "$threads" nchw 2>/dev/null | tail -n 1)
     say "pytorch nchw:  $nchw"
     runs+=("$sg" "$cl" "$nchw")

@@ -273,8 +273,6 @@ bool sg__cpu_layout_native(const sg__cpu_state *st, const sg_graph *g, const sg_
 
 /* ---- the adapter ------------------------------------------------------------ */
 
-#define ADAPT_MAX 8
-
 typedef struct adapt_conv {
   int index;     /* operand: input index, or n_inputs + output index */
   bool to_plain; /* an input (or an updated input): reorder before */
@@ -288,7 +286,7 @@ typedef struct adapt_kernel {
   sg__kernel base;
   sg__kernel *inner;
   int n_in, n_out, nconv;
-  adapt_conv conv[ADAPT_MAX];
+  adapt_conv *conv; /* one per blocked operand (room for all operands) */
   void **in, **out; /* the inner kernel's operand arrays, filled per run */
   dnnl_stream_t stream;
 } adapt_kernel;
@@ -299,13 +297,14 @@ static void adapt_destroy(sg__kernel *base) {
     if (k->inner->destroy) k->inner->destroy(k->inner);
     sg__free(k->inner);
   }
-  for (int i = 0; i < k->nconv; i++) {
+  for (int i = 0; k->conv != NULL && i < k->nconv; i++) {
     adapt_conv *c = &k->conv[i];
     if (c->in_prim) dnnl_primitive_destroy(c->in_prim);
     if (c->out_prim) dnnl_primitive_destroy(c->out_prim);
     if (c->blk) dnnl_memory_destroy(c->blk);
     if (c->pln) dnnl_memory_destroy(c->pln);
   }
+  sg__free(k->conv);
   sg__free(k->in);
 }
 
@@ -363,7 +362,6 @@ static sg_status adapt_build(adapt_kernel *k, sg__cpu_state *st, const sg_graph 
   for (int i = 0; i < op->n_inputs + op->n_outputs; i++) {
     int32_t t = i < op->n_inputs ? op->inputs[i] : op->outputs[i - op->n_inputs];
     if (sg__cpu_tensor_layout(st, g, t) == SG__CPU_PLAIN) continue;
-    if (k->nconv >= ADAPT_MAX) return sg__cpu_op_fail(op, SG_ERR_INTERNAL, "too many blocked operands");
     const sg__tensor *x = &g->tensors[t];
     adapt_conv *c = &k->conv[k->nconv++];
     c->index = i;
@@ -406,7 +404,9 @@ sg_status sg__cpu_create_adapted(sg__cpu_state *st, const sg_graph *g, const sg_
   k->n_in = op->n_inputs;
   k->n_out = op->n_outputs;
   k->in = sg__calloc((size_t)op->n_inputs + (size_t)op->n_outputs + 1, sizeof(void *));
-  sg_status s = k->in ? SG_OK : sg__cpu_op_fail(op, SG_ERR_NO_MEMORY, "out of memory creating its kernel");
+  k->conv = sg__calloc((size_t)op->n_inputs + (size_t)op->n_outputs + 1, sizeof(adapt_conv));
+  sg_status s =
+      k->in && k->conv ? SG_OK : sg__cpu_op_fail(op, SG_ERR_NO_MEMORY, "out of memory creating its kernel");
   if (s == SG_OK) {
     k->out = k->in + op->n_inputs;
     s = adapt_build(k, st, g, op);
@@ -421,6 +421,8 @@ sg_status sg__cpu_create_adapted(sg__cpu_state *st, const sg_graph *g, const sg_
     sg__free(base);
     return s;
   }
+  SG_DEBUG("cpu backend: %s '%s' runs behind a layout adapter (%d blocked operands)",
+           sg_op_kind_name(op->kind), op->name ? op->name : "?", k->nconv);
   *out = base;
   return SG_OK;
 }
