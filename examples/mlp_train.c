@@ -109,7 +109,8 @@ static int fail(const char *what, sg_status st) {
 
 /* FNV-1a over the bytes of every parameter, in graph order: an exact digest
  * two runs can compare; plus float64 sum and L2 norm for tolerant checks. */
-static sg_status param_digest(const sg_graph *g, const sg_session *s, uint64_t *hash, double *sum, double *l2) {
+static sg_status param_digest(const sg_graph *g, const sg_session *s, uint64_t *hash, double *sum,
+                              double *l2) {
   *hash = 1469598103934665603ull;
   *sum = *l2 = 0;
   for (int32_t i = 0; i < sg_graph_num_tensors(g); i++) {
@@ -154,8 +155,9 @@ static int parse(int argc, char **argv, options *o) {
     else if (v && strcmp(a, "--seed") == 0) o->seed = strtoull(v, &end, 10), i++;
     else if (v && strcmp(a, "--optimizer") == 0) o->optimizer = v, i++, end = (char *)"";
     else {
-      fprintf(stderr, "usage: mlp_train [--epochs N] [--batch N] [--threads N] [--lr X] [--optimizer sgd|adamw] "
-                      "[--seed N] [--json]\n");
+      fprintf(stderr,
+              "usage: mlp_train [--epochs N] [--batch N] [--threads N] [--lr X] [--optimizer sgd|adamw] "
+              "[--seed N] [--json]\n");
       return 2;
     }
     if (end != NULL && *end != '\0') {
@@ -165,7 +167,8 @@ static int parse(int argc, char **argv, options *o) {
   }
   if (o->epochs < 1 || o->batch < 1 || o->batch > N_TEST || o->threads < 1 || !(o->lr > 0) ||
       (strcmp(o->optimizer, "sgd") != 0 && strcmp(o->optimizer, "adamw") != 0)) {
-    fprintf(stderr, "mlp_train: need epochs >= 1, 1 <= batch <= %d, threads >= 1, lr > 0, optimizer sgd|adamw\n",
+    fprintf(stderr,
+            "mlp_train: need epochs >= 1, 1 <= batch <= %d, threads >= 1, lr > 0, optimizer sgd|adamw\n",
             N_TEST);
     return 2;
   }
@@ -182,7 +185,8 @@ int main(int argc, char **argv) {
   float *xtr = malloc(sizeof(float) * N_TRAIN * FEATURES), *xte = malloc(sizeof(float) * N_TEST * FEATURES);
   int64_t *ytr = malloc(sizeof(int64_t) * N_TRAIN), *yte = malloc(sizeof(int64_t) * N_TEST);
   float *logits = malloc(sizeof(float) * (size_t)o.batch * CLASSES);
-  if (!templates || !xtr || !xte || !ytr || !yte || !logits) return fail("allocating the data", SG_ERR_NO_MEMORY);
+  if (!templates || !xtr || !xte || !ytr || !yte || !logits)
+    return fail("allocating the data", SG_ERR_NO_MEMORY);
   for (int i = 0; i < CLASSES * FEATURES; i++) templates[i] = (float)(gaussian() * 0.5);
   make_data(xtr, ytr, N_TRAIN, templates);
   make_data(xte, yte, N_TEST, templates);
@@ -212,7 +216,8 @@ int main(int argc, char **argv) {
       float loss;
       if ((st = sg_session_set_input(s, "x", SG_F32, 2, xd, xtr + (size_t)b * o.batch * FEATURES)) != SG_OK ||
           (st = sg_session_set_input(s, "y", SG_I64, 1, yd, ytr + (size_t)b * o.batch)) != SG_OK ||
-          (st = sg_session_set_input(s, "lr", SG_F32, 0, NULL, &lr)) != SG_OK || (st = sg_session_step(s)) != SG_OK ||
+          (st = sg_session_set_input(s, "lr", SG_F32, 0, NULL, &lr)) != SG_OK ||
+          (st = sg_session_step(s)) != SG_OK ||
           (st = sg_session_read(s, "loss", &loss, sizeof loss)) != SG_OK)
         return fail("training", st);
       loss_sum += loss;

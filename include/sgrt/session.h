@@ -45,7 +45,8 @@ typedef struct sg_session_params {
   uint64_t seed;      /**< seeds dropout masks; default 0 */
   int poison;         /**< debug: fill each transient buffer with NaN bytes when its tensor dies */
 } sg_session_params;
-#define SG_SESSION_PARAMS_INIT {sizeof(sg_session_params), "cpu", 0, 0, 0}
+#define SG_SESSION_PARAMS_INIT \
+  { sizeof(sg_session_params), "cpu", 0, 0, 0 }
 SG_API sg_session_params sg_session_params_init(void);
 
 /**
@@ -80,7 +81,8 @@ typedef struct sg_compile_report {
   int32_t ops_folded;        /**< constant-folded at compile time */
   int32_t ops_inplace;       /**< outputs that reuse their input's buffer */
 } sg_compile_report;
-#define SG_COMPILE_REPORT_INIT {sizeof(sg_compile_report)}
+#define SG_COMPILE_REPORT_INIT \
+  { sizeof(sg_compile_report) }
 
 /** Fills `out` (initialised with SG_COMPILE_REPORT_INIT). SG_ERR_STATE before compile. */
 SG_API sg_status sg_session_compile_report(const sg_session *s, sg_compile_report *out);

@@ -116,10 +116,9 @@ SG_API sg_status sg_graph_grad(const sg_graph *g, sg_tensor param, sg_tensor *gr
 /**
  * Appends an SGD update (torch.optim.SGD semantics, see ops.h and
  * docs/ops.md) for every parameter that has a gradient ("<param>.grad"),
- * in tensor order. With momentum > 0 each parameter gets a state tensor "<param>.momentum_buffer" (role SG_ROLE_OPTIMIZER_STATE, its
- * shape and dtype) without an initializer: a session starts it at zero, and
- * a checkpoint stores its current value. Call it after sg_graph_backward(),
- * once.
+ * in tensor order. With momentum > 0 each parameter gets a state tensor "<param>.momentum_buffer" (role
+ * SG_ROLE_OPTIMIZER_STATE, its shape and dtype) without an initializer: a session starts it at zero, and a
+ * checkpoint stores its current value. Call it after sg_graph_backward(), once.
  *
  * @param g   a graph that is not finalized.
  * @param lr  the learning rate: a one-element f32 tensor of `g`, usually an
@@ -139,9 +138,9 @@ SG_API sg_status sg_graph_add_sgd(sg_graph *g, sg_tensor lr, const sg_sgd_params
 /**
  * Appends an AdamW update (torch.optim.AdamW semantics) for every parameter
  * that has a gradient, in tensor order. Each parameter gets state like
- * PyTorch's (no initializer; a session starts it at zero): "<param>.exp_avg" and "<param>.exp_avg_sq" (its shape
- * and dtype) and "<param>.step" (a scalar f32: the number of updates done),
- * all with role SG_ROLE_OPTIMIZER_STATE.
+ * PyTorch's (no initializer; a session starts it at zero): "<param>.exp_avg" and "<param>.exp_avg_sq" (its
+ * shape and dtype) and "<param>.step" (a scalar f32: the number of updates done), all with role
+ * SG_ROLE_OPTIMIZER_STATE.
  *
  * @param g, lr  as sg_graph_add_sgd().
  * @param p      NULL for the defaults (SG_ADAMW_PARAMS_INIT).

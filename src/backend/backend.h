@@ -53,14 +53,16 @@ typedef struct sg__backend_i {
   /* Compiles op `op` of a finalized graph for `mode`. Compile time: may
    * allocate, create primitives, reserve scratch memory. Fails with
    * SG_ERR_UNSUPPORTED (naming the op) for an op or dtype it cannot run. */
-  sg_status (*kernel_create)(void *state, const sg_graph *g, int32_t op, sg__exec_mode mode, sg__kernel **out);
+  sg_status (*kernel_create)(void *state, const sg_graph *g, int32_t op, sg__exec_mode mode,
+                             sg__kernel **out);
   /* Runs a kernel. in[i] / out[i] are the device addresses of the op's
    * inputs and outputs in op order (in[i] is NULL for an absent optional
    * input); inputs the op updates in place (sg__op_mutated_inputs) are
    * written through in[i]. Never allocates. For ops where
    * sg__op_inplace_input() names input j, out[0] may be the same buffer as
    * in[j] and the kernel must be correct then. */
-  sg_status (*kernel_run)(void *state, sg__kernel *k, void *const *in, void *const *out, const sg__run_ctx *ctx);
+  sg_status (*kernel_run)(void *state, sg__kernel *k, void *const *in, void *const *out,
+                          const sg__run_ctx *ctx);
   void (*kernel_destroy)(void *state, sg__kernel *k); /* accepts NULL */
 
   /* Waits until all submitted work is done. */

@@ -33,18 +33,18 @@ typedef struct sg__plan {
   uint32_t n_fold;
 
   /* Per tensor. */
-  uint8_t *buf_kind;    /* sg__buf_kind */
-  size_t *offset;       /* within its region (persistent or transient) */
-  int32_t *last_use;    /* position in `order` of its last reader (-1: none); transient tensors only */
-  int32_t *alias_of;    /* in-place: the tensor whose slot this one reuses, or -1 */
-  size_t *bytes;        /* slot size: nbytes, or the backend's layout size (plan_layouts) */
+  uint8_t *buf_kind; /* sg__buf_kind */
+  size_t *offset;    /* within its region (persistent or transient) */
+  int32_t *last_use; /* position in `order` of its last reader (-1: none); transient tensors only */
+  int32_t *alias_of; /* in-place: the tensor whose slot this one reuses, or -1 */
+  size_t *bytes;     /* slot size: nbytes, or the backend's layout size (plan_layouts) */
 
-  size_t persistent_bytes;   /* sum of persistent slots (aligned) */
-  size_t transient_bytes;    /* planned peak of the transient region */
-  size_t sum_transient_bytes;/* what the transient tensors would take without reuse */
-  size_t sum_tensor_bytes;   /* every tensor used, without reuse */
-  uint32_t n_eliminated;     /* ops removed as dead code */
-  uint32_t n_inplace;        /* outputs that reuse their input's buffer */
+  size_t persistent_bytes;    /* sum of persistent slots (aligned) */
+  size_t transient_bytes;     /* planned peak of the transient region */
+  size_t sum_transient_bytes; /* what the transient tensors would take without reuse */
+  size_t sum_tensor_bytes;    /* every tensor used, without reuse */
+  uint32_t n_eliminated;      /* ops removed as dead code */
+  uint32_t n_inplace;         /* outputs that reuse their input's buffer */
 } sg__plan;
 
 /* Builds the plan of a finalized graph for a backend (`be` may be NULL:

@@ -116,8 +116,8 @@ sg_status sg__schedule(const sg_graph *g, sg__plan *p, bool *folded) {
   p->fold_order = sg__malloc(no * sizeof(int32_t));
   p->eval_order = sg__malloc(no * sizeof(int32_t));
   sg_status st = SG_OK;
-  if (!needed || !stack || !indeg || !mutator || !heap || !cons_start || !cons || !p->order || !p->fold_order ||
-      !p->eval_order) {
+  if (!needed || !stack || !indeg || !mutator || !heap || !cons_start || !cons || !p->order ||
+      !p->fold_order || !p->eval_order) {
     st = sg__error(SG_ERR_NO_MEMORY, "compile: out of memory scheduling %u ops", n_ops);
     goto out;
   }
@@ -190,8 +190,10 @@ sg_status sg__schedule(const sg_graph *g, sg__plan *p, bool *folded) {
   uint32_t n_sched = 0;
   for (uint32_t k = 0; k < n_ops; k++) n_sched += needed[k] && !folded[k];
   if (p->n_order != n_sched) {
-    st = sg__error(SG_ERR_CYCLE, "compile: cannot order in-place updates after all readers of the tensors they "
-                                 "update (%u of %u ops scheduled)", p->n_order, n_sched);
+    st = sg__error(SG_ERR_CYCLE,
+                   "compile: cannot order in-place updates after all readers of the tensors they "
+                   "update (%u of %u ops scheduled)",
+                   p->n_order, n_sched);
     goto out;
   }
   for (uint32_t k = 0; k < n_ops; k++)
@@ -209,7 +211,8 @@ sg_status sg__schedule(const sg_graph *g, sg__plan *p, bool *folded) {
   for (uint32_t i = 0; i < p->n_order; i++) {
     const sg__op *op = &g->ops[p->order[i]];
     bool forward = sg__op_mutated_inputs(op) == 0 || op->kind == SG_OP_BATCH_NORM;
-    for (int o = 0; o < op->n_outputs && forward; o++) forward = g->tensors[op->outputs[o]].role != SG_ROLE_GRADIENT;
+    for (int o = 0; o < op->n_outputs && forward; o++)
+      forward = g->tensors[op->outputs[o]].role != SG_ROLE_GRADIENT;
     if (needed[p->order[i]] && forward) p->eval_order[p->n_eval++] = p->order[i];
   }
 out:

@@ -15,7 +15,8 @@ static bool is_checkpointed(sg_role r) {
 }
 
 sg_status sg_session_save_checkpoint(const sg_session *s, const char *path) {
-  if (s == NULL || path == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_session_save_checkpoint: NULL argument");
+  if (s == NULL || path == NULL)
+    return sg__error(SG_ERR_INVALID_ARG, "sg_session_save_checkpoint: NULL argument");
   if (!s->compiled) return sg__error(SG_ERR_STATE, "sg_session_save_checkpoint: compile the session first");
   const sg_graph *g = s->g;
   sg__tensor *tensors = sg__malloc(((size_t)g->n_tensors + 1) * sizeof *tensors);
@@ -30,7 +31,8 @@ sg_status sg_session_save_checkpoint(const sg_session *s, const char *path) {
     if (!is_checkpointed(tensors[t].role) || s->plan.buf_kind[t] != SG__BUF_PERSISTENT) continue;
     host[t] = sg__malloc(tensors[t].nbytes);
     if (host[t] == NULL) {
-      st = sg__error(SG_ERR_NO_MEMORY, "sg_session_save_checkpoint: out of memory copying '%s'", tensors[t].name);
+      st = sg__error(SG_ERR_NO_MEMORY, "sg_session_save_checkpoint: out of memory copying '%s'",
+                     tensors[t].name);
       goto out;
     }
     SG_CHECK_GOTO(s->be->download(s->be_state, host[t], s->tensor_ptr[t], tensors[t].nbytes), st, out);
@@ -44,8 +46,13 @@ sg_status sg_session_save_checkpoint(const sg_session *s, const char *path) {
                    STEPS_TENSOR);
     goto out;
   }
-  tensors[g->n_tensors] = (sg__tensor){.name = STEPS_TENSOR, .dtype = SG_I64, .role = SG_ROLE_STATE, .ndim = 0,
-                                       .producer = -1, .data = &steps, .nbytes = sizeof steps};
+  tensors[g->n_tensors] = (sg__tensor){.name = STEPS_TENSOR,
+                                       .dtype = SG_I64,
+                                       .role = SG_ROLE_STATE,
+                                       .ndim = 0,
+                                       .producer = -1,
+                                       .data = &steps,
+                                       .nbytes = sizeof steps};
   sg_graph view = *g;
   view.tensors = tensors;
   view.n_tensors = g->n_tensors + 1;
@@ -60,7 +67,8 @@ out:
 }
 
 sg_status sg_session_load_checkpoint(sg_session *s, const char *path) {
-  if (s == NULL || path == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_session_load_checkpoint: NULL argument");
+  if (s == NULL || path == NULL)
+    return sg__error(SG_ERR_INVALID_ARG, "sg_session_load_checkpoint: NULL argument");
   if (!s->compiled) return sg__error(SG_ERR_STATE, "sg_session_load_checkpoint: compile the session first");
   sg_graph *ck = NULL;
   SG_CHECK(sg_graph_load(path, &ck));
@@ -75,15 +83,17 @@ sg_status sg_session_load_checkpoint(sg_session *s, const char *path) {
       int32_t c = sg__tensor_lookup(ck, x->name);
       const sg__tensor *y = c >= 0 ? &ck->tensors[c] : NULL;
       if (y == NULL || y->data == NULL) {
-        st = sg__error(SG_ERR_NOT_FOUND, "checkpoint '%s' has no value for %s '%s'", path, sg_role_name(x->role), x->name);
+        st = sg__error(SG_ERR_NOT_FOUND, "checkpoint '%s' has no value for %s '%s'", path,
+                       sg_role_name(x->role), x->name);
         break;
       }
       bool same = y->dtype == x->dtype && y->ndim == x->ndim;
       for (int d = 0; same && d < x->ndim; d++) same = y->dims[d] == x->dims[d];
       if (!same) {
         char a[SG__SHAPE_STR], b[SG__SHAPE_STR];
-        st = sg__error(SG_ERR_SHAPE, "checkpoint '%s': '%s' is %s there but %s in the session's graph", path, x->name,
-                       sg__shape_str(a, y->dtype, y->ndim, y->dims), sg__shape_str(b, x->dtype, x->ndim, x->dims));
+        st = sg__error(SG_ERR_SHAPE, "checkpoint '%s': '%s' is %s there but %s in the session's graph", path,
+                       x->name, sg__shape_str(a, y->dtype, y->ndim, y->dims),
+                       sg__shape_str(b, x->dtype, x->ndim, x->dims));
         break;
       }
       if (pass == 1) st = s->be->upload(s->be_state, s->tensor_ptr[t], y->data, x->nbytes);

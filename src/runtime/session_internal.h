@@ -18,8 +18,8 @@ struct sg_session {
   uint64_t steps;
 
   sg__plan plan;
-  void *persistent; /* device memory of the persistent slots */
-  void *transient;  /* device memory of the planned region */
+  void *persistent;  /* device memory of the persistent slots */
+  void *transient;   /* device memory of the planned region */
   void **tensor_ptr; /* per tensor: device address of its slot, or NULL */
   void **bound;      /* per tensor: caller memory bound as this input, or NULL */
   bool *input_set;   /* per tensor: an input has been set or bound */
