@@ -126,6 +126,18 @@ SG_API sg_status sg_session_read(const sg_session *s, const char *name, void *ou
 /** Overwrites a parameter, state or optimizer-state tensor. */
 SG_API sg_status sg_session_write(sg_session *s, const char *name, const void *data, size_t bytes);
 
+/**
+ * Moves a parameter, state or optimizer-state tensor into caller memory (a
+ * memory tier: a PMEM or file mapping, shared or pinned memory): its current
+ * value is copied there, and from then on steps read and update it in place,
+ * and read, write and checkpoints use it. `data` must be 64-byte aligned,
+ * `bytes` the tensor's size, and the memory must stay valid until the session
+ * is destroyed; CPU device only. Binding again moves it again.
+ * @return SG_OK; SG_ERR_STATE before compile or on another device;
+ *   SG_ERR_NOT_FOUND / SG_ERR_SHAPE / SG_ERR_INVALID_ARG naming the tensor.
+ */
+SG_API sg_status sg_session_bind_state(sg_session *s, const char *name, void *data, size_t bytes);
+
 /** Saves parameters, state and optimizer state with the graph as a .sgg file
  * (the graph's initializers replaced by the current values). */
 SG_API sg_status sg_session_save_checkpoint(const sg_session *s, const char *path);

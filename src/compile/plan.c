@@ -2,12 +2,14 @@
 #include "compile/plan.h"
 #include "compile/plan_internal.h"
 
-sg_status sg__plan_build(const sg_graph *g, const sg__backend_i *be, void *be_state, sg__plan *out) {
+sg_status sg__plan_build(const sg_graph *g, const sg__backend_i *be, void *be_state,
+                         const sg__plan_options *opt, sg__plan *out) {
+  sg__plan_options none = {0};
   *out = (sg__plan){0};
   if (!g->finalized) return sg__error(SG_ERR_STATE, "compile: the graph must be finalized");
   bool *folded = sg__calloc(g->n_ops ? g->n_ops : 1, sizeof(bool));
   if (folded == NULL) return sg__error(SG_ERR_NO_MEMORY, "compile: out of memory");
-  sg_status st = sg__schedule(g, out, folded);
+  sg_status st = sg__schedule(g, opt ? opt : &none, out, folded);
   if (st == SG_OK) st = sg__memplan(g, out, folded, be, be_state);
   sg__free(folded);
   if (st != SG_OK) sg__plan_free(out);

@@ -47,12 +47,22 @@ typedef struct sg__plan {
   uint32_t n_inplace;         /* outputs that reuse their input's buffer */
 } sg__plan;
 
+/* Choices a caller may make before scheduling. Zero is the default. */
+typedef struct sg__plan_options {
+  /* Run optimizer updates after the whole backward pass (in graph order)
+   * instead of as soon as each gradient exists. A data-parallel step needs
+   * this: an update must wait for its gradient's allreduce, which overlaps
+   * the rest of backward (SPEC C5). */
+  bool updates_last;
+} sg__plan_options;
+
 /* Builds the plan of a finalized graph for a backend (`be` may be NULL:
  * plain layouts; otherwise its plan_layouts, if any, sizes the transient
  * slots and is told the layouts are decided). Errors: SG_ERR_NO_MEMORY;
  * SG_ERR_CYCLE when an in-place update cannot be ordered after the readers
  * of the tensor it updates; the backend's plan_layouts errors. */
-sg_status sg__plan_build(const sg_graph *g, const sg__backend_i *be, void *be_state, sg__plan *out);
+sg_status sg__plan_build(const sg_graph *g, const sg__backend_i *be, void *be_state,
+                         const sg__plan_options *opt, sg__plan *out);
 void sg__plan_free(sg__plan *p);
 
 /* Alignment of every slot: a cache line, and what oneDNN prefers. */

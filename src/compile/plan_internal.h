@@ -5,7 +5,7 @@
 #include "compile/plan.h"
 
 /* Fills order, eval_order, fold_order and n_eliminated; marks folded ops. */
-sg_status sg__schedule(const sg_graph *g, sg__plan *p, bool *folded);
+sg_status sg__schedule(const sg_graph *g, const sg__plan_options *opt, sg__plan *p, bool *folded);
 /* Fills the per-tensor arrays and the byte counts from the schedule. */
 sg_status sg__memplan(const sg_graph *g, sg__plan *p, const bool *folded, const sg__backend_i *be,
                       void *be_state);

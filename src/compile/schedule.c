@@ -94,13 +94,15 @@ static int32_t heap_pop(int32_t *h, uint32_t *n) {
  * gradients are not all alive at the end of the step) and is often still in
  * cache when the update reads it; a gradient bucket is also complete as
  * early as possible (SPEC C5). */
-static int32_t key(const sg_graph *g, int32_t k) {
+static int32_t key(const sg_graph *g, bool updates_last, int32_t k) {
   sg_op_kind kind = g->ops[k].kind;
-  return kind == SG_OP_SGD_UPDATE || kind == SG_OP_ADAMW_UPDATE ? k - (int32_t)g->n_ops : k;
+  bool update = kind == SG_OP_SGD_UPDATE || kind == SG_OP_ADAMW_UPDATE;
+  return update && !updates_last ? k - (int32_t)g->n_ops : k;
 }
 static int32_t op_of(const sg_graph *g, int32_t key) { return key < 0 ? key + (int32_t)g->n_ops : key; }
 
-sg_status sg__schedule(const sg_graph *g, sg__plan *p, bool *folded) {
+sg_status sg__schedule(const sg_graph *g, const sg__plan_options *opt, sg__plan *p, bool *folded) {
+  bool last = opt->updates_last;
   uint32_t n_ops = g->n_ops, nt = g->n_tensors;
   size_t no = n_ops ? n_ops : 1;
   bool *needed = sg__calloc(no, sizeof(bool));
@@ -169,7 +171,7 @@ sg_status sg__schedule(const sg_graph *g, sg__plan *p, bool *folded) {
 
   uint32_t n_heap = 0;
   for (uint32_t k = 0; k < n_ops; k++)
-    if (needed[k] && !folded[k] && indeg[k] == 0) heap_push(heap, &n_heap, key(g, (int32_t)k));
+    if (needed[k] && !folded[k] && indeg[k] == 0) heap_push(heap, &n_heap, key(g, last, (int32_t)k));
   while (n_heap > 0) {
     int32_t k = op_of(g, heap_pop(heap, &n_heap));
     p->order[p->n_order++] = k;
@@ -178,13 +180,13 @@ sg_status sg__schedule(const sg_graph *g, sg__plan *p, bool *folded) {
     for (int o = 0; o < op->n_outputs; o++) {
       int32_t t = op->outputs[o];
       for (uint32_t j = cons_start[t]; j < cons_start[t + 1]; j++)
-        if (--indeg[cons[j]] == 0) heap_push(heap, &n_heap, key(g, cons[j]));
+        if (--indeg[cons[j]] == 0) heap_push(heap, &n_heap, key(g, last, cons[j]));
     }
     /* k has read its inputs: release their in-place updaters. */
     for (int i = 0; i < op->n_inputs; i++) {
       int32_t t = op->inputs[i];
       if (t < 0 || mutator[t] < 0 || mutator[t] == k) continue;
-      if (--indeg[mutator[t]] == 0) heap_push(heap, &n_heap, key(g, mutator[t]));
+      if (--indeg[mutator[t]] == 0) heap_push(heap, &n_heap, key(g, last, mutator[t]));
     }
   }
   uint32_t n_sched = 0;

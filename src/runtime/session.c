@@ -77,6 +77,7 @@ static void release_compiled(sg_session *s) {
   s->poison_start = NULL;
   s->poison_tensor = NULL;
   sg__profile_free(s);
+  s->hooks = (sg__step_hooks){0};
   s->compiled = false;
 }
 
@@ -206,7 +207,7 @@ sg_status sg_session_compile(sg_session *s) {
   if (s == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_session_compile: session is NULL");
   if (s->compiled) return sg__error(SG_ERR_STATE, "sg_session_compile: the session is already compiled");
   sg_status st;
-  SG_CHECK_GOTO(sg__plan_build(s->g, s->be, s->be_state, &s->plan), st, fail);
+  SG_CHECK_GOTO(sg__plan_build(s->g, s->be, s->be_state, &s->plan_options, &s->plan), st, fail);
   SG_CHECK_GOTO(allocate(s), st, fail);
   SG_CHECK_GOTO(fold_constants(s), st, fail);
   SG_CHECK_GOTO(create_kernels(s), st, fail);
@@ -240,3 +241,33 @@ sg_status sg_session_compile_report(const sg_session *s, sg_compile_report *out)
 }
 
 uint64_t sg_session_steps(const sg_session *s) { return s ? s->steps : 0; }
+
+/* ---- hooks.h: what the distributed runtime needs from a session --------- */
+
+sg_status sg__session_set_updates_last(sg_session *s, bool updates_last) {
+  if (s->compiled) return sg__error(SG_ERR_STATE, "session: schedule options must be set before compile");
+  s->plan_options.updates_last = updates_last;
+  return SG_OK;
+}
+
+sg_status sg__session_set_hooks(sg_session *s, const sg__step_hooks *hooks) {
+  if (!s->compiled) return sg__error(SG_ERR_STATE, "session: step hooks need a compiled session");
+  s->hooks = hooks ? *hooks : (sg__step_hooks){0};
+  return SG_OK;
+}
+
+const int32_t *sg__session_order(const sg_session *s, uint32_t *n) {
+  *n = s->compiled ? s->plan.n_order : 0;
+  return s->compiled ? s->plan.order : NULL;
+}
+
+const sg_graph *sg__session_graph(const sg_session *s) { return s->g; }
+
+void *sg__session_tensor_addr(const sg_session *s, int32_t t, size_t *bytes) {
+  if (!s->compiled || t < 0 || (uint32_t)t >= s->g->n_tensors || s->tensor_ptr[t] == NULL) {
+    if (bytes) *bytes = 0;
+    return NULL;
+  }
+  if (bytes) *bytes = s->plan.bytes[t];
+  return s->tensor_ptr[t];
+}

@@ -5,6 +5,7 @@
 
 #include "backend/backend.h"
 #include "compile/plan.h"
+#include "runtime/hooks.h"
 #include "sgrt/session.h"
 
 struct sg_session {
@@ -16,6 +17,8 @@ struct sg_session {
   int poison;
   bool compiled;
   uint64_t steps;
+  sg__plan_options plan_options; /* set before compile (hooks.h) */
+  sg__step_hooks hooks;          /* installed after compile; no-ops when both callbacks are NULL */
 
   sg__plan plan;
   void *persistent;  /* device memory of the persistent slots */

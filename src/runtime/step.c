@@ -101,13 +101,14 @@ static void profile_report(const sg_session *s) {
 
 static sg_status need_compiled(const sg_session *s, const char *what) {
   if (s == NULL) return sg__error(SG_ERR_INVALID_ARG, "%s: session is NULL", what);
-  if (!s->compiled) return sg__error(SG_ERR_STATE, "%s: compile the session first (sg_session_compile)", what);
+  if (!s->compiled)
+    return sg__error(SG_ERR_STATE, "%s: compile the session first (sg_session_compile)", what);
   return SG_OK;
 }
 
 /* Checks a caller's dtype and shape against an input tensor. */
-static sg_status check_input(const sg_session *s, const char *what, const char *name, sg_dtype dtype, int ndim,
-                             const int64_t *dims, int32_t *id) {
+static sg_status check_input(const sg_session *s, const char *what, const char *name, sg_dtype dtype,
+                             int ndim, const int64_t *dims, int32_t *id) {
   SG_CHECK(need_compiled(s, what));
   SG_CHECK(sg__session_tensor(s, name, what, id));
   const sg__tensor *t = &s->g->tensors[*id];
@@ -141,13 +142,14 @@ sg_status sg_session_set_input(sg_session *s, const char *name, sg_dtype dtype, 
   return SG_OK;
 }
 
-sg_status sg_session_bind_input(sg_session *s, const char *name, sg_dtype dtype, int ndim, const int64_t *dims,
-                                void *data) {
+sg_status sg_session_bind_input(sg_session *s, const char *name, sg_dtype dtype, int ndim,
+                                const int64_t *dims, void *data) {
   int32_t id;
   SG_CHECK(check_input(s, "sg_session_bind_input", name, dtype, ndim, dims, &id));
   if (data == NULL || ((uintptr_t)data % SG__SLOT_ALIGN) != 0)
-    return sg__error(SG_ERR_INVALID_ARG, "sg_session_bind_input: memory for '%s' must be non-NULL and %d-byte aligned",
-                     name, SG__SLOT_ALIGN);
+    return sg__error(SG_ERR_INVALID_ARG,
+                     "sg_session_bind_input: memory for '%s' must be non-NULL and %d-byte aligned", name,
+                     SG__SLOT_ALIGN);
   if (strcmp(s->be->name, "cpu") != 0)
     return sg__error(SG_ERR_STATE, "sg_session_bind_input: binding host memory needs the cpu device, not %s",
                      s->be->name);
@@ -191,6 +193,25 @@ static sg_status run(sg_session *s, const int32_t *order, uint32_t n, sg__kernel
   return s->be->synchronize(s->be_state);
 }
 
+/* A training step with the hooks of hooks.h around its ops. The backend is
+ * synchronized before each `after` hook, so that what the hook reads (a
+ * gradient to allreduce, a time stamp) is complete. */
+static sg_status run_hooked(sg_session *s, bool poison) {
+  const sg__step_hooks *h = &s->hooks;
+  sg__run_ctx ctx = {s->steps, s->seed};
+  for (uint32_t i = 0; i < s->plan.n_order; i++) {
+    int32_t k = s->plan.order[i];
+    if (h->before && (h->before_at == NULL || h->before_at[i])) SG_CHECK(h->before(h->ctx, i));
+    SG_CHECK(s->be->kernel_run(s->be_state, s->kernels[i], s->op_in[k], s->op_out[k], &ctx));
+    if (poison) poison_after(s, i);
+    if (h->after && (h->after_at == NULL || h->after_at[i])) {
+      SG_CHECK(s->be->synchronize(s->be_state));
+      SG_CHECK(h->after(h->ctx, i));
+    }
+  }
+  return s->be->synchronize(s->be_state);
+}
+
 /* A training step with every kernel timed (SG_PROFILE). */
 static sg_status run_profiled(sg_session *s, bool poison) {
   sg__profile *pr = s->profile;
@@ -212,7 +233,8 @@ sg_status sg_session_step(sg_session *s) {
   SG_CHECK(need_compiled(s, "sg_session_step"));
   SG_CHECK(check_inputs_set(s, "sg_session_step", s->plan.order, s->plan.n_order));
   bool poison = s->poison && strcmp(s->be->name, "cpu") == 0;
-  if (s->profile) SG_CHECK(run_profiled(s, poison));
+  if (s->hooks.before || s->hooks.after) SG_CHECK(run_hooked(s, poison));
+  else if (s->profile) SG_CHECK(run_profiled(s, poison));
   else SG_CHECK(run(s, s->plan.order, s->plan.n_order, s->kernels, poison));
   s->steps++;
   return SG_OK;
@@ -225,12 +247,14 @@ sg_status sg_session_forward(sg_session *s) {
 }
 
 /* A tensor the session keeps between calls, with `bytes` its exact size. */
-static sg_status kept_tensor(const sg_session *s, const char *what, const char *name, size_t bytes, int32_t *id) {
+static sg_status kept_tensor(const sg_session *s, const char *what, const char *name, size_t bytes,
+                             int32_t *id) {
   SG_CHECK(need_compiled(s, what));
   SG_CHECK(sg__session_tensor(s, name, what, id));
   const sg__tensor *t = &s->g->tensors[*id];
   if (s->plan.buf_kind[*id] != SG__BUF_PERSISTENT)
-    return sg__error(SG_ERR_STATE, "%s: tensor '%s' is not kept between steps; mark it as a graph output", what, name);
+    return sg__error(SG_ERR_STATE, "%s: tensor '%s' is not kept between steps; mark it as a graph output",
+                     what, name);
   if (bytes != t->nbytes) {
     char sh[SG__SHAPE_STR];
     return sg__error(SG_ERR_SHAPE, "%s: tensor '%s' is %s (%zu bytes), given %zu bytes", what, name,
@@ -257,7 +281,38 @@ sg_status sg_session_write(sg_session *s, const char *name, const void *data, si
   if (data == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_session_write: data is NULL");
   sg_role r = s->g->tensors[id].role;
   if (r != SG_ROLE_PARAMETER && r != SG_ROLE_STATE && r != SG_ROLE_OPTIMIZER_STATE)
-    return sg__error(SG_ERR_INVALID_ARG, "sg_session_write: '%s' is a %s; only parameters and state can be written "
-                                         "(inputs: sg_session_set_input)", name, sg_role_name(r));
+    return sg__error(SG_ERR_INVALID_ARG,
+                     "sg_session_write: '%s' is a %s; only parameters and state can be written "
+                     "(inputs: sg_session_set_input)",
+                     name, sg_role_name(r));
   return s->be->upload(s->be_state, s->tensor_ptr[id], data, bytes);
+}
+
+sg_status sg_session_bind_state(sg_session *s, const char *name, void *data, size_t bytes) {
+  int32_t id;
+  SG_CHECK(kept_tensor(s, "sg_session_bind_state", name, bytes, &id));
+  const sg__tensor *t = &s->g->tensors[id];
+  if (t->role != SG_ROLE_PARAMETER && t->role != SG_ROLE_STATE && t->role != SG_ROLE_OPTIMIZER_STATE)
+    return sg__error(SG_ERR_INVALID_ARG,
+                     "sg_session_bind_state: '%s' is a %s; only parameters and state can be bound", name,
+                     sg_role_name(t->role));
+  if (data == NULL || ((uintptr_t)data % SG__SLOT_ALIGN) != 0)
+    return sg__error(SG_ERR_INVALID_ARG,
+                     "sg_session_bind_state: memory for '%s' must be non-NULL and %d-byte aligned", name,
+                     SG__SLOT_ALIGN);
+  if (strcmp(s->be->name, "cpu") != 0)
+    return sg__error(SG_ERR_STATE, "sg_session_bind_state: binding host memory needs the cpu device, not %s",
+                     s->be->name);
+  /* A backend layout wider than the plain tensor would make the caller's
+   * buffer too small; parameters and state are kept plain today. */
+  if (s->plan.bytes[id] != t->nbytes)
+    return sg__error(SG_ERR_STATE,
+                     "sg_session_bind_state: '%s' is kept in a %zu-byte device layout, not %zu bytes", name,
+                     s->plan.bytes[id], t->nbytes);
+  if (data != s->tensor_ptr[id]) {
+    memmove(data, s->tensor_ptr[id], bytes);
+    s->tensor_ptr[id] = data;
+    sg__session_wire(s);
+  }
+  return SG_OK;
 }

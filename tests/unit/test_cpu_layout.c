@@ -176,7 +176,7 @@ static void test_pass(void **state) {
   assert_int_equal(sg__cpu_backend.create(&cfg, &be), SG_OK);
   sg__cpu_state *st = be;
   sg__plan plan;
-  assert_status(sg__plan_build(g, &sg__cpu_backend, be, &plan), SG_OK, NULL);
+  assert_status(sg__plan_build(g, &sg__cpu_backend, be, NULL, &plan), SG_OK, NULL);
   if (st->block == 0) {
     print_message("oneDNN picks no channel-blocked layout here: everything stays plain\n");
   } else {

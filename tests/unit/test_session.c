@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include "core/core.h"
+#include "graph/graph_internal.h"
+#include "runtime/hooks.h"
 #include "test_util.h"
 
 enum { B = 8, F = 12, H = 16, C = 5 };
@@ -457,6 +459,128 @@ static void test_clone_loaded_graph(void **state) {
 
 /* Creating and compiling a session with the Nth allocation failing, for
  * every N until it succeeds: SG_ERR_NO_MEMORY, no crash, no leak (LSan). */
+/* What the hooks of runtime/hooks.h saw. */
+typedef struct hook_log {
+  uint32_t n_before, n_after, next; /* next: the position the next `before` must be */
+  uint32_t n;                       /* positions per step */
+  bool in_order;
+  uint32_t fail_at; /* `after` fails at this position (UINT32_MAX: never) */
+} hook_log;
+
+static sg_status log_before(void *ctx, uint32_t pos) {
+  hook_log *h = ctx;
+  h->in_order = h->in_order && pos == h->next;
+  h->n_before++;
+  return SG_OK;
+}
+
+static sg_status log_after(void *ctx, uint32_t pos) {
+  hook_log *h = ctx;
+  h->in_order = h->in_order && pos == h->next;
+  h->next = (pos + 1) % h->n;
+  h->n_after++;
+  return pos == h->fail_at ? sg__error(SG_ERR_COMM, "hook failed at %u", pos) : SG_OK;
+}
+
+/* Updates scheduled last, hooks around every op and state moved into caller
+ * memory change nothing in the arithmetic: three sessions end bitwise equal.
+ * The hooks see every position in order, and an error from a hook aborts
+ * the step with its status. */
+static void test_hooks_and_bound_state(void **state) {
+  (void)state;
+  sg_graph *g = cnn(3);
+  sg_session *a = session(g, 0, 0), *c = session(g, 0, 0), *b;
+  sg_session_params p = SG_SESSION_PARAMS_INIT;
+  p.threads = 2; /* as session(): oneDNN's results may depend on the thread count */
+  assert_status(sg_session_create(g, &p, &b), SG_OK, NULL);
+  assert_status(sg__session_set_updates_last(b, true), SG_OK, NULL);
+  assert_status(sg_session_compile(b), SG_OK, NULL);
+  assert_status(sg__session_set_updates_last(b, false), SG_ERR_STATE, "before compile");
+
+  /* b: every update runs after every other op. */
+  uint32_t n;
+  const int32_t *order = sg__session_order(b, &n);
+  assert_true(n > 0);
+  bool seen_update = false;
+  for (uint32_t i = 0; i < n; i++) {
+    sg_op_kind k = g->ops[order[i]].kind;
+    bool upd = k == SG_OP_SGD_UPDATE || k == SG_OP_ADAMW_UPDATE;
+    assert_false(seen_update && !upd);
+    seen_update = seen_update || upd;
+  }
+  assert_true(seen_update);
+  hook_log log = {0, 0, 0, n, true, UINT32_MAX};
+  sg__step_hooks h = {&log, log_before, log_after, NULL, NULL};
+  assert_status(sg__session_set_hooks(b, &h), SG_OK, NULL);
+
+  /* c: every parameter, state and optimizer state in caller memory. */
+  void *mem[64];
+  int n_mem = 0;
+  for (int32_t i = 0; i < sg_graph_num_tensors(g); i++) {
+    sg_tensor_info in;
+    sg_graph_tensor_info(g, (sg_tensor){i}, &in);
+    if (in.role != SG_ROLE_PARAMETER && in.role != SG_ROLE_STATE && in.role != SG_ROLE_OPTIMIZER_STATE)
+      continue;
+    assert_true(n_mem < 64);
+    mem[n_mem] = aligned_alloc(64, (in.nbytes + 63) / 64 * 64);
+    assert_non_null(mem[n_mem]);
+    assert_status(sg_session_bind_state(c, in.name, mem[n_mem], in.nbytes), SG_OK, NULL);
+    n_mem++;
+  }
+  for (int k = 0; k < 3; k++) {
+    feed_cnn(a, k), feed_cnn(b, k), feed_cnn(c, k);
+    assert_status(sg_session_step(a), SG_OK, NULL);
+    assert_status(sg_session_step(b), SG_OK, NULL);
+    assert_status(sg_session_step(c), SG_OK, NULL);
+  }
+  assert_true(log.in_order);
+  assert_int_equal(log.n_before, 3 * n);
+  assert_int_equal(log.n_after, 3 * n);
+  size_t na, nb, nc;
+  unsigned char *sa = snapshot(g, a, &na), *sb = snapshot(g, b, &nb), *sc = snapshot(g, c, &nc);
+  assert_int_equal(na, nb);
+  assert_int_equal(na, nc);
+  assert_memory_equal(sa, sb, na);
+  assert_memory_equal(sa, sc, na);
+  /* The bound memory is what the session uses: a write shows there. */
+  float w[4 * 4 * 3 * 3];
+  memset(w, 0, sizeof w);
+  w[5] = 42.0f;
+  assert_status(sg_session_write(c, "block0.conv", w, sizeof w), SG_OK, NULL);
+  bool found = false;
+  for (int i = 0; i < n_mem; i++) found = found || memcmp(mem[i], w, sizeof w) == 0;
+  assert_true(found);
+
+  /* A failing hook stops the step with its status. */
+  log = (hook_log){0, 0, 0, n, true, 2};
+  feed_cnn(b, 3);
+  assert_status(sg_session_step(b), SG_ERR_COMM, "hook failed at 2");
+  assert_int_equal(log.n_after, 3);
+  assert_status(sg__session_set_hooks(b, NULL), SG_OK, NULL);
+  assert_status(sg_session_step(b), SG_OK, NULL);
+
+  /* Bad bindings name what is wrong. */
+  float *buf = mem[0];
+  assert_status(sg_session_bind_state(c, "block0.conv", buf + 1, sizeof w), SG_ERR_INVALID_ARG, "aligned");
+  assert_status(sg_session_bind_state(c, "block0.conv", buf, sizeof w - 4), SG_ERR_SHAPE, "block0.conv");
+  assert_status(sg_session_bind_state(c, "x", buf, 2 * 4 * 8 * 8 * 4), SG_ERR_INVALID_ARG, "only parameters");
+  assert_status(sg_session_bind_state(c, "nope", buf, 4), SG_ERR_NOT_FOUND, "nope");
+  sg_session *fresh;
+  assert_status(sg_session_create(g, &p, &fresh), SG_OK, NULL);
+  assert_status(sg_session_bind_state(fresh, "block0.conv", buf, sizeof w), SG_ERR_STATE, "compile");
+  assert_status(sg__session_set_hooks(fresh, &h), SG_ERR_STATE, "compiled");
+  sg_session_destroy(fresh);
+
+  free(sa);
+  free(sb);
+  free(sc);
+  sg_session_destroy(a);
+  sg_session_destroy(b);
+  sg_session_destroy(c);
+  for (int i = 0; i < n_mem; i++) free(mem[i]);
+  sg_graph_destroy(g);
+}
+
 static void test_allocation_failures(void **state) {
   (void)state;
   sg_graph *g = mlp(1, 1);
@@ -495,6 +619,7 @@ int main(void) {
       cmocka_unit_test(test_checkpoint),
       cmocka_unit_test(test_misuse),
       cmocka_unit_test(test_clone_loaded_graph),
+      cmocka_unit_test(test_hooks_and_bound_state),
       cmocka_unit_test(test_allocation_failures),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,49 @@
+/* How another layer joins a session's steps without the session knowing
+ * about it: the distributed runtime (src/dist) starts gradient allreduces
+ * as soon as a bucket's last gradient exists and waits for them before the
+ * first update that reads them; a tracer records when each op ran.
+ *
+ * Everything here is internal (not exported). Call order: create the
+ * session, set the compile options, compile, then read the schedule and set
+ * the hooks. The hooks run on the thread that calls sg_session_step(). */
+#ifndef SG_RUNTIME_HOOKS_H
+#define SG_RUNTIME_HOOKS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sgrt/session.h"
+
+typedef struct sg__step_hooks {
+  void *ctx;
+  /* Called before the op at schedule position `pos` runs, for the positions
+   * with before_at[pos] != 0 (every position when before_at is NULL). An
+   * error aborts the step and is returned by sg_session_step(). NULL: none. */
+  sg_status (*before)(void *ctx, uint32_t pos);
+  /* Called after the op at `pos` ran (its outputs are written). */
+  sg_status (*after)(void *ctx, uint32_t pos);
+  const uint8_t *before_at;
+  const uint8_t *after_at;
+} sg__step_hooks;
+
+/* Before compile: run optimizer updates after the whole backward pass
+ * (sg__plan_options.updates_last). SG_ERR_STATE once compiled. */
+sg_status sg__session_set_updates_last(sg_session *s, bool updates_last);
+
+/* After compile: installs hooks (copied; the arrays they point to must stay
+ * valid), or removes them with NULL. SG_ERR_STATE before compile. */
+sg_status sg__session_set_hooks(sg_session *s, const sg__step_hooks *hooks);
+
+/* The training schedule: op ids in the order a step runs them. */
+const int32_t *sg__session_order(const sg_session *s, uint32_t *n);
+
+/* The graph the session runs. */
+const sg_graph *sg__session_graph(const sg_session *s);
+
+/* Device address of tensor t's slot and its size in bytes (the backend's
+ * layout size, which may exceed the plain size), or NULL when the tensor has
+ * no slot. Valid from compile until destroy; host memory on the cpu device. */
+void *sg__session_tensor_addr(const sg_session *s, int32_t t, size_t *bytes);
+
+#endif /* SG_RUNTIME_HOOKS_H */
