@@ -4,7 +4,7 @@
  *
  *   resnet50_onnx_check MODEL.onnx RES BATCH CLASSES [--threads N] [--json]
  *
- * MODEL.onnx comes from export_resnet50_onnx.py (training form, input
+ * MODEL.onnx comes from export_torchvision.py (training form, input
  * "images", output "logits"). Both graphs get the same cross-entropy loss
  * and run one training-form forward pass (sg_session_step on a graph
  * without backward: batch statistics, running statistics updated). The

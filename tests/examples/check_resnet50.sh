@@ -49,7 +49,7 @@ print("ok: %.1f%% training accuracy at step %d" % (100 * r["train_accuracy"], r[
     dir=$3
     mkdir -p "$dir"
     rc=0
-    "$py" -W ignore "$here/../../examples/resnet50/export_resnet50_onnx.py" "$dir/resnet50_32.onnx" 32 4 10 || rc=$?
+    "$py" -W ignore "$here/../../examples/resnet50/export_torchvision.py" "$dir/resnet50_32.onnx" --res 32 --batch 4 --classes 10 --form train --randomize-bn || rc=$?
     [ "$rc" = 0 ] || exit "$rc"
     "$bin" "$dir/resnet50_32.onnx" 32 4 10 --threads 2
     ;;
