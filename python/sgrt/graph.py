@@ -8,6 +8,7 @@ import numpy as np
 
 from . import _dtypes as D
 from . import _lib
+from ._closeable import Closeable
 from ._lib import fn
 
 _NO_TENSOR = _lib.sg_tensor(-1)
@@ -202,7 +203,7 @@ def _padding4(v):
 _REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
 
 
-class Graph:
+class Graph(Closeable):
     """A compute graph (sg_graph).
 
     Create an empty one with Graph(), load one with Graph.load(path). Builder
@@ -317,18 +318,6 @@ class Graph:
     @property
     def closed(self):
         return getattr(self, "_handle", None) is None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def _ptr(self):
         h = getattr(self, "_handle", None)

@@ -6,6 +6,7 @@ import numpy as np
 
 from . import _dtypes as D
 from . import _lib
+from ._closeable import Closeable
 from ._lib import fn
 from .graph import Graph, _tensor_info
 
@@ -33,7 +34,7 @@ def aligned(array, alignment=ALIGNMENT):
     return out
 
 
-class Session:
+class Session(Closeable):
     """A finalized Graph compiled for a device (sg_session).
 
     Session(graph, threads=0, seed=0, device="cpu") compiles at once unless
@@ -84,18 +85,6 @@ class Session:
     @property
     def closed(self):
         return getattr(self, "_s", None) is None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def _ptr(self):
         if getattr(self, "_s", None) is None:

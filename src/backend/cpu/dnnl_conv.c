@@ -106,7 +106,11 @@ fail:
   return st;
 }
 
-static sg_status build_backward_data(sg__dk *k, const conv_geom *c) {
+/* Both backward convolutions read dy and one forward operand and write the
+ * gradient of the other: data reads w and writes dx, weights reads x and
+ * writes dw. The forward primitive descriptor is oneDNN's hint for both. */
+static sg_status build_backward(sg__dk *k, const conv_geom *c, bool weights) {
+  const char *what = weights ? "convolution backward weights" : "convolution backward data";
   dnnl_primitive_desc_t hint, pd;
   SG_CHECK(fwd_pd(k, c, false, &hint));
   dnnl_memory_desc_t xm, wm, ym;
@@ -114,53 +118,31 @@ static sg_status build_backward_data(sg__dk *k, const conv_geom *c) {
   any_md(&wm, c->w_ndims, c->w);
   any_md(&ym, 4, c->y);
   dnnl_convolution_desc_t d;
-  dnnl_status_t ds = dnnl_dilated_convolution_backward_data_desc_init(
-      &d, dnnl_convolution_direct, &xm, &wm, &ym, c->strides, c->dilates, c->pad_l, c->pad_r);
+  dnnl_status_t ds =
+      weights ? dnnl_dilated_convolution_backward_weights_desc_init(&d, dnnl_convolution_direct, &xm, &wm,
+                                                                    NULL, &ym, c->strides, c->dilates,
+                                                                    c->pad_l, c->pad_r)
+              : dnnl_dilated_convolution_backward_data_desc_init(&d, dnnl_convolution_direct, &xm, &wm, &ym,
+                                                                 c->strides, c->dilates, c->pad_l, c->pad_r);
   if (ds == dnnl_success) ds = dnnl_primitive_desc_create(&pd, &d, k->attr, k->engine, hint);
   dnnl_primitive_desc_destroy(hint);
-  if (ds != dnnl_success) return sg__dnnl_fail(k->op, ds, "convolution backward data");
+  if (ds != dnnl_success) return sg__dnnl_fail(k->op, ds, what);
   dnnl_memory_desc_t xu, wu, yu;
   sg__dk_tensor_md(k, c->g, c->x_t, 4, c->x, &xu);
   sg__dk_plain_md(&wu, c->w_ndims, c->w);
   sg__dk_tensor_md(k, c->g, c->y_t, 4, c->y, &yu);
-  int xi, wi, yi;
+  /* The operand read (input 1) and the gradient written (output 0). */
+  const dnnl_memory_desc_t *read_u = weights ? &xu : &wu, *grad_u = weights ? &wu : &xu;
+  dnnl_query_t read_q = weights ? dnnl_query_src_md : dnnl_query_weights_md;
+  dnnl_query_t grad_q = weights ? dnnl_query_diff_weights_md : dnnl_query_diff_src_md;
+  int yi, ri, gi;
   sg_status st = SG_OK;
   SG_CHECK_GOTO(sg__dk_input(k, &yu, qmd(pd, dnnl_query_diff_dst_md), SG__DK_IN(0), &yi), st, fail);
-  SG_CHECK_GOTO(sg__dk_input(k, &wu, qmd(pd, dnnl_query_weights_md), SG__DK_IN(1), &wi), st, fail);
-  SG_CHECK_GOTO(sg__dk_output(k, &xu, qmd(pd, dnnl_query_diff_src_md), SG__DK_OUT(0), &xi), st, fail);
-  int kinds[] = {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC};
-  int mems[] = {yi, wi, xi};
-  SG_CHECK(sg__dk_step_add(k, pd, 3, kinds, mems));
-  return sg__dk_finish(k);
-fail:
-  dnnl_primitive_desc_destroy(pd);
-  return st;
-}
-
-static sg_status build_backward_weights(sg__dk *k, const conv_geom *c) {
-  dnnl_primitive_desc_t hint, pd;
-  SG_CHECK(fwd_pd(k, c, false, &hint));
-  dnnl_memory_desc_t xm, wm, ym;
-  any_md(&xm, 4, c->x);
-  any_md(&wm, c->w_ndims, c->w);
-  any_md(&ym, 4, c->y);
-  dnnl_convolution_desc_t d;
-  dnnl_status_t ds = dnnl_dilated_convolution_backward_weights_desc_init(
-      &d, dnnl_convolution_direct, &xm, &wm, NULL, &ym, c->strides, c->dilates, c->pad_l, c->pad_r);
-  if (ds == dnnl_success) ds = dnnl_primitive_desc_create(&pd, &d, k->attr, k->engine, hint);
-  dnnl_primitive_desc_destroy(hint);
-  if (ds != dnnl_success) return sg__dnnl_fail(k->op, ds, "convolution backward weights");
-  dnnl_memory_desc_t xu, wu, yu;
-  sg__dk_tensor_md(k, c->g, c->x_t, 4, c->x, &xu);
-  sg__dk_plain_md(&wu, c->w_ndims, c->w);
-  sg__dk_tensor_md(k, c->g, c->y_t, 4, c->y, &yu);
-  int xi, wi, yi;
-  sg_status st = SG_OK;
-  SG_CHECK_GOTO(sg__dk_input(k, &yu, qmd(pd, dnnl_query_diff_dst_md), SG__DK_IN(0), &yi), st, fail);
-  SG_CHECK_GOTO(sg__dk_input(k, &xu, qmd(pd, dnnl_query_src_md), SG__DK_IN(1), &xi), st, fail);
-  SG_CHECK_GOTO(sg__dk_output(k, &wu, qmd(pd, dnnl_query_diff_weights_md), SG__DK_OUT(0), &wi), st, fail);
-  int kinds[] = {DNNL_ARG_DIFF_DST, DNNL_ARG_SRC, DNNL_ARG_DIFF_WEIGHTS};
-  int mems[] = {yi, xi, wi};
+  SG_CHECK_GOTO(sg__dk_input(k, read_u, qmd(pd, read_q), SG__DK_IN(1), &ri), st, fail);
+  SG_CHECK_GOTO(sg__dk_output(k, grad_u, qmd(pd, grad_q), SG__DK_OUT(0), &gi), st, fail);
+  int kinds[] = {DNNL_ARG_DIFF_DST, weights ? DNNL_ARG_SRC : DNNL_ARG_WEIGHTS,
+                 weights ? DNNL_ARG_DIFF_WEIGHTS : DNNL_ARG_DIFF_SRC};
+  int mems[] = {yi, ri, gi};
   SG_CHECK(sg__dk_step_add(k, pd, 3, kinds, mems));
   return sg__dk_finish(k);
 fail:
@@ -181,11 +163,11 @@ static sg_status build(sg__dk *k, const sg_graph *g, const sg__op *op, sg__exec_
     case SG_OP_CONV2D_BACKWARD_DATA: /* dy, w -> dx */
       geom(op, y->dims, b->dims, a->dims, &c);
       c.x_t = op->outputs[0], c.y_t = op->inputs[0];
-      return build_backward_data(k, &c);
+      return build_backward(k, &c, false);
     case SG_OP_CONV2D_BACKWARD_WEIGHT: /* dy, x -> dw */
       geom(op, b->dims, y->dims, a->dims, &c);
       c.x_t = op->inputs[1], c.y_t = op->inputs[0];
-      return build_backward_weights(k, &c);
+      return build_backward(k, &c, true);
     default: return sg__cpu_unsupported(g, op, "");
   }
 }
