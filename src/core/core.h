@@ -97,6 +97,15 @@ static inline bool sg__add_size(size_t a, size_t b, size_t *out) {
 /* Grows a dynamic array so that it holds at least `need` elements. */
 sg_status sg__grow(void **items, uint32_t *cap, uint32_t need, size_t elem_size);
 
+/* ---- files ---------------------------------------------------------------- */
+
+/* Maps a whole regular file read-only. An empty file gives *map = NULL and
+ * *size = 0. Errors: SG_ERR_IO (cannot open, stat or map; not a regular
+ * file), SG_ERR_RANGE (larger than the address space), naming the path. */
+sg_status sg__map_file(const char *path, const void **map, size_t *size);
+/* Undoes sg__map_file; accepts NULL. */
+void sg__unmap_file(const void *map, size_t size);
+
 /* ---- arena --------------------------------------------------------------- */
 
 /* A bump allocator for metadata that lives as long as its owner (a graph):

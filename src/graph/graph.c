@@ -23,7 +23,7 @@ void sg_graph_destroy(sg_graph *g) {
   sg__free(g->outputs);
   sg__names_clear(&g->tensor_names);
   sg__names_clear(&g->op_names);
-  if (g->mapping) munmap(g->mapping, g->mapping_size);
+  sg__unmap_file(g->mapping, g->mapping_size);
   sg__free(g);
 }
 

@@ -253,43 +253,17 @@ sg_status sg_graph_load(const char *path, sg_graph **out) {
   if (out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_graph_load: out is NULL");
   *out = NULL;
   if (path == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_graph_load: path is NULL");
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return sg__error(SG_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-  struct stat sb;
-  if (fstat(fd, &sb) != 0) {
-    sg_status st = sg__error(SG_ERR_IO, "cannot stat '%s': %s", path, strerror(errno));
-    close(fd);
-    return st;
-  }
-  if (!S_ISREG(sb.st_mode)) {
-    close(fd);
-    return sg__error(SG_ERR_IO, "'%s' is not a regular file", path);
-  }
-  if ((uint64_t)sb.st_size > SIZE_MAX) {
-    close(fd);
-    return sg__error(SG_ERR_RANGE, "'%s' is too large to map", path);
-  }
-  size_t size = (size_t)sb.st_size;
-  void *map = NULL;
-  if (size > 0) {
-    /* Read-only and private: initializers are used in place, and a bug that
-     * wrote through one would fault instead of changing the file. */
-    map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map == MAP_FAILED) {
-      sg_status st = sg__error(SG_ERR_IO, "cannot map '%s': %s", path, strerror(errno));
-      close(fd);
-      return st;
-    }
-  }
-  close(fd);
+  const void *map;
+  size_t size;
+  SG_CHECK(sg__map_file(path, &map, &size));
   sg_graph *g;
   sg_status st = sg_graph_create(&g);
   if (st != SG_OK) {
-    if (map) munmap(map, size);
+    sg__unmap_file(map, size);
     return st;
   }
   static const uint8_t empty[1];
-  g->mapping = map;
+  g->mapping = (void *)map;
   g->mapping_size = size;
   st = load(map ? map : empty, size, g);
   if (st != SG_OK) {

@@ -549,33 +549,13 @@ sg_status sg_onnx_import(const char *path, const sg_onnx_params *p, sg_graph **o
   *out = NULL;
   if (path == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_onnx_import: path is NULL");
   SG_CHECK(check_params(p, "sg_onnx_import"));
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return sg__error(SG_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-  struct stat sb;
-  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-    sg_status st = sg__error(SG_ERR_IO, "'%s' is not a readable regular file", path);
-    close(fd);
-    return st;
-  }
-  if ((uint64_t)sb.st_size > SIZE_MAX) {
-    close(fd);
-    return sg__error(SG_ERR_RANGE, "'%s' is too large to map", path);
-  }
-  size_t size = (size_t)sb.st_size;
-  void *map = NULL;
-  if (size > 0) {
-    map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map == MAP_FAILED) {
-      sg_status st = sg__error(SG_ERR_IO, "cannot map '%s': %s", path, strerror(errno));
-      close(fd);
-      return st;
-    }
-  }
-  close(fd);
+  const void *map;
+  size_t size;
+  SG_CHECK(sg__map_file(path, &map, &size));
   sg_onnx_params defaults = SG_ONNX_PARAMS_INIT;
   static const uint8_t empty[1];
   sg_status st = import(map ? map : empty, size, p ? p : &defaults, out);
-  if (map) munmap(map, size);
+  sg__unmap_file(map, size);
   if (st != SG_OK) {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", sg_last_error());
