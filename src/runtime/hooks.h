@@ -35,6 +35,14 @@ sg_status sg__session_set_updates_last(sg_session *s, bool updates_last);
  * valid), or removes them with NULL. SG_ERR_STATE before compile. */
 sg_status sg__session_set_hooks(sg_session *s, const sg__step_hooks *hooks);
 
+/* Runs schedule positions [begin, end) of a training step, with the hooks,
+ * without counting a step: with updates last, [0, first update) is forward
+ * and backward only, which leaves this micro-batch's gradients in their
+ * slots for the caller to accumulate (gradient accumulation, a lost rank's
+ * shard redone by a survivor). Inputs read by those positions must be set.
+ * SG_ERR_STATE before compile; SG_ERR_RANGE for a bad range. */
+sg_status sg__session_run_partial(sg_session *s, uint32_t begin, uint32_t end);
+
 /* The training schedule: op ids in the order a step runs them. */
 const int32_t *sg__session_order(const sg_session *s, uint32_t *n);
 

@@ -196,10 +196,10 @@ static sg_status run(sg_session *s, const int32_t *order, uint32_t n, sg__kernel
 /* A training step with the hooks of hooks.h around its ops. The backend is
  * synchronized before each `after` hook, so that what the hook reads (a
  * gradient to allreduce, a time stamp) is complete. */
-static sg_status run_hooked(sg_session *s, bool poison) {
+static sg_status run_hooked(sg_session *s, uint32_t begin, uint32_t end, bool poison) {
   const sg__step_hooks *h = &s->hooks;
   sg__run_ctx ctx = {s->steps, s->seed};
-  for (uint32_t i = 0; i < s->plan.n_order; i++) {
+  for (uint32_t i = begin; i < end; i++) {
     int32_t k = s->plan.order[i];
     if (h->before && (h->before_at == NULL || h->before_at[i])) SG_CHECK(h->before(h->ctx, i));
     SG_CHECK(s->be->kernel_run(s->be_state, s->kernels[i], s->op_in[k], s->op_out[k], &ctx));
@@ -233,11 +233,22 @@ sg_status sg_session_step(sg_session *s) {
   SG_CHECK(need_compiled(s, "sg_session_step"));
   SG_CHECK(check_inputs_set(s, "sg_session_step", s->plan.order, s->plan.n_order));
   bool poison = s->poison && strcmp(s->be->name, "cpu") == 0;
-  if (s->hooks.before || s->hooks.after) SG_CHECK(run_hooked(s, poison));
+  if (s->hooks.before || s->hooks.after) SG_CHECK(run_hooked(s, 0, s->plan.n_order, poison));
   else if (s->profile) SG_CHECK(run_profiled(s, poison));
   else SG_CHECK(run(s, s->plan.order, s->plan.n_order, s->kernels, poison));
   s->steps++;
   return SG_OK;
+}
+
+sg_status sg__session_run_partial(sg_session *s, uint32_t begin, uint32_t end) {
+  SG_CHECK(need_compiled(s, "session: partial step"));
+  if (begin > end || end > s->plan.n_order)
+    return sg__error(SG_ERR_RANGE, "session: partial step [%u, %u) outside the %u scheduled ops", begin, end,
+                     s->plan.n_order);
+  SG_CHECK(check_inputs_set(s, "session: partial step", s->plan.order + begin, end - begin));
+  /* Poisoning assumes whole steps (a slot dies at its last reader of the
+   * step), so it is left out here. */
+  return run_hooked(s, begin, end, false);
 }
 
 sg_status sg_session_forward(sg_session *s) {

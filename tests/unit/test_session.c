@@ -559,6 +559,35 @@ static void test_hooks_and_bound_state(void **state) {
   assert_status(sg__session_set_hooks(b, NULL), SG_OK, NULL);
   assert_status(sg_session_step(b), SG_OK, NULL);
 
+  /* A step run as two partial runs, [0, first update) and the rest, is the
+   * same step; a bad range is refused. */
+  {
+    sg_session *e, *f = session(g, 0, 0);
+    assert_status(sg_session_create(g, &p, &e), SG_OK, NULL);
+    assert_status(sg__session_set_updates_last(e, true), SG_OK, NULL);
+    assert_status(sg_session_compile(e), SG_OK, NULL);
+    uint32_t ne, first_update = 0;
+    const int32_t *oe = sg__session_order(e, &ne);
+    while (first_update < ne && g->ops[oe[first_update]].kind != SG_OP_SGD_UPDATE) first_update++;
+    assert_true(first_update > 0 && first_update < ne);
+    for (int k = 0; k < 2; k++) {
+      feed_cnn(e, k), feed_cnn(f, k);
+      assert_status(sg__session_run_partial(e, 0, first_update), SG_OK, NULL);
+      assert_status(sg__session_run_partial(e, first_update, ne), SG_OK, NULL);
+      assert_status(sg_session_step(f), SG_OK, NULL);
+    }
+    size_t n_e, n_f;
+    unsigned char *se = snapshot(g, e, &n_e), *sf = snapshot(g, f, &n_f);
+    assert_int_equal(n_e, n_f);
+    assert_memory_equal(se, sf, n_e);
+    free(se);
+    free(sf);
+    assert_status(sg__session_run_partial(e, 3, 2), SG_ERR_RANGE, "outside");
+    assert_status(sg__session_run_partial(e, 0, ne + 1), SG_ERR_RANGE, "outside");
+    sg_session_destroy(e);
+    sg_session_destroy(f);
+  }
+
   /* Bad bindings name what is wrong. */
   float *buf = mem[0];
   assert_status(sg_session_bind_state(c, "block0.conv", buf + 1, sizeof w), SG_ERR_INVALID_ARG, "aligned");
