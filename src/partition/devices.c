@@ -141,7 +141,7 @@ sg_status sg_device_table_preset(const char *name, int count, sg_device_table **
   const preset *p = find_preset(name);
   if (p == NULL)
     return sg__error(SG_ERR_NOT_FOUND, "device table: unknown preset '%.64s' (known: " PRESET_LIST ")", name);
-  sg_device_table *t;
+  sg_device_table *t = NULL;
   SG_CHECK(new_table(count, &t));
   for (int i = 0; i < count; i++) {
     char buf[96];
@@ -300,7 +300,7 @@ static sg_status from_json(const cJSON *root, sg_device_table **out) {
       return sg__error(SG_ERR_FORMAT, "device table: devices[%d].count: more than %d devices in all", idx,
                        SG_PARTITION_MAX_PARTS);
   }
-  sg_device_table *t;
+  sg_device_table *t = NULL;
   SG_CHECK(new_table(total, &t));
   idx = 0;
   for (const cJSON *e = list->child; e; e = e->next, idx++) {

@@ -48,7 +48,7 @@ static sg_status ce_forward(sg__cpu_state *st, sg__kernel *base, void *const *in
   float *y = out[0];
   double total = 0;
   for (int64_t i = 0; i < k->N; i++) {
-    int64_t l;
+    int64_t l = 0;
     SG_CHECK(label_at(k, in[1], i, &l));
     double m, lse = row_lse(x + i * k->C, k->C, &m);
     double loss = lse - x[i * k->C + l];
@@ -69,7 +69,7 @@ static sg_status ce_backward(sg__cpu_state *st, sg__kernel *base, void *const *i
   float *dx = out[0];
   const int64_t C = k->C;
   for (int64_t i = 0; i < k->N; i++) {
-    int64_t l;
+    int64_t l = 0;
     SG_CHECK(label_at(k, in[2], i, &l));
     double g = k->reduction == NONE ? dloss[i] : k->reduction == MEAN ? dloss[0] / (double)k->N : dloss[0];
     const float *xr = x + i * C;

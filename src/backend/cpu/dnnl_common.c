@@ -173,7 +173,7 @@ static sg_status reorder_step(sg__dk *k, int src, int dst) {
 
 sg_status sg__dk_input(sg__dk *k, const dnnl_memory_desc_t *user, const dnnl_memory_desc_t *want, int bind,
                        int *idx) {
-  int u;
+  int u = 0;
   SG_CHECK(sg__dk_user(k, user, bind, &u));
   if (dnnl_memory_desc_equal(user, want)) {
     *idx = u;
@@ -188,7 +188,7 @@ sg_status sg__dk_input(sg__dk *k, const dnnl_memory_desc_t *user, const dnnl_mem
 
 sg_status sg__dk_output(sg__dk *k, const dnnl_memory_desc_t *user, const dnnl_memory_desc_t *want, int bind,
                         int *idx) {
-  int u;
+  int u = 0;
   SG_CHECK(sg__dk_user(k, user, bind, &u));
   if (dnnl_memory_desc_equal(user, want)) {
     *idx = u;
