@@ -9,6 +9,8 @@
 #include "cli.h"
 
 int cli_launch_ranks(int n, int restarts, int prefix, char **argv); /* cmd_launch.c */
+int cli_bench_gpt(const cli_command *cmd, const char *np, const char *iters_s, int json,
+                  int is_worker); /* cmd_bench_gpt.c */
 
 static int parse_size(const char *s, unsigned long long *out) {
   char *end;
@@ -83,7 +85,7 @@ static int worker(unsigned long long bytes, int iters, int json) {
 }
 
 static int run_bench(const cli_command *cmd, int argc, char **argv) {
-  const char *np = "2", *bytes_s = NULL, *iters_s = "20", *pos[1] = {NULL};
+  const char *np = "2", *bytes_s = NULL, *iters_s = NULL, *pos[1] = {NULL};
   int json = 0, is_worker = 0;
   const cli_option opts[] = {
       {"np", 'n', &np, NULL},   {"bytes", 'b', &bytes_s, NULL},  {"iters", 'i', &iters_s, NULL},
@@ -91,8 +93,10 @@ static int run_bench(const cli_command *cmd, int argc, char **argv) {
   };
   int rc = cli_parse(cmd, argc, argv, opts, 5, pos, 1, 1);
   if (rc != CLI_CONTINUE) return rc;
+  if (strcmp(pos[0], "gpt") == 0) return cli_bench_gpt(cmd, np, iters_s, json, is_worker);
   if (strcmp(pos[0], "allreduce") != 0)
-    return cli_usage_error(cmd, "unknown benchmark '%s' (try allreduce)", pos[0]);
+    return cli_usage_error(cmd, "unknown benchmark '%s' (try allreduce or gpt)", pos[0]);
+  if (iters_s == NULL) iters_s = "20";
   unsigned long long bytes;
   if (bytes_s == NULL || parse_size(bytes_s, &bytes) != 0 || bytes < 4)
     return cli_usage_error(cmd, "--bytes needs a size such as 1048576, 16M or 64MiB");
@@ -114,11 +118,12 @@ static int run_bench(const cli_command *cmd, int argc, char **argv) {
 
 const cli_command cli_cmd_bench = {
     "bench",
-    "allreduce -n N --bytes B [--iters I] [--json]",
-    "time allreduce on N local ranks (algbw and busbw, as nccl-tests)",
+    "allreduce -n N --bytes B [--iters I] [--json] | gpt [-n N] [--iters I] [--json]",
+    "time allreduce on N local ranks (algbw and busbw, as nccl-tests), or the global page table",
     "  -n, --np N        ranks (default 2)\n"
     "  -b, --bytes B     message size: bytes, or with K/M/G (binary) suffix\n"
-    "  -i, --iters I     timed iterations (default 20; the median is reported)\n"
-    "  --json            one JSON line: np, bytes, ms, algbw_gbs, busbw_gbs\n",
+    "  -i, --iters I     timed iterations (default 20; the median is reported; gpt: 2000)\n"
+    "  --json            one JSON line: np, bytes, ms, algbw_gbs, busbw_gbs\n"
+    "                    (gpt: local_hit_ns, local_mops, local_miss_ns, remote_ns, cas_ns, cas_mops, ...)\n",
     run_bench,
 };

@@ -18,7 +18,7 @@ typedef struct builder {
 
 static sg_tensor conv(builder *b, const char *prefix, sg_tensor x, int64_t cin, int64_t cout, int64_t k,
                       int64_t stride, int64_t pad) {
-  char name[128];
+  char name[160]; /* callers' prefixes are at most 127 characters: room for ".weight" */
   snprintf(name, sizeof name, "%s.weight", prefix);
   int64_t wd[] = {cout, cin, k, k};
   sg_tensor w = sg_parameter(b->g, name, SG_F32, 4, wd, NULL);

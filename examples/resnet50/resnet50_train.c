@@ -27,6 +27,7 @@
 #include <cjson/cJSON.h>
 #include <sgrt/sgrt.h>
 
+#include "resnet50_data.h"
 #include "resnet50_model.h"
 
 typedef struct options {
@@ -36,68 +37,7 @@ typedef struct options {
   uint64_t seed;
 } options;
 
-/* ---- the generated dataset ----------------------------------------------- */
-
-typedef struct dataset {
-  int classes, res;
-  float *colour, *fx, *fy, *phase; /* [classes][3] each */
-  uint64_t rng;
-} dataset;
-
-static uint64_t next_u64(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-static double uniform01(uint64_t *s) { return ((double)(next_u64(s) >> 11) + 0.5) / 9007199254740992.0; }
-
-static int dataset_init(dataset *d, int classes, int res, uint64_t seed) {
-  *d = (dataset){classes, res, NULL, NULL, NULL, NULL, seed ^ 0x5851F42D4C957F2Dull};
-  size_t n = (size_t)classes * 3;
-  d->colour = malloc(n * sizeof(float));
-  d->fx = malloc(n * sizeof(float));
-  d->fy = malloc(n * sizeof(float));
-  d->phase = malloc(n * sizeof(float));
-  if (!d->colour || !d->fx || !d->fy || !d->phase) return -1;
-  for (size_t i = 0; i < n; i++) {
-    d->colour[i] = (float)(2.0 * uniform01(&d->rng) - 1.0);
-    /* 1..4 cycles across the image, in a direction of its own. */
-    double cycles = 1.0 + 3.0 * uniform01(&d->rng), angle = 6.283185307179586 * uniform01(&d->rng);
-    d->fx[i] = (float)(6.283185307179586 * cycles * cos(angle) / res);
-    d->fy[i] = (float)(6.283185307179586 * cycles * sin(angle) / res);
-    d->phase[i] = (float)(6.283185307179586 * uniform01(&d->rng));
-  }
-  return 0;
-}
-
-static void dataset_free(dataset *d) {
-  free(d->colour);
-  free(d->fx);
-  free(d->fy);
-  free(d->phase);
-}
-
-/* One batch: x [n,3,res,res], y [n]. */
-static void dataset_batch(dataset *d, int n, float *x, int64_t *y) {
-  const int r = d->res;
-  for (int i = 0; i < n; i++) {
-    int c = (int)(next_u64(&d->rng) % (uint64_t)d->classes);
-    y[i] = c;
-    for (int ch = 0; ch < 3; ch++) {
-      const int k = c * 3 + ch;
-      float *p = x + ((size_t)i * 3 + ch) * r * r;
-      for (int py = 0; py < r; py++)
-        for (int px = 0; px < r; px++) {
-          double u = uniform01(&d->rng), v = uniform01(&d->rng);
-          double noise = sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
-          p[py * r + px] = (float)(d->colour[k] + sin(d->fx[k] * px + d->fy[k] * py + d->phase[k]) + noise);
-        }
-    }
-  }
-}
-
-/* ---- graph, digest, timing ----------------------------------------------- */
+/* ---- graph, timing ----------------------------------------------- */
 
 static sg_status build(const options *o, sg_graph **out) {
   sg_graph *g;
@@ -134,35 +74,6 @@ static sg_status build(const options *o, sg_graph **out) {
     return st;
   }
   *out = g;
-  return SG_OK;
-}
-
-/* FNV-1a over the bytes of every parameter in graph order (exact), plus the
- * float64 sum and L2 norm (tolerant), as mlp_train. */
-static sg_status param_digest(const sg_graph *g, const sg_session *s, uint64_t *hash, double *sum,
-                              double *l2) {
-  *hash = 1469598103934665603ull;
-  *sum = *l2 = 0;
-  for (int32_t i = 0; i < sg_graph_num_tensors(g); i++) {
-    sg_tensor_info info;
-    sg_graph_tensor_info(g, (sg_tensor){i}, &info);
-    if (info.role != SG_ROLE_PARAMETER) continue;
-    float *v = malloc(info.nbytes);
-    if (v == NULL) return SG_ERR_NO_MEMORY;
-    sg_status st = sg_session_read(s, info.name, v, info.nbytes);
-    if (st != SG_OK) {
-      free(v);
-      return st;
-    }
-    const unsigned char *b = (const unsigned char *)v;
-    for (size_t k = 0; k < info.nbytes; k++) *hash = (*hash ^ b[k]) * 1099511628211ull;
-    for (int64_t k = 0; k < info.numel; k++) {
-      *sum += v[k];
-      *l2 += (double)v[k] * v[k];
-    }
-    free(v);
-  }
-  *l2 = sqrt(*l2);
   return SG_OK;
 }
 
@@ -273,13 +184,14 @@ int main(int argc, char **argv) {
            n_params, o.classes, o.res, o.res, o.batch, o.threads, compile_s, rep.ops_scheduled,
            rep.planned_peak_bytes / 1e6, rep.sum_tensor_bytes / 1e6);
 
-  dataset data;
+  resnet50_dataset data;
   size_t xn = (size_t)o.batch * 3 * o.res * o.res;
   float *x = malloc(xn * sizeof(float)), *logits = malloc((size_t)o.batch * o.classes * sizeof(float));
   int64_t *y = malloc((size_t)o.batch * sizeof(int64_t));
   double *times = malloc(((size_t)o.steps + 1) * sizeof(double));
   int *correct = calloc((size_t)o.steps + 1, sizeof(int));
-  if (!x || !logits || !y || !times || !correct || dataset_init(&data, o.classes, o.res, o.seed) != 0)
+  if (!x || !logits || !y || !times || !correct ||
+      resnet50_dataset_init(&data, o.classes, o.res, o.seed) != 0)
     return fail("allocating the data", SG_ERR_NO_MEMORY);
 
   int64_t xd[] = {o.batch, 3, o.res, o.res}, yd[] = {o.batch};
@@ -287,7 +199,7 @@ int main(int argc, char **argv) {
   double train_s = 0;
   int run = 0, reached = 0; /* steps run; the step at which --until-accuracy was reached */
   for (int step = 0; step < o.steps && !reached; step++) {
-    dataset_batch(&data, o.batch, x, y);
+    resnet50_dataset_batch(&data, o.batch, x, y);
     if ((st = sg_session_set_input(s, "images", SG_F32, 4, xd, x)) != SG_OK ||
         (st = sg_session_set_input(s, "labels", SG_I64, 1, yd, y)) != SG_OK ||
         (st = sg_session_set_input(s, "lr", SG_F32, 0, NULL, &lr)) != SG_OK)
@@ -330,7 +242,7 @@ int main(int argc, char **argv) {
   double acc = win > 0 ? (double)hits / ((double)win * o.batch) : 0.0;
   uint64_t hash;
   double psum, pl2;
-  if ((st = param_digest(g, s, &hash, &psum, &pl2)) != SG_OK) return fail("reading parameters", st);
+  if ((st = resnet50_param_digest(g, s, &hash, &psum, &pl2)) != SG_OK) return fail("reading parameters", st);
   double ips = med > 0 ? o.batch / med : 0.0;
   if (o.json) {
     char hex[17];
@@ -375,7 +287,7 @@ int main(int argc, char **argv) {
   }
   sg_session_destroy(s);
   sg_graph_destroy(g);
-  dataset_free(&data);
+  resnet50_dataset_free(&data);
   free(x);
   free(logits);
   free(y);

@@ -64,7 +64,14 @@ SG_API sg_comm_params sg_comm_params_init(void);
  *         the store refuses our token; SG_ERR_COMM for transport failures.
  */
 SG_API sg_status sg_comm_create(const sg_comm_params *params, sg_comm **out);
-/** Leaves the job and frees everything. Accepts NULL. */
+/**
+ * Leaves the job and frees everything. Accepts NULL. Runs a barrier first (so
+ * no peer still needs our endpoints or rank 0's store) unless the
+ * communicator failed or was aborted; then it closes without waiting for
+ * peers, within about 2 s. Buffers of a call that failed must stay valid until
+ * here: UCX may still hold a send of theirs.
+ * @return SG_OK, or the barrier's error (resources are freed either way).
+ */
 SG_API sg_status sg_comm_destroy(sg_comm *comm);
 
 SG_API int sg_comm_rank(const sg_comm *comm);
@@ -96,6 +103,48 @@ SG_API sg_status sg_comm_reduce_scatter(sg_comm *comm, const void *send, void *r
 SG_API sg_status sg_comm_broadcast(sg_comm *comm, void *buf, size_t count, sg_dtype dtype, int root);
 /** Returns when every rank has entered it. */
 SG_API sg_status sg_comm_barrier(sg_comm *comm);
+
+/* ---- collectives on CUDA device memory (NCCL) ---------------------------- */
+
+/** Nonzero when this library was built with CUDA and NCCL (the sg_comm_nccl_* calls work there). Any thread.
+ */
+SG_API int sg_comm_nccl_built(void);
+/**
+ * Sets up NCCL for this job on CUDA device `device` (-1: local rank modulo the
+ * number of visible devices) and makes it current for the calling thread.
+ * Collective. Rank 0 makes NCCL's unique id and publishes it in the
+ * rendezvous store under "nccl/uid"; every rank waits for it (the
+ * communicator's timeout) and joins. Waits never block inside NCCL: they
+ * keep heartbeats going and fail on a dead peer, an abort or the timeout,
+ * aborting the NCCL communicator.
+ * @return SG_OK; SG_ERR_UNSUPPORTED in builds without CUDA and NCCL or when
+ *         this rank sees no CUDA device (the message says which);
+ *         SG_ERR_INVALID_ARG for device < -1 or past the last device;
+ *         SG_ERR_STATE when NCCL is already set up; SG_ERR_TIMEOUT,
+ *         SG_ERR_COMM, SG_ERR_FORMAT (a malformed id in the store).
+ *         Owner thread only.
+ */
+SG_API sg_status sg_comm_nccl_init(sg_comm *comm, int device);
+/**
+ * Device-memory collectives with the host collectives' conventions (above):
+ * send/recv/buf are device pointers on this rank's device. `stream` is a
+ * cudaStream_t: the call is queued on it and returns at once (errors of that
+ * work surface on a later call); NULL: queued on the communicator's own stream
+ * and waited for, so the call returns when the result is in place. AVG on
+ * integer types is NCCL's. sg_comm_destroy() releases NCCL.
+ * @return SG_OK; SG_ERR_UNSUPPORTED without CUDA and NCCL; SG_ERR_STATE
+ *         before sg_comm_nccl_init() or after NCCL was aborted; argument
+ *         errors as the host collectives; SG_ERR_COMM, SG_ERR_TIMEOUT.
+ *         Owner thread only.
+ */
+SG_API sg_status sg_comm_nccl_allreduce(sg_comm *comm, const void *send, void *recv, size_t count,
+                                        sg_dtype dtype, sg_reduce_op op, void *stream);
+SG_API sg_status sg_comm_nccl_allgather(sg_comm *comm, const void *send, void *recv, size_t count,
+                                        sg_dtype dtype, void *stream);
+SG_API sg_status sg_comm_nccl_reduce_scatter(sg_comm *comm, const void *send, void *recv, size_t count,
+                                             sg_dtype dtype, sg_reduce_op op, void *stream);
+SG_API sg_status sg_comm_nccl_broadcast(sg_comm *comm, void *buf, size_t count, sg_dtype dtype, int root,
+                                        void *stream);
 
 /* ---- RMA windows and atomics -------------------------------------------- */
 
@@ -132,6 +181,57 @@ SG_API sg_status sg_comm_am_send(sg_comm *comm, int peer, unsigned id, const voi
  */
 SG_API sg_status sg_comm_am_recv(sg_comm *comm, unsigned id, void *buf, size_t *bytes, int *peer,
                                  int timeout_ms);
+
+/* ---- liveness (SPEC H1) -------------------------------------------------- */
+
+/**
+ * Heartbeats (SPEC H1): every heartbeat_ms this rank sends a tiny active
+ * message to every peer while it is inside any comm call or sg_comm_poll(); a
+ * peer not heard from (heartbeat or any other traffic) for dead_ms makes every
+ * blocking call that involves it -- and every collective -- fail with
+ * SG_ERR_COMM "rank R is unreachable: nothing heard for N ms" naming the peer,
+ * instead of waiting for the operation timeout. heartbeat_ms 0 turns it off
+ * (the default, because a single-threaded program that computes between comm
+ * calls would look dead). dead_ms must exceed heartbeat_ms. Also a UCX
+ * endpoint error (peer closed/reset, where UCX reports it) fails fast naming
+ * the peer.
+ *
+ * Silence counts only time this rank spends inside comm calls: a rank that
+ * computed for a while does not blame peers whose heartbeats it could not
+ * read meanwhile. A peer declared unreachable stays so for this communicator
+ * (every later collective fails at once). Local: no communication; every rank
+ * should set the same values. sg_comm_am_recv() sends heartbeats but is not
+ * failed by a silent peer (it has no particular peer); use sg_comm_poll().
+ * Heartbeats use an internal active-message id, never seen on queues 0..7.
+ * @return SG_OK; SG_ERR_INVALID_ARG for heartbeat_ms < 0 or dead_ms <=
+ *         heartbeat_ms (values above 24 h are refused too); the communicator's
+ *         failure when it failed earlier. Owner thread only.
+ */
+SG_API sg_status sg_comm_set_liveness(sg_comm *comm, int heartbeat_ms, int dead_ms);
+/**
+ * Progresses communication once without blocking: sends due heartbeats, takes
+ * arrived messages. For a scheduler thread's idle loop.
+ * @return SG_OK; SG_ERR_COMM naming the peer if a peer is now unreachable (the
+ *         communicator stays usable for point-to-point traffic with the
+ *         others; collectives fail); SG_ERR_COMM/SG_ERR_STATE when the
+ *         communicator failed or was aborted. Owner thread only.
+ */
+SG_API sg_status sg_comm_poll(sg_comm *comm);
+/**
+ * Milliseconds since anything was heard from peer (-1 for self or an invalid
+ * rank), not counting time this rank spent outside comm calls while liveness
+ * is on. Owner thread only.
+ */
+SG_API int64_t sg_comm_peer_silence_ms(const sg_comm *comm, int peer);
+/**
+ * Marks the communicator failed: every later call returns SG_ERR_COMM ("the
+ * communicator was aborted: <reason>") quickly, and sg_comm_destroy() skips
+ * its barrier. Used to abort. Any thread may call it, also while the owner
+ * thread is blocked in a call on comm: that call returns SG_ERR_COMM within
+ * milliseconds. The first reason is kept. Accepts NULL; not concurrently with
+ * sg_comm_destroy().
+ */
+SG_API void sg_comm_abort(sg_comm *comm, const char *reason);
 
 /* ---- consistency (SPEC M5) ----------------------------------------------- */
 

@@ -42,7 +42,10 @@
 
 #include "sgrt/comm.h"
 #include "sgrt/core.h"
+#include "sgrt/dist.h"
+#include "sgrt/gmem.h"
 #include "sgrt/graph.h"
+#include "sgrt/health.h"
 #include "sgrt/onnx.h"
 #include "sgrt/ops.h"
 #include "sgrt/partition.h"

@@ -9,14 +9,21 @@
  * rank order (one message round instead of 2(n-1)). Results are bitwise equal
  * on every rank: each chunk is reduced once, in one place, then copied.
  *
- * Matching: all messages of one collective from the same peer carry the same
- * tag (the collective's sequence number); UCX matches messages from one peer
- * under one tag in the order they were sent. */
+ * Memory traffic is what limits a host allreduce, so reduce-scatter segments
+ * land in a few staging slots that stay in the CPU's cache (STAGE_SLOTS x
+ * SEG_BYTES) instead of a chunk-sized area: the transport's copy writes into
+ * cache and the reduction reads from there (docs/performance.md, "Allreduce").
+ *
+ * Matching: a collective's messages carry tags derived from its sequence
+ * number (coll_tag), one tag for its reduce-scatter phase and one for its
+ * allgather phase; UCX matches messages from one peer under one tag in the
+ * order they were sent, so each phase's receives are posted in send order. */
 #include <string.h>
 
 #include "comm/comm_internal.h"
 
-#define SEG_BYTES ((size_t)512 * 1024)
+#define SEG_BYTES ((size_t)256 * 1024)
+#define STAGE_SLOTS 4
 #define LATENCY_BYTES ((size_t)32 * 1024)
 
 static size_t chunk_off(size_t count, int n, int i) {
@@ -33,6 +40,14 @@ static size_t n_segs(size_t elems, size_t esize) {
   return (elems + seg - 1) / seg;
 }
 
+/* Two tags per collective (phases 0 and 1), from its sequence number. Every
+ * collective takes its tags here, so no two collectives in flight share one
+ * (a broadcast root may run several collectives ahead of the others). */
+static uint32_t coll_tag(sg_comm *c) { return (c->coll_seq++ & 0x7fffffffu) << 1; }
+
+/* Bytes of staging a ring run needs (see ring.tmp). */
+static size_t stage_bytes(void) { return SEG_BYTES * STAGE_SLOTS; }
+
 typedef struct ring {
   sg_comm *comm;
   uint8_t *base; /* the vector: n chunks of `block` elements, or of count/n */
@@ -41,87 +56,127 @@ typedef struct ring {
   int n_steps, rs_steps, shift;
   sg_dtype dtype;
   sg_reduce_op op;
-  uint8_t *tmp; /* rs_steps staging areas of the largest chunk */
+  uint8_t *tmp; /* STAGE_SLOTS staging slots of SEG_BYTES for reduce-scatter segments */
 } ring;
 
 static int recv_chunk(const ring *g, int t) { return mod(g->comm->rank + g->shift - t - 1, g->comm->size); }
 
+/* A reduce-scatter segment, in receive order: element offset into base and
+ * length. */
+typedef struct seg_ref {
+  size_t off, len;
+} seg_ref;
+
 /* Runs the schedule. Step t receives chunk recv_chunk(t) from the left (into
- * tmp and reduces, for reduce-scatter steps; straight into base otherwise) and
- * forwards it as step t+1's send. */
+ * a staging slot and reduces, for reduce-scatter steps; straight into base
+ * otherwise) and forwards it as step t+1's send. */
 static sg_status ring_run(ring *g) {
   sg_comm *c = g->comm;
   int n = c->size, left = mod(c->rank - 1, n), right = mod(c->rank + 1, n);
-  uint32_t tag = c->coll_seq++;
-  size_t seg = SEG_BYTES / g->esize, max_chunk = chunk_len(g->count, n, 0);
-  size_t total_recv = 0, total_send = 0;
+  uint32_t tag = coll_tag(c);
+  size_t seg = SEG_BYTES / g->esize;
+  size_t n_rs = 0, n_ag = 0;
   for (int t = 0; t < g->n_steps; t++)
-    total_recv += n_segs(chunk_len(g->count, n, recv_chunk(g, t)), g->esize);
-  total_send = total_recv;
+    *(t < g->rs_steps ? &n_rs : &n_ag) += n_segs(chunk_len(g->count, n, recv_chunk(g, t)), g->esize);
+  size_t total = n_rs + n_ag;
   sg_status st = SG_OK;
-  sg__ucx_req **reqs = sg__calloc(total_recv + total_send + 1, sizeof *reqs);
-  if (reqs == NULL) return sg__error(SG_ERR_NO_MEMORY, "rank %d: collective out of memory", c->rank);
-  sg__ucx_req **rreq = reqs, **sreq = reqs + total_recv;
-  size_t ns = 0;
+  /* Receives (reduce-scatter ones by segment index, then allgather ones),
+   * sends, and the reduce-scatter segment table. */
+  sg__ucx_req **reqs = sg__calloc(2 * total + 1, sizeof *reqs);
+  seg_ref *rs = sg__calloc(n_rs + 1, sizeof *rs);
+  if (reqs == NULL || rs == NULL) {
+    sg__free(reqs);
+    sg__free(rs);
+    return sg__error(SG_ERR_NO_MEMORY, "rank %d: collective out of memory", c->rank);
+  }
+  sg__ucx_req **rreq = reqs, **sreq = reqs + total;
+  size_t ns = 0, sdone = 0, posted_rs = 0;
 
-  /* Post every receive up front, in the order the left neighbour sends. */
-  size_t k = 0;
+  /* Allgather receives go straight to their place: post them all now (tag
+   * phase 1). Reduce-scatter segments go through the staging slots: post as
+   * many as there are slots; each reduced segment frees its slot for the
+   * segment STAGE_SLOTS later (tag phase 0, in the order the left sends). */
+  size_t k = 0, kr = 0;
   for (int t = 0; t < g->n_steps; t++) {
     int ch = recv_chunk(g, t);
     size_t off = chunk_off(g->count, n, ch), len = chunk_len(g->count, n, ch);
-    uint8_t *dst = t < g->rs_steps ? g->tmp + (size_t)t * max_chunk * g->esize : g->base + off * g->esize;
     for (size_t s = 0; s < len; s += seg) {
       size_t m = len - s < seg ? len - s : seg;
-      SG_CHECK_GOTO(sg__ucx_irecv(c->ucx, left, SG_TAG_COLL, tag, dst + s * g->esize, m * g->esize, &rreq[k]),
-                    st, out);
-      k++;
+      if (t < g->rs_steps) {
+        rs[kr++] = (seg_ref){off + s, m};
+      } else {
+        SG_CHECK_GOTO(sg__ucx_irecv(c->ucx, left, SG_TAG_COLL, tag | 1u, g->base + (off + s) * g->esize,
+                                    m * g->esize, &rreq[n_rs + k]),
+                      st, out);
+        k++;
+      }
     }
   }
-  /* Step 0 sends our own chunk. */
+  for (; posted_rs < n_rs && posted_rs < STAGE_SLOTS; posted_rs++)
+    SG_CHECK_GOTO(sg__ucx_irecv(c->ucx, left, SG_TAG_COLL, tag,
+                                g->tmp + (posted_rs % STAGE_SLOTS) * SEG_BYTES, rs[posted_rs].len * g->esize,
+                                &rreq[posted_rs]),
+                  st, out);
+  /* Step 0 sends our own chunk: phase 0 when it feeds a reduce-scatter. */
   {
     int ch = mod(c->rank + g->shift, n);
     size_t off = chunk_off(g->count, n, ch), len = chunk_len(g->count, n, ch);
+    uint32_t t0 = g->rs_steps > 0 ? tag : tag | 1u;
     for (size_t s = 0; s < len; s += seg) {
       size_t m = len - s < seg ? len - s : seg;
-      SG_CHECK_GOTO(sg__ucx_isend(c->ucx, right, SG_TAG_COLL, tag, g->base + (off + s) * g->esize,
+      SG_CHECK_GOTO(sg__ucx_isend(c->ucx, right, SG_TAG_COLL, t0, g->base + (off + s) * g->esize,
                                   m * g->esize, &sreq[ns]),
                     st, out);
       ns++;
     }
   }
-  k = 0;
+  size_t krs = 0, kag = 0;
   for (int t = 0; t < g->n_steps; t++) {
     int ch = recv_chunk(g, t);
     size_t off = chunk_off(g->count, n, ch), len = chunk_len(g->count, n, ch);
-    /* Only reduce-scatter steps receive into scratch; allgather-only
-     * collectives have none (and NULL + 0 is undefined behaviour). */
-    uint8_t *tmp = g->tmp ? g->tmp + (size_t)t * max_chunk * g->esize : NULL;
-    for (size_t s = 0; s < len; s += seg, k++) {
+    /* What this step completes is sent on in the next step's phase. */
+    uint32_t next_tag = t + 1 < g->rs_steps ? tag : tag | 1u;
+    for (size_t s = 0; s < len; s += seg) {
       size_t m = len - s < seg ? len - s : seg;
-      SG_CHECK_GOTO(sg__ucx_wait(c->ucx, &rreq[k], c->deadline), st, out);
       uint8_t *mine = g->base + (off + s) * g->esize;
-      if (t < g->rs_steps) sg__reduce(mine, tmp + s * g->esize, m, g->dtype, g->op);
+      if (t < g->rs_steps) {
+        SG_CHECK_GOTO(sg__ucx_wait(c->ucx, &rreq[krs], c->deadline), st, out);
+        sg__reduce(mine, g->tmp + (krs % STAGE_SLOTS) * SEG_BYTES, m, g->dtype, g->op);
+        /* The slot is free again: receive the segment STAGE_SLOTS later. */
+        if (posted_rs < n_rs) {
+          SG_CHECK_GOTO(sg__ucx_irecv(c->ucx, left, SG_TAG_COLL, tag,
+                                      g->tmp + (posted_rs % STAGE_SLOTS) * SEG_BYTES,
+                                      rs[posted_rs].len * g->esize, &rreq[posted_rs]),
+                        st, out);
+          posted_rs++;
+        }
+        krs++;
+      } else {
+        SG_CHECK_GOTO(sg__ucx_wait(c->ucx, &rreq[n_rs + kag], c->deadline), st, out);
+        kag++;
+      }
       if (t + 1 < g->n_steps) {
-        SG_CHECK_GOTO(sg__ucx_isend(c->ucx, right, SG_TAG_COLL, tag, mine, m * g->esize, &sreq[ns]), st, out);
+        SG_CHECK_GOTO(sg__ucx_isend(c->ucx, right, SG_TAG_COLL, next_tag, mine, m * g->esize, &sreq[ns]), st,
+                      out);
         ns++;
       }
-      /* Keep earlier sends moving while we reduce. */
-      for (size_t i = 0; i < ns; i++)
-        if (sreq[i] && sg__ucx_test(c->ucx, sreq[i]))
-          SG_CHECK_GOTO(sg__ucx_wait(c->ucx, &sreq[i], c->deadline), st, out);
+      /* Retire completed sends (in order; the rest keep moving as we wait). */
+      while (sdone < ns && sg__ucx_test(c->ucx, sreq[sdone]))
+        SG_CHECK_GOTO(sg__ucx_wait(c->ucx, &sreq[sdone++], c->deadline), st, out);
     }
   }
-  for (size_t i = 0; i < ns; i++) SG_CHECK_GOTO(sg__ucx_wait(c->ucx, &sreq[i], c->deadline), st, out);
+  for (; sdone < ns; sdone++) SG_CHECK_GOTO(sg__ucx_wait(c->ucx, &sreq[sdone], c->deadline), st, out);
 out:
   if (st != SG_OK)
-    for (size_t i = 0; i < total_recv + total_send; i++) sg__ucx_abandon(c->ucx, &reqs[i]);
+    for (size_t i = 0; i < 2 * total; i++) sg__ucx_abandon(c->ucx, &reqs[i]);
   sg__free(reqs);
+  sg__free(rs);
   return st;
 }
 
 static sg_status check_args(sg_comm *comm, const void *send, const void *recv, size_t count, sg_dtype dtype,
                             int op, const char *what, size_t *esize) {
-  SG_CHECK(sg__comm_begin(comm, what));
+  SG_CHECK(sg__comm_begin_all(comm, what));
   *esize = sg__comm_dtype_size(dtype);
   if (*esize == 0)
     return sg__error(SG_ERR_DTYPE, "%s: dtype %d is not one of f32, f16, bf16, i32, i64", what, (int)dtype);
@@ -143,7 +198,7 @@ static sg_status allreduce_latency(sg_comm *c, void *buf, size_t count, size_t e
   uint8_t *all;
   SG_CHECK(sg__comm_scratch(c, bytes * (size_t)n, (void **)&all));
   memcpy(all + bytes * (size_t)c->rank, buf, bytes);
-  uint32_t tag = c->coll_seq++;
+  uint32_t tag = coll_tag(c);
   sg__ucx_req **rq = sg__calloc(2 * (size_t)n, sizeof *rq);
   if (rq == NULL) return sg__error(SG_ERR_NO_MEMORY, "rank %d: collective out of memory", c->rank);
   int k = 0;
@@ -183,7 +238,7 @@ sg_status sg_comm_allreduce(sg_comm *comm, const void *send, void *recv, size_t 
     return sg__comm_fail(comm, allreduce_latency(comm, recv, count, esize, dtype, op));
   int n = comm->size;
   ring g = {comm, recv, count, esize, 2 * n - 2, n - 1, 0, dtype, op, NULL};
-  SG_CHECK(sg__comm_scratch(comm, chunk_len(count, n, 0) * esize * (size_t)(n - 1), (void **)&g.tmp));
+  SG_CHECK(sg__comm_scratch(comm, stage_bytes(), (void **)&g.tmp));
   SG_CHECK(sg__comm_fail(comm, ring_run(&g)));
   sg__reduce_finish(recv, count, dtype, op, n);
   return SG_OK;
@@ -205,7 +260,7 @@ sg_status sg_comm_reduce_scatter(sg_comm *comm, const void *send, void *recv, si
   /* Work on a copy: send is const and recv holds one block. Chunks are the
    * blocks, shifted so that rank r ends with block r. */
   uint8_t *work;
-  SG_CHECK(sg__comm_scratch(comm, total + block * (size_t)(n - 1), (void **)&work));
+  SG_CHECK(sg__comm_scratch(comm, total + stage_bytes(), (void **)&work));
   memcpy(work, send, total);
   ring g = {comm, work, count * (size_t)n, esize, n - 1, n - 1, -1, dtype, op, work + total};
   SG_CHECK(sg__comm_fail(comm, ring_run(&g)));
@@ -237,7 +292,7 @@ sg_status sg_comm_broadcast(sg_comm *comm, void *buf, size_t count, sg_dtype dty
    * as it arrives, so the time is about one transfer, not n-1. */
   int n = comm->size, me = mod(comm->rank - root, n);
   int prev = mod(comm->rank - 1, n), next = mod(comm->rank + 1, n);
-  uint32_t tag = comm->coll_seq++;
+  uint32_t tag = coll_tag(comm);
   size_t seg = SEG_BYTES / esize, nseg = n_segs(count, esize);
   sg__ucx_req **reqs = sg__calloc(2 * nseg, sizeof *reqs);
   if (reqs == NULL) return sg__error(SG_ERR_NO_MEMORY, "rank %d: broadcast out of memory", comm->rank);
@@ -267,7 +322,7 @@ out:
 }
 
 sg_status sg_comm_barrier(sg_comm *comm) {
-  SG_CHECK(sg__comm_begin(comm, "sg_comm_barrier"));
+  SG_CHECK(sg__comm_begin_all(comm, "sg_comm_barrier"));
   if (comm->size == 1) return SG_OK;
   int32_t one = 1;
   return sg__comm_fail(comm, allreduce_latency(comm, &one, 1, 4, SG_I32, SG_REDUCE_SUM));

@@ -12,21 +12,51 @@ sg_comm_params sg_comm_params_init(void) {
   return p;
 }
 
+int sg__comm_aborted(const sg_comm *comm) {
+  return __atomic_load_n(&comm->abort_state, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* The abort reason, once sg_comm_abort has finished writing it. */
+static const char *abort_reason(const sg_comm *comm) {
+  return __atomic_load_n(&comm->abort_state, __ATOMIC_ACQUIRE) == 2 ? comm->abort_reason
+                                                                    : "(reason not yet set)";
+}
+
 sg_status sg__comm_fail(sg_comm *comm, sg_status st) {
   /* A timed-out or broken collective leaves messages in flight whose matching
    * is now unknown: the communicator cannot be trusted any more. */
-  if (st != SG_OK && st != SG_ERR_INVALID_ARG && comm->failed == SG_OK) comm->failed = st;
+  if (st == SG_OK || st == SG_ERR_INVALID_ARG) return st;
+  if (sg__comm_aborted(comm)) {
+    /* The wait noticed the abort flag: report why the communicator was aborted. */
+    st = sg__error(SG_ERR_COMM, "rank %d: the communicator was aborted: %s", comm->rank, abort_reason(comm));
+  }
+  if (comm->failed == SG_OK) {
+    comm->failed = st;
+    snprintf(comm->fail_msg, sizeof comm->fail_msg, "%s", sg_last_error());
+  }
   return st;
 }
 
-sg_status sg__comm_begin(sg_comm *comm, const char *what) {
+static sg_status begin(sg_comm *comm, const char *what, int all) {
   if (comm == NULL) return sg__error(SG_ERR_INVALID_ARG, "%s: NULL communicator", what);
+  if (sg__comm_aborted(comm))
+    return sg__error(SG_ERR_COMM, "%s on rank %d: the communicator was aborted: %s", what, comm->rank,
+                     abort_reason(comm));
+  /* A peer that went away (or a transport failure) stays SG_ERR_COMM, so a
+   * caller that heals on SG_ERR_COMM sees it on every later call too. */
+  if (comm->failed == SG_ERR_COMM)
+    return sg__error(SG_ERR_COMM, "%s on rank %d: the communicator failed earlier: %s", what, comm->rank,
+                     comm->fail_msg);
   if (comm->failed != SG_OK)
-    return sg__error(SG_ERR_STATE, "%s on rank %d: the communicator failed earlier (%s); destroy it", what,
-                     comm->rank, sg_status_str(comm->failed));
+    return sg__error(SG_ERR_STATE, "%s on rank %d: the communicator failed earlier (%s: %s); destroy it",
+                     what, comm->rank, sg_status_str(comm->failed), comm->fail_msg);
   comm->deadline = sg__now_ms() + comm->env.timeout_ms;
+  if (comm->ucx) sg__ucx_scope_all(comm->ucx, all);
   return SG_OK;
 }
+
+sg_status sg__comm_begin(sg_comm *comm, const char *what) { return begin(comm, what, 0); }
+sg_status sg__comm_begin_all(sg_comm *comm, const char *what) { return begin(comm, what, 1); }
 
 sg_status sg__comm_scratch(sg_comm *comm, size_t bytes, void **out) {
   if (bytes > comm->scratch_bytes) {
@@ -121,14 +151,33 @@ fail:
 sg_status sg_comm_destroy(sg_comm *comm) {
   if (comm == NULL) return SG_OK;
   sg_status st = SG_OK;
-  /* The barrier makes sure no peer still needs our endpoints or rank 0's store. */
-  if (comm->failed == SG_OK && comm->ucx) st = sg_comm_barrier(comm);
+  /* The barrier makes sure no peer still needs our endpoints or rank 0's
+   * store. After a failure or an abort there is no barrier to be had (a peer
+   * may be gone), so destroy goes straight to closing: bounded either way. */
+  if (comm->failed == SG_OK && !sg__comm_aborted(comm) && comm->ucx) st = sg_comm_barrier(comm);
+  sg__nccl_destroy(comm);
   sg__ucx_destroy(comm->ucx);
   sg__store_close(comm->store);
   sg__store_server_stop(comm->server);
   sg__free(comm->scratch);
   sg__free(comm);
   return st;
+}
+
+sg_status sg__comm_store_bcast(sg_comm *comm, const char *key, void *buf, size_t len) {
+  if (comm->rank == 0) return sg__store_set(comm->store, key, buf, len);
+  void *v = NULL;
+  size_t n = 0;
+  SG_CHECK(sg__store_wait_get(comm->store, key, remaining_ms(comm->deadline), &v, &n));
+  /* Validate before use (SPEC S1). */
+  if (n != len) {
+    sg__free(v);
+    return sg__error(SG_ERR_FORMAT, "rank %d: '%s' in the rendezvous store has %zu bytes, expected %zu",
+                     comm->rank, key, n, len);
+  }
+  memcpy(buf, v, len);
+  sg__free(v);
+  return SG_OK;
 }
 
 int sg_comm_rank(const sg_comm *comm) { return comm ? comm->rank : -1; }
@@ -179,7 +228,7 @@ struct sg_comm_window {
 sg_status sg_comm_window_create(sg_comm *comm, void *base, size_t bytes, sg_comm_window **out) {
   if (out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_comm_window_create: NULL out");
   *out = NULL;
-  SG_CHECK(sg__comm_begin(comm, "sg_comm_window_create"));
+  SG_CHECK(sg__comm_begin_all(comm, "sg_comm_window_create"));
   if (base == NULL || bytes == 0)
     return sg__error(SG_ERR_INVALID_ARG, "sg_comm_window_create: empty window on rank %d", comm->rank);
   sg_comm_window *w = sg__calloc(1, sizeof *w);
@@ -252,9 +301,10 @@ sg_status sg_comm_window_destroy(sg_comm_window *w) {
   if (w == NULL) return SG_OK;
   sg_comm *comm = w->comm;
   sg_status st = SG_OK;
-  if (comm->failed == SG_OK) {
+  if (comm->failed == SG_OK && !sg__comm_aborted(comm)) {
     comm->deadline = sg__now_ms() + comm->env.timeout_ms;
-    st = sg__ucx_flush(comm->ucx, comm->deadline);
+    sg__ucx_scope_all(comm->ucx, 1); /* collective */
+    st = sg__comm_fail(comm, sg__ucx_flush(comm->ucx, comm->deadline));
     /* No peer may still be reading or writing our memory when it is unmapped. */
     if (st == SG_OK) st = sg_comm_barrier(comm);
   }
@@ -306,7 +356,7 @@ sg_status sg_comm_get(sg_comm_window *w, int peer, size_t offset, void *dst, siz
 
 sg_status sg_comm_window_flush(sg_comm_window *w) {
   if (w == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_comm_window_flush: NULL window");
-  SG_CHECK(sg__comm_begin(w->comm, "sg_comm_window_flush"));
+  SG_CHECK(sg__comm_begin_all(w->comm, "sg_comm_window_flush")); /* may involve any peer */
   return sg__comm_fail(w->comm, sg__ucx_flush(w->comm->ucx, w->comm->deadline));
 }
 
@@ -358,7 +408,9 @@ sg_status sg_comm_am_recv(sg_comm *comm, unsigned id, void *buf, size_t *bytes, 
     return sg__error(SG_ERR_INVALID_ARG, "sg_comm_am_recv: bad queue %u or arguments", id);
   int64_t deadline = sg__now_ms() + timeout_ms;
   for (;;) {
-    sg__ucx_progress(comm->ucx);
+    /* Any peer may send: no peer's silence fails this wait (sg_comm_poll
+     * tells), but heartbeats go out and an abort ends it. */
+    SG_CHECK(sg__comm_fail(comm, sg__ucx_poll(comm->ucx, SG_UCX_NOBODY)));
     sg_status st = sg__ucx_am_take(comm->ucx, id, buf, bytes, peer);
     if (st != SG_ERR_NOT_FOUND) return st;
     if (sg__now_ms() >= deadline)

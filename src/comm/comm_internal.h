@@ -81,6 +81,22 @@ int sg__ucx_test(sg__ucx *u, sg__ucx_req *req);
 void sg__ucx_abandon(sg__ucx *u, sg__ucx_req **req);
 void sg__ucx_progress(sg__ucx *u);
 
+/* Liveness (SPEC H1): heartbeats on an internal AM id and silence detection.
+ * Every wait loop sends due heartbeats and fails with SG_ERR_COMM naming the
+ * peer when the peer it waits on (every peer in scope_all mode) has been
+ * silent for dead_ms, or when UCX reported its endpoint failed. */
+#define SG_UCX_NOBODY (-2) /* sg__ucx_poll: check no peer, only the abort flag */
+void sg__ucx_set_liveness(sg__ucx *u, int heartbeat_ms, int dead_ms);
+/* Collectives involve every peer: their waits check all of them. */
+void sg__ucx_scope_all(sg__ucx *u, int on);
+/* One non-blocking progress: take arrivals, send due heartbeats; then the
+ * liveness check of `peer` (-1: every peer; SG_UCX_NOBODY). */
+sg_status sg__ucx_poll(sg__ucx *u, int peer);
+/* Silence of peer in ms (-1 for self or an invalid rank). */
+int64_t sg__ucx_silence_ms(const sg__ucx *u, int peer);
+/* Makes every wait fail with SG_ERR_COMM at its next check. Any thread. */
+void sg__ucx_abort(sg__ucx *u);
+
 /* RMA and atomics. */
 typedef struct sg__ucx_mem sg__ucx_mem;
 typedef struct sg__ucx_rkey sg__ucx_rkey;
@@ -115,13 +131,31 @@ struct sg_comm {
   int64_t deadline;  /* of the operation in progress */
   void *scratch;     /* collective staging buffer */
   size_t scratch_bytes;
-  sg_status failed; /* sticky: a timed-out collective leaves the communicator unusable */
+  struct sg__nccl *nccl; /* device collectives (nccl.c); NULL until sg_comm_nccl_init */
+  sg_status failed;      /* sticky: a timed-out collective leaves the communicator unusable */
+  char fail_msg[512];    /* the error that made it fail */
+  /* sg_comm_abort (any thread): 0 no, 1 being set, 2 set with abort_reason.
+   * Only atomic accesses to abort_state. */
+  int abort_state;
+  char abort_reason[256];
 };
 
 /* Grows comm->scratch to at least `bytes`. */
 sg_status sg__comm_scratch(sg_comm *comm, size_t bytes, void **out);
-/* Checks comm and starts an operation's deadline. */
+/* Checks comm and starts an operation's deadline; the operation involves the
+ * peers it names (point to point). */
 sg_status sg__comm_begin(sg_comm *comm, const char *what);
+/* The same for a collective: every peer is involved, so the silence of any
+ * peer fails it. */
+sg_status sg__comm_begin_all(sg_comm *comm, const char *what);
+/* Nonzero once sg_comm_abort was called. Any thread. */
+int sg__comm_aborted(const sg_comm *comm);
+/* Rank 0 publishes `len` bytes of buf under `key` in the rendezvous store;
+ * every other rank waits for them (until the operation's deadline), checks
+ * the length and copies them into buf. NCCL's unique id travels this way. */
+sg_status sg__comm_store_bcast(sg_comm *comm, const char *key, void *buf, size_t len);
+/* Releases the NCCL communicator, if any (nccl.c; a no-op without NCCL). */
+void sg__nccl_destroy(sg_comm *comm);
 sg_status sg__comm_fail(sg_comm *comm, sg_status st);
 
 /* ---- reductions (reduce.c) ----------------------------------------------- */
@@ -131,6 +165,8 @@ size_t sg__comm_dtype_size(sg_dtype dtype); /* 0 for dtypes collectives do not s
 void sg__reduce(void *dst, const void *src, size_t n, sg_dtype dtype, sg_reduce_op op);
 /* dst[i] /= world for AVG; no-op otherwise. */
 void sg__reduce_finish(void *dst, size_t n, sg_dtype dtype, sg_reduce_op op, int world);
+/* Nonzero: f16 reductions take the portable path even where F16C exists (tests). */
+extern int sg__reduce_portable_f16;
 float sg__f16_to_f32(uint16_t h);
 uint16_t sg__f32_to_f16(float f);
 float sg__bf16_to_f32(uint16_t h);

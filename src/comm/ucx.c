@@ -38,8 +38,32 @@ struct sg__ucx_rkey {
   ucp_rkey_h rkey;
 };
 
+/* Why a peer is unreachable; the first cause is kept (sticky). */
+enum { DEATH_NONE = 0, DEATH_SILENT, DEATH_UCX, DEATH_REPORTED };
+typedef struct peer_death {
+  int how;
+  uint32_t seq;       /* order of declaration: the first is the root cause */
+  int64_t silence;    /* DEATH_SILENT: ms heard nothing */
+  ucs_status_t us;    /* DEATH_UCX */
+  int reporter;       /* DEATH_REPORTED: the rank that told us */
+  uint32_t notice[3]; /* our notice to the others; must outlive its sends */
+} peer_death;
+
 struct sg__ucx {
   int rank, size, timeout_ms;
+  /* Liveness (SPEC H1). heard[p] is when we last heard from p, on a clock
+   * that stops while this rank is away from UCX (see tick): silence only
+   * counts time we were listening. dead[p] is sticky. */
+  int hb_ms, dead_ms;
+  int64_t *heard;
+  void **hb_req; /* per peer: a heartbeat still in flight, or NULL */
+  uint32_t hb_hdr[2];
+  peer_death *death; /* per peer */
+  uint32_t n_dead;
+  int expelled_by; /* a peer that declared us unreachable, or -1 */
+  int64_t next_hb, last_tick;
+  int scope_all;  /* a collective is running: every peer is involved */
+  int abort_flag; /* set by sg__ucx_abort from any thread (atomic access only) */
   ucp_context_h ctx;
   ucp_worker_h worker;
   ucp_address_t *addr;
@@ -53,8 +77,29 @@ struct sg__ucx {
   int am_oom;
 };
 
-/* The one place UCX codes are translated. */
-static sg_status ucx_error(const sg__ucx *u, ucs_status_t us, int peer, const char *what) {
+static void declare_dead(sg__ucx *u, int peer, int how, int64_t silence, ucs_status_t us, int reporter);
+static sg_status death_error(const sg__ucx *u, int peer);
+static int peer_failure(ucs_status_t us);
+static int first_dead(const sg__ucx *u, int lo, int hi);
+static void scope_of(const sg__ucx *u, int peer, int *lo, int *hi);
+
+/* The one place UCX codes are translated. A code that says the peer went
+ * away marks it unreachable and reports the root cause (the first
+ * unreachable peer the operation involves). */
+static sg_status ucx_error(sg__ucx *u, ucs_status_t us, int peer, const char *what) {
+  if (u && peer >= 0 && peer < u->size && peer_failure(us)) {
+    declare_dead(u, peer, DEATH_UCX, 0, us, -1);
+    /* The peer may have left because it saw another rank die first: it told
+     * us so before leaving, but its notice may sit behind the message whose
+     * failure we see now. Take what has arrived before naming a cause. */
+    int64_t until = sg__now_ms() + 20;
+    for (int idle = 0; idle < 4 && sg__now_ms() < until;)
+      idle = ucp_worker_progress(u->worker) ? 0 : idle + 1;
+    int lo, hi;
+    scope_of(u, peer, &lo, &hi);
+    int d = first_dead(u, lo, hi);
+    return death_error(u, d >= 0 ? d : peer);
+  }
   sg_status st;
   switch (us) {
     case UCS_ERR_NO_MEMORY:
@@ -80,11 +125,26 @@ static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status) {
     if (u->eps[i] == ep) u->ep_status[i] = status;
 }
 
+static void note_heard(sg__ucx *u, int peer) {
+  if (peer >= 0 && peer < u->size) u->heard[peer] = sg__now_ms();
+}
+
 static ucs_status_t am_cb(void *arg, const void *header, size_t header_length, void *data, size_t length,
                           const ucp_am_recv_param_t *param);
 
-/* AM ids 0..7 carry queues; the header is the sender's rank (u32). */
+static ucs_status_t hb_cb(void *arg, const void *header, size_t header_length, void *data, size_t length,
+                          const ucp_am_recv_param_t *param);
+static ucs_status_t notice_cb(void *arg, const void *header, size_t header_length, void *data, size_t length,
+                              const ucp_am_recv_param_t *param);
+
+/* AM ids AM_ID_BASE + 0..7 carry the user's queues; AM_ID_HB (heartbeats) and
+ * AM_ID_NOTICE ("rank P is unreachable") lie outside that range, so no user
+ * queue ever sees one. */
 #define AM_ID_BASE 16
+#define AM_ID_HB (AM_ID_BASE + SG_AM_QUEUES)
+#define AM_ID_NOTICE (AM_ID_BASE + SG_AM_QUEUES + 1)
+#define HB_MAGIC 0x48425447u     /* a heartbeat's second header word */
+#define NOTICE_MAGIC 0x44454144u /* a failure notice's second header word */
 
 sg_status sg__ucx_create(int rank, int world_size, int timeout_ms, sg__ucx **out) {
   *out = NULL;
@@ -95,8 +155,14 @@ sg_status sg__ucx_create(int rank, int world_size, int timeout_ms, sg__ucx **out
   u->timeout_ms = timeout_ms;
   u->eps = sg__calloc((size_t)world_size, sizeof *u->eps);
   u->ep_status = sg__calloc((size_t)world_size, sizeof *u->ep_status);
+  u->heard = sg__calloc((size_t)world_size, sizeof *u->heard);
+  u->hb_req = sg__calloc((size_t)world_size, sizeof *u->hb_req);
+  u->death = sg__calloc((size_t)world_size, sizeof *u->death);
+  u->expelled_by = -1;
+  u->hb_hdr[0] = (uint32_t)rank;
+  u->hb_hdr[1] = HB_MAGIC;
   sg_status st = SG_OK;
-  if (u->eps == NULL || u->ep_status == NULL) {
+  if (u->eps == NULL || u->ep_status == NULL || u->heard == NULL || u->hb_req == NULL || u->death == NULL) {
     st = sg__error(SG_ERR_NO_MEMORY, "UCX: out of memory");
     goto fail;
   }
@@ -129,12 +195,12 @@ sg_status sg__ucx_create(int rank, int world_size, int timeout_ms, sg__ucx **out
     st = ucx_error(u, us, -1, "worker address");
     goto fail;
   }
-  for (unsigned id = 0; id < SG_AM_QUEUES; id++) {
+  for (unsigned id = 0; id < SG_AM_QUEUES + 2; id++) {
     ucp_am_handler_param_t hp = {0};
     hp.field_mask =
         UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
     hp.id = AM_ID_BASE + id;
-    hp.cb = am_cb;
+    hp.cb = id < SG_AM_QUEUES ? am_cb : AM_ID_BASE + id == AM_ID_HB ? hb_cb : notice_cb;
     hp.arg = u;
     us = ucp_worker_set_am_recv_handler(u->worker, &hp);
     if (us != UCS_OK) {
@@ -151,9 +217,14 @@ fail:
 
 void sg__ucx_destroy(sg__ucx *u) {
   if (u == NULL) return;
+  if (u->hb_req)
+    for (int i = 0; i < u->size; i++)
+      if (u->hb_req[i]) ucp_request_free(u->hb_req[i]); /* UCX finishes or cancels it at close */
   if (u->worker && u->eps) {
     /* Callers reach here after a barrier (or after a failure): nothing is
-     * owed to a peer, so endpoints close at once. */
+     * owed to a peer, so endpoints close at once. One deadline for all of
+     * them keeps the destroy of a failed job bounded. */
+    int64_t deadline = sg__now_ms() + 2000;
     for (int i = 0; i < u->size; i++) {
       if (u->eps[i] == NULL) continue;
       ucp_request_param_t rp = {0};
@@ -161,12 +232,17 @@ void sg__ucx_destroy(sg__ucx *u) {
       rp.flags = UCP_EP_CLOSE_FLAG_FORCE;
       void *r = ucp_ep_close_nbx(u->eps[i], &rp);
       if (UCS_PTR_IS_PTR(r)) {
-        int64_t deadline = sg__now_ms() + 2000;
         while (ucp_request_check_status(r) == UCS_INPROGRESS && sg__now_ms() < deadline)
           ucp_worker_progress(u->worker);
         ucp_request_free(r);
       }
     }
+    /* Work UCX still holds (a shared-memory copy from a peer that died
+     * mid-transfer, a discarded endpoint's flush) only finishes, or fails,
+     * when progressed; a worker destroyed with such work queued trips a UCX
+     * assertion and aborts the process. Progress until nothing moves. */
+    for (int idle = 0; idle < 256 && sg__now_ms() < deadline;)
+      idle = ucp_worker_progress(u->worker) ? 0 : idle + 1;
   }
   for (unsigned i = 0; i < SG_AM_QUEUES; i++)
     for (am_msg *m = u->am_head[i], *n; m; m = n) {
@@ -180,6 +256,9 @@ void sg__ucx_destroy(sg__ucx *u) {
   sg__free(u->blocks);
   sg__free(u->eps);
   sg__free(u->ep_status);
+  sg__free(u->heard);
+  sg__free(u->hb_req);
+  sg__free(u->death);
   sg__free(u);
 }
 
@@ -205,6 +284,7 @@ sg_status sg__ucx_connect(sg__ucx *u, int peer, const void *addr, size_t len) {
   ep.err_mode = pe && strcmp(pe, "1") == 0 ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
   ep.err_handler.cb = ep_error_cb;
   ep.err_handler.arg = u;
+  u->heard[peer] = sg__now_ms();
   ucs_status_t us = ucp_ep_create(u->worker, &ep, &u->eps[peer]);
   if (us != UCS_OK) {
     u->eps[peer] = NULL;
@@ -214,6 +294,173 @@ sg_status sg__ucx_connect(sg__ucx *u, int peer, const void *addr, size_t len) {
 }
 
 void sg__ucx_progress(sg__ucx *u) { ucp_worker_progress(u->worker); }
+
+/* ---- liveness (SPEC H1) ---------------------------------------------------- */
+
+void sg__ucx_set_liveness(sg__ucx *u, int heartbeat_ms, int dead_ms) {
+  int64_t now = sg__now_ms();
+  u->hb_ms = heartbeat_ms;
+  u->dead_ms = dead_ms;
+  /* Nobody is blamed for the time before liveness was on. */
+  for (int p = 0; p < u->size; p++) u->heard[p] = now;
+  u->last_tick = now;
+  u->next_hb = now;
+}
+
+void sg__ucx_abort(sg__ucx *u) { __atomic_store_n(&u->abort_flag, 1, __ATOMIC_RELEASE); }
+
+void sg__ucx_scope_all(sg__ucx *u, int on) { u->scope_all = on; }
+
+/* Records that `peer` is unreachable (first cause wins) and tells every other
+ * live peer, so that survivors agree on the cause even when one of them sees
+ * a secondary symptom first (e.g. a peer that already left after noticing). */
+static void declare_dead(sg__ucx *u, int peer, int how, int64_t silence, ucs_status_t us, int reporter) {
+  peer_death *d = &u->death[peer];
+  if (d->how != DEATH_NONE) return;
+  d->how = how;
+  d->silence = silence;
+  d->us = us;
+  d->reporter = reporter;
+  d->seq = ++u->n_dead;
+  if (how == DEATH_REPORTED) return; /* the reporter told everyone already */
+  d->notice[0] = (uint32_t)u->rank;
+  d->notice[1] = NOTICE_MAGIC;
+  d->notice[2] = (uint32_t)peer;
+  for (int q = 0; q < u->size; q++) {
+    if (q == u->rank || q == peer || u->eps[q] == NULL || u->death[q].how != DEATH_NONE) continue;
+    ucp_request_param_t rp = {0};
+    rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    rp.flags = UCP_AM_SEND_FLAG_EAGER;
+    /* The header lives in u->death until destroy, so the request can be
+     * released at once; best effort. */
+    void *x = ucp_am_send_nbx(u->eps[q], AM_ID_NOTICE, d->notice, sizeof d->notice, NULL, 0, &rp);
+    if (UCS_PTR_IS_PTR(x)) ucp_request_free(x);
+  }
+}
+
+static sg_status death_error(const sg__ucx *u, int peer) {
+  const peer_death *d = &u->death[peer];
+  switch (d->how) {
+    case DEATH_SILENT:
+      return sg__error(
+          SG_ERR_COMM,
+          "rank %d is unreachable: nothing heard for %lld ms (rank %d; heartbeat every %d ms, dead "
+          "after %d ms)",
+          peer, (long long)d->silence, u->rank, u->hb_ms, u->dead_ms);
+    case DEATH_UCX:
+      return sg__error(SG_ERR_COMM, "rank %d is unreachable: UCX reports %s (rank %d)", peer,
+                       ucs_status_string(d->us), u->rank);
+    default:
+      return sg__error(SG_ERR_COMM, "rank %d is unreachable: rank %d reported it unreachable (rank %d)", peer,
+                       d->reporter, u->rank);
+  }
+}
+
+/* Status codes with which UCX reports that the peer went away. */
+static int peer_failure(ucs_status_t us) {
+  return us == UCS_ERR_IO_ERROR || us == UCS_ERR_CONNECTION_RESET || us == UCS_ERR_ENDPOINT_TIMEOUT ||
+         us == UCS_ERR_NOT_CONNECTED || us == UCS_ERR_REJECTED;
+}
+
+/* The unreachable peer to report among [lo, hi), the likely root cause: the
+ * first declared by silence or by another rank's notice; failing that, the
+ * first that UCX reported gone (a rank that noticed a failure and left shows
+ * up as a UCX error too, but it will have told us whom it gave up). -1 when
+ * none. */
+static int first_dead(const sg__ucx *u, int lo, int hi) {
+  int best = -1;
+  for (int p = lo; p < hi; p++) {
+    const peer_death *d = &u->death[p];
+    if (d->how == DEATH_NONE) continue;
+    if (best < 0) {
+      best = p;
+      continue;
+    }
+    const peer_death *b = &u->death[best];
+    int d_primary = d->how != DEATH_UCX, b_primary = b->how != DEATH_UCX;
+    if (d_primary > b_primary || (d_primary == b_primary && d->seq < b->seq)) best = p;
+  }
+  return best;
+}
+
+static void scope_of(const sg__ucx *u, int peer, int *lo, int *hi) {
+  *lo = peer, *hi = peer + 1;
+  if (peer < 0 || u->scope_all) *lo = 0, *hi = u->size;
+}
+
+/* Sends due heartbeats. Called often from every wait loop and sg_comm_poll. */
+static void tick(sg__ucx *u, int64_t now) {
+  if (u->hb_ms <= 0) return;
+  /* While this rank was away from UCX (computing between calls) it could not
+   * hear anybody: that time does not count as a peer's silence. Without
+   * this, the first wait after a long computation would blame every peer
+   * whose heartbeats are still sitting unread in our queues. */
+  int64_t gap = now - u->last_tick;
+  if (gap > u->hb_ms)
+    for (int p = 0; p < u->size; p++) u->heard[p] += gap;
+  u->last_tick = now;
+  if (now < u->next_hb) return;
+  u->next_hb = now + u->hb_ms;
+  for (int p = 0; p < u->size; p++) {
+    if (p == u->rank || u->eps[p] == NULL || u->death[p].how != DEATH_NONE) continue;
+    if (u->hb_req[p]) {
+      /* A dead peer's queue fills up and its sends stay pending: never more
+       * than one heartbeat per peer in flight, so nothing piles up. */
+      if (ucp_request_check_status(u->hb_req[p]) == UCS_INPROGRESS) continue;
+      ucp_request_free(u->hb_req[p]);
+      u->hb_req[p] = NULL;
+    }
+    ucp_request_param_t rp = {0};
+    rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    rp.flags = UCP_AM_SEND_FLAG_EAGER;
+    void *x = ucp_am_send_nbx(u->eps[p], AM_ID_HB, u->hb_hdr, sizeof u->hb_hdr, NULL, 0, &rp);
+    /* A failed heartbeat is not an error by itself: the peer's silence (or
+     * its endpoint status) decides. */
+    if (UCS_PTR_IS_PTR(x)) u->hb_req[p] = x;
+  }
+}
+
+/* SG_ERR_COMM naming the peer when `peer` (every peer when -1 or while a
+ * collective runs; nobody for SG_UCX_NOBODY) is unreachable, when a peer
+ * declared this rank unreachable, or when the communicator was aborted;
+ * SG_OK otherwise. */
+static sg_status check_alive(sg__ucx *u, int peer, int64_t now) {
+  if (__atomic_load_n(&u->abort_flag, __ATOMIC_ACQUIRE))
+    return sg__error(SG_ERR_COMM, "rank %d: the communicator was aborted", u->rank);
+  if (peer == SG_UCX_NOBODY) return SG_OK;
+  if (u->expelled_by >= 0)
+    return sg__error(SG_ERR_COMM, "rank %d was given up by its peers: rank %d declared it unreachable",
+                     u->rank, u->expelled_by);
+  int lo, hi;
+  scope_of(u, peer, &lo, &hi);
+  for (int p = lo; p < hi; p++) {
+    if (p == u->rank || u->death[p].how != DEATH_NONE) continue;
+    if (u->ep_status[p] != UCS_OK) {
+      declare_dead(u, p, DEATH_UCX, 0, u->ep_status[p], -1);
+    } else if (u->hb_ms > 0 && now - u->heard[p] > u->dead_ms) {
+      declare_dead(u, p, DEATH_SILENT, now - u->heard[p], UCS_OK, -1);
+    }
+  }
+  int d = first_dead(u, lo, hi);
+  return d < 0 ? SG_OK : death_error(u, d);
+}
+
+sg_status sg__ucx_poll(sg__ucx *u, int peer) {
+  ucp_worker_progress(u->worker);
+  int64_t now = sg__now_ms();
+  tick(u, now);
+  return check_alive(u, peer, now);
+}
+
+int64_t sg__ucx_silence_ms(const sg__ucx *u, int peer) {
+  if (peer < 0 || peer >= u->size || peer == u->rank) return -1;
+  int64_t now = sg__now_ms(), since = u->heard[peer];
+  /* With liveness off, time away is not credited (tick() does not run). */
+  if (u->hb_ms <= 0) return now - since;
+  /* Credit the time we have been away since the last tick, as tick() will. */
+  if (now - u->last_tick > u->hb_ms) since += now - u->last_tick;
+  return now - since;
+}
 
 /* ---- requests -------------------------------------------------------------- */
 
@@ -252,6 +499,7 @@ static sg_status check_peer(sg__ucx *u, int peer, const char *what) {
     return sg__error(SG_ERR_INVALID_ARG, "UCX %s: rank %d is not a peer of rank %d (world size %d)", what,
                      peer, u->rank, u->size);
   if (u->ep_status[peer] != UCS_OK) return ucx_error(u, u->ep_status[peer], peer, what);
+  if (u->death[peer].how != DEATH_NONE) return death_error(u, peer);
   return SG_OK;
 }
 
@@ -321,23 +569,31 @@ sg_status sg__ucx_wait(sg__ucx *u, sg__ucx_req **req, int64_t deadline) {
   sg__ucx_req *r = *req;
   if (r == NULL) return SG_OK;
   ucs_status_t us;
-  unsigned idle = 0;
+  unsigned idle = 0, spins = 0;
   while ((us = req_status(r)) == UCS_INPROGRESS) {
     if (ucp_worker_progress(u->worker) == 0) {
       /* Ranks may outnumber cores: give the peer the CPU rather than spin. */
       if (++idle > 64) sched_yield();
-      if ((idle & 63) == 0 && sg__now_ms() > deadline) {
-        int peer = r->peer, is_recv = r->is_recv;
-        sg__ucx_abandon(u, req);
-        return sg__error(SG_ERR_TIMEOUT, "timed out after %d ms waiting to %s peer rank %d (rank %d)",
-                         u->timeout_ms, is_recv ? "receive from" : "send to", peer, u->rank);
-      }
     } else {
       idle = 0;
+    }
+    if ((++spins & 15) == 0) {
+      int64_t now = sg__now_ms();
+      tick(u, now);
+      sg_status st = check_alive(u, r->peer, now);
+      if (st == SG_OK && now > deadline) {
+        st = sg__error(SG_ERR_TIMEOUT, "timed out after %d ms waiting to %s peer rank %d (rank %d)",
+                       u->timeout_ms, r->is_recv ? "receive from" : "send to", r->peer, u->rank);
+      }
+      if (st != SG_OK) {
+        sg__ucx_abandon(u, req);
+        return st;
+      }
     }
   }
   int peer = r->peer;
   sg_status st = SG_OK;
+  if (r->is_recv && us == UCS_OK) note_heard(u, peer);
   if (us != UCS_OK) {
     st = ucx_error(u, us, peer, r->is_recv ? "tagged receive" : "tagged send");
   } else if (r->is_recv && r->info.length != r->bytes) {
@@ -354,20 +610,29 @@ static sg_status wait_raw(sg__ucx *u, void *x, int peer, const char *what, int64
   if (x == NULL) return SG_OK;
   if (UCS_PTR_IS_ERR(x)) return ucx_error(u, UCS_PTR_STATUS(x), peer, what);
   ucs_status_t us;
-  unsigned idle = 0;
+  unsigned idle = 0, spins = 0;
   while ((us = ucp_request_check_status(x)) == UCS_INPROGRESS) {
     if (ucp_worker_progress(u->worker) == 0) {
       if (++idle > 64) sched_yield();
-      if ((idle & 63) == 0 && sg__now_ms() > deadline) {
-        ucp_request_cancel(u->worker, x);
-        ucp_request_free(x);
-        if (peer >= 0)
-          return sg__error(SG_ERR_TIMEOUT, "timed out after %d ms: %s with peer rank %d (rank %d)",
-                           u->timeout_ms, what, peer, u->rank);
-        return sg__error(SG_ERR_TIMEOUT, "timed out after %d ms: %s (rank %d)", u->timeout_ms, what, u->rank);
-      }
     } else {
       idle = 0;
+    }
+    if ((++spins & 15) == 0) {
+      int64_t now = sg__now_ms();
+      tick(u, now);
+      sg_status st = check_alive(u, peer, now);
+      if (st == SG_OK && now > deadline) {
+        if (peer >= 0)
+          st = sg__error(SG_ERR_TIMEOUT, "timed out after %d ms: %s with peer rank %d (rank %d)",
+                         u->timeout_ms, what, peer, u->rank);
+        else
+          st = sg__error(SG_ERR_TIMEOUT, "timed out after %d ms: %s (rank %d)", u->timeout_ms, what, u->rank);
+      }
+      if (st != SG_OK) {
+        ucp_request_cancel(u->worker, x);
+        ucp_request_free(x);
+        return st;
+      }
     }
   }
   ucp_request_free(x);
@@ -492,6 +757,7 @@ static ucs_status_t am_cb(void *arg, const void *header, size_t header_length, v
   uint32_t hdr[2];
   memcpy(hdr, header, 8);
   if (hdr[0] >= (uint32_t)u->size || hdr[1] >= SG_AM_QUEUES) return UCS_OK;
+  note_heard(u, (int)hdr[0]);
   am_msg *m = sg__malloc(sizeof *m + (length ? length : 1));
   if (m == NULL) {
     u->am_oom = 1;
@@ -505,6 +771,43 @@ static ucs_status_t am_cb(void *arg, const void *header, size_t header_length, v
   if (u->am_tail[q]) u->am_tail[q]->next = m;
   else u->am_head[q] = m;
   u->am_tail[q] = m;
+  return UCS_OK;
+}
+
+/* A heartbeat: 8-byte header (sender's rank, HB_MAGIC), no payload. */
+static ucs_status_t hb_cb(void *arg, const void *header, size_t header_length, void *data, size_t length,
+                          const ucp_am_recv_param_t *param) {
+  (void)data;
+  (void)param;
+  sg__ucx *u = arg;
+  if (header_length != 8 || length != 0) return UCS_OK;
+  uint32_t hdr[2];
+  memcpy(hdr, header, 8);
+  if (hdr[0] >= (uint32_t)u->size || hdr[1] != HB_MAGIC) return UCS_OK;
+  note_heard(u, (int)hdr[0]);
+  return UCS_OK;
+}
+
+/* A failure notice: 12-byte header (sender, NOTICE_MAGIC, unreachable rank). */
+static ucs_status_t notice_cb(void *arg, const void *header, size_t header_length, void *data, size_t length,
+                              const ucp_am_recv_param_t *param) {
+  (void)data;
+  (void)param;
+  sg__ucx *u = arg;
+  if (header_length != 12 || length != 0) return UCS_OK;
+  uint32_t hdr[3];
+  memcpy(hdr, header, 12);
+  if (hdr[0] >= (uint32_t)u->size || hdr[0] == (uint32_t)u->rank || hdr[1] != NOTICE_MAGIC ||
+      hdr[2] >= (uint32_t)u->size)
+    return UCS_OK;
+  note_heard(u, (int)hdr[0]);
+  if (hdr[2] == (uint32_t)u->rank) {
+    /* We were given up (e.g. we were stopped for longer than dead_ms): the
+     * others have moved on, so nothing we wait for will come. */
+    if (u->expelled_by < 0) u->expelled_by = (int)hdr[0];
+  } else {
+    declare_dead(u, (int)hdr[2], DEATH_REPORTED, 0, UCS_OK, (int)hdr[0]);
+  }
   return UCS_OK;
 }
 

@@ -14,7 +14,7 @@
 /* ---- errors -------------------------------------------------------------- */
 
 /* The most negative status this library knows (the enum is append-only). */
-#define SG__STATUS_LAST SG_ERR_DENIED
+#define SG__STATUS_LAST SG_ERR_STALE
 
 /* Records `status` and a formatted message as the calling thread's last error
  * and returns `status`, so call sites read `return sg__error(SG_ERR_X, ...)`.

@@ -31,6 +31,7 @@ const char *sg_status_str(sg_status status) {
     SG_NAME(SG_ERR_TIMEOUT);
     SG_NAME(SG_ERR_COMM);
     SG_NAME(SG_ERR_DENIED);
+    SG_NAME(SG_ERR_STALE);
 #undef SG_NAME
   }
   return "SG_ERR_UNKNOWN";

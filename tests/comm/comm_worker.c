@@ -7,7 +7,8 @@
  *   badtoken    rank 1 holds the wrong token and is refused; rank 0 times out
  *   mismatch    rank 1 publishes another boundary shape hash: every rank fails
  *               with "Gradient topology mismatch"
- *   rma         tagged send/recv, RMA put/get, atomics, active messages */
+ *   rma         tagged send/recv, RMA put/get, atomics, active messages, the
+ *               store broadcast of NCCL's unique id */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -261,7 +262,22 @@ static void run_rma(sg_comm *c) {
   snprintf(want, sizeof want, "hello from %d", left);
   if (from != left || strcmp(got, want) != 0) FAIL("active message '%s' from %d", got, from);
   CHECK_OK(sg_comm_barrier(c));
-  printf("rank %d: point-to-point, RMA, atomics and active messages OK\n", me);
+
+  /* The store broadcast that carries NCCL's unique id ("nccl/uid"): rank 0's
+   * bytes reach every rank; a length other than expected is refused. */
+  uint8_t uid[128];
+  for (int i = 0; i < 128; i++) uid[i] = me == 0 ? (uint8_t)(i * 37 + 11) : 0;
+  CHECK_OK(sg__comm_begin_all(c, "test"));
+  CHECK_OK(sg__comm_store_bcast(c, "test/uid", uid, sizeof uid));
+  for (int i = 0; i < 128; i++)
+    if (uid[i] != (uint8_t)(i * 37 + 11)) FAIL("store broadcast byte %d is %u", i, uid[i]);
+  if (me != 0) {
+    sg_status st = sg__comm_store_bcast(c, "test/uid", uid, 64);
+    if (st != SG_ERR_FORMAT || strstr(sg_last_error(), "has 128 bytes, expected 64") == NULL)
+      FAIL("a 128-byte value read as 64 bytes gave %s", sg_status_str(st));
+  }
+  CHECK_OK(sg_comm_barrier(c));
+  printf("rank %d: point-to-point, RMA, atomics, active messages and store broadcast OK\n", me);
 }
 
 int main(int argc, char **argv) {

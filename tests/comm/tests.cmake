@@ -33,3 +33,34 @@ set_tests_properties(comm_launch_prefix PROPERTIES TIMEOUT 30 LABELS comm
                      PASS_REGULAR_EXPRESSION "\\[1\\] rank=1 of 2")
 add_test(NAME comm_devices COMMAND $<TARGET_FILE:sgrt_cli> devices)
 set_tests_properties(comm_devices PROPERTIES TIMEOUT 30 LABELS comm)
+# Peer liveness (SPEC H1): heartbeats, a SIGKILLed and a SIGSTOPped rank. The
+# victim rank runs in a child of its launched process (liveness_worker.c).
+add_executable(comm_liveness_worker ${CMAKE_CURRENT_LIST_DIR}/liveness_worker.c)
+target_link_libraries(comm_liveness_worker PRIVATE sgrt_static Threads::Threads)
+target_compile_options(comm_liveness_worker PRIVATE ${SG_WARNINGS})
+add_test(NAME comm_liveness_api COMMAND ${_sg_launch} -n 2 -- $<TARGET_FILE:comm_liveness_worker> api)
+add_test(NAME comm_liveness_kill COMMAND ${_sg_launch} -n 3 -- $<TARGET_FILE:comm_liveness_worker> kill)
+add_test(NAME comm_liveness_stop COMMAND ${_sg_launch} -n 3 -- $<TARGET_FILE:comm_liveness_worker> stop)
+set_tests_properties(comm_liveness_api comm_liveness_kill comm_liveness_stop
+                     PROPERTIES TIMEOUT 60 LABELS comm ENVIRONMENT "${_sg_comm_env}")
+# The reductions against IEEE references, on the F16C and the portable path.
+add_executable(comm_reduce_test ${CMAKE_CURRENT_LIST_DIR}/reduce_test.c)
+target_link_libraries(comm_reduce_test PRIVATE sgrt_internal)
+target_compile_options(comm_reduce_test PRIVATE ${SG_WARNINGS})
+add_test(NAME comm_reduce COMMAND comm_reduce_test)
+set_tests_properties(comm_reduce PROPERTIES TIMEOUT 60 LABELS comm)
+# NCCL device collectives (src/comm/nccl.c): skipped (exit 77) where the
+# library lacks NCCL or the machine lacks a GPU per rank; argument and
+# "unsupported" checks run everywhere.
+add_executable(comm_nccl_worker ${CMAKE_CURRENT_LIST_DIR}/nccl_worker.c)
+target_link_libraries(comm_nccl_worker PRIVATE sgrt_internal)
+target_compile_options(comm_nccl_worker PRIVATE ${SG_WARNINGS})
+if(SG_HAVE_CUDA)
+  target_compile_definitions(comm_nccl_worker PRIVATE SG_TEST_CUDA=1)
+  target_link_libraries(comm_nccl_worker PRIVATE CUDA::cudart)
+endif()
+foreach(n 1 2)
+  add_test(NAME comm_nccl_np${n} COMMAND ${_sg_launch} -n ${n} -- $<TARGET_FILE:comm_nccl_worker>)
+  set_tests_properties(comm_nccl_np${n} PROPERTIES TIMEOUT 120 LABELS comm SKIP_RETURN_CODE 77
+                                                   ENVIRONMENT "${_sg_comm_env}")
+endforeach()

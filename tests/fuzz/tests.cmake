@@ -37,4 +37,8 @@ if(SG_FUZZ)
                      ${PROJECT_SOURCE_DIR}/tests/fuzz/corpus/onnx)
   sg_add_fuzz_target(fuzz_wire_decode ${PROJECT_SOURCE_DIR}/tests/fuzz/fuzz_wire_decode.c
                      ${PROJECT_SOURCE_DIR}/tests/fuzz/corpus/wire)
+  # Seeds: a heartbeat and check-ins, hand-made in the layouts of docs/resilience.md
+  # (the first byte selects the world size, see the target).
+  sg_add_fuzz_target(fuzz_health_decode ${PROJECT_SOURCE_DIR}/tests/fuzz/fuzz_health_decode.c
+                     ${PROJECT_SOURCE_DIR}/tests/fuzz/corpus/health)
 endif()

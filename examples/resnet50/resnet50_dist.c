@@ -1,0 +1,285 @@
+/* resnet50_dist: trains torchvision's ResNet-50 (resnet50_model.c) on the
+ * generated image dataset of resnet50_train (resnet50_data.c) with
+ * data-parallel ranks (SPEC U3, P7; include/sgrt/dist.h). Start it once per
+ * rank:
+ *
+ *   sgrt launch -n 4 build/examples/resnet50_dist [--steps N] [--batch N] [--res N]
+ *       [--threads N] [--lr X] [--width N] [--classes N] [--seed N] [--warmup N]
+ *       [--bucket-mb X] [--trace FILE] [--json]
+ *
+ * --batch is per rank (the graph is built with it, as with PyTorch DDP); the
+ * global batch is batch x ranks. Every rank draws its own shard of each step
+ * (the dataset's classes are the same everywhere, the samples are seeded by
+ * step and rank). Rank 0 prints one line per step: the loss averaged over
+ * the ranks, images/s of the whole job, and how many ranks are healthy; with
+ * --json the last line of its stdout is one JSON object. --trace writes a
+ * Chrome trace (chrome://tracing, Perfetto) of every rank's ops, gradient
+ * allreduces and waits. A failed step (a rank died: SG_ERR_COMM naming it)
+ * ends every rank with status 1. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+#include <sgrt/sgrt.h>
+
+#include "resnet50_data.h"
+#include "resnet50_model.h"
+
+typedef struct options {
+  int batch, res, steps, threads, classes, width, warmup, json;
+  double lr, bucket_mb;
+  uint64_t seed;
+  const char *trace;
+} options;
+
+static int usage(void) {
+  fprintf(stderr,
+          "usage: resnet50_dist [--steps N] [--batch N] [--res N] [--threads N] [--lr X] [--width N]\n"
+          "                     [--classes N] [--seed N] [--warmup N] [--bucket-mb X] [--trace FILE] "
+          "[--json]\n"
+          "       (start it once per rank: sgrt launch -n 4 resnet50_dist ...)\n");
+  return 2;
+}
+
+static int parse(int argc, char **argv, options *o) {
+  *o = (options){8, 64, 10, 1, 10, 64, 1, 0, 0.01, 25, 1, NULL};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    char *end = NULL;
+    int *iv = NULL;
+    if (strcmp(a, "--json") == 0) {
+      o->json = 1;
+      continue;
+    }
+    if (v == NULL) return usage();
+    if (strcmp(a, "--batch") == 0) iv = &o->batch;
+    else if (strcmp(a, "--res") == 0) iv = &o->res;
+    else if (strcmp(a, "--steps") == 0) iv = &o->steps;
+    else if (strcmp(a, "--threads") == 0) iv = &o->threads;
+    else if (strcmp(a, "--classes") == 0) iv = &o->classes;
+    else if (strcmp(a, "--width") == 0) iv = &o->width;
+    else if (strcmp(a, "--warmup") == 0) iv = &o->warmup;
+    else if (strcmp(a, "--lr") == 0) o->lr = strtod(v, &end);
+    else if (strcmp(a, "--bucket-mb") == 0) o->bucket_mb = strtod(v, &end);
+    else if (strcmp(a, "--seed") == 0) o->seed = strtoull(v, &end, 10);
+    else if (strcmp(a, "--trace") == 0) o->trace = v, end = (char *)"";
+    else return usage();
+    if (iv) {
+      long n = strtol(v, &end, 10);
+      *iv = n >= 0 && n <= 1 << 30 ? (int)n : -1;
+    }
+    if (end == NULL || *end != '\0' || end == v) {
+      fprintf(stderr, "resnet50_dist: bad value '%s' for %s\n", v, a);
+      return 2;
+    }
+    i++;
+  }
+  if (o->batch < 2 || o->res < 32 || o->steps < 1 || o->threads < 1 || o->classes < 1 || o->width < 1 ||
+      o->warmup < 0 || !(o->lr > 0) || !(o->bucket_mb > 0 && o->bucket_mb <= 4096)) {
+    fprintf(stderr, "resnet50_dist: need batch >= 2, res >= 32, steps >= 1, threads >= 1, classes >= 1, "
+                    "width >= 1, warmup >= 0, lr > 0, 0 < bucket-mb <= 4096\n");
+    return 2;
+  }
+  return 0;
+}
+
+/* Forward, backward and SGD with momentum 0.9, for one rank's batch. */
+static sg_status build(const options *o, sg_graph **out) {
+  sg_graph *g;
+  sg_status st = sg_graph_create(&g);
+  if (st != SG_OK) return st;
+  int64_t xd[] = {o->batch, 3, o->res, o->res}, yd[] = {o->batch};
+  sg_tensor x = sg_input(g, "images", SG_F32, 4, xd);
+  sg_tensor y = sg_input(g, "labels", SG_I64, 1, yd);
+  sg_tensor lr = sg_input(g, "lr", SG_F32, 0, NULL);
+  resnet50_config cfg = RESNET50_CONFIG_INIT;
+  cfg.batch = o->batch;
+  cfg.image_size = o->res;
+  cfg.classes = o->classes;
+  cfg.width = o->width;
+  sg_tensor logits;
+  st = resnet50_build(g, &cfg, x, &logits);
+  sg_tensor loss = sg_cross_entropy(g, logits, y, SG_REDUCTION_MEAN);
+  sg_tensor_set_name(g, loss, "loss");
+  sg_graph_mark_output(g, loss);
+  if (st == SG_OK) st = sg_graph_backward(g, loss);
+  sg_sgd_params p = SG_SGD_PARAMS_INIT;
+  p.momentum = 0.9;
+  if (st == SG_OK) st = sg_graph_add_sgd(g, lr, &p);
+  if (st == SG_OK) st = sg_graph_finalize(g);
+  if (st != SG_OK) {
+    sg_graph_destroy(g);
+    return st;
+  }
+  *out = g;
+  return SG_OK;
+}
+
+static double clock_s(clockid_t clock) {
+  struct timespec ts;
+  clock_gettime(clock, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+static double now(void) { return clock_s(CLOCK_MONOTONIC); }
+/* CPU time of this rank's process, all threads: on a shared machine it
+ * measures the rank's own work (compute and communication) whatever else
+ * runs, where wall time also counts waiting for a core. */
+static double cpu_now(void) { return clock_s(CLOCK_PROCESS_CPUTIME_ID); }
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+  if (n <= 0) return 0;
+  qsort(v, (size_t)n, sizeof(double), cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static int fail(int rank, const char *what, sg_status st) {
+  fprintf(stderr, "resnet50_dist: rank %d: %s: %s: %s\n", rank, what, sg_status_str(st), sg_last_error());
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  options o;
+  int rc = parse(argc, argv, &o);
+  if (rc) return rc;
+
+  double t0 = now();
+  sg_graph *g = NULL;
+  sg_status st = build(&o, &g);
+  if (st != SG_OK) return fail(-1, "building the graph", st);
+  sg_dist_params dp = SG_DIST_PARAMS_INIT; /* rank, world size, master: from the launcher's environment */
+  dp.threads = o.threads;
+  dp.seed = o.seed;
+  dp.bucket_bytes = (size_t)(o.bucket_mb * 1048576.0);
+  dp.trace_path = o.trace;
+  sg_dist *d;
+  if ((st = sg_dist_create(g, &dp, &d)) != SG_OK) return fail(-1, "joining the job", st);
+  int rank = sg_dist_rank(d), world = sg_dist_size(d);
+  /* Every rank initialises; the first step broadcasts rank 0's weights anyway. */
+  if ((st = resnet50_init_session(g, sg_dist_session(d), o.seed)) != SG_OK)
+    return fail(rank, "initialising the weights", st);
+  double setup_s = now() - t0;
+  sg_dist_stats stats = SG_DIST_STATS_INIT;
+  sg_dist_get_stats(d, &stats);
+  int64_t n_params = resnet50_count_parameters(g);
+  if (rank == 0 && !o.json)
+    printf("resnet50_dist: %d ranks x batch %d (global batch %d), %dx%d images, %d classes, width %d, %d "
+           "thread%s "
+           "per rank; %" PRId64 " parameters, %u gradient buckets (%.1f MB per step); ready in %.2f s\n",
+           world, o.batch, o.batch * world, o.res, o.res, o.classes, o.width, o.threads,
+           o.threads == 1 ? "" : "s", n_params, stats.buckets, stats.gradient_bytes / 1e6, setup_s);
+
+  resnet50_dataset data;
+  size_t xn = (size_t)o.batch * 3 * o.res * o.res;
+  float *x = malloc(xn * sizeof(float));
+  int64_t *y = malloc((size_t)o.batch * sizeof(int64_t));
+  double *times = malloc((size_t)o.steps * sizeof(double)), *comm = malloc((size_t)o.steps * sizeof(double));
+  double *waits = malloc((size_t)o.steps * sizeof(double)), *cpu = malloc((size_t)o.steps * sizeof(double));
+  if (!x || !y || !times || !comm || !waits || !cpu ||
+      resnet50_dataset_init(&data, o.classes, o.res, o.seed) != 0)
+    return fail(rank, "allocating the data", SG_ERR_NO_MEMORY);
+
+  int64_t xd[] = {o.batch, 3, o.res, o.res}, yd[] = {o.batch};
+  float lr = (float)o.lr;
+  double train_s = 0;
+  for (int step = 0; step < o.steps; step++) {
+    resnet50_dataset_seek(&data, (uint64_t)step * (uint64_t)world + (uint64_t)rank);
+    resnet50_dataset_batch(&data, o.batch, x, y);
+    if ((st = sg_dist_set_input(d, "images", SG_F32, 4, xd, x)) != SG_OK ||
+        (st = sg_dist_set_input(d, "labels", SG_I64, 1, yd, y)) != SG_OK ||
+        (st = sg_dist_set_input(d, "lr", SG_F32, 0, NULL, &lr)) != SG_OK)
+      return fail(rank, "setting inputs", st);
+    double ts = now(), cs = cpu_now();
+    if ((st = sg_dist_step(d)) != SG_OK) {
+      fail(rank, "training", st);
+      sg_dist_destroy(d); /* a failed job closes at once, without waiting for peers */
+      return 1;
+    }
+    times[step] = now() - ts;
+    cpu[step] = cpu_now() - cs;
+    train_s += times[step];
+    sg_dist_get_stats(d, &stats);
+    comm[step] = stats.comm_ms;
+    waits[step] = stats.wait_ms;
+    if (rank == 0 && !o.json)
+      printf("step %d/%d  loss %.4f  %.1f images/s  healthy %d/%d  (%.0f ms; allreduce %.0f ms, %.0f ms not "
+             "hidden by backward)\n",
+             step + 1, o.steps, stats.loss_mean, o.batch * world / times[step], stats.healthy_ranks, world,
+             1e3 * times[step], stats.comm_ms, stats.wait_ms);
+    fflush(stdout);
+  }
+
+  /* Summary: medians over the steps after the warm-up. */
+  int first = o.steps > o.warmup ? o.warmup : 0, timed = o.steps - first;
+  double med = median(times + first, timed), med_comm = median(comm + first, timed);
+  double med_wait = median(waits + first, timed), med_cpu = median(cpu + first, timed);
+  double ips = med > 0 ? o.batch * world / med : 0.0;
+  uint64_t hash;
+  double psum, pl2;
+  if ((st = resnet50_param_digest(g, sg_dist_session(d), &hash, &psum, &pl2)) != SG_OK)
+    return fail(rank, "reading parameters", st);
+  uint64_t dist_hash;
+  sg_dist_params_hash(d, &dist_hash);
+  if (dist_hash != hash) return fail(rank, "params_hash differs from sg_dist_params_hash", SG_ERR_INTERNAL);
+  if (rank == 0 && o.json) {
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016" PRIx64, hash);
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "example", "resnet50_dist");
+    cJSON_AddNumberToObject(j, "world_size", world);
+    cJSON_AddNumberToObject(j, "batch", o.batch);
+    cJSON_AddNumberToObject(j, "global_batch", o.batch * world);
+    cJSON_AddNumberToObject(j, "res", o.res);
+    cJSON_AddNumberToObject(j, "classes", o.classes);
+    cJSON_AddNumberToObject(j, "width", o.width);
+    cJSON_AddNumberToObject(j, "threads", o.threads);
+    cJSON_AddNumberToObject(j, "lr", o.lr);
+    cJSON_AddNumberToObject(j, "steps", (double)stats.steps);
+    cJSON_AddNumberToObject(j, "warmup_steps", first);
+    cJSON_AddNumberToObject(j, "param_count", (double)n_params);
+    cJSON_AddNumberToObject(j, "buckets", stats.buckets);
+    cJSON_AddNumberToObject(j, "gradient_bytes", (double)stats.gradient_bytes);
+    cJSON_AddNumberToObject(j, "ms_per_step", 1e3 * med);
+    cJSON_AddNumberToObject(j, "allreduce_ms_per_step", med_comm);
+    cJSON_AddNumberToObject(j, "exposed_comm_ms_per_step", med_wait);
+    cJSON_AddNumberToObject(j, "cpu_ms_per_step", 1e3 * med_cpu);
+    cJSON_AddNumberToObject(j, "images_per_s", ips);
+    cJSON_AddNumberToObject(j, "final_loss", stats.loss_mean);
+    cJSON_AddNumberToObject(j, "healthy_ranks", stats.healthy_ranks);
+    cJSON_AddNumberToObject(j, "setup_seconds", setup_s);
+    cJSON_AddNumberToObject(j, "train_seconds", train_s);
+    cJSON_AddStringToObject(j, "params_hash", hex);
+    cJSON_AddNumberToObject(j, "params_l2", pl2);
+    cJSON_AddNumberToObject(j, "params_sum", psum);
+    if (o.trace) cJSON_AddStringToObject(j, "trace", o.trace);
+    char *text = cJSON_PrintUnformatted(j);
+    if (text) puts(text);
+    free(text);
+    cJSON_Delete(j);
+  } else if (rank == 0) {
+    printf("done: %d ranks, %d steps, median %.1f ms/step (%.1f images/s; allreduce %.1f ms, %.1f ms not "
+           "hidden; "
+           "%d warm-up step%s excluded), final loss %.4f, params_hash %016" PRIx64 "%s%s\n",
+           world, o.steps, 1e3 * med, ips, med_comm, med_wait, first, first == 1 ? "" : "s", stats.loss_mean,
+           hash, o.trace ? ", trace " : "", o.trace ? o.trace : "");
+  }
+  fflush(stdout);
+  if ((st = sg_dist_destroy(d)) != SG_OK) return fail(rank, "leaving the job", st);
+  sg_graph_destroy(g);
+  resnet50_dataset_free(&data);
+  free(x);
+  free(y);
+  free(times);
+  free(comm);
+  free(waits);
+  free(cpu);
+  return 0;
+}

@@ -1,0 +1,234 @@
+/**
+ * @file dist.h
+ * Data-parallel training across ranks (SPEC P7, C5, H1, O2): every rank runs
+ * the same training graph on its own shard of the batch, and the gradients
+ * are averaged over the ranks before the optimizer update, as PyTorch's
+ * DistributedDataParallel does. Gradients are grouped into buckets in the
+ * order backward produces them (last layers first); a bucket's allreduce
+ * starts as soon as its last gradient exists, on the rank's scheduler
+ * thread, while the backward pass goes on, and the updates wait for all of
+ * them. Pipeline and tensor parallelism are not implemented yet.
+ *
+ * The graph is built with the per-rank batch, exactly as for a single
+ * process (forward + sg_graph_backward() + an optimizer); nothing in it is
+ * distributed. Launch the program once per rank (`sgrt launch -n 4 prog`,
+ * torchrun-style variables, `srun`, `mpirun`; docs/dist.md).
+ *
+ * @code
+ *   sg_dist_params dp = SG_DIST_PARAMS_INIT;   // rank, size, master from the environment
+ *   dp.threads = 1;
+ *   sg_dist *d;
+ *   if (sg_dist_create(g, &dp, &d) != SG_OK) {   // collective: every rank calls it
+ *     fprintf(stderr, "%s\n", sg_last_error());
+ *     return 1;
+ *   }
+ *   // Initialise or load the weights (on rank 0 or everywhere) through the
+ *   // session; the first step broadcasts them from rank 0.
+ *   my_init_weights(sg_dist_session(d));
+ *   for (int step = 0; step < n; step++) {
+ *     load_shard(sg_dist_rank(d), sg_dist_size(d), step, images, labels);   // this rank's shard
+ *     sg_dist_set_input(d, "images", SG_F32, 4, xdims, images);
+ *     sg_dist_set_input(d, "labels", SG_I64, 1, ydims, labels);
+ *     sg_dist_set_input(d, "lr", SG_F32, 0, NULL, &lr);
+ *     if (sg_dist_step(d) != SG_OK) {   // e.g. SG_ERR_COMM "... rank 2 is unreachable ..."
+ *       fprintf(stderr, "%s\n", sg_last_error());
+ *       break;
+ *     }
+ *     sg_dist_stats st = SG_DIST_STATS_INIT;
+ *     sg_dist_get_stats(d, &st);   // st.loss_mean: "loss" averaged over the ranks
+ *   }
+ *   sg_dist_destroy(d);   // collective unless the job failed
+ * @endcode
+ *
+ * Threads: an sg_dist is used from one thread at a time, the "compute
+ * thread" (the one that created it, or any other, one at a time). It owns a
+ * scheduler thread of its own, which owns the communicator (sg_comm) and runs
+ * the allreduces, heartbeats and failure detection; the compute thread never
+ * calls the transport, and a long step never delays a heartbeat.
+ *
+ * Failures: a peer that dies or goes silent for dead_ms is detected by the
+ * scheduler thread; the step waiting for the gradients then returns
+ * SG_ERR_COMM with a message naming the unreachable rank and the step, and
+ * so does every later call that communicates. Recovery (SPEC H4) is not part
+ * of this layer yet: the program should report and exit.
+ */
+#ifndef SGRT_DIST_H
+#define SGRT_DIST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sgrt/comm.h"
+#include "sgrt/graph.h"
+#include "sgrt/session.h"
+
+SG_EXTERN_C_BEGIN
+
+typedef struct sg_dist sg_dist;
+
+/** Parameters of sg_dist_create(). Initialise from SG_DIST_PARAMS_INIT. */
+typedef struct sg_dist_params {
+  size_t size;         /**< sizeof(sg_dist_params) */
+  sg_comm_params comm; /**< rank, world size, master, token, timeout (SG_COMM_PARAMS_INIT: environment) */
+  const char *device;  /**< "cpu" (NULL means "cpu") */
+  int threads;         /**< compute threads of this rank; 0 = all online CPUs (as sg_session) */
+  uint64_t seed;       /**< session seed (dropout masks); use the same on every rank */
+  int data;            /**< data-parallel degree; -1 = the world size */
+  int pipeline;        /**< pipeline-parallel degree; only 1 (not implemented yet) */
+  int tensor;          /**< tensor-parallel degree; only 1 (not implemented yet) */
+  int micro_batches;   /**< micro-batches per step; only 1 (gradient accumulation is not implemented yet) */
+  size_t bucket_bytes; /**< gradient bucket size; 25 MiB as PyTorch DDP's bucket_cap_mb */
+  int heartbeat_ms;    /**< heartbeat period of the scheduler thread (sg_comm_set_liveness); 100 */
+  int dead_ms;         /**< a peer silent this long is unreachable; 1000; must exceed heartbeat_ms */
+  int trace;           /**< record a timeline for sg_dist_write_trace() (also on when trace_path is set) */
+  const char *trace_path; /**< Chrome trace JSON written by sg_dist_destroy(); NULL: none */
+  size_t trace_events;    /**< timeline capacity per thread, in events (the latest are kept); 0 = 262144 */
+} sg_dist_params;
+
+#define SG_DIST_PARAMS_INIT                                                                                \
+  {                                                                                                        \
+    sizeof(sg_dist_params), SG_COMM_PARAMS_INIT, "cpu", 0, 0, -1, 1, 1, 1, (size_t)25 << 20, 100, 1000, 0, \
+        NULL, 0                                                                                            \
+  }
+SG_API sg_dist_params sg_dist_params_init(void);
+
+/**
+ * Joins the job and prepares data-parallel steps of a finalized training
+ * graph (forward, sg_graph_backward() and an optimizer; the graph must
+ * outlive the sg_dist). Collective: every rank calls it with the same model.
+ *
+ * In order: starts the scheduler thread, which joins the job
+ * (sg_comm_create() with p->comm) and turns heartbeats on; creates and
+ * compiles a session (optimizer updates after the whole backward pass, so
+ * they can wait for the allreduces); groups the parameters' gradients into
+ * buckets; and checks with every other rank that the gradient topology (the
+ * shapes and dtypes of every parameter and gradient, and the buckets) is the
+ * same (SPEC M5). Parameters, state and optimizer state are broadcast from
+ * rank 0 by the first sg_dist_step(), so they may be set between create and
+ * the first step on rank 0 alone.
+ *
+ * @param g    a finalized graph with at least one f32 parameter gradient.
+ * @param p    NULL for the defaults.
+ * @param out  receives the handle; NULL on error.
+ * @return SG_OK;
+ *   SG_ERR_INVALID_ARG for a NULL argument, a bad p->size, a bad value (the
+ *     message names the field) or a data degree other than the world size;
+ *   SG_ERR_UNSUPPORTED for pipeline or tensor degrees > 1 ("pipeline
+ *     parallelism (pp=2) is not implemented yet"), micro_batches > 1, or a
+ *     gradient that is not f32;
+ *   SG_ERR_STATE if the graph is not finalized;
+ *   SG_ERR_SHAPE "Gradient topology mismatch ..." on every rank when the
+ *     ranks' models differ;
+ *   SG_ERR_TIMEOUT / SG_ERR_DENIED / SG_ERR_COMM from joining the job;
+ *   the session's compile errors; SG_ERR_NO_MEMORY.
+ * A rank that fails alone (a local error after joining) aborts its
+ * communicator; the other ranks then fail within dead_ms.
+ */
+SG_API sg_status sg_dist_create(const sg_graph *g, const sg_dist_params *p, sg_dist **out);
+
+/**
+ * Leaves the job and frees everything; writes the timeline first when
+ * trace_path was set. Collective while the job is healthy (the trace is
+ * gathered on rank 0 and the communicator closes with a barrier); after a
+ * failure it closes at once without waiting for peers. Accepts NULL.
+ * @return SG_OK, or the first error of writing the trace or closing the
+ *   communicator (everything is freed either way).
+ */
+SG_API sg_status sg_dist_destroy(sg_dist *d);
+
+/** This rank, 0..size-1 (-1 for NULL). Any thread. */
+SG_API int sg_dist_rank(const sg_dist *d);
+/** Number of ranks in the job (0 for NULL). Any thread. */
+SG_API int sg_dist_size(const sg_dist *d);
+
+/**
+ * The underlying session, to write initial weights, read any tensor, save or
+ * load checkpoints. Do not run sg_session_step() or sg_session_forward() on
+ * it while the sg_dist exists (only sg_dist_step() keeps the ranks in step).
+ * NULL for NULL.
+ */
+SG_API sg_session *sg_dist_session(sg_dist *d);
+
+/** This rank's shard of an input: as sg_session_set_input(). */
+SG_API sg_status sg_dist_set_input(sg_dist *d, const char *name, sg_dtype dtype, int ndim,
+                                   const int64_t *dims, const void *data);
+/** Binds this rank's shard without copying: as sg_session_bind_input(). */
+SG_API sg_status sg_dist_bind_input(sg_dist *d, const char *name, sg_dtype dtype, int ndim,
+                                    const int64_t *dims, void *data);
+
+/**
+ * One data-parallel training step: forward and backward on this rank's
+ * shard; each gradient bucket is averaged over the ranks (allreduce, sum /
+ * size) as soon as backward has produced it, overlapping the rest of
+ * backward; then the optimizer updates run on the averaged gradients, the
+ * same on every rank. The first step first broadcasts parameters, state and
+ * optimizer state from rank 0. After the first step the compute thread
+ * allocates nothing (the communicator's collectives still allocate a request
+ * array each, on the scheduler thread).
+ * @return SG_OK;
+ *   SG_ERR_INVALID_ARG for NULL;
+ *   SG_ERR_STATE for an input not set (nothing is communicated then);
+ *   SG_ERR_COMM when the job failed: a peer unreachable or a collective
+ *     timed out, in this step or earlier ("rank 0, step 3: allreduce of
+ *     gradient bucket 1 of 4 failed: rank 2 is unreachable: ..."); the
+ *     optimizer updates of the step have not run then;
+ *   a kernel's error (this rank then aborts the job, as its peers could not
+ *     complete the step without it).
+ */
+SG_API sg_status sg_dist_step(sg_dist *d);
+
+/**
+ * Copies this rank's value of a tensor out, as sg_session_read(). Parameters
+ * and optimizer state are the same on every rank after a step; outputs
+ * (the loss) and batch-norm statistics are this rank's own.
+ */
+SG_API sg_status sg_dist_read(const sg_dist *d, const char *name, void *out, size_t bytes);
+
+/**
+ * FNV-1a (64-bit) over the bytes of every parameter (role
+ * SG_ROLE_PARAMETER) in tensor order: the same digest as the examples'
+ * params_hash. Equal on every rank after every completed step (the averaged
+ * gradients are bitwise identical everywhere). Local; compute thread.
+ * @return SG_OK; SG_ERR_INVALID_ARG for NULL.
+ */
+SG_API sg_status sg_dist_params_hash(const sg_dist *d, uint64_t *out);
+
+/** What the last step did. Initialise from SG_DIST_STATS_INIT. */
+typedef struct sg_dist_stats {
+  size_t size;
+  uint64_t steps;        /**< steps completed */
+  int world_size;        /**< ranks in the job */
+  int healthy_ranks;     /**< ranks heard from within dead_ms, this one included */
+  int has_loss;          /**< the graph has a one-element f32 output named "loss" */
+  float loss_mean;       /**< "loss" of the last step averaged over the ranks (NaN without one) */
+  uint32_t buckets;      /**< gradient buckets per step */
+  size_t gradient_bytes; /**< bytes allreduced per step */
+  double step_ms;        /**< wall time of the last step */
+  double comm_ms;        /**< time the scheduler spent in the last step's allreduces (copies included) */
+  double wait_ms;        /**< time the compute thread waited for them: the part not hidden by backward */
+} sg_dist_stats;
+#define SG_DIST_STATS_INIT \
+  { sizeof(sg_dist_stats) }
+
+/** Fills `out`. SG_ERR_INVALID_ARG for NULL or a bad out->size. Compute thread. */
+SG_API sg_status sg_dist_get_stats(const sg_dist *d, sg_dist_stats *out);
+
+/**
+ * Writes the recorded timeline as Chrome trace JSON (chrome://tracing,
+ * Perfetto): one process per rank ("rank R"), thread 0 the compute thread
+ * (every op of every step, category forward / backward / update, and the
+ * waits for gradients), thread 1 the scheduler (bucket allreduces, the
+ * initial broadcast, the consistency check, changes of the healthy-rank
+ * count). Collective while the job is healthy: every rank sends its events
+ * to rank 0, which writes `path` (the other ranks write nothing); after a
+ * failure each rank writes its own events to `path` with ".rank<R>" before
+ * a ".json" extension (or at the end). Times are microseconds since the
+ * ranks left the consistency check together at create.
+ * @return SG_OK; SG_ERR_INVALID_ARG for NULL; SG_ERR_STATE when tracing is
+ *   off; SG_ERR_IO naming the file; SG_ERR_COMM; SG_ERR_NO_MEMORY.
+ */
+SG_API sg_status sg_dist_write_trace(sg_dist *d, const char *path);
+
+SG_EXTERN_C_END
+
+#endif /* SGRT_DIST_H */

@@ -1,0 +1,255 @@
+/* sg_dist's lifecycle and small queries (include/sgrt/dist.h): argument
+ * checks, joining the job, compiling the session for data parallelism, the
+ * consistency check; destroy. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "dist/dist_internal.h"
+#include "graph/graph_internal.h"
+
+#define DEFAULT_TRACE_EVENTS ((size_t)1 << 18)
+#define MAX_TRACE_EVENTS ((size_t)1 << 26)
+
+sg_dist_params sg_dist_params_init(void) { return (sg_dist_params)SG_DIST_PARAMS_INIT; }
+
+static sg_status check_params(const sg_dist_params *p) {
+  const char *fn = "sg_dist_create";
+  if (p->size < sizeof(sg_dist_params))
+    return sg__error(SG_ERR_INVALID_ARG,
+                     "%s: params.size is %zu, expected %zu; initialise params with SG_DIST_PARAMS_INIT", fn,
+                     p->size, sizeof(sg_dist_params));
+  if (p->comm.size < sizeof(sg_comm_params))
+    return sg__error(SG_ERR_INVALID_ARG,
+                     "%s: params.comm.size is %zu, expected %zu; initialise it with SG_COMM_PARAMS_INIT", fn,
+                     p->comm.size, sizeof(sg_comm_params));
+  if (p->threads < 0)
+    return sg__error(SG_ERR_INVALID_ARG, "%s: threads is %d (0 = all CPUs)", fn, p->threads);
+  if (p->data == 0 || p->data < -1)
+    return sg__error(SG_ERR_INVALID_ARG,
+                     "%s: data is %d; the data-parallel degree is >= 1, or -1 for the world size", fn,
+                     p->data);
+  if (p->pipeline < 1)
+    return sg__error(SG_ERR_INVALID_ARG, "%s: pipeline is %d, must be >= 1", fn, p->pipeline);
+  if (p->tensor < 1) return sg__error(SG_ERR_INVALID_ARG, "%s: tensor is %d, must be >= 1", fn, p->tensor);
+  if (p->micro_batches < 1)
+    return sg__error(SG_ERR_INVALID_ARG, "%s: micro_batches is %d, must be >= 1", fn, p->micro_batches);
+  if (p->pipeline > 1)
+    return sg__error(SG_ERR_UNSUPPORTED, "pipeline parallelism (pp=%d) is not implemented yet", p->pipeline);
+  if (p->tensor > 1)
+    return sg__error(SG_ERR_UNSUPPORTED, "tensor parallelism (tp=%d) is not implemented yet", p->tensor);
+  if (p->micro_batches > 1)
+    return sg__error(SG_ERR_UNSUPPORTED,
+                     "micro-batches (micro_batches=%d, gradient accumulation) are not implemented yet",
+                     p->micro_batches);
+  if (p->bucket_bytes == 0) return sg__error(SG_ERR_INVALID_ARG, "%s: bucket_bytes is 0", fn);
+  if (p->heartbeat_ms < 0)
+    return sg__error(SG_ERR_INVALID_ARG, "%s: heartbeat_ms is %d (0 turns heartbeats off)", fn,
+                     p->heartbeat_ms);
+  if (p->heartbeat_ms > 0 && p->dead_ms <= p->heartbeat_ms)
+    return sg__error(SG_ERR_INVALID_ARG, "%s: dead_ms %d must exceed heartbeat_ms %d", fn, p->dead_ms,
+                     p->heartbeat_ms);
+  if (p->trace_events > MAX_TRACE_EVENTS)
+    return sg__error(SG_ERR_INVALID_ARG, "%s: trace_events is %zu, at most %zu", fn, p->trace_events,
+                     MAX_TRACE_EVENTS);
+  return SG_OK;
+}
+
+/* A one-element f32 graph output named "loss": averaged over the ranks for
+ * reporting. */
+static void find_loss(sg_dist *d) {
+  const sg_graph *g = d->g;
+  int32_t t = sg__tensor_lookup(g, "loss");
+  d->loss = -1;
+  if (t < 0 || g->tensors[t].dtype != SG_F32 || g->tensors[t].nbytes != 4) return;
+  for (uint32_t i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i] == t) {
+      size_t bytes;
+      d->loss_addr = sg__session_tensor_addr(d->s, t, &bytes);
+      if (d->loss_addr != NULL) d->loss = t;
+      return;
+    }
+}
+
+static sg_status init_sync(sg_dist *d) {
+  pthread_condattr_t ca;
+  if (pthread_condattr_init(&ca) != 0) return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create: out of memory");
+  /* The scheduler's timed waits must not jump with the wall clock. */
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  bool ok = pthread_mutex_init(&d->mu, NULL) == 0;
+  ok = ok && pthread_cond_init(&d->wake_sched, &ca) == 0;
+  ok = ok && pthread_cond_init(&d->wake_compute, NULL) == 0;
+  pthread_condattr_destroy(&ca);
+  if (!ok) return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create: cannot create the scheduler's locks");
+  return SG_OK;
+}
+
+/* Everything after joining that the compute thread prepares. */
+static sg_status prepare(sg_dist *d) {
+  const sg_dist_params *p = &d->p;
+  if (p->data != -1 && p->data != d->size)
+    return sg__error(
+        SG_ERR_INVALID_ARG,
+        "sg_dist_create: data-parallel degree %d times pipeline 1 times tensor 1 must equal the world "
+        "size %d",
+        p->data, d->size);
+  sg_session_params sp = SG_SESSION_PARAMS_INIT;
+  sp.device = p->device;
+  sp.threads = p->threads;
+  sp.seed = p->seed;
+  SG_CHECK(sg_session_create(d->g, &sp, &d->s));
+  SG_CHECK(sg__session_set_updates_last(d->s, true));
+  SG_CHECK(sg_session_compile(d->s));
+  SG_CHECK(sg__dist_plan_build(d->s, p->bucket_bytes, &d->plan));
+  find_loss(d);
+  d->flat = sg__malloc(d->plan.flat_bytes + 64); /* + the loss */
+  if (d->flat == NULL)
+    return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create: out of memory for the gradient buffer");
+  if (d->tracing) {
+    uint64_t cap = p->trace_events ? p->trace_events : DEFAULT_TRACE_EVENTS;
+    SG_CHECK(sg__dist_ring_init(&d->compute_ring, cap));
+    SG_CHECK(sg__dist_ring_init(&d->sched_ring, cap));
+  }
+  SG_CHECK(sg__dist_install_hooks(d));
+  d->stats = (sg_dist_stats)SG_DIST_STATS_INIT;
+  d->stats.world_size = d->size;
+  d->stats.has_loss = d->loss >= 0;
+  d->stats.loss_mean = NAN;
+  d->stats.buckets = d->plan.n_buckets;
+  d->stats.gradient_bytes = d->plan.total_bytes;
+  d->loss_mean = NAN;
+  return sg__dist_run_job(d, sg__dist_job_check, NULL);
+}
+
+static void free_dist(sg_dist *d) {
+  sg_session_destroy(d->s);
+  sg__dist_plan_free(&d->plan);
+  sg__dist_ring_free(&d->compute_ring);
+  sg__dist_ring_free(&d->sched_ring);
+  sg__free(d->flat);
+  sg__free(d->trace_path);
+  pthread_cond_destroy(&d->wake_sched);
+  pthread_cond_destroy(&d->wake_compute);
+  pthread_mutex_destroy(&d->mu);
+  sg__free(d);
+}
+
+/* A create that failed: frees everything and returns `st` with its message. */
+static sg_status abandon(sg_dist *d, sg_status st) {
+  /* Keep the cause as this thread's error across the teardown. */
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", sg_last_error());
+  /* This rank gives up: make its peers fail now rather than hang in the next
+   * collective (a mismatch fails every rank anyway). */
+  if (d->comm != NULL) sg__dist_fail(d, st, "rank %d left the job while joining it: %s", d->rank, msg);
+  sg__dist_sched_stop(d);
+  free_dist(d);
+  return sg__error(st, "%s", msg);
+}
+
+sg_status sg_dist_create(const sg_graph *g, const sg_dist_params *p, sg_dist **out) {
+  if (out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_dist_create: out is NULL");
+  *out = NULL;
+  if (g == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_dist_create: graph is NULL");
+  if (!g->finalized) return sg__error(SG_ERR_STATE, "sg_dist_create: finalize the graph first");
+  sg_dist_params defaults = SG_DIST_PARAMS_INIT;
+  if (p == NULL) p = &defaults;
+  SG_CHECK(check_params(p));
+
+  sg_dist *d = sg__calloc(1, sizeof *d);
+  if (d == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create: out of memory");
+  d->g = g;
+  d->p = *p;
+  d->p.size = sizeof(sg_dist_params);
+  d->comm_params = p->comm;
+  d->rank = -1;
+  d->loss = -1;
+  d->tracing = p->trace || p->trace_path != NULL;
+  if (p->trace_path && (d->trace_path = sg__strdup(p->trace_path)) == NULL) {
+    sg__free(d);
+    return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create: out of memory");
+  }
+  d->p.trace_path = d->trace_path;
+  sg_status st = init_sync(d);
+  if (st != SG_OK) {
+    sg__free(d->trace_path);
+    sg__free(d);
+    return st;
+  }
+  if ((st = sg__dist_sched_start(d)) != SG_OK || (st = prepare(d)) != SG_OK) return abandon(d, st);
+  d->p.device = NULL; /* the caller's string was needed by create only */
+  *out = d;
+  return SG_OK;
+}
+
+sg_status sg_dist_destroy(sg_dist *d) {
+  if (d == NULL) return SG_OK;
+  sg_status st = SG_OK;
+  char msg[1024] = "";
+  if (d->trace_path != NULL) {
+    st = sg__dist_write_trace(d, d->trace_path);
+    if (st != SG_OK) snprintf(msg, sizeof msg, "%s", sg_last_error());
+  }
+  sg__dist_sched_stop(d);
+  if (st == SG_OK && d->comm_destroy_status != SG_OK) {
+    st = d->comm_destroy_status;
+    snprintf(msg, sizeof msg, "sg_dist_destroy: leaving the job: %.960s", d->fail_msg);
+  }
+  free_dist(d);
+  return st == SG_OK ? SG_OK : sg__error(st, "%s", msg);
+}
+
+int sg_dist_rank(const sg_dist *d) { return d ? d->rank : -1; }
+int sg_dist_size(const sg_dist *d) { return d ? d->size : 0; }
+sg_session *sg_dist_session(sg_dist *d) { return d ? d->s : NULL; }
+
+sg_status sg_dist_set_input(sg_dist *d, const char *name, sg_dtype dtype, int ndim, const int64_t *dims,
+                            const void *data) {
+  if (d == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_dist_set_input: d is NULL");
+  return sg_session_set_input(d->s, name, dtype, ndim, dims, data);
+}
+
+sg_status sg_dist_bind_input(sg_dist *d, const char *name, sg_dtype dtype, int ndim, const int64_t *dims,
+                             void *data) {
+  if (d == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_dist_bind_input: d is NULL");
+  return sg_session_bind_input(d->s, name, dtype, ndim, dims, data);
+}
+
+sg_status sg_dist_read(const sg_dist *d, const char *name, void *out, size_t bytes) {
+  if (d == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_dist_read: d is NULL");
+  return sg_session_read(d->s, name, out, bytes);
+}
+
+sg_status sg_dist_params_hash(const sg_dist *d, uint64_t *out) {
+  if (d == NULL || out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_dist_params_hash: NULL argument");
+  uint64_t h = 1469598103934665603ull;
+  for (uint32_t t = 0; t < d->g->n_tensors; t++) {
+    const sg__tensor *T = &d->g->tensors[t];
+    if (T->role != SG_ROLE_PARAMETER) continue;
+    const unsigned char *b = sg__session_tensor_addr(d->s, (int32_t)t, NULL);
+    if (b == NULL) continue;
+    for (size_t k = 0; k < T->nbytes; k++) h = (h ^ b[k]) * 1099511628211ull;
+  }
+  *out = h;
+  return SG_OK;
+}
+
+sg_status sg_dist_get_stats(const sg_dist *d, sg_dist_stats *out) {
+  if (d == NULL || out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_dist_get_stats: NULL argument");
+  if (out->size < sizeof(sg_dist_stats))
+    return sg__error(
+        SG_ERR_INVALID_ARG,
+        "sg_dist_get_stats: out->size is %zu, expected %zu; initialise it with SG_DIST_STATS_INIT", out->size,
+        sizeof(sg_dist_stats));
+  *out = d->stats;
+  out->healthy_ranks = __atomic_load_n(&d->healthy, __ATOMIC_RELAXED);
+  return SG_OK;
+}
+
+sg_status sg_dist_write_trace(sg_dist *d, const char *path) {
+  if (d == NULL || path == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_dist_write_trace: NULL argument");
+  if (!d->tracing)
+    return sg__error(SG_ERR_STATE,
+                     "sg_dist_write_trace: tracing is off; set sg_dist_params.trace or trace_path at create");
+  return sg__dist_write_trace(d, path);
+}
