@@ -1,5 +1,6 @@
-# NCCL collectives on device memory (src/comm/nccl.c). Include this from
-# src/CMakeLists.txt after the library targets exist:
+# NCCL collectives on device memory (src/comm/nccl.c). Include this at the end
+# of src/CMakeLists.txt (it needs sgrt_objects, sgrt, sgrt_static and
+# sgrt_internal to exist):
 #   include(${CMAKE_CURRENT_SOURCE_DIR}/comm/nccl.cmake)
 # With SG_HAVE_CUDA (cmake/SgDependencies.cmake found the CUDA toolkit, NCCL
 # and cuDNN) nccl.c is compiled against nccl.h and the libraries link cudart
