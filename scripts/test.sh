@@ -2,10 +2,12 @@
 # The whole test suite: installs missing dependencies, then builds and tests
 #   build/       gcc, RelWithDebInfo
 #   build-asan/  clang, AddressSanitizer + UndefinedBehaviorSanitizer, libFuzzer targets
-# and ends with one line "N passed, N failed" (totals over both builds).
+#   build-tsan/  clang, ThreadSanitizer: the threaded parts (communication,
+#                data-parallel runtime, global page table, health monitor)
+# and ends with one line "N passed, N failed" (totals over all builds).
 #
 # usage: scripts/test.sh [--quick] [-j N]
-#   --quick  skip the sanitizer build
+#   --quick  skip the sanitizer builds
 #   -j N     parallel build and test jobs (default: number of CPUs)
 # Environment: SG_FUZZ_SECONDS bounds the fuzzing test of the sanitizer build.
 set -uo pipefail
@@ -15,7 +17,7 @@ root=$(pwd)
 quick=0
 jobs=$(nproc 2>/dev/null || echo 2)
 
-usage() { sed -n '2,10s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,13s/^# \{0,1\}//p' "$0"; }
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) quick=1 ;;
@@ -34,7 +36,9 @@ total_passed=0
 total_failed=0
 summaries=()
 
-# run_suite NAME DIR CMAKE_ARGS...: configure, build and run ctest in DIR.
+# run_suite NAME DIR CMAKE_ARGS...: configure, build and run ctest in DIR
+# (with the extra ctest arguments in the array ctest_args, if any).
+ctest_args=()
 run_suite() {
   local name=$1 dir=$2
   shift 2
@@ -50,7 +54,7 @@ run_suite() {
   local build_failed=0
   cmake --build "$root/$dir" -j "$jobs" -- -k 0 || build_failed=1
   echo "=== $name: ctest"
-  (cd "$root/$dir" && ctest --output-on-failure -j "$jobs") 2>&1 | tee "$log"
+  (cd "$root/$dir" && ctest --output-on-failure -j "$jobs" "${ctest_args[@]}") 2>&1 | tee "$log"
   local rc=${PIPESTATUS[0]}
   # ctest ends with "NN% tests passed, F tests failed out of T".
   local line
@@ -80,11 +84,19 @@ if [ "$quick" -eq 0 ]; then
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   run_suite "asan+ubsan" build-asan -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DSG_SANITIZE=address,undefined -DSG_FUZZ=ON "${fuzz_args[@]}"
+  # ThreadSanitizer on the tests of the layers that run threads of their own
+  # (store server, scheduler thread, cross-thread abort), one compute thread
+  # each; the multi-minute ResNet runs are left to the other builds.
+  export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+  ctest_args=(-R "^(comm_|dist_|gmem_|health_|test_health|test_comm)" -E "resnet|comm_big")
+  run_suite "tsan" build-tsan -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSG_SANITIZE=thread \
+    -DSG_BUILD_EXAMPLES=OFF
+  ctest_args=()
 fi
 
 echo
 echo "=== summary"
 for s in "${summaries[@]}"; do echo "  $s"; done
-[ "$quick" -eq 1 ] && echo "  (sanitizer build skipped: --quick)"
+[ "$quick" -eq 1 ] && echo "  (sanitizer builds skipped: --quick)"
 echo "$total_passed passed, $total_failed failed"
 [ "$total_failed" -eq 0 ]
