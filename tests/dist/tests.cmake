@@ -32,3 +32,4 @@ set_tests_properties(dist_mlp_equiv_np4 dist_mlp_equiv_np2 dist_overlap_np4 dist
 set_tests_properties(dist_resnet_lockstep_np4 dist_resnet_equiv_np2 PROPERTIES TIMEOUT 240 LABELS dist
                      ENVIRONMENT "SG_COMM_TIMEOUT_MS=60000")
 include(${CMAKE_CURRENT_LIST_DIR}/tp_tests.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/pp_tests.cmake)

@@ -1,0 +1,184 @@
+/* Running one pipeline stage (pp.h): the 1F1B program of pp_sched.c over a
+ * session of the stage's training graph.
+ *
+ * One session per stage keeps one set of activation buffers, so a stage
+ * that must send micro-batch f's output now and run its backward later
+ * recomputes: FORWARD runs the schedule up to the last op producing a
+ * boundary output, BACKWARD runs forward and backward again up to the first
+ * update once the gradient arrived (the last stage, which needs no early
+ * output, runs only the latter). Received activations of in-flight
+ * micro-batches (at most K-k on stage k) wait in preallocated message slots.
+ * Gradients are summed over the micro-batches in our own buffers and copied
+ * back, scaled by 1/M, into the gradient slots before the update ops run,
+ * once per step.
+ *
+ * First version: the sends and receives block the thread that calls
+ * sg__pp_step (DESIGN.md gives communication to the scheduler thread; it
+ * takes them over when pipelines join sg_dist). After create, a step
+ * allocates nothing. */
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+#include "comm/wire.h"
+#include "dist/pp.h"
+#include "graph/graph_internal.h"
+#include "runtime/hooks.h"
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static size_t msg_bytes(const sg__tensor *x) { return sg__wire_header_size((unsigned)x->ndim) + x->nbytes; }
+
+/* Direction, step, boundary index and micro-batch in 31 bits: bit 30 marks
+ * the pipeline's messages; the step (mod 256) keeps a late message of one
+ * step from matching a receive of the next. */
+static uint32_t tag_of(const sg__pp_runner *r, int backward, int j, int m) {
+  return (1u << 30) | ((uint32_t)backward << 29) | ((uint32_t)(r->step & 0xff) << 21) | ((uint32_t)j << 12) |
+         (uint32_t)m;
+}
+
+static sg__wire_header header_of(const sg__pp_runner *r, const sg__tensor *x, int sender, int backward,
+                                 int m) {
+  sg__wire_header h = {0};
+  h.count = (uint64_t)(x->nbytes / sg_dtype_size(x->dtype));
+  h.dtype = (uint8_t)x->dtype;
+  h.ndims = (uint8_t)x->ndim;
+  /* The slice's start in the whole batch's tensor: micro-batch m's rows. */
+  if (x->ndim >= 1 && x->dims[0] == r->st->micro_batch) h.offsets[0] = (uint32_t)(m * r->st->micro_batch);
+  h.partition = (uint32_t)sender;
+  /* A gradient's place in the whole batch's flat gradient of the tensor. */
+  h.grad_offset = backward ? (uint64_t)m * h.count : 0;
+  return h;
+}
+
+static sg_status send_tensor(sg__pp_runner *r, int peer, int backward, int j, int m, int32_t t,
+                             const void *addr) {
+  const sg__tensor *x = &r->g->tensors[t];
+  sg__wire_header h = header_of(r, x, r->st->stage, backward, m);
+  size_t n;
+  SG_CHECK(sg__wire_encode(&h, addr, r->buf, r->buf_bytes, &n));
+  int64_t t0 = now_ns();
+  sg_status st = sg_comm_send(r->comm, peer, tag_of(r, backward, j, m), r->buf, n);
+  r->stats.idle_ms += (double)(now_ns() - t0) * 1e-6;
+  r->stats.messages++;
+  r->stats.bytes += (int64_t)n;
+  return st;
+}
+
+/* Receives boundary tensor t (of g) for micro-batch m into msg and
+ * validates every header field against what this stage expects. */
+static sg_status recv_tensor(sg__pp_runner *r, int peer, int backward, int j, int m, int32_t t, uint8_t *msg,
+                             const void **payload) {
+  const sg__tensor *x = &r->g->tensors[t];
+  size_t n = msg_bytes(x);
+  int64_t t0 = now_ns();
+  sg_status st = sg_comm_recv(r->comm, peer, tag_of(r, backward, j, m), msg, n);
+  r->stats.idle_ms += (double)(now_ns() - t0) * 1e-6;
+  if (st != SG_OK) return st;
+  r->stats.messages++;
+  r->stats.bytes += (int64_t)n;
+  sg__wire_header want = header_of(r, x, backward ? r->st->stage + 1 : r->st->stage - 1, backward, m), got;
+  return sg__wire_decode(msg, n, &want, peer, &got, payload);
+}
+
+/* Micro-batch m's inputs and received activations into the session. */
+static sg_status feed(sg__pp_runner *r, int m) {
+  const sg__pp_stage *st = r->st;
+  for (int i = 0; i < st->n_inputs; i++) {
+    if (!st->batched[i]) continue;
+    const sg__tensor *x = &r->g->tensors[st->inputs[i]];
+    if (r->in_data[i] == NULL)
+      return sg__error(SG_ERR_STATE, "sg__pp_step: input '%s' was not set (sg__pp_set_input)", x->name);
+    const char *rows = (const char *)r->in_data[i] + (size_t)m * x->nbytes;
+    SG_CHECK(sg_session_set_input(r->s, x->name, x->dtype, x->ndim, x->dims, rows));
+  }
+  for (int j = 0; j < st->n_recv; j++) {
+    const sg__tensor *x = &r->g->tensors[st->recv[j]];
+    SG_CHECK(sg_session_write(r->s, x->name, r->fwd_data[(m % r->depth) * st->n_recv + j], x->nbytes));
+  }
+  return SG_OK;
+}
+
+static sg_status run(sg__pp_runner *r, uint32_t end) {
+  int64_t t0 = now_ns();
+  sg_status st = sg__session_run_partial(r->s, 0, end);
+  r->stats.busy_ms += (double)(now_ns() - t0) * 1e-6;
+  r->stats.forwards++;
+  return st;
+}
+
+static void accumulate(sg__pp_runner *r, bool first) {
+  for (int i = 0; i < r->n_grads; i++) {
+    sg__pp_grad *g = &r->grads[i];
+    if (first) memcpy(g->acc, g->slot, g->n * sizeof(float));
+    else
+      for (size_t k = 0; k < g->n; k++) g->acc[k] += g->slot[k];
+  }
+  if (r->loss_addr) r->loss_sum = (first ? 0 : r->loss_sum) + (double)*r->loss_addr;
+}
+
+static sg_status act(sg__pp_runner *r, sg__pp_slot a, int *backwards_done) {
+  const sg__pp_stage *st = r->st;
+  int m = a.micro;
+  switch (a.action) {
+    case SG__PP_RECV_FWD:
+      for (int j = 0; j < st->n_recv; j++) {
+        int k = (m % r->depth) * st->n_recv + j;
+        SG_CHECK(recv_tensor(r, r->prev, 0, j, m, st->recv[j], r->fwd_msg[k], &r->fwd_data[k]));
+      }
+      return SG_OK;
+    case SG__PP_FORWARD: SG_CHECK(feed(r, m)); return run(r, r->fwd_end);
+    case SG__PP_SEND_FWD:
+      for (int j = 0; j < st->n_send; j++)
+        SG_CHECK(send_tensor(r, r->next, 0, j, m, st->send[j], r->send_addr[j]));
+      return SG_OK;
+    case SG__PP_RECV_BWD:
+      for (int j = 0; j < st->n_send; j++) {
+        const sg__tensor *x = &r->g->tensors[st->send_grad[j]];
+        const void *payload;
+        SG_CHECK(recv_tensor(r, r->next, 1, j, m, st->send[j], r->buf, &payload));
+        SG_CHECK(sg_session_set_input(r->s, x->name, x->dtype, x->ndim, x->dims, payload));
+      }
+      return SG_OK;
+    case SG__PP_BACKWARD:
+      SG_CHECK(feed(r, m));
+      SG_CHECK(run(r, r->bwd_end));
+      accumulate(r, (*backwards_done)++ == 0);
+      return SG_OK;
+    case SG__PP_SEND_BWD:
+      for (int j = 0; j < st->n_recv; j++)
+        SG_CHECK(send_tensor(r, r->prev, 1, j, m, st->recv_grad[j], r->rgrad_addr[j]));
+      return SG_OK;
+  }
+  return sg__error(SG_ERR_INTERNAL, "sg__pp_step: unknown action %d", (int)a.action);
+}
+
+sg_status sg__pp_step(sg__pp_runner *r, float *loss) {
+  if (loss) *loss = NAN;
+  if (r == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg__pp_step: runner is NULL");
+  int64_t t0 = now_ns();
+  r->stats = (sg__pp_stats){0};
+  int done = 0;
+  for (int i = 0; i < r->n_prog; i++) SG_CHECK(act(r, r->prog[i], &done));
+  /* Each micro-batch loss is a mean over its samples: the whole batch's
+   * gradient is the mean of the micro-batch gradients. */
+  int64_t t1 = now_ns();
+  float scale = 1.0f / (float)r->st->micro_batches;
+  for (int i = 0; i < r->n_grads; i++)
+    for (size_t k = 0; k < r->grads[i].n; k++) r->grads[i].slot[k] = r->grads[i].acc[k] * scale;
+  for (int i = 0; i < r->n_upd; i++) SG_CHECK(sg__session_run_partial(r->s, r->upd[i], r->upd[i] + 1));
+  int64_t t2 = now_ns();
+  r->stats.busy_ms += (double)(t2 - t1) * 1e-6;
+  r->stats.step_ms = (double)(t2 - t0) * 1e-6;
+  r->step++;
+  if (loss && r->loss_addr) *loss = (float)(r->loss_sum / r->st->micro_batches);
+  return SG_OK;
+}
+
+void sg__pp_runner_stats(const sg__pp_runner *r, sg__pp_stats *out) {
+  if (out) *out = r ? r->stats : (sg__pp_stats){0};
+}

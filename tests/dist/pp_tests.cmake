@@ -1,0 +1,28 @@
+# Pipeline parallelism (src/dist/pp.h, docs/pipeline_parallel.md): pp_worker
+# runs as every rank (rank k = stage k) under `sgrt launch` and compares each
+# stage's parameters and the losses with a single-process run of the whole
+# batch (1e-5 relative). `res` sends two boundary tensors of one shape through
+# a non-symmetric op, so a swap would fail it (2 ranks), and relays one through
+# a stage that does not read it (4 ranks); the M variants cover M < K-1
+# (warm-up only), M = K and one-row micro-batches. `corrupt` feeds stage 1
+# malformed boundary messages, each of which must be rejected. `badargs` needs no
+# communicator: argument checks, allocation failures, and a deadlock and
+# dependency simulation of every 1F1B program for K <= 8, M <= 12.
+add_executable(pp_worker ${CMAKE_CURRENT_LIST_DIR}/pp_worker.c)
+target_link_libraries(pp_worker PRIVATE sgrt_internal m)
+target_compile_options(pp_worker PRIVATE ${SG_WARNINGS})
+
+set(_sg_pp_launch $<TARGET_FILE:sgrt_cli> launch)
+set(_sg_pp_worker $<TARGET_FILE:pp_worker>)
+add_test(NAME pp_mlp_np2 COMMAND ${_sg_pp_launch} -n 2 -- ${_sg_pp_worker} mlp)
+add_test(NAME pp_mlp_np4 COMMAND ${_sg_pp_launch} -n 4 -- ${_sg_pp_worker} mlp)
+add_test(NAME pp_mlp_np3 COMMAND ${_sg_pp_launch} -n 3 -- ${_sg_pp_worker} mlp)
+add_test(NAME pp_mlp_m2_np4 COMMAND ${_sg_pp_launch} -n 4 -- ${_sg_pp_worker} mlp 2)
+add_test(NAME pp_mlp_m16_np2 COMMAND ${_sg_pp_launch} -n 2 -- ${_sg_pp_worker} mlp 16)
+add_test(NAME pp_res_np2 COMMAND ${_sg_pp_launch} -n 2 -- ${_sg_pp_worker} res)
+add_test(NAME pp_res_np4 COMMAND ${_sg_pp_launch} -n 4 -- ${_sg_pp_worker} res)
+add_test(NAME pp_metis_np2 COMMAND ${_sg_pp_launch} -n 2 -- ${_sg_pp_worker} metis)
+add_test(NAME pp_corrupt_np2 COMMAND ${_sg_pp_launch} -n 2 -- ${_sg_pp_worker} corrupt)
+add_test(NAME pp_badargs COMMAND ${_sg_pp_worker} badargs)
+set_tests_properties(pp_mlp_np2 pp_mlp_np4 pp_mlp_np3 pp_mlp_m2_np4 pp_mlp_m16_np2 pp_res_np2 pp_res_np4
+                     pp_metis_np2 pp_corrupt_np2 pp_badargs PROPERTIES TIMEOUT 120 LABELS "dist;pp" ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000")

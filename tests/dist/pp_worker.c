@@ -1,0 +1,558 @@
+/* Pipeline-parallel training (src/dist/pp.h, docs/pipeline_parallel.md), run
+ * as every rank by `sgrt launch -n K -- pp_worker MODE`:
+ *
+ *   mlp [M]    a 4-layer MLP (32-64-64-64-10, relu, biases, cross-entropy
+ *              mean) cut into K stages (rank k = stage k, ops spread evenly),
+ *              batch 16 in M micro-batches (default 4), 5 steps of SGD with
+ *              momentum through the 1F1B schedule; every stage's parameters
+ *              must match a single-process run of the whole batch in one
+ *              graph within 1e-5 relative, and the losses too;
+ *   metis [M]  the same with the stages from the partitioner's pipeline mode;
+ *   res [M]    with a residual from layer 1 into layer 3: at 2 ranks stage 0
+ *              sends two boundary tensors of one shape; at 4 ranks stage 1
+ *              relays layer 1's output from stage 0 to stage 2;
+ *   bench M BATCH WIDTH  the same check on a wider MLP (32-W-W-W-10), for
+ *              bubble figures where compute, not message latency, dominates;
+ *   corrupt    (2 ranks) stage 1 gets malformed boundary messages and must
+ *              reject each (wire protocol validation, SPEC M4/S1);
+ *   badargs    (one process, no communicator) argument checks of the split,
+ *              the runner and the schedule, and a simulation of every
+ *              schedule for K <= 8, M <= 12 with sends that wait for their
+ *              receiver (no deadlock, every dependency met, in-flight bound).
+ *
+ * The reference is a plain session on the whole-batch graph: an independent
+ * computation that shares no code with the split, the runner or the wire
+ * protocol. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/wire.h"
+#include "core/core.h"
+#include "dist/pp.h"
+#include "runtime/hooks.h"
+#include "sgrt/sgrt.h"
+
+#define IN 32
+#define HIDDEN_TEST 64 /* HIDDEN outside `bench` */
+#define CLASSES 10
+#define LAYERS 4
+#define STEPS 5
+#define TOL 1e-5
+
+/* The test's model; `bench` widens it so compute, not latency, dominates. */
+static int BATCH = 16, HIDDEN = HIDDEN_TEST;
+/* `res`: layer 3 adds layer 1's output back in, so stage 0 of 2 sends two
+ * tensors of one shape (which must not swap) and gets two gradients. */
+static int RESIDUAL = 0;
+
+#define CHECK(cond, ...)                                       \
+  do {                                                         \
+    if (!(cond)) {                                             \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);     \
+      fprintf(stderr, __VA_ARGS__);                            \
+      fprintf(stderr, " (last error: %s)\n", sg_last_error()); \
+      exit(1);                                                 \
+    }                                                          \
+  } while (0)
+#define OK(call) CHECK((call) == SG_OK, "%s", #call)
+
+static uint64_t mix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+static float unit(uint64_t a, uint64_t b, uint64_t c) {
+  uint64_t z = mix64(mix64(mix64(a) ^ b) ^ c);
+  return (float)((double)(z >> 11) / 4503599627370496.0 - 1.0);
+}
+
+/* ---- the model ------------------------------------------------------------- */
+
+/* Forward graph only: inputs "x", "y", "lr"; output "loss". */
+static sg_graph *build(void) {
+  sg_graph *g;
+  OK(sg_graph_create(&g));
+  int64_t xd[] = {BATCH, IN}, yd[] = {BATCH};
+  sg_tensor h = sg_input(g, "x", SG_F32, 2, xd), h1 = SG_NO_TENSOR;
+  sg_tensor y = sg_input(g, "y", SG_I64, 1, yd);
+  sg_input(g, "lr", SG_F32, 0, NULL);
+  int fan_in = IN;
+  for (int l = 1; l <= LAYERS; l++) {
+    int out_f = l == LAYERS ? CLASSES : HIDDEN;
+    int64_t wd[2] = {out_f, fan_in}, bd[] = {out_f};
+    size_t nw = (size_t)out_f * (size_t)fan_in;
+    float *w = malloc(nw * sizeof *w), *b = malloc((size_t)out_f * sizeof *b);
+    CHECK(w && b, "out of memory");
+    float bound = 1.0f / sqrtf((float)fan_in);
+    for (size_t i = 0; i < nw; i++) w[i] = bound * unit(7, (uint64_t)l, i);
+    for (int i = 0; i < out_f; i++) b[i] = bound * unit(7, 1000u + (uint64_t)l, (uint64_t)i);
+    char wn[32], bn[32];
+    snprintf(wn, sizeof wn, "fc%d.weight", l);
+    snprintf(bn, sizeof bn, "fc%d.bias", l);
+    sg_tensor W = sg_parameter(g, wn, SG_F32, 2, wd, w);
+    sg_tensor B = sg_parameter(g, bn, SG_F32, 1, bd, b);
+    free(w);
+    free(b);
+    h = sg_linear(g, h, W, B);
+    if (RESIDUAL && l == 3) h = sg_sub(g, h, h1); /* not symmetric: a swap shows */
+    if (l < LAYERS) h = sg_relu(g, h);
+    if (l == 1) h1 = h;
+    fan_in = out_f;
+  }
+  sg_tensor loss = sg_cross_entropy(g, h, y, SG_REDUCTION_MEAN);
+  OK(sg_tensor_set_name(g, loss, "loss"));
+  OK(sg_graph_mark_output(g, loss));
+  OK(sg_graph_finalize(g));
+  return g;
+}
+
+static void data(int step, float *x, int64_t *y) {
+  for (int i = 0; i < BATCH; i++) {
+    int label = (int)(mix64((uint64_t)i * 7919u + (uint64_t)step) % CLASSES);
+    y[i] = label;
+    for (int k = 0; k < IN; k++)
+      x[i * IN + k] = unit(42, (uint64_t)step, (uint64_t)(i * IN + k)) + (float)(k % CLASSES == label);
+  }
+}
+
+/* Appends SGD with momentum 0.9 (and an "lr" input if there is none). */
+static void add_optimizer(sg_graph *g) {
+  sg_tensor lr;
+  if (sg_graph_find_tensor(g, "lr", &lr) != SG_OK) lr = sg_input(g, "lr", SG_F32, 0, NULL);
+  sg_sgd_params p = SG_SGD_PARAMS_INIT;
+  p.momentum = 0.9;
+  OK(sg_graph_add_sgd(g, lr, &p));
+  OK(sg_graph_finalize(g));
+}
+
+static sg_session *open_session(const sg_graph *g) {
+  sg_session_params sp = SG_SESSION_PARAMS_INIT;
+  sp.threads = 1; /* the ranks share two cores */
+  sg_session *s;
+  OK(sg_session_create(g, &sp, &s));
+  OK(sg__session_set_updates_last(s, true));
+  OK(sg_session_compile(s));
+  return s;
+}
+
+/* The single-process reference: the whole batch, one graph, 5 steps. */
+static sg_session *reference(sg_graph **gout, float *losses) {
+  sg_graph *fwd = build(), *g;
+  OK(sg_graph_clone(fwd, &g));
+  sg_graph_destroy(fwd);
+  sg_tensor loss;
+  OK(sg_graph_find_tensor(g, "loss", &loss));
+  OK(sg_graph_backward(g, loss));
+  add_optimizer(g);
+  sg_session *s = open_session(g);
+  float *x = malloc(sizeof(float) * (size_t)BATCH * IN), lr = 0.05f;
+  int64_t *y = malloc(sizeof(int64_t) * (size_t)BATCH), xd[] = {BATCH, IN}, yd[] = {BATCH};
+  CHECK(x && y, "out of memory");
+  for (int step = 0; step < STEPS; step++) {
+    data(step, x, y);
+    OK(sg_session_set_input(s, "x", SG_F32, 2, xd, x));
+    OK(sg_session_set_input(s, "y", SG_I64, 1, yd, y));
+    OK(sg_session_set_input(s, "lr", SG_F32, 0, NULL, &lr));
+    OK(sg_session_step(s));
+    OK(sg_session_read(s, "loss", &losses[step], sizeof(float)));
+  }
+  free(x);
+  free(y);
+  *gout = g;
+  return s;
+}
+
+static double rel_diff(const float *a, const float *b, int64_t n) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; i++) {
+    num = fmax(num, fabs((double)a[i] - (double)b[i]));
+    den = fmax(den, fabs((double)b[i]));
+  }
+  return den > 0 ? num / den : num;
+}
+
+/* ---- the pipeline run ------------------------------------------------------ */
+
+static void spread(int n_ops, int stages, int *stage_of) {
+  for (int k = 0; k < n_ops; k++) stage_of[k] = (int)((int64_t)k * stages / n_ops);
+}
+
+static void from_metis(const sg_graph *fwd, int stages, int *stage_of) {
+  sg_partition_params pp = SG_PARTITION_PARAMS_INIT;
+  pp.parts = stages;
+  pp.mode = SG_PARTITION_PIPELINE;
+  sg_partition *part;
+  OK(sg_partition_create(fwd, &pp, NULL, &part));
+  OK(sg__pp_stages_from_partition(part, sg_graph_num_ops(fwd), stage_of));
+  sg_partition_destroy(part);
+}
+
+static int run_pipeline(int metis, int micro) {
+  sg_comm_params cp = SG_COMM_PARAMS_INIT;
+  sg_comm *comm;
+  OK(sg_comm_create(&cp, &comm));
+  int stages = sg_comm_size(comm), rank = sg_comm_rank(comm);
+  sg_graph *fwd = build();
+  int n_ops = sg_graph_num_ops(fwd), stage_of[64];
+  CHECK(n_ops <= 64, "%d ops", n_ops);
+  if (metis) from_metis(fwd, stages, stage_of);
+  else spread(n_ops, stages, stage_of);
+  if (rank == 0) {
+    printf("stages:");
+    for (int k = 0; k < n_ops; k++) {
+      sg_op_info oi;
+      OK(sg_graph_op_info(fwd, k, &oi));
+      printf(" %s=%d", oi.name, stage_of[k]);
+    }
+    printf("\n");
+  }
+  sg_tensor loss_t;
+  OK(sg_graph_find_tensor(fwd, "loss", &loss_t));
+  sg__pp_stage *st;
+  OK(sg__pp_split(fwd, loss_t, stage_of, n_ops, stages, rank, micro, &st));
+  add_optimizer(st->g);
+  sg_session *s = open_session(st->g);
+  sg__pp_runner *r;
+  for (long fail = 0;; fail++) { /* allocation failures, as in badargs */
+    sg__alloc_fail_after(fail);
+    sg_status got = sg__pp_runner_create(st, s, comm, rank - 1, rank + 1, &r);
+    sg__alloc_fail_after(-1);
+    if (got == SG_OK) break;
+    CHECK(got == SG_ERR_NO_MEMORY && r == NULL, "allocation %ld failed: %s", fail, sg_status_str(got));
+  }
+  sg__pp_runner_destroy(r);
+  sg__pp_runner *bad;
+  CHECK(sg__pp_runner_create(st, s, comm, rank, rank, &bad) == (stages > 1 ? SG_ERR_INVALID_ARG : SG_OK),
+        "a stage that talks to itself was accepted");
+  sg__pp_runner_destroy(bad);
+  OK(sg__pp_runner_create(st, s, comm, rank - 1, rank + 1, &r));
+  float *x = malloc(sizeof(float) * (size_t)BATCH * IN), lr = 0.05f, losses[STEPS], dummy = 0;
+  int64_t *y = malloc(sizeof(int64_t) * (size_t)BATCH);
+  CHECK(x && y, "out of memory");
+  CHECK(sg__pp_set_input(r, "nope", &dummy, 4) == SG_ERR_NOT_FOUND, "unknown input accepted");
+  CHECK(sg__pp_set_input(r, "lr", &dummy, 8) == SG_ERR_SHAPE, "wrong size accepted");
+  CHECK(sg__pp_set_input(r, "lr", NULL, 4) == SG_ERR_INVALID_ARG, "NULL accepted");
+  double busy = 0, idle = 0, total = 0;
+  for (int step = 0; step < STEPS; step++) {
+    data(step, x, y);
+    for (int i = 0; i < st->n_inputs; i++) {
+      sg_tensor_info ti;
+      OK(sg_graph_tensor_info(st->g, (sg_tensor){st->inputs[i]}, &ti));
+      if (strcmp(ti.name, "x") == 0) OK(sg__pp_set_input(r, "x", x, sizeof(float) * (size_t)BATCH * IN));
+      if (strcmp(ti.name, "y") == 0) OK(sg__pp_set_input(r, "y", y, sizeof(int64_t) * (size_t)BATCH));
+    }
+    OK(sg__pp_set_input(r, "lr", &lr, sizeof lr));
+    unsigned long allocs = sg__alloc_count();
+    OK(sg__pp_step(r, &losses[step]));
+    allocs = sg__alloc_count() - allocs;
+    CHECK(step == 0 || allocs == 0, "step %d made %lu allocations", step, allocs);
+    sg__pp_stats ps;
+    sg__pp_runner_stats(r, &ps);
+    CHECK(ps.forwards == (rank + 1 < stages ? 2 * micro : micro), "%d passes", ps.forwards);
+    if (step > 0) { /* the first step pays for warming up caches and connections */
+      busy += ps.busy_ms;
+      idle += ps.idle_ms;
+      total += ps.step_ms;
+    }
+  }
+  /* Compare with the single-process run of the whole batch. */
+  sg_graph *ref_g;
+  float ref_losses[STEPS];
+  sg_session *ref = reference(&ref_g, ref_losses);
+  double worst = 0;
+  int64_t n_params = 0;
+  for (int32_t t = 0; t < sg_graph_num_tensors(st->g); t++) {
+    sg_tensor_info a;
+    OK(sg_graph_tensor_info(st->g, (sg_tensor){t}, &a));
+    bool boundary = false;
+    for (int j = 0; j < st->n_recv; j++) boundary |= st->recv[j] == t;
+    if (a.role != SG_ROLE_PARAMETER || boundary) continue;
+    float *want = malloc(a.nbytes), *mine = malloc(a.nbytes);
+    CHECK(want && mine, "out of memory");
+    OK(sg_session_read(ref, a.name, want, a.nbytes));
+    OK(sg_session_read(s, a.name, mine, a.nbytes));
+    double d = rel_diff(mine, want, a.numel);
+    printf("rank %d: %-12s max rel diff %.3g\n", rank, a.name, d);
+    CHECK(d <= TOL, "'%s' differs from the single-process run by %.3g", a.name, d);
+    worst = fmax(worst, d);
+    n_params++;
+    free(want);
+    free(mine);
+  }
+  double loss_diff = 0;
+  if (rank == stages - 1)
+    for (int k = 0; k < STEPS; k++) {
+      double d = fabs((double)losses[k] - ref_losses[k]) / fabs((double)ref_losses[k]);
+      printf("rank %d: step %d loss %.7f reference %.7f\n", rank, k, losses[k], ref_losses[k]);
+      CHECK(d <= TOL, "step %d: loss %g, reference %g", k, losses[k], ref_losses[k]);
+      loss_diff = fmax(loss_diff, d);
+    }
+  /* Every parameter of the model is on exactly one stage. */
+  OK(sg_comm_allreduce(comm, &n_params, &n_params, 1, SG_I64, SG_REDUCE_SUM));
+  CHECK(n_params == 2 * LAYERS, "the stages hold %lld parameters, the model %d", (long long)n_params,
+        2 * LAYERS);
+  double theory = (double)(stages - 1) / (micro + stages - 1);
+  printf("rank %d stage %d/%d M=%d: %d parameters, max rel diff %.3g, loss rel diff %.3g; steps 2-%d: "
+         "busy %.3f ms, idle %.3f ms, step %.3f ms, idle fraction %.3f (1F1B theory (K-1)/(M+K-1) = "
+         "%.3f)\n",
+         rank, rank, stages, micro, (int)(n_params), worst, loss_diff, STEPS, busy / (STEPS - 1),
+         idle / (STEPS - 1), total / (STEPS - 1), total > 0 ? idle / total : 0, theory);
+  free(x);
+  free(y);
+  sg__pp_runner_destroy(r);
+  sg_session_destroy(s);
+  sg__pp_stage_destroy(st);
+  sg_session_destroy(ref);
+  sg_graph_destroy(ref_g);
+  sg_graph_destroy(fwd);
+  OK(sg_comm_destroy(comm));
+  return 0;
+}
+
+/* ---- malformed boundary messages ---------------------------------------------- */
+
+/* 2 ranks: rank 0 plays stage 0 by hand and sends stage 1 its first
+ * boundary message with one field wrong at a time (on the tag the runner
+ * documents: bit 30, forward, step 0, tensor 0, micro-batch 0); stage 1's
+ * step must fail with the decoder's or the transport's error each time. */
+static int run_corrupt(void) {
+  sg_comm_params cp = SG_COMM_PARAMS_INIT;
+  sg_comm *comm;
+  OK(sg_comm_create(&cp, &comm));
+  CHECK(sg_comm_size(comm) == 2, "corrupt runs on 2 ranks");
+  int rank = sg_comm_rank(comm), n_ops, stage_of[64];
+  sg_graph *fwd = build();
+  n_ops = sg_graph_num_ops(fwd);
+  spread(n_ops, 2, stage_of);
+  enum { ROWS = 4, COUNT = ROWS * HIDDEN_TEST };
+  static float payload[COUNT];
+  uint8_t msg[64 + sizeof payload];
+  sg__wire_header h = {.count = COUNT, .dtype = SG_F32, .ndims = 2, .partition = 0};
+  size_t n;
+  OK(sg__wire_encode(&h, payload, msg, sizeof msg, &n));
+  const char *want[] = {"magic", "partition 1, expected 0", "offset of dim 0 is 4", "bytes"};
+  sg_status codes[] = {SG_ERR_FORMAT, SG_ERR_FORMAT, SG_ERR_SHAPE, SG_ERR_TRUNCATED};
+  if (rank == 0) {
+    for (int i = 0; i < 4; i++) {
+      uint8_t bad[sizeof msg];
+      memcpy(bad, msg, n);
+      size_t len = n;
+      if (i == 0) bad[0] = 0x48;
+      if (i == 1) bad[11 + 8 + 3] = 1; /* partition, after 2 offsets (big-endian u32) */
+      if (i == 2) bad[11 + 3] = ROWS;  /* dim 0's offset: micro-batch 1's rows */
+      if (i == 3) len = n - 1;         /* one byte short */
+      OK(sg_comm_send(comm, 1, 1u << 30, bad, len));
+    }
+  } else {
+    sg_tensor loss_t;
+    OK(sg_graph_find_tensor(fwd, "loss", &loss_t));
+    sg__pp_stage *st;
+    OK(sg__pp_split(fwd, loss_t, stage_of, n_ops, 2, 1, 4, &st));
+    CHECK(st->n_recv == 1 && sg_graph_num_tensors(st->g) > 0, "stage 1 receives %d tensors", st->n_recv);
+    add_optimizer(st->g);
+    sg_session *s = open_session(st->g);
+    sg__pp_runner *r;
+    OK(sg__pp_runner_create(st, s, comm, 0, 2, &r));
+    for (int i = 0; i < 4; i++) {
+      sg_status got = sg__pp_step(r, NULL);
+      CHECK(got == codes[i], "message %d: %s, expected %s", i, sg_status_str(got), sg_status_str(codes[i]));
+      CHECK(strstr(sg_last_error(), want[i]), "message %d: '%s' lacks '%s'", i, sg_last_error(), want[i]);
+      printf("ok: malformed message %d rejected: %s (%s)\n", i, sg_status_str(got), sg_last_error());
+    }
+    sg__pp_runner_destroy(r);
+    sg_session_destroy(s);
+    sg__pp_stage_destroy(st);
+  }
+  sg_graph_destroy(fwd);
+  OK(sg_comm_destroy(comm));
+  return 0;
+}
+
+/* ---- argument checks and the schedule ---------------------------------------- */
+
+#define EXPECT(call, status, text)                                                                        \
+  do {                                                                                                    \
+    sg_status got_ = (call);                                                                              \
+    CHECK(got_ == (status), "%s returned %s, expected %s", #call, sg_status_str(got_),                    \
+          sg_status_str(status));                                                                         \
+    CHECK(strstr(sg_last_error(), (text)) != NULL, "%s: message '%s' lacks '%s'", #call, sg_last_error(), \
+          (text));                                                                                        \
+    printf("ok: %s -> %s\n", #call, sg_last_error());                                                     \
+  } while (0)
+
+/* Runs every stage's program with sends that complete only when the peer's
+ * matching receive is reached (the strictest transport), checking that it
+ * ends, that each micro-batch's data exists before it is used, and that no
+ * stage holds more than K-k received micro-batches. */
+static void simulate(int K, int M) {
+  sg__pp_slot prog[8][6 * 12 + 1];
+  int n[8], pc[8] = {0}, fwd_done[8][12] = {{0}}, grad_in[8][12] = {{0}}, bwd_done[8][12] = {{0}};
+  int act_in[8][12] = {{0}}, held[8] = {0};
+  for (int k = 0; k < K; k++) OK(sg__pp_schedule(K, k, M, prog[k], 6 * 12 + 1, &n[k]));
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (int k = 0; k < K; k++) {
+      if (pc[k] == n[k]) continue;
+      sg__pp_slot a = prog[k][pc[k]];
+      int m = a.micro, peer = -1;
+      sg__pp_action want = 0;
+      switch (a.action) {
+        case SG__PP_FORWARD:
+          CHECK(k == 0 || act_in[k][m], "K=%d M=%d: stage %d forwards %d before receiving it", K, M, k, m);
+          fwd_done[k][m]++;
+          pc[k]++, moved = true;
+          continue;
+        case SG__PP_BACKWARD:
+          CHECK(k == K - 1 || (fwd_done[k][m] == 1 && grad_in[k][m]), "K=%d M=%d: stage %d backward %d early",
+                K, M, k, m);
+          CHECK(k == 0 || act_in[k][m], "K=%d M=%d: stage %d backward %d without input", K, M, k, m);
+          bwd_done[k][m]++;
+          if (k > 0) held[k]--;
+          pc[k]++, moved = true;
+          continue;
+        case SG__PP_SEND_FWD: peer = k + 1, want = SG__PP_RECV_FWD; break;
+        case SG__PP_RECV_FWD: peer = k - 1, want = SG__PP_SEND_FWD; break;
+        case SG__PP_SEND_BWD: peer = k - 1, want = SG__PP_RECV_BWD; break;
+        case SG__PP_RECV_BWD: peer = k + 1, want = SG__PP_SEND_BWD; break;
+      }
+      CHECK(peer >= 0 && peer < K, "K=%d M=%d: stage %d talks to stage %d", K, M, k, peer);
+      if (pc[peer] == n[peer]) continue;
+      sg__pp_slot b = prog[peer][pc[peer]];
+      if (b.action != want || b.micro != m) continue; /* wait for the peer */
+      int lo = k < peer ? k : peer;
+      if (a.action == SG__PP_SEND_FWD || b.action == SG__PP_SEND_FWD) {
+        CHECK(fwd_done[lo][m] == 1, "K=%d M=%d: stage %d sends %d before computing it", K, M, lo, m);
+        act_in[lo + 1][m] = 1;
+        held[lo + 1]++;
+        int depth = K - (lo + 1) < M ? K - (lo + 1) : M;
+        CHECK(held[lo + 1] <= depth, "K=%d M=%d: stage %d holds %d micro-batches", K, M, lo + 1,
+              held[lo + 1]);
+      } else {
+        CHECK(bwd_done[lo + 1][m] == 1, "K=%d M=%d: stage %d sends gradient %d early", K, M, lo + 1, m);
+        grad_in[lo][m] = 1;
+      }
+      pc[k]++, pc[peer]++, moved = true;
+    }
+  }
+  for (int k = 0; k < K; k++) {
+    CHECK(pc[k] == n[k], "K=%d M=%d: deadlock, stage %d stopped at action %d of %d", K, M, k, pc[k], n[k]);
+    for (int m = 0; m < M; m++)
+      CHECK(bwd_done[k][m] == 1 && (k == K - 1 || fwd_done[k][m] == 1), "K=%d M=%d: stage %d micro %d", K, M,
+            k, m);
+  }
+}
+
+static int pp_badargs(void) {
+  sg_graph *fwd = build();
+  int n = sg_graph_num_ops(fwd), st2[64], bad[64];
+  sg_tensor loss, logits;
+  OK(sg_graph_find_tensor(fwd, "loss", &loss));
+  sg_tensor_info li;
+  OK(sg_graph_tensor_info(fwd, loss, &li));
+  sg_op_info ce;
+  OK(sg_graph_op_info(fwd, li.producer, &ce));
+  logits = (sg_tensor){ce.inputs[0]};
+  spread(n, 2, st2);
+  sg__pp_stage *st = (sg__pp_stage *)1;
+  EXPECT(sg__pp_split(NULL, loss, st2, n, 2, 0, 4, &st), SG_ERR_INVALID_ARG, "NULL graph");
+  CHECK(st == NULL, "out not cleared");
+  EXPECT(sg__pp_split(fwd, loss, NULL, n, 2, 0, 4, &st), SG_ERR_INVALID_ARG, "NULL stage_of_op");
+  EXPECT(sg__pp_split(fwd, loss, st2, n, 2, 0, 4, NULL), SG_ERR_INVALID_ARG, "out is NULL");
+  EXPECT(sg__pp_split(fwd, loss, st2, n, 2, 0, 0, &st), SG_ERR_INVALID_ARG, "0 micro-batches");
+  EXPECT(sg__pp_split(fwd, loss, st2, n, 2, 0, -3, &st), SG_ERR_INVALID_ARG, "-3 micro-batches");
+  EXPECT(sg__pp_split(fwd, loss, st2, n, 2, 0, 3, &st), SG_ERR_INVALID_ARG, "does not divide into 3");
+  EXPECT(sg__pp_split(fwd, loss, st2, n, 2, 0, 32, &st), SG_ERR_INVALID_ARG, "does not divide into 32");
+  EXPECT(sg__pp_split(fwd, loss, st2, n, 0, 0, 4, &st), SG_ERR_INVALID_ARG, "stage 0 of 0 stages");
+  EXPECT(sg__pp_split(fwd, loss, st2, n, 2, 2, 4, &st), SG_ERR_INVALID_ARG, "stage 2 of 2 stages");
+  EXPECT(sg__pp_split(fwd, loss, st2, n - 1, 2, 0, 4, &st), SG_ERR_INVALID_ARG, "stage entries");
+  EXPECT(sg__pp_split(fwd, (sg_tensor){9999}, st2, n, 2, 0, 4, &st), SG_ERR_INVALID_ARG, "not a tensor");
+  EXPECT(sg__pp_split(fwd, logits, st2, n, 2, 0, 4, &st), SG_ERR_INVALID_ARG, "one float element");
+  memcpy(bad, st2, sizeof(int) * (size_t)n);
+  bad[3] = 7;
+  EXPECT(sg__pp_split(fwd, loss, bad, n, 2, 0, 4, &st), SG_ERR_INVALID_ARG, "has stage 7");
+  /* Not acyclic: the first op on stage 1, the rest on stage 0. */
+  for (int k = 0; k < n; k++) bad[k] = k == 0 ? 1 : 0;
+  EXPECT(sg__pp_split(fwd, loss, bad, n, 2, 0, 4, &st), SG_ERR_INVALID_ARG, "not acyclic");
+  /* Not contiguous: stage 0 feeds stage 2 directly; stage 1 is empty. */
+  for (int k = 0; k < n; k++) bad[k] = k < 2 ? 0 : 2;
+  EXPECT(sg__pp_split(fwd, loss, bad, n, 3, 0, 4, &st), SG_ERR_INVALID_ARG, "stage 1 has no op");
+  /* An empty stage at the end. */
+  EXPECT(sg__pp_split(fwd, loss, st2, n, 3, 0, 4, &st), SG_ERR_INVALID_ARG, "stage 2 has no op");
+  /* A training graph is not a forward graph. */
+  sg_graph *tg;
+  OK(sg_graph_clone(fwd, &tg));
+  EXPECT(sg__pp_split(tg, loss, st2, n, 2, 0, 4, &st), SG_ERR_STATE, "not finalized");
+  OK(sg_graph_backward(tg, loss));
+  OK(sg_graph_finalize(tg));
+  int *stt = calloc((size_t)sg_graph_num_ops(tg), sizeof(int));
+  CHECK(stt != NULL, "out of memory");
+  spread(sg_graph_num_ops(tg), 2, stt);
+  EXPECT(sg__pp_split(tg, loss, stt, sg_graph_num_ops(tg), 2, 0, 4, &st), SG_ERR_STATE, "forward graph");
+  free(stt);
+  sg_graph_destroy(tg);
+  /* Allocation failures: every one is reported and frees what was built
+   * (ASan's leak check watches the last part). */
+  for (long fail = 0;; fail++) {
+    sg__alloc_fail_after(fail);
+    sg_status got = sg__pp_split(fwd, loss, st2, n, 2, 0, 4, &st);
+    sg__alloc_fail_after(-1);
+    if (got == SG_OK) {
+      printf("ok: sg__pp_split survives allocation failure at each of its first %ld allocations\n", fail);
+      sg__pp_stage_destroy(st);
+      break;
+    }
+    CHECK(got == SG_ERR_NO_MEMORY && st == NULL, "allocation %ld failed: %s", fail, sg_status_str(got));
+  }
+  /* The runner. */
+  OK(sg__pp_split(fwd, loss, st2, n, 2, 1, 4, &st));
+  CHECK(st->n_recv == 1 && st->n_send == 0 && st->micro_batch == 4, "stage 1: %d in, %d out, %lld rows",
+        st->n_recv, st->n_send, (long long)st->micro_batch);
+  sg__pp_runner *r = (sg__pp_runner *)1;
+  EXPECT(sg__pp_runner_create(st, NULL, NULL, 0, 2, &r), SG_ERR_INVALID_ARG, "NULL argument");
+  CHECK(r == NULL, "out not cleared");
+  EXPECT(sg__pp_step(NULL, NULL), SG_ERR_INVALID_ARG, "NULL");
+  EXPECT(sg__pp_set_input(NULL, "x", st2, 4), SG_ERR_INVALID_ARG, "NULL");
+  sg__pp_stage_destroy(st);
+  sg__pp_stage_destroy(NULL);
+  sg__pp_runner_destroy(NULL);
+  /* The schedule. */
+  sg__pp_slot prog[32];
+  int np;
+  EXPECT(sg__pp_schedule(2, 0, 0, prog, 32, &np), SG_ERR_INVALID_ARG, "0 micro-batches");
+  EXPECT(sg__pp_schedule(2, 2, 4, prog, 32, &np), SG_ERR_INVALID_ARG, "stage 2 of 2");
+  EXPECT(sg__pp_schedule(2, 0, 4, prog, 3, &np), SG_ERR_INVALID_ARG, "do not fit");
+  EXPECT(sg__pp_schedule(2, 0, 4, NULL, 32, &np), SG_ERR_INVALID_ARG, "NULL out");
+  for (int K = 1; K <= 8; K++)
+    for (int M = 1; M <= 12; M++) simulate(K, M);
+  printf("ok: 1F1B programs for K = 1..8, M = 1..12 run to completion with rendezvous sends\n");
+  sg_graph_destroy(fwd);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: pp_worker mlp|metis|res [M] | corrupt | bench M BATCH WIDTH | badargs\n");
+    return 2;
+  }
+  int micro = argc > 2 ? atoi(argv[2]) : 4;
+  if (strcmp(argv[1], "bench") == 0) {
+    CHECK(argc == 5, "bench M BATCH WIDTH");
+    BATCH = atoi(argv[3]);
+    HIDDEN = atoi(argv[4]);
+    CHECK(BATCH > 0 && HIDDEN > 0, "bad BATCH or WIDTH");
+    return run_pipeline(0, micro);
+  }
+  if (strcmp(argv[1], "mlp") == 0) return run_pipeline(0, micro);
+  if (strcmp(argv[1], "metis") == 0) return run_pipeline(1, micro);
+  if (strcmp(argv[1], "res") == 0) {
+    RESIDUAL = 1;
+    return run_pipeline(0, micro);
+  }
+  if (strcmp(argv[1], "badargs") == 0) return pp_badargs();
+  if (strcmp(argv[1], "corrupt") == 0) return run_corrupt();
+  fprintf(stderr, "pp_worker: unknown mode '%s'\n", argv[1]);
+  return 2;
+}
