@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../worker_check.h"
 #include "comm/comm_internal.h"
 #include "sgrt/sgrt.h"
 
@@ -30,19 +31,6 @@ static int size_env(void) {
   if (s == NULL) s = getenv("WORLD_SIZE");
   return s ? atoi(s) : 1;
 }
-
-#define FAIL(...)                                            \
-  do {                                                       \
-    fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);     \
-    fprintf(stderr, __VA_ARGS__);                            \
-    fprintf(stderr, " (last error: %s)\n", sg_last_error()); \
-    exit(1);                                                 \
-  } while (0)
-#define CHECK_OK(call)                                                   \
-  do {                                                                   \
-    sg_status st_ = (call);                                              \
-    if (st_ != SG_OK) FAIL("%s returned %s", #call, sg_status_str(st_)); \
-  } while (0)
 
 static double now_s(void) {
   struct timespec ts;

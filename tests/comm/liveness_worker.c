@@ -21,20 +21,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../worker_check.h"
 #include "sgrt/sgrt.h"
 
-#define FAIL(...)                                                        \
-  do {                                                                   \
-    fprintf(stderr, "FAIL rank %d %s:%d: ", g_rank, __FILE__, __LINE__); \
-    fprintf(stderr, __VA_ARGS__);                                        \
-    fprintf(stderr, " (last error: %s)\n", sg_last_error());             \
-    exit(1);                                                             \
-  } while (0)
-#define CHECK_OK(call)                                                   \
-  do {                                                                   \
-    sg_status st_ = (call);                                              \
-    if (st_ != SG_OK) FAIL("%s returned %s", #call, sg_status_str(st_)); \
-  } while (0)
 #define CHECK_ST(call, want)                                                                                \
   do {                                                                                                      \
     sg_status st_ = (call);                                                                                 \

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../worker_check.h"
 #include "core/core.h"
 #include "dist/tp.h"
 #include "runtime/hooks.h"
@@ -34,28 +35,6 @@
 #define LAYERS 4
 #define STEPS 5
 #define TOL 1e-5
-
-#define CHECK(cond, ...)                                       \
-  do {                                                         \
-    if (!(cond)) {                                             \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);     \
-      fprintf(stderr, __VA_ARGS__);                            \
-      fprintf(stderr, " (last error: %s)\n", sg_last_error()); \
-      exit(1);                                                 \
-    }                                                          \
-  } while (0)
-#define OK(call) CHECK((call) == SG_OK, "%s", #call)
-
-static uint64_t mix64(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-static float unit(uint64_t a, uint64_t b, uint64_t c) {
-  uint64_t z = mix64(mix64(mix64(a) ^ b) ^ c);
-  return (float)((double)(z >> 11) / 4503599627370496.0 - 1.0);
-}
 
 /* ---- the model ------------------------------------------------------------- */
 
@@ -78,8 +57,8 @@ static sg_graph *build(int use_matmul, int layers) {
     float *w = malloc(nw * sizeof *w), *b = malloc((size_t)out_f * sizeof *b);
     CHECK(w && b, "out of memory");
     float bound = 1.0f / sqrtf((float)fan_in);
-    for (size_t i = 0; i < nw; i++) w[i] = bound * unit(7, (uint64_t)l, i);
-    for (int i = 0; i < out_f; i++) b[i] = bound * unit(7, 1000u + (uint64_t)l, (uint64_t)i);
+    for (size_t i = 0; i < nw; i++) w[i] = bound * sg_worker_unit(7, (uint64_t)l, i);
+    for (int i = 0; i < out_f; i++) b[i] = bound * sg_worker_unit(7, 1000u + (uint64_t)l, (uint64_t)i);
     char wn[32], bn[32];
     snprintf(wn, sizeof wn, "fc%d.weight", l);
     snprintf(bn, sizeof bn, "fc%d.bias", l);
@@ -106,10 +85,11 @@ static sg_graph *build(int use_matmul, int layers) {
 
 static void data(int step, float *x, int64_t *y) {
   for (int i = 0; i < BATCH; i++) {
-    int label = (int)(mix64((uint64_t)i * 7919u + (uint64_t)step) % CLASSES);
+    int label = (int)(sg_worker_mix64((uint64_t)i * 7919u + (uint64_t)step) % CLASSES);
     y[i] = label;
     for (int k = 0; k < IN; k++)
-      x[i * IN + k] = unit(42, (uint64_t)step, (uint64_t)(i * IN + k)) + (float)(k % CLASSES == label);
+      x[i * IN + k] =
+          sg_worker_unit(42, (uint64_t)step, (uint64_t)(i * IN + k)) + (float)(k % CLASSES == label);
   }
 }
 

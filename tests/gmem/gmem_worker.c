@@ -18,22 +18,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../worker_check.h"
 #include "sgrt/sgrt.h"
 
 static int me, world;
 
-#define FAIL(...)                                                    \
-  do {                                                               \
-    fprintf(stderr, "FAIL rank %d %s:%d: ", me, __FILE__, __LINE__); \
-    fprintf(stderr, __VA_ARGS__);                                    \
-    fprintf(stderr, " (last error: %s)\n", sg_last_error());         \
-    exit(1);                                                         \
-  } while (0)
-#define CHECK_OK(call)                                                   \
-  do {                                                                   \
-    sg_status st_ = (call);                                              \
-    if (st_ != SG_OK) FAIL("%s returned %s", #call, sg_status_str(st_)); \
-  } while (0)
 #define EXPECT(call, status, needle)                                                                \
   do {                                                                                              \
     sg_status st_ = (call);                                                                         \
