@@ -1,6 +1,9 @@
 /* sgrt launch: starts N local ranks with the bootstrap environment (SPEC M7),
- * prefixes their output lines with the rank, forwards SIGINT/SIGTERM, stops
- * the others when one fails and returns the first failure's exit status. */
+ * hosts the job's rendezvous store itself (so it outlives any rank: the
+ * survivors of a failure agree on a new membership through it,
+ * docs/resilience.md), prefixes their output lines with the rank, forwards
+ * SIGINT/SIGTERM, and either stops the others when one fails and returns the
+ * first failure's exit status, or (--heal, --inject) lets the others go on. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -32,9 +35,14 @@ typedef struct rank_proc {
   pid_t pid;
   int restarts;
   int done;
-  int status; /* exit code, 128+signal for a signal */
+  int stopped, killed; /* --heal: stopped by a signal (a hang); killed by us at the end */
+  int status;          /* exit code, 128+signal for a signal */
   stream s[2];
 } rank_proc;
+
+/* Options beyond cli_launch_ranks()'s arguments (set by run_launch). */
+static int opt_heal;
+static const char *opt_inject;
 
 static volatile sig_atomic_t got_signal;
 static void on_signal(int sig) { got_signal = sig; }
@@ -135,6 +143,8 @@ static int spawn(rank_proc *p, int rank, int n, const char *port, const char *to
     setenv("MASTER_ADDR", "127.0.0.1", 1);
     setenv("MASTER_PORT", port, 1);
     setenv("SG_JOB_TOKEN", token, 1);
+    setenv("SG_STORE_EXTERNAL", "1", 1); /* this launcher hosts the store */
+    if (opt_inject != NULL) setenv("SG_INJECT", opt_inject, 1);
     execvp(argv[0], argv);
     fprintf(stderr, "sgrt launch: cannot run '%s': %s\n", argv[0], strerror(errno));
     _exit(127);
@@ -160,6 +170,22 @@ static int64_t now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* --heal: success when a strict majority of the ranks finished with 0 and
+ * every other rank either died of a signal (a killed or stopped rank),
+ * was excluded by a recovery (SG_DIST_EXIT_EXCLUDED), or also finished
+ * with 0; otherwise the first other status. */
+static int heal_result(const rank_proc *procs, int n) {
+  int ok = 0, bad = 0;
+  for (int r = 0; r < n; r++) {
+    int st = procs[r].status;
+    if (st == 0) ok++;
+    else if (st != SG_DIST_EXIT_EXCLUDED && st < 128 && !bad) bad = st;
+  }
+  fprintf(stderr, "sgrt launch: %d of %d ranks finished the job\n", ok, n);
+  if (bad) return bad;
+  return 2 * ok > n ? 0 : CLI_EXIT_FAIL;
+}
+
 int cli_launch_ranks(int n, int restarts, int prefix, char **argv) {
   static rank_proc procs[MAX_RANKS];
   char token[64], port[16];
@@ -169,6 +195,11 @@ int cli_launch_ranks(int n, int restarts, int prefix, char **argv) {
     return CLI_EXIT_FAIL;
   }
   snprintf(port, sizeof port, "%d", pn);
+  sg_comm_store_server *store = NULL;
+  if (sg_comm_store_serve("127.0.0.1", pn, token, &store) != SG_OK) {
+    cli_error("launch: cannot host the rendezvous store on 127.0.0.1:%d: %s", pn, sg_last_error());
+    return CLI_EXIT_FAIL;
+  }
   struct sigaction sa = {0}, old_int, old_term;
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
@@ -217,10 +248,27 @@ int cli_launch_ranks(int n, int restarts, int prefix, char **argv) {
     }
     int status;
     pid_t pid;
-    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    while ((pid = waitpid(-1, &status, WNOHANG | WUNTRACED | WCONTINUED)) > 0) {
       for (int r = 0; r < n; r++) {
         if (procs[r].pid != pid || procs[r].done) continue;
+        if (WIFCONTINUED(status)) { /* running again: it will exit by itself */
+          procs[r].stopped = 0;
+          continue;
+        }
+        if (WIFSTOPPED(status)) { /* a hung rank: the others go on; it is killed at the end */
+          if (!procs[r].stopped)
+            fprintf(stderr, "sgrt launch: rank %d stopped (signal %d)\n", r, WSTOPSIG(status));
+          procs[r].stopped = 1;
+          continue;
+        }
         procs[r].done = 1;
+        if (opt_heal) {
+          running--;
+          procs[r].status = exit_code(status);
+          fprintf(stderr, "sgrt launch: rank %d exited with status %d%s\n", r, procs[r].status,
+                  procs[r].status == 75 ? " (excluded from the job)" : "");
+          continue;
+        }
         procs[r].status = exit_code(status);
         running--;
         if (procs[r].status != 0 && !stopping && procs[r].restarts < restarts) {
@@ -250,6 +298,19 @@ int cli_launch_ranks(int n, int restarts, int prefix, char **argv) {
         if (!procs[r].done && procs[r].pid > 0) kill(procs[r].pid, SIGKILL);
       kill_at = 0;
     }
+    if (running > 0) {
+      /* Only stopped ranks are left: nothing will continue them (with or
+       * without --heal: waiting for them would never end). */
+      int stopped = 0;
+      for (int r = 0; r < n; r++) stopped += !procs[r].done && procs[r].stopped;
+      if (stopped == running)
+        for (int r = 0; r < n; r++)
+          if (!procs[r].done && procs[r].stopped && !procs[r].killed) {
+            fprintf(stderr, "sgrt launch: killing rank %d, stopped while the others finished\n", r);
+            kill(procs[r].pid, SIGKILL);
+            procs[r].killed = 1;
+          }
+    }
     if (running <= 0 && nf == 0) break;
     if (running <= 0) {
       /* Everyone exited: take what is left in the pipes. */
@@ -261,6 +322,8 @@ int cli_launch_ranks(int n, int restarts, int prefix, char **argv) {
   }
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);
+  sg_comm_store_stop(store);
+  if (opt_heal && !got_signal && first_fail == 0) return heal_result(procs, n);
   return first_fail;
 }
 
@@ -275,6 +338,16 @@ static int run_launch(const cli_command *cmd, int argc, char **argv) {
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       cli_print_command_help(cmd);
       return CLI_EXIT_OK;
+    }
+    if (strcmp(a, "--heal") == 0) {
+      opt_heal = 1;
+      continue;
+    }
+    if (strcmp(a, "--inject") == 0) {
+      if (i + 1 >= argc) return cli_usage_error(cmd, "option '--inject' needs a value");
+      opt_inject = argv[++i];
+      opt_heal = 1;
+      continue;
     }
     const char *v = NULL;
     int *dst = NULL;
@@ -292,17 +365,33 @@ static int run_launch(const cli_command *cmd, int argc, char **argv) {
   }
   if (n < 1 || n > MAX_RANKS) return cli_usage_error(cmd, "-n must be between 1 and %d", MAX_RANKS);
   if (i >= argc) return cli_usage_error(cmd, "missing PROGRAM");
+  if (opt_heal && restarts > 0)
+    return cli_usage_error(cmd, "--restart-failed cannot be combined with --heal/--inject (a restarted rank "
+                                "cannot rejoin a healed job)");
+  if (opt_inject != NULL) { /* validate now rather than in every rank */
+    sg_fault_plan *plan = NULL;
+    if (sg_fault_plan_parse(opt_inject, n, 0, &plan) != SG_OK)
+      return cli_usage_error(cmd, "--inject: %s", sg_last_error());
+    sg_fault_plan_destroy(plan);
+  }
   return cli_launch_ranks(n, restarts, 1, argv + i);
 }
 
 const cli_command cli_cmd_launch = {
     "launch",
-    "-n N [--restart-failed K] [--] PROGRAM [ARGS...]",
+    "-n N [--restart-failed K] [--heal] [--inject SPEC] [--] PROGRAM [ARGS...]",
     "start N local ranks of a program with the bootstrap environment set",
     "  -n, --np N            number of ranks (1..256)\n"
     "  --restart-failed K    restart a rank that exits non-zero, up to K times each\n"
+    "  --heal                keep the other ranks running when one exits or is killed (the job\n"
+    "                        heals itself, docs/resilience.md); ranks stopped by a signal are killed\n"
+    "                        at the end; 0 when a strict majority finished with 0 and the others\n"
+    "                        died, were killed or were excluded (status 75)\n"
+    "  --inject SPEC         fault injection (implies --heal): exported as SG_INJECT, e.g.\n"
+    "                        'kill:rank=2,step=5', 'partition:ranks=1-2,step=random'\n"
     "Each rank gets SG_RANK, SG_WORLD_SIZE, SG_LOCAL_RANK, MASTER_ADDR=127.0.0.1, MASTER_PORT\n"
-    "(a free port) and SG_JOB_TOKEN (random). Output lines are prefixed with \"[RANK] \".\n"
+    "(a free port), SG_JOB_TOKEN (random) and SG_STORE_EXTERNAL=1 (the launcher hosts the store). Output "
+    "lines are prefixed with \"[RANK] \".\n"
     "SIGINT and SIGTERM are forwarded. When a rank fails the others are stopped and the\n"
     "first non-zero exit status is returned (128+N for a signal N).\n",
     run_launch,

@@ -5,7 +5,7 @@
  *
  *   sgrt launch -n 4 build/examples/resnet50_dist [--steps N] [--batch N] [--res N]
  *       [--threads N] [--lr X] [--width N] [--classes N] [--seed N] [--warmup N]
- *       [--bucket-mb X] [--trace FILE] [--json]
+ *       [--bucket-mb X] [--trace FILE] [--heartbeat-ms N] [--dead-ms N] [--json]
  *
  * --batch is per rank (the graph is built with it, as with PyTorch DDP); the
  * global batch is batch x ranks. Every rank draws its own shard of each step
@@ -14,8 +14,16 @@
  * the ranks, images/s of the whole job, and how many ranks are healthy; with
  * --json the last line of its stdout is one JSON object. --trace writes a
  * Chrome trace (chrome://tracing, Perfetto) of every rank's ops, gradient
- * allreduces and waits. A failed step (a rank died: SG_ERR_COMM naming it)
- * ends every rank with status 1. */
+ * allreduces and waits.
+ *
+ * Inputs go through sg_dist's feed callback (shard k of step s is batch
+ * s * ranks + k of the dataset), so the job heals itself when a rank fails
+ * (docs/resilience.md): the survivors take over the lost shards, the global
+ * batch stays the same, and the step line says "recovered ...". Faults can
+ * be injected with `sgrt launch --inject SPEC` (bench/resilience.sh). A rank
+ * left out by a recovery exits with status 75 (SG_DIST_EXIT_EXCLUDED); a job
+ * that cannot heal ends every rank with status 1. The lines and the JSON come
+ * from whichever rank is rank 0 now. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -30,7 +38,7 @@
 #include "resnet50_model.h"
 
 typedef struct options {
-  int batch, res, steps, threads, classes, width, warmup, json;
+  int batch, res, steps, threads, classes, width, warmup, json, heartbeat_ms, dead_ms;
   double lr, bucket_mb;
   uint64_t seed;
   const char *trace;
@@ -40,13 +48,13 @@ static int usage(void) {
   fprintf(stderr,
           "usage: resnet50_dist [--steps N] [--batch N] [--res N] [--threads N] [--lr X] [--width N]\n"
           "                     [--classes N] [--seed N] [--warmup N] [--bucket-mb X] [--trace FILE] "
-          "[--json]\n"
+          "[--heartbeat-ms N] [--dead-ms N] [--json]\n"
           "       (start it once per rank: sgrt launch -n 4 resnet50_dist ...)\n");
   return 2;
 }
 
 static int parse(int argc, char **argv, options *o) {
-  *o = (options){8, 64, 10, 1, 10, 64, 1, 0, 0.01, 25, 1, NULL};
+  *o = (options){8, 64, 10, 1, 10, 64, 1, 0, 100, 1000, 0.01, 25, 1, NULL};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     char *end = NULL;
@@ -63,6 +71,8 @@ static int parse(int argc, char **argv, options *o) {
     else if (strcmp(a, "--classes") == 0) iv = &o->classes;
     else if (strcmp(a, "--width") == 0) iv = &o->width;
     else if (strcmp(a, "--warmup") == 0) iv = &o->warmup;
+    else if (strcmp(a, "--heartbeat-ms") == 0) iv = &o->heartbeat_ms;
+    else if (strcmp(a, "--dead-ms") == 0) iv = &o->dead_ms;
     else if (strcmp(a, "--lr") == 0) o->lr = strtod(v, &end);
     else if (strcmp(a, "--bucket-mb") == 0) o->bucket_mb = strtod(v, &end);
     else if (strcmp(a, "--seed") == 0) o->seed = strtoull(v, &end, 10);
@@ -79,9 +89,11 @@ static int parse(int argc, char **argv, options *o) {
     i++;
   }
   if (o->batch < 2 || o->res < 32 || o->steps < 1 || o->threads < 1 || o->classes < 1 || o->width < 1 ||
-      o->warmup < 0 || !(o->lr > 0) || !(o->bucket_mb > 0 && o->bucket_mb <= 4096)) {
+      o->warmup < 0 || !(o->lr > 0) || !(o->bucket_mb > 0 && o->bucket_mb <= 4096) || o->heartbeat_ms < 1 ||
+      o->dead_ms <= o->heartbeat_ms) {
     fprintf(stderr, "resnet50_dist: need batch >= 2, res >= 32, steps >= 1, threads >= 1, classes >= 1, "
-                    "width >= 1, warmup >= 0, lr > 0, 0 < bucket-mb <= 4096\n");
+                    "width >= 1, warmup >= 0, lr > 0, 0 < bucket-mb <= 4096, heartbeat-ms >= 1, dead-ms > "
+                    "heartbeat-ms\n");
     return 2;
   }
   return 0;
@@ -141,6 +153,28 @@ static double median(double *v, int n) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* What the feed callback needs: the dataset and this rank's buffers. */
+typedef struct feeder {
+  resnet50_dataset data;
+  float *x;
+  int64_t *y;
+  int64_t xd[4], yd[1];
+  float lr;
+  int batch;
+} feeder;
+
+/* Shard `shard` of step `step`: the dataset's batch step * n_shards + shard,
+ * whichever rank runs it (after a recovery a rank runs several). */
+static sg_status feed(void *ctx, sg_dist *d, uint64_t step, int shard, int n_shards) {
+  feeder *f = ctx;
+  resnet50_dataset_seek(&f->data, step * (uint64_t)n_shards + (uint64_t)shard);
+  resnet50_dataset_batch(&f->data, f->batch, f->x, f->y);
+  sg_status st = sg_dist_set_input(d, "images", SG_F32, 4, f->xd, f->x);
+  if (st == SG_OK) st = sg_dist_set_input(d, "labels", SG_I64, 1, f->yd, f->y);
+  if (st == SG_OK) st = sg_dist_set_input(d, "lr", SG_F32, 0, NULL, &f->lr);
+  return st;
+}
+
 static int fail(int rank, const char *what, sg_status st) {
   fprintf(stderr, "resnet50_dist: rank %d: %s: %s: %s\n", rank, what, sg_status_str(st), sg_last_error());
   return 1;
@@ -160,6 +194,19 @@ int main(int argc, char **argv) {
   dp.seed = o.seed;
   dp.bucket_bytes = (size_t)(o.bucket_mb * 1048576.0);
   dp.trace_path = o.trace;
+  dp.heartbeat_ms = o.heartbeat_ms;
+  dp.dead_ms = o.dead_ms;
+  static feeder fd;
+  fd.batch = o.batch;
+  fd.lr = (float)o.lr;
+  fd.xd[0] = o.batch, fd.xd[1] = 3, fd.xd[2] = o.res, fd.xd[3] = o.res;
+  fd.yd[0] = o.batch;
+  fd.x = malloc((size_t)o.batch * 3 * o.res * o.res * sizeof(float));
+  fd.y = malloc((size_t)o.batch * sizeof(int64_t));
+  if (!fd.x || !fd.y || resnet50_dataset_init(&fd.data, o.classes, o.res, o.seed) != 0)
+    return fail(-1, "allocating the data", SG_ERR_NO_MEMORY);
+  dp.feed = feed;
+  dp.feed_ctx = &fd;
   sg_dist *d;
   if ((st = sg_dist_create(g, &dp, &d)) != SG_OK) return fail(-1, "joining the job", st);
   int rank = sg_dist_rank(d), world = sg_dist_size(d);
@@ -177,43 +224,50 @@ int main(int argc, char **argv) {
            world, o.batch, o.batch * world, o.res, o.res, o.classes, o.width, o.threads,
            o.threads == 1 ? "" : "s", n_params, stats.buckets, stats.gradient_bytes / 1e6, setup_s);
 
-  resnet50_dataset data;
-  size_t xn = (size_t)o.batch * 3 * o.res * o.res;
-  float *x = malloc(xn * sizeof(float));
-  int64_t *y = malloc((size_t)o.batch * sizeof(int64_t));
   double *times = malloc((size_t)o.steps * sizeof(double)), *comm = malloc((size_t)o.steps * sizeof(double));
   double *waits = malloc((size_t)o.steps * sizeof(double)), *cpu = malloc((size_t)o.steps * sizeof(double));
-  if (!x || !y || !times || !comm || !waits || !cpu ||
-      resnet50_dataset_init(&data, o.classes, o.res, o.seed) != 0)
-    return fail(rank, "allocating the data", SG_ERR_NO_MEMORY);
+  if (!times || !comm || !waits || !cpu) return fail(rank, "allocating the data", SG_ERR_NO_MEMORY);
 
-  int64_t xd[] = {o.batch, 3, o.res, o.res}, yd[] = {o.batch};
-  float lr = (float)o.lr;
-  double train_s = 0;
+  double train_s = 0, worst_rto = 0, worst_detection = 0, *snap = malloc((size_t)o.steps * sizeof(double));
+  double *snap_wait = malloc((size_t)o.steps * sizeof(double));
+  if (snap == NULL || snap_wait == NULL) return fail(rank, "allocating the data", SG_ERR_NO_MEMORY);
+  int recoveries = 0;
   for (int step = 0; step < o.steps; step++) {
-    resnet50_dataset_seek(&data, (uint64_t)step * (uint64_t)world + (uint64_t)rank);
-    resnet50_dataset_batch(&data, o.batch, x, y);
-    if ((st = sg_dist_set_input(d, "images", SG_F32, 4, xd, x)) != SG_OK ||
-        (st = sg_dist_set_input(d, "labels", SG_I64, 1, yd, y)) != SG_OK ||
-        (st = sg_dist_set_input(d, "lr", SG_F32, 0, NULL, &lr)) != SG_OK)
-      return fail(rank, "setting inputs", st);
     double ts = now(), cs = cpu_now();
     if ((st = sg_dist_step(d)) != SG_OK) {
-      fail(rank, "training", st);
+      fail(sg_dist_rank(d), "training", st);
+      sg_dist_get_stats(d, &stats);
+      int excluded = stats.excluded;
       sg_dist_destroy(d); /* a failed job closes at once, without waiting for peers */
-      return 1;
+      return excluded ? SG_DIST_EXIT_EXCLUDED : 1;
     }
+    rank = sg_dist_rank(d); /* a recovery renumbers the ranks */
     times[step] = now() - ts;
     cpu[step] = cpu_now() - cs;
     train_s += times[step];
     sg_dist_get_stats(d, &stats);
     comm[step] = stats.comm_ms;
     waits[step] = stats.wait_ms;
+    snap[step] = stats.snapshot_ms;
+    snap_wait[step] = stats.snapshot_wait_ms;
+    char healed[256] = "";
+    if (stats.recoveries > recoveries) {
+      recoveries = stats.recoveries;
+      if (stats.rto_ms > worst_rto) worst_rto = stats.rto_ms;
+      if (stats.detection_ms > worst_detection) worst_detection = stats.detection_ms;
+      snprintf(healed, sizeof healed,
+               "  [recovered: epoch %d, %d ranks, detection %.0f ms, RTO %.0f ms, %" PRIu64
+               " step(s) redone, %d shard(s) here]",
+               stats.epoch, stats.world_size, stats.detection_ms, stats.rto_ms, stats.redone_steps,
+               stats.shards);
+    }
+    /* world: the original ranks, whose shards make the global batch (kept by a recovery). */
     if (rank == 0 && !o.json)
       printf("step %d/%d  loss %.4f  %.1f images/s  healthy %d/%d  (%.0f ms; allreduce %.0f ms, %.0f ms not "
-             "hidden by backward)\n",
+             "hidden by backward; snapshot %.1f ms, %.1f ms not hidden)%s\n",
              step + 1, o.steps, stats.loss_mean, o.batch * world / times[step], stats.healthy_ranks, world,
-             1e3 * times[step], stats.comm_ms, stats.wait_ms);
+             1e3 * times[step], stats.comm_ms, stats.wait_ms, stats.snapshot_ms, stats.snapshot_wait_ms,
+             healed);
     fflush(stdout);
   }
 
@@ -222,6 +276,7 @@ int main(int argc, char **argv) {
   double med = median(times + first, timed), med_comm = median(comm + first, timed);
   double med_wait = median(waits + first, timed), med_cpu = median(cpu + first, timed);
   double ips = med > 0 ? o.batch * world / med : 0.0;
+  double med_snap = median(snap + first, timed), med_snap_wait = median(snap_wait + first, timed);
   uint64_t hash;
   double psum, pl2;
   if ((st = resnet50_param_digest(g, sg_dist_session(d), &hash, &psum, &pl2)) != SG_OK)
@@ -254,6 +309,17 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(j, "images_per_s", ips);
     cJSON_AddNumberToObject(j, "final_loss", stats.loss_mean);
     cJSON_AddNumberToObject(j, "healthy_ranks", stats.healthy_ranks);
+    cJSON_AddNumberToObject(j, "ranks_now", stats.world_size);
+    cJSON_AddNumberToObject(j, "epoch", stats.epoch);
+    cJSON_AddNumberToObject(j, "recoveries", stats.recoveries);
+    cJSON_AddNumberToObject(j, "detection_ms", worst_detection); /* worst over the recoveries seen here */
+    cJSON_AddNumberToObject(j, "rto_ms", worst_rto);
+    cJSON_AddNumberToObject(j, "rpo_steps", (double)stats.rpo_steps);
+    cJSON_AddNumberToObject(j, "redone_steps", (double)stats.redone_steps);
+    cJSON_AddNumberToObject(j, "snapshot_ms_per_step", med_snap);
+    /* The copy runs on the scheduler thread during forward; what the step pays is the wait. */
+    cJSON_AddNumberToObject(j, "snapshot_exposed_ms_per_step", med_snap_wait);
+    cJSON_AddNumberToObject(j, "snapshot_fraction", med > 0 ? med_snap_wait / (1e3 * med) : 0.0);
     cJSON_AddNumberToObject(j, "setup_seconds", setup_s);
     cJSON_AddNumberToObject(j, "train_seconds", train_s);
     cJSON_AddStringToObject(j, "params_hash", hex);
@@ -274,9 +340,11 @@ int main(int argc, char **argv) {
   fflush(stdout);
   if ((st = sg_dist_destroy(d)) != SG_OK) return fail(rank, "leaving the job", st);
   sg_graph_destroy(g);
-  resnet50_dataset_free(&data);
-  free(x);
-  free(y);
+  resnet50_dataset_free(&fd.data);
+  free(fd.x);
+  free(fd.y);
+  free(snap);
+  free(snap_wait);
   free(times);
   free(comm);
   free(waits);

@@ -49,14 +49,21 @@ typedef struct sg_comm_params {
   int master_port;         /**< 0: MASTER_PORT, else 29500 */
   const char *token;       /**< NULL: SG_JOB_TOKEN, else the empty token */
   int timeout_ms;          /**< every wait's limit; 0: SG_COMM_TIMEOUT_MS, else 60000 */
+  /** Membership epoch (0..1e9): a communicator rebuilt by survivors after a
+   * failure (src/dist recovery) uses a fresh epoch, so its keys in the
+   * rendezvous store ("e<N>/...") never meet the old ones. Epoch 0 uses the
+   * plain keys; only at epoch 0 does rank 0 host the store (unless
+   * SG_STORE_EXTERNAL=1: `sgrt launch` hosts it, so it outlives any rank). */
+  int epoch;
 } sg_comm_params;
 
 #define SG_COMM_PARAMS_INIT \
-  { sizeof(sg_comm_params), -1, -1, NULL, 0, NULL, 0 }
+  { sizeof(sg_comm_params), -1, -1, NULL, 0, NULL, 0, 0 }
 SG_API sg_comm_params sg_comm_params_init(void);
 
 /**
- * Joins the job: rank 0 serves the rendezvous store on master_addr:port, every
+ * Joins the job: rank 0 serves the rendezvous store on master_addr:port (at
+ * epoch 0, unless SG_STORE_EXTERNAL=1: then a launcher serves it), every
  * rank publishes its UCX worker address there, waits for all the others and
  * connects to them. Collective over the job.
  * @return SG_OK; SG_ERR_INVALID_ARG for a bad parameter or environment;
@@ -232,6 +239,40 @@ SG_API int64_t sg_comm_peer_silence_ms(const sg_comm *comm, int peer);
  * sg_comm_destroy().
  */
 SG_API void sg_comm_abort(sg_comm *comm, const char *reason);
+
+/**
+ * Cuts the link to `peer` on this side (fault injection, SPEC H6): the peer
+ * is declared unreachable at once, as if its endpoint had failed ("rank P is
+ * unreachable: ... (link cut)"), heartbeats to it stop and every later
+ * operation involving it fails; the other peers are told, as for any
+ * failure. Local. @return SG_OK; SG_ERR_INVALID_ARG for NULL, self or a rank
+ * outside the job. Owner thread only.
+ */
+SG_API sg_status sg_comm_cut_peer(sg_comm *comm, int peer);
+/**
+ * Whether this rank considers `peer` unreachable: 0 no; 1 yes, found by this
+ * rank itself (silence, endpoint failure, cut link); 2 yes, because another
+ * rank reported it (first-hand and second-hand knowledge differ when
+ * deciding who is really gone: src/dist/membership.c). -1 for NULL, self or
+ * an invalid rank. Sticky, as the failure itself. Owner thread only.
+ */
+SG_API int sg_comm_peer_unreachable(const sg_comm *comm, int peer);
+
+/* ---- a rendezvous store that outlives the ranks ---------------------------- */
+
+typedef struct sg_comm_store_server sg_comm_store_server;
+/**
+ * Serves the rendezvous store on addr:port (a background thread), for a
+ * launcher: ranks started with SG_STORE_EXTERNAL=1 use it instead of rank 0
+ * hosting one, so the store survives the death of any rank (recovery needs
+ * it, docs/resilience.md). token: the job token the ranks must present
+ * (NULL or "" = none). @return SG_OK; SG_ERR_INVALID_ARG for NULL addr/out
+ * or a port outside 1..65535; SG_ERR_COMM when the address cannot be bound.
+ */
+SG_API sg_status sg_comm_store_serve(const char *addr, int port, const char *token,
+                                     sg_comm_store_server **out);
+/** Stops the server and frees it. Accepts NULL. */
+SG_API void sg_comm_store_stop(sg_comm_store_server *server);
 
 /* ---- consistency (SPEC M5) ----------------------------------------------- */
 

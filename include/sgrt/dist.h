@@ -47,10 +47,18 @@
  * calls the transport, and a long step never delays a heartbeat.
  *
  * Failures: a peer that dies or goes silent for dead_ms is detected by the
- * scheduler thread; the step waiting for the gradients then returns
- * SG_ERR_COMM with a message naming the unreachable rank and the step, and
- * so does every later call that communicates. Recovery (SPEC H4) is not part
- * of this layer yet: the program should report and exit.
+ * scheduler thread. Without a feed callback the step waiting for the
+ * gradients then returns SG_ERR_COMM with a message naming the unreachable
+ * rank and the step, and so does every later call that communicates: the
+ * program should report and exit. With a feed callback (sg_dist_params.feed)
+ * the job heals itself (SPEC H4, docs/resilience.md): the survivors agree on
+ * a new membership through the rendezvous store, rebuild the communicator,
+ * roll back to the last step every member completed (an in-memory snapshot
+ * taken each step) and redo the lost work, so sg_dist_step() returns SG_OK
+ * and the global batch is unchanged (strict QoS, RPO 0). A rank left out of
+ * the new membership gets SG_ERR_COMM "... excluded from the job ..." and
+ * sg_dist_stats.excluded = 1; it should exit (SG_DIST_EXIT_EXCLUDED is the
+ * status `sgrt launch --heal` does not count as a failure).
  */
 #ifndef SGRT_DIST_H
 #define SGRT_DIST_H
@@ -60,11 +68,26 @@
 
 #include "sgrt/comm.h"
 #include "sgrt/graph.h"
+#include "sgrt/health.h"
 #include "sgrt/session.h"
 
 SG_EXTERN_C_BEGIN
 
 typedef struct sg_dist sg_dist;
+
+/** Exit status for a rank excluded from the job by a recovery (EX_TEMPFAIL). */
+#define SG_DIST_EXIT_EXCLUDED 75
+
+/**
+ * Sets the inputs of shard `shard` of `n_shards` for step `step` (0-based)
+ * with sg_dist_set_input()/sg_dist_bind_input(). n_shards is the original
+ * world size, fixed for the job; normally rank r feeds shard r. After a
+ * recovery to m members, member i runs the shards {k : k mod m == i} (strict
+ * QoS), so the global batch stays the same. Called on the compute thread
+ * inside sg_dist_step(); a step may be fed again when it is redone. Return
+ * SG_OK, or an error that sg_dist_step() returns (this rank then leaves).
+ */
+typedef sg_status (*sg_dist_feed_fn)(void *ctx, sg_dist *d, uint64_t step, int shard, int n_shards);
 
 /** Parameters of sg_dist_create(). Initialise from SG_DIST_PARAMS_INIT. */
 typedef struct sg_dist_params {
@@ -83,12 +106,18 @@ typedef struct sg_dist_params {
   int trace;           /**< record a timeline for sg_dist_write_trace() (also on when trace_path is set) */
   const char *trace_path; /**< Chrome trace JSON written by sg_dist_destroy(); NULL: none */
   size_t trace_events;    /**< timeline capacity per thread, in events (the latest are kept); 0 = 262144 */
+  sg_dist_feed_fn feed;   /**< inputs per shard; NULL: the program sets inputs itself (no recovery) */
+  void *feed_ctx;         /**< passed to feed */
+  /** QoS tier (SPEC H5) when a peer fails: -1 = SG_QOS or strict; 0 strict (recover and redo the step,
+   *  the global batch kept, RPO 0); 1 best-effort (for now as strict); 2 graceful-degrade (recover, but
+   *  each member keeps only its own shard: the lost ranks' samples are skipped). Needs feed. */
+  int qos;
 } sg_dist_params;
 
 #define SG_DIST_PARAMS_INIT                                                                                \
   {                                                                                                        \
     sizeof(sg_dist_params), SG_COMM_PARAMS_INIT, "cpu", 0, 0, -1, 1, 1, 1, (size_t)25 << 20, 100, 1000, 0, \
-        NULL, 0                                                                                            \
+        NULL, 0, NULL, NULL, -1                                                                            \
   }
 SG_API sg_dist_params sg_dist_params_init(void);
 
@@ -138,7 +167,7 @@ SG_API sg_status sg_dist_destroy(sg_dist *d);
 
 /** This rank, 0..size-1 (-1 for NULL). Any thread. */
 SG_API int sg_dist_rank(const sg_dist *d);
-/** Number of ranks in the job (0 for NULL). Any thread. */
+/** Number of ranks in the job (0 for NULL). Any thread. After a recovery: the members. */
 SG_API int sg_dist_size(const sg_dist *d);
 
 /**
@@ -149,6 +178,15 @@ SG_API int sg_dist_size(const sg_dist *d);
  */
 SG_API sg_session *sg_dist_session(sg_dist *d);
 
+/**
+ * The health monitor of the job's original ranks (include/sgrt/health.h),
+ * kept when recovery is on (a feed callback and heartbeats): each recovery
+ * marks the ranks it left out UNREACHABLE (the log has the reason and the
+ * time) and installs the new epoch's members. Query it on the compute thread
+ * between steps. NULL for NULL or when recovery is off.
+ */
+SG_API const sg_health *sg_dist_health(const sg_dist *d);
+
 /** This rank's shard of an input: as sg_session_set_input(). */
 SG_API sg_status sg_dist_set_input(sg_dist *d, const char *name, sg_dtype dtype, int ndim,
                                    const int64_t *dims, const void *data);
@@ -157,12 +195,11 @@ SG_API sg_status sg_dist_bind_input(sg_dist *d, const char *name, sg_dtype dtype
                                     const int64_t *dims, void *data);
 
 /**
- * One data-parallel training step: forward and backward on this rank's
- * shard; each gradient bucket is averaged over the ranks (allreduce, sum /
- * size) as soon as backward has produced it, overlapping the rest of
- * backward; then the optimizer updates run on the averaged gradients, the
- * same on every rank. The first step first broadcasts parameters, state and
- * optimizer state from rank 0. After the first step the compute thread
+ * One data-parallel training step: (with a feed callback: the feed, and
+ * the rollback snapshot) forward and backward on this rank's shard; each gradient bucket is averaged over the
+ * ranks (allreduce, sum / size) as soon as backward has produced it, overlapping the rest of backward; then
+ * the optimizer updates run on the averaged gradients, the same on every rank. The first step first
+ * broadcasts parameters, state and optimizer state from rank 0. After the first step the compute thread
  * allocates nothing (the communicator's collectives still allocate a request
  * array each, on the scheduler thread).
  * @return SG_OK;
@@ -171,7 +208,12 @@ SG_API sg_status sg_dist_bind_input(sg_dist *d, const char *name, sg_dtype dtype
  *   SG_ERR_COMM when the job failed: a peer unreachable or a collective
  *     timed out, in this step or earlier ("rank 0, step 3: allreduce of
  *     gradient bucket 1 of 4 failed: rank 2 is unreachable: ..."); the
- *     optimizer updates of the step have not run then;
+ *     optimizer updates of the step have not run then. With a feed
+ *     callback such a failure is healed instead (the step then returns
+ *     SG_OK, stats.recoveries counts it), and SG_ERR_COMM means the
+ *     recovery failed: this rank was excluded ("rank 3: excluded from the
+ *     job at epoch 1 (...)", stats.excluded), the store was unreachable, or
+ *     the survivors were not a strict majority;
  *   a kernel's error (this rank then aborts the job, as its peers could not
  *     complete the step without it).
  */
@@ -206,6 +248,24 @@ typedef struct sg_dist_stats {
   double step_ms;        /**< wall time of the last step */
   double comm_ms;        /**< time the scheduler spent in the last step's allreduces (copies included) */
   double wait_ms;        /**< time the compute thread waited for them: the part not hidden by backward */
+  /* Self-healing (docs/resilience.md). */
+  int original_rank;     /**< this rank at epoch 0 (the shard it normally feeds) */
+  int epoch;             /**< membership epoch: recoveries this rank took part in */
+  int recoveries;        /**< recoveries completed */
+  int shards;            /**< shards this rank ran in the last step (1 unless peers were lost) */
+  int excluded;          /**< 1: this rank was left out of a new membership (it must exit) */
+  double detection_ms;   /**< last recovery: from the failure's first sign (last time the dead peer was
+                              heard, or the cut) to its detection here */
+  double recovery_ms;    /**< last recovery: from detection to the first step completed after it
+                              (agreement, new communicator, rollback, redone steps) */
+  double rto_ms;         /**< last recovery: detection_ms + recovery_ms */
+  uint64_t rpo_steps;    /**< steps lost for good (0 under strict QoS: rolled back steps are redone) */
+  uint64_t redone_steps; /**< steps run again after rollbacks, in total */
+  double snapshot_ms;    /**< last step: time spent copying its rollback snapshot (state on the compute
+                              thread, parameters and optimizer state on the scheduler, during forward) */
+  double
+      snapshot_wait_ms; /**< last step: how long the first update waited for that copy (its exposed part) */
+  uint64_t snapshot_restores; /**< rollbacks that restored a snapshot */
 } sg_dist_stats;
 #define SG_DIST_STATS_INIT \
   { sizeof(sg_dist_stats) }

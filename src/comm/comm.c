@@ -1,7 +1,9 @@
 /* The communicator: bootstrap through the rendezvous store, UCX endpoints to
  * every peer, point-to-point messages, RMA windows and active messages. */
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -125,10 +127,26 @@ sg_status sg_comm_create(const sg_comm_params *params, sg_comm **out) {
   c->rank = c->env.rank;
   c->size = c->env.world_size;
   int64_t deadline = sg__now_ms() + c->env.timeout_ms;
-  if (c->rank == 0)
+  /* The epoch (params only; sizes before the field mean 0). */
+  int epoch = 0;
+  if (params != NULL && params->size >= offsetof(sg_comm_params, epoch) + sizeof(int)) epoch = params->epoch;
+  if (epoch < 0 || epoch > 1000000000) {
+    st = sg__error(SG_ERR_INVALID_ARG, "sg_comm_create: epoch %d is not in [0, 1e9]", epoch);
+    goto fail;
+  }
+  /* A later epoch reuses the store of epoch 0 (its host is still there, or
+   * the launcher hosts it: SG_STORE_EXTERNAL=1). */
+  const char *ext = getenv("SG_STORE_EXTERNAL");
+  bool external = ext != NULL && strcmp(ext, "1") == 0;
+  if (c->rank == 0 && epoch == 0 && !external)
     SG_CHECK_GOTO(sg__store_server_start(c->env.master_addr, c->env.master_port, c->env.token, &c->server),
                   st, fail);
   st = sg__store_connect(c->env.master_addr, c->env.master_port, c->env.token, c->env.timeout_ms, &c->store);
+  if (st == SG_OK && epoch > 0) {
+    char prefix[24];
+    snprintf(prefix, sizeof prefix, "e%d/", epoch);
+    sg__store_set_prefix(c->store, prefix);
+  }
   if (st != SG_OK) {
     if (st == SG_ERR_TIMEOUT)
       st = sg__error(SG_ERR_TIMEOUT,
@@ -178,6 +196,21 @@ sg_status sg__comm_store_bcast(sg_comm *comm, const char *key, void *buf, size_t
   memcpy(buf, v, len);
   sg__free(v);
   return SG_OK;
+}
+
+sg_status sg_comm_cut_peer(sg_comm *comm, int peer) {
+  if (comm == NULL || comm->ucx == NULL)
+    return sg__error(SG_ERR_INVALID_ARG, "sg_comm_cut_peer: NULL communicator");
+  if (peer < 0 || peer >= comm->size || peer == comm->rank)
+    return sg__error(SG_ERR_INVALID_ARG, "sg_comm_cut_peer: peer rank %d is not another rank of %d", peer,
+                     comm->size);
+  sg__ucx_cut(comm->ucx, peer);
+  return SG_OK;
+}
+
+int sg_comm_peer_unreachable(const sg_comm *comm, int peer) {
+  if (comm == NULL || comm->ucx == NULL || peer < 0 || peer >= comm->size || peer == comm->rank) return -1;
+  return sg__ucx_peer_dead(comm->ucx, peer);
 }
 
 int sg_comm_rank(const sg_comm *comm) { return comm ? comm->rank : -1; }

@@ -45,6 +45,9 @@ void sg__store_server_stop(sg__store_server *srv);
  * timeout_ms. SG_ERR_DENIED when the server refuses the token. */
 sg_status sg__store_connect(const char *addr, int port, const char *token, int timeout_ms, sg__store **out);
 void sg__store_close(sg__store *st);
+/* Every later key of this client gets `prefix` in front (a membership
+ * epoch's namespace, "e3/"); "" or NULL: none. */
+void sg__store_set_prefix(sg__store *st, const char *prefix);
 sg_status sg__store_set(sg__store *st, const char *key, const void *value, size_t len);
 /* Waits until `key` exists (at most timeout_ms) and returns a copy (free with sg__free). */
 sg_status sg__store_wait_get(sg__store *st, const char *key, int timeout_ms, void **value, size_t *len);
@@ -96,6 +99,11 @@ sg_status sg__ucx_poll(sg__ucx *u, int peer);
 int64_t sg__ucx_silence_ms(const sg__ucx *u, int peer);
 /* Makes every wait fail with SG_ERR_COMM at its next check. Any thread. */
 void sg__ucx_abort(sg__ucx *u);
+/* Declares `peer` unreachable as a cut link (fault injection); the others are told. */
+void sg__ucx_cut(sg__ucx *u, int peer);
+/* Whether `peer` was declared unreachable: 0 no; 1 by this rank (silence, endpoint error, cut); 2 on
+ * another rank's report. */
+int sg__ucx_peer_dead(const sg__ucx *u, int peer);
 
 /* RMA and atomics. */
 typedef struct sg__ucx_mem sg__ucx_mem;

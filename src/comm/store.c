@@ -349,11 +349,21 @@ struct sg__store {
   int fd;
   int timeout_ms;
   char where[300];
+  char prefix[24]; /* put before every key: a membership epoch's namespace ("e3/"); "" at epoch 0 */
 };
+
+void sg__store_set_prefix(sg__store *c, const char *prefix) {
+  snprintf(c->prefix, sizeof c->prefix, "%s", prefix ? prefix : "");
+}
 
 /* One request and its reply. *value (when asked for) is allocated with sg__malloc. */
 static sg_status request(sg__store *c, int op, const char *key, const void *value, size_t len, int *status,
                          void **out, size_t *out_len) {
+  char full[SG_STORE_MAX_KEY + sizeof c->prefix];
+  if (c->prefix[0] != '\0' && op != OP_HELLO) {
+    snprintf(full, sizeof full, "%s%s", c->prefix, key);
+    key = full;
+  }
   size_t klen = strlen(key);
   if (klen > SG_STORE_MAX_KEY || len > SG_STORE_MAX_VALUE)
     return sg__error(SG_ERR_INVALID_ARG, "rendezvous store: key or value too long");
@@ -489,4 +499,35 @@ sg_status sg__store_add(sg__store *c, const char *key, int64_t delta, int64_t *r
   *result = get_i64(r);
   sg__free(r);
   return SG_OK;
+}
+
+/* ---- the public server (a launcher hosts the store, comm.h) ---------------- */
+
+struct sg_comm_store_server {
+  sg__store_server *srv;
+};
+
+sg_status sg_comm_store_serve(const char *addr, int port, const char *token, sg_comm_store_server **out) {
+  if (out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_comm_store_serve: out is NULL");
+  *out = NULL;
+  if (addr == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_comm_store_serve: addr is NULL");
+  if (port < 1 || port > 65535)
+    return sg__error(SG_ERR_INVALID_ARG, "sg_comm_store_serve: port %d is not in [1, 65535]", port);
+  if (token != NULL && strlen(token) >= 256)
+    return sg__error(SG_ERR_INVALID_ARG, "sg_comm_store_serve: the token is longer than 255 bytes");
+  sg_comm_store_server *s = sg__calloc(1, sizeof *s);
+  if (s == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg_comm_store_serve: out of memory");
+  sg_status st = sg__store_server_start(addr, port, token ? token : "", &s->srv);
+  if (st != SG_OK) {
+    sg__free(s);
+    return st;
+  }
+  *out = s;
+  return SG_OK;
+}
+
+void sg_comm_store_stop(sg_comm_store_server *s) {
+  if (s == NULL) return;
+  sg__store_server_stop(s->srv);
+  sg__free(s);
 }

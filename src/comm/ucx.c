@@ -846,3 +846,16 @@ sg_status sg__ucx_am_take(sg__ucx *u, unsigned id, void *buf, size_t *bytes, int
   sg__free(m);
   return SG_OK;
 }
+
+/* ---- fault injection and membership queries (src/dist recovery) ------------ */
+
+void sg__ucx_cut(sg__ucx *u, int peer) {
+  if (peer < 0 || peer >= u->size || peer == u->rank) return;
+  /* As an endpoint failure: immediate, sticky, and the others are told. */
+  declare_dead(u, peer, DEATH_UCX, 0, UCS_ERR_UNREACHABLE, -1);
+}
+
+int sg__ucx_peer_dead(const sg__ucx *u, int peer) {
+  if (peer < 0 || peer >= u->size || peer == u->rank || u->death[peer].how == DEATH_NONE) return 0;
+  return u->death[peer].how == DEATH_REPORTED ? 2 : 1;
+}

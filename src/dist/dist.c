@@ -49,6 +49,10 @@ static sg_status check_params(const sg_dist_params *p) {
   if (p->heartbeat_ms > 0 && p->dead_ms <= p->heartbeat_ms)
     return sg__error(SG_ERR_INVALID_ARG, "%s: dead_ms %d must exceed heartbeat_ms %d", fn, p->dead_ms,
                      p->heartbeat_ms);
+  if (p->qos < -1 || p->qos > SG_QOS_GRACEFUL_DEGRADE)
+    return sg__error(SG_ERR_INVALID_ARG,
+                     "%s: qos is %d; -1 (SG_QOS or strict), 0 strict, 1 best-effort or 2 graceful-degrade",
+                     fn, p->qos);
   if (p->trace_events > MAX_TRACE_EVENTS)
     return sg__error(SG_ERR_INVALID_ARG, "%s: trace_events is %zu, at most %zu", fn, p->trace_events,
                      MAX_TRACE_EVENTS);
@@ -84,6 +88,50 @@ static sg_status init_sync(sg_dist *d) {
   return SG_OK;
 }
 
+/* Self-healing's pieces (docs/resilience.md): the original ranks, the
+ * store's address for the agreement, the fault plan, and with a feed
+ * callback the rollback snapshot and the buffer that accumulates the
+ * gradients of extra shards. */
+static sg_status prepare_healing(sg_dist *d) {
+  d->orig_rank = d->rank;
+  d->orig_size = d->size;
+  for (int r = 0; r < d->size && r < SG__DIST_MAX_RANKS; r++) d->members[r] = r;
+  SG_CHECK(sg__comm_env_resolve(&d->comm_params, &d->env));
+  if (d->p.qos == -1) {
+    sg_qos q;
+    SG_CHECK(sg_qos_from_env(SG_QOS_STRICT, &q));
+    d->qos = (int)q;
+  } else {
+    d->qos = d->p.qos;
+  }
+  SG_CHECK(sg__dist_inject_init(d));
+  if (d->p.feed == NULL) return SG_OK;
+  if (d->p.heartbeat_ms > 0) {
+    /* The states of the original ranks, for sg_dist_health(): fed with the
+     * failures each recovery finds and its new epoch (the comm layer does the
+     * detection itself, so no heartbeats or ticks go in). */
+    sg_health_config hc = SG_HEALTH_CONFIG_INIT;
+    hc.heartbeat_ms = d->p.heartbeat_ms;
+    hc.unreachable_ms = d->p.dead_ms;
+    SG_CHECK(sg_health_create(d->size, d->rank, &hc, sg__now_ms(), &d->health));
+  }
+  if (d->size > SG__DIST_MAX_RANKS)
+    return sg__error(SG_ERR_UNSUPPORTED,
+                     "sg_dist_create: recovery (a feed callback) supports at most %d ranks, not %d",
+                     SG__DIST_MAX_RANKS, d->size);
+  SG_CHECK(sg__dist_snap_init(d));
+  d->accum_off = sg__malloc((d->plan.n_grads ? d->plan.n_grads : 1) * sizeof *d->accum_off);
+  d->accum = sg__malloc(d->plan.total_bytes ? d->plan.total_bytes : 4);
+  if (d->accum_off == NULL || d->accum == NULL)
+    return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create: out of memory for the gradient accumulator");
+  size_t off = 0;
+  for (uint32_t i = 0; i < d->plan.n_grads; i++) {
+    d->accum_off[i] = off;
+    off += d->plan.grads[i].bytes / 4;
+  }
+  return SG_OK;
+}
+
 /* Everything after joining that the compute thread prepares. */
 static sg_status prepare(sg_dist *d) {
   const sg_dist_params *p = &d->p;
@@ -111,7 +159,10 @@ static sg_status prepare(sg_dist *d) {
     SG_CHECK(sg__dist_ring_init(&d->sched_ring, cap));
   }
   SG_CHECK(sg__dist_install_hooks(d));
+  SG_CHECK(prepare_healing(d));
   d->stats = (sg_dist_stats)SG_DIST_STATS_INIT;
+  d->stats.original_rank = d->orig_rank;
+  d->stats.shards = 1;
   d->stats.world_size = d->size;
   d->stats.has_loss = d->loss >= 0;
   d->stats.loss_mean = NAN;
@@ -128,6 +179,12 @@ static void free_dist(sg_dist *d) {
   sg__dist_ring_free(&d->sched_ring);
   sg__free(d->flat);
   sg__free(d->trace_path);
+  sg__dist_snap_free(&d->snap);
+  sg__free(d->accum);
+  sg__free(d->accum_off);
+  sg__free(d->old_comms);
+  sg_fault_plan_destroy(d->inject);
+  sg_health_destroy(d->health);
   pthread_cond_destroy(&d->wake_sched);
   pthread_cond_destroy(&d->wake_compute);
   pthread_mutex_destroy(&d->mu);
@@ -202,6 +259,7 @@ sg_status sg_dist_destroy(sg_dist *d) {
 int sg_dist_rank(const sg_dist *d) { return d ? d->rank : -1; }
 int sg_dist_size(const sg_dist *d) { return d ? d->size : 0; }
 sg_session *sg_dist_session(sg_dist *d) { return d ? d->s : NULL; }
+const sg_health *sg_dist_health(const sg_dist *d) { return d ? d->health : NULL; }
 
 sg_status sg_dist_set_input(sg_dist *d, const char *name, sg_dtype dtype, int ndim, const int64_t *dims,
                             const void *data) {
@@ -243,6 +301,8 @@ sg_status sg_dist_get_stats(const sg_dist *d, sg_dist_stats *out) {
         sizeof(sg_dist_stats));
   *out = d->stats;
   out->healthy_ranks = __atomic_load_n(&d->healthy, __ATOMIC_RELAXED);
+  out->epoch = d->epoch;
+  out->world_size = d->size;
   return SG_OK;
 }
 

@@ -11,9 +11,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "comm/comm_internal.h"
 #include "core/core.h"
 #include "runtime/hooks.h"
 #include "sgrt/dist.h"
+#include "sgrt/health.h"
 
 /* ---- gradient buckets (buckets.c) ---------------------------------------- */
 
@@ -90,6 +92,75 @@ static inline void sg__dist_ring_put(sg__dist_ring *r, const sg__dist_event *e) 
   if (r->cap) r->ev[r->n++ % r->cap] = *e;
 }
 
+/* ---- rollback snapshots (snapshot.c) ---------------------------------------- */
+
+/* Parameters, state and optimizer state as they were after `label` steps.
+ * Two slots: a rank is at most one step ahead of any other (it cannot finish
+ * step s+1 unless every rank took part in its allreduces, so every rank
+ * started s+1), so the members' common rollback point is always in one of
+ * the two latest snapshots. The tensors lie in the slot in tensor order. */
+typedef struct sg__dist_snap {
+  uint32_t n;  /* tensors */
+  void **addr; /* their slots */
+  size_t *bytes;
+  size_t *off; /* offset in a snapshot slot */
+  bool *sync;  /* state: copied by the compute thread before the step */
+  size_t total;
+  char *slot[2];
+  uint64_t label[2];
+  bool valid[2]; /* complete */
+  /* The scheduler's copy in progress, under mu: */
+  bool pending;
+  int busy_slot;
+  size_t cursor;   /* slot offset reached */
+  int64_t copy_ns; /* its time so far */
+} sg__dist_snap;
+
+sg_status sg__dist_snap_init(sg_dist *d);
+void sg__dist_snap_free(sg__dist_snap *s);
+/* Compute thread, before step `label` (0-based index = steps completed):
+ * copies the state and hands the rest to the scheduler. false when the slot
+ * already holds this label (a redone step): nothing to copy. */
+bool sg__dist_snap_begin(sg_dist *d, uint64_t label);
+/* Scheduler thread, mu held (released while copying): the next chunk. */
+void sg__dist_snap_chunk_locked(sg_dist *d);
+/* Compute thread: waits until the scheduler's copy is complete. */
+void sg__dist_snap_wait(sg_dist *d);
+/* Puts back the state after `label` steps: SG_OK, or SG_ERR_NOT_FOUND when neither slot has it. */
+sg_status sg__dist_snap_restore(sg__dist_snap *s, uint64_t label);
+
+/* ---- fault injection (inject.c) ----------------------------------------------- */
+
+/* Reads SG_INJECT / SG_INJECT_SEED (create). SG_ERR_INVALID_ARG naming the variable. */
+sg_status sg__dist_inject_init(sg_dist *d);
+/* Fires this rank's faults due at the start of 0-based step `step` (once per step, not again when the
+ * step is redone). A device fault returns its error; the others return SG_OK (or never return). */
+sg_status sg__dist_inject_step(sg_dist *d, uint64_t step);
+
+/* ---- recovery (membership.c, recovery.c) --------------------------------------- */
+
+#define SG__DIST_MAX_RANKS 256
+
+/* What the compute thread hands to the recovery job and gets back. */
+typedef struct sg__dist_heal {
+  uint64_t committed; /* in: steps this rank completed */
+  uint64_t rollback;  /* out: the step every member restores (min of the members' committed) */
+  bool excluded;      /* out: this rank is not a member of the new epoch */
+  double detection_ms;
+} sg__dist_heal;
+
+/* On the scheduler thread: agrees on the members of the next epoch through
+ * the store and builds its communicator (membership.c). */
+sg_status sg__dist_job_recover(sg_dist *d, void *arg);
+/* On the compute thread after a failure: recovery job, rollback; the caller redoes the steps. */
+sg_status sg__dist_recover(sg_dist *d);
+/* Whether the current failure can be healed (a peer's failure, a feed callback, QoS allows). */
+bool sg__dist_healable(sg_dist *d);
+/* Records the time of the failure's detection (called under mu by the first failure). */
+void sg__dist_note_detection(sg_dist *d);
+/* Writes the wall time of an injected fault to the store (for detection_ms). Best effort. */
+void sg__dist_publish_fault_time(sg_dist *d);
+
 /* ---- the handle ------------------------------------------------------------ */
 
 /* Something the compute thread asks the scheduler thread to run (it owns
@@ -148,6 +219,36 @@ struct sg_dist {
   double comm_ms; /* this step's allreduce time */
   int healthy;    /* atomic: also read without mu */
   sg_status comm_destroy_status;
+
+  /* Self-healing. Set by create: */
+  int orig_rank, orig_size; /* at epoch 0 */
+  int qos;                  /* sg_qos */
+  sg__comm_env env;         /* resolved bootstrap: the store's address and token */
+  sg_fault_plan *inject;    /* SG_INJECT, or NULL */
+  sg_health *health;        /* original ranks' states: failures and epochs (recovery job only), or NULL */
+  /* Compute thread: */
+  uint64_t inject_next; /* faults of steps below this have fired */
+  sg__dist_snap snap;
+  float *accum;       /* gradients of this step's earlier shards (plan order), or NULL */
+  size_t *accum_off;  /* per gradient: its offset in accum, in floats */
+  int64_t heal_t0_ns; /* detection of the failure being healed; 0 when none */
+  /* Handed to the scheduler with the buckets (set before the step, read by run_bucket): */
+  bool partial;  /* a shard's forward+backward only: the hooks post nothing */
+  bool accum_on; /* add accum (and accum_loss) before each bucket's allreduce */
+  float accum_loss;
+  int sum_div; /* > 0: allreduce SUM, then divide by this (the shards); 0: AVG */
+  /* Changed by the recovery job while the compute thread waits for it: */
+  int epoch;
+  int members[SG__DIST_MAX_RANKS]; /* original rank of each current rank */
+  sg_comm **old_comms;             /* aborted communicators of earlier epochs, destroyed at the end */
+  int n_old;
+  bool excluded;
+  /* Under mu: */
+  int64_t fail_ns;       /* monotonic time the current failure was detected; 0 while healthy */
+  int64_t fail_real_ns;  /* the same, CLOCK_REALTIME (compared with an injected fault's time) */
+  int64_t hang_until_ns; /* drop-heartbeats: the scheduler does nothing until then */
+  /* Scheduler thread (recovery job): */
+  int64_t last_heal_real_ns; /* CLOCK_REALTIME of the last recovery's detection */
 };
 
 /* ---- scheduler.c ------------------------------------------------------------ */

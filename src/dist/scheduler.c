@@ -21,6 +21,7 @@ int64_t sg__dist_now_ns(void) {
 static void fail_locked(sg_dist *d, sg_status st, const char *msg) {
   if (d->failed != SG_OK) return; /* the first failure is the cause; later ones are its echoes */
   d->failed = st;
+  sg__dist_note_detection(d);
   snprintf(d->fail_msg, sizeof d->fail_msg, "%s", msg);
   __atomic_store_n(&d->failed_flag, 1, __ATOMIC_RELEASE);
   pthread_cond_broadcast(&d->wake_compute);
@@ -135,6 +136,22 @@ sg_status sg__dist_job_broadcast(sg_dist *d, void *arg) {
 
 /* ---- gradient buckets --------------------------------------------------------- */
 
+/* After a recovery a member may run several shards of the original world:
+ * the earlier shards' gradients (accum) join this one's before the
+ * allreduce, which then sums and divides by the number of shards. */
+static void add_accum(const sg_dist *d, uint32_t first, uint32_t count) {
+  for (uint32_t i = first; i < first + count; i++) {
+    float *g = d->plan.grads[i].addr;
+    const float *a = d->accum + d->accum_off[i];
+    size_t n = d->plan.grads[i].bytes / 4;
+    for (size_t k = 0; k < n; k++) g[k] += a[k];
+  }
+}
+
+static void divide(float *x, size_t n, int by) {
+  for (size_t k = 0; k < n; k++) x[k] /= (float)by;
+}
+
 /* Averages bucket b over the ranks. A gradient of SG__DIST_INPLACE_BYTES or
  * more is reduced in its own slot: copying it in and out of a staging buffer
  * costs more CPU than a collective of its own (on ResNet-50 the copies were
@@ -147,24 +164,33 @@ static sg_status allreduce_bucket(sg_dist *d, uint32_t b, float *loss_mean) {
   const sg__dist_bucket *bk = &d->plan.buckets[b];
   const sg__dist_grad *gr = &d->plan.grads[bk->first];
   bool with_loss = b + 1 == d->plan.n_buckets && d->loss_addr != NULL;
-  if (d->size == 1) { /* the average of one rank: nothing to move */
-    if (with_loss) memcpy(loss_mean, d->loss_addr, 4);
+  /* AVG while every member has one shard: the failure-free path, bitwise as before. */
+  sg_reduce_op op = d->sum_div > 0 ? SG_REDUCE_SUM : SG_REDUCE_AVG;
+  if (d->accum_on) add_accum(d, bk->first, bk->count);
+  float loss = 0;
+  if (with_loss) memcpy(&loss, d->loss_addr, 4);
+  if (with_loss && d->accum_on) loss += d->accum_loss;
+  if (d->size == 1 && d->sum_div == 0) { /* the average of one rank: nothing to move */
+    if (with_loss) *loss_mean = loss;
     return SG_OK;
   }
   char *flat = d->flat;
   size_t off = 0;
   for (uint32_t i = 0; i < bk->count; i++) {
     if (gr[i].bytes >= SG__DIST_INPLACE_BYTES) {
-      SG_CHECK(sg_comm_allreduce(d->comm, gr[i].addr, gr[i].addr, gr[i].bytes / 4, SG_F32, SG_REDUCE_AVG));
+      if (d->size > 1)
+        SG_CHECK(sg_comm_allreduce(d->comm, gr[i].addr, gr[i].addr, gr[i].bytes / 4, SG_F32, op));
+      if (d->sum_div > 0) divide(gr[i].addr, gr[i].bytes / 4, d->sum_div);
       continue;
     }
     memcpy(flat + off, gr[i].addr, gr[i].bytes);
     off += gr[i].bytes;
   }
   size_t n = off / 4;
-  if (with_loss) memcpy(flat + 4 * n++, d->loss_addr, 4);
+  if (with_loss) memcpy(flat + 4 * n++, &loss, 4);
   if (n == 0) return SG_OK;
-  SG_CHECK(sg_comm_allreduce(d->comm, flat, flat, n, SG_F32, SG_REDUCE_AVG));
+  if (d->size > 1) SG_CHECK(sg_comm_allreduce(d->comm, flat, flat, n, SG_F32, op));
+  if (d->sum_div > 0) divide((float *)(void *)flat, n, d->sum_div);
   off = 0;
   for (uint32_t i = 0; i < bk->count; i++) {
     if (gr[i].bytes >= SG__DIST_INPLACE_BYTES) continue;
@@ -282,6 +308,17 @@ static void *sched_main(void *arg) {
   pthread_mutex_lock(&d->mu);
   bool joined = false;
   for (;;) {
+    /* Injected drop-heartbeats: a hung communication thread sends and reads
+     * nothing (no heartbeats, no collectives) until the hang ends; only a
+     * stop request is still honoured, so destroy stays bounded. */
+    if (d->hang_until_ns != 0 && !d->stop) {
+      int64_t left = d->hang_until_ns - sg__dist_now_ns();
+      if (left > 0) {
+        wait_until(d, left < 50000000 ? left : 50000000);
+        continue;
+      }
+      d->hang_until_ns = 0;
+    }
     if (d->job) {
       bool first = !joined;
       run_job_locked(d);
@@ -295,6 +332,12 @@ static void *sched_main(void *arg) {
       run_bucket_locked(d);
       continue;
     }
+    /* The step's snapshot, between buckets; also after a failure, since the
+     * recovery may roll back to it. */
+    if (d->snap.pending) {
+      sg__dist_snap_chunk_locked(d);
+      continue;
+    }
     if (d->failed == SG_OK) {
       wait_until(d, interval);
       if (!d->job && !d->stop && d->done == d->posted) poll_locked(d);
@@ -304,10 +347,17 @@ static void *sched_main(void *arg) {
   }
   sg_comm *c = d->comm;
   pthread_mutex_unlock(&d->mu);
+  /* Earlier epochs' communicators (aborted) close after the current one, so
+   * the current one's barrier is not delayed by their closing. */
+  sg_status cst = c != NULL ? sg_comm_destroy(c) : SG_OK;
+  char cmsg[sizeof d->fail_msg];
+  if (cst != SG_OK) snprintf(cmsg, sizeof cmsg, "%s", sg_last_error());
+  for (int i = 0; i < d->n_old; i++) sg_comm_destroy(d->old_comms[i]);
+  d->n_old = 0;
   if (c != NULL) {
-    sg_status st = sg_comm_destroy(c);
+    sg_status st = cst;
     char msg[sizeof d->fail_msg];
-    if (st != SG_OK) snprintf(msg, sizeof msg, "%s", sg_last_error());
+    if (st != SG_OK) memcpy(msg, cmsg, sizeof msg);
     pthread_mutex_lock(&d->mu);
     d->comm = NULL;
     d->comm_destroy_status = st;

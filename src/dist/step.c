@@ -3,6 +3,7 @@
  * moment backward has produced it, and hold the first optimizer update until
  * every bucket has been averaged (SPEC C5). Nothing here allocates. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "dist/dist_internal.h"
@@ -25,9 +26,21 @@ static sg_status wait_buckets(sg_dist *d) {
   return failed ? sg__dist_failure(d) : SG_OK;
 }
 
+/* The first update must not run before the scheduler has copied what it
+ * overwrites into the step's snapshot. */
+static void wait_snapshot(sg_dist *d) {
+  if (d->p.feed == NULL) return;
+  int64_t t0 = sg__dist_now_ns();
+  sg__dist_snap_wait(d);
+  d->stats.snapshot_wait_ms = (double)(sg__dist_now_ns() - t0) * 1e-6;
+}
+
 static sg_status before_op(void *ctx, uint32_t pos) {
   sg_dist *d = ctx;
-  if (pos == d->plan.wait_pos) SG_CHECK(wait_buckets(d));
+  if (pos == d->plan.wait_pos) {
+    SG_CHECK(wait_buckets(d));
+    wait_snapshot(d);
+  }
   if (d->tracing) d->op_t0 = sg__dist_now_ns();
   return SG_OK;
 }
@@ -36,7 +49,8 @@ static sg_status after_op(void *ctx, uint32_t pos) {
   sg_dist *d = ctx;
   if (d->tracing) record(d, SG__EV_OP, d->op_t0, sg__dist_now_ns(), (int32_t)pos);
   uint32_t ready = d->plan.posted_after[pos];
-  if (ready > d->posted_local) {
+  /* An earlier shard's forward+backward: its gradients are accumulated, not sent. */
+  if (!d->partial && ready > d->posted_local) {
     d->posted_local = ready;
     pthread_mutex_lock(&d->mu);
     d->posted = ready;
@@ -67,39 +81,140 @@ static sg_status abandon_step(sg_dist *d, sg_status st) {
   return st;
 }
 
-sg_status sg_dist_step(sg_dist *d) {
-  if (d == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_dist_step: d is NULL");
-  if (__atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE)) {
-    sg_status st = sg__dist_failure(d);
-    return sg__error(st, "sg_dist_step: the job failed earlier: %s", sg_last_error());
+/* The shards this rank runs in this step: its own while every rank is there;
+ * after recovering to m members, {k : k mod m == rank} of the original n
+ * (strict: the global batch is kept), or only its own (graceful-degrade). */
+static int my_shards(const sg_dist *d, int *out) {
+  int n = 0;
+  if (d->p.feed == NULL) return 0;
+  if (d->size == d->orig_size || d->qos == SG_QOS_GRACEFUL_DEGRADE) {
+    out[n++] = d->orig_rank;
+    return n;
   }
-  if (!d->broadcast_done) {
-    SG_CHECK(sg__dist_run_job(d, sg__dist_job_broadcast, NULL));
-    d->broadcast_done = true;
+  for (int k = d->rank; k < d->orig_size; k += d->size) out[n++] = k;
+  return n;
+}
+
+/* Forward and backward of an earlier shard, its gradients (and loss) added
+ * to accum. */
+static sg_status run_partial_shard(sg_dist *d, bool first) {
+  d->partial = true;
+  sg_status st = sg__session_run_partial(d->s, 0, d->plan.wait_pos);
+  d->partial = false;
+  if (st != SG_OK) return st;
+  for (uint32_t i = 0; i < d->plan.n_grads; i++) {
+    const float *g = d->plan.grads[i].addr;
+    float *a = d->accum + d->accum_off[i];
+    size_t n = d->plan.grads[i].bytes / 4;
+    if (first) memcpy(a, g, n * 4);
+    else
+      for (size_t k = 0; k < n; k++) a[k] += g[k];
   }
-  int64_t t0 = sg__dist_now_ns();
+  float loss = 0;
+  if (d->loss_addr) memcpy(&loss, d->loss_addr, 4);
+  d->accum_loss = first ? loss : d->accum_loss + loss;
+  return SG_OK;
+}
+
+/* One attempt at step index k (0-based): injection, snapshot, the shards,
+ * the allreduces, the updates. */
+static sg_status run_step(sg_dist *d, uint64_t k) {
+  sg_status st = sg__dist_inject_step(d, k);
+  if (st != SG_OK) return abandon_step(d, st);
+  double sync_ms = 0;
+  d->stats.snapshot_wait_ms = 0;
+  if (d->p.feed != NULL) {
+    int64_t s0 = sg__dist_now_ns();
+    sg__dist_snap_begin(d, k);
+    sync_ms = (double)(sg__dist_now_ns() - s0) * 1e-6;
+  }
+  int shards[SG__DIST_MAX_RANKS];
+  int ns = my_shards(d, shards);
   pthread_mutex_lock(&d->mu);
-  d->step = d->stats.steps + 1;
+  d->step = k + 1;
   d->posted = d->done = 0;
   d->comm_ms = 0;
   pthread_mutex_unlock(&d->mu);
   d->posted_local = 0;
   d->stats.wait_ms = 0;
-  sg_status st = sg_session_step(d->s);
-  if (st == SG_OK && d->plan.wait_pos == d->plan.n_order) st = wait_buckets(d);
+  d->accum_on = false;
+  d->sum_div =
+      d->p.feed != NULL && d->size != d->orig_size && d->qos != SG_QOS_GRACEFUL_DEGRADE ? d->orig_size : 0;
+  for (int i = 0; i + 1 < ns && st == SG_OK; i++) {
+    st = d->p.feed(d->p.feed_ctx, d, k, shards[i], d->orig_size);
+    if (st == SG_OK) st = run_partial_shard(d, i == 0);
+    d->accum_on = st == SG_OK;
+  }
+  if (st == SG_OK && ns > 0) st = d->p.feed(d->p.feed_ctx, d, k, shards[ns - 1], d->orig_size);
+  d->stats.shards = ns > 0 ? ns : 1;
+  if (st == SG_OK) st = sg_session_step(d->s);
+  if (st == SG_OK && d->plan.wait_pos == d->plan.n_order) {
+    st = wait_buckets(d);
+    wait_snapshot(d);
+  }
+  d->accum_on = false;
+  if (d->p.feed != NULL && st == SG_OK) {
+    pthread_mutex_lock(&d->mu);
+    d->stats.snapshot_ms = sync_ms + (double)d->snap.copy_ns * 1e-6;
+    pthread_mutex_unlock(&d->mu);
+  }
   if (st != SG_OK) {
     if (__atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE)) return st; /* the job's failure, reported */
     /* Before the first bucket went out nothing was communicated: the ranks
      * are still in step and the caller may fix the input and retry. */
     return d->posted_local == 0 ? st : abandon_step(d, st);
   }
-  int64_t t1 = sg__dist_now_ns();
-  if (d->tracing) record(d, SG__EV_STEP, t0, t1, 0);
-  pthread_mutex_lock(&d->mu);
-  d->stats.comm_ms = d->comm_ms;
-  d->stats.loss_mean = d->loss_addr ? d->loss_mean : NAN;
-  pthread_mutex_unlock(&d->mu);
-  d->stats.steps++;
-  d->stats.step_ms = (double)(t1 - t0) * 1e-6;
+  return SG_OK;
+}
+
+/* A rank that goes on failing (e.g. a flapping link) gives up after this many
+ * recoveries within one sg_dist_step() call. */
+#define MAX_RECOVERIES_PER_STEP 8
+
+sg_status sg_dist_step(sg_dist *d) {
+  if (d == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_dist_step: d is NULL");
+  if (d->excluded)
+    return sg__error(SG_ERR_COMM, "sg_dist_step: rank %d was excluded from the job earlier", d->orig_rank);
+  if (__atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE) && !sg__dist_healable(d)) {
+    sg_status st = sg__dist_failure(d);
+    char why[1024];
+    snprintf(why, sizeof why, "%s", sg_last_error()); /* sg__error writes the buffer it would read */
+    return sg__error(st, "sg_dist_step: the job failed earlier: %s", why);
+  }
+  if (!d->broadcast_done) {
+    SG_CHECK(sg__dist_run_job(d, sg__dist_job_broadcast, NULL));
+    d->broadcast_done = true;
+  }
+  uint64_t target = d->stats.steps + 1;
+  int recoveries = 0;
+  while (d->stats.steps < target) {
+    if (__atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE)) {
+      if (!sg__dist_healable(d)) return sg__dist_failure(d);
+      if (++recoveries > MAX_RECOVERIES_PER_STEP)
+        return sg__error(SG_ERR_COMM, "rank %d: step %llu: %d recoveries in a row failed to complete it",
+                         d->orig_rank, (unsigned long long)target, MAX_RECOVERIES_PER_STEP);
+      SG_CHECK(sg__dist_recover(d));
+      continue;
+    }
+    int64_t t0 = sg__dist_now_ns();
+    sg_status st = run_step(d, d->stats.steps);
+    if (st != SG_OK) {
+      if (__atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE) && sg__dist_healable(d)) continue;
+      return st;
+    }
+    int64_t t1 = sg__dist_now_ns();
+    if (d->tracing) record(d, SG__EV_STEP, t0, t1, 0);
+    pthread_mutex_lock(&d->mu);
+    d->stats.comm_ms = d->comm_ms;
+    d->stats.loss_mean = d->loss_addr ? d->loss_mean : NAN;
+    pthread_mutex_unlock(&d->mu);
+    d->stats.steps++;
+    d->stats.step_ms = (double)(t1 - t0) * 1e-6;
+    if (d->heal_t0_ns != 0) { /* the first step completed after a recovery */
+      d->stats.recovery_ms = (double)(t1 - d->heal_t0_ns) * 1e-6;
+      d->stats.rto_ms = d->stats.detection_ms + d->stats.recovery_ms;
+      d->heal_t0_ns = 0;
+    }
+  }
   return SG_OK;
 }

@@ -31,5 +31,31 @@ set_tests_properties(dist_mlp_equiv_np4 dist_mlp_equiv_np2 dist_overlap_np4 dist
                      dist_badargs PROPERTIES TIMEOUT 120 LABELS dist ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000")
 set_tests_properties(dist_resnet_lockstep_np4 dist_resnet_equiv_np2 PROPERTIES TIMEOUT 240 LABELS dist
                      ENVIRONMENT "SG_COMM_TIMEOUT_MS=60000")
+
+# Self-healing (docs/resilience.md): 4 ranks of heal_worker, a fault injected
+# at a step by `sgrt launch --inject`; the job completes on the survivors with
+# the parameters of a failure-free run (run_heal.sh).
+add_executable(heal_worker ${CMAKE_CURRENT_LIST_DIR}/heal_worker.c ${CMAKE_CURRENT_LIST_DIR}/dist_models.c
+                           ${PROJECT_SOURCE_DIR}/examples/resnet50/resnet50_model.c)
+target_link_libraries(heal_worker PRIVATE sgrt_internal)
+target_compile_options(heal_worker PRIVATE ${SG_WARNINGS})
+set(_sg_heal bash ${CMAKE_CURRENT_LIST_DIR}/run_heal.sh $<TARGET_FILE:sgrt_cli> $<TARGET_FILE:heal_worker>)
+add_test(NAME dist_heal_kill_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_kill "kill:rank=2,step=5")
+add_test(NAME dist_heal_kill_rank0_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_kill0 "kill:rank=0,step=3")
+add_test(NAME dist_heal_kill_random_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_killr "kill:rank=2,step=random(1-9)" 7)
+add_test(NAME dist_heal_stop_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_stop "stop:rank=1,step=4")
+add_test(NAME dist_heal_stop_cont_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_stopc "stop:rank=1,step=2" 0 cont)
+add_test(NAME dist_heal_drop_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_drop "drop-heartbeats:rank=3,step=6")
+add_test(NAME dist_heal_partition_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_part "partition:ranks=1-2,step=5")
+add_test(NAME dist_heal_degrade_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_degrade "kill:rank=1,step=4")
+set_tests_properties(dist_heal_degrade_np4 PROPERTIES TIMEOUT 60 LABELS "dist;heal"
+                     ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000;SG_QOS=graceful-degrade")
+add_test(NAME dist_heal_badargs COMMAND $<TARGET_FILE:sgrt_cli> launch -n 2 -- $<TARGET_FILE:heal_worker> badargs)
+set_tests_properties(dist_heal_badargs PROPERTIES TIMEOUT 60 LABELS "dist;heal"
+                     ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000;SG_INJECT=kil:rank=1,step=2")
+set_tests_properties(dist_heal_kill_np4 dist_heal_kill_rank0_np4 dist_heal_kill_random_np4 dist_heal_stop_np4
+                     dist_heal_stop_cont_np4
+                     dist_heal_drop_np4 dist_heal_partition_np4 PROPERTIES TIMEOUT 60 LABELS "dist;heal"
+                     ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000")
 include(${CMAKE_CURRENT_LIST_DIR}/tp_tests.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/pp_tests.cmake)

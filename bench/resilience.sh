@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Self-healing benchmark (SPEC H6, docs/resilience.md "Results"): runs a
+# small ResNet-50 (resnet50_dist) on 4 local ranks once per fault type, the
+# fault injected by `sgrt launch --inject` at the start of a step, and prints
+# fault | detection ms | RTO ms | RPO steps, from the JSON of the job's rank 0
+# (worst over its recoveries). Detection: from the fault (its wall time,
+# published by the injecting rank) to the first survivor's detection; RTO:
+# detection plus the time to the first step completed after the recovery.
+#
+#   bench/resilience.sh [--build DIR] [--json] [--steps N] [--dead-ms N] [--heartbeat-ms N] [--logs DIR]
+#
+# Defaults: build-heal, 8 steps (fault at step 3), heartbeat 100 ms, dead 400 ms.
+set -u
+build=build-heal json=0 steps=8 dead=400 hb=100 logs=
+while [ $# -gt 0 ]; do
+  case $1 in
+    --build) build=$2; shift 2 ;;
+    --json) json=1; shift ;;
+    --steps) steps=$2; shift 2 ;;
+    --dead-ms) dead=$2; shift 2 ;;
+    --heartbeat-ms) hb=$2; shift 2 ;;
+    --logs) logs=$2; shift 2 ;;
+    *) echo "usage: $0 [--build DIR] [--json] [--steps N] [--dead-ms N] [--heartbeat-ms N] [--logs DIR]" >&2; exit 2 ;;
+  esac
+done
+sgrt=$build/tools/sgrt
+prog=$build/examples/resnet50_dist
+[ -x "$sgrt" ] || sgrt=$(find "$build" -name sgrt -type f -perm -u+x | head -1)
+[ -x "$prog" ] || prog=$(find "$build" -name resnet50_dist -type f -perm -u+x | head -1)
+if [ ! -x "$sgrt" ] || [ ! -x "$prog" ]; then
+  echo "resilience.sh: build $build first (sgrt and resnet50_dist)" >&2
+  exit 2
+fi
+args=(--steps "$steps" --warmup 1 --res 32 --batch 4 --width 16 --threads 1 --heartbeat-ms "$hb" --dead-ms "$dead" --json)
+faults=("kill:rank=2,step=3" "stop:rank=1,step=3" "drop-heartbeats:rank=3,step=3" "partition:ranks=1-2,step=3"
+        "kill:rank=0,step=3" "device:rank=2,step=3")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+rows=()
+[ $json = 1 ] || {
+  echo "command: $sgrt launch --inject FAULT -n 4 -- $prog ${args[*]}"
+  printf '%-30s | %12s | %8s | %9s | %s\n' fault "detection ms" "RTO ms" "RPO steps" "ranks after"
+}
+for f in "${faults[@]}"; do
+  "$sgrt" launch --inject "$f" -n 4 -- "$prog" "${args[@]}" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ -n "$logs" ]; then # keep each job's output: --logs DIR
+    k=$((${k:-0} + 1))
+    mkdir -p "$logs" && cp "$tmp/out" "$logs/$k.${f%%:*}.out" && cp "$tmp/err" "$logs/$k.${f%%:*}.err"
+  fi
+  line=$(grep -o '{"example":"resnet50_dist".*}' "$tmp/out" | tail -1)
+  if [ -z "$line" ]; then
+    echo "resilience.sh: '$f': no result (launcher status $rc); stderr:" >&2
+    tail -20 "$tmp/err" >&2
+    rows+=("{\"fault\":\"$f\",\"ok\":false}")
+    [ $json = 1 ] || printf '%-30s | %12s | %8s | %9s | %s\n' "$f" failed - - -
+    continue
+  fi
+  read -r det rto rpo now rec < <(python3 -c 'import json,sys; j=json.loads(sys.argv[1]); print(j["detection_ms"], j["rto_ms"], j["rpo_steps"], j["ranks_now"], j["recoveries"])' "$line")
+  rows+=("{\"fault\":\"$f\",\"ok\":true,\"launcher_status\":$rc,\"detection_ms\":$det,\"rto_ms\":$rto,\"rpo_steps\":$rpo,\"ranks_after\":$now,\"recoveries\":$rec}")
+  [ $json = 1 ] || printf '%-30s | %12.0f | %8.0f | %9s | %s\n' "$f" "$det" "$rto" "$rpo" "$now"
+done
+if [ $json = 1 ]; then
+  (IFS=,; echo "{\"bench\":\"resilience\",\"heartbeat_ms\":$hb,\"dead_ms\":$dead,\"results\":[${rows[*]}]}")
+fi

@@ -1,0 +1,102 @@
+/* Fault injection inside the library (SPEC H6, docs/resilience.md): the
+ * plan comes from SG_INJECT (parsed by sg_fault_plan_parse, steps drawn from
+ * SG_INJECT_SEED), and this rank's faults fire at the start of their step,
+ * where a real failure would hit a running job: kill (SIGKILL), stop
+ * (SIGSTOP: a hang), drop-heartbeats (the scheduler thread, which sends
+ * heartbeats and runs the collectives, stops doing anything for a while: a
+ * hung communication thread), partition (the two ranks cut their link to
+ * each other), device (the rank's step fails with a device error). */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dist/dist_internal.h"
+
+sg_status sg__dist_inject_init(sg_dist *d) {
+  const char *spec = getenv("SG_INJECT");
+  if (spec == NULL || *spec == '\0') return SG_OK;
+  uint64_t seed = 0;
+  const char *s = getenv("SG_INJECT_SEED");
+  if (s != NULL && *s != '\0') {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || *end != '\0' || s[0] == '-')
+      return sg__error(SG_ERR_INVALID_ARG, "sg_dist_create: SG_INJECT_SEED='%s' is not an unsigned integer",
+                       s);
+    seed = v;
+  }
+  sg_status st = sg_fault_plan_parse(spec, d->orig_size, seed, &d->inject);
+  if (st != SG_OK) {
+    char why[512];
+    snprintf(why, sizeof why, "%s", sg_last_error()); /* the error buffer is about to be rewritten */
+    return sg__error(st, "sg_dist_create: SG_INJECT: %s", why);
+  }
+  return SG_OK;
+}
+
+/* How long a rank whose heartbeats are dropped stays hung: long enough for
+ * the others to detect it and recover without it, after which it notices
+ * that it was excluded and leaves (no wait without a bound). */
+static int64_t hang_ns(const sg_dist *d) {
+  int64_t ms = 4 * (int64_t)d->p.dead_ms + 3000;
+  return ms * 1000000;
+}
+
+void sg__dist_publish_fault_time(sg_dist *d) {
+  sg__store *st = NULL;
+  if (sg__store_connect(d->env.master_addr, d->env.master_port, d->env.token, 1000, &st) != SG_OK) return;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  int64_t ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+  sg__store_set(st, "heal/fault_ns", &ns, sizeof ns);
+  sg__store_close(st);
+}
+
+static sg_status cut_job(sg_dist *d, void *arg) { return sg_comm_cut_peer(d->comm, *(int *)arg); }
+
+sg_status sg__dist_inject_step(sg_dist *d, uint64_t step) {
+  if (d->inject == NULL || step < d->inject_next) return SG_OK;
+  d->inject_next = step + 1;
+  sg_fault f[8];
+  size_t n = sg_fault_plan_due(d->inject, d->orig_rank, (int64_t)step, f, 8);
+  for (size_t i = 0; i < n && i < 8; i++) {
+    fprintf(stderr, "sgrt: rank %d: injected fault '%s' at the start of step %llu\n", d->orig_rank,
+            sg_fault_kind_name(f[i].kind), (unsigned long long)step);
+    fflush(stderr);
+    switch (f[i].kind) {
+      case SG_FAULT_KILL:
+        sg__dist_publish_fault_time(d);
+        raise(SIGKILL);
+        break;
+      case SG_FAULT_STOP:
+        sg__dist_publish_fault_time(d);
+        raise(SIGSTOP);
+        break;
+      case SG_FAULT_DROP_HEARTBEATS:
+        sg__dist_publish_fault_time(d);
+        pthread_mutex_lock(&d->mu);
+        d->hang_until_ns = sg__dist_now_ns() + hang_ns(d);
+        pthread_mutex_unlock(&d->mu);
+        break;
+      case SG_FAULT_PARTITION: {
+        int other = f[i].rank == d->orig_rank ? f[i].peer : f[i].rank;
+        int cur = -1;
+        for (int r = 0; r < d->size; r++)
+          if (d->members[r] == other) cur = r;
+        if (cur < 0) break; /* no longer a member: nothing to cut */
+        sg__dist_publish_fault_time(d);
+        SG_CHECK(sg__dist_run_job(d, cut_job, &cur));
+        break;
+      }
+      case SG_FAULT_DEVICE:
+        sg__dist_publish_fault_time(d);
+        return sg__error(SG_ERR_INTERNAL, "rank %d, step %llu: injected device failure (SG_INJECT)",
+                         d->orig_rank, (unsigned long long)step);
+    }
+  }
+  return SG_OK;
+}

@@ -1,0 +1,307 @@
+/* Agreement on the next membership epoch after a failure (SPEC H4,
+ * docs/resilience.md "Recovery"), on the scheduler thread, through the
+ * rendezvous store, which outlives any rank when `sgrt launch` hosts it:
+ *
+ *  1. Each survivor registers under "heal/<E>/r/<rank>" (original ranks):
+ *     the steps it completed and the peers its old communicator found
+ *     unreachable itself (its suspects: silence, endpoint error, cut link;
+ *     not what other ranks reported, which would make a live rank on the
+ *     far side of a cut look dead to everyone).
+ *  2. It waits until every old member has registered or is suspected by a
+ *     registered rank (bounded by a window of a few heartbeats past dead_ms):
+ *     whoever failed, some survivor found it first-hand.
+ *  3. The first rank to get there claims the decision (an atomic counter in
+ *     the store; equivalent to a leader, without electing one) and publishes
+ *     the members: everyone registered, minus, for each pair of registered
+ *     ranks that suspect each other (a cut link between two live ranks), the
+ *     higher one; and the rollback step, the least committed step among them.
+ *     Suspicion must be mutual: a rank in recovery stops heartbeating, so a
+ *     peer slower to notice the failure may find it silent, one-sidedly.
+ *  4. Everyone reads the decision. Members build the communicator of epoch E
+ *     (store keys "e<E>/..."), dense ranks in original-rank order; a rank not
+ *     listed, or one that cannot reach the store, stops with a clear error;
+ *     members that are not a strict majority of the old epoch stop too, so
+ *     two halves of a partition never both go on (no split brain).
+ * The old communicator was aborted at detection; it is not destroyed here
+ * (closing it may wait for dead peers) but at sg_dist_destroy(). */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dist/dist_internal.h"
+
+typedef struct reg_rec {
+  int64_t orig, committed;
+  uint8_t suspects[SG__DIST_MAX_RANKS / 8]; /* original ranks this rank found unreachable itself */
+} reg_rec;
+
+typedef struct members_rec {
+  int32_t n, majority;
+  int64_t rollback;
+  int32_t orig[SG__DIST_MAX_RANKS];
+  int32_t
+      cut_from[SG__DIST_MAX_RANKS]; /* per original rank left out over a cut link: the other end, else -1 */
+} members_rec;
+
+static bool has_bit(const uint8_t *b, int i) { return (b[i / 8] >> (i % 8)) & 1; }
+
+/* The registration of original rank r, if there. */
+static bool read_reg(sg__store *st, int epoch, int r, reg_rec *out, sg_status *err) {
+  char key[64];
+  snprintf(key, sizeof key, "heal/%d/r/%d", epoch, r);
+  void *v = NULL;
+  size_t n = 0;
+  sg_status s = sg__store_wait_get(st, key, 0, &v, &n);
+  if (s == SG_ERR_TIMEOUT) return false;
+  if (s != SG_OK) {
+    *err = s;
+    return false;
+  }
+  bool ok = n == sizeof *out;
+  if (ok) memcpy(out, v, sizeof *out);
+  sg__free(v);
+  /* Validate before use (SPEC S1). */
+  if (!ok || out->orig != r || out->committed < 0) {
+    *err = sg__error(SG_ERR_FORMAT, "recovery: malformed registration of rank %d in the rendezvous store", r);
+    return false;
+  }
+  return true;
+}
+
+static sg_status decide(sg_dist *d, sg__store *st, int epoch, const int *old, int n_old, members_rec *m) {
+  reg_rec regs[SG__DIST_MAX_RANKS];
+  bool in[SG__DIST_MAX_RANKS] = {false};
+  sg_status err = SG_OK;
+  for (int i = 0; i < n_old; i++) {
+    in[i] = read_reg(st, epoch, old[i], &regs[i], &err);
+    if (err != SG_OK) return err;
+  }
+  memset(m, 0, sizeof *m);
+  for (int i = 0; i < SG__DIST_MAX_RANKS; i++) m->cut_from[i] = -1;
+  for (int i = 0; i < n_old; i++)
+    for (int j = i + 1; j < n_old && in[i]; j++)
+      if (in[j] && has_bit(regs[i].suspects, old[j]) && has_bit(regs[j].suspects, old[i])) {
+        in[j] = false; /* a cut link between two live ranks: the higher one goes */
+        m->cut_from[old[j]] = old[i];
+      }
+  int64_t rollback = -1;
+  for (int i = 0; i < n_old; i++) {
+    if (!in[i]) continue;
+    m->orig[m->n++] = old[i];
+    if (rollback < 0 || regs[i].committed < rollback) rollback = regs[i].committed;
+  }
+  m->rollback = rollback < 0 ? 0 : rollback;
+  m->majority = 2 * m->n > n_old;
+  (void)d;
+  return SG_OK;
+}
+
+/* Everything of the old epoch's members and the store up to the decision. */
+static sg_status agree(sg_dist *d, sg__store *st, int epoch, sg__dist_heal *h, members_rec *m) {
+  int n_old = d->size, me = d->orig_rank;
+  int old[SG__DIST_MAX_RANKS];
+  memcpy(old, d->members, sizeof(int) * (size_t)n_old);
+  reg_rec mine = {me, (int64_t)h->committed, {0}};
+  for (int r = 0; r < n_old; r++)
+    if (sg_comm_peer_unreachable(d->comm, r) == 1) /* first-hand only, see the top */
+      mine.suspects[old[r] / 8] |= (uint8_t)(1u << (old[r] % 8));
+  char key[64];
+  snprintf(key, sizeof key, "heal/%d/r/%d", epoch, me);
+  SG_CHECK(sg__store_set(st, key, &mine, sizeof mine));
+
+  /* 2: wait for the others (bounded); someone else's decision ends it too. */
+  char mkey[64];
+  snprintf(mkey, sizeof mkey, "heal/%d/members", epoch);
+  int64_t window_ms = (int64_t)d->p.dead_ms + 4 * (int64_t)d->p.heartbeat_ms + 500;
+  int64_t deadline = sg__now_ms() + window_ms;
+  for (;;) {
+    bool all = true;
+    uint8_t suspected[SG__DIST_MAX_RANKS / 8] = {0};
+    bool reg[SG__DIST_MAX_RANKS] = {false};
+    for (int i = 0; i < n_old; i++) {
+      reg_rec r;
+      sg_status err = SG_OK;
+      reg[i] = read_reg(st, epoch, old[i], &r, &err);
+      if (err != SG_OK) return err;
+      if (reg[i])
+        for (int k = 0; k < (int)sizeof suspected; k++) suspected[k] |= r.suspects[k];
+    }
+    for (int i = 0; i < n_old; i++)
+      if (!reg[i] && !has_bit(suspected, old[i])) all = false;
+    if (all || sg__now_ms() >= deadline) break;
+    void *v = NULL;
+    size_t n = 0;
+    if (sg__store_wait_get(st, mkey, 0, &v, &n) == SG_OK) {
+      sg__free(v);
+      break;
+    }
+    usleep(2000);
+  }
+
+  /* 3: the first to get here decides. */
+  int64_t claim = 0;
+  snprintf(key, sizeof key, "heal/%d/decide", epoch);
+  SG_CHECK(sg__store_add(st, key, 1, &claim));
+  if (claim == 1) {
+    SG_CHECK(decide(d, st, epoch, old, n_old, m));
+    SG_CHECK(sg__store_set(st, mkey, m, sizeof *m));
+    return SG_OK;
+  }
+  /* 4: read the decision; the decider publishes right after claiming. */
+  void *v = NULL;
+  size_t n = 0;
+  SG_CHECK(sg__store_wait_get(st, mkey, (int)window_ms + 5000, &v, &n));
+  bool ok = n == sizeof *m;
+  if (ok) memcpy(m, v, sizeof *m);
+  sg__free(v);
+  if (!ok || m->n < 0 || m->n > n_old || m->rollback < 0)
+    return sg__error(SG_ERR_FORMAT, "rank %d: malformed membership decision for epoch %d in the store", me,
+                     epoch);
+  for (int i = 0; i < m->n; i++)
+    if (m->orig[i] < 0 || m->orig[i] >= d->orig_size || (i > 0 && m->orig[i] <= m->orig[i - 1]))
+      return sg__error(SG_ERR_FORMAT, "rank %d: malformed membership decision for epoch %d in the store", me,
+                       epoch);
+  return SG_OK;
+}
+
+/* Detection time: from the injected fault's wall time when one was
+ * published (same clock on one machine; an estimate across machines), else
+ * the silence of the unreachable peers at detection. */
+static double detection_ms(sg_dist *d, sg__store *st) {
+  pthread_mutex_lock(&d->mu);
+  int64_t real = d->fail_real_ns, mono = d->fail_ns;
+  pthread_mutex_unlock(&d->mu);
+  void *v = NULL;
+  size_t n = 0;
+  if (sg__store_wait_get(st, "heal/fault_ns", 0, &v, &n) == SG_OK) {
+    int64_t f = 0;
+    bool ok = n == sizeof f;
+    if (ok) memcpy(&f, v, sizeof f);
+    sg__free(v);
+    /* Only a fault after the previous recovery: an older one is not this failure's cause. */
+    if (ok && f <= real && f > d->last_heal_real_ns && real - f < (int64_t)60 * 1000000000) {
+      d->last_heal_real_ns = real;
+      return (double)(real - f) * 1e-6;
+    }
+  }
+  d->last_heal_real_ns = real;
+  double worst = 0;
+  int64_t since = (sg__dist_now_ns() - mono) / 1000000;
+  for (int r = 0; r < d->size; r++) {
+    if (sg_comm_peer_unreachable(d->comm, r) < 1) continue;
+    double s = (double)(sg_comm_peer_silence_ms(d->comm, r) - since);
+    if (s > worst) worst = s;
+  }
+  return worst;
+}
+
+/* The health monitor's view (sg_dist_health): every old member left out is
+ * UNREACHABLE (logged with the reason), then the new epoch starts with the
+ * members HEALTHY. Best effort: the monitor is a report, not the decider. */
+static void note_health(sg_dist *d, int epoch, const members_rec *m) {
+  if (d->health == NULL) return;
+  int64_t now = sg__now_ms();
+  for (int r = 0; r < d->size; r++) {
+    int orig = d->members[r];
+    bool kept = false;
+    for (int i = 0; i < m->n; i++) kept = kept || m->orig[i] == orig;
+    if (kept || orig == d->orig_rank) continue;
+    char why[128];
+    if (m->cut_from[orig] >= 0)
+      snprintf(why, sizeof why, "left out at epoch %d: its link to rank %d was cut", epoch,
+               m->cut_from[orig]);
+    else snprintf(why, sizeof why, "left out at epoch %d: unreachable", epoch);
+    sg_health_peer_failed(d->health, orig, now, why);
+  }
+  bool me_in = false;
+  for (int i = 0; i < m->n; i++) me_in = me_in || m->orig[i] == d->orig_rank;
+  if (me_in) sg_health_reset_epoch(d->health, now, (uint32_t)epoch, m->orig, m->n);
+}
+
+sg_status sg__dist_job_recover(sg_dist *d, void *arg) {
+  sg__dist_heal *h = arg;
+  int me = d->orig_rank, epoch = d->epoch + 1;
+  sg__store *st = NULL;
+  sg_status s = sg__store_connect(d->env.master_addr, d->env.master_port, d->env.token, 2000, &st);
+  char why[512];
+  if (s != SG_OK) {
+    snprintf(why, sizeof why, "%s", sg_last_error()); /* the error buffer is about to be rewritten */
+    return sg__error(SG_ERR_COMM, "rank %d: cannot recover: the rendezvous store is unreachable: %s", me,
+                     why);
+  }
+  members_rec m;
+  s = agree(d, st, epoch, h, &m);
+  if (s == SG_OK) h->detection_ms = detection_ms(d, st);
+  sg__store_close(st);
+  if (s != SG_OK) {
+    snprintf(why, sizeof why, "%s", sg_last_error());
+    return sg__error(SG_ERR_COMM, "rank %d: recovery to epoch %d failed: %s", me, epoch, why);
+  }
+  int idx = -1;
+  for (int i = 0; i < m.n; i++)
+    if (m.orig[i] == me) idx = i;
+  note_health(d, epoch, &m);
+  if (!m.majority)
+    return sg__error(
+        SG_ERR_COMM,
+        "rank %d: only %d of %d ranks remain at epoch %d, not a strict majority: stopping (no split "
+        "brain)",
+        me, m.n, d->size, epoch);
+  if (idx < 0) {
+    h->excluded = true;
+    if (m.cut_from[me] >= 0)
+      return sg__error(SG_ERR_COMM, "rank %d: excluded from the job at epoch %d (link to rank %d cut)", me,
+                       epoch, m.cut_from[me]);
+    return sg__error(SG_ERR_COMM,
+                     "rank %d: excluded from the job at epoch %d (the others went on without it: it was "
+                     "unreachable)",
+                     me, epoch);
+  }
+  sg_comm_params cp = d->comm_params;
+  cp.size = sizeof cp;
+  cp.rank = idx;
+  cp.world_size = m.n;
+  cp.master_addr = d->env.master_addr;
+  cp.master_port = d->env.master_port;
+  cp.token = d->env.token;
+  cp.timeout_ms = d->env.timeout_ms;
+  cp.epoch = epoch;
+  sg_comm *c = NULL;
+  s = sg_comm_create(&cp, &c);
+  if (s == SG_OK) s = sg_comm_set_liveness(c, d->p.heartbeat_ms, d->p.dead_ms);
+  if (s != SG_OK) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", sg_last_error());
+    if (c != NULL) {
+      sg_comm_abort(c, msg);
+      sg_comm_destroy(c);
+    }
+    return sg__error(SG_ERR_COMM, "rank %d: building the communicator of epoch %d (%d ranks) failed: %s", me,
+                     epoch, m.n, msg);
+  }
+  sg_comm **olds = sg__realloc(d->old_comms, (size_t)(d->n_old + 1) * sizeof *olds);
+  if (olds == NULL) {
+    sg_comm_abort(c, "out of memory");
+    sg_comm_destroy(c);
+    return sg__error(SG_ERR_NO_MEMORY, "rank %d: recovery: out of memory", me);
+  }
+  pthread_mutex_lock(&d->mu);
+  d->old_comms = olds;
+  d->old_comms[d->n_old++] = d->comm;
+  d->comm = c;
+  d->rank = idx;
+  d->size = m.n;
+  d->epoch = epoch;
+  for (int i = 0; i < m.n; i++) d->members[i] = m.orig[i];
+  d->failed = SG_OK;
+  d->fail_msg[0] = '\0';
+  __atomic_store_n(&d->failed_flag, 0, __ATOMIC_RELEASE);
+  d->fail_ns = d->fail_real_ns = 0;
+  d->posted = d->done = 0;
+  d->last_healthy = m.n;
+  __atomic_store_n(&d->healthy, m.n, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&d->mu);
+  h->rollback = (uint64_t)m.rollback;
+  return SG_OK;
+}

@@ -1,0 +1,72 @@
+/* Recovery on the compute thread (docs/resilience.md): after a peer's
+ * failure the scheduler thread agrees on the new membership and builds its
+ * communicator (membership.c); here the state rolls back to the members'
+ * common step, and sg_dist_step() redoes the steps from there, the lost
+ * ranks' shards spread over the members (strict QoS: the global batch and
+ * the result are those of a failure-free run, RPO 0). */
+#include <stdio.h>
+#include <time.h>
+
+#include "dist/dist_internal.h"
+
+void sg__dist_note_detection(sg_dist *d) {
+  if (d->fail_ns != 0) return;
+  d->fail_ns = sg__dist_now_ns();
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  d->fail_real_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+bool sg__dist_healable(sg_dist *d) {
+  if (d->p.feed == NULL || d->excluded) return false;
+  pthread_mutex_lock(&d->mu);
+  /* SG_ERR_COMM: a peer's failure (a local error fails with its own status). */
+  bool ok = d->failed == SG_ERR_COMM;
+  pthread_mutex_unlock(&d->mu);
+  return ok;
+}
+
+sg_status sg__dist_recover(sg_dist *d) {
+  pthread_mutex_lock(&d->mu);
+  /* The scheduler may still be inside the failed allreduce: let it leave. */
+  while (d->busy) pthread_cond_wait(&d->wake_compute, &d->mu);
+  int64_t t0 = d->fail_ns ? d->fail_ns : sg__dist_now_ns();
+  char cause[sizeof d->fail_msg];
+  snprintf(cause, sizeof cause, "%s", d->fail_msg);
+  pthread_mutex_unlock(&d->mu);
+  fprintf(stderr, "sgrt: rank %d: recovering from: %s\n", d->orig_rank, cause);
+  /* The scheduler finishes the step's snapshot first (it copies even after
+   * a failure): the rollback may need it. */
+  sg__dist_snap_wait(d);
+  sg__dist_heal h = {d->stats.steps, 0, false, 0};
+  sg_status st = sg__dist_run_job(d, sg__dist_job_recover, &h);
+  if (st != SG_OK) {
+    if (h.excluded) {
+      d->excluded = true;
+      d->stats.excluded = 1;
+    }
+    return st;
+  }
+  if (h.rollback > d->stats.steps || d->stats.steps - h.rollback > 1)
+    return sg__error(SG_ERR_INTERNAL, "rank %d: recovery: rollback to step %llu from step %llu", d->orig_rank,
+                     (unsigned long long)h.rollback, (unsigned long long)d->stats.steps);
+  /* The snapshot of the rollback step exists when this rank started that
+   * step (it may have changed batch-norm statistics, or completed it);
+   * otherwise it failed between steps and its state is that step's. */
+  st = sg__dist_snap_restore(&d->snap, h.rollback);
+  if (st == SG_OK) d->stats.snapshot_restores++;
+  if (st != SG_OK && d->stats.steps != h.rollback)
+    return sg__error(SG_ERR_INTERNAL, "rank %d: recovery: no rollback snapshot of step %llu", d->orig_rank,
+                     (unsigned long long)h.rollback);
+  sg_clear_error();
+  d->stats.redone_steps += d->stats.steps - h.rollback;
+  d->stats.steps = h.rollback;
+  d->stats.recoveries++;
+  d->stats.epoch = d->epoch;
+  d->stats.world_size = d->size;
+  d->stats.detection_ms = h.detection_ms;
+  d->heal_t0_ns = t0;
+  fprintf(stderr, "sgrt: rank %d: recovered: epoch %d, rank %d of %d, rolled back to step %llu\n",
+          d->orig_rank, d->epoch, d->rank, d->size, (unsigned long long)h.rollback);
+  return SG_OK;
+}

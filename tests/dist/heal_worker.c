@@ -1,0 +1,182 @@
+/* A rank of the self-healing tests (tests/dist/run_heal.sh,
+ * docs/resilience.md): the MLP of dist_models.c, 4 ranks, 10 steps, inputs
+ * given through the feed callback so that the job can heal; faults come from
+ * SG_INJECT (`sgrt launch --inject`).
+ *
+ *   heal_worker DIR [REF]   trains, writes DIR/params.<rank> (raw f32 of
+ *                           every parameter); with REF (a failure-free run's
+ *                           DIR) compares its parameters with REF/params.0
+ *                           and fails beyond 1e-5 relative; checks that a
+ *                           recovery lost no step (RPO 0) and that detection
+ *                           took < 1 s. Exits SG_DIST_EXIT_EXCLUDED (75) when
+ *                           a recovery left it out. HEAL_STEP_SLEEP_MS
+ *                           pauses before each step.
+ *   heal_worker badargs     checks the validation of the recovery parameters
+ *                           (run with SG_INJECT set to a bad spec). */
+#include <inttypes.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dist_models.h"
+#include "sgrt/sgrt.h"
+
+#define STEPS 10
+enum { B = 8, IN = 32, HID = 64, LAYERS = 3, CL = 10 };
+
+static int rank_env(void) {
+  const char *s = getenv("SG_RANK");
+  return s ? atoi(s) : 0;
+}
+
+#define FAIL(...)                                                             \
+  do {                                                                        \
+    fprintf(stderr, "FAIL heal_worker:%d (rank %d): ", __LINE__, rank_env()); \
+    fprintf(stderr, __VA_ARGS__);                                             \
+    fprintf(stderr, " (last error: %s)\n", sg_last_error());                  \
+    exit(2);                                                                  \
+  } while (0)
+#define CHECK_OK(call)                                                   \
+  do {                                                                   \
+    sg_status st_ = (call);                                              \
+    if (st_ != SG_OK) FAIL("%s returned %s", #call, sg_status_str(st_)); \
+  } while (0)
+
+/* Shard `shard` of step `step`: samples [shard*B, (shard+1)*B) of the global batch. */
+static sg_status feed(void *ctx, sg_dist *d, uint64_t step, int shard, int n_shards) {
+  (void)ctx;
+  (void)n_shards;
+  static float x[B * IN];
+  static int64_t y[B];
+  const int64_t xd[] = {B, IN}, yd[] = {B};
+  const float lr = 0.1f;
+  mlp_data((int)step, shard * B, B, IN, CL, x, y);
+  sg_status st = sg_dist_set_input(d, "x", SG_F32, 2, xd, x);
+  if (st == SG_OK) st = sg_dist_set_input(d, "y", SG_I64, 1, yd, y);
+  if (st != SG_OK) return st;
+  return sg_dist_set_input(d, "lr", SG_F32, 0, NULL, &lr);
+}
+
+static void write_params(const char *path, const param_set *p) {
+  FILE *f = fopen(path, "wb");
+  if (f == NULL) FAIL("cannot write %s", path);
+  for (int i = 0; i < p->n; i++)
+    if (fwrite(p->values[i], sizeof(float), (size_t)p->numel[i], f) != (size_t)p->numel[i])
+      FAIL("write %s", path);
+  if (fclose(f) != 0) FAIL("write %s", path);
+}
+
+/* The reference's values into a copy of `like` (same graph, same layout). */
+static void read_params(const char *path, const param_set *like, param_set *out) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) FAIL("cannot read %s", path);
+  for (int i = 0; i < like->n; i++)
+    if (fread(out->values[i], sizeof(float), (size_t)like->numel[i], f) != (size_t)like->numel[i])
+      FAIL("%s is short", path);
+  fclose(f);
+}
+
+/* `heal_worker badargs` (run with SG_INJECT set to a bad spec): the
+ * recovery parameters are validated, each error naming what was wrong. */
+static int badargs(sg_graph *g) {
+  sg_dist_params dp = SG_DIST_PARAMS_INIT;
+  dp.threads = 1;
+  dp.feed = feed;
+  dp.qos = 7;
+  sg_dist *d = NULL;
+  if (sg_dist_create(g, &dp, &d) != SG_ERR_INVALID_ARG || strstr(sg_last_error(), "qos is 7") == NULL)
+    FAIL("qos 7 accepted or badly reported");
+  dp.qos = -1;
+  if (sg_dist_create(g, &dp, &d) != SG_ERR_INVALID_ARG || strstr(sg_last_error(), "SG_INJECT") == NULL ||
+      d != NULL)
+    FAIL("a bad SG_INJECT accepted or badly reported");
+  printf("badargs: %s\n", sg_last_error());
+  sg_graph_destroy(g);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: heal_worker DIR [REF_DIR]\n");
+    return 2;
+  }
+  const char *dir = argv[1], *ref = argc > 2 ? argv[2] : NULL;
+  mlp_cfg c = {B, IN, HID, LAYERS, CL, 1, 1};
+  sg_graph *g;
+  CHECK_OK(mlp_build(&c, &g));
+  if (strcmp(dir, "badargs") == 0) return badargs(g);
+  sg_dist_params dp = SG_DIST_PARAMS_INIT;
+  dp.threads = 1;
+  dp.bucket_bytes = 4096; /* several buckets */
+  dp.heartbeat_ms = 100;
+  dp.dead_ms = 400;
+  dp.feed = feed;
+  sg_dist *d;
+  CHECK_OK(sg_dist_create(g, &dp, &d));
+  int rank = sg_dist_rank(d);
+  sg_dist_stats st = SG_DIST_STATS_INIT;
+  /* HEAL_STEP_SLEEP_MS: a pause before each step, so that an outside fault
+   * (tests/netns/netns_heal.sh takes a link down) lands in the middle of the run. */
+  const char *pause = getenv("HEAL_STEP_SLEEP_MS");
+  int pause_ms = pause ? atoi(pause) : 0;
+  if (pause_ms < 0 || pause_ms > 10000) FAIL("HEAL_STEP_SLEEP_MS=%s is not in 0..10000", pause);
+  for (int s = 0; s < STEPS; s++) {
+    if (pause_ms > 0) usleep((useconds_t)pause_ms * 1000);
+    sg_status rc = sg_dist_step(d);
+    CHECK_OK(sg_dist_get_stats(d, &st));
+    if (rc != SG_OK) {
+      fprintf(stderr, "rank %d: step %d: %s\n", rank, s + 1, sg_last_error());
+      int excluded = st.excluded;
+      sg_dist_destroy(d);
+      sg_graph_destroy(g);
+      return excluded ? SG_DIST_EXIT_EXCLUDED : 1;
+    }
+    if (st.steps != (uint64_t)s + 1) FAIL("after step %d: %" PRIu64 " steps completed", s + 1, st.steps);
+  }
+  param_set got = {0};
+  CHECK_OK(params_read(g, sg_dist_session(d), &got));
+  char path[4096];
+  snprintf(path, sizeof path, "%s/params.%d", dir, st.original_rank);
+  write_params(path, &got);
+  double rel = 0;
+  if (ref != NULL) {
+    param_set want = {0};
+    CHECK_OK(params_read(g, sg_dist_session(d), &want));
+    snprintf(path, sizeof path, "%s/params.0", ref);
+    read_params(path, &got, &want);
+    param_diff diff;
+    rel = params_max_rel_diff(&got, &want, &diff);
+    params_free(&want);
+  }
+  rank = sg_dist_rank(d);
+  printf("HEAL rank %d (now %d of %d): recoveries %d epoch %d shards %d detection_ms %.1f rto_ms %.1f "
+         "rpo_steps %" PRIu64 " redone %" PRIu64 " snapshot_ms %.3f step_ms %.3f max_rel %.3g\n",
+         st.original_rank, rank, st.world_size, st.recoveries, st.epoch, st.shards, st.detection_ms,
+         st.rto_ms, st.rpo_steps, st.redone_steps, st.snapshot_ms, st.step_ms, rel);
+  params_free(&got);
+  /* graceful-degrade skips the lost ranks' samples: not the failure-free result, one shard each. */
+  const char *qos = getenv("SG_QOS");
+  bool degrade = qos != NULL && strcmp(qos, "graceful-degrade") == 0;
+  if (degrade && st.shards != 1) FAIL("graceful-degrade: %d shards on this rank, expected 1", st.shards);
+  if (!degrade && !(rel <= 1e-5)) FAIL("parameters differ from the failure-free run by %.3g relative", rel);
+  if (st.recoveries > 0 && st.rpo_steps != 0) FAIL("rpo_steps %" PRIu64 ", expected 0", st.rpo_steps);
+  if (st.recoveries > 0 && !(st.detection_ms < 1000)) FAIL("detection took %.1f ms", st.detection_ms);
+  /* The health monitor saw the lost rank go UNREACHABLE (logged) and has the new epoch. */
+  const sg_health *h = sg_dist_health(d);
+  if (h == NULL) FAIL("no health monitor");
+  if (st.recoveries > 0) {
+    sg_health_transition t;
+    if (sg_health_log_size(h) < 1 || sg_health_log_get(h, 0, &t) != SG_OK || t.to != SG_HEALTH_UNREACHABLE)
+      FAIL("the health log lacks the lost rank's transition to UNREACHABLE");
+    if ((int)sg_health_epoch(h) != st.epoch)
+      FAIL("health epoch %u, expected %d", sg_health_epoch(h), st.epoch);
+    printf("HEAL rank %d: health log: rank %d %s -> %s (%s)\n", st.original_rank, t.rank,
+           sg_health_state_str(t.from), sg_health_state_str(t.to), t.reason);
+  }
+  CHECK_OK(sg_dist_destroy(d));
+  sg_graph_destroy(g);
+  return 0;
+}
