@@ -5,7 +5,8 @@
  *
  *   sgrt launch -n 4 build/examples/resnet50_dist [--steps N] [--batch N] [--res N]
  *       [--threads N] [--lr X] [--width N] [--classes N] [--seed N] [--warmup N]
- *       [--bucket-mb X] [--trace FILE] [--heartbeat-ms N] [--dead-ms N] [--json]
+ *       [--bucket-mb X] [--trace FILE] [--heartbeat-ms N] [--dead-ms N]
+ *       [--offload dram|pmem] [--offload-path PATH] [--json]
  *
  * --batch is per rank (the graph is built with it, as with PyTorch DDP); the
  * global batch is batch x ranks. Every rank draws its own shard of each step
@@ -41,20 +42,21 @@ typedef struct options {
   int batch, res, steps, threads, classes, width, warmup, json, heartbeat_ms, dead_ms;
   double lr, bucket_mb;
   uint64_t seed;
-  const char *trace;
+  const char *trace, *offload, *offload_path;
 } options;
 
 static int usage(void) {
   fprintf(stderr,
           "usage: resnet50_dist [--steps N] [--batch N] [--res N] [--threads N] [--lr X] [--width N]\n"
           "                     [--classes N] [--seed N] [--warmup N] [--bucket-mb X] [--trace FILE] "
-          "[--heartbeat-ms N] [--dead-ms N] [--json]\n"
+          "[--heartbeat-ms N] [--dead-ms N]\n"
+          "                     [--offload dram|pmem] [--offload-path PATH] [--json]\n"
           "       (start it once per rank: sgrt launch -n 4 resnet50_dist ...)\n");
   return 2;
 }
 
 static int parse(int argc, char **argv, options *o) {
-  *o = (options){8, 64, 10, 1, 10, 64, 1, 0, 100, 1000, 0.01, 25, 1, NULL};
+  *o = (options){8, 64, 10, 1, 10, 64, 1, 0, 100, 1000, 0.01, 25, 1, NULL, NULL, NULL};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     char *end = NULL;
@@ -77,6 +79,8 @@ static int parse(int argc, char **argv, options *o) {
     else if (strcmp(a, "--bucket-mb") == 0) o->bucket_mb = strtod(v, &end);
     else if (strcmp(a, "--seed") == 0) o->seed = strtoull(v, &end, 10);
     else if (strcmp(a, "--trace") == 0) o->trace = v, end = (char *)"";
+    else if (strcmp(a, "--offload") == 0) o->offload = v, end = (char *)"";
+    else if (strcmp(a, "--offload-path") == 0) o->offload_path = v, end = (char *)"";
     else return usage();
     if (iv) {
       long n = strtol(v, &end, 10);
@@ -205,6 +209,8 @@ int main(int argc, char **argv) {
   fd.y = malloc((size_t)o.batch * sizeof(int64_t));
   if (!fd.x || !fd.y || resnet50_dataset_init(&fd.data, o.classes, o.res, o.seed) != 0)
     return fail(-1, "allocating the data", SG_ERR_NO_MEMORY);
+  dp.offload = o.offload; /* validated by sg_dist_create */
+  dp.offload_path = o.offload_path;
   dp.feed = feed;
   dp.feed_ctx = &fd;
   sg_dist *d;
@@ -317,6 +323,7 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(j, "rpo_steps", (double)stats.rpo_steps);
     cJSON_AddNumberToObject(j, "redone_steps", (double)stats.redone_steps);
     cJSON_AddNumberToObject(j, "snapshot_ms_per_step", med_snap);
+    cJSON_AddNumberToObject(j, "offload_bytes", (double)stats.offload_bytes);
     /* The copy runs on the scheduler thread during forward; what the step pays is the wait. */
     cJSON_AddNumberToObject(j, "snapshot_exposed_ms_per_step", med_snap_wait);
     cJSON_AddNumberToObject(j, "snapshot_fraction", med > 0 ? med_snap_wait / (1e3 * med) : 0.0);

@@ -112,12 +112,18 @@ typedef struct sg_dist_params {
    *  the global batch kept, RPO 0); 1 best-effort (for now as strict); 2 graceful-degrade (recover, but
    *  each member keeps only its own shard: the lost ranks' samples are skipped). Needs feed. */
   int qos;
+  /** Where optimizer state lives (SPEC A5): NULL or "none" (the session's memory), "dram" or "pmem" —
+   *  a tier of this rank's global page table (docs/gmem.md), bound with sg_session_bind_state; the
+   *  results are bit-identical. */
+  const char *offload;
+  /** PMEM tier: a file, directory or DAX device; NULL: SG_GMEM_PMEM_PATH. */
+  const char *offload_path;
 } sg_dist_params;
 
 #define SG_DIST_PARAMS_INIT                                                                                \
   {                                                                                                        \
     sizeof(sg_dist_params), SG_COMM_PARAMS_INIT, "cpu", 0, 0, -1, 1, 1, 1, (size_t)25 << 20, 100, 1000, 0, \
-        NULL, 0, NULL, NULL, -1                                                                            \
+        NULL, 0, NULL, NULL, -1, NULL, NULL                                                                \
   }
 SG_API sg_dist_params sg_dist_params_init(void);
 
@@ -266,6 +272,7 @@ typedef struct sg_dist_stats {
   double
       snapshot_wait_ms; /**< last step: how long the first update waited for that copy (its exposed part) */
   uint64_t snapshot_restores; /**< rollbacks that restored a snapshot */
+  size_t offload_bytes;       /**< optimizer state kept in a memory tier (sg_dist_params.offload); 0: none */
 } sg_dist_stats;
 #define SG_DIST_STATS_INIT \
   { sizeof(sg_dist_stats) }

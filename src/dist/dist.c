@@ -53,6 +53,9 @@ static sg_status check_params(const sg_dist_params *p) {
     return sg__error(SG_ERR_INVALID_ARG,
                      "%s: qos is %d; -1 (SG_QOS or strict), 0 strict, 1 best-effort or 2 graceful-degrade",
                      fn, p->qos);
+  bool offload;
+  sg_gmem_tier tier;
+  SG_CHECK(sg__dist_offload_parse(p->offload, &offload, &tier));
   if (p->trace_events > MAX_TRACE_EVENTS)
     return sg__error(SG_ERR_INVALID_ARG, "%s: trace_events is %zu, at most %zu", fn, p->trace_events,
                      MAX_TRACE_EVENTS);
@@ -148,6 +151,11 @@ static sg_status prepare(sg_dist *d) {
   SG_CHECK(sg_session_create(d->g, &sp, &d->s));
   SG_CHECK(sg__session_set_updates_last(d->s, true));
   SG_CHECK(sg_session_compile(d->s));
+  /* Before anything takes the state's addresses (buckets, broadcast, snapshots). */
+  bool offload;
+  sg_gmem_tier tier;
+  SG_CHECK(sg__dist_offload_parse(p->offload, &offload, &tier));
+  if (offload) SG_CHECK(sg__dist_offload_start(d->g, d->s, tier, p->offload_path, &d->offload));
   SG_CHECK(sg__dist_plan_build(d->s, p->bucket_bytes, &d->plan));
   find_loss(d);
   d->flat = sg__malloc(d->plan.flat_bytes + 64); /* + the loss */
@@ -168,12 +176,14 @@ static sg_status prepare(sg_dist *d) {
   d->stats.loss_mean = NAN;
   d->stats.buckets = d->plan.n_buckets;
   d->stats.gradient_bytes = d->plan.total_bytes;
+  d->stats.offload_bytes = d->offload.bytes;
   d->loss_mean = NAN;
   return sg__dist_run_job(d, sg__dist_job_check, NULL);
 }
 
 static void free_dist(sg_dist *d) {
   sg_session_destroy(d->s);
+  sg__dist_offload_stop(&d->offload); /* after the session that was bound to it */
   sg__dist_plan_free(&d->plan);
   sg__dist_ring_free(&d->compute_ring);
   sg__dist_ring_free(&d->sched_ring);

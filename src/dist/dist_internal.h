@@ -13,6 +13,7 @@
 
 #include "comm/comm_internal.h"
 #include "core/core.h"
+#include "dist/offload.h"
 #include "runtime/hooks.h"
 #include "sgrt/dist.h"
 #include "sgrt/health.h"
@@ -180,6 +181,7 @@ struct sg_dist {
   sg_session *s;
   sg_dist_params p;
   sg_comm_params comm_params;
+  sg__dist_offload offload; /* optimizer state in a memory tier, or zeroed */
   int rank, size;
   sg__dist_plan plan;
   int32_t loss;     /* tensor id of a one-element f32 output named "loss", or -1 */

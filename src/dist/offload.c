@@ -64,6 +64,10 @@ sg_status sg__dist_offload_start(const sg_graph *g, sg_session *s, sg_gmem_tier 
     return st;
   }
   out->tier = tier;
+  for (int i = 0; i < sg_gmem_offload_count(out->off); i++) {
+    size_t b = 0;
+    if (sg_gmem_offload_info(out->off, i, NULL, NULL, &b) == SG_OK) out->bytes += b;
+  }
   return SG_OK;
 }
 

@@ -11,6 +11,7 @@ typedef struct sg__dist_offload {
   sg_gmem *gm;          /* this rank's one-node page table, or NULL when off */
   sg_gmem_offload *off; /* the bound tensors */
   sg_gmem_tier tier;
+  size_t bytes; /* of the tensors bound */
 } sg__dist_offload;
 
 /* "none" (or NULL), "dram" or "pmem" -> on/off and the tier; else SG_ERR_INVALID_ARG. */

@@ -26,3 +26,10 @@ if(TARGET resnet50_onnx_check)
                    ${CMAKE_CURRENT_BINARY_DIR}/resnet50_onnx)
   set_tests_properties(example_resnet50_onnx PROPERTIES TIMEOUT 600 LABELS examples SKIP_RETURN_CODE 77)
 endif()
+if(TARGET resnet50_dist)
+  add_test(NAME example_resnet50_dist_offload
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_resnet50_dist.sh offload $<TARGET_FILE:sgrt_cli>
+                   $<TARGET_FILE:resnet50_dist>)
+  set_tests_properties(example_resnet50_dist_offload PROPERTIES TIMEOUT 300 LABELS "examples;gmem"
+                                                                ENVIRONMENT "SG_COMM_TIMEOUT_MS=60000")
+endif()
