@@ -145,6 +145,11 @@ static int spawn(rank_proc *p, int rank, int n, const char *port, const char *to
     setenv("SG_JOB_TOKEN", token, 1);
     setenv("SG_STORE_EXTERNAL", "1", 1); /* this launcher hosts the store */
     if (opt_inject != NULL) setenv("SG_INJECT", opt_inject, 1);
+    /* A healing job destroys communicators whose peers died mid-transfer,
+     * and UCX then warns about every request it still held for them; those
+     * lines say nothing the recovery messages do not. The user's own
+     * UCX_LOG_LEVEL wins. */
+    if (opt_heal) setenv("UCX_LOG_LEVEL", "error", 0);
     execvp(argv[0], argv);
     fprintf(stderr, "sgrt launch: cannot run '%s': %s\n", argv[0], strerror(errno));
     _exit(127);
