@@ -59,3 +59,11 @@ set_tests_properties(dist_heal_kill_np4 dist_heal_kill_rank0_np4 dist_heal_kill_
                      ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000")
 include(${CMAKE_CURRENT_LIST_DIR}/tp_tests.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/pp_tests.cmake)
+# No false positive while other processes saturate every CPU (issue 9; the
+# long version is bench/no_false_positive.sh). Alone, since it loads the
+# machine on purpose.
+add_test(NAME dist_heal_no_false_positive_np4
+         COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_no_false_positive.sh $<TARGET_FILE:sgrt_cli>
+                 $<TARGET_FILE:heal_worker> ${_sg_dist_dir}/no_false_positive 500)
+set_tests_properties(dist_heal_no_false_positive_np4 PROPERTIES TIMEOUT 120 RUN_SERIAL TRUE LABELS "dist;heal"
+                                                                ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000")
