@@ -7,7 +7,9 @@
  * order backward produces them (last layers first); a bucket's allreduce
  * starts as soon as its last gradient exists, on the rank's scheduler
  * thread, while the backward pass goes on, and the updates wait for all of
- * them. Pipeline and tensor parallelism are not implemented yet.
+ * them. Pipeline and tensor parallelism exist as separate modules
+ * (docs/pipeline_parallel.md, docs/tensor_parallel.md) and are not selectable
+ * here yet.
  *
  * The graph is built with the per-rank batch, exactly as for a single
  * process (forward + sg_graph_backward() + an optimizer); nothing in it is
@@ -91,19 +93,19 @@ typedef sg_status (*sg_dist_feed_fn)(void *ctx, sg_dist *d, uint64_t step, int s
 
 /** Parameters of sg_dist_create(). Initialise from SG_DIST_PARAMS_INIT. */
 typedef struct sg_dist_params {
-  size_t size;         /**< sizeof(sg_dist_params) */
-  sg_comm_params comm; /**< rank, world size, master, token, timeout (SG_COMM_PARAMS_INIT: environment) */
-  const char *device;  /**< "cpu" (NULL means "cpu") */
-  int threads;         /**< compute threads of this rank; 0 = all online CPUs (as sg_session) */
-  uint64_t seed;       /**< session seed (dropout masks); use the same on every rank */
-  int data;            /**< data-parallel degree; -1 = the world size */
-  int pipeline;        /**< pipeline-parallel degree; only 1 (not implemented yet) */
-  int tensor;          /**< tensor-parallel degree; only 1 (not implemented yet) */
-  int micro_batches;   /**< micro-batches per step; only 1 (gradient accumulation is not implemented yet) */
-  size_t bucket_bytes; /**< gradient bucket size; 25 MiB as PyTorch DDP's bucket_cap_mb */
-  int heartbeat_ms;    /**< heartbeat period of the scheduler thread (sg_comm_set_liveness); 100 */
-  int dead_ms;         /**< a peer silent this long is unreachable; 1000; must exceed heartbeat_ms */
-  int trace;           /**< record a timeline for sg_dist_write_trace() (also on when trace_path is set) */
+  size_t size;            /**< sizeof(sg_dist_params) */
+  sg_comm_params comm;    /**< rank, world size, master, token, timeout (SG_COMM_PARAMS_INIT: environment) */
+  const char *device;     /**< "cpu" (NULL means "cpu") */
+  int threads;            /**< compute threads of this rank; 0 = all online CPUs (as sg_session) */
+  uint64_t seed;          /**< session seed (dropout masks); use the same on every rank */
+  int data;               /**< data-parallel degree; -1 = the world size */
+  int pipeline;           /**< pipeline-parallel degree; only 1 for now (SG_ERR_UNSUPPORTED otherwise) */
+  int tensor;             /**< tensor-parallel degree; only 1 for now (SG_ERR_UNSUPPORTED otherwise) */
+  int micro_batches;      /**< micro-batches per step; only 1 for now (SG_ERR_UNSUPPORTED otherwise) */
+  size_t bucket_bytes;    /**< gradient bucket size; 25 MiB as PyTorch DDP's bucket_cap_mb */
+  int heartbeat_ms;       /**< heartbeat period of the scheduler thread (sg_comm_set_liveness); 100 */
+  int dead_ms;            /**< a peer silent this long is unreachable; 1000; must exceed heartbeat_ms */
+  int trace;              /**< record a timeline for sg_dist_write_trace() (also on when trace_path is set) */
   const char *trace_path; /**< Chrome trace JSON written by sg_dist_destroy(); NULL: none */
   size_t trace_events;    /**< timeline capacity per thread, in events (the latest are kept); 0 = 262144 */
   sg_dist_feed_fn feed;   /**< inputs per shard; NULL: the program sets inputs itself (no recovery) */

@@ -35,12 +35,19 @@ static sg_status check_params(const sg_dist_params *p) {
   if (p->micro_batches < 1)
     return sg__error(SG_ERR_INVALID_ARG, "%s: micro_batches is %d, must be >= 1", fn, p->micro_batches);
   if (p->pipeline > 1)
-    return sg__error(SG_ERR_UNSUPPORTED, "pipeline parallelism (pp=%d) is not implemented yet", p->pipeline);
+    return sg__error(SG_ERR_UNSUPPORTED,
+                     "pipeline parallelism (pp=%d) does not run through sg_dist yet (the stages run with "
+                     "src/dist/pp_*.c, docs/pipeline_parallel.md)",
+                     p->pipeline);
   if (p->tensor > 1)
-    return sg__error(SG_ERR_UNSUPPORTED, "tensor parallelism (tp=%d) is not implemented yet", p->tensor);
+    return sg__error(SG_ERR_UNSUPPORTED,
+                     "tensor parallelism (tp=%d) does not run through sg_dist yet (the rewrite is "
+                     "src/dist/tp_*.c, docs/tensor_parallel.md)",
+                     p->tensor);
   if (p->micro_batches > 1)
     return sg__error(SG_ERR_UNSUPPORTED,
-                     "micro-batches (micro_batches=%d, gradient accumulation) are not implemented yet",
+                     "micro-batches (micro_batches=%d, gradient accumulation) are not supported by sg_dist "
+                     "yet",
                      p->micro_batches);
   if (p->bucket_bytes == 0) return sg__error(SG_ERR_INVALID_ARG, "%s: bucket_bytes is 0", fn);
   if (p->heartbeat_ms < 0)

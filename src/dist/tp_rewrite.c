@@ -322,8 +322,8 @@ static sg_status build(rw *c, sg_tensor loss) {
     int32_t o = c->src->outputs[i];
     if (split_state(c, o, c->map[o]) != 1)
       return sg__error(SG_ERR_UNSUPPORTED,
-                       "sg__tp_rewrite: graph output '%s' is column-split; gathering it is "
-                       "not implemented yet",
+                       "sg__tp_rewrite: graph output '%s' is column-split, and graph outputs "
+                       "must be whole: make its consumer row-split or keep the op replicated",
                        c->src->tensors[o].name);
     SG_CHECK(sg_graph_mark_output(c->g, (sg_tensor){c->map[o]}));
   }

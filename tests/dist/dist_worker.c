@@ -714,11 +714,11 @@ static int run_badargs(void) {
   bad = dp;
   bad.pipeline = 2;
   CHECK_ERR(sg_dist_create(g, &bad, &d), SG_ERR_UNSUPPORTED,
-            "pipeline parallelism (pp=2) is not implemented yet");
+            "pipeline parallelism (pp=2) does not run through sg_dist yet");
   bad = dp;
   bad.tensor = 4;
   CHECK_ERR(sg_dist_create(g, &bad, &d), SG_ERR_UNSUPPORTED,
-            "tensor parallelism (tp=4) is not implemented yet");
+            "tensor parallelism (tp=4) does not run through sg_dist yet");
   bad = dp;
   bad.micro_batches = 2;
   CHECK_ERR(sg_dist_create(g, &bad, &d), SG_ERR_UNSUPPORTED, "micro_batches=2");
