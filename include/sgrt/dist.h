@@ -151,7 +151,7 @@ SG_API sg_dist_params sg_dist_params_init(void);
  *   SG_ERR_INVALID_ARG for a NULL argument, a bad p->size, a bad value (the
  *     message names the field) or a data degree other than the world size;
  *   SG_ERR_UNSUPPORTED for pipeline or tensor degrees > 1 ("pipeline
- *     parallelism (pp=2) is not implemented yet"), micro_batches > 1, or a
+ *     parallelism (pp=2) does not run through sg_dist yet ..."), micro_batches > 1, or a
  *     gradient that is not f32;
  *   SG_ERR_STATE if the graph is not finalized;
  *   SG_ERR_SHAPE "Gradient topology mismatch ..." on every rank when the
