@@ -21,6 +21,9 @@
 #include <cjson/cJSON.h>
 #include <sgrt/sgrt.h>
 
+#include "example_digest.h"
+#include "example_opts.h"
+
 enum { FEATURES = 64, HIDDEN = 128, CLASSES = 10, N_TRAIN = 4096, N_TEST = 1024 };
 
 typedef struct options {
@@ -107,35 +110,6 @@ static int fail(const char *what, sg_status st) {
   return 1;
 }
 
-/* FNV-1a over the bytes of every parameter, in graph order: an exact digest
- * two runs can compare; plus float64 sum and L2 norm for tolerant checks. */
-static sg_status param_digest(const sg_graph *g, const sg_session *s, uint64_t *hash, double *sum,
-                              double *l2) {
-  *hash = 1469598103934665603ull;
-  *sum = *l2 = 0;
-  for (int32_t i = 0; i < sg_graph_num_tensors(g); i++) {
-    sg_tensor_info info;
-    sg_graph_tensor_info(g, (sg_tensor){i}, &info);
-    if (info.role != SG_ROLE_PARAMETER) continue;
-    float *v = malloc(info.nbytes);
-    if (v == NULL) return SG_ERR_NO_MEMORY;
-    sg_status st = sg_session_read(s, info.name, v, info.nbytes);
-    if (st != SG_OK) {
-      free(v);
-      return st;
-    }
-    const unsigned char *b = (const unsigned char *)v;
-    for (size_t k = 0; k < info.nbytes; k++) *hash = (*hash ^ b[k]) * 1099511628211ull;
-    for (int64_t k = 0; k < info.numel; k++) {
-      *sum += v[k];
-      *l2 += (double)v[k] * v[k];
-    }
-    free(v);
-  }
-  *l2 = sqrt(*l2);
-  return SG_OK;
-}
-
 static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -144,27 +118,18 @@ static double now(void) {
 
 static int parse(int argc, char **argv, options *o) {
   *o = (options){5, 64, 2, 0, 0.05, "sgd", 1};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    char *end = NULL;
-    if (strcmp(a, "--json") == 0) o->json = 1;
-    else if (v && strcmp(a, "--epochs") == 0) o->epochs = (int)strtol(v, &end, 10), i++;
-    else if (v && strcmp(a, "--batch") == 0) o->batch = (int)strtol(v, &end, 10), i++;
-    else if (v && strcmp(a, "--threads") == 0) o->threads = (int)strtol(v, &end, 10), i++;
-    else if (v && strcmp(a, "--lr") == 0) o->lr = strtod(v, &end), i++;
-    else if (v && strcmp(a, "--seed") == 0) o->seed = strtoull(v, &end, 10), i++;
-    else if (v && strcmp(a, "--optimizer") == 0) o->optimizer = v, i++, end = (char *)"";
-    else {
-      fprintf(stderr,
-              "usage: mlp_train [--epochs N] [--batch N] [--threads N] [--lr X] [--optimizer sgd|adamw] "
-              "[--seed N] [--json]\n");
-      return 2;
-    }
-    if (end != NULL && *end != '\0') {
-      fprintf(stderr, "mlp_train: bad value '%s' for %s\n", v, a);
-      return 2;
-    }
-  }
+  const example_opt opts[] = {
+      {"--epochs", EXAMPLE_OPT_INT, &o->epochs},   {"--batch", EXAMPLE_OPT_INT, &o->batch},
+      {"--threads", EXAMPLE_OPT_INT, &o->threads}, {"--lr", EXAMPLE_OPT_DOUBLE, &o->lr},
+      {"--seed", EXAMPLE_OPT_U64, &o->seed},       {"--optimizer", EXAMPLE_OPT_STRING, &o->optimizer},
+      {"--json", EXAMPLE_OPT_FLAG, &o->json},
+  };
+  int rc = example_parse_opts(
+      "mlp_train",
+      "usage: mlp_train [--epochs N] [--batch N] [--threads N] [--lr X] [--optimizer sgd|adamw] [--seed N] "
+      "[--json]\n",
+      argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
+  if (rc != 0) return rc;
   if (o->epochs < 1 || o->batch < 1 || o->batch > N_TEST || o->threads < 1 || !(o->lr > 0) ||
       (strcmp(o->optimizer, "sgd") != 0 && strcmp(o->optimizer, "adamw") != 0)) {
     fprintf(stderr,
@@ -247,7 +212,7 @@ int main(int argc, char **argv) {
   double seconds = now() - t0;
   uint64_t hash;
   double psum, pl2;
-  if ((st = param_digest(g, s, &hash, &psum, &pl2)) != SG_OK) return fail("reading parameters", st);
+  if ((st = example_param_digest(g, s, &hash, &psum, &pl2)) != SG_OK) return fail("reading parameters", st);
   if (o.json) {
     char hex[17];
     snprintf(hex, sizeof hex, "%016" PRIx64, hash);

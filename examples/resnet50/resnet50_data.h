@@ -1,6 +1,5 @@
 /* What the ResNet-50 training examples share (resnet50_train.c,
- * resnet50_dist.c): the generated image dataset and the parameter digest
- * of their --json summaries (SPEC O1). */
+ * resnet50_dist.c): the generated image dataset. */
 #ifndef RESNET50_DATA_H
 #define RESNET50_DATA_H
 
@@ -27,11 +26,5 @@ void resnet50_dataset_free(resnet50_dataset *d);
 void resnet50_dataset_seek(resnet50_dataset *d, uint64_t stream);
 /* The next n samples: x [n,3,res,res], y [n]. */
 void resnet50_dataset_batch(resnet50_dataset *d, int n, float *x, int64_t *y);
-
-/* FNV-1a over the bytes of every parameter in graph order (exact; the same
- * digest as sg_dist_params_hash), plus the float64 sum and L2 norm
- * (tolerant), as mlp_train. */
-sg_status resnet50_param_digest(const sg_graph *g, const sg_session *s, uint64_t *hash, double *sum,
-                                double *l2);
 
 #endif /* RESNET50_DATA_H */

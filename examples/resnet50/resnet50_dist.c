@@ -35,6 +35,8 @@
 #include <cjson/cJSON.h>
 #include <sgrt/sgrt.h>
 
+#include "example_digest.h"
+#include "example_opts.h"
 #include "resnet50_data.h"
 #include "resnet50_model.h"
 
@@ -45,53 +47,35 @@ typedef struct options {
   const char *trace, *offload, *offload_path;
 } options;
 
-static int usage(void) {
-  fprintf(stderr,
-          "usage: resnet50_dist [--steps N] [--batch N] [--res N] [--threads N] [--lr X] [--width N]\n"
-          "                     [--classes N] [--seed N] [--warmup N] [--bucket-mb X] [--trace FILE] "
-          "[--heartbeat-ms N] [--dead-ms N]\n"
-          "                     [--offload dram|pmem] [--offload-path PATH] [--json]\n"
-          "       (start it once per rank: sgrt launch -n 4 resnet50_dist ...)\n");
-  return 2;
-}
+static const char usage[] =
+    "usage: resnet50_dist [--steps N] [--batch N] [--res N] [--threads N] [--lr X] [--width N]\n"
+    "                     [--classes N] [--seed N] [--warmup N] [--bucket-mb X] [--trace FILE] "
+    "[--heartbeat-ms N] [--dead-ms N]\n"
+    "                     [--offload dram|pmem] [--offload-path PATH] [--json]\n"
+    "       (start it once per rank: sgrt launch -n 4 resnet50_dist ...)\n";
 
 static int parse(int argc, char **argv, options *o) {
   *o = (options){8, 64, 10, 1, 10, 64, 1, 0, 100, 1000, 0.01, 25, 1, NULL, NULL, NULL};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    char *end = NULL;
-    int *iv = NULL;
-    if (strcmp(a, "--json") == 0) {
-      o->json = 1;
-      continue;
-    }
-    if (v == NULL) return usage();
-    if (strcmp(a, "--batch") == 0) iv = &o->batch;
-    else if (strcmp(a, "--res") == 0) iv = &o->res;
-    else if (strcmp(a, "--steps") == 0) iv = &o->steps;
-    else if (strcmp(a, "--threads") == 0) iv = &o->threads;
-    else if (strcmp(a, "--classes") == 0) iv = &o->classes;
-    else if (strcmp(a, "--width") == 0) iv = &o->width;
-    else if (strcmp(a, "--warmup") == 0) iv = &o->warmup;
-    else if (strcmp(a, "--heartbeat-ms") == 0) iv = &o->heartbeat_ms;
-    else if (strcmp(a, "--dead-ms") == 0) iv = &o->dead_ms;
-    else if (strcmp(a, "--lr") == 0) o->lr = strtod(v, &end);
-    else if (strcmp(a, "--bucket-mb") == 0) o->bucket_mb = strtod(v, &end);
-    else if (strcmp(a, "--seed") == 0) o->seed = strtoull(v, &end, 10);
-    else if (strcmp(a, "--trace") == 0) o->trace = v, end = (char *)"";
-    else if (strcmp(a, "--offload") == 0) o->offload = v, end = (char *)"";
-    else if (strcmp(a, "--offload-path") == 0) o->offload_path = v, end = (char *)"";
-    else return usage();
-    if (iv) {
-      long n = strtol(v, &end, 10);
-      *iv = n >= 0 && n <= 1 << 30 ? (int)n : -1;
-    }
-    if (end == NULL || *end != '\0' || end == v) {
-      fprintf(stderr, "resnet50_dist: bad value '%s' for %s\n", v, a);
-      return 2;
-    }
-    i++;
-  }
+  const example_opt opts[] = {
+      {"--batch", EXAMPLE_OPT_INT, &o->batch},
+      {"--res", EXAMPLE_OPT_INT, &o->res},
+      {"--steps", EXAMPLE_OPT_INT, &o->steps},
+      {"--threads", EXAMPLE_OPT_INT, &o->threads},
+      {"--classes", EXAMPLE_OPT_INT, &o->classes},
+      {"--width", EXAMPLE_OPT_INT, &o->width},
+      {"--warmup", EXAMPLE_OPT_INT, &o->warmup},
+      {"--heartbeat-ms", EXAMPLE_OPT_INT, &o->heartbeat_ms},
+      {"--dead-ms", EXAMPLE_OPT_INT, &o->dead_ms},
+      {"--lr", EXAMPLE_OPT_DOUBLE, &o->lr},
+      {"--bucket-mb", EXAMPLE_OPT_DOUBLE, &o->bucket_mb},
+      {"--seed", EXAMPLE_OPT_U64, &o->seed},
+      {"--trace", EXAMPLE_OPT_STRING, &o->trace},
+      {"--offload", EXAMPLE_OPT_STRING, &o->offload},
+      {"--offload-path", EXAMPLE_OPT_STRING, &o->offload_path},
+      {"--json", EXAMPLE_OPT_FLAG, &o->json},
+  };
+  int rc = example_parse_opts("resnet50_dist", usage, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
+  if (rc != 0) return rc;
   if (o->batch < 2 || o->res < 32 || o->steps < 1 || o->threads < 1 || o->classes < 1 || o->width < 1 ||
       o->warmup < 0 || !(o->lr > 0) || !(o->bucket_mb > 0 && o->bucket_mb <= 4096) || o->heartbeat_ms < 1 ||
       o->dead_ms <= o->heartbeat_ms) {
@@ -285,7 +269,7 @@ int main(int argc, char **argv) {
   double med_snap = median(snap + first, timed), med_snap_wait = median(snap_wait + first, timed);
   uint64_t hash;
   double psum, pl2;
-  if ((st = resnet50_param_digest(g, sg_dist_session(d), &hash, &psum, &pl2)) != SG_OK)
+  if ((st = example_param_digest(g, sg_dist_session(d), &hash, &psum, &pl2)) != SG_OK)
     return fail(rank, "reading parameters", st);
   uint64_t dist_hash;
   sg_dist_params_hash(d, &dist_hash);

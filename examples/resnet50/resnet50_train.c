@@ -27,6 +27,8 @@
 #include <cjson/cJSON.h>
 #include <sgrt/sgrt.h>
 
+#include "example_digest.h"
+#include "example_opts.h"
 #include "resnet50_data.h"
 #include "resnet50_model.h"
 
@@ -99,48 +101,29 @@ static int fail(const char *what, sg_status st) {
   return 1;
 }
 
-static int usage(void) {
-  fprintf(
-      stderr,
-      "usage: resnet50_train [--batch N] [--res N] [--steps N] [--threads N] [--classes N] [--width N]\n"
-      "                      [--optimizer sgd|adamw] [--lr X] [--warmup N] [--until-accuracy X] [--seed N]\n"
-      "                      [--json]\n");
-  return 2;
-}
+static const char usage[] =
+    "usage: resnet50_train [--batch N] [--res N] [--steps N] [--threads N] [--classes N] [--width N]\n"
+    "                      [--optimizer sgd|adamw] [--lr X] [--warmup N] [--until-accuracy X] [--seed N]\n"
+    "                      [--json]\n";
 
 static int parse(int argc, char **argv, options *o) {
   *o = (options){16, 64, 30, 2, 10, 64, 1, 0, 0, 0, "sgd", 1};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    char *end = NULL;
-    int *iv = NULL;
-    if (strcmp(a, "--json") == 0) {
-      o->json = 1;
-      continue;
-    }
-    if (v == NULL) return usage();
-    if (strcmp(a, "--batch") == 0) iv = &o->batch;
-    else if (strcmp(a, "--res") == 0) iv = &o->res;
-    else if (strcmp(a, "--steps") == 0) iv = &o->steps;
-    else if (strcmp(a, "--threads") == 0) iv = &o->threads;
-    else if (strcmp(a, "--classes") == 0) iv = &o->classes;
-    else if (strcmp(a, "--width") == 0) iv = &o->width;
-    else if (strcmp(a, "--warmup") == 0) iv = &o->warmup;
-    else if (strcmp(a, "--lr") == 0) o->lr = strtod(v, &end);
-    else if (strcmp(a, "--until-accuracy") == 0) o->until = strtod(v, &end);
-    else if (strcmp(a, "--seed") == 0) o->seed = strtoull(v, &end, 10);
-    else if (strcmp(a, "--optimizer") == 0) o->optimizer = v, end = (char *)"";
-    else return usage();
-    if (iv) {
-      long n = strtol(v, &end, 10);
-      *iv = n >= 0 && n <= 1 << 30 ? (int)n : -1;
-    }
-    if (end == NULL || *end != '\0' || end == v) {
-      fprintf(stderr, "resnet50_train: bad value '%s' for %s\n", v, a);
-      return 2;
-    }
-    i++;
-  }
+  const example_opt opts[] = {
+      {"--batch", EXAMPLE_OPT_INT, &o->batch},
+      {"--res", EXAMPLE_OPT_INT, &o->res},
+      {"--steps", EXAMPLE_OPT_INT, &o->steps},
+      {"--threads", EXAMPLE_OPT_INT, &o->threads},
+      {"--classes", EXAMPLE_OPT_INT, &o->classes},
+      {"--width", EXAMPLE_OPT_INT, &o->width},
+      {"--warmup", EXAMPLE_OPT_INT, &o->warmup},
+      {"--lr", EXAMPLE_OPT_DOUBLE, &o->lr},
+      {"--until-accuracy", EXAMPLE_OPT_DOUBLE, &o->until},
+      {"--seed", EXAMPLE_OPT_U64, &o->seed},
+      {"--optimizer", EXAMPLE_OPT_STRING, &o->optimizer},
+      {"--json", EXAMPLE_OPT_FLAG, &o->json},
+  };
+  int rc = example_parse_opts("resnet50_train", usage, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
+  if (rc != 0) return rc;
   if (o->lr == 0) o->lr = strcmp(o->optimizer, "adamw") == 0 ? 1e-3 : 0.05;
   if (o->batch < 2 || o->res < 32 || o->steps < 0 || o->threads < 1 || o->classes < 1 || o->width < 1 ||
       o->warmup < 0 || !(o->lr > 0) || !(o->until >= 0 && o->until <= 1) ||
@@ -242,7 +225,7 @@ int main(int argc, char **argv) {
   double acc = win > 0 ? (double)hits / ((double)win * o.batch) : 0.0;
   uint64_t hash;
   double psum, pl2;
-  if ((st = resnet50_param_digest(g, s, &hash, &psum, &pl2)) != SG_OK) return fail("reading parameters", st);
+  if ((st = example_param_digest(g, s, &hash, &psum, &pl2)) != SG_OK) return fail("reading parameters", st);
   double ips = med > 0 ? o.batch / med : 0.0;
   if (o.json) {
     char hex[17];
