@@ -67,3 +67,11 @@ add_test(NAME dist_heal_no_false_positive_np4
                  $<TARGET_FILE:heal_worker> ${_sg_dist_dir}/no_false_positive 500)
 set_tests_properties(dist_heal_no_false_positive_np4 PROPERTIES TIMEOUT 120 RUN_SERIAL TRUE LABELS "dist;heal"
                                                                 ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000")
+# Each fault type also at a seeded random step (SG_INJECT_SEED picks it in 2..8).
+add_test(NAME dist_heal_stop_random_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_stopr "stop:rank=1,step=random(2-8)" 3)
+add_test(NAME dist_heal_drop_random_np4
+         COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_dropr "drop-heartbeats:rank=3,step=random(2-8)" 5)
+add_test(NAME dist_heal_partition_random_np4
+         COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_partr "partition:ranks=1-2,step=random(2-8)" 11)
+set_tests_properties(dist_heal_stop_random_np4 dist_heal_drop_random_np4 dist_heal_partition_random_np4
+                     PROPERTIES TIMEOUT 60 LABELS "dist;heal" ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000")
