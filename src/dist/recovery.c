@@ -61,6 +61,9 @@ sg_status sg__dist_recover(sg_dist *d) {
   sg_clear_error();
   d->stats.redone_steps += d->stats.steps - h.rollback;
   d->stats.steps = h.rollback;
+  /* One session step per completed step: the redo draws the same dropout
+   * masks as the first attempt would have. */
+  sg__session_set_steps(d->s, h.rollback);
   d->stats.recoveries++;
   d->stats.epoch = d->epoch;
   d->stats.world_size = d->size;

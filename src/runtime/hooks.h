@@ -43,6 +43,12 @@ sg_status sg__session_set_hooks(sg_session *s, const sg__step_hooks *hooks);
  * SG_ERR_STATE before compile; SG_ERR_RANGE for a bad range. */
 sg_status sg__session_run_partial(sg_session *s, uint32_t begin, uint32_t end);
 
+/* Sets the count of steps run (sg_session_steps), which also seeds dropout
+ * masks: a distributed runtime that rolls back to the state after step n
+ * rolls this back too, so a redone step draws the masks it drew the first
+ * time. */
+void sg__session_set_steps(sg_session *s, uint64_t steps);
+
 /* The training schedule: op ids in the order a step runs them. */
 const int32_t *sg__session_order(const sg_session *s, uint32_t *n);
 

@@ -263,6 +263,8 @@ const int32_t *sg__session_order(const sg_session *s, uint32_t *n) {
 
 const sg_graph *sg__session_graph(const sg_session *s) { return s->g; }
 
+void sg__session_set_steps(sg_session *s, uint64_t steps) { s->steps = steps; }
+
 void *sg__session_tensor_addr(const sg_session *s, int32_t t, size_t *bytes) {
   if (!s->compiled || t < 0 || (uint32_t)t >= s->g->n_tensors || s->tensor_ptr[t] == NULL) {
     if (bytes) *bytes = 0;
