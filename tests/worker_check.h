@@ -62,4 +62,17 @@ static inline float sg_worker_unit(uint64_t a, uint64_t b, uint64_t c) {
   return (float)((double)(z >> 11) / 4503599627370496.0 - 1.0);
 }
 
+/* A learnable classification batch for the MLP workers: `batch` rows of
+ * `in` features, label of row i = a hash of (i, step) mod `classes`, and
+ * feature k gets +1 when k mod classes is the label, over noise in [-1, 1). */
+static inline void sg_worker_mlp_batch(int batch, int in, int classes, int step, float *x, int64_t *y) {
+  for (int i = 0; i < batch; i++) {
+    int label = (int)(sg_worker_mix64((uint64_t)i * 7919u + (uint64_t)step) % (uint64_t)classes);
+    y[i] = label;
+    for (int k = 0; k < in; k++)
+      x[i * in + k] =
+          sg_worker_unit(42, (uint64_t)step, (uint64_t)(i * in + k)) + (float)(k % classes == label);
+  }
+}
+
 #endif /* SG_TEST_WORKER_CHECK_H */

@@ -83,15 +83,7 @@ static sg_graph *build(int use_matmul, int layers) {
   return g;
 }
 
-static void data(int step, float *x, int64_t *y) {
-  for (int i = 0; i < BATCH; i++) {
-    int label = (int)(sg_worker_mix64((uint64_t)i * 7919u + (uint64_t)step) % CLASSES);
-    y[i] = label;
-    for (int k = 0; k < IN; k++)
-      x[i * IN + k] =
-          sg_worker_unit(42, (uint64_t)step, (uint64_t)(i * IN + k)) + (float)(k % CLASSES == label);
-  }
-}
+static void data(int step, float *x, int64_t *y) { sg_worker_mlp_batch(BATCH, IN, CLASSES, step, x, y); }
 
 /* Appends backward and SGD with momentum to an editable graph and finalizes. */
 static void make_training(sg_graph *g) {
