@@ -89,34 +89,12 @@ static int parse(int argc, char **argv, options *o) {
 
 /* Forward, backward and SGD with momentum 0.9, for one rank's batch. */
 static sg_status build(const options *o, sg_graph **out) {
-  sg_graph *g;
-  sg_status st = sg_graph_create(&g);
-  if (st != SG_OK) return st;
-  int64_t xd[] = {o->batch, 3, o->res, o->res}, yd[] = {o->batch};
-  sg_tensor x = sg_input(g, "images", SG_F32, 4, xd);
-  sg_tensor y = sg_input(g, "labels", SG_I64, 1, yd);
-  sg_tensor lr = sg_input(g, "lr", SG_F32, 0, NULL);
   resnet50_config cfg = RESNET50_CONFIG_INIT;
   cfg.batch = o->batch;
   cfg.image_size = o->res;
   cfg.classes = o->classes;
   cfg.width = o->width;
-  sg_tensor logits;
-  st = resnet50_build(g, &cfg, x, &logits);
-  sg_tensor loss = sg_cross_entropy(g, logits, y, SG_REDUCTION_MEAN);
-  sg_tensor_set_name(g, loss, "loss");
-  sg_graph_mark_output(g, loss);
-  if (st == SG_OK) st = sg_graph_backward(g, loss);
-  sg_sgd_params p = SG_SGD_PARAMS_INIT;
-  p.momentum = 0.9;
-  if (st == SG_OK) st = sg_graph_add_sgd(g, lr, &p);
-  if (st == SG_OK) st = sg_graph_finalize(g);
-  if (st != SG_OK) {
-    sg_graph_destroy(g);
-    return st;
-  }
-  *out = g;
-  return SG_OK;
+  return resnet50_build_training(&cfg, "sgd", 0, out);
 }
 
 static double clock_s(clockid_t clock) {

@@ -38,6 +38,14 @@ typedef struct resnet50_config {
  * the graph); SG_ERR_INVALID_ARG for a bad configuration. */
 sg_status resnet50_build(sg_graph *g, const resnet50_config *cfg, sg_tensor images, sg_tensor *logits);
 
+/* The training graph of the examples: inputs "images" [batch, 3, H, W] f32,
+ * "labels" [batch] i64 and "lr" (scalar f32), ResNet-50, mean cross-entropy
+ * "loss" (a graph output; "logits" too when mark_logits), backward, and
+ * `optimizer` "adamw" (AdamW defaults) or anything else: SGD with momentum
+ * 0.9. Finalized; the caller destroys it. */
+sg_status resnet50_build_training(const resnet50_config *cfg, const char *optimizer, int mark_logits,
+                                  sg_graph **out);
+
 /* torchvision's initial value of one tensor of a graph built by
  * resnet50_build(), by its name and shape: convolution weights
  * kaiming_normal_(mode="fan_out", nonlinearity="relu"), i.e. N(0, 2/fan_out)
