@@ -34,6 +34,13 @@ typedef struct sg__backend_config {
 typedef struct sg__run_ctx {
   uint64_t step; /* number of completed steps; dropout masks depend on it */
   uint64_t seed; /* session seed */
+  /* Dropout stream within a step (0 by default): a runtime that runs one
+   * step as several micro-batches or shards gives each its own stream, so
+   * their masks differ and a recomputed or redone pass draws the same ones. */
+  uint64_t stream;
+  /* Training-form batch norm leaves its running statistics alone: a
+   * recomputation of a forward pass already run must not update them twice. */
+  bool freeze_stats;
 } sg__run_ctx;
 
 typedef struct sg__backend_i {

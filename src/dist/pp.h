@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 
+#include "dist/xfer.h"
 #include "sgrt/comm.h"
 #include "sgrt/graph.h"
 #include "sgrt/partition.h"
@@ -107,7 +108,7 @@ typedef struct sg__pp_stats {
  * ends). SG_ERR_INVALID_ARG, SG_ERR_STATE (not compiled, not updates last:
  * an update before a gradient it must not see), SG_ERR_UNSUPPORTED (a
  * non-f32 gradient), SG_ERR_NO_MEMORY. */
-sg_status sg__pp_runner_create(const sg__pp_stage *st, sg_session *s, sg_comm *comm, int prev, int next,
+sg_status sg__pp_runner_create(const sg__pp_stage *st, sg_session *s, const sg__xfer *x, int prev, int next,
                                sg__pp_runner **out);
 void sg__pp_runner_destroy(sg__pp_runner *r);
 
@@ -168,7 +169,7 @@ struct sg__pp_runner {
   const sg__pp_stage *st;
   sg_session *s;
   const sg_graph *g;
-  sg_comm *comm;
+  sg__xfer x; /* the transport (a copy) */
   int prev, next;
   uint32_t fwd_end,
       bwd_end;   /* run_partial(0, fwd_end) computes what is sent; (0, bwd_end) forward+backward */

@@ -62,7 +62,7 @@ static sg_status send_tensor(sg__pp_runner *r, int peer, int backward, int j, in
   size_t n;
   SG_CHECK(sg__wire_encode(&h, addr, r->buf, r->buf_bytes, &n));
   int64_t t0 = now_ns();
-  sg_status st = sg_comm_send(r->comm, peer, tag_of(r, backward, j, m), r->buf, n);
+  sg_status st = r->x.send(r->x.ctx, peer, tag_of(r, backward, j, m), r->buf, n);
   r->stats.idle_ms += (double)(now_ns() - t0) * 1e-6;
   r->stats.messages++;
   r->stats.bytes += (int64_t)n;
@@ -76,7 +76,7 @@ static sg_status recv_tensor(sg__pp_runner *r, int peer, int backward, int j, in
   const sg__tensor *x = &r->g->tensors[t];
   size_t n = msg_bytes(x);
   int64_t t0 = now_ns();
-  sg_status st = sg_comm_recv(r->comm, peer, tag_of(r, backward, j, m), msg, n);
+  sg_status st = r->x.recv(r->x.ctx, peer, tag_of(r, backward, j, m), msg, n);
   r->stats.idle_ms += (double)(now_ns() - t0) * 1e-6;
   if (st != SG_OK) return st;
   r->stats.messages++;

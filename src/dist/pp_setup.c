@@ -142,7 +142,7 @@ static sg_status find_buffers(sg__pp_runner *r) {
 
 static sg_status setup(sg__pp_runner *r) {
   const sg__pp_stage *st = r->st;
-  int size = sg_comm_size(r->comm), me = sg_comm_rank(r->comm);
+  int size = r->x.size, me = r->x.rank;
   bool need_prev = st->stage > 0, need_next = st->stage + 1 < st->stages;
   if ((need_prev && (r->prev < 0 || r->prev >= size || r->prev == me)) ||
       (need_next && (r->next < 0 || r->next >= size || r->next == me)))
@@ -160,14 +160,14 @@ static sg_status setup(sg__pp_runner *r) {
   return sg__pp_schedule(st->stages, st->stage, st->micro_batches, r->prog, cap, &r->n_prog);
 }
 
-sg_status sg__pp_runner_create(const sg__pp_stage *st, sg_session *s, sg_comm *comm, int prev, int next,
+sg_status sg__pp_runner_create(const sg__pp_stage *st, sg_session *s, const sg__xfer *x, int prev, int next,
                                sg__pp_runner **out) {
   if (out) *out = NULL;
-  if (st == NULL || s == NULL || comm == NULL || out == NULL)
+  if (st == NULL || s == NULL || x == NULL || out == NULL)
     return sg__error(SG_ERR_INVALID_ARG, "sg__pp_runner_create: NULL argument");
   sg__pp_runner *r = sg__calloc(1, sizeof *r);
   if (r == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg__pp_runner_create: out of memory");
-  *r = (sg__pp_runner){.st = st, .s = s, .g = st->g, .comm = comm, .prev = prev, .next = next};
+  *r = (sg__pp_runner){.st = st, .s = s, .g = st->g, .x = *x, .prev = prev, .next = next};
   sg_status rc = setup(r);
   if (rc != SG_OK) {
     sg__pp_runner_destroy(r);

@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 
+#include "dist/xfer.h"
 #include "sgrt/comm.h"
 #include "sgrt/graph.h"
 #include "sgrt/partition.h"
@@ -86,7 +87,7 @@ typedef struct sg__tp_runner sg__tp_runner;
  * that calls sg_session_step(). Replaces any hooks of `s`. SG_ERR_INVALID_ARG,
  * SG_ERR_STATE (not compiled, backward unresolved), SG_ERR_NOT_FOUND (a sync
  * tensor without a slot or producer), SG_ERR_NO_MEMORY. */
-sg_status sg__tp_runner_create(sg_session *s, sg_comm *comm, const sg__tp_sync *syncs, int n_syncs,
+sg_status sg__tp_runner_create(sg_session *s, const sg__xfer *x, const sg__tp_sync *syncs, int n_syncs,
                                sg__tp_runner **out);
 /* Removes the hooks and frees. Accepts NULL. */
 void sg__tp_runner_destroy(sg__tp_runner *r);
@@ -96,7 +97,7 @@ void sg__tp_runner_stats(const sg__tp_runner *r, int *n_allreduce, int64_t *elem
 /* Gathers a weight sliced along `axis` into the whole tensor `full`
  * (dims `full_dims`, f32) from every rank's `slice`: collective over comm.
  * SG_ERR_INVALID_ARG for a bad axis or dims that do not divide. */
-sg_status sg__tp_gather(sg_comm *comm, int ndim, const int64_t *full_dims, int axis, const float *slice,
+sg_status sg__tp_gather(const sg__xfer *x, int ndim, const int64_t *full_dims, int axis, const float *slice,
                         float *full);
 
 #endif /* SG_DIST_TP_H */

@@ -22,7 +22,7 @@ typedef struct tp_slot {
 
 struct sg__tp_runner {
   sg_session *s;
-  sg_comm *comm;
+  sg__xfer x;
   tp_slot *slots; /* sorted by pos */
   int n_slots;
   uint8_t *after_at;
@@ -33,8 +33,7 @@ static sg_status after_op(void *ctx, uint32_t pos) {
   sg__tp_runner *r = ctx;
   for (int i = 0; i < r->n_slots; i++) {
     tp_slot *t = &r->slots[i];
-    if (t->pos == pos)
-      SG_CHECK(sg_comm_allreduce(r->comm, t->addr, t->addr, t->count, t->dtype, SG_REDUCE_SUM));
+    if (t->pos == pos) SG_CHECK(r->x.allreduce(r->x.ctx, t->addr, t->count, t->dtype, SG_REDUCE_SUM));
   }
   return SG_OK;
 }
@@ -92,15 +91,15 @@ static sg_status setup(sg__tp_runner *r, const sg__tp_sync *syncs, int n_syncs) 
   return sg__session_set_hooks(r->s, &h);
 }
 
-sg_status sg__tp_runner_create(sg_session *s, sg_comm *comm, const sg__tp_sync *syncs, int n_syncs,
+sg_status sg__tp_runner_create(sg_session *s, const sg__xfer *x, const sg__tp_sync *syncs, int n_syncs,
                                sg__tp_runner **out) {
   if (out) *out = NULL;
-  if (s == NULL || comm == NULL || out == NULL || (syncs == NULL && n_syncs > 0) || n_syncs < 0)
+  if (s == NULL || x == NULL || out == NULL || (syncs == NULL && n_syncs > 0) || n_syncs < 0)
     return sg__error(SG_ERR_INVALID_ARG, "sg__tp_runner_create: NULL argument or n_syncs %d", n_syncs);
   sg__tp_runner *r = sg__calloc(1, sizeof *r);
   if (r == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg__tp_runner_create: out of memory");
   r->s = s;
-  r->comm = comm;
+  r->x = *x;
   sg_status st = setup(r, syncs, n_syncs);
   if (st != SG_OK) {
     sg__free(r->slots);
@@ -127,11 +126,11 @@ void sg__tp_runner_stats(const sg__tp_runner *r, int *n_allreduce, int64_t *elem
   if (elements) *elements = r ? r->elements : 0;
 }
 
-sg_status sg__tp_gather(sg_comm *comm, int ndim, const int64_t *full_dims, int axis, const float *slice,
+sg_status sg__tp_gather(const sg__xfer *x, int ndim, const int64_t *full_dims, int axis, const float *slice,
                         float *full) {
-  if (comm == NULL || full_dims == NULL || slice == NULL || full == NULL)
+  if (x == NULL || full_dims == NULL || slice == NULL || full == NULL)
     return sg__error(SG_ERR_INVALID_ARG, "sg__tp_gather: NULL argument");
-  int ways = sg_comm_size(comm);
+  int ways = x->size;
   if (ndim < 1 || ndim > SG_MAX_DIMS || axis < 0 || axis >= ndim || ways < 1 || full_dims[axis] % ways != 0)
     return sg__error(SG_ERR_INVALID_ARG, "sg__tp_gather: axis %d of a %d-D tensor does not split %d ways",
                      axis, ndim, ways);
@@ -143,7 +142,7 @@ sg_status sg__tp_gather(sg_comm *comm, int ndim, const int64_t *full_dims, int a
    * axis (a no-op reordering when axis is 0). */
   float *stacked = sg__malloc(piece * (size_t)ways * sizeof *stacked + 1);
   if (stacked == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg__tp_gather: out of memory");
-  sg_status st = sg_comm_allgather(comm, slice, stacked, piece, SG_F32);
+  sg_status st = x->allgather(x->ctx, slice, stacked, piece, SG_F32);
   if (st == SG_OK) {
     for (int r = 0; r < ways; r++)
       for (size_t o = 0; o < outer; o++)

@@ -49,6 +49,19 @@ sg_status sg__session_run_partial(sg_session *s, uint32_t begin, uint32_t end);
  * time. */
 void sg__session_set_steps(sg_session *s, uint64_t steps);
 
+/* Sets the dropout stream of the passes that follow (0, the default, is a
+ * plain step): a runtime that runs a step as several micro-batches or shards
+ * sets each its own stream (e.g. its index + 1), so their masks differ, and
+ * the same stream again when it recomputes or redoes that pass, so it draws
+ * the same masks. Masks depend on (session seed, op, steps, stream). */
+void sg__session_set_stream(sg_session *s, uint64_t stream);
+
+/* While on, training-form batch norm normalises with the batch statistics
+ * as always but does not update its running statistics: for a pass that
+ * recomputes a forward already run (pipeline recomputation), which would
+ * otherwise apply the momentum update twice. Off by default. */
+void sg__session_set_freeze_stats(sg_session *s, bool freeze);
+
 /* The training schedule: op ids in the order a step runs them. */
 const int32_t *sg__session_order(const sg_session *s, uint32_t *n);
 

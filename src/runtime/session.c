@@ -144,7 +144,7 @@ static sg_status allocate(sg_session *s) {
 
 /* Runs the ops whose inputs are all constant, once; then drops their kernels. */
 static sg_status fold_constants(sg_session *s) {
-  sg__run_ctx ctx = {0, s->seed};
+  sg__run_ctx ctx = {0, s->seed, 0, false};
   for (uint32_t i = 0; i < s->plan.n_fold; i++) {
     int32_t k = s->plan.fold_order[i];
     sg__kernel *kern = NULL;
@@ -264,6 +264,10 @@ const int32_t *sg__session_order(const sg_session *s, uint32_t *n) {
 const sg_graph *sg__session_graph(const sg_session *s) { return s->g; }
 
 void sg__session_set_steps(sg_session *s, uint64_t steps) { s->steps = steps; }
+
+void sg__session_set_stream(sg_session *s, uint64_t stream) { s->stream = stream; }
+
+void sg__session_set_freeze_stats(sg_session *s, bool freeze) { s->freeze_stats = freeze; }
 
 void *sg__session_tensor_addr(const sg_session *s, int32_t t, size_t *bytes) {
   if (!s->compiled || t < 0 || (uint32_t)t >= s->g->n_tensors || s->tensor_ptr[t] == NULL) {

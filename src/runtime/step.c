@@ -183,7 +183,7 @@ static void poison_after(sg_session *s, uint32_t pos) {
 }
 
 static sg_status run(sg_session *s, const int32_t *order, uint32_t n, sg__kernel **kernels, bool poison) {
-  sg__run_ctx ctx = {s->steps, s->seed};
+  sg__run_ctx ctx = {s->steps, s->seed, s->stream, s->freeze_stats};
   for (uint32_t i = 0; i < n; i++) {
     int32_t k = order[i];
     sg_status st = s->be->kernel_run(s->be_state, kernels[i], s->op_in[k], s->op_out[k], &ctx);
@@ -198,7 +198,7 @@ static sg_status run(sg_session *s, const int32_t *order, uint32_t n, sg__kernel
  * gradient to allreduce, a time stamp) is complete. */
 static sg_status run_hooked(sg_session *s, uint32_t begin, uint32_t end, bool poison) {
   const sg__step_hooks *h = &s->hooks;
-  sg__run_ctx ctx = {s->steps, s->seed};
+  sg__run_ctx ctx = {s->steps, s->seed, s->stream, s->freeze_stats};
   for (uint32_t i = begin; i < end; i++) {
     int32_t k = s->plan.order[i];
     if (h->before && (h->before_at == NULL || h->before_at[i])) SG_CHECK(h->before(h->ctx, i));
@@ -215,7 +215,7 @@ static sg_status run_hooked(sg_session *s, uint32_t begin, uint32_t end, bool po
 /* A training step with every kernel timed (SG_PROFILE). */
 static sg_status run_profiled(sg_session *s, bool poison) {
   sg__profile *pr = s->profile;
-  sg__run_ctx ctx = {s->steps, s->seed};
+  sg__run_ctx ctx = {s->steps, s->seed, s->stream, s->freeze_stats};
   for (uint32_t i = 0; i < s->plan.n_order; i++) {
     int32_t k = s->plan.order[i];
     double t0 = seconds_now(pr->clock);

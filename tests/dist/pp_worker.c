@@ -166,6 +166,8 @@ static int run_pipeline(int metis, int micro) {
   sg_comm_params cp = SG_COMM_PARAMS_INIT;
   sg_comm *comm;
   OK(sg_comm_create(&cp, &comm));
+  sg__xfer xfer;
+  sg__xfer_direct(comm, &xfer);
   int stages = sg_comm_size(comm), rank = sg_comm_rank(comm);
   sg_graph *fwd = build();
   int n_ops = sg_graph_num_ops(fwd), stage_of[64];
@@ -190,17 +192,17 @@ static int run_pipeline(int metis, int micro) {
   sg__pp_runner *r;
   for (long fail = 0;; fail++) { /* allocation failures, as in badargs */
     sg__alloc_fail_after(fail);
-    sg_status got = sg__pp_runner_create(st, s, comm, rank - 1, rank + 1, &r);
+    sg_status got = sg__pp_runner_create(st, s, &xfer, rank - 1, rank + 1, &r);
     sg__alloc_fail_after(-1);
     if (got == SG_OK) break;
     CHECK(got == SG_ERR_NO_MEMORY && r == NULL, "allocation %ld failed: %s", fail, sg_status_str(got));
   }
   sg__pp_runner_destroy(r);
   sg__pp_runner *bad;
-  CHECK(sg__pp_runner_create(st, s, comm, rank, rank, &bad) == (stages > 1 ? SG_ERR_INVALID_ARG : SG_OK),
+  CHECK(sg__pp_runner_create(st, s, &xfer, rank, rank, &bad) == (stages > 1 ? SG_ERR_INVALID_ARG : SG_OK),
         "a stage that talks to itself was accepted");
   sg__pp_runner_destroy(bad);
-  OK(sg__pp_runner_create(st, s, comm, rank - 1, rank + 1, &r));
+  OK(sg__pp_runner_create(st, s, &xfer, rank - 1, rank + 1, &r));
   float *x = malloc(sizeof(float) * (size_t)BATCH * IN), lr = 0.05f, losses[STEPS], dummy = 0;
   int64_t *y = malloc(sizeof(int64_t) * (size_t)BATCH);
   CHECK(x && y, "out of memory");
@@ -294,6 +296,8 @@ static int run_corrupt(void) {
   sg_comm_params cp = SG_COMM_PARAMS_INIT;
   sg_comm *comm;
   OK(sg_comm_create(&cp, &comm));
+  sg__xfer xfer;
+  sg__xfer_direct(comm, &xfer);
   CHECK(sg_comm_size(comm) == 2, "corrupt runs on 2 ranks");
   int rank = sg_comm_rank(comm), n_ops, stage_of[64];
   sg_graph *fwd = build();
@@ -327,7 +331,7 @@ static int run_corrupt(void) {
     add_optimizer(st->g);
     sg_session *s = open_session(st->g);
     sg__pp_runner *r;
-    OK(sg__pp_runner_create(st, s, comm, 0, 2, &r));
+    OK(sg__pp_runner_create(st, s, &xfer, 0, 2, &r));
     for (int i = 0; i < 4; i++) {
       sg_status got = sg__pp_step(r, NULL);
       CHECK(got == codes[i], "message %d: %s, expected %s", i, sg_status_str(got), sg_status_str(codes[i]));

@@ -133,8 +133,8 @@ static double rel_diff(const float *a, const float *b, int64_t n) {
 
 /* Compares every parameter of the reference with the TP run's (gathered
  * when split); returns the largest relative difference. */
-static double compare(sg_comm *comm, const sg_graph *ref_g, const sg_session *ref, const sg_graph *tp_g,
-                      const sg_session *tp, bool strict, int *n_split, int *n_repl) {
+static double compare(sg_comm *comm, const sg__xfer *xp, const sg_graph *ref_g, const sg_session *ref,
+                      const sg_graph *tp_g, const sg_session *tp, bool strict, int *n_split, int *n_repl) {
   int ways = sg_comm_size(comm), rank = sg_comm_rank(comm);
   double worst = 0;
   for (int32_t t = 0; t < sg_graph_num_tensors(ref_g); t++) {
@@ -153,7 +153,7 @@ static double compare(sg_comm *comm, const sg_graph *ref_g, const sg_session *re
       if (a.dims[i] != b.dims[i]) axis = i;
     if (axis >= 0) {
       CHECK(a.dims[axis] == b.dims[axis] * ways, "'%s' is split unevenly", a.name);
-      OK(sg__tp_gather(comm, a.ndim, a.dims, axis, mine, full));
+      OK(sg__tp_gather(xp, a.ndim, a.dims, axis, mine, full));
       ++*n_split;
     } else {
       /* Replicated: TP computes its gradient from whole, already summed
@@ -182,6 +182,8 @@ static int run_tp(int use_matmul, int layers, int mutate) {
   sg_comm *comm;
   sg_comm_params cp = SG_COMM_PARAMS_INIT;
   OK(sg_comm_create(&cp, &comm));
+  sg__xfer x;
+  sg__xfer_direct(comm, &x);
   int ways = sg_comm_size(comm), rank = sg_comm_rank(comm);
   CHECK(ways >= 2, "run with at least 2 ranks");
 
@@ -226,7 +228,7 @@ static int run_tp(int use_matmul, int layers, int mutate) {
   sg__tp_sync_kind dropped = mutate == 1 ? SG__TP_SYNC_BWD_ALLREDUCE : SG__TP_SYNC_FWD_ALLREDUCE;
   for (int i = 0; i < n_syncs; i++)
     if (!mutate || syncs[i].kind != dropped) run_syncs[n_run++] = syncs[i];
-  OK(sg__tp_runner_create(tp, comm, run_syncs, n_run, &runner));
+  OK(sg__tp_runner_create(tp, &x, run_syncs, n_run, &runner));
   train(tp, tp_loss);
 
   for (int step = 0; step < STEPS && !mutate; step++) {
@@ -234,7 +236,7 @@ static int run_tp(int use_matmul, int layers, int mutate) {
     CHECK(d <= TOL, "step %d: loss %.9g, single process %.9g", step, tp_loss[step], ref_loss[step]);
   }
   int n_split = 0, n_repl = 0;
-  double worst = compare(comm, ref_g, ref, tp_g, tp, !mutate, &n_split, &n_repl);
+  double worst = compare(comm, &x, ref_g, ref, tp_g, tp, !mutate, &n_split, &n_repl);
   if (mutate) {
     printf("rank %d: without the %s syncs the max rel diff is %.3g\n", rank,
            mutate == 1 ? "backward" : "forward", worst);
@@ -444,11 +446,11 @@ static int badargs(void) {
       CHECK(syncs[i].tensor && strstr(syncs[i].tensor, "gemm"), "backward sync names %s",
             syncs[i].tensor ? syncs[i].tensor : "nothing");
   expect(sg__tp_runner_create(NULL, NULL, syncs, n, &r), SG_ERR_INVALID_ARG, "runner NULL session");
-  expect(sg__tp_runner_create(s, NULL, syncs, n, &r), SG_ERR_INVALID_ARG, "runner NULL comm");
+  expect(sg__tp_runner_create(s, NULL, syncs, n, &r), SG_ERR_INVALID_ARG, "runner NULL transport");
   sg__tp_runner_destroy(NULL);
   float slice[4] = {0};
   int64_t dims[] = {4, 2};
-  expect(sg__tp_gather(NULL, 2, dims, 0, slice, slice), SG_ERR_INVALID_ARG, "gather NULL comm");
+  expect(sg__tp_gather(NULL, 2, dims, 0, slice, slice), SG_ERR_INVALID_ARG, "gather NULL transport");
   sg_session_destroy(s);
   sg__tp_syncs_free(syncs, n);
   sg_graph_destroy(g);

@@ -65,7 +65,7 @@ static sg_status dropout_run(sg__cpu_state *st, sg__kernel *base, void *const *i
     return SG_OK;
   }
   j.mask = out[1];
-  j.key = sg__cpu_dropout_key(k->seed, ctx->seed, ctx->step);
+  j.key = sg__cpu_dropout_key(k->seed, ctx->seed, ctx->step, ctx->stream);
   sg__cpu_parallel_for(k->n, 32768, dropout_range, &j);
   return SG_OK;
 }

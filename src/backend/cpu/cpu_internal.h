@@ -226,8 +226,11 @@ static inline uint64_t sg__cpu_mix64(uint64_t z) {
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
 }
-static inline uint64_t sg__cpu_dropout_key(uint64_t op_seed, uint64_t session_seed, uint64_t step) {
-  return sg__cpu_mix64(sg__cpu_mix64(sg__cpu_mix64(op_seed) ^ session_seed) ^ step);
+static inline uint64_t sg__cpu_dropout_key(uint64_t op_seed, uint64_t session_seed, uint64_t step,
+                                           uint64_t stream) {
+  uint64_t key = sg__cpu_mix64(sg__cpu_mix64(sg__cpu_mix64(op_seed) ^ session_seed) ^ step);
+  /* Stream 0 keeps the key of a plain step (masks of existing runs unchanged). */
+  return stream == 0 ? key : sg__cpu_mix64(key ^ sg__cpu_mix64(stream));
 }
 /* 24 random bits for element `i`; the element is kept when they are >=
  * sg__cpu_dropout_threshold(p) = ceil(p * 2^24) (so P(keep) = 1 - p). */

@@ -38,7 +38,6 @@ enum { FWD_BATCH, FWD_RUNNING, BWD_BATCH, BWD_RUNNING };
 static sg_status bn_run(sg__cpu_state *st, sg__kernel *base, void *const *in, void *const *out,
                         const sg__run_ctx *ctx) {
   (void)st;
-  (void)ctx;
   bn_kernel *k = (bn_kernel *)base;
   float *var = k->mode == FWD_BATCH || k->mode == BWD_BATCH ? sg__dk_buf(&k->dk, k->var_mem) : NULL;
   if (k->mode == BWD_BATCH) {
@@ -58,6 +57,7 @@ static sg_status bn_run(sg__cpu_state *st, sg__kernel *base, void *const *in, vo
     const double m = k->momentum, unbias = (double)k->n / (double)(k->n - 1);
     for (int64_t c = 0; c < k->C; c++) {
       invstd[c] = (float)(1.0 / sqrt((double)var[c] + k->eps));
+      if (ctx->freeze_stats) continue;
       rm[c] = (float)((1.0 - m) * rm[c] + m * mean[c]);
       rv[c] = (float)((1.0 - m) * rv[c] + m * var[c] * unbias);
     }
