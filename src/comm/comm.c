@@ -117,7 +117,9 @@ static sg_status wire_up(sg_comm *c, int64_t deadline) {
   return SG_OK;
 }
 
-sg_status sg_comm_create(const sg_comm_params *params, sg_comm **out) {
+/* group: NULL for the job's communicator, else the name of a subgroup
+ * (sg__comm_create_group). */
+static sg_status create(const sg_comm_params *params, const char *group, sg_comm **out) {
   if (out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_comm_create: NULL out");
   *out = NULL;
   sg_comm *c = sg__calloc(1, sizeof *c);
@@ -138,13 +140,14 @@ sg_status sg_comm_create(const sg_comm_params *params, sg_comm **out) {
    * the launcher hosts it: SG_STORE_EXTERNAL=1). */
   const char *ext = getenv("SG_STORE_EXTERNAL");
   bool external = ext != NULL && strcmp(ext, "1") == 0;
-  if (c->rank == 0 && epoch == 0 && !external)
+  if (c->rank == 0 && epoch == 0 && !external && group == NULL)
     SG_CHECK_GOTO(sg__store_server_start(c->env.master_addr, c->env.master_port, c->env.token, &c->server),
                   st, fail);
   st = sg__store_connect(c->env.master_addr, c->env.master_port, c->env.token, c->env.timeout_ms, &c->store);
-  if (st == SG_OK && epoch > 0) {
-    char prefix[24];
-    snprintf(prefix, sizeof prefix, "e%d/", epoch);
+  if (st == SG_OK && (epoch > 0 || group != NULL)) {
+    char prefix[SG__COMM_GROUP_NAME_MAX + 24];
+    if (group != NULL) snprintf(prefix, sizeof prefix, "e%d/g/%s/", epoch, group);
+    else snprintf(prefix, sizeof prefix, "e%d/", epoch);
     sg__store_set_prefix(c->store, prefix);
   }
   if (st != SG_OK) {
@@ -164,6 +167,30 @@ fail:
   c->failed = st;
   sg_comm_destroy(c);
   return st;
+}
+
+sg_status sg_comm_create(const sg_comm_params *params, sg_comm **out) { return create(params, NULL, out); }
+
+sg_status sg__comm_create_group(const sg_comm_params *params, const char *group, sg_comm **out) {
+  if (out != NULL) *out = NULL;
+  if (params == NULL || group == NULL || out == NULL)
+    return sg__error(SG_ERR_INVALID_ARG, "sg__comm_create_group: NULL argument");
+  size_t n = strlen(group);
+  if (n == 0 || n > SG__COMM_GROUP_NAME_MAX)
+    return sg__error(SG_ERR_INVALID_ARG, "sg__comm_create_group: group name of %zu bytes (1..%d)", n,
+                     SG__COMM_GROUP_NAME_MAX);
+  for (size_t i = 0; i < n; i++) {
+    char ch = group[i];
+    bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-' ||
+              ch == '_' || ch == '.';
+    if (!ok)
+      return sg__error(SG_ERR_INVALID_ARG, "sg__comm_create_group: group name '%s' has '%c' at %zu", group,
+                       ch, i);
+  }
+  if (params->rank < 0 || params->world_size < 1 || params->rank >= params->world_size)
+    return sg__error(SG_ERR_INVALID_ARG, "sg__comm_create_group: rank %d of %d is not a place in a group",
+                     params->rank, params->world_size);
+  return create(params, group, out);
 }
 
 sg_status sg_comm_destroy(sg_comm *comm) {

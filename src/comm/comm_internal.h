@@ -26,6 +26,18 @@ typedef struct sg__comm_env {
  * (SPEC M1). Validates every value read. */
 sg_status sg__comm_env_resolve(const sg_comm_params *params, sg__comm_env *env);
 
+/* A communicator over some of the job's ranks (the replicas of one pipeline
+ * stage, say). params->rank and params->world_size are this rank's place in
+ * the group and the group's size (both explicit); master, token, timeout and
+ * epoch as for sg_comm_create. `group` names it: the same string on every
+ * member, unique within the job and epoch, [A-Za-z0-9._-], at most
+ * SG__COMM_GROUP_NAME_MAX bytes; its store keys live under "e<epoch>/g/<group>/".
+ * It joins through the job's store (served by the launcher, or by world rank
+ * 0's communicator, which must exist first) and never serves one. Destroy
+ * with sg_comm_destroy. */
+#define SG__COMM_GROUP_NAME_MAX 64
+sg_status sg__comm_create_group(const sg_comm_params *params, const char *group, sg_comm **out);
+
 /* Monotonic milliseconds. */
 int64_t sg__now_ms(void);
 

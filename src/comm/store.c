@@ -349,7 +349,8 @@ struct sg__store {
   int fd;
   int timeout_ms;
   char where[300];
-  char prefix[24]; /* put before every key: a membership epoch's namespace ("e3/"); "" at epoch 0 */
+  char prefix[96]; /* put before every key: an epoch's or a group's namespace ("e3/", "e0/g/stage1/"); "" at
+                      epoch 0 */
 };
 
 void sg__store_set_prefix(sg__store *c, const char *prefix) {
