@@ -102,6 +102,15 @@ typedef struct sg__pp_stats {
   int64_t bytes; /* their bytes, headers included */
 } sg__pp_stats;
 
+/* Data parallelism around a pipeline: `replicas` copies of the pipeline,
+ * each fed its own part of the global batch; a stage's copies average their
+ * gradients over `x` (a transport over the stage's replica group only)
+ * before the update. */
+typedef struct sg__pp_dp {
+  const sg__xfer *x;
+  int replica, replicas; /* this copy, 0..replicas-1, and their number */
+} sg__pp_dp;
+
 /* Drives stage st->stage with session `s` (of st->g after the optimizer was
  * appended and the graph finalized; created with updates last, compiled).
  * prev/next are the comm ranks of stages stage-1 and stage+1 (ignored at the
@@ -109,7 +118,7 @@ typedef struct sg__pp_stats {
  * an update before a gradient it must not see), SG_ERR_UNSUPPORTED (a
  * non-f32 gradient), SG_ERR_NO_MEMORY. */
 sg_status sg__pp_runner_create(const sg__pp_stage *st, sg_session *s, const sg__xfer *x, int prev, int next,
-                               sg__pp_runner **out);
+                               const sg__pp_dp *dp, sg__pp_runner **out);
 void sg__pp_runner_destroy(sg__pp_runner *r);
 
 /* Sets an input of the stage graph for the next steps: a batched input of

@@ -161,10 +161,13 @@ static sg_status setup(sg__pp_runner *r) {
 }
 
 sg_status sg__pp_runner_create(const sg__pp_stage *st, sg_session *s, const sg__xfer *x, int prev, int next,
-                               sg__pp_runner **out) {
+                               const sg__pp_dp *dp, sg__pp_runner **out) {
   if (out) *out = NULL;
   if (st == NULL || s == NULL || x == NULL || out == NULL)
     return sg__error(SG_ERR_INVALID_ARG, "sg__pp_runner_create: NULL argument");
+  if (dp != NULL && dp->replicas > 1)
+    return sg__error(SG_ERR_UNSUPPORTED,
+                     "sg__pp_runner_create: data parallelism around a pipeline (%d replicas)", dp->replicas);
   sg__pp_runner *r = sg__calloc(1, sizeof *r);
   if (r == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg__pp_runner_create: out of memory");
   *r = (sg__pp_runner){.st = st, .s = s, .g = st->g, .x = *x, .prev = prev, .next = next};

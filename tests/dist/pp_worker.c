@@ -192,17 +192,18 @@ static int run_pipeline(int metis, int micro) {
   sg__pp_runner *r;
   for (long fail = 0;; fail++) { /* allocation failures, as in badargs */
     sg__alloc_fail_after(fail);
-    sg_status got = sg__pp_runner_create(st, s, &xfer, rank - 1, rank + 1, &r);
+    sg_status got = sg__pp_runner_create(st, s, &xfer, rank - 1, rank + 1, NULL, &r);
     sg__alloc_fail_after(-1);
     if (got == SG_OK) break;
     CHECK(got == SG_ERR_NO_MEMORY && r == NULL, "allocation %ld failed: %s", fail, sg_status_str(got));
   }
   sg__pp_runner_destroy(r);
   sg__pp_runner *bad;
-  CHECK(sg__pp_runner_create(st, s, &xfer, rank, rank, &bad) == (stages > 1 ? SG_ERR_INVALID_ARG : SG_OK),
+  CHECK(sg__pp_runner_create(st, s, &xfer, rank, rank, NULL, &bad) ==
+            (stages > 1 ? SG_ERR_INVALID_ARG : SG_OK),
         "a stage that talks to itself was accepted");
   sg__pp_runner_destroy(bad);
-  OK(sg__pp_runner_create(st, s, &xfer, rank - 1, rank + 1, &r));
+  OK(sg__pp_runner_create(st, s, &xfer, rank - 1, rank + 1, NULL, &r));
   float *x = malloc(sizeof(float) * (size_t)BATCH * IN), lr = 0.05f, losses[STEPS], dummy = 0;
   int64_t *y = malloc(sizeof(int64_t) * (size_t)BATCH);
   CHECK(x && y, "out of memory");
@@ -331,7 +332,7 @@ static int run_corrupt(void) {
     add_optimizer(st->g);
     sg_session *s = open_session(st->g);
     sg__pp_runner *r;
-    OK(sg__pp_runner_create(st, s, &xfer, 0, 2, &r));
+    OK(sg__pp_runner_create(st, s, &xfer, 0, 2, NULL, &r));
     for (int i = 0; i < 4; i++) {
       sg_status got = sg__pp_step(r, NULL);
       CHECK(got == codes[i], "message %d: %s, expected %s", i, sg_status_str(got), sg_status_str(codes[i]));
@@ -487,7 +488,7 @@ static int pp_badargs(void) {
   CHECK(st->n_recv == 1 && st->n_send == 0 && st->micro_batch == 4, "stage 1: %d in, %d out, %lld rows",
         st->n_recv, st->n_send, (long long)st->micro_batch);
   sg__pp_runner *r = (sg__pp_runner *)1;
-  EXPECT(sg__pp_runner_create(st, NULL, NULL, 0, 2, &r), SG_ERR_INVALID_ARG, "NULL argument");
+  EXPECT(sg__pp_runner_create(st, NULL, NULL, 0, 2, NULL, &r), SG_ERR_INVALID_ARG, "NULL argument");
   CHECK(r == NULL, "out not cleared");
   EXPECT(sg__pp_step(NULL, NULL), SG_ERR_INVALID_ARG, "NULL");
   EXPECT(sg__pp_set_input(NULL, "x", st2, 4), SG_ERR_INVALID_ARG, "NULL");
