@@ -24,7 +24,9 @@
  * be injected with `sgrt launch --inject SPEC` (bench/resilience.sh). A rank
  * left out by a recovery exits with status 75 (SG_DIST_EXIT_EXCLUDED); a job
  * that cannot heal ends every rank with status 1. The lines and the JSON come
- * from whichever rank is rank 0 now. */
+ * from whichever rank is rank 0 now. With --no-heal the program sets the
+ * inputs itself and sg_dist keeps no rollback snapshots (a failure then ends
+ * the job): bench/replication_cost.sh measures what the snapshots cost. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -41,7 +43,7 @@
 #include "resnet50_model.h"
 
 typedef struct options {
-  int batch, res, steps, threads, classes, width, warmup, json, heartbeat_ms, dead_ms;
+  int batch, res, steps, threads, classes, width, warmup, json, heartbeat_ms, dead_ms, no_heal;
   double lr, bucket_mb;
   uint64_t seed;
   const char *trace, *offload, *offload_path;
@@ -51,11 +53,11 @@ static const char usage[] =
     "usage: resnet50_dist [--steps N] [--batch N] [--res N] [--threads N] [--lr X] [--width N]\n"
     "                     [--classes N] [--seed N] [--warmup N] [--bucket-mb X] [--trace FILE] "
     "[--heartbeat-ms N] [--dead-ms N]\n"
-    "                     [--offload dram|pmem] [--offload-path PATH] [--json]\n"
+    "                     [--offload dram|pmem] [--offload-path PATH] [--no-heal] [--json]\n"
     "       (start it once per rank: sgrt launch -n 4 resnet50_dist ...)\n";
 
 static int parse(int argc, char **argv, options *o) {
-  *o = (options){8, 64, 10, 1, 10, 64, 1, 0, 100, 1000, 0.01, 25, 1, NULL, NULL, NULL};
+  *o = (options){8, 64, 10, 1, 10, 64, 1, 0, 100, 1000, 0, 0.01, 25, 1, NULL, NULL, NULL};
   const example_opt opts[] = {
       {"--batch", EXAMPLE_OPT_INT, &o->batch},
       {"--res", EXAMPLE_OPT_INT, &o->res},
@@ -73,6 +75,7 @@ static int parse(int argc, char **argv, options *o) {
       {"--offload", EXAMPLE_OPT_STRING, &o->offload},
       {"--offload-path", EXAMPLE_OPT_STRING, &o->offload_path},
       {"--json", EXAMPLE_OPT_FLAG, &o->json},
+      {"--no-heal", EXAMPLE_OPT_FLAG, &o->no_heal},
   };
   int rc = example_parse_opts("resnet50_dist", usage, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
   if (rc != 0) return rc;
@@ -173,7 +176,10 @@ int main(int argc, char **argv) {
     return fail(-1, "allocating the data", SG_ERR_NO_MEMORY);
   dp.offload = o.offload; /* validated by sg_dist_create */
   dp.offload_path = o.offload_path;
-  dp.feed = feed;
+  /* Without the feed callback sg_dist keeps no rollback snapshots and does
+   * not heal (a peer's failure ends the job): the program sets each step's
+   * inputs itself. bench/replication_cost.sh compares the two. */
+  dp.feed = o.no_heal ? NULL : feed;
   dp.feed_ctx = &fd;
   sg_dist *d;
   if ((st = sg_dist_create(g, &dp, &d)) != SG_OK) return fail(-1, "joining the job", st);
@@ -202,7 +208,8 @@ int main(int argc, char **argv) {
   int recoveries = 0;
   for (int step = 0; step < o.steps; step++) {
     double ts = now(), cs = cpu_now();
-    if ((st = sg_dist_step(d)) != SG_OK) {
+    if (o.no_heal) st = feed(&fd, d, (uint64_t)step, rank, world);
+    if (st != SG_OK || (st = sg_dist_step(d)) != SG_OK) {
       fail(sg_dist_rank(d), "training", st);
       sg_dist_get_stats(d, &stats);
       int excluded = stats.excluded;
