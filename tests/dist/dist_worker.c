@@ -53,10 +53,12 @@
     if (strstr(sg_last_error(), (text)) == NULL) FAIL("%s: message lacks '%s'", #call, (text));             \
   } while (0)
 
+/* The rank from whichever launcher's variables are set (the order of src/comm/env.c). */
 static int env_rank(void) {
-  const char *s = getenv("SG_RANK");
-  if (s == NULL) s = getenv("RANK");
-  return s ? atoi(s) : 0;
+  const char *vars[] = {"SG_RANK", "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+    if (getenv(vars[i]) != NULL) return atoi(getenv(vars[i]));
+  return 0;
 }
 
 static double now_ms(void) {

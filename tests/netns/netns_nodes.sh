@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# A job across "nodes" the way a cluster launcher starts it (docs/dist.md
+# "Launchers"): NODES network namespaces joined by veth pairs to a bridge, so
+# ranks on different nodes talk over TCP and only rank 0's node serves the
+# rendezvous store (MASTER_ADDR is its address, not loopback). Each node runs
+# PER_NODE ranks with the variables of STYLE:
+#   slurm     SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID   (what srun sets)
+#   openmpi   OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK    (what mpirun sets)
+#   torchrun  RANK, WORLD_SIZE, LOCAL_RANK                (what torchrun sets)
+# plus MASTER_ADDR, MASTER_PORT and SG_JOB_TOKEN, as docs/dist.md tells users
+# to export them. Ranks are numbered node by node (rank = node * PER_NODE +
+# local rank). UCX runs over TCP on the node's veth only (UCX_TLS=tcp,
+# UCX_NET_DEVICES): namespaces on one machine still share memory, so without
+# this UCX would pick shared memory between the "nodes" and hide what a real
+# second host would exercise.
+#
+#   netns_nodes.sh STYLE NODES PER_NODE -- COMMAND [ARGS...]
+#
+# Exit: 0 when every rank exits 0; 77 (skip) without root, namespaces, veth or
+# bridges; 124 when a rank runs past 90 s; else 1. Everything created is
+# removed on every exit path; only processes started here are killed.
+set -u
+[ $# -ge 5 ] && [ "$4" = "--" ] || { echo "usage: $0 slurm|openmpi|torchrun NODES PER_NODE -- COMMAND [ARGS...]" >&2; exit 2; }
+style=$1 nodes=$2 per=$3
+shift 4
+case $style in
+  slurm) vr=SLURM_PROCID vs=SLURM_NTASKS vl=SLURM_LOCALID ;;
+  openmpi) vr=OMPI_COMM_WORLD_RANK vs=OMPI_COMM_WORLD_SIZE vl=OMPI_COMM_WORLD_LOCAL_RANK ;;
+  torchrun) vr=RANK vs=WORLD_SIZE vl=LOCAL_RANK ;;
+  *) echo "netns_nodes: unknown style '$style' (slurm, openmpi, torchrun)" >&2; exit 2 ;;
+esac
+skip() {
+  echo "SKIP: $*"
+  exit 77
+}
+[ "$(id -u)" = 0 ] || skip "network namespaces need root"
+command -v ip > /dev/null || skip "no 'ip' command (iproute2)"
+tag=$$
+hub="sgm$tag"
+dir=$(mktemp -d "${TMPDIR:-/tmp}/sg-netns-nodes.XXXXXX") || exit 1
+pids=()
+cleanup() {
+  trap - EXIT INT TERM
+  for p in "${pids[@]}"; do kill -KILL "$p" 2> /dev/null; done
+  wait 2> /dev/null
+  for ((i = 0; i < nodes; i++)); do ip netns del "sgm$tag-$i" 2> /dev/null; done
+  ip netns del "$hub" 2> /dev/null
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+ip netns add "$hub" 2> "$dir/err" || skip "cannot create a network namespace: $(cat "$dir/err")"
+ip -n "$hub" link add br0 type bridge 2> "$dir/err" || skip "cannot create a bridge: $(cat "$dir/err")"
+ip -n "$hub" link set br0 up
+for ((i = 0; i < nodes; i++)); do
+  ns="sgm$tag-$i"
+  ip netns add "$ns" && ip link add "sgw$tag-$i" type veth peer name "sgx$tag-$i" 2> "$dir/err" ||
+    skip "cannot create a veth pair: $(cat "$dir/err")"
+  ip link set "sgw$tag-$i" netns "$ns" && ip link set "sgx$tag-$i" netns "$hub" &&
+    ip -n "$hub" link set "sgx$tag-$i" master br0 && ip -n "$hub" link set "sgx$tag-$i" up &&
+    ip -n "$ns" addr add "10.78.1.$((10 + i))/24" dev "sgw$tag-$i" && ip -n "$ns" link set lo up &&
+    ip -n "$ns" link set "sgw$tag-$i" up || {
+    echo "FAIL: cannot set up $ns" >&2
+    exit 1
+  }
+done
+master=10.78.1.10
+port=$((29600 + tag % 300))
+token=$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
+n=$((nodes * per))
+workers=()
+for ((i = 0; i < nodes; i++)); do
+  for ((l = 0; l < per; l++)); do
+    r=$((i * per + l))
+    ip netns exec "sgm$tag-$i" env "$vr=$r" "$vs=$n" "$vl=$l" MASTER_ADDR=$master MASTER_PORT=$port \
+      SG_JOB_TOKEN=$token UCX_TLS=tcp UCX_NET_DEVICES="sgw$tag-$i" "$@" > >(sed -u "s/^/[node $i rank $r] /") 2>&1 &
+    pids+=($!)
+    workers+=($!)
+  done
+done
+start=$(date +%s)
+ok=1
+for ((r = 0; r < n; r++)); do
+  p=${workers[$r]}
+  while kill -0 "$p" 2> /dev/null; do
+    if [ $(($(date +%s) - start)) -ge 90 ]; then
+      echo "FAIL: rank $r still running after 90 s (hung?)" >&2
+      exit 124
+    fi
+    sleep 0.1
+  done
+  wait "$p"
+  rc=$?
+  [ $rc = 0 ] || { echo "FAIL: rank $r exited with status $rc" >&2; ok=0; }
+done
+[ $ok = 1 ] && echo "netns_nodes: $n ranks on $nodes nodes ($style variables) completed"
+[ $ok = 1 ]
