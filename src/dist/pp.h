@@ -2,10 +2,11 @@
  * stage per op is cut into one training graph per stage (pp_split.c), and a
  * runner drives one stage through a 1F1B schedule of M micro-batches,
  * sending boundary activations forward and their gradients back with the
- * wire protocol of SPEC M4 (pp_run.c, pp_sched.c). Losses and parameters
- * equal a single-process run of the whole batch (gradient accumulation over
- * the micro-batches). See docs/pipeline_parallel.md. Internal: nothing here
- * is exported. */
+ * wire protocol of SPEC M4 (pp_run.c, pp_sched.c), optionally as one of D
+ * data-parallel replicas of the pipeline (sg__pp_dp). Losses and parameters
+ * equal a single-process run accumulating gradients over the same
+ * micro-batches (with batch norm and dropout too: see sg__pp_step). See
+ * docs/pipeline_parallel.md. Internal: nothing here is exported. */
 #ifndef SG_DIST_PP_H
 #define SG_DIST_PP_H
 
@@ -69,13 +70,15 @@ typedef struct sg__pp_stage {
  *     stage, an edge from a later stage to an earlier one (not acyclic);
  *   SG_ERR_STATE        fwd not finalized or not forward-only;
  *   SG_ERR_UNSUPPORTED  a parameter used on two stages, a non-f32 boundary
- *     tensor, batch norm or dropout (the recomputed forward would update
- *     running statistics twice or draw another mask), a shape that does not
- *     follow the batch, a stage k < stages-1 that sends nothing;
+ *     tensor, a shape that does not follow the batch, a stage k < stages-1
+ *     that sends nothing;
  *   SG_ERR_NO_MEMORY, or a builder/autodiff error of the stage graph.
  * On error *out is NULL. A tensor read more than one stage after the one
  * producing it is relayed by the stages in between (messages go to the next
- * stage only). */
+ * stage only). Batch norm and dropout are accepted: the runner gives their
+ * recomputed passes the masks and statistics of the first (sg__pp_step).
+ * Weights and running statistics keep their shape even when a dim equals
+ * the batch (16 channels at batch 16). */
 sg_status sg__pp_split(const sg_graph *fwd, sg_tensor loss, const int *stage_of_op, int32_t n_ops, int stages,
                        int stage, int micro_batches, sg__pp_stage **out);
 
@@ -104,8 +107,13 @@ typedef struct sg__pp_stats {
 
 /* Data parallelism around a pipeline: `replicas` copies of the pipeline,
  * each fed its own part of the global batch; a stage's copies average their
- * gradients over `x` (a transport over the stage's replica group only)
- * before the update. */
+ * gradients over `x` (a transport over the stage's replica group only: its
+ * rank is `replica` and its size `replicas`) before the update. Suggested
+ * layout (the tests', docs/pipeline_parallel.md): world rank = replica*K +
+ * stage, so each pipeline is K consecutive ranks; a group communicator per
+ * pipeline (rank = stage) carries the boundary tensors, one per stage
+ * (rank = replica) the gradients. Replica r's micro-batch m is micro-batch
+ * g = r*M + m of the global step (its dropout stream is g+1). */
 typedef struct sg__pp_dp {
   const sg__xfer *x;
   int replica, replicas; /* this copy, 0..replicas-1, and their number */
@@ -114,9 +122,12 @@ typedef struct sg__pp_dp {
 /* Drives stage st->stage with session `s` (of st->g after the optimizer was
  * appended and the graph finalized; created with updates last, compiled).
  * prev/next are the comm ranks of stages stage-1 and stage+1 (ignored at the
- * ends). SG_ERR_INVALID_ARG, SG_ERR_STATE (not compiled, not updates last:
- * an update before a gradient it must not see), SG_ERR_UNSUPPORTED (a
- * non-f32 gradient), SG_ERR_NO_MEMORY. */
+ * ends). dp may be NULL (one copy); with dp->replicas > 1 its transport
+ * must be the stage's replica group. SG_ERR_INVALID_ARG (also: replica
+ * outside 0..replicas-1, a group transport of another rank or size, or none
+ * with an allreduce), SG_ERR_STATE (not compiled, not updates last: an
+ * update before a gradient it must not see), SG_ERR_UNSUPPORTED (a non-f32
+ * gradient), SG_ERR_NO_MEMORY. */
 sg_status sg__pp_runner_create(const sg__pp_stage *st, sg_session *s, const sg__xfer *x, int prev, int next,
                                const sg__pp_dp *dp, sg__pp_runner **out);
 void sg__pp_runner_destroy(sg__pp_runner *r);
@@ -132,11 +143,21 @@ sg_status sg__pp_set_input(sg__pp_runner *r, const char *name, const void *data,
 /* One training step: the 1F1B schedule over the M micro-batches (warm-up of
  * stages-stage-1 forwards, alternating forward/backward, cool-down), the
  * gradients summed over the micro-batches and scaled by 1/M (each
- * micro-batch loss is a mean over its samples), then one optimizer update.
- * Every stage calls it once per step. *loss (may be NULL) receives the mean
- * of the micro-batch losses on the last stage, NaN elsewhere. Communication
- * blocks this thread (first version). Errors of the transport, the wire
- * decoder (a malformed or unexpected message) and the session. */
+ * micro-batch loss is a mean over its samples), with replicas then summed
+ * over the replica group in one allreduce and divided by their number (so
+ * every copy holds the same bits), then one optimizer update. Every stage
+ * of every replica calls it once per step.
+ * Batch norm and dropout: each micro-batch's passes (its FORWARD and its
+ * recomputation) run on dropout stream g+1 (g = replica*M + m), so both
+ * draw one mask, and the recomputation with frozen running statistics, so
+ * these move once per micro-batch, in micro-batch order: what one process
+ * accumulating gradients over the same micro-batches with those streams
+ * computes. Afterwards the session is back on stream 0, unfrozen, and its
+ * step count (which seeds the masks) is one higher, as after
+ * sg_session_step. *loss (may be NULL) receives the mean of this replica's
+ * micro-batch losses on the last stage, NaN elsewhere. Communication blocks
+ * this thread (first version). Errors of the transport, the wire decoder
+ * (a malformed or unexpected message) and the session. */
 sg_status sg__pp_step(sg__pp_runner *r, float *loss);
 
 /* Figures of the last step. */
@@ -194,6 +215,13 @@ struct sg__pp_runner {
   uint8_t *buf;          /* one outgoing message or incoming gradient message */
   size_t buf_bytes;
   const void **in_data; /* per batched input: the whole batch */
+  /* Data parallelism (replicas > 1): the replica group's transport and one
+   * flat buffer of every accumulated gradient, so the average over the
+   * replicas is one allreduce per step. */
+  sg__xfer dp_x;
+  int replica, replicas;
+  float *flat;
+  size_t n_flat;
   sg__pp_slot *prog;
   int n_prog;
   uint64_t step;

@@ -10,7 +10,13 @@
  * micro-batches (at most K-k on stage k) wait in preallocated message slots.
  * Gradients are summed over the micro-batches in our own buffers and copied
  * back, scaled by 1/M, into the gradient slots before the update ops run,
- * once per step.
+ * once per step; with replicas of the pipeline, averaged over the stage's
+ * copies first (one allreduce of a flat buffer).
+ *
+ * Batch norm and dropout: each micro-batch's passes run with its own
+ * dropout stream, and a recomputation with frozen running statistics
+ * (begin_pass), so masks and statistics are those of one pass per
+ * micro-batch.
  *
  * First version: the sends and receives block the thread that calls
  * sg__pp_step (DESIGN.md gives communication to the scheduler thread; it
@@ -111,6 +117,19 @@ static sg_status run(sg__pp_runner *r, uint32_t end) {
   return st;
 }
 
+/* Micro-batch m of this replica is micro-batch g = replica*M + m of the
+ * global step; its passes draw dropout stream g+1 (0 is a plain step), the
+ * same for its FORWARD and its recomputation, so both see one mask, and the
+ * mask a single process accumulating the same micro-batches with those
+ * streams draws. `recompute` freezes the batch-norm running statistics: they
+ * move once per micro-batch, in micro-batch order (FORWARDs, and the last
+ * stage's single passes, run in that order). */
+static void begin_pass(sg__pp_runner *r, int m, bool recompute) {
+  uint64_t g = (uint64_t)r->replica * (uint64_t)r->st->micro_batches + (uint64_t)m;
+  sg__session_set_stream(r->s, g + 1);
+  sg__session_set_freeze_stats(r->s, recompute);
+}
+
 static void accumulate(sg__pp_runner *r, bool first) {
   for (int i = 0; i < r->n_grads; i++) {
     sg__pp_grad *g = &r->grads[i];
@@ -131,7 +150,10 @@ static sg_status act(sg__pp_runner *r, sg__pp_slot a, int *backwards_done) {
         SG_CHECK(recv_tensor(r, r->prev, 0, j, m, st->recv[j], r->fwd_msg[k], &r->fwd_data[k]));
       }
       return SG_OK;
-    case SG__PP_FORWARD: SG_CHECK(feed(r, m)); return run(r, r->fwd_end);
+    case SG__PP_FORWARD:
+      SG_CHECK(feed(r, m));
+      begin_pass(r, m, false);
+      return run(r, r->fwd_end);
     case SG__PP_SEND_FWD:
       for (int j = 0; j < st->n_send; j++)
         SG_CHECK(send_tensor(r, r->next, 0, j, m, st->send[j], r->send_addr[j]));
@@ -146,6 +168,9 @@ static sg_status act(sg__pp_runner *r, sg__pp_slot a, int *backwards_done) {
       return SG_OK;
     case SG__PP_BACKWARD:
       SG_CHECK(feed(r, m));
+      /* Stages before the last ran this micro-batch's FORWARD already: this
+       * pass recomputes it, so it must not move the running statistics. */
+      begin_pass(r, m, st->stage + 1 < st->stages);
       SG_CHECK(run(r, r->bwd_end));
       accumulate(r, (*backwards_done)++ == 0);
       return SG_OK;
@@ -157,23 +182,60 @@ static sg_status act(sg__pp_runner *r, sg__pp_slot a, int *backwards_done) {
   return sg__error(SG_ERR_INTERNAL, "sg__pp_step: unknown action %d", (int)a.action);
 }
 
+/* The step's gradient, the mean over the micro-batches (and the replicas),
+ * into the gradient slots. With replicas, every stage's copies add their
+ * means in one allreduce of a flat buffer and divide by the count, so every
+ * copy holds the same bits and takes the same update. */
+static sg_status average(sg__pp_runner *r) {
+  /* Each micro-batch loss is a mean over its samples: the whole batch's
+   * gradient is the mean of the micro-batch gradients. */
+  float scale = 1.0f / (float)r->st->micro_batches;
+  if (r->replicas == 1) {
+    for (int i = 0; i < r->n_grads; i++)
+      for (size_t k = 0; k < r->grads[i].n; k++) r->grads[i].slot[k] = r->grads[i].acc[k] * scale;
+    return SG_OK;
+  }
+  if (r->n_flat == 0) return SG_OK; /* a relay stage: no weights on any copy */
+  size_t off = 0;
+  for (int i = 0; i < r->n_grads; i++)
+    for (size_t k = 0; k < r->grads[i].n; k++) r->flat[off++] = r->grads[i].acc[k] * scale;
+  int64_t t0 = now_ns();
+  sg_status st = r->dp_x.allreduce(r->dp_x.ctx, r->flat, r->n_flat, SG_F32, SG_REDUCE_SUM);
+  r->stats.idle_ms += (double)(now_ns() - t0) * 1e-6;
+  if (st != SG_OK) return st;
+  float d = (float)r->replicas;
+  off = 0;
+  for (int i = 0; i < r->n_grads; i++)
+    for (size_t k = 0; k < r->grads[i].n; k++) r->grads[i].slot[k] = r->flat[off++] / d;
+  return SG_OK;
+}
+
+static sg_status step(sg__pp_runner *r) {
+  int done = 0;
+  for (int i = 0; i < r->n_prog; i++) SG_CHECK(act(r, r->prog[i], &done));
+  int64_t t1 = now_ns();
+  double idle = r->stats.idle_ms; /* the allreduce's wait is idle time */
+  SG_CHECK(average(r));
+  for (int i = 0; i < r->n_upd; i++) SG_CHECK(sg__session_run_partial(r->s, r->upd[i], r->upd[i] + 1));
+  r->stats.busy_ms += (double)(now_ns() - t1) * 1e-6 - (r->stats.idle_ms - idle);
+  return SG_OK;
+}
+
 sg_status sg__pp_step(sg__pp_runner *r, float *loss) {
   if (loss) *loss = NAN;
   if (r == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg__pp_step: runner is NULL");
   int64_t t0 = now_ns();
   r->stats = (sg__pp_stats){0};
-  int done = 0;
-  for (int i = 0; i < r->n_prog; i++) SG_CHECK(act(r, r->prog[i], &done));
-  /* Each micro-batch loss is a mean over its samples: the whole batch's
-   * gradient is the mean of the micro-batch gradients. */
-  int64_t t1 = now_ns();
-  float scale = 1.0f / (float)r->st->micro_batches;
-  for (int i = 0; i < r->n_grads; i++)
-    for (size_t k = 0; k < r->grads[i].n; k++) r->grads[i].slot[k] = r->grads[i].acc[k] * scale;
-  for (int i = 0; i < r->n_upd; i++) SG_CHECK(sg__session_run_partial(r->s, r->upd[i], r->upd[i] + 1));
-  int64_t t2 = now_ns();
-  r->stats.busy_ms += (double)(t2 - t1) * 1e-6;
-  r->stats.step_ms = (double)(t2 - t0) * 1e-6;
+  sg_status st = step(r);
+  /* Whatever happened, later plain passes of the session see a plain step. */
+  sg__session_set_stream(r->s, 0);
+  sg__session_set_freeze_stats(r->s, false);
+  if (st != SG_OK) return st;
+  /* Partial runs do not count steps; a step must, as sg_session_step does:
+   * dropout masks are drawn per (step, stream) and SGD's dampened first
+   * step reads the count. */
+  sg__session_set_steps(r->s, sg_session_steps(r->s) + 1);
+  r->stats.step_ms = (double)(now_ns() - t0) * 1e-6;
   r->step++;
   if (loss && r->loss_addr) *loss = (float)(r->loss_sum / r->st->micro_batches);
   return SG_OK;

@@ -153,6 +153,11 @@ static sg_status setup(sg__pp_runner *r) {
     return sg__error(SG_ERR_INVALID_ARG, "sg__pp_runner_create: the session does not run the stage's graph");
   SG_CHECK(find_positions(r));
   SG_CHECK(find_grads(r));
+  if (r->replicas > 1) {
+    for (int i = 0; i < r->n_grads; i++) r->n_flat += r->grads[i].n;
+    r->flat = sg__malloc(r->n_flat * sizeof(float) + 1);
+    if (r->flat == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg__pp_runner_create: out of memory");
+  }
   SG_CHECK(find_buffers(r));
   int cap = 6 * st->micro_batches + 1;
   r->prog = sg__calloc((size_t)cap, sizeof *r->prog);
@@ -160,17 +165,41 @@ static sg_status setup(sg__pp_runner *r) {
   return sg__pp_schedule(st->stages, st->stage, st->micro_batches, r->prog, cap, &r->n_prog);
 }
 
+/* The replica group's transport must be this stage's copies only: its rank
+ * is the replica and its size the number of replicas (the allreduce goes to
+ * every rank of it). */
+static sg_status check_dp(const sg__pp_dp *dp) {
+  if (dp == NULL) return SG_OK;
+  if (dp->replicas < 1 || dp->replica < 0 || dp->replica >= dp->replicas)
+    return sg__error(SG_ERR_INVALID_ARG, "sg__pp_runner_create: replica %d of %d replicas", dp->replica,
+                     dp->replicas);
+  if (dp->replicas == 1) return SG_OK; /* nothing to average; x is not used */
+  if (dp->x == NULL || dp->x->allreduce == NULL)
+    return sg__error(SG_ERR_INVALID_ARG,
+                     "sg__pp_runner_create: %d replicas but no transport with an allreduce", dp->replicas);
+  if (dp->x->size != dp->replicas || dp->x->rank != dp->replica)
+    return sg__error(
+        SG_ERR_INVALID_ARG,
+        "sg__pp_runner_create: the replica group's transport is rank %d of %d, expected replica %d "
+        "of %d",
+        dp->x->rank, dp->x->size, dp->replica, dp->replicas);
+  return SG_OK;
+}
+
 sg_status sg__pp_runner_create(const sg__pp_stage *st, sg_session *s, const sg__xfer *x, int prev, int next,
                                const sg__pp_dp *dp, sg__pp_runner **out) {
   if (out) *out = NULL;
   if (st == NULL || s == NULL || x == NULL || out == NULL)
     return sg__error(SG_ERR_INVALID_ARG, "sg__pp_runner_create: NULL argument");
-  if (dp != NULL && dp->replicas > 1)
-    return sg__error(SG_ERR_UNSUPPORTED,
-                     "sg__pp_runner_create: data parallelism around a pipeline (%d replicas)", dp->replicas);
+  SG_CHECK(check_dp(dp));
   sg__pp_runner *r = sg__calloc(1, sizeof *r);
   if (r == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg__pp_runner_create: out of memory");
-  *r = (sg__pp_runner){.st = st, .s = s, .g = st->g, .x = *x, .prev = prev, .next = next};
+  *r = (sg__pp_runner){.st = st, .s = s, .g = st->g, .x = *x, .prev = prev, .next = next, .replicas = 1};
+  if (dp != NULL && dp->replicas > 1) { /* one copy needs no transport (it may be NULL) */
+    r->dp_x = *dp->x;
+    r->replica = dp->replica;
+    r->replicas = dp->replicas;
+  }
   sg_status rc = setup(r);
   if (rc != SG_OK) {
     sg__pp_runner_destroy(r);
@@ -193,6 +222,7 @@ void sg__pp_runner_destroy(sg__pp_runner *r) {
   sg__free(r->rgrad_addr);
   sg__free(r->in_data);
   sg__free(r->buf);
+  sg__free(r->flat);
   sg__free(r->prog);
   sg__free(r);
 }

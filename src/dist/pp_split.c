@@ -38,9 +38,12 @@ static int producer_stage(const cut *c, int32_t t) {
 }
 
 /* The micro-batch shape of a source tensor: a first dim equal to the batch
- * shrinks by M. Everything built from it must come out the same way. */
+ * shrinks by M. Everything built from it must come out the same way.
+ * Weights and running statistics never follow the batch, even when a dim
+ * happens to equal it (16 channels at batch 16). */
 static void micro_dims(const cut *c, const sg__tensor *x, int64_t *dims) {
   memcpy(dims, x->dims, sizeof(int64_t) * SG_MAX_DIMS);
+  if (x->role == SG_ROLE_PARAMETER || x->role == SG_ROLE_STATE) return;
   if (x->ndim >= 1 && x->dims[0] == c->batch) dims[0] = c->batch / c->m;
 }
 
@@ -58,12 +61,6 @@ static sg_status check_graph(const cut *c, sg_tensor loss) {
     const sg__op *op = &s->ops[k];
     int sk = c->stage_of[k];
     used[sk] = true;
-    if (op->kind == SG_OP_BATCH_NORM || op->kind == SG_OP_DROPOUT)
-      st = sg__error(SG_ERR_UNSUPPORTED,
-                     "sg__pp_split: op '%s' (%s): a pipeline stage recomputes its forward pass, which "
-                     "would update running statistics twice or draw another dropout mask (not supported "
-                     "in this version)",
-                     op->name, sg_op_kind_name(op->kind));
     for (int i = 0; i < op->n_inputs && st == SG_OK; i++) {
       int32_t t = op->inputs[i];
       if (t < 0) continue;
@@ -210,7 +207,10 @@ static sg_status add_op(cut *c, uint32_t k) {
     int64_t want[SG_MAX_DIMS];
     micro_dims(c, x, want);
     const sg__tensor *y = &c->g->tensors[outs[i].id];
-    if (y->ndim != x->ndim || memcmp(y->dims, want, sizeof(int64_t) * (size_t)x->ndim) != 0) {
+    /* A per-channel vector (batch norm's saved mean) whose size equals the
+     * batch keeps its size: it does not depend on the batch either. */
+    bool same = x->ndim == 1 && y->ndim == 1 && y->dims[0] == x->dims[0];
+    if (!same && (y->ndim != x->ndim || memcmp(y->dims, want, sizeof(int64_t) * (size_t)x->ndim) != 0)) {
       char a[SG__SHAPE_STR], b[SG__SHAPE_STR];
       return sg__error(SG_ERR_UNSUPPORTED,
                        "sg__pp_split: op '%s' gives '%s' the shape %s per micro-batch, expected %s: its "

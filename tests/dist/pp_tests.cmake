@@ -8,7 +8,8 @@
 # malformed boundary messages, each of which must be rejected. `badargs` needs no
 # communicator: argument checks, allocation failures, and a deadlock and
 # dependency simulation of every 1F1B program for K <= 8, M <= 12.
-add_executable(pp_worker ${CMAKE_CURRENT_LIST_DIR}/pp_worker.c)
+add_executable(pp_worker ${CMAKE_CURRENT_LIST_DIR}/pp_worker.c ${CMAKE_CURRENT_LIST_DIR}/pp_equiv.c
+                         ${CMAKE_CURRENT_LIST_DIR}/dist_models.c ${PROJECT_SOURCE_DIR}/examples/resnet50/resnet50_model.c)
 target_link_libraries(pp_worker PRIVATE sgrt_internal m)
 target_compile_options(pp_worker PRIVATE ${SG_WARNINGS})
 
@@ -26,3 +27,21 @@ add_test(NAME pp_corrupt_np2 COMMAND ${_sg_pp_launch} -n 2 -- ${_sg_pp_worker} c
 add_test(NAME pp_badargs COMMAND ${_sg_pp_worker} badargs)
 set_tests_properties(pp_mlp_np2 pp_mlp_np4 pp_mlp_np3 pp_mlp_m2_np4 pp_mlp_m16_np2 pp_res_np2 pp_res_np4
                      pp_metis_np2 pp_corrupt_np2 pp_badargs PROPERTIES TIMEOUT 120 LABELS "dist;pp" ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000")
+
+# Pipeline x data parallelism, batch norm and dropout (pp_equiv.c): `equiv
+# MODEL D M` runs K = ranks/D stages times D replicas (rank = replica*K +
+# stage) for 5 steps and compares every stage's parameters and running
+# statistics, and the losses, with one process accumulating the same D*M
+# micro-batches (same dropout streams) in the whole graph: 1e-4 relative,
+# and the replicas of a stage bitwise equal. `drop` is the MLP with dropout
+# after the first two relus; `resnet` is ResNet-50 at 32x32, bottleneck width
+# 16, 10 classes, global batch 16 (batch norm in training form), cut at
+# residual block ends.
+add_test(NAME pp_dp_mlp_np4 COMMAND ${_sg_pp_launch} -n 4 -- ${_sg_pp_worker} equiv mlp 2 2)
+add_test(NAME pp_drop_np4 COMMAND ${_sg_pp_launch} -n 4 -- ${_sg_pp_worker} equiv drop 1 4)
+add_test(NAME pp_dp_drop_np4 COMMAND ${_sg_pp_launch} -n 4 -- ${_sg_pp_worker} equiv drop 2 2)
+add_test(NAME pp_dp3_drop_np6 COMMAND ${_sg_pp_launch} -n 6 -- ${_sg_pp_worker} equiv drop 3 2 blocks 24)
+add_test(NAME pp_resnet_np4 COMMAND ${_sg_pp_launch} -n 4 -- ${_sg_pp_worker} equiv resnet 1 4)
+add_test(NAME pp_dp_resnet_np4 COMMAND ${_sg_pp_launch} -n 4 -- ${_sg_pp_worker} equiv resnet 2 2)
+set_tests_properties(pp_dp_mlp_np4 pp_drop_np4 pp_dp_drop_np4 pp_dp3_drop_np6 pp_resnet_np4 pp_dp_resnet_np4
+                     PROPERTIES TIMEOUT 120 LABELS "dist;pp" ENVIRONMENT "SG_COMM_TIMEOUT_MS=60000")

@@ -18,7 +18,11 @@
  *   badargs    (one process, no communicator) argument checks of the split,
  *              the runner and the schedule, and a simulation of every
  *              schedule for K <= 8, M <= 12 with sends that wait for their
- *              receiver (no deadlock, every dependency met, in-flight bound).
+ *              receiver (no deadlock, every dependency met, in-flight bound);
+ *   equiv MODEL D M [blocks|metis [BATCH]]  D replicas of a pipeline of
+ *              ranks/D stages (PP x DP), with batch norm (resnet) or dropout
+ *              (drop), against one process accumulating the same
+ *              micro-batches: pp_equiv.c.
  *
  * The reference is a plain session on the whole-batch graph: an independent
  * computation that shares no code with the split, the runner or the wire
@@ -32,6 +36,7 @@
 #include "comm/wire.h"
 #include "core/core.h"
 #include "dist/pp.h"
+#include "pp_equiv.h"
 #include "runtime/hooks.h"
 #include "sgrt/sgrt.h"
 
@@ -511,7 +516,8 @@ static int pp_badargs(void) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: pp_worker mlp|metis|res [M] | corrupt | bench M BATCH WIDTH | badargs\n");
+    fprintf(stderr, "usage: pp_worker mlp|metis|res [M] | corrupt | bench M BATCH WIDTH | badargs | equiv "
+                    "mlp|drop|resnet D M [blocks|metis [BATCH]]\n");
     return 2;
   }
   int micro = argc > 2 ? atoi(argv[2]) : 4;
@@ -529,6 +535,7 @@ int main(int argc, char **argv) {
     return run_pipeline(0, micro);
   }
   if (strcmp(argv[1], "badargs") == 0) return pp_badargs();
+  if (strcmp(argv[1], "equiv") == 0) return pp_equiv_main(argc, argv);
   if (strcmp(argv[1], "corrupt") == 0) return run_corrupt();
   fprintf(stderr, "pp_worker: unknown mode '%s'\n", argv[1]);
   return 2;

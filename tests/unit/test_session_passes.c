@@ -1,0 +1,201 @@
+/* The per-pass knobs of runtime/hooks.h that pipeline recomputation relies
+ * on: dropout streams (sg__session_set_stream) and frozen batch-norm running
+ * statistics (sg__session_set_freeze_stats). Masks are checked against the
+ * key formula of ref_ops.c (stream 0) and its documented extension (other
+ * streams); running statistics against PyTorch's update, computed by hand. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime/hooks.h"
+#include "test_util.h"
+/* After test_util.h (cmocka's includes first). */
+#include "ref_ops.h"
+
+enum { N = 256 };
+#define P_DROP 0.5
+#define OP_SEED 7
+#define SESSION_SEED 123
+
+static sg_session *open_session(const sg_graph *g) {
+  sg_session_params p = SG_SESSION_PARAMS_INIT;
+  p.threads = 1;
+  p.seed = SESSION_SEED;
+  sg_session *s;
+  assert_status(sg_session_create(g, &p, &s), SG_OK, NULL);
+  assert_status(sg_session_compile(s), SG_OK, NULL);
+  return s;
+}
+
+/* Training graph: y = dropout(x * w) with x and w all ones, so y[i] is the
+ * scale (kept) or 0; loss = sum(y); SGD with lr 0 (nothing moves). */
+static sg_graph *dropout_graph(void) {
+  sg_graph *g;
+  assert_int_equal(sg_graph_create(&g), SG_OK);
+  int64_t d[] = {N};
+  float ones[N];
+  for (int i = 0; i < N; i++) ones[i] = 1.0f;
+  sg_tensor x = sg_input(g, "x", SG_F32, 1, d);
+  sg_tensor lr = sg_input(g, "lr", SG_F32, 0, NULL);
+  sg_tensor w = sg_parameter(g, "w", SG_F32, 1, d, ones);
+  sg_tensor y = sg_dropout(g, sg_mul(g, x, w), P_DROP, OP_SEED, 1);
+  assert_int_equal(sg_tensor_set_name(g, y, "y"), SG_OK);
+  assert_int_equal(sg_graph_mark_output(g, y), SG_OK);
+  sg_tensor loss = sg_reduce_sum(g, y, 0, NULL, 0);
+  assert_int_equal(sg_graph_backward(g, loss), SG_OK);
+  sg_sgd_params sp = SG_SGD_PARAMS_INIT;
+  assert_int_equal(sg_graph_add_sgd(g, lr, &sp), SG_OK);
+  assert_int_equal(sg_graph_finalize(g), SG_OK);
+  return g;
+}
+
+/* The mask of one training step at step count `step` on `stream`. */
+static void mask_of(sg_session *s, uint64_t step, uint64_t stream, uint8_t *mask) {
+  float x[N], y[N], lr = 0;
+  int64_t d[] = {N};
+  for (int i = 0; i < N; i++) x[i] = 1.0f;
+  assert_status(sg_session_set_input(s, "x", SG_F32, 1, d, x), SG_OK, NULL);
+  assert_status(sg_session_set_input(s, "lr", SG_F32, 0, NULL, &lr), SG_OK, NULL);
+  sg__session_set_steps(s, step);
+  sg__session_set_stream(s, stream);
+  assert_status(sg_session_step(s), SG_OK, NULL);
+  assert_status(sg_session_read(s, "y", y, sizeof y), SG_OK, NULL);
+  for (int i = 0; i < N; i++) {
+    assert_true(y[i] == 0.0f || y[i] == 2.0f); /* 1 / (1 - 0.5) */
+    mask[i] = y[i] != 0.0f;
+  }
+}
+
+/* The documented key (cpu_internal.h), written out independently. */
+static uint64_t mix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static int keep_on_stream(uint64_t step, uint64_t stream, uint64_t i) {
+  uint64_t key = mix64(mix64(mix64(OP_SEED) ^ SESSION_SEED) ^ step);
+  key = mix64(key ^ mix64(stream));
+  return (double)(mix64(key ^ mix64(i)) >> 40) >= ceil(P_DROP * 16777216.0);
+}
+
+static void test_dropout_streams(void **state) {
+  (void)state;
+  sg_graph *g = dropout_graph();
+  sg_session *s = open_session(g);
+  uint8_t m0[N], m1[N], m2[N], again[N], later[N];
+  mask_of(s, 3, 0, m0);
+  mask_of(s, 3, 1, m1);
+  mask_of(s, 3, 2, m2);
+  mask_of(s, 3, 1, again);
+  mask_of(s, 4, 1, later);
+  int d12 = 0, d01 = 0, dstep = 0, kept1 = 0;
+  for (int i = 0; i < N; i++) {
+    /* Stream 0 is a plain step: the reference's key formula. */
+    assert_int_equal(m0[i], ref_dropout_keep(OP_SEED, SESSION_SEED, 3, (uint64_t)i, P_DROP));
+    assert_int_equal(m1[i], keep_on_stream(3, 1, (uint64_t)i));
+    assert_int_equal(m2[i], keep_on_stream(3, 2, (uint64_t)i));
+    assert_int_equal(later[i], keep_on_stream(4, 1, (uint64_t)i));
+    d12 += m1[i] != m2[i];
+    d01 += m0[i] != m1[i];
+    dstep += m1[i] != later[i];
+    kept1 += m1[i];
+  }
+  /* The same stream again (a recomputation) draws the same mask. */
+  assert_memory_equal(m1, again, N);
+  /* Independent masks at p = 0.5 differ in about half the places. */
+  printf("streams 1/2 differ at %d of %d, 0/1 at %d, steps 3/4 at %d; stream 1 keeps %d\n", d12, N, d01,
+         dstep, kept1);
+  assert_true(d12 > N / 4 && d01 > N / 4 && dstep > N / 4);
+  assert_true(kept1 > N / 4 && kept1 < 3 * N / 4);
+  sg_session_destroy(s);
+  sg_graph_destroy(g);
+}
+
+/* x [2, 2, 1, 2]: channel 0 holds 1, 3, 5, 7 and channel 1 holds -2, 0, 4,
+ * 6; gamma 1, beta 0, running_mean (0.5, -1), running_var (2, 3). */
+static const float BN_X[8] = {1, 3, -2, 0, 5, 7, 4, 6};
+static const float RM0[2] = {0.5f, -1.0f}, RV0[2] = {2.0f, 3.0f};
+
+static sg_graph *bn_graph(void) {
+  sg_graph *g;
+  assert_int_equal(sg_graph_create(&g), SG_OK);
+  int64_t xd[] = {2, 2, 1, 2}, cd[] = {2};
+  float ones[2] = {1, 1}, zeros[2] = {0, 0};
+  sg_tensor x = sg_input(g, "x", SG_F32, 4, xd);
+  sg_tensor lr = sg_input(g, "lr", SG_F32, 0, NULL);
+  sg_tensor gm = sg_parameter(g, "gamma", SG_F32, 1, cd, ones);
+  sg_tensor bt = sg_parameter(g, "beta", SG_F32, 1, cd, zeros);
+  sg_tensor rm = sg_graph_add_tensor(g, "running_mean", SG_F32, SG_ROLE_STATE, 1, cd, RM0);
+  sg_tensor rv = sg_graph_add_tensor(g, "running_var", SG_F32, SG_ROLE_STATE, 1, cd, RV0);
+  sg_tensor y = sg_batch_norm(g, x, gm, bt, rm, rv, NULL); /* eps 1e-5, momentum 0.1, training */
+  assert_int_equal(sg_tensor_set_name(g, y, "y"), SG_OK);
+  assert_int_equal(sg_graph_mark_output(g, y), SG_OK);
+  sg_tensor loss = sg_reduce_sum(g, sg_mul(g, y, y), 0, NULL, 0);
+  assert_int_equal(sg_graph_backward(g, loss), SG_OK);
+  sg_sgd_params sp = SG_SGD_PARAMS_INIT;
+  assert_int_equal(sg_graph_add_sgd(g, lr, &sp), SG_OK);
+  assert_int_equal(sg_graph_finalize(g), SG_OK);
+  return g;
+}
+
+static void bn_step(sg_session *s, float *y, float *rm, float *rv) {
+  int64_t xd[] = {2, 2, 1, 2};
+  float lr = 0;
+  assert_status(sg_session_set_input(s, "x", SG_F32, 4, xd, BN_X), SG_OK, NULL);
+  assert_status(sg_session_set_input(s, "lr", SG_F32, 0, NULL, &lr), SG_OK, NULL);
+  assert_status(sg_session_step(s), SG_OK, NULL);
+  assert_status(sg_session_read(s, "y", y, 8 * sizeof(float)), SG_OK, NULL);
+  assert_status(sg_session_read(s, "running_mean", rm, 2 * sizeof(float)), SG_OK, NULL);
+  assert_status(sg_session_read(s, "running_var", rv, 2 * sizeof(float)), SG_OK, NULL);
+}
+
+static void test_frozen_batch_norm(void **state) {
+  (void)state;
+  sg_graph *g = bn_graph();
+  sg_session *s = open_session(g);
+  float y_frozen[8], y[8], rm[2], rv[2];
+  sg__session_set_freeze_stats(s, true);
+  bn_step(s, y_frozen, rm, rv);
+  /* Frozen: the statistics are exactly what they were. */
+  assert_memory_equal(rm, RM0, sizeof rm);
+  assert_memory_equal(rv, RV0, sizeof rv);
+  sg__session_set_freeze_stats(s, false);
+  bn_step(s, y, rm, rv);
+  /* The output normalises with the batch statistics either way. */
+  assert_memory_equal(y, y_frozen, sizeof y);
+  /* By hand: channel 0 has mean 4, biased variance 5, unbiased 20/3;
+   * channel 1 mean 2, variance 10, unbiased 40/3. PyTorch:
+   * running = (1 - 0.1) running + 0.1 batch (the variance unbiased). */
+  const double mean[2] = {4, 2}, var[2] = {5, 10};
+  const double want_rm[2] = {0.9 * 0.5 + 0.1 * 4, 0.9 * -1 + 0.1 * 2};
+  const double want_rv[2] = {0.9 * 2 + 0.1 * 20.0 / 3.0, 0.9 * 3 + 0.1 * 40.0 / 3.0};
+  for (int c = 0; c < 2; c++) {
+    printf("channel %d: running_mean %.7f (%.7f), running_var %.7f (%.7f)\n", c, rm[c], want_rm[c], rv[c],
+           want_rv[c]);
+    assert_true(fabs(rm[c] - want_rm[c]) <= 1e-6);
+    assert_true(fabs(rv[c] - want_rv[c]) <= 1e-6 * want_rv[c]);
+  }
+  for (int n = 0; n < 2; n++)
+    for (int c = 0; c < 2; c++)
+      for (int w = 0; w < 2; w++) {
+        int i = (n * 2 + c) * 2 + w;
+        double want = (BN_X[i] - mean[c]) / sqrt(var[c] + 1e-5);
+        assert_true(fabs(y[i] - want) <= 1e-5);
+      }
+  /* A second unfrozen pass moves them again (not latched off). */
+  float rm2[2], rv2[2];
+  bn_step(s, y, rm2, rv2);
+  assert_true(fabs(rm2[0] - (0.9 * rm[0] + 0.1 * 4)) <= 1e-6);
+  sg_session_destroy(s);
+  sg_graph_destroy(g);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_dropout_streams),
+      cmocka_unit_test(test_frozen_batch_norm),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
