@@ -3,7 +3,9 @@
  * survivors of a failure agree on a new membership through it,
  * docs/resilience.md), prefixes their output lines with the rank, forwards
  * SIGINT/SIGTERM, and either stops the others when one fails and returns the
- * first failure's exit status, or (--heal, --inject) lets the others go on. */
+ * first failure's exit status, or (--heal, --inject) lets the others go on;
+ * --restart-failed restarts a failed rank (with --heal as a joiner of the
+ * running job, SG_REJOIN=1). */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -107,7 +109,10 @@ static int drain(stream *s, int rank, int prefix) {
   return 1;
 }
 
-static int spawn(rank_proc *p, int rank, int n, const char *port, const char *token, char **argv) {
+/* rejoin: a restarted rank of a healing job (SG_REJOIN=1: it asks the running
+ * ranks to admit it, docs/resilience.md "Rejoin"). */
+static int spawn(rank_proc *p, int rank, int n, const char *port, const char *token, char **argv,
+                 int rejoin) {
   int out[2], err[2];
   if (pipe(out) != 0) return -1;
   if (pipe(err) != 0) {
@@ -145,6 +150,8 @@ static int spawn(rank_proc *p, int rank, int n, const char *port, const char *to
     setenv("SG_JOB_TOKEN", token, 1);
     setenv("SG_STORE_EXTERNAL", "1", 1); /* this launcher hosts the store */
     if (opt_inject != NULL) setenv("SG_INJECT", opt_inject, 1);
+    if (rejoin) setenv("SG_REJOIN", "1", 1);
+    else unsetenv("SG_REJOIN"); /* the first incarnations start the job */
     /* A healing job destroys communicators whose peers died mid-transfer,
      * and UCX then warns about every request it still held for them; those
      * lines say nothing the recovery messages do not. The user's own
@@ -191,6 +198,28 @@ static int heal_result(const rank_proc *procs, int n) {
   return 2 * ok > n ? 0 : CLI_EXIT_FAIL;
 }
 
+/* --heal --restart-failed K: a rank that died (any status but 0 and
+ * SG_DIST_EXIT_EXCLUDED, or a signal) is started again, at most K times,
+ * with SG_REJOIN=1: it joins the running ranks at their next step boundary
+ * and receives their state. Not once the job is ending (`ending`: stopping,
+ * a rank finished, or no rank left to join). True when it was restarted. */
+static int heal_restart(rank_proc *procs, int r, int n, int restarts, int ending, int prefix,
+                        const char *port, const char *token, char **argv) {
+  rank_proc *p = &procs[r];
+  if (p->status == 0 || p->status == SG_DIST_EXIT_EXCLUDED || p->killed || ending || p->restarts >= restarts)
+    return 0;
+  p->restarts++;
+  fprintf(stderr, "sgrt launch: restarting rank %d (%d of %d) to rejoin the job\n", r, p->restarts, restarts);
+  for (int k = 0; k < 2; k++)
+    while (p->s[k].fd >= 0) drain(&p->s[k], r, prefix);
+  if (spawn(p, r, n, port, token, argv, 1) != 0) {
+    fprintf(stderr, "sgrt launch: cannot restart rank %d: %s\n", r, strerror(errno));
+    return 0;
+  }
+  p->stopped = 0;
+  return 1;
+}
+
 int cli_launch_ranks(int n, int restarts, int prefix, char **argv) {
   static rank_proc procs[MAX_RANKS];
   char token[64], port[16];
@@ -211,12 +240,12 @@ int cli_launch_ranks(int n, int restarts, int prefix, char **argv) {
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
   got_signal = 0;
-  int first_fail = 0, stopping = 0, running = 0;
+  int first_fail = 0, stopping = 0, running = 0, finished_ok = 0;
   int64_t kill_at = 0;
   for (int r = 0; r < n; r++) {
     memset(&procs[r], 0, sizeof procs[r]);
     procs[r].s[0].fd = procs[r].s[1].fd = -1;
-    if (spawn(&procs[r], r, n, port, token, argv) != 0) {
+    if (spawn(&procs[r], r, n, port, token, argv, 0) != 0) {
       cli_error("launch: cannot start rank %d: %s", r, strerror(errno));
       first_fail = CLI_EXIT_FAIL;
       stopping = 1;
@@ -272,6 +301,10 @@ int cli_launch_ranks(int n, int restarts, int prefix, char **argv) {
           procs[r].status = exit_code(status);
           fprintf(stderr, "sgrt launch: rank %d exited with status %d%s\n", r, procs[r].status,
                   procs[r].status == 75 ? " (excluded from the job)" : "");
+          if (procs[r].status == 0) finished_ok++;
+          if (heal_restart(procs, r, n, restarts, stopping || finished_ok > 0 || running == 0, prefix, port,
+                           token, argv))
+            running++;
           continue;
         }
         procs[r].status = exit_code(status);
@@ -282,7 +315,7 @@ int cli_launch_ranks(int n, int restarts, int prefix, char **argv) {
                   procs[r].status, procs[r].restarts, restarts);
           for (int k = 0; k < 2; k++)
             while (procs[r].s[k].fd >= 0) drain(&procs[r].s[k], r, prefix);
-          if (spawn(&procs[r], r, n, port, token, argv) == 0) running++;
+          if (spawn(&procs[r], r, n, port, token, argv, 0) == 0) running++;
           continue;
         }
         if (procs[r].status != 0 && !first_fail) {
@@ -370,9 +403,11 @@ static int run_launch(const cli_command *cmd, int argc, char **argv) {
   }
   if (n < 1 || n > MAX_RANKS) return cli_usage_error(cmd, "-n must be between 1 and %d", MAX_RANKS);
   if (i >= argc) return cli_usage_error(cmd, "missing PROGRAM");
-  if (opt_heal && restarts > 0)
-    return cli_usage_error(cmd, "--restart-failed cannot be combined with --heal/--inject (a restarted rank "
-                                "cannot rejoin a healed job)");
+  if (opt_heal && restarts > 0 && n < 2)
+    return cli_usage_error(cmd,
+                           "--restart-failed with --heal/--inject needs -n 2 or more: a restarted rank "
+                           "rejoins the ranks still running, and with -n %d there are none",
+                           n);
   if (opt_inject != NULL) { /* validate now rather than in every rank */
     sg_fault_plan *plan = NULL;
     if (sg_fault_plan_parse(opt_inject, n, 0, &plan) != SG_OK)
@@ -387,7 +422,10 @@ const cli_command cli_cmd_launch = {
     "-n N [--restart-failed K] [--heal] [--inject SPEC] [--] PROGRAM [ARGS...]",
     "start N local ranks of a program with the bootstrap environment set",
     "  -n, --np N            number of ranks (1..256)\n"
-    "  --restart-failed K    restart a rank that exits non-zero, up to K times each\n"
+    "  --restart-failed K    restart a rank that exits non-zero, up to K times each; with --heal\n"
+    "                        (or --inject) the restarted rank gets SG_REJOIN=1 and rejoins the\n"
+    "                        running ranks at their next step (a rank that died: any status but 0\n"
+    "                        and 75, or a signal; not once a rank has finished)\n"
     "  --heal                keep the other ranks running when one exits or is killed (the job\n"
     "                        heals itself, docs/resilience.md); ranks stopped by a signal are killed\n"
     "                        at the end; 0 when a strict majority finished with 0 and the others\n"

@@ -7,6 +7,14 @@
  *       [--threads N] [--lr X] [--width N] [--classes N] [--seed N] [--warmup N]
  *       [--bucket-mb X] [--trace FILE] [--heartbeat-ms N] [--dead-ms N]
  *       [--offload dram|pmem] [--offload-path PATH] [--json]
+ *       [--pipeline K] [--tensor T] [--micro-batches M]
+ *
+ * --pipeline K / --tensor T (with --micro-batches M for the pipeline) train
+ * the same model through sg_dist_create_model (docs/dist.md, "Pipeline and
+ * tensor parallelism through sg_dist"): the forward graph of resnet50_build
+ * is cut into K pipeline stages or split T ways, the world being D copies
+ * of that (D = ranks / (K x T)); --batch is then per copy, the inputs are
+ * set by the program (no self-healing in those modes).
  *
  * --batch is per rank (the graph is built with it, as with PyTorch DDP); the
  * global batch is batch x ranks. Every rank draws its own shard of each step
@@ -44,6 +52,7 @@
 
 typedef struct options {
   int batch, res, steps, threads, classes, width, warmup, json, heartbeat_ms, dead_ms, no_heal;
+  int pipeline, tensor, micro; /* > 1: sg_dist_create_model's modes */
   double lr, bucket_mb;
   uint64_t seed;
   const char *trace, *offload, *offload_path;
@@ -54,10 +63,11 @@ static const char usage[] =
     "                     [--classes N] [--seed N] [--warmup N] [--bucket-mb X] [--trace FILE] "
     "[--heartbeat-ms N] [--dead-ms N]\n"
     "                     [--offload dram|pmem] [--offload-path PATH] [--no-heal] [--json]\n"
+    "                     [--pipeline K] [--tensor T] [--micro-batches M]\n"
     "       (start it once per rank: sgrt launch -n 4 resnet50_dist ...)\n";
 
 static int parse(int argc, char **argv, options *o) {
-  *o = (options){8, 64, 10, 1, 10, 64, 1, 0, 100, 1000, 0, 0.01, 25, 1, NULL, NULL, NULL};
+  *o = (options){8, 64, 10, 1, 10, 64, 1, 0, 100, 1000, 0, 1, 1, 1, 0.01, 25, 1, NULL, NULL, NULL};
   const example_opt opts[] = {
       {"--batch", EXAMPLE_OPT_INT, &o->batch},
       {"--res", EXAMPLE_OPT_INT, &o->res},
@@ -76,6 +86,9 @@ static int parse(int argc, char **argv, options *o) {
       {"--offload-path", EXAMPLE_OPT_STRING, &o->offload_path},
       {"--json", EXAMPLE_OPT_FLAG, &o->json},
       {"--no-heal", EXAMPLE_OPT_FLAG, &o->no_heal},
+      {"--pipeline", EXAMPLE_OPT_INT, &o->pipeline},
+      {"--tensor", EXAMPLE_OPT_INT, &o->tensor},
+      {"--micro-batches", EXAMPLE_OPT_INT, &o->micro},
   };
   int rc = example_parse_opts("resnet50_dist", usage, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
   if (rc != 0) return rc;
@@ -85,6 +98,10 @@ static int parse(int argc, char **argv, options *o) {
     fprintf(stderr, "resnet50_dist: need batch >= 2, res >= 32, steps >= 1, threads >= 1, classes >= 1, "
                     "width >= 1, warmup >= 0, lr > 0, 0 < bucket-mb <= 4096, heartbeat-ms >= 1, dead-ms > "
                     "heartbeat-ms\n");
+    return 2;
+  }
+  if (o->pipeline < 1 || o->tensor < 1 || o->micro < 1) {
+    fprintf(stderr, "resnet50_dist: need pipeline >= 1, tensor >= 1, micro-batches >= 1\n");
     return 2;
   }
   return 0;
@@ -98,6 +115,82 @@ static sg_status build(const options *o, sg_graph **out) {
   cfg.classes = o->classes;
   cfg.width = o->width;
   return resnet50_build_training(&cfg, "sgd", 0, out);
+}
+
+/* --pipeline / --tensor: the forward graph only (images -> ResNet-50 ->
+ * mean cross-entropy "loss"); sg_dist_create_model cuts it per rank and
+ * adds backward and the optimizer to each part. */
+static sg_status build_forward(const options *o, sg_graph **out, sg_tensor *loss) {
+  resnet50_config cfg = RESNET50_CONFIG_INIT;
+  cfg.batch = o->batch;
+  cfg.image_size = o->res;
+  cfg.classes = o->classes;
+  cfg.width = o->width;
+  sg_graph *g;
+  sg_status st = sg_graph_create(&g);
+  if (st != SG_OK) return st;
+  int64_t xd[] = {o->batch, 3, o->res, o->res}, yd[] = {o->batch};
+  sg_tensor x = sg_input(g, "images", SG_F32, 4, xd), y = sg_input(g, "labels", SG_I64, 1, yd), logits;
+  st = resnet50_build(g, &cfg, x, &logits);
+  *loss = sg_cross_entropy(g, logits, y, SG_REDUCTION_MEAN);
+  sg_tensor_set_name(g, *loss, "loss");
+  sg_graph_mark_output(g, *loss);
+  if (st == SG_OK) st = sg_graph_finalize(g);
+  if (st != SG_OK) {
+    sg_graph_destroy(g);
+    return st;
+  }
+  *out = g;
+  return SG_OK;
+}
+
+/* torchvision's initial values into this rank's part: a tensor on another
+ * stage is not there (skipped); one split by the tensor-parallel plan gets
+ * this rank's slice along the split axis. */
+static sg_status init_part(const sg_graph *g, sg_dist *d, const options *o) {
+  sg_tp_plan *plan = NULL;
+  if (o->tensor > 1) {
+    sg_tp_params tp = SG_TP_PARAMS_INIT;
+    tp.ways = o->tensor;
+    sg_status st = sg_tp_plan_create(g, &tp, &plan);
+    if (st != SG_OK) return st;
+  }
+  int T = o->tensor, t_rank = sg_dist_rank(d) % T;
+  sg_status st = SG_OK;
+  for (int32_t t = 0; t < sg_graph_num_tensors(g) && st == SG_OK; t++) {
+    sg_tensor_info info;
+    if (sg_graph_tensor_info(g, (sg_tensor){t}, &info) != SG_OK) continue;
+    if (info.role != SG_ROLE_PARAMETER && info.role != SG_ROLE_STATE) continue;
+    int axis = -1;
+    for (int32_t i = 0; plan != NULL && i < sg_tp_plan_count(plan); i++) {
+      sg_tp_annotation a;
+      if (sg_tp_plan_get(plan, i, &a) != SG_OK || a.split == SG_TP_REPLICATE) continue;
+      if (a.weight.id == t) axis = a.weight_axis;
+      if (a.split == SG_TP_COLUMN && a.bias.id == t) axis = info.ndim - 1;
+    }
+    float *v = malloc(info.nbytes), *part = malloc(info.nbytes);
+    if (v == NULL || part == NULL || resnet50_init_values(&info, o->seed, v) != 0) {
+      free(v);
+      free(part);
+      st = SG_ERR_NO_MEMORY;
+      break;
+    }
+    size_t bytes = info.nbytes;
+    if (axis >= 0) { /* this rank's block of every run of the axis */
+      int64_t outer = 1, inner = 1, n = info.dims[axis], k = n / T;
+      for (int i = 0; i < axis; i++) outer *= info.dims[i];
+      for (int i = axis + 1; i < info.ndim; i++) inner *= info.dims[i];
+      for (int64_t r = 0; r < outer; r++)
+        memcpy(part + r * k * inner, v + (r * n + t_rank * k) * inner, sizeof(float) * (size_t)(k * inner));
+      bytes /= (size_t)T;
+    }
+    st = sg_session_write(sg_dist_session(d), info.name, axis >= 0 ? part : v, bytes);
+    if (st == SG_ERR_NOT_FOUND) st = SG_OK; /* another stage's */
+    free(v);
+    free(part);
+  }
+  sg_tp_plan_destroy(plan);
+  return st;
 }
 
 static double clock_s(clockid_t clock) {
@@ -156,7 +249,9 @@ int main(int argc, char **argv) {
 
   double t0 = now();
   sg_graph *g = NULL;
-  sg_status st = build(&o, &g);
+  int parts = o.pipeline > 1 || o.tensor > 1; /* sg_dist_create_model's pipeline or tensor mode */
+  sg_tensor loss = SG_NO_TENSOR;
+  sg_status st = parts ? build_forward(&o, &g, &loss) : build(&o, &g);
   if (st != SG_OK) return fail(-1, "building the graph", st);
   sg_dist_params dp = SG_DIST_PARAMS_INIT; /* rank, world size, master: from the launcher's environment */
   dp.threads = o.threads;
@@ -179,13 +274,22 @@ int main(int argc, char **argv) {
   /* Without the feed callback sg_dist keeps no rollback snapshots and does
    * not heal (a peer's failure ends the job): the program sets each step's
    * inputs itself. bench/replication_cost.sh compares the two. */
+  if (parts) o.no_heal = 1; /* no self-healing in those modes: the program sets the inputs */
   dp.feed = o.no_heal ? NULL : feed;
   dp.feed_ctx = &fd;
+  dp.pipeline = o.pipeline;
+  dp.tensor = o.tensor;
+  sg_dist_optimizer opt = SG_DIST_OPTIMIZER_INIT; /* SGD, momentum 0.9, from the input "lr" */
+  opt.sgd.momentum = 0.9;
+  if (parts) dp.micro_batches = o.micro;
   sg_dist *d;
-  if ((st = sg_dist_create(g, &dp, &d)) != SG_OK) return fail(-1, "joining the job", st);
+  if ((st = parts ? sg_dist_create_model(g, loss, &opt, &dp, &d) : sg_dist_create(g, &dp, &d)) != SG_OK)
+    return fail(-1, "joining the job", st);
   int rank = sg_dist_rank(d), world = sg_dist_size(d);
+  /* Copies of the model, each fed its own batch: the ranks (data parallelism), or the pipelines. */
+  int copies = world / (o.pipeline * o.tensor), copy = rank / (o.pipeline * o.tensor);
   /* Every rank initialises; the first step broadcasts rank 0's weights anyway. */
-  if ((st = resnet50_init_session(g, sg_dist_session(d), o.seed)) != SG_OK)
+  if ((st = parts ? init_part(g, d, &o) : resnet50_init_session(g, sg_dist_session(d), o.seed)) != SG_OK)
     return fail(rank, "initialising the weights", st);
   double setup_s = now() - t0;
   sg_dist_stats stats = SG_DIST_STATS_INIT;
@@ -195,7 +299,7 @@ int main(int argc, char **argv) {
     printf("resnet50_dist: %d ranks x batch %d (global batch %d), %dx%d images, %d classes, width %d, %d "
            "thread%s "
            "per rank; %" PRId64 " parameters, %u gradient buckets (%.1f MB per step); ready in %.2f s\n",
-           world, o.batch, o.batch * world, o.res, o.res, o.classes, o.width, o.threads,
+           world, o.batch, o.batch * copies, o.res, o.res, o.classes, o.width, o.threads,
            o.threads == 1 ? "" : "s", n_params, stats.buckets, stats.gradient_bytes / 1e6, setup_s);
 
   double *times = malloc((size_t)o.steps * sizeof(double)), *comm = malloc((size_t)o.steps * sizeof(double));
@@ -208,7 +312,7 @@ int main(int argc, char **argv) {
   int recoveries = 0;
   for (int step = 0; step < o.steps; step++) {
     double ts = now(), cs = cpu_now();
-    if (o.no_heal) st = feed(&fd, d, (uint64_t)step, rank, world);
+    if (o.no_heal) st = feed(&fd, d, (uint64_t)step, parts ? copy : rank, parts ? copies : world);
     if (st != SG_OK || (st = sg_dist_step(d)) != SG_OK) {
       fail(sg_dist_rank(d), "training", st);
       sg_dist_get_stats(d, &stats);
@@ -240,7 +344,7 @@ int main(int argc, char **argv) {
     if (rank == 0 && !o.json)
       printf("step %d/%d  loss %.4f  %.1f images/s  healthy %d/%d  (%.0f ms; allreduce %.0f ms, %.0f ms not "
              "hidden by backward; snapshot %.1f ms, %.1f ms not hidden)%s\n",
-             step + 1, o.steps, stats.loss_mean, o.batch * world / times[step], stats.healthy_ranks, world,
+             step + 1, o.steps, stats.loss_mean, o.batch * copies / times[step], stats.healthy_ranks, world,
              1e3 * times[step], stats.comm_ms, stats.wait_ms, stats.snapshot_ms, stats.snapshot_wait_ms,
              healed);
     fflush(stdout);
@@ -250,14 +354,17 @@ int main(int argc, char **argv) {
   int first = o.steps > o.warmup ? o.warmup : 0, timed = o.steps - first;
   double med = median(times + first, timed), med_comm = median(comm + first, timed);
   double med_wait = median(waits + first, timed), med_cpu = median(cpu + first, timed);
-  double ips = med > 0 ? o.batch * world / med : 0.0;
+  double ips = med > 0 ? o.batch * copies / med : 0.0;
   double med_snap = median(snap + first, timed), med_snap_wait = median(snap_wait + first, timed);
-  uint64_t hash;
-  double psum, pl2;
-  if ((st = example_param_digest(g, sg_dist_session(d), &hash, &psum, &pl2)) != SG_OK)
+  uint64_t hash = 0;
+  double psum = 0, pl2 = 0;
+  /* A rank's part holds only some of g's parameters: there, sg_dist_params_hash (collective) digests
+   * every part's. */
+  if (!parts && (st = example_param_digest(g, sg_dist_session(d), &hash, &psum, &pl2)) != SG_OK)
     return fail(rank, "reading parameters", st);
   uint64_t dist_hash;
   sg_dist_params_hash(d, &dist_hash);
+  if (parts) hash = dist_hash;
   if (dist_hash != hash) return fail(rank, "params_hash differs from sg_dist_params_hash", SG_ERR_INTERNAL);
   if (rank == 0 && o.json) {
     char hex[17];
@@ -266,7 +373,7 @@ int main(int argc, char **argv) {
     cJSON_AddStringToObject(j, "example", "resnet50_dist");
     cJSON_AddNumberToObject(j, "world_size", world);
     cJSON_AddNumberToObject(j, "batch", o.batch);
-    cJSON_AddNumberToObject(j, "global_batch", o.batch * world);
+    cJSON_AddNumberToObject(j, "global_batch", o.batch * copies);
     cJSON_AddNumberToObject(j, "res", o.res);
     cJSON_AddNumberToObject(j, "classes", o.classes);
     cJSON_AddNumberToObject(j, "width", o.width);
@@ -287,6 +394,7 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(j, "ranks_now", stats.world_size);
     cJSON_AddNumberToObject(j, "epoch", stats.epoch);
     cJSON_AddNumberToObject(j, "recoveries", stats.recoveries);
+    cJSON_AddNumberToObject(j, "rejoins", stats.rejoins); /* restarted ranks admitted (docs/resilience.md) */
     cJSON_AddNumberToObject(j, "detection_ms", worst_detection); /* worst over the recoveries seen here */
     cJSON_AddNumberToObject(j, "rto_ms", worst_rto);
     cJSON_AddNumberToObject(j, "rpo_steps", (double)stats.rpo_steps);

@@ -301,6 +301,76 @@ typedef struct sg_rdma_device {
 SG_API sg_status sg_rdma_devices(sg_rdma_device **out, size_t *count);
 SG_API void sg_rdma_devices_free(sg_rdma_device *devices);
 
+/* ---- hang diagnosis (SPEC H7) -------------------------------------------- */
+
+/** Most bytes of a position label (sg_comm_label), not counting the NUL. */
+#define SG_COMM_LABEL_MAX 96
+
+/**
+ * Names what the following collectives are, for hang diagnosis (SPEC H7):
+ * "step 5: allreduce of gradient bucket 2 of 4". Every collective call on
+ * comm (allreduce, allgather, reduce-scatter, broadcast, barrier, window
+ * create) advances this rank's position in the collective schedule by one;
+ * the collective takes the label current at its start, and heartbeats carry
+ * (position, whether the rank is inside that collective, its label) to every
+ * peer. The label stays until replaced; NULL or "" clears it. Copied; at most
+ * SG_COMM_LABEL_MAX bytes of printable ASCII (0x20..0x7e). Local: no
+ * communication.
+ * @return SG_OK; SG_ERR_INVALID_ARG for a NULL comm, a label too long or a
+ *         byte outside printable ASCII (the message says which, and the
+ *         label is left as it was). Owner thread only.
+ */
+SG_API sg_status sg_comm_label(sg_comm *comm, const char *text);
+
+/**
+ * Hang detection (SPEC H7, docs/resilience.md "Hang diagnosis"), on top of
+ * heartbeats (sg_comm_set_liveness must be on): a rank waiting inside its
+ * collective #N looks at the peers that have not entered #N (their
+ * heartbeats say so) but still heartbeat. Once it has waited hang_ms in #N
+ * with no peer entering any collective meanwhile, those peers are stuck: the
+ * collective fails with SG_ERR_COMM and a message naming each stuck rank and
+ * its position, and the waiting ranks' ("rank 2 is stuck before collective
+ * #42 (step 5: ...): its last position is #41 (step 4: ...), finished; ranks
+ * 0-1, 3 are in #42; rank 0 waited 2.0 s there (hang timeout 2000 ms)"). The
+ * stuck ranks are then unreachable for this communicator
+ * (sg_comm_peer_unreachable() returns 1, found first-hand), the other peers
+ * are told (their collectives fail with the same diagnosis), and so is the
+ * stuck rank (its next call fails: "rank 2 was given up by its peers: rank 0
+ * found it stuck ...").
+ *
+ * A rank that computes hang_ms longer than every other rank before entering a
+ * collective is indistinguishable from a stuck one and is reported as stuck:
+ * choose hang_ms well above the spread of the ranks' arrival times (sg_dist's
+ * default is max(10 x dead_ms, 10 s)). 0 turns detection off (the default).
+ * Local; every rank should set the same value.
+ * @return SG_OK; SG_ERR_INVALID_ARG for NULL, hang_ms < 0 or above 24 h;
+ *         the communicator's failure when it failed earlier. Owner thread only.
+ */
+SG_API sg_status sg_comm_set_hang_timeout(sg_comm *comm, int hang_ms);
+
+/** A rank's position in the collective schedule, as its heartbeats last said. */
+typedef struct sg_comm_position {
+  uint64_t collective;               /**< collectives entered: #collective is the latest (0: none yet) */
+  int inside;                        /**< 1 while the rank was waiting inside #collective */
+  int known;                         /**< 0: no heartbeat with a position from this peer yet */
+  char label[SG_COMM_LABEL_MAX + 1]; /**< #collective's label ("" when none) */
+} sg_comm_position;
+
+/**
+ * The position of `peer` as its latest valid heartbeat reported it; for
+ * peer == this rank, this rank's own position now. Local.
+ * @return SG_OK; SG_ERR_INVALID_ARG for NULL or a rank outside the job.
+ *         Owner thread only.
+ */
+SG_API sg_status sg_comm_peer_position(const sg_comm *comm, int peer, sg_comm_position *out);
+
+/**
+ * Heartbeats this rank received and ignored because they were malformed
+ * (SPEC S1: a bad length, version, flag, label or rank; never trusted, not
+ * even as a sign of life). 0 for NULL. Owner thread only.
+ */
+SG_API uint64_t sg_comm_heartbeats_rejected(const sg_comm *comm);
+
 SG_EXTERN_C_END
 
 #endif /* SGRT_COMM_H */

@@ -7,9 +7,14 @@
  * order backward produces them (last layers first); a bucket's allreduce
  * starts as soon as its last gradient exists, on the rank's scheduler
  * thread, while the backward pass goes on, and the updates wait for all of
- * them. Pipeline and tensor parallelism exist as separate modules
- * (docs/pipeline_parallel.md, docs/tensor_parallel.md) and are not selectable
- * here yet.
+ * them. Pipeline and tensor parallelism are selected with
+ * sg_dist_create_model(), which takes the forward graph and builds each
+ * rank's part of it ("one compiled plan, many ranks"): with pipeline = K > 1
+ * rank k runs stage k of a K-stage 1F1B pipeline (docs/pipeline_parallel.md),
+ * with tensor = T > 1 rank t runs share t of the Megatron-style split
+ * (docs/tensor_parallel.md); the rest of this API works in those modes as
+ * described at each function (docs/dist.md, "Pipeline and tensor parallelism
+ * through sg_dist").
  *
  * The graph is built with the per-rank batch, exactly as for a single
  * process (forward + sg_graph_backward() + an optimizer); nothing in it is
@@ -61,6 +66,15 @@
  * the new membership gets SG_ERR_COMM "... excluded from the job ..." and
  * sg_dist_stats.excluded = 1; it should exit (SG_DIST_EXIT_EXCLUDED is the
  * status `sgrt launch --heal` does not count as a failure).
+ *
+ * Rejoin: `sgrt launch --heal --restart-failed K` restarts a rank that died
+ * with SG_REJOIN=1. Its sg_dist_create (same program, same model, a feed
+ * callback) then does not join epoch 0: it asks the running ranks to admit
+ * it, and they do at their next step boundary (the next epoch, everyone back
+ * to its own shard); create returns with the parameters, state, optimizer
+ * state and step counter received from a member, and
+ * sg_dist_get_stats().steps tells the program the step to go on from
+ * (docs/resilience.md, "Rejoin").
  */
 #ifndef SGRT_DIST_H
 #define SGRT_DIST_H
@@ -71,6 +85,7 @@
 #include "sgrt/comm.h"
 #include "sgrt/graph.h"
 #include "sgrt/health.h"
+#include "sgrt/ops.h"
 #include "sgrt/session.h"
 
 SG_EXTERN_C_BEGIN
@@ -83,9 +98,15 @@ typedef struct sg_dist sg_dist;
 /**
  * Sets the inputs of shard `shard` of `n_shards` for step `step` (0-based)
  * with sg_dist_set_input()/sg_dist_bind_input(). n_shards is the original
- * world size, fixed for the job; normally rank r feeds shard r. After a
- * recovery to m members, member i runs the shards {k : k mod m == i} (strict
- * QoS), so the global batch stays the same. Called on the compute thread
+ * world size times micro_batches (M), fixed for the job: the step's global
+ * batch. Member i of m runs the shards {k : k mod m == i}, in increasing
+ * order: before any failure rank r runs r, r + size, ... (M of them); after a
+ * recovery to m members (strict QoS) the members share all n_shards, so the
+ * global batch stays the same (graceful-degrade: each keeps its original
+ * shards). Each shard has its own dropout stream (masks differ across
+ * shards, and a shard redone on another member draws the same masks). The
+ * gradients are summed over the shards and divided by n_shards; the last
+ * shard's backward overlaps the allreduces. Called on the compute thread
  * inside sg_dist_step(); a step may be fed again when it is redone. Return
  * SG_OK, or an error that sg_dist_step() returns (this rank then leaves).
  */
@@ -93,15 +114,19 @@ typedef sg_status (*sg_dist_feed_fn)(void *ctx, sg_dist *d, uint64_t step, int s
 
 /** Parameters of sg_dist_create(). Initialise from SG_DIST_PARAMS_INIT. */
 typedef struct sg_dist_params {
-  size_t size;            /**< sizeof(sg_dist_params) */
-  sg_comm_params comm;    /**< rank, world size, master, token, timeout (SG_COMM_PARAMS_INIT: environment) */
-  const char *device;     /**< "cpu" (NULL means "cpu") */
-  int threads;            /**< compute threads of this rank; 0 = all online CPUs (as sg_session) */
-  uint64_t seed;          /**< session seed (dropout masks); use the same on every rank */
-  int data;               /**< data-parallel degree; -1 = the world size */
-  int pipeline;           /**< pipeline-parallel degree; only 1 for now (SG_ERR_UNSUPPORTED otherwise) */
-  int tensor;             /**< tensor-parallel degree; only 1 for now (SG_ERR_UNSUPPORTED otherwise) */
-  int micro_batches;      /**< micro-batches per step; only 1 for now (SG_ERR_UNSUPPORTED otherwise) */
+  size_t size;         /**< sizeof(sg_dist_params) */
+  sg_comm_params comm; /**< rank, world size, master, token, timeout (SG_COMM_PARAMS_INIT: environment) */
+  const char *device;  /**< "cpu" (NULL means "cpu") */
+  int threads;         /**< compute threads of this rank; 0 = all online CPUs (as sg_session) */
+  uint64_t seed;       /**< session seed (dropout masks); use the same on every rank */
+  int data;            /**< data-parallel degree; -1 = the world size */
+  int pipeline;        /**< pipeline-parallel degree K: sg_dist_create_model() only (sg_dist_create: 1) */
+  int tensor;          /**< tensor-parallel degree T: sg_dist_create_model() only (sg_dist_create: 1) */
+  /** micro-batches per step; with sg_dist_create_model() and pipeline > 1 the pipeline's M (it must divide
+   *  the batch); tensor > 1 takes only 1; data parallelism (sg_dist_create): M micro-batches per rank and
+   *  step, gradients accumulated over them (needs feed, which then sets each micro-batch's inputs; see
+   *  sg_dist_feed_fn for which shards a rank runs); 1 = none */
+  int micro_batches;
   size_t bucket_bytes;    /**< gradient bucket size; 25 MiB as PyTorch DDP's bucket_cap_mb */
   int heartbeat_ms;       /**< heartbeat period of the scheduler thread (sg_comm_set_liveness); 100 */
   int dead_ms;            /**< a peer silent this long is unreachable; 1000; must exceed heartbeat_ms */
@@ -120,12 +145,25 @@ typedef struct sg_dist_params {
   const char *offload;
   /** PMEM tier: a file, directory or DAX device; NULL: SG_GMEM_PMEM_PATH. */
   const char *offload_path;
+  /** ZeRO stage: 0 off; 1 = ZeRO-1, the optimizer state sharded over the ranks (docs/dist.md "ZeRO-1"):
+   *  each rank owns a contiguous range of the parameters (gradient order, cut at parameters, balanced by
+   *  bytes) and keeps optimizer state only for those; gradients are reduce-scattered, each rank updates
+   *  its range, the parameters are allgathered. Results equal plain data parallelism (to rounding).
+   *  Needs an optimizer whose updates are the only ops after backward; not with offload. The initial
+   *  broadcast moves parameters and state only: each rank's optimizer state starts as its session's. */
+  int zero;
+  /** Hang diagnosis (SPEC H7, sg_comm_set_hang_timeout(), docs/resilience.md "Hang diagnosis"): a rank
+   *  that has waited this long in a collective (gradient bucket, broadcast, check) since the last peer
+   *  arrived in it names the peers that have not entered it but still heartbeat as stuck, with their
+   *  positions; the step fails with SG_ERR_COMM, or heals without them with a feed callback.
+   *  0 = max(10 x dead_ms, 10000); -1 = off; else heartbeat_ms < hang_ms <= 86400000. Needs heartbeats. */
+  int hang_ms;
 } sg_dist_params;
 
 #define SG_DIST_PARAMS_INIT                                                                                \
   {                                                                                                        \
     sizeof(sg_dist_params), SG_COMM_PARAMS_INIT, "cpu", 0, 0, -1, 1, 1, 1, (size_t)25 << 20, 100, 1000, 0, \
-        NULL, 0, NULL, NULL, -1, NULL, NULL                                                                \
+        NULL, 0, NULL, NULL, -1, NULL, NULL, 0, 0                                                          \
   }
 SG_API sg_dist_params sg_dist_params_init(void);
 
@@ -149,19 +187,96 @@ SG_API sg_dist_params sg_dist_params_init(void);
  * @param out  receives the handle; NULL on error.
  * @return SG_OK;
  *   SG_ERR_INVALID_ARG for a NULL argument, a bad p->size, a bad value (the
- *     message names the field) or a data degree other than the world size;
+ *     message names the field), micro_batches > 1 without feed, or a data
+ *     degree other than the world size;
  *   SG_ERR_UNSUPPORTED for pipeline or tensor degrees > 1 ("pipeline
- *     parallelism (pp=2) does not run through sg_dist yet ..."), micro_batches > 1, or a
- *     gradient that is not f32;
+ *     parallelism (pp=2) does not run through sg_dist yet ..."), a
+ *     gradient that is not f32, or zero = 1 with an op after backward other
+ *     than the optimizer's updates, or with offload;
  *   SG_ERR_STATE if the graph is not finalized;
  *   SG_ERR_SHAPE "Gradient topology mismatch ..." on every rank when the
  *     ranks' models differ;
  *   SG_ERR_TIMEOUT / SG_ERR_DENIED / SG_ERR_COMM from joining the job;
+ *   with SG_REJOIN=1 (a restarted rank, see "Rejoin" above):
+ *     SG_ERR_INVALID_ARG for a value other than 1 or 0, no feed callback
+ *     or a one-rank job, SG_ERR_UNSUPPORTED with ZeRO-1 (p->zero), and
+ *     SG_ERR_TIMEOUT "not admitted within ..." when the running ranks did
+ *     not admit it within the comm timeout, SG_ERR_COMM when they abandoned
+ *     the admission (a recovery came first);
  *   the session's compile errors; SG_ERR_NO_MEMORY.
  * A rank that fails alone (a local error after joining) aborts its
  * communicator; the other ranks then fail within dead_ms.
  */
 SG_API sg_status sg_dist_create(const sg_graph *g, const sg_dist_params *p, sg_dist **out);
+
+/** Optimizer kinds of sg_dist_optimizer. */
+#define SG_DIST_OPT_SGD 1
+#define SG_DIST_OPT_ADAMW 2
+
+/** The optimizer sg_dist_create_model() appends to each rank's part. Initialise from
+ *  SG_DIST_OPTIMIZER_INIT (SGD, no momentum, learning rate from the input "lr"). */
+typedef struct sg_dist_optimizer {
+  size_t size;           /**< sizeof(sg_dist_optimizer) */
+  int kind;              /**< SG_DIST_OPT_SGD or SG_DIST_OPT_ADAMW */
+  const char *lr_input;  /**< the learning rate: a scalar f32 input of the graph, added when missing ("lr") */
+  sg_sgd_params sgd;     /**< for SG_DIST_OPT_SGD */
+  sg_adamw_params adamw; /**< for SG_DIST_OPT_ADAMW */
+} sg_dist_optimizer;
+#define SG_DIST_OPTIMIZER_INIT \
+  { sizeof(sg_dist_optimizer), SG_DIST_OPT_SGD, "lr", SG_SGD_PARAMS_INIT, SG_ADAMW_PARAMS_INIT }
+SG_API sg_dist_optimizer sg_dist_optimizer_init(void);
+
+/**
+ * Joins the job and builds this rank's part of a model given as its forward
+ * graph: "one compiled plan, many ranks". Collective: every rank calls it
+ * with the same graph, loss, optimizer and degrees. The degrees p->data (D),
+ * p->pipeline (K) and p->tensor (T) must multiply to the world size (D = -1:
+ * the world size / (K*T)). Rank layout: rank = (d*K + k)*T + t.
+ *
+ *   K = T = 1: data parallelism. The graph is cloned, sg_graph_backward()
+ *     and the optimizer are appended, and the result goes to
+ *     sg_dist_create() (the sg_dist owns it): the same as calling
+ *     sg_dist_create() on that training graph.
+ *   K > 1 (T = 1): pipeline parallelism, D copies of the pipeline. The
+ *     stages are chosen by the partitioner in pipeline mode (METIS; when it
+ *     cannot make K stages the split accepts, evenly by op count), rank
+ *     d*K + k builds stage k (docs/pipeline_parallel.md), appends the
+ *     optimizer, and each
+ *     sg_dist_step() runs the 1F1B schedule over p->micro_batches
+ *     micro-batches. Inputs take the whole batch of `fwd` (a copy's part
+ *     of the global batch when D > 1); the runner cuts the micro-batches.
+ *     With D > 1 a stage's copies average their gradients before the
+ *     update, and the first step gives them replica 0's state.
+ *   T > 1 (K = 1, micro_batches 1): tensor parallelism, D copies of the
+ *     group. The graph is rewritten by its sg_tp_plan (sg_tp_plan_create
+ *     with T ways: linear and matmul weights split, everything else
+ *     replicated) into rank d*T + t's share t, backward and the optimizer
+ *     appended; every rank of a copy feeds that copy's whole batch. With
+ *     D > 1 a share's copies average their gradients before the update.
+ * In the K > 1 and T > 1 modes every transfer runs on the scheduler thread,
+ * which owns the communicator, and a rank that dies makes every other rank's
+ * sg_dist_step() fail with SG_ERR_COMM naming it (within dead_ms plus a
+ * little). sg_dist_session() is then this rank's stage or share.
+ *
+ * @param fwd  a finalized forward-only graph (no gradients, no optimizer);
+ *             copied: the caller may destroy it once create returned.
+ * @param loss a one-element f32 tensor of fwd.
+ * @param opt  NULL for SG_DIST_OPTIMIZER_INIT.
+ * @param p    as sg_dist_create() (NULL for the defaults).
+ * @return SG_OK; SG_ERR_INVALID_ARG for NULL, bad sizes or values (the
+ *   message names the field) or degrees whose product is not the world
+ *   size ("data 1 x pipeline 2 x tensor 2 = 4 ranks, but the world has 2");
+ *   SG_ERR_UNSUPPORTED for combinations this version does not run (the
+ *   message says which): pipeline with tensor, tensor with
+ *   micro-batches, a feed callback (self-healing), zero or
+ *   an offload tier with pipeline or tensor > 1, a graph the split or the
+ *   rewrite does not handle;
+ *   SG_ERR_STATE when fwd is not finalized or not forward-only;
+ *   SG_ERR_SHAPE on every rank when the ranks' graphs or degrees differ;
+ *   otherwise as sg_dist_create().
+ */
+SG_API sg_status sg_dist_create_model(const sg_graph *fwd, sg_tensor loss, const sg_dist_optimizer *opt,
+                                      const sg_dist_params *p, sg_dist **out);
 
 /**
  * Leaves the job and frees everything; writes the timeline first when
@@ -195,10 +310,13 @@ SG_API sg_session *sg_dist_session(sg_dist *d);
  */
 SG_API const sg_health *sg_dist_health(const sg_dist *d);
 
-/** This rank's shard of an input: as sg_session_set_input(). */
+/** This rank's shard of an input: as sg_session_set_input(). With sg_dist_create_model() and
+ *  pipeline or tensor > 1: the whole batch of the forward graph on every rank (SG_ERR_SHAPE
+ *  otherwise; ignored by a rank whose part does not read it; copied). */
 SG_API sg_status sg_dist_set_input(sg_dist *d, const char *name, sg_dtype dtype, int ndim,
                                    const int64_t *dims, const void *data);
-/** Binds this rank's shard without copying: as sg_session_bind_input(). */
+/** Binds this rank's shard without copying: as sg_session_bind_input() (pipeline: the data must
+ *  stay valid until the step ran). */
 SG_API sg_status sg_dist_bind_input(sg_dist *d, const char *name, sg_dtype dtype, int ndim,
                                     const int64_t *dims, void *data);
 
@@ -230,7 +348,10 @@ SG_API sg_status sg_dist_step(sg_dist *d);
 /**
  * Copies this rank's value of a tensor out, as sg_session_read(). Parameters
  * and optimizer state are the same on every rank after a step; outputs
- * (the loss) and batch-norm statistics are this rank's own.
+ * (the loss) and batch-norm statistics are this rank's own. Pipeline mode
+ * (sg_dist_create_model): SG_ERR_NOT_FOUND "'fc1.weight' is on pipeline
+ * stage 0 (rank 0) ..." for a tensor of another stage; tensor mode: a split
+ * tensor reads as this rank's slice.
  */
 SG_API sg_status sg_dist_read(const sg_dist *d, const char *name, void *out, size_t bytes);
 
@@ -239,6 +360,10 @@ SG_API sg_status sg_dist_read(const sg_dist *d, const char *name, void *out, siz
  * SG_ROLE_PARAMETER) in tensor order: the same digest as the examples'
  * params_hash. Equal on every rank after every completed step (the averaged
  * gradients are bitwise identical everywhere). Local; compute thread.
+ * Pipeline and tensor modes (sg_dist_create_model): collective; FNV-1a over
+ * the digests of every rank's part (a stage's received activations
+ * excluded) in rank order: one value for the whole model, equal on every
+ * rank.
  * @return SG_OK; SG_ERR_INVALID_ARG for NULL.
  */
 SG_API sg_status sg_dist_params_hash(const sg_dist *d, uint64_t *out);
@@ -250,7 +375,8 @@ typedef struct sg_dist_stats {
   int world_size;        /**< ranks in the job */
   int healthy_ranks;     /**< ranks heard from within dead_ms, this one included */
   int has_loss;          /**< the graph has a one-element f32 output named "loss" */
-  float loss_mean;       /**< "loss" of the last step averaged over the ranks (NaN without one) */
+  float loss_mean;       /**< "loss" of the last step averaged over the ranks (NaN without one); pipeline: the
+                              last stage's loss (sg_dist_create_model's), on every rank */
   uint32_t buckets;      /**< gradient buckets per step */
   size_t gradient_bytes; /**< bytes allreduced per step */
   double step_ms;        /**< wall time of the last step */
@@ -275,6 +401,18 @@ typedef struct sg_dist_stats {
       snapshot_wait_ms; /**< last step: how long the first update waited for that copy (its exposed part) */
   uint64_t snapshot_restores; /**< rollbacks that restored a snapshot */
   size_t offload_bytes;       /**< optimizer state kept in a memory tier (sg_dist_params.offload); 0: none */
+  /* ZeRO-1 (sg_dist_params.zero; docs/dist.md "ZeRO-1"). */
+  size_t optimizer_state_bytes; /**< optimizer state this rank keeps in memory (all of it without ZeRO) */
+  size_t optimizer_state_total; /**< the whole model's optimizer state (every rank's share together) */
+  double reduce_scatter_ms;     /**< last step: the gradients' reduce-scatter (ZeRO-1; 0 otherwise) */
+  double allgather_ms;          /**< last step: the parameters' allgather, copies included (ZeRO-1) */
+  size_t replica_bytes;  /**< ZeRO-1 with a feed callback: optimizer state this rank copies to its buddy each
+                            step */
+  double replication_ms; /**< last step: that copy (one-sided puts on the scheduler thread, overlapping
+                            forward and backward; its exposed part shows in wait_ms) */
+  /** Rejoin (docs/resilience.md "Rejoin"): admissions of restarted ranks this rank took part in, its own
+   *  included (a rejoined rank starts at 1; its epoch is the one it joined). */
+  int rejoins;
 } sg_dist_stats;
 #define SG_DIST_STATS_INIT \
   { sizeof(sg_dist_stats) }

@@ -405,6 +405,8 @@ typedef enum sg_fault_kind {
   SG_FAULT_DROP_HEARTBEATS = 3, /**< "drop-heartbeats": the rank stops sending heartbeats and check-ins */
   SG_FAULT_PARTITION = 4,       /**< "partition": cut the link between two ranks */
   SG_FAULT_DEVICE = 5,          /**< "device": fail the rank's device */
+  SG_FAULT_HANG = 6, /**< "hang": the rank's compute thread stops making progress; its communication
+                          thread goes on heartbeating (SPEC H7: found by hang diagnosis, not silence) */
 } sg_fault_kind;
 
 /** One planned fault. */
@@ -418,14 +420,14 @@ typedef struct sg_fault {
 
 typedef struct sg_fault_plan sg_fault_plan;
 
-/** "kill", "stop", "drop-heartbeats", "partition", "device"; "?" for other values. */
+/** "kill", "stop", "drop-heartbeats", "partition", "device", "hang"; "?" for other values. */
 SG_API const char *sg_fault_kind_name(sg_fault_kind kind);
 
 /**
  * Parses a fault-injection spec for a job of world_size ranks: faults joined
  * by ';', each KIND:KEY=VALUE,... (docs/resilience.md):
  *   kill:rank=R,step=S   stop:rank=R,step=S   drop-heartbeats:rank=R,step=S
- *   device:rank=R,step=S partition:ranks=A-B,step=S
+ *   device:rank=R,step=S hang:rank=R,step=S   partition:ranks=A-B,step=S
  * S is a number, "random" (a step drawn from `seed`, uniform in 1..100) or
  * "random(LO-HI)" (uniform in LO..HI); the same seed and spec give the same
  * steps. Spaces around tokens are ignored.

@@ -43,7 +43,10 @@ static size_t n_segs(size_t elems, size_t esize) {
 /* Two tags per collective (phases 0 and 1), from its sequence number. Every
  * collective takes its tags here, so no two collectives in flight share one
  * (a broadcast root may run several collectives ahead of the others). */
-static uint32_t coll_tag(sg_comm *c) { return (c->coll_seq++ & 0x7fffffffu) << 1; }
+static uint32_t coll_tag(sg_comm *c) {
+  sg__ucx_coll_enter(c->ucx); /* our position in the schedule, for hang diagnosis (SPEC H7) */
+  return (c->coll_seq++ & 0x7fffffffu) << 1;
+}
 
 /* Bytes of staging a ring run needs (see ring.tmp). */
 static size_t stage_bytes(void) { return SEG_BYTES * STAGE_SLOTS; }

@@ -192,4 +192,55 @@ uint16_t sg__f32_to_f16(float f);
 float sg__bf16_to_f32(uint16_t h);
 uint16_t sg__f32_to_bf16(float f);
 
+/* ---- hang diagnosis (SPEC H7; liveness.c, hang.c, ucx.c) ------------------ */
+
+/* A heartbeat's payload (version 1, little endian; docs/comm.md):
+ *   u8 version (1), u8 flags (bit 0: inside the collective; the rest 0),
+ *   u16 label length L (0..SG_COMM_LABEL_MAX), u32 reserved (0),
+ *   u64 position (collectives entered, below 2^63), L bytes of printable ASCII.
+ * The sender's rank travels in the active message's header. */
+#define SG__HB_VERSION 1
+#define SG__HB_FIXED_BYTES 16
+#define SG__HB_MAX_BYTES (SG__HB_FIXED_BYTES + SG_COMM_LABEL_MAX)
+
+/* Writes p's payload into buf (SG__HB_MAX_BYTES); returns its length. */
+size_t sg__hb_encode(const sg_comm_position *p, uint8_t *buf);
+/* Parses and validates a payload of len bytes (SPEC S1): SG_ERR_TRUNCATED,
+ * SG_ERR_VERSION, SG_ERR_FORMAT or SG_ERR_RANGE, with why[cap] (may be NULL)
+ * naming the field; *out is zeroed then, and known = 1 on success. Sets no
+ * thread error: the receive path runs inside a UCX callback and only
+ * counts what it rejects. */
+sg_status sg__hb_decode(const void *buf, size_t len, sg_comm_position *out, char *why, size_t cap);
+/* Nonzero when text (len bytes) is a valid label: printable ASCII, at most
+ * SG_COMM_LABEL_MAX bytes. */
+int sg__label_valid(const char *text, size_t len);
+
+/* What one rank sees when it diagnoses a hang (hang.c). */
+typedef struct sg__hang_view {
+  int self, size;
+  uint64_t seq; /* this rank's collective: #seq */
+  const char *label;
+  int64_t waited_ms, hang_ms;
+  const sg_comm_position *pos; /* per rank (self's entry unused) */
+  const uint8_t *stuck;        /* per rank: 1 = stuck */
+  int reporter;                /* -1: found here; else the rank that found it */
+  int self_out;                /* 1: this rank has not entered #seq itself yet (told between collectives) */
+} sg__hang_view;
+
+/* The diagnosis sentence (docs/resilience.md "Hang diagnosis") into
+ * buf[cap], always NUL-terminated when cap > 0; returns the length it
+ * needed (as snprintf). */
+size_t sg__hang_text(const sg__hang_view *v, char *buf, size_t cap);
+
+/* The transport's side (ucx.c). A collective entering its message phase
+ * calls sg__ucx_coll_enter: position + 1, inside, the current label bound to
+ * it. Any later call on the communicator (sg__ucx_scope_all at begin) means
+ * the collective is over: inside = 0. */
+void sg__ucx_coll_enter(sg__ucx *u);
+void sg__ucx_set_label(sg__ucx *u, const char *text); /* validated by the caller */
+void sg__ucx_set_hang(sg__ucx *u, int hang_ms);
+/* peer's last reported position (self: our own). */
+void sg__ucx_position(const sg__ucx *u, int peer, sg_comm_position *out);
+uint64_t sg__ucx_hb_rejected(const sg__ucx *u);
+
 #endif /* SG_COMM_INTERNAL_H */

@@ -39,14 +39,15 @@ struct sg__ucx_rkey {
 };
 
 /* Why a peer is unreachable; the first cause is kept (sticky). */
-enum { DEATH_NONE = 0, DEATH_SILENT, DEATH_UCX, DEATH_REPORTED };
+enum { DEATH_NONE = 0, DEATH_SILENT, DEATH_UCX, DEATH_REPORTED, DEATH_HUNG };
 typedef struct peer_death {
   int how;
   uint32_t seq;       /* order of declaration: the first is the root cause */
   int64_t silence;    /* DEATH_SILENT: ms heard nothing */
   ucs_status_t us;    /* DEATH_UCX */
   int reporter;       /* DEATH_REPORTED: the rank that told us */
-  uint32_t notice[3]; /* our notice to the others; must outlive its sends */
+  uint32_t notice[4]; /* our notice to the others; must outlive its sends */
+  char *why;          /* DEATH_HUNG, or reported as stuck: the hang diagnosis (hang.c) */
 } peer_death;
 
 struct sg__ucx {
@@ -62,8 +63,23 @@ struct sg__ucx {
   uint32_t n_dead;
   int expelled_by; /* a peer that declared us unreachable, or -1 */
   int64_t next_hb, last_tick;
-  int scope_all;  /* a collective is running: every peer is involved */
-  int abort_flag; /* set by sg__ucx_abort from any thread (atomic access only) */
+  int scope_all; /* a collective is running: every peer is involved */
+  /* Hang diagnosis (SPEC H7). `me` is our position (collectives entered,
+   * inside, the label bound at entry); pos[p] what p's latest valid
+   * heartbeat said. The hang clock of our collective starts when we entered
+   * it and restarts whenever a peer is seen entering a collective
+   * (settle_ms): a peer is stuck only once hang_ms passed with nobody
+   * moving. */
+  sg_comm_position me;
+  char cur_label[SG_COMM_LABEL_MAX + 1]; /* sg_comm_label's; bound by the next collective */
+  sg_comm_position *pos;
+  uint8_t (*hb_buf)[SG__HB_MAX_BYTES]; /* per peer: the payload of its heartbeat in flight */
+  uint8_t *stuck;                      /* per peer: scratch of the hang check */
+  int hang_ms;
+  int64_t enter_ms, settle_ms;
+  uint64_t hb_rejected;
+  int expelled_hung; /* expelled_by found us stuck */
+  int abort_flag;    /* set by sg__ucx_abort from any thread (atomic access only) */
   ucp_context_h ctx;
   ucp_worker_h worker;
   ucp_address_t *addr;
@@ -77,7 +93,8 @@ struct sg__ucx {
   int am_oom;
 };
 
-static void declare_dead(sg__ucx *u, int peer, int how, int64_t silence, ucs_status_t us, int reporter);
+static void declare_dead(sg__ucx *u, int peer, int how, int64_t silence, ucs_status_t us, int reporter,
+                         const char *why);
 static sg_status death_error(const sg__ucx *u, int peer);
 static int peer_failure(ucs_status_t us);
 static int first_dead(const sg__ucx *u, int lo, int hi);
@@ -88,7 +105,7 @@ static void scope_of(const sg__ucx *u, int peer, int *lo, int *hi);
  * unreachable peer the operation involves). */
 static sg_status ucx_error(sg__ucx *u, ucs_status_t us, int peer, const char *what) {
   if (u && peer >= 0 && peer < u->size && peer_failure(us)) {
-    declare_dead(u, peer, DEATH_UCX, 0, us, -1);
+    declare_dead(u, peer, DEATH_UCX, 0, us, -1, NULL);
     /* The peer may have left because it saw another rank die first: it told
      * us so before leaving, but its notice may sit behind the message whose
      * failure we see now. Take what has arrived before naming a cause. */
@@ -145,6 +162,8 @@ static ucs_status_t notice_cb(void *arg, const void *header, size_t header_lengt
 #define AM_ID_NOTICE (AM_ID_BASE + SG_AM_QUEUES + 1)
 #define HB_MAGIC 0x48425447u     /* a heartbeat's second header word */
 #define NOTICE_MAGIC 0x44454144u /* a failure notice's second header word */
+#define NOTICE_UNREACHABLE 0u    /* a notice's fourth word: why */
+#define NOTICE_STUCK 1u
 
 sg_status sg__ucx_create(int rank, int world_size, int timeout_ms, sg__ucx **out) {
   *out = NULL;
@@ -158,11 +177,15 @@ sg_status sg__ucx_create(int rank, int world_size, int timeout_ms, sg__ucx **out
   u->heard = sg__calloc((size_t)world_size, sizeof *u->heard);
   u->hb_req = sg__calloc((size_t)world_size, sizeof *u->hb_req);
   u->death = sg__calloc((size_t)world_size, sizeof *u->death);
+  u->pos = sg__calloc((size_t)world_size, sizeof *u->pos);
+  u->hb_buf = sg__calloc((size_t)world_size, sizeof *u->hb_buf);
+  u->stuck = sg__calloc((size_t)world_size, 1);
   u->expelled_by = -1;
   u->hb_hdr[0] = (uint32_t)rank;
   u->hb_hdr[1] = HB_MAGIC;
   sg_status st = SG_OK;
-  if (u->eps == NULL || u->ep_status == NULL || u->heard == NULL || u->hb_req == NULL || u->death == NULL) {
+  if (u->eps == NULL || u->ep_status == NULL || u->heard == NULL || u->hb_req == NULL || u->death == NULL ||
+      u->pos == NULL || u->hb_buf == NULL || u->stuck == NULL) {
     st = sg__error(SG_ERR_NO_MEMORY, "UCX: out of memory");
     goto fail;
   }
@@ -258,7 +281,12 @@ void sg__ucx_destroy(sg__ucx *u) {
   sg__free(u->ep_status);
   sg__free(u->heard);
   sg__free(u->hb_req);
+  if (u->death)
+    for (int i = 0; i < u->size; i++) sg__free(u->death[i].why);
   sg__free(u->death);
+  sg__free(u->pos);
+  sg__free(u->hb_buf);
+  sg__free(u->stuck);
   sg__free(u);
 }
 
@@ -309,12 +337,17 @@ void sg__ucx_set_liveness(sg__ucx *u, int heartbeat_ms, int dead_ms) {
 
 void sg__ucx_abort(sg__ucx *u) { __atomic_store_n(&u->abort_flag, 1, __ATOMIC_RELEASE); }
 
-void sg__ucx_scope_all(sg__ucx *u, int on) { u->scope_all = on; }
+/* Called as every operation begins: whatever collective we were in is over. */
+void sg__ucx_scope_all(sg__ucx *u, int on) {
+  u->scope_all = on;
+  u->me.inside = 0;
+}
 
 /* Records that `peer` is unreachable (first cause wins) and tells every other
  * live peer, so that survivors agree on the cause even when one of them sees
  * a secondary symptom first (e.g. a peer that already left after noticing). */
-static void declare_dead(sg__ucx *u, int peer, int how, int64_t silence, ucs_status_t us, int reporter) {
+static void declare_dead(sg__ucx *u, int peer, int how, int64_t silence, ucs_status_t us, int reporter,
+                         const char *why) {
   peer_death *d = &u->death[peer];
   if (d->how != DEATH_NONE) return;
   d->how = how;
@@ -322,12 +355,17 @@ static void declare_dead(sg__ucx *u, int peer, int how, int64_t silence, ucs_sta
   d->us = us;
   d->reporter = reporter;
   d->seq = ++u->n_dead;
-  if (how == DEATH_REPORTED) return; /* the reporter told everyone already */
+  if (why != NULL) d->why = sg__strdup(why); /* NULL when out of memory: death_error says less */
+  if (how == DEATH_REPORTED) return;         /* the reporter told everyone already */
   d->notice[0] = (uint32_t)u->rank;
   d->notice[1] = NOTICE_MAGIC;
   d->notice[2] = (uint32_t)peer;
+  d->notice[3] = how == DEATH_HUNG ? NOTICE_STUCK : NOTICE_UNREACHABLE;
   for (int q = 0; q < u->size; q++) {
-    if (q == u->rank || q == peer || u->eps[q] == NULL || u->death[q].how != DEATH_NONE) continue;
+    /* A stuck rank still listens (its communication thread is fine): it is
+     * told too, so that it gives up instead of waiting forever. */
+    if (q == u->rank || (q == peer && how != DEATH_HUNG) || u->eps[q] == NULL) continue;
+    if (q != peer && u->death[q].how != DEATH_NONE) continue;
     ucp_request_param_t rp = {0};
     rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     rp.flags = UCP_AM_SEND_FLAG_EAGER;
@@ -350,7 +388,12 @@ static sg_status death_error(const sg__ucx *u, int peer) {
     case DEATH_UCX:
       return sg__error(SG_ERR_COMM, "rank %d is unreachable: UCX reports %s (rank %d)", peer,
                        ucs_status_string(d->us), u->rank);
+    case DEATH_HUNG:
+      if (d->why) return sg__error(SG_ERR_COMM, "%s (diagnosed on rank %d)", d->why, u->rank);
+      return sg__error(SG_ERR_COMM, "rank %d is stuck: it did not enter collective #%llu for %d ms (rank %d)",
+                       peer, (unsigned long long)u->me.collective, u->hang_ms, u->rank);
     default:
+      if (d->why) return sg__error(SG_ERR_COMM, "%s (rank %d)", d->why, u->rank);
       return sg__error(SG_ERR_COMM, "rank %d is unreachable: rank %d reported it unreachable (rank %d)", peer,
                        d->reporter, u->rank);
   }
@@ -413,11 +456,39 @@ static void tick(sg__ucx *u, int64_t now) {
     ucp_request_param_t rp = {0};
     rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     rp.flags = UCP_AM_SEND_FLAG_EAGER;
-    void *x = ucp_am_send_nbx(u->eps[p], AM_ID_HB, u->hb_hdr, sizeof u->hb_hdr, NULL, 0, &rp);
+    /* The payload (our position) stays in hb_buf[p] until this send is done:
+     * the next one to p is only written after it (above). */
+    size_t len = sg__hb_encode(&u->me, u->hb_buf[p]);
+    void *x = ucp_am_send_nbx(u->eps[p], AM_ID_HB, u->hb_hdr, sizeof u->hb_hdr, u->hb_buf[p], len, &rp);
     /* A failed heartbeat is not an error by itself: the peer's silence (or
      * its endpoint status) decides. */
     if (UCS_PTR_IS_PTR(x)) u->hb_req[p] = x;
   }
+}
+
+/* The hang check (SPEC H7; the rule is in sg_comm_set_hang_timeout's
+ * documentation): inside our collective #N for hang_ms since a peer last
+ * entered a collective, every live peer whose heartbeats say it has not
+ * entered #N is stuck. They become unreachable (DEATH_HUNG, first-hand) with the
+ * diagnosis, and everybody, the stuck ones included, is told. */
+static void check_hang(sg__ucx *u, int64_t now) {
+  if (u->hang_ms <= 0 || u->hb_ms <= 0 || !u->scope_all || !u->me.inside) return;
+  int64_t since = u->settle_ms > u->enter_ms ? u->settle_ms : u->enter_ms;
+  if (now - since <= u->hang_ms) return;
+  int n = 0;
+  for (int p = 0; p < u->size; p++) {
+    const sg_comm_position *q = &u->pos[p];
+    u->stuck[p] =
+        p != u->rank && u->death[p].how == DEATH_NONE && (!q->known || q->collective < u->me.collective);
+    n += u->stuck[p];
+  }
+  if (n == 0) return;
+  char text[1024];
+  sg__hang_view v = {u->rank,    u->size, u->me.collective, u->me.label, now - u->enter_ms,
+                     u->hang_ms, u->pos,  u->stuck,         -1};
+  sg__hang_text(&v, text, sizeof text);
+  for (int p = 0; p < u->size; p++)
+    if (u->stuck[p]) declare_dead(u, p, DEATH_HUNG, 0, UCS_OK, -1, text);
 }
 
 /* SG_ERR_COMM naming the peer when `peer` (every peer when -1 or while a
@@ -428,6 +499,13 @@ static sg_status check_alive(sg__ucx *u, int peer, int64_t now) {
   if (__atomic_load_n(&u->abort_flag, __ATOMIC_ACQUIRE))
     return sg__error(SG_ERR_COMM, "rank %d: the communicator was aborted", u->rank);
   if (peer == SG_UCX_NOBODY) return SG_OK;
+  if (u->expelled_by >= 0 && u->expelled_hung)
+    return sg__error(SG_ERR_COMM,
+                     "rank %d was given up by its peers: rank %d found it stuck (it had not entered the "
+                     "collective the others waited in for longer than their hang timeout; this rank's last: "
+                     "#%llu (%s))",
+                     u->rank, u->expelled_by, (unsigned long long)u->me.collective,
+                     u->me.label[0] ? u->me.label : "no label");
   if (u->expelled_by >= 0)
     return sg__error(SG_ERR_COMM, "rank %d was given up by its peers: rank %d declared it unreachable",
                      u->rank, u->expelled_by);
@@ -436,11 +514,12 @@ static sg_status check_alive(sg__ucx *u, int peer, int64_t now) {
   for (int p = lo; p < hi; p++) {
     if (p == u->rank || u->death[p].how != DEATH_NONE) continue;
     if (u->ep_status[p] != UCS_OK) {
-      declare_dead(u, p, DEATH_UCX, 0, u->ep_status[p], -1);
+      declare_dead(u, p, DEATH_UCX, 0, u->ep_status[p], -1, NULL);
     } else if (u->hb_ms > 0 && now - u->heard[p] > u->dead_ms) {
-      declare_dead(u, p, DEATH_SILENT, now - u->heard[p], UCS_OK, -1);
+      declare_dead(u, p, DEATH_SILENT, now - u->heard[p], UCS_OK, -1, NULL);
     }
   }
+  check_hang(u, now);
   int d = first_dead(u, lo, hi);
   return d < 0 ? SG_OK : death_error(u, d);
 }
@@ -774,39 +853,75 @@ static ucs_status_t am_cb(void *arg, const void *header, size_t header_length, v
   return UCS_OK;
 }
 
-/* A heartbeat: 8-byte header (sender's rank, HB_MAGIC), no payload. */
+/* A heartbeat: 8-byte header (sender's rank, HB_MAGIC) and the sender's
+ * position (liveness.c, sg__hb_decode). A malformed one is counted and
+ * ignored altogether (SPEC S1): not even taken as a sign of life. */
 static ucs_status_t hb_cb(void *arg, const void *header, size_t header_length, void *data, size_t length,
                           const ucp_am_recv_param_t *param) {
-  (void)data;
-  (void)param;
   sg__ucx *u = arg;
-  if (header_length != 8 || length != 0) return UCS_OK;
   uint32_t hdr[2];
+  sg_comm_position p;
+  if (header_length != 8 || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) goto bad;
   memcpy(hdr, header, 8);
-  if (hdr[0] >= (uint32_t)u->size || hdr[1] != HB_MAGIC) return UCS_OK;
-  note_heard(u, (int)hdr[0]);
+  if (hdr[0] >= (uint32_t)u->size || hdr[0] == (uint32_t)u->rank || hdr[1] != HB_MAGIC) goto bad;
+  if (sg__hb_decode(data, length, &p, NULL, 0) != SG_OK) goto bad;
+  int peer = (int)hdr[0];
+  note_heard(u, peer);
+  /* A peer entering a collective restarts our hang clock: the job is moving
+   * (also behind us: a broadcast root may run collectives ahead of ranks
+   * still busy receiving). */
+  if (u->me.inside && (!u->pos[peer].known || p.collective > u->pos[peer].collective))
+    u->settle_ms = sg__now_ms();
+  u->pos[peer] = p;
+  return UCS_OK;
+bad:
+  u->hb_rejected++;
   return UCS_OK;
 }
 
-/* A failure notice: 12-byte header (sender, NOTICE_MAGIC, unreachable rank). */
+/* A failure notice: 16-byte header (sender, NOTICE_MAGIC, the rank given up,
+ * why: NOTICE_UNREACHABLE or NOTICE_STUCK). */
 static ucs_status_t notice_cb(void *arg, const void *header, size_t header_length, void *data, size_t length,
                               const ucp_am_recv_param_t *param) {
   (void)data;
   (void)param;
   sg__ucx *u = arg;
-  if (header_length != 12 || length != 0) return UCS_OK;
-  uint32_t hdr[3];
-  memcpy(hdr, header, 12);
+  if (header_length != 16 || length != 0) return UCS_OK;
+  uint32_t hdr[4];
+  memcpy(hdr, header, 16);
   if (hdr[0] >= (uint32_t)u->size || hdr[0] == (uint32_t)u->rank || hdr[1] != NOTICE_MAGIC ||
-      hdr[2] >= (uint32_t)u->size)
+      hdr[2] >= (uint32_t)u->size || hdr[3] > NOTICE_STUCK)
     return UCS_OK;
   note_heard(u, (int)hdr[0]);
   if (hdr[2] == (uint32_t)u->rank) {
-    /* We were given up (e.g. we were stopped for longer than dead_ms): the
-     * others have moved on, so nothing we wait for will come. */
-    if (u->expelled_by < 0) u->expelled_by = (int)hdr[0];
+    /* We were given up (e.g. we were stopped for longer than dead_ms, or
+     * found stuck): the others have moved on, so nothing we wait for will
+     * come. */
+    if (u->expelled_by < 0) {
+      u->expelled_by = (int)hdr[0];
+      u->expelled_hung = hdr[3] == NOTICE_STUCK;
+    }
+  } else if (hdr[3] == NOTICE_STUCK && u->death[hdr[2]].how == DEATH_NONE) {
+    /* Our own diagnosis of the stuck rank, from our view, naming the finder. */
+    int peer = (int)hdr[2];
+    char text[1024];
+    memset(u->stuck, 0, (size_t)u->size);
+    u->stuck[peer] = 1;
+    int64_t now = sg__now_ms();
+    sg__hang_view v = {u->rank,
+                       u->size,
+                       u->me.inside ? u->me.collective : u->me.collective + 1,
+                       u->me.inside ? u->me.label : u->cur_label,
+                       u->me.inside ? now - u->enter_ms : 0,
+                       u->hang_ms,
+                       u->pos,
+                       u->stuck,
+                       (int)hdr[0],
+                       !u->me.inside};
+    sg__hang_text(&v, text, sizeof text);
+    declare_dead(u, peer, DEATH_REPORTED, 0, UCS_OK, (int)hdr[0], text);
   } else {
-    declare_dead(u, (int)hdr[2], DEATH_REPORTED, 0, UCS_OK, (int)hdr[0]);
+    declare_dead(u, (int)hdr[2], DEATH_REPORTED, 0, UCS_OK, (int)hdr[0], NULL);
   }
   return UCS_OK;
 }
@@ -852,10 +967,33 @@ sg_status sg__ucx_am_take(sg__ucx *u, unsigned id, void *buf, size_t *bytes, int
 void sg__ucx_cut(sg__ucx *u, int peer) {
   if (peer < 0 || peer >= u->size || peer == u->rank) return;
   /* As an endpoint failure: immediate, sticky, and the others are told. */
-  declare_dead(u, peer, DEATH_UCX, 0, UCS_ERR_UNREACHABLE, -1);
+  declare_dead(u, peer, DEATH_UCX, 0, UCS_ERR_UNREACHABLE, -1, NULL);
 }
 
 int sg__ucx_peer_dead(const sg__ucx *u, int peer) {
   if (peer < 0 || peer >= u->size || peer == u->rank || u->death[peer].how == DEATH_NONE) return 0;
   return u->death[peer].how == DEATH_REPORTED ? 2 : 1;
 }
+
+/* ---- positions in the collective schedule (SPEC H7) ------------------------- */
+
+void sg__ucx_coll_enter(sg__ucx *u) {
+  u->me.collective++;
+  u->me.inside = 1;
+  u->me.known = 1;
+  memcpy(u->me.label, u->cur_label, sizeof u->me.label);
+  u->enter_ms = u->settle_ms = sg__now_ms();
+}
+
+void sg__ucx_set_label(sg__ucx *u, const char *text) {
+  snprintf(u->cur_label, sizeof u->cur_label, "%s", text ? text : "");
+}
+
+void sg__ucx_set_hang(sg__ucx *u, int hang_ms) { u->hang_ms = hang_ms; }
+
+void sg__ucx_position(const sg__ucx *u, int peer, sg_comm_position *out) {
+  *out = peer == u->rank ? u->me : u->pos[peer];
+  if (peer == u->rank) out->known = 1;
+}
+
+uint64_t sg__ucx_hb_rejected(const sg__ucx *u) { return u->hb_rejected; }

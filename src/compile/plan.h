@@ -54,7 +54,15 @@ typedef struct sg__plan_options {
    * this: an update must wait for its gradient's allreduce, which overlaps
    * the rest of backward (SPEC C5). */
   bool updates_last;
+  /* Per tensor, or NULL: optimizer state that gets no slot (offset
+   * SG__NO_OFFSET), because the updates that read it never run on this
+   * session: ZeRO-1 keeps each parameter's optimizer state on one rank only
+   * (src/dist/zero.c). Read during sg__plan_build only. */
+  const uint8_t *unallocated;
 } sg__plan_options;
+
+/* plan.offset of a persistent tensor left without a slot (unallocated). */
+#define SG__NO_OFFSET SIZE_MAX
 
 /* Builds the plan of a finalized graph for a backend (`be` may be NULL:
  * plain layouts; otherwise its plan_layouts, if any, sizes the transient

@@ -144,7 +144,7 @@ static sg_status place_hooks(const sg_session *s, const int32_t *order, uint32_t
 
 /* SPEC M5: what every rank must agree on before the first allreduce, or the
  * collectives would pair buffers of different sizes. */
-static sg_status fingerprint(const sg_session *s, sg__dist_plan *p) {
+static sg_status fingerprint(const sg_session *s, bool zero, sg__dist_plan *p) {
   const sg_graph *g = sg__session_graph(s);
   p->dtype_ids = sg__malloc(p->n_grads);
   if (p->dtype_ids == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create: out of memory");
@@ -153,7 +153,8 @@ static sg_status fingerprint(const sg_session *s, sg__dist_plan *p) {
   uint64_t v[2 + 2 * (2 + SG_MAX_DIMS)];
   v[0] = p->n_grads;
   v[1] = p->n_buckets;
-  XXH3_64bits_update(&st, v, 2 * sizeof v[0]);
+  v[2] = zero; /* ZeRO-1 on some ranks only would pair different collectives */
+  XXH3_64bits_update(&st, v, 3 * sizeof v[0]);
   for (uint32_t i = 0; i < p->n_grads; i++) {
     size_t k = 0;
     const int32_t ids[2] = {p->grads[i].param, p->grads[i].grad};
@@ -176,7 +177,7 @@ static sg_status fingerprint(const sg_session *s, sg__dist_plan *p) {
   for (uint32_t t = 0; t < g->n_tensors; t++) {
     sg_role r = g->tensors[t].role;
     size_t bytes;
-    if (r != SG_ROLE_PARAMETER && r != SG_ROLE_STATE && r != SG_ROLE_OPTIMIZER_STATE) continue;
+    if (r != SG_ROLE_PARAMETER && r != SG_ROLE_STATE && (r != SG_ROLE_OPTIMIZER_STATE || zero)) continue;
     if (sg__session_tensor_addr(s, (int32_t)t, &bytes) == NULL) continue;
     v[0] = (uint64_t)r;
     v[1] = bytes;
@@ -186,7 +187,7 @@ static sg_status fingerprint(const sg_session *s, sg__dist_plan *p) {
   return SG_OK;
 }
 
-sg_status sg__dist_plan_build(const sg_session *s, size_t bucket_bytes, sg__dist_plan *out) {
+sg_status sg__dist_plan_build(const sg_session *s, size_t bucket_bytes, bool zero, sg__dist_plan *out) {
   *out = (sg__dist_plan){0};
   uint32_t n_order;
   const int32_t *order = sg__session_order(s, &n_order);
@@ -196,7 +197,7 @@ sg_status sg__dist_plan_build(const sg_session *s, size_t bucket_bytes, sg__dist
   qsort(out->grads, out->n_grads, sizeof(sg__dist_grad), by_pos);
   SG_CHECK_GOTO(group(out, bucket_bytes), st, fail);
   SG_CHECK_GOTO(place_hooks(s, order, n_order, out), st, fail);
-  SG_CHECK_GOTO(fingerprint(s, out), st, fail);
+  SG_CHECK_GOTO(fingerprint(s, zero, out), st, fail);
   return SG_OK;
 fail:
   sg__dist_plan_free(out);

@@ -6,10 +6,13 @@
 #include <string.h>
 
 #include "dist/dist_internal.h"
+#include "dist/model.h"
 #include "graph/graph_internal.h"
 
 #define DEFAULT_TRACE_EVENTS ((size_t)1 << 18)
 #define MAX_TRACE_EVENTS ((size_t)1 << 26)
+/* Shards of a step (world size x micro_batches) stay far from INT_MAX. */
+#define MAX_MICRO_BATCHES 65536
 
 sg_dist_params sg_dist_params_init(void) { return (sg_dist_params)SG_DIST_PARAMS_INIT; }
 
@@ -44,18 +47,36 @@ static sg_status check_params(const sg_dist_params *p) {
                      "tensor parallelism (tp=%d) does not run through sg_dist yet (the rewrite is "
                      "src/dist/tp_*.c, docs/tensor_parallel.md)",
                      p->tensor);
-  if (p->micro_batches > 1)
-    return sg__error(SG_ERR_UNSUPPORTED,
-                     "micro-batches (micro_batches=%d, gradient accumulation) are not supported by sg_dist "
-                     "yet",
-                     p->micro_batches);
+  if (p->micro_batches > MAX_MICRO_BATCHES)
+    return sg__error(SG_ERR_INVALID_ARG, "%s: micro_batches is %d, at most %d", fn, p->micro_batches,
+                     MAX_MICRO_BATCHES);
+  /* Each micro-batch has inputs of its own: only the feed can set them. */
+  if (p->micro_batches > 1 && p->feed == NULL)
+    return sg__error(SG_ERR_INVALID_ARG,
+                     "%s: micro_batches is %d but feed is NULL; micro-batches need a feed callback to set "
+                     "each micro-batch's inputs",
+                     fn, p->micro_batches);
   if (p->bucket_bytes == 0) return sg__error(SG_ERR_INVALID_ARG, "%s: bucket_bytes is 0", fn);
+  if (p->zero != 0 && p->zero != 1)
+    return sg__error(SG_ERR_INVALID_ARG, "%s: zero is %d; 0 (off) or 1 (ZeRO-1: sharded optimizer state)", fn,
+                     p->zero);
+  if (p->zero == 1 && p->offload != NULL && strcmp(p->offload, "none") != 0)
+    return sg__error(SG_ERR_UNSUPPORTED,
+                     "%s: zero 1 with offload '%.32s': ZeRO-1 keeps a rank's share of the optimizer state in "
+                     "its session; offloading it is not supported yet",
+                     fn, p->offload);
   if (p->heartbeat_ms < 0)
     return sg__error(SG_ERR_INVALID_ARG, "%s: heartbeat_ms is %d (0 turns heartbeats off)", fn,
                      p->heartbeat_ms);
   if (p->heartbeat_ms > 0 && p->dead_ms <= p->heartbeat_ms)
     return sg__error(SG_ERR_INVALID_ARG, "%s: dead_ms %d must exceed heartbeat_ms %d", fn, p->dead_ms,
                      p->heartbeat_ms);
+  if (p->hang_ms < -1 || p->hang_ms > 86400000 || (p->hang_ms > 0 && p->hang_ms <= p->heartbeat_ms))
+    return sg__error(
+        SG_ERR_INVALID_ARG,
+        "%s: hang_ms is %d; 0 (max(10 x dead_ms, 10 s)), -1 (off), or above heartbeat_ms %d and at "
+        "most 86400000",
+        fn, p->hang_ms, p->heartbeat_ms);
   if (p->qos < -1 || p->qos > SG_QOS_GRACEFUL_DEGRADE)
     return sg__error(SG_ERR_INVALID_ARG,
                      "%s: qos is %d; -1 (SG_QOS or strict), 0 strict, 1 best-effort or 2 graceful-degrade",
@@ -103,9 +124,11 @@ static sg_status init_sync(sg_dist *d) {
  * callback the rollback snapshot and the buffer that accumulates the
  * gradients of extra shards. */
 static sg_status prepare_healing(sg_dist *d) {
-  d->orig_rank = d->rank;
-  d->orig_size = d->size;
-  for (int r = 0; r < d->size && r < SG__DIST_MAX_RANKS; r++) d->members[r] = r;
+  if (!d->rj.joining) { /* a rejoining rank has them from its admission (rejoin.c) */
+    d->orig_rank = d->rank;
+    d->orig_size = d->size;
+    for (int r = 0; r < d->size && r < SG__DIST_MAX_RANKS; r++) d->members[r] = r;
+  }
   SG_CHECK(sg__comm_env_resolve(&d->comm_params, &d->env));
   if (d->p.qos == -1) {
     sg_qos q;
@@ -123,13 +146,15 @@ static sg_status prepare_healing(sg_dist *d) {
     sg_health_config hc = SG_HEALTH_CONFIG_INIT;
     hc.heartbeat_ms = d->p.heartbeat_ms;
     hc.unreachable_ms = d->p.dead_ms;
-    SG_CHECK(sg_health_create(d->size, d->rank, &hc, sg__now_ms(), &d->health));
+    SG_CHECK(sg_health_create(d->orig_size, d->orig_rank, &hc, sg__now_ms(), &d->health));
   }
-  if (d->size > SG__DIST_MAX_RANKS)
+  if (d->orig_size > SG__DIST_MAX_RANKS)
     return sg__error(SG_ERR_UNSUPPORTED,
                      "sg_dist_create: recovery (a feed callback) supports at most %d ranks, not %d",
-                     SG__DIST_MAX_RANKS, d->size);
+                     SG__DIST_MAX_RANKS, d->orig_size);
   SG_CHECK(sg__dist_snap_init(d));
+  d->shards = sg__malloc((size_t)sg__dist_n_shards(d) * sizeof *d->shards);
+  if (d->shards == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create: out of memory for the shards");
   d->accum_off = sg__malloc((d->plan.n_grads ? d->plan.n_grads : 1) * sizeof *d->accum_off);
   d->accum = sg__malloc(d->plan.total_bytes ? d->plan.total_bytes : 4);
   if (d->accum_off == NULL || d->accum == NULL)
@@ -145,25 +170,33 @@ static sg_status prepare_healing(sg_dist *d) {
 /* Everything after joining that the compute thread prepares. */
 static sg_status prepare(sg_dist *d) {
   const sg_dist_params *p = &d->p;
-  if (p->data != -1 && p->data != d->size)
+  int world = d->rj.joining ? d->orig_size : d->size; /* a joiner's epoch may lack ranks still down */
+  if (p->data != -1 && p->data != world)
     return sg__error(
         SG_ERR_INVALID_ARG,
         "sg_dist_create: data-parallel degree %d times pipeline 1 times tensor 1 must equal the world "
         "size %d",
-        p->data, d->size);
+        p->data, world);
   sg_session_params sp = SG_SESSION_PARAMS_INIT;
   sp.device = p->device;
   sp.threads = p->threads;
   sp.seed = p->seed;
   SG_CHECK(sg_session_create(d->g, &sp, &d->s));
   SG_CHECK(sg__session_set_updates_last(d->s, true));
+  /* ZeRO-1: the optimizer state of other ranks' parameters gets no memory. */
+  d->zero.on = p->zero == 1;
+  if (d->zero.on) {
+    SG_CHECK(sg__dist_zero_mask(d->g, d->rank, d->size, &d->zero.mask));
+    SG_CHECK(sg__session_set_unallocated(d->s, d->zero.mask));
+  }
   SG_CHECK(sg_session_compile(d->s));
   /* Before anything takes the state's addresses (buckets, broadcast, snapshots). */
   bool offload;
   sg_gmem_tier tier;
   SG_CHECK(sg__dist_offload_parse(p->offload, &offload, &tier));
   if (offload) SG_CHECK(sg__dist_offload_start(d->g, d->s, tier, p->offload_path, &d->offload));
-  SG_CHECK(sg__dist_plan_build(d->s, p->bucket_bytes, &d->plan));
+  SG_CHECK(sg__dist_plan_build(d->s, p->bucket_bytes, d->zero.on, &d->plan));
+  if (d->zero.on) SG_CHECK(sg__dist_zero_init(d));
   find_loss(d);
   d->flat = sg__malloc(d->plan.flat_bytes + 64); /* + the loss */
   if (d->flat == NULL)
@@ -184,8 +217,16 @@ static sg_status prepare(sg_dist *d) {
   d->stats.buckets = d->plan.n_buckets;
   d->stats.gradient_bytes = d->plan.total_bytes;
   d->stats.offload_bytes = d->offload.bytes;
+  sg__dist_zero_state_stats(d, &d->stats.optimizer_state_bytes, &d->stats.optimizer_state_total);
   d->loss_mean = NAN;
-  return sg__dist_run_job(d, sg__dist_job_check, NULL);
+  SG_CHECK(sg__dist_run_job(d, sg__dist_job_check, NULL));
+  /* After the check: every rank agrees on zero, so every rank creates the replicas' global page
+   * table (collective). */
+  if (d->zero.on && p->feed != NULL) {
+    SG_CHECK(sg__dist_replica_init(d));
+    d->stats.replica_bytes = d->zero.replica_bytes;
+  }
+  return SG_OK;
 }
 
 static void free_dist(sg_dist *d) {
@@ -197,14 +238,18 @@ static void free_dist(sg_dist *d) {
   sg__free(d->flat);
   sg__free(d->trace_path);
   sg__dist_snap_free(&d->snap);
+  sg__dist_zero_free(&d->zero);
+  sg__free(d->shards);
   sg__free(d->accum);
   sg__free(d->accum_off);
   sg__free(d->old_comms);
   sg_fault_plan_destroy(d->inject);
+  sg__dist_rejoin_free(d);
   sg_health_destroy(d->health);
   pthread_cond_destroy(&d->wake_sched);
   pthread_cond_destroy(&d->wake_compute);
   pthread_mutex_destroy(&d->mu);
+  sg_graph_destroy(d->owned_graph); /* sg_dist_create_model's graph: last, everything above may use it */
   sg__free(d);
 }
 
@@ -235,6 +280,10 @@ sg_status sg_dist_create(const sg_graph *g, const sg_dist_params *p, sg_dist **o
   d->g = g;
   d->p = *p;
   d->p.size = sizeof(sg_dist_params);
+  /* Resolved once: the communicators of every epoch get this (0 = off). */
+  int64_t hang = p->hang_ms > 0 ? p->hang_ms : 10 * (int64_t)p->dead_ms;
+  if (p->hang_ms == 0 && hang < 10000) hang = 10000;
+  d->p.hang_ms = p->hang_ms < 0 || p->heartbeat_ms == 0 ? 0 : hang > 86400000 ? 86400000 : (int)hang;
   d->comm_params = p->comm;
   d->rank = -1;
   d->loss = -1;
@@ -250,7 +299,9 @@ sg_status sg_dist_create(const sg_graph *g, const sg_dist_params *p, sg_dist **o
     sg__free(d);
     return st;
   }
-  if ((st = sg__dist_sched_start(d)) != SG_OK || (st = prepare(d)) != SG_OK) return abandon(d, st);
+  if ((st = sg__dist_rejoin_init(d)) != SG_OK || (st = sg__dist_sched_start(d)) != SG_OK ||
+      (st = prepare(d)) != SG_OK || (st = sg__dist_rejoin_receive(d)) != SG_OK)
+    return abandon(d, st);
   d->p.device = NULL; /* the caller's string was needed by create only */
   *out = d;
   return SG_OK;
@@ -258,6 +309,7 @@ sg_status sg_dist_create(const sg_graph *g, const sg_dist_params *p, sg_dist **o
 
 sg_status sg_dist_destroy(sg_dist *d) {
   if (d == NULL) return SG_OK;
+  if (d->model != NULL) return sg__dist_model_destroy(d);
   sg_status st = SG_OK;
   char msg[1024] = "";
   if (d->trace_path != NULL) {
@@ -281,22 +333,26 @@ const sg_health *sg_dist_health(const sg_dist *d) { return d ? d->health : NULL;
 sg_status sg_dist_set_input(sg_dist *d, const char *name, sg_dtype dtype, int ndim, const int64_t *dims,
                             const void *data) {
   if (d == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_dist_set_input: d is NULL");
+  if (d->model != NULL) return sg__dist_model_set_input(d, name, dtype, ndim, dims, (void *)data, true);
   return sg_session_set_input(d->s, name, dtype, ndim, dims, data);
 }
 
 sg_status sg_dist_bind_input(sg_dist *d, const char *name, sg_dtype dtype, int ndim, const int64_t *dims,
                              void *data) {
   if (d == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_dist_bind_input: d is NULL");
+  if (d->model != NULL) return sg__dist_model_set_input(d, name, dtype, ndim, dims, data, false);
   return sg_session_bind_input(d->s, name, dtype, ndim, dims, data);
 }
 
 sg_status sg_dist_read(const sg_dist *d, const char *name, void *out, size_t bytes) {
   if (d == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_dist_read: d is NULL");
+  if (d->model != NULL) return sg__dist_model_read(d, name, out, bytes);
   return sg_session_read(d->s, name, out, bytes);
 }
 
 sg_status sg_dist_params_hash(const sg_dist *d, uint64_t *out) {
   if (d == NULL || out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_dist_params_hash: NULL argument");
+  if (d->model != NULL) return sg__dist_model_params_hash(d, out);
   uint64_t h = 1469598103934665603ull;
   for (uint32_t t = 0; t < d->g->n_tensors; t++) {
     const sg__tensor *T = &d->g->tensors[t];

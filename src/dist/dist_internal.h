@@ -16,6 +16,7 @@
 #include "dist/offload.h"
 #include "runtime/hooks.h"
 #include "sgrt/dist.h"
+#include "sgrt/gmem.h"
 #include "sgrt/health.h"
 
 /* ---- gradient buckets (buckets.c) ---------------------------------------- */
@@ -56,8 +57,10 @@ typedef struct sg__dist_plan {
 
 /* Builds the plan from a compiled session's schedule. Errors name the
  * tensor: SG_ERR_UNSUPPORTED for a non-f32 gradient, SG_ERR_INVALID_ARG when
- * no parameter has a gradient in the schedule, SG_ERR_NO_MEMORY. */
-sg_status sg__dist_plan_build(const sg_session *s, size_t bucket_bytes, sg__dist_plan *out);
+ * no parameter has a gradient in the schedule, SG_ERR_NO_MEMORY. With zero
+ * (ZeRO-1) the topology covers no optimizer state (each rank keeps its own
+ * share, which the broadcast does not move) but the flag itself. */
+sg_status sg__dist_plan_build(const sg_session *s, size_t bucket_bytes, bool zero, sg__dist_plan *out);
 void sg__dist_plan_free(sg__dist_plan *p);
 
 /* ---- timeline (trace.c) --------------------------------------------------- */
@@ -70,6 +73,7 @@ typedef enum sg__dist_ev_kind {
   SG__EV_BCAST = 5,  /* scheduler: broadcast of parameters and state from rank 0 */
   SG__EV_CHECK = 6,  /* scheduler: the consistency check */
   SG__EV_HEALTH = 7, /* scheduler, instant: id = healthy ranks now */
+  SG__EV_XFER = 8,   /* scheduler: a transfer of sg_dist_create_model's modes, id = sg__dist_xfer_id() */
 } sg__dist_ev_kind;
 
 /* Fixed layout: events travel between ranks as bytes (same build everywhere). */
@@ -91,6 +95,12 @@ sg_status sg__dist_ring_init(sg__dist_ring *r, uint64_t cap);
 void sg__dist_ring_free(sg__dist_ring *r);
 static inline void sg__dist_ring_put(sg__dist_ring *r, const sg__dist_event *e) {
   if (r->cap) r->ev[r->n++ % r->cap] = *e;
+}
+
+/* The id of an SG__EV_XFER event: what moved (0 send, 1 receive, 2 allreduce, 3 allgather,
+ * 4 broadcast), for which group (0 pipeline, 1 tensor, 2 the loss, 3 replicas) and the peer (or -1). */
+static inline int32_t sg__dist_xfer_id(int op, int mode, int peer) {
+  return (int32_t)(((uint32_t)mode << 24) | ((uint32_t)op << 16) | ((uint32_t)(peer + 1) & 0xffffu));
 }
 
 /* ---- rollback snapshots (snapshot.c) ---------------------------------------- */
@@ -162,6 +172,168 @@ void sg__dist_note_detection(sg_dist *d);
 /* Writes the wall time of an injected fault to the store (for detection_ms). Best effort. */
 void sg__dist_publish_fault_time(sg_dist *d);
 
+/* ---- shards: micro-batches and recovery (micro.c) ------------------------------- */
+
+/* Shards of a step's global batch: the original world size times micro_batches. */
+int sg__dist_n_shards(const sg_dist *d);
+/* This rank's shards of the step, in order, into out (sg__dist_n_shards of room); 0 without feed. */
+int sg__dist_my_shards(const sg_dist *d, int *out);
+/* 0: the allreduce averages; > 0: it sums and divides by this (the shards run by all members). */
+int sg__dist_sum_div(const sg_dist *d);
+
+/* ---- rejoin (rejoin.c, membership.c) ------------------------------------------ */
+
+/* An admission decision (store key "rejoin/adm/<index>", fixed layout): at
+ * the boundary where `step` steps are complete, the members of epoch `epoch`
+ * and the joiners build epoch + 1 together. */
+typedef struct sg__dist_adm {
+  int64_t index, epoch, step;       /* decision index; the members' epoch; the admission step */
+  int64_t nreq;                     /* the request counter when it was decided */
+  int32_t n, n_join;                /* ranks of epoch + 1; joiners among them */
+  int32_t orig[SG__DIST_MAX_RANKS]; /* their original ranks, ascending (dense ranks in this order) */
+  int64_t inc[SG__DIST_MAX_RANKS];  /* a joiner's incarnation (>= 1); 0 for a member */
+} sg__dist_adm;
+
+/* A rank's part in rejoins. `joining` is set by create before the scheduler
+ * starts and read-only afterwards; the rest belongs to the compute thread
+ * (the joiner's admission job fills `adm` while the compute thread waits). */
+typedef struct sg__dist_rejoin {
+  bool joining;                 /* SG_REJOIN=1: this process joins a running job */
+  bool off;                     /* the store was unreachable: no more polls (reported once) */
+  sg__store *store;             /* the compute thread's connection (arrivals), opened when first needed */
+  struct sg__dist_watch *watch; /* the thread that looks at the store during the steps (rejoin.c) */
+  int64_t next;                 /* index of the next decision (the same on every member) */
+  int64_t nreq_seen;            /* the request counter at the last look; -1: look at the requests again */
+  int seen_epoch;               /* epoch of the last look (a recovery makes earlier refusals stale) */
+  bool pending;                 /* adm is a decision for a later step */
+  sg__dist_adm adm;
+  double poll_ms; /* the compute thread's time in the polls, in total */
+  double look_ms; /* the looks' time (on the watcher thread, during the steps), in total */
+  uint64_t polls, looks;
+  double wait_ms; /* a joiner: from its request to its communicator */
+} sg__dist_rejoin;
+
+/* Create, before the scheduler starts: SG_REJOIN ("1", "0" or unset; needs a feed callback). */
+sg_status sg__dist_rejoin_init(sg_dist *d);
+/* The joiner's first scheduler job, instead of joining epoch 0: asks to join,
+ * waits to be admitted, builds the new epoch's communicator. */
+sg_status sg__dist_rejoin_join(sg_dist *d);
+/* Create, after prepare: the joiner receives the step counter, parameters,
+ * state and optimizer state from a member. SG_OK at once on other ranks. */
+sg_status sg__dist_rejoin_receive(sg_dist *d);
+/* Compute thread, at each step boundary of a member: admits waiting joiners
+ * when it is time. SG_OK also when the admission was abandoned, or failed in a
+ * way the job heals (failed_flag is then set). */
+sg_status sg__dist_rejoin_poll(sg_dist *d);
+void sg__dist_rejoin_free(sg_dist *d);
+/* Scheduler thread (membership.c): makes c (rank idx of n, original ranks
+ * orig) the communicator of `epoch`; the old one joins old_comms. */
+sg_status sg__dist_install_epoch(sg_dist *d, sg_comm *c, int idx, int n, int epoch, const int *orig);
+
+/* ---- ZeRO-1: sharded optimizer state (zero.c) ----------------------------------- */
+
+typedef struct sg__dist_zero {
+  bool on;
+  int rank, size;       /* the layout's: the current epoch's */
+  uint32_t *first;      /* per rank: its range is plan.grads [first[r], first[r+1]) (size + 1 entries) */
+  int *owner;           /* per gradient: the rank that updates its parameter */
+  size_t *off;          /* per gradient: its offset in floats in its owner's segment */
+  uint32_t *update_pos; /* per gradient: schedule position of its parameter's update */
+  void **param_addr;    /* per gradient: its parameter's slot */
+  uint32_t *runs;       /* this rank's update positions as [begin, end) pairs */
+  uint32_t n_runs;
+  size_t count;         /* floats per rank's segment: the largest range + 1 (the loss) */
+  float *buf;           /* size * count: reduce-scatter in, allgather out, in place */
+  uint8_t *mask;        /* optimizer state left without memory (given to the session at compile) */
+  int64_t rs_ns, ag_ns; /* the last step's reduce-scatter (scheduler) and allgather (copies included) */
+  /* Buddy replicas (replica.c, replica_gmem.c), with a feed callback: slots in the global page table;
+   * the sg_gmem and the pushes are the scheduler's. A slot is a header page (its entry's version: the
+   * step it holds + 2) and a payload. */
+  sg_gmem *gm;        /* over the current communicator; NULL: no replicas */
+  sg_gva held_hdr[2]; /* as buddy of rank (rank-1) mod size: slot k (steps with step mod 2 == k) */
+  sg_gva held_pay[2]; /*   payload (node 0:0 when held_bytes is 0) */
+  size_t held_bytes;  /*   payload bytes */
+  sg_gva push_hdr[2]; /* the buddy's slots of this rank's state */
+  sg_gva push_pay[2];
+  sg_gmem_pte push_pte[2]; /*   header entries as this rank (their only writer) last committed them */
+  uint32_t n_rep;          /* this rank's state tensors, pushed to the buddy: */
+  size_t *rep_snap_off;    /*   offset in a snapshot slot */
+  size_t *rep_bytes;
+  size_t *rep_pay_off;  /*   offset in the buddy's slot payload */
+  size_t replica_bytes; /* this rank's state pushed each step */
+  sg__arena arena;      /* memory for state a recovery made this rank own */
+  /* Under mu: */
+  uint64_t rep_label; /* the step whose snapshot to push */
+  bool rep_pending;   /* a push is asked for */
+  bool rep_busy;      /* the scheduler is pushing */
+  int64_t rep_ns;     /* the last push's time */
+} sg__dist_zero;
+
+/* Before compile: the optimizer state the session of `rank` of `size` leaves
+ * without memory (per tensor; sg__free it). From a plan of the same schedule. */
+sg_status sg__dist_zero_mask(const sg_graph *g, int rank, int size, uint8_t **mask);
+/* After the plan: the updates' positions, the layout for this rank; checks the mask's cut. */
+sg_status sg__dist_zero_init(sg_dist *d);
+/* The ranges cut over `size` ranks, this rank `rank` (again after a recovery). */
+sg_status sg__dist_zero_layout(sg_dist *d, int rank, int size);
+void sg__dist_zero_free(sg__dist_zero *z);
+/* Optimizer state this rank has memory for, and the whole model's. */
+void sg__dist_zero_state_stats(const sg_dist *d, size_t *keep, size_t *total);
+/* Scheduler thread, a bucket ready: packs it; the last one reduce-scatters (instead of the allreduce). */
+sg_status sg__dist_zero_bucket(sg_dist *d, uint32_t b, float *loss_mean);
+/* Scheduler job: allgathers the updated parameters (arg: the 1-based step, for messages). */
+sg_status sg__dist_zero_job_gather(sg_dist *d, void *arg);
+/* Compute thread, after the reduce-scatter: this rank's updates, the allgather; counts the step. */
+sg_status sg__dist_zero_update(sg_dist *d);
+
+/* Buddy replicas (replica.c). Collective (scheduler jobs): the slots in the global page table for the
+ * current layout and communicator; frees the arrays of the last layout. */
+sg_status sg__dist_replica_init(sg_dist *d);
+void sg__dist_replica_free(sg__dist_zero *z);
+/* Compute thread: push the snapshot of `label` (after sg__dist_snap_begin); wait for the last push. */
+void sg__dist_replica_begin(sg_dist *d, uint64_t label);
+void sg__dist_replica_wait(sg_dist *d);
+/* Compute thread, recovery: waits for a push in progress and drops a pending one. */
+void sg__dist_replica_quiesce(sg_dist *d);
+/* Scheduler thread, mu held: the push; the snapshot, then the push (before the reduce-scatter). */
+void sg__dist_replica_push_locked(sg_dist *d);
+void sg__dist_replica_flush_locked(sg_dist *d);
+/* Compute thread: what this rank registers as committed for recovery: at most the latest step a
+ * replica it holds as buddy has. */
+sg_status sg__dist_replica_committed(sg_dist *d, uint64_t committed, uint64_t *out);
+/* Compute thread, after the rollback: restores lost ranges from replicas, cuts the ranges over the
+ * members, moves the state to the new owners, rebuilds the snapshot and the window. */
+sg_status sg__dist_zero_recover(sg_dist *d, const int *old_members, int old_size, uint64_t rollback);
+
+/* The slots in the global page table (replica_gmem.c). The version of a slot holding `step`. */
+uint32_t sg__dist_rep_version(uint64_t step);
+/* Compute thread, collective: a new sg_gmem over d->comm, the slots; `next`: the next step pushed. */
+sg_status sg__dist_replica_gmem_setup(sg_dist *d, uint64_t next);
+/* Scheduler thread, at exit: destroys the sg_gmem. */
+void sg__dist_replica_gmem_fini(sg_dist *d);
+/* Scheduler thread: writes `from` (a snapshot slot of `step`) to the buddy's slot step mod 2. */
+sg_status sg__dist_replica_gmem_push(sg_dist *d, uint64_t step, const char *from);
+/* Compute thread (scheduler jobs): the latest step a readable held slot has (UINT64_MAX: none); the
+ * slot holding `step`, read at its version (SG_ERR_STALE: it holds another). Scheduler thread: a local
+ * pointer into a held slot's payload. */
+sg_status sg__dist_replica_latest(sg_dist *d, uint64_t *step);
+sg_status sg__dist_replica_check(sg_dist *d, uint64_t step, int *slot);
+sg_status sg__dist_replica_held_ptr(sg_dist *d, int slot, size_t off, size_t bytes, const void **out);
+/* For tests: both slots as this rank sees them, as owner (push_*) and as buddy (held_*). */
+typedef struct sg__dist_replica_probe {
+  int push_node[2], push_pay_node[2]; /* node of the header entry, and the payload's translation */
+  uint32_t push_version[2];
+  bool push_open[2];
+  bool push_matches[2]; /* the payload read back equals this rank's snapshot of the slot's step */
+  char push_gva[2][SG_GVA_STR_MAX];
+  int held_node[2];
+  uint32_t held_version[2];
+  sg_status held_read[2];  /* sg_gmem_read_at of the header at its version */
+  uint64_t held_step[2];   /* the step it read */
+  sg_status held_stale[2]; /* sg_gmem_read_at at version + 2 */
+} sg__dist_replica_probe;
+sg_status sg__dist_replica_probe_get(sg_dist *d, sg__dist_replica_probe *out);
+
 /* ---- the handle ------------------------------------------------------------ */
 
 /* Something the compute thread asks the scheduler thread to run (it owns
@@ -178,10 +350,13 @@ typedef struct sg__dist_job {
 struct sg_dist {
   /* Set by create, read-only afterwards. */
   const sg_graph *g;
+  sg_graph *owned_graph;        /* sg_dist_create_model's training graph (data parallelism), freed last */
+  struct sg__dist_model *model; /* sg_dist_create_model's pipeline or tensor mode (model.h), or NULL */
   sg_session *s;
   sg_dist_params p;
   sg_comm_params comm_params;
   sg__dist_offload offload; /* optimizer state in a memory tier, or zeroed */
+  sg__dist_zero zero;       /* ZeRO-1; its layout changes only in a recovery (compute thread waiting) */
   int rank, size;
   sg__dist_plan plan;
   int32_t loss;     /* tensor id of a one-element f32 output named "loss", or -1 */
@@ -231,6 +406,7 @@ struct sg_dist {
   /* Compute thread: */
   uint64_t inject_next; /* faults of steps below this have fired */
   sg__dist_snap snap;
+  int *shards;        /* the shards this rank runs in a step (micro.c), sg__dist_n_shards of room */
   float *accum;       /* gradients of this step's earlier shards (plan order), or NULL */
   size_t *accum_off;  /* per gradient: its offset in accum, in floats */
   int64_t heal_t0_ns; /* detection of the failure being healed; 0 when none */
@@ -251,6 +427,8 @@ struct sg_dist {
   int64_t hang_until_ns; /* drop-heartbeats: the scheduler does nothing until then */
   /* Scheduler thread (recovery job): */
   int64_t last_heal_real_ns; /* CLOCK_REALTIME of the last recovery's detection */
+  /* Rejoin (rejoin.c): */
+  sg__dist_rejoin rj;
 };
 
 /* ---- scheduler.c ------------------------------------------------------------ */
@@ -268,6 +446,9 @@ sg_status sg__dist_run_job(sg_dist *d, sg_status (*fn)(sg_dist *d, void *arg), v
 void sg__dist_fail(sg_dist *d, sg_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The failure as the calling thread's error: SG_ERR_COMM and the message. */
 sg_status sg__dist_failure(sg_dist *d);
+
+/* Adds the accumulated gradients of earlier shards to gradients [first, first+count) of the plan. */
+void sg__dist_add_accum(const sg_dist *d, uint32_t first, uint32_t count);
 
 /* Jobs run on the scheduler thread. */
 sg_status sg__dist_job_check(sg_dist *d, void *arg);

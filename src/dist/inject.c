@@ -5,13 +5,16 @@
  * (SIGSTOP: a hang), drop-heartbeats (the scheduler thread, which sends
  * heartbeats and runs the collectives, stops doing anything for a while: a
  * hung communication thread), partition (the two ranks cut their link to
- * each other), device (the rank's step fails with a device error). */
+ * each other), device (the rank's step fails with a device error), hang (the
+ * compute thread stops making progress while the scheduler thread goes on
+ * heartbeating: only hang diagnosis, SPEC H7, can find it). */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "dist/dist_internal.h"
 
@@ -56,6 +59,37 @@ void sg__dist_publish_fault_time(sg_dist *d) {
   sg__store_close(st);
 }
 
+/* hang: this (compute) thread stops making progress at the start of the
+ * step, as if a kernel looped forever; the scheduler thread is untouched, so
+ * heartbeats go on and the peers see a live rank that never enters the
+ * step's first collective. They diagnose it stuck (SPEC H7), give it up and
+ * tell it; its scheduler thread then records the job's failure. A really
+ * stuck thread could not be woken to act on that either, so the process
+ * ends itself here with SG_DIST_EXIT_EXCLUDED, the status of a rank left
+ * out of the job (`sgrt launch --heal` does not count it as a failure), and
+ * does not keep the job from ending. It ends so on any failure of the job
+ * (also when the peers gave up otherwise); with heartbeats off nothing
+ * tells it, and it hangs until the launcher tears the job down. */
+__attribute__((noreturn)) static void hang(sg_dist *d, uint64_t step) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  fprintf(stderr,
+          "sgrt: rank %d: the compute thread hangs at the start of step %llu (wall clock %lld.%03ld s)\n",
+          d->orig_rank, (unsigned long long)step, (long long)ts.tv_sec, ts.tv_nsec / 1000000);
+  fflush(stderr);
+  char why[sizeof d->fail_msg];
+  pthread_mutex_lock(&d->mu);
+  while (d->failed == SG_OK) pthread_cond_wait(&d->wake_compute, &d->mu);
+  memcpy(why, d->fail_msg, sizeof why);
+  pthread_mutex_unlock(&d->mu);
+  fprintf(
+      stderr,
+      "sgrt: rank %d: stuck since step %llu, and the job gave up on it: %s; ending the process (exit %d)\n",
+      d->orig_rank, (unsigned long long)step, why, SG_DIST_EXIT_EXCLUDED);
+  fflush(stderr);
+  _exit(SG_DIST_EXIT_EXCLUDED);
+}
+
 static sg_status cut_job(sg_dist *d, void *arg) { return sg_comm_cut_peer(d->comm, *(int *)arg); }
 
 sg_status sg__dist_inject_step(sg_dist *d, uint64_t step) {
@@ -92,6 +126,7 @@ sg_status sg__dist_inject_step(sg_dist *d, uint64_t step) {
         SG_CHECK(sg__dist_run_job(d, cut_job, &cur));
         break;
       }
+      case SG_FAULT_HANG: sg__dist_publish_fault_time(d); hang(d, step);
       case SG_FAULT_DEVICE:
         sg__dist_publish_fault_time(d);
         return sg__error(SG_ERR_INTERNAL, "rank %d, step %llu: injected device failure (SG_INJECT)",

@@ -270,6 +270,7 @@ sg_status sg__dist_job_recover(sg_dist *d, void *arg) {
   sg_comm *c = NULL;
   s = sg_comm_create(&cp, &c);
   if (s == SG_OK) s = sg_comm_set_liveness(c, d->p.heartbeat_ms, d->p.dead_ms);
+  if (s == SG_OK) s = sg_comm_set_hang_timeout(c, d->p.hang_ms); /* SPEC H7 */
   if (s != SG_OK) {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", sg_last_error());
@@ -280,28 +281,39 @@ sg_status sg__dist_job_recover(sg_dist *d, void *arg) {
     return sg__error(SG_ERR_COMM, "rank %d: building the communicator of epoch %d (%d ranks) failed: %s", me,
                      epoch, m.n, msg);
   }
-  sg_comm **olds = sg__realloc(d->old_comms, (size_t)(d->n_old + 1) * sizeof *olds);
-  if (olds == NULL) {
-    sg_comm_abort(c, "out of memory");
-    sg_comm_destroy(c);
-    return sg__error(SG_ERR_NO_MEMORY, "rank %d: recovery: out of memory", me);
+  SG_CHECK(sg__dist_install_epoch(d, c, idx, m.n, epoch, m.orig));
+  h->rollback = (uint64_t)m.rollback;
+  return SG_OK;
+}
+
+/* Shared with rejoin.c: the old communicator (aborted by then, or NULL for
+ * a joiner's first) is destroyed at sg_dist_destroy; the new epoch starts
+ * healthy. On failure c is aborted and destroyed. */
+sg_status sg__dist_install_epoch(sg_dist *d, sg_comm *c, int idx, int n, int epoch, const int *orig) {
+  sg_comm **olds = d->old_comms;
+  if (d->comm != NULL) {
+    olds = sg__realloc(d->old_comms, (size_t)(d->n_old + 1) * sizeof *olds);
+    if (olds == NULL) {
+      sg_comm_abort(c, "out of memory");
+      sg_comm_destroy(c);
+      return sg__error(SG_ERR_NO_MEMORY, "rank %d: epoch %d: out of memory", d->orig_rank, epoch);
+    }
   }
   pthread_mutex_lock(&d->mu);
   d->old_comms = olds;
-  d->old_comms[d->n_old++] = d->comm;
+  if (d->comm != NULL) d->old_comms[d->n_old++] = d->comm;
   d->comm = c;
   d->rank = idx;
-  d->size = m.n;
+  d->size = n;
   d->epoch = epoch;
-  for (int i = 0; i < m.n; i++) d->members[i] = m.orig[i];
+  for (int i = 0; i < n; i++) d->members[i] = orig[i];
   d->failed = SG_OK;
   d->fail_msg[0] = '\0';
   __atomic_store_n(&d->failed_flag, 0, __ATOMIC_RELEASE);
   d->fail_ns = d->fail_real_ns = 0;
   d->posted = d->done = 0;
-  d->last_healthy = m.n;
-  __atomic_store_n(&d->healthy, m.n, __ATOMIC_RELAXED);
+  d->last_healthy = n;
+  __atomic_store_n(&d->healthy, n, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&d->mu);
-  h->rollback = (uint64_t)m.rollback;
   return SG_OK;
 }

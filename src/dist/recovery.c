@@ -5,6 +5,7 @@
  * ranks' shards spread over the members (strict QoS: the global batch and
  * the result are those of a failure-free run, RPO 0). */
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "dist/dist_internal.h"
@@ -38,8 +39,16 @@ sg_status sg__dist_recover(sg_dist *d) {
   /* The scheduler finishes the step's snapshot first (it copies even after
    * a failure): the rollback may need it. */
   sg__dist_snap_wait(d);
-  sg__dist_heal h = {d->stats.steps, 0, false, 0};
-  sg_status st = sg__dist_run_job(d, sg__dist_job_recover, &h);
+  /* ZeRO-1: the old layout's members (whose ranges the replicas hold); no push runs during the recovery,
+   * and the rollback is at most the latest replica this rank holds as buddy (replica.c). */
+  int old_members[SG__DIST_MAX_RANKS], old_size = d->size;
+  memcpy(old_members, d->members, (size_t)old_size * sizeof old_members[0]);
+  if (d->zero.gm != NULL) sg__dist_replica_quiesce(d);
+  uint64_t committed;
+  sg_status st = sg__dist_replica_committed(d, d->stats.steps, &committed);
+  if (st != SG_OK) return st;
+  sg__dist_heal h = {committed, 0, false, 0};
+  st = sg__dist_run_job(d, sg__dist_job_recover, &h);
   if (st != SG_OK) {
     if (h.excluded) {
       d->excluded = true;
@@ -58,6 +67,7 @@ sg_status sg__dist_recover(sg_dist *d) {
   if (st != SG_OK && d->stats.steps != h.rollback)
     return sg__error(SG_ERR_INTERNAL, "rank %d: recovery: no rollback snapshot of step %llu", d->orig_rank,
                      (unsigned long long)h.rollback);
+  if (d->zero.gm != NULL) SG_CHECK(sg__dist_zero_recover(d, old_members, old_size, h.rollback));
   sg_clear_error();
   d->stats.redone_steps += d->stats.steps - h.rollback;
   d->stats.steps = h.rollback;

@@ -84,6 +84,7 @@ static void record_locked(sg_dist *d, sg__dist_ev_kind kind, int64_t t0, int64_t
 sg_status sg__dist_job_check(sg_dist *d, void *arg) {
   (void)arg;
   int64_t t0 = sg__dist_now_ns();
+  sg_comm_label(d->comm, "consistency check at create"); /* hang diagnosis (SPEC H7) */
   sg_status st =
       sg_comm_check_consistency(d->comm, d->plan.topology_hash, d->plan.dtype_ids, d->plan.n_grads);
   if (st != SG_OK) return st;
@@ -100,37 +101,43 @@ sg_status sg__dist_job_check(sg_dist *d, void *arg) {
 
 /* A tensor's slot as i64 elements, its last bytes through an 8-byte bounce
  * buffer: broadcast moves bytes, whatever the tensor's dtype. */
-static sg_status broadcast_bytes(sg_comm *c, void *addr, size_t bytes) {
+static sg_status broadcast_bytes(sg_comm *c, void *addr, size_t bytes, int root) {
   size_t whole = bytes / 8, tail = bytes % 8;
-  if (whole) SG_CHECK(sg_comm_broadcast(c, addr, whole, SG_I64, 0));
+  if (whole) SG_CHECK(sg_comm_broadcast(c, addr, whole, SG_I64, root));
   if (tail) {
     uint64_t last = 0;
     memcpy(&last, (char *)addr + whole * 8, tail);
-    SG_CHECK(sg_comm_broadcast(c, &last, 1, SG_I64, 0));
+    SG_CHECK(sg_comm_broadcast(c, &last, 1, SG_I64, root));
     memcpy((char *)addr + whole * 8, &last, tail);
   }
   return SG_OK;
 }
 
 sg_status sg__dist_job_broadcast(sg_dist *d, void *arg) {
-  (void)arg;
+  int root = arg != NULL ? *(const int *)arg : 0; /* a rejoin's sender (rejoin.c), else rank 0 */
   int64_t t0 = sg__dist_now_ns();
+  sg_comm_label(d->comm, "broadcast of parameters and state"); /* hang diagnosis (SPEC H7) */
   sg_status st = SG_OK;
   for (int32_t t = 0; t < sg_graph_num_tensors(d->g) && st == SG_OK; t++) {
     sg_tensor_info info;
     if (sg_graph_tensor_info(d->g, (sg_tensor){t}, &info) != SG_OK) continue;
-    if (info.role != SG_ROLE_PARAMETER && info.role != SG_ROLE_STATE && info.role != SG_ROLE_OPTIMIZER_STATE)
-      continue;
+    /* ZeRO-1: each rank keeps its own share of the optimizer state (buckets.c's topology agrees). */
+    bool opt_state = info.role == SG_ROLE_OPTIMIZER_STATE;
+    if (info.role != SG_ROLE_PARAMETER && info.role != SG_ROLE_STATE && (!opt_state || d->zero.on)) continue;
     size_t bytes;
     void *addr = sg__session_tensor_addr(d->s, t, &bytes);
-    if (addr != NULL) st = broadcast_bytes(d->comm, addr, bytes);
+    if (addr != NULL) st = broadcast_bytes(d->comm, addr, bytes, root);
     if (st != SG_OK)
-      sg__dist_fail(d, SG_ERR_COMM, "rank %d: broadcasting '%s' from rank 0 before the first step failed: %s",
-                    d->rank, info.name, sg_last_error());
+      sg__dist_fail(d, SG_ERR_COMM, "rank %d: broadcasting '%s' from rank %d failed: %s", d->rank, info.name,
+                    root, sg_last_error());
   }
   pthread_mutex_lock(&d->mu);
   record_locked(d, SG__EV_BCAST, t0, sg__dist_now_ns(), 0);
   pthread_mutex_unlock(&d->mu);
+  /* Hang diagnosis (SPEC H7) covers the steps' collectives from here on, not
+   * the check and this broadcast: before them a rank may legitimately take
+   * long (rank 0 loading a checkpoint). */
+  if (st == SG_OK) st = sg_comm_set_hang_timeout(d->comm, d->p.hang_ms);
   return st;
 }
 
@@ -139,7 +146,7 @@ sg_status sg__dist_job_broadcast(sg_dist *d, void *arg) {
 /* After a recovery a member may run several shards of the original world:
  * the earlier shards' gradients (accum) join this one's before the
  * allreduce, which then sums and divides by the number of shards. */
-static void add_accum(const sg_dist *d, uint32_t first, uint32_t count) {
+void sg__dist_add_accum(const sg_dist *d, uint32_t first, uint32_t count) {
   for (uint32_t i = first; i < first + count; i++) {
     float *g = d->plan.grads[i].addr;
     const float *a = d->accum + d->accum_off[i];
@@ -166,7 +173,7 @@ static sg_status allreduce_bucket(sg_dist *d, uint32_t b, float *loss_mean) {
   bool with_loss = b + 1 == d->plan.n_buckets && d->loss_addr != NULL;
   /* AVG while every member has one shard: the failure-free path, bitwise as before. */
   sg_reduce_op op = d->sum_div > 0 ? SG_REDUCE_SUM : SG_REDUCE_AVG;
-  if (d->accum_on) add_accum(d, bk->first, bk->count);
+  if (d->accum_on) sg__dist_add_accum(d, bk->first, bk->count);
   float loss = 0;
   if (with_loss) memcpy(&loss, d->loss_addr, 4);
   if (with_loss && d->accum_on) loss += d->accum_loss;
@@ -208,15 +215,19 @@ static void run_bucket_locked(sg_dist *d) {
   float loss = d->loss_mean;
   d->busy = true;
   pthread_mutex_unlock(&d->mu);
+  char label[SG_COMM_LABEL_MAX + 1]; /* hang diagnosis (SPEC H7): what this bucket's collectives are */
+  snprintf(label, sizeof label, "step %llu: %s of gradient bucket %u of %u", (unsigned long long)step,
+           d->zero.on ? "reduce-scatter" : "allreduce", b + 1, d->plan.n_buckets);
+  sg_comm_label(d->comm, label);
   int64_t t0 = sg__dist_now_ns();
-  sg_status st = allreduce_bucket(d, b, &loss);
+  sg_status st = d->zero.on ? sg__dist_zero_bucket(d, b, &loss) : allreduce_bucket(d, b, &loss);
   int64_t t1 = sg__dist_now_ns();
   char msg[sizeof d->fail_msg];
   if (st != SG_OK) {
     const sg__dist_bucket *bk = &d->plan.buckets[b];
-    snprintf(msg, sizeof msg,
-             "rank %d, step %llu: allreduce of gradient bucket %u of %u (%zu bytes) failed: %s", d->rank,
-             (unsigned long long)step, b + 1, d->plan.n_buckets, bk->bytes, sg_last_error());
+    snprintf(msg, sizeof msg, "rank %d, step %llu: %s of gradient bucket %u of %u (%zu bytes) failed: %s",
+             d->rank, (unsigned long long)step, d->zero.on ? "reduce-scatter (ZeRO-1)" : "allreduce", b + 1,
+             d->plan.n_buckets, bk->bytes, sg_last_error());
     sg_comm_abort(d->comm, msg);
   }
   pthread_mutex_lock(&d->mu);
@@ -224,6 +235,9 @@ static void run_bucket_locked(sg_dist *d) {
   record_locked(d, SG__EV_BUCKET, t0, t1, (int32_t)b);
   if (st != SG_OK) {
     fail_locked(d, SG_ERR_COMM, msg);
+    /* The failure may have been recorded during the bucket (a ZeRO-1 replica push), before busy
+     * cleared: wake a recovery waiting for it. */
+    pthread_cond_broadcast(&d->wake_compute);
     return;
   }
   d->comm_ms += (double)(t1 - t0) * 1e-6;
@@ -282,6 +296,7 @@ static void wait_until(sg_dist *d, int64_t interval_ns) {
 
 static sg_status join_job(sg_dist *d, void *arg) {
   (void)arg;
+  if (d->rj.joining) return sg__dist_rejoin_join(d); /* a restarted rank joins a running job (rejoin.c) */
   sg_comm *c = NULL;
   SG_CHECK(sg_comm_create(&d->comm_params, &c));
   sg_status st = sg_comm_set_liveness(c, d->p.heartbeat_ms, d->p.dead_ms);
@@ -338,6 +353,11 @@ static void *sched_main(void *arg) {
       sg__dist_snap_chunk_locked(d);
       continue;
     }
+    /* ZeRO-1's buddy replica of the step's snapshot (replica.c), after it. */
+    if (d->zero.rep_pending && d->failed == SG_OK) {
+      sg__dist_replica_push_locked(d);
+      continue;
+    }
     if (d->failed == SG_OK) {
       wait_until(d, interval);
       if (!d->job && !d->stop && d->done == d->posted) poll_locked(d);
@@ -349,6 +369,8 @@ static void *sched_main(void *arg) {
   pthread_mutex_unlock(&d->mu);
   /* Earlier epochs' communicators (aborted) close after the current one, so
    * the current one's barrier is not delayed by their closing. */
+  /* The replicas' global page table is collective while healthy, and must go before its communicator. */
+  sg__dist_replica_gmem_fini(d);
   sg_status cst = c != NULL ? sg_comm_destroy(c) : SG_OK;
   char cmsg[sizeof d->fail_msg];
   if (cst != SG_OK) snprintf(cmsg, sizeof cmsg, "%s", sg_last_error());

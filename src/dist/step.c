@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "dist/dist_internal.h"
+#include "dist/model.h"
 
 static void record(sg_dist *d, sg__dist_ev_kind kind, int64_t t0, int64_t t1, int32_t id) {
   sg__dist_event e = {
@@ -81,20 +82,6 @@ static sg_status abandon_step(sg_dist *d, sg_status st) {
   return st;
 }
 
-/* The shards this rank runs in this step: its own while every rank is there;
- * after recovering to m members, {k : k mod m == rank} of the original n
- * (strict: the global batch is kept), or only its own (graceful-degrade). */
-static int my_shards(const sg_dist *d, int *out) {
-  int n = 0;
-  if (d->p.feed == NULL) return 0;
-  if (d->size == d->orig_size || d->qos == SG_QOS_GRACEFUL_DEGRADE) {
-    out[n++] = d->orig_rank;
-    return n;
-  }
-  for (int k = d->rank; k < d->orig_size; k += d->size) out[n++] = k;
-  return n;
-}
-
 /* Forward and backward of an earlier shard, its gradients (and loss) added
  * to accum. */
 static sg_status run_partial_shard(sg_dist *d, bool first) {
@@ -116,6 +103,16 @@ static sg_status run_partial_shard(sg_dist *d, bool first) {
   return SG_OK;
 }
 
+/* ZeRO-1 (zero.c): forward and backward post the buckets as usual (the last
+ * one's reduce-scatter leaves this rank its range's averaged gradients);
+ * then only this rank's updates run, and the parameters are allgathered. */
+static sg_status zero_step(sg_dist *d) {
+  SG_CHECK(sg__session_run_partial(d->s, 0, d->plan.wait_pos));
+  SG_CHECK(wait_buckets(d));
+  wait_snapshot(d);
+  return sg__dist_zero_update(d);
+}
+
 /* One attempt at step index k (0-based): injection, snapshot, the shards,
  * the allreduces, the updates. */
 static sg_status run_step(sg_dist *d, uint64_t k) {
@@ -125,11 +122,13 @@ static sg_status run_step(sg_dist *d, uint64_t k) {
   d->stats.snapshot_wait_ms = 0;
   if (d->p.feed != NULL) {
     int64_t s0 = sg__dist_now_ns();
+    sg__dist_replica_wait(d); /* its source is the snapshot slot reused now */
     sg__dist_snap_begin(d, k);
+    sg__dist_replica_begin(d, k);
     sync_ms = (double)(sg__dist_now_ns() - s0) * 1e-6;
   }
-  int shards[SG__DIST_MAX_RANKS];
-  int ns = my_shards(d, shards);
+  int *shards = d->shards;
+  int ns = sg__dist_my_shards(d, shards), n_all = sg__dist_n_shards(d);
   pthread_mutex_lock(&d->mu);
   d->step = k + 1;
   d->posted = d->done = 0;
@@ -138,16 +137,22 @@ static sg_status run_step(sg_dist *d, uint64_t k) {
   d->posted_local = 0;
   d->stats.wait_ms = 0;
   d->accum_on = false;
-  d->sum_div =
-      d->p.feed != NULL && d->size != d->orig_size && d->qos != SG_QOS_GRACEFUL_DEGRADE ? d->orig_size : 0;
+  d->sum_div = sg__dist_sum_div(d);
+  /* Earlier shards (micro-batches, or a lost rank's) run forward+backward
+   * only; the last one runs the whole step, so its backward overlaps the
+   * bucket allreduces. Each shard has its own dropout stream (micro.c). */
   for (int i = 0; i + 1 < ns && st == SG_OK; i++) {
-    st = d->p.feed(d->p.feed_ctx, d, k, shards[i], d->orig_size);
+    st = d->p.feed(d->p.feed_ctx, d, k, shards[i], n_all);
+    sg__session_set_stream(d->s, (uint64_t)shards[i] + 1);
     if (st == SG_OK) st = run_partial_shard(d, i == 0);
     d->accum_on = st == SG_OK;
   }
-  if (st == SG_OK && ns > 0) st = d->p.feed(d->p.feed_ctx, d, k, shards[ns - 1], d->orig_size);
+  if (st == SG_OK && ns > 0) {
+    st = d->p.feed(d->p.feed_ctx, d, k, shards[ns - 1], n_all);
+    sg__session_set_stream(d->s, (uint64_t)shards[ns - 1] + 1);
+  }
   d->stats.shards = ns > 0 ? ns : 1;
-  if (st == SG_OK) st = sg_session_step(d->s);
+  if (st == SG_OK) st = d->zero.on ? zero_step(d) : sg_session_step(d->s);
   if (st == SG_OK && d->plan.wait_pos == d->plan.n_order) {
     st = wait_buckets(d);
     wait_snapshot(d);
@@ -173,6 +178,7 @@ static sg_status run_step(sg_dist *d, uint64_t k) {
 
 sg_status sg_dist_step(sg_dist *d) {
   if (d == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_dist_step: d is NULL");
+  if (d->model != NULL) return sg__dist_model_step(d);
   if (d->excluded)
     return sg__error(SG_ERR_COMM, "sg_dist_step: rank %d was excluded from the job earlier", d->orig_rank);
   if (__atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE) && !sg__dist_healable(d)) {
@@ -196,6 +202,9 @@ sg_status sg_dist_step(sg_dist *d) {
       SG_CHECK(sg__dist_recover(d));
       continue;
     }
+    /* Between steps: a restarted rank asking to rejoin is admitted here (rejoin.c). */
+    SG_CHECK(sg__dist_rejoin_poll(d));
+    if (__atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE)) continue; /* the admission failed: heal */
     int64_t t0 = sg__dist_now_ns();
     sg_status st = run_step(d, d->stats.steps);
     if (st != SG_OK) {

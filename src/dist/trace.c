@@ -136,6 +136,19 @@ static void add_events(const sg_dist *d, cJSON *list, int pid, const sg__dist_ev
         break;
       case SG__EV_BCAST: snprintf(name, sizeof name, "broadcast from rank 0"); break;
       case SG__EV_CHECK: snprintf(name, sizeof name, "consistency check"); break;
+      case SG__EV_XFER: {
+        static const char *const ops[] = {"send to", "receive from", "allreduce", "allgather", "broadcast"};
+        static const char *const modes[] = {"pipeline", "tensor", "loss", "replica"};
+        unsigned mode = (unsigned)e->id >> 24 & 0xffu, op = (unsigned)e->id >> 16 & 0xffu;
+        int peer = (int)((unsigned)e->id & 0xffffu) - 1;
+        if (mode > 3 || op > 4) {
+          cJSON_Delete(o);
+          continue;
+        }
+        if (peer >= 0) snprintf(name, sizeof name, "%s %s rank %d", modes[mode], ops[op], peer);
+        else snprintf(name, sizeof name, "%s %s", modes[mode], ops[op]);
+        break;
+      }
       case SG__EV_HEALTH:
         cJSON_AddStringToObject(o, "name", "healthy ranks");
         cJSON_AddStringToObject(o, "ph", "C");

@@ -28,7 +28,10 @@ sg_status sg_session_save_checkpoint(const sg_session *s, const char *path) {
   }
   memcpy(tensors, g->tensors, g->n_tensors * sizeof *tensors);
   for (uint32_t t = 0; t < g->n_tensors; t++) {
-    if (!is_checkpointed(tensors[t].role) || s->plan.buf_kind[t] != SG__BUF_PERSISTENT) continue;
+    /* State without memory (ZeRO-1: another rank keeps it) is saved without a value. */
+    if (!is_checkpointed(tensors[t].role) || s->plan.buf_kind[t] != SG__BUF_PERSISTENT ||
+        s->tensor_ptr[t] == NULL)
+      continue;
     host[t] = sg__malloc(tensors[t].nbytes);
     if (host[t] == NULL) {
       st = sg__error(SG_ERR_NO_MEMORY, "sg_session_save_checkpoint: out of memory copying '%s'",
@@ -96,7 +99,8 @@ sg_status sg_session_load_checkpoint(sg_session *s, const char *path) {
                        sg__shape_str(b, x->dtype, x->ndim, x->dims));
         break;
       }
-      if (pass == 1) st = s->be->upload(s->be_state, s->tensor_ptr[t], y->data, x->nbytes);
+      if (pass == 1 && s->tensor_ptr[t] != NULL)
+        st = s->be->upload(s->be_state, s->tensor_ptr[t], y->data, x->nbytes);
     }
   }
   if (st == SG_OK) {

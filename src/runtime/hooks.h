@@ -62,6 +62,15 @@ void sg__session_set_stream(sg_session *s, uint64_t stream);
  * otherwise apply the momentum update twice. Off by default. */
 void sg__session_set_freeze_stats(sg_session *s, bool freeze);
 
+/* Before compile: per tensor (or NULL), optimizer state that gets no memory,
+ * because the update ops that read it will never run on this session
+ * (ZeRO-1: another rank updates those parameters). The mask must stay valid
+ * until compile returns. Such a tensor has no address (sg__session_tensor_addr
+ * is NULL); reading, writing or checkpointing it is an error or skipped
+ * until sg_session_bind_state gives it memory (zero-filled). SG_ERR_STATE
+ * once compiled. */
+sg_status sg__session_set_unallocated(sg_session *s, const uint8_t *mask);
+
 /* The training schedule: op ids in the order a step runs them. */
 const int32_t *sg__session_order(const sg_session *s, uint32_t *n);
 

@@ -130,7 +130,7 @@ static sg_status allocate(sg_session *s) {
   SG_CHECK(s->be->buffer_alloc(s->be_state, s->plan.persistent_bytes, &s->persistent));
   SG_CHECK(s->be->buffer_alloc(s->be_state, s->plan.transient_bytes, &s->transient));
   for (uint32_t t = 0; t < g->n_tensors; t++) {
-    if (s->plan.buf_kind[t] == SG__BUF_PERSISTENT)
+    if (s->plan.buf_kind[t] == SG__BUF_PERSISTENT && s->plan.offset[t] != SG__NO_OFFSET)
       s->tensor_ptr[t] = (char *)s->persistent + s->plan.offset[t];
     else if (s->plan.buf_kind[t] == SG__BUF_TRANSIENT)
       s->tensor_ptr[t] = (char *)s->transient + s->plan.offset[t];
@@ -266,6 +266,12 @@ const sg_graph *sg__session_graph(const sg_session *s) { return s->g; }
 void sg__session_set_steps(sg_session *s, uint64_t steps) { s->steps = steps; }
 
 void sg__session_set_stream(sg_session *s, uint64_t stream) { s->stream = stream; }
+
+sg_status sg__session_set_unallocated(sg_session *s, const uint8_t *mask) {
+  if (s->compiled) return sg__error(SG_ERR_STATE, "session: unallocated state must be set before compile");
+  s->plan_options.unallocated = mask;
+  return SG_OK;
+}
 
 void sg__session_set_freeze_stats(sg_session *s, bool freeze) { s->freeze_stats = freeze; }
 

@@ -266,6 +266,11 @@ static sg_status kept_tensor(const sg_session *s, const char *what, const char *
   if (s->plan.buf_kind[*id] != SG__BUF_PERSISTENT)
     return sg__error(SG_ERR_STATE, "%s: tensor '%s' is not kept between steps; mark it as a graph output",
                      what, name);
+  if (s->tensor_ptr[*id] == NULL && s->bound[*id] == NULL && strcmp(what, "sg_session_bind_state") != 0)
+    return sg__error(SG_ERR_STATE,
+                     "%s: tensor '%s' has no memory in this session (optimizer state of a parameter that "
+                     "another rank updates, ZeRO-1)",
+                     what, name);
   if (bytes != t->nbytes) {
     char sh[SG__SHAPE_STR];
     return sg__error(SG_ERR_SHAPE, "%s: tensor '%s' is %s (%zu bytes), given %zu bytes", what, name,
@@ -321,7 +326,10 @@ sg_status sg_session_bind_state(sg_session *s, const char *name, void *data, siz
                      "sg_session_bind_state: '%s' is kept in a %zu-byte device layout, not %zu bytes", name,
                      s->plan.bytes[id], t->nbytes);
   if (data != s->tensor_ptr[id]) {
-    memmove(data, s->tensor_ptr[id], bytes);
+    /* State left without memory at compile (sg__session_set_unallocated) starts at zero, as a session
+     * starts every state tensor without initializer. */
+    if (s->tensor_ptr[id] == NULL) memset(data, 0, bytes);
+    else memmove(data, s->tensor_ptr[id], bytes);
     s->tensor_ptr[id] = data;
     sg__session_wire(s);
   }

@@ -36,7 +36,10 @@ static sg_status finish(sg_graph *g, sg_tensor loss, sg_tensor lr, int optimizer
   sg_tensor_set_name(g, loss, "loss");
   sg_graph_mark_output(g, loss);
   sg_status st = sg_graph_backward(g, loss);
-  if (st == SG_OK && optimizer) {
+  if (st == SG_OK && optimizer == 2) {
+    sg_adamw_params p = SG_ADAMW_PARAMS_INIT;
+    st = sg_graph_add_adamw(g, lr, &p);
+  } else if (st == SG_OK && optimizer) {
     sg_sgd_params p = SG_SGD_PARAMS_INIT;
     p.momentum = 0.9;
     st = sg_graph_add_sgd(g, lr, &p);
@@ -84,6 +87,7 @@ sg_status mlp_build(const mlp_cfg *c, sg_graph **out) {
     free(b);
     h = sg_linear(g, h, W, B);
     if (l < c->layers) h = sg_relu(g, h);
+    if (l < c->layers && c->dropout > 0) h = sg_dropout(g, h, c->dropout, 100u + (uint64_t)l, 1);
     fan_in = out_f;
   }
   sg_tensor loss = sg_cross_entropy(g, h, y, SG_REDUCTION_MEAN);

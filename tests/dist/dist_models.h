@@ -14,7 +14,9 @@
 typedef struct mlp_cfg {
   int batch, in, hidden, layers, classes;
   uint64_t init_seed; /* parameters: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) from this seed */
-  int optimizer;      /* 1: SGD with momentum 0.9 appended; 0: gradients marked as outputs instead */
+  int optimizer;      /* 1: SGD with momentum 0.9 appended; 2: AdamW (defaults); 0: gradients marked as
+                         outputs instead */
+  double dropout;     /* > 0: dropout with this probability after each hidden layer's relu */
 } mlp_cfg;
 
 /* Inputs "x" [batch, in] f32, "y" [batch] i64, "lr" f32 scalar; output

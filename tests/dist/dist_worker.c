@@ -723,7 +723,20 @@ static int run_badargs(void) {
             "tensor parallelism (tp=4) does not run through sg_dist yet");
   bad = dp;
   bad.micro_batches = 2;
-  CHECK_ERR(sg_dist_create(g, &bad, &d), SG_ERR_UNSUPPORTED, "micro_batches=2");
+  CHECK_ERR(sg_dist_create(g, &bad, &d), SG_ERR_INVALID_ARG, "micro-batches need a feed callback");
+  bad = dp;
+  bad.micro_batches = 0;
+  CHECK_ERR(sg_dist_create(g, &bad, &d), SG_ERR_INVALID_ARG, "micro_batches is 0");
+  bad = dp;
+  bad.micro_batches = 1 << 20;
+  CHECK_ERR(sg_dist_create(g, &bad, &d), SG_ERR_INVALID_ARG, "micro_batches is 1048576, at most");
+  bad = dp;
+  bad.zero = 2;
+  CHECK_ERR(sg_dist_create(g, &bad, &d), SG_ERR_INVALID_ARG, "zero is 2");
+  bad = dp;
+  bad.zero = 1;
+  bad.offload = "dram";
+  CHECK_ERR(sg_dist_create(g, &bad, &d), SG_ERR_UNSUPPORTED, "zero 1 with offload 'dram'");
   bad = dp;
   bad.pipeline = 0;
   CHECK_ERR(sg_dist_create(g, &bad, &d), SG_ERR_INVALID_ARG, "pipeline is 0");
@@ -757,6 +770,16 @@ static int run_badargs(void) {
   bad.comm.world_size = 1;
   bad.comm.rank = 5;
   CHECK_ERR(sg_dist_create(g, &bad, &d), SG_ERR_INVALID_ARG, "rank");
+  /* ZeRO-1 runs only the optimizer's updates after backward: a graph without one is refused. */
+  {
+    mlp_cfg nc = {4, 8, 16, 2, 3, 1, 0};
+    sg_graph *no_opt;
+    CHECK_OK(mlp_build(&nc, &no_opt));
+    bad = dp;
+    bad.zero = 1;
+    CHECK_ERR(sg_dist_create(no_opt, &bad, &d), SG_ERR_UNSUPPORTED, "has a gradient but no update");
+    sg_graph_destroy(no_opt);
+  }
   /* A graph without gradients (forward only). */
   CHECK_OK(sg_graph_create(&fwd));
   int64_t xd[] = {4, 8}, wd[] = {3, 8};

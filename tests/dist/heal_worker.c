@@ -10,9 +10,17 @@
  *                           recovery lost no step (RPO 0) and that detection
  *                           took < 1 s. Exits SG_DIST_EXIT_EXCLUDED (75) when
  *                           a recovery left it out. HEAL_STEP_SLEEP_MS
- *                           pauses before each step.
+ *                           pauses before each step; HEAL_MICRO_BATCHES
+ *                           sets sg_dist_params.micro_batches, HEAL_ZERO
+ *                           sg_dist_params.zero, HEAL_DROPOUT a dropout
+ *                           probability after each hidden layer.
+ *                           Rejoin (tests/dist/run_rejoin.sh): HEAL_STEPS
+ *                           sets the steps (default 10); a rank restarted
+ *                           with SG_REJOIN=1 goes on from the step its
+ *                           create was admitted at (stats.steps).
  *   heal_worker badargs     checks the validation of the recovery parameters
- *                           (run with SG_INJECT set to a bad spec). */
+ *                           (run with SG_INJECT set to a bad spec).
+ *   heal_worker rejoin_badargs  checks the validation of SG_REJOIN. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdbool.h>
@@ -98,6 +106,40 @@ static int badargs(sg_graph *g) {
   return 0;
 }
 
+/* `heal_worker rejoin_badargs` (one process, no launcher): SG_REJOIN is
+ * validated at create, before anything joins, each error naming the cause. */
+static int rejoin_badargs(sg_graph *g) {
+  sg_dist_params dp = SG_DIST_PARAMS_INIT;
+  dp.threads = 1;
+  dp.feed = feed;
+  sg_dist *d = NULL;
+  setenv("SG_REJOIN", "yes", 1);
+  if (sg_dist_create(g, &dp, &d) != SG_ERR_INVALID_ARG ||
+      strstr(sg_last_error(), "SG_REJOIN='yes'") == NULL || d != NULL)
+    FAIL("SG_REJOIN=yes accepted or badly reported");
+  setenv("SG_REJOIN", "1", 1);
+  dp.feed = NULL;
+  if (sg_dist_create(g, &dp, &d) != SG_ERR_INVALID_ARG || strstr(sg_last_error(), "feed callback") == NULL ||
+      d != NULL)
+    FAIL("SG_REJOIN=1 without a feed accepted or badly reported");
+  printf("rejoin_badargs: %s\n", sg_last_error());
+  dp.feed = feed;
+  dp.zero = 1;
+  if (sg_dist_create(g, &dp, &d) != SG_ERR_UNSUPPORTED || strstr(sg_last_error(), "ZeRO-1") == NULL ||
+      d != NULL)
+    FAIL("SG_REJOIN=1 with ZeRO-1 accepted or badly reported");
+  printf("rejoin_badargs: %s\n", sg_last_error());
+  dp.zero = 0;
+  setenv("SG_RANK", "0", 1);
+  setenv("SG_WORLD_SIZE", "1", 1);
+  if (sg_dist_create(g, &dp, &d) != SG_ERR_INVALID_ARG || strstr(sg_last_error(), "nobody to join") == NULL ||
+      d != NULL)
+    FAIL("SG_REJOIN=1 in a one-rank job accepted or badly reported");
+  printf("rejoin_badargs: %s\n", sg_last_error());
+  sg_graph_destroy(g);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: heal_worker DIR [REF_DIR]\n");
@@ -106,14 +148,31 @@ int main(int argc, char **argv) {
   const char *dir = argv[1], *ref = argc > 2 ? argv[2] : NULL;
   mlp_cfg c = {B, IN, HID, LAYERS, CL, 1, 1};
   sg_graph *g;
+  /* HEAL_DROPOUT: dropout after the hidden layers; a shard redone on a survivor must draw the masks
+   * of its first attempt (per-shard streams), or the parameters part from the failure-free run. */
+  const char *drop = getenv("HEAL_DROPOUT");
+  if (drop != NULL && !(atof(drop) >= 0 && atof(drop) < 1)) FAIL("HEAL_DROPOUT=%s is not in [0, 1)", drop);
+  if (drop != NULL) c.dropout = atof(drop);
   CHECK_OK(mlp_build(&c, &g));
   if (strcmp(dir, "badargs") == 0) return badargs(g);
+  if (strcmp(dir, "rejoin_badargs") == 0) return rejoin_badargs(g);
   sg_dist_params dp = SG_DIST_PARAMS_INIT;
   dp.threads = 1;
   dp.bucket_bytes = 4096; /* several buckets */
   dp.heartbeat_ms = 100;
   dp.dead_ms = 400;
   dp.feed = feed;
+  /* HEAL_MICRO_BATCHES: micro-batches per rank and step (the shards of a lost rank's micro-batches
+   * then spread over the survivors). */
+  const char *micro = getenv("HEAL_MICRO_BATCHES");
+  if (micro != NULL && (atoi(micro) < 1 || atoi(micro) > 16))
+    FAIL("HEAL_MICRO_BATCHES=%s is not in 1..16", micro);
+  if (micro != NULL) dp.micro_batches = atoi(micro);
+  /* HEAL_ZERO=1: ZeRO-1, the optimizer state sharded, each range replicated to a buddy rank. */
+  const char *zero = getenv("HEAL_ZERO");
+  if (zero != NULL && strcmp(zero, "0") != 0 && strcmp(zero, "1") != 0)
+    FAIL("HEAL_ZERO=%s is not 0 or 1", zero);
+  if (zero != NULL) dp.zero = atoi(zero);
   sg_dist *d;
   CHECK_OK(sg_dist_create(g, &dp, &d));
   int rank = sg_dist_rank(d);
@@ -123,7 +182,13 @@ int main(int argc, char **argv) {
   const char *pause = getenv("HEAL_STEP_SLEEP_MS");
   int pause_ms = pause ? atoi(pause) : 0;
   if (pause_ms < 0 || pause_ms > 10000) FAIL("HEAL_STEP_SLEEP_MS=%s is not in 0..10000", pause);
-  for (int s = 0; s < STEPS; s++) {
+  const char *nsteps = getenv("HEAL_STEPS");
+  int steps = nsteps ? atoi(nsteps) : STEPS;
+  if (steps < 1 || steps > 100) FAIL("HEAL_STEPS=%s is not in 1..100", nsteps);
+  /* A rejoined rank was admitted after some steps: it goes on from there. */
+  CHECK_OK(sg_dist_get_stats(d, &st));
+  if (getenv("SG_REJOIN") == NULL && st.steps != 0) FAIL("%" PRIu64 " steps done at create", st.steps);
+  for (int s = (int)st.steps; s < steps; s++) {
     if (pause_ms > 0) usleep((useconds_t)pause_ms * 1000);
     sg_status rc = sg_dist_step(d);
     CHECK_OK(sg_dist_get_stats(d, &st));
@@ -153,14 +218,17 @@ int main(int argc, char **argv) {
   }
   rank = sg_dist_rank(d);
   printf("HEAL rank %d (now %d of %d): recoveries %d epoch %d shards %d detection_ms %.1f rto_ms %.1f "
-         "rpo_steps %" PRIu64 " redone %" PRIu64 " snapshot_ms %.3f step_ms %.3f max_rel %.3g\n",
+         "rpo_steps %" PRIu64 " redone %" PRIu64 " snapshot_ms %.3f step_ms %.3f max_rel %.3g rejoins %d "
+         "replica_bytes %zu replication_ms %.3f state_bytes %zu of %zu\n",
          st.original_rank, rank, st.world_size, st.recoveries, st.epoch, st.shards, st.detection_ms,
-         st.rto_ms, st.rpo_steps, st.redone_steps, st.snapshot_ms, st.step_ms, rel);
+         st.rto_ms, st.rpo_steps, st.redone_steps, st.snapshot_ms, st.step_ms, rel, st.rejoins,
+         st.replica_bytes, st.replication_ms, st.optimizer_state_bytes, st.optimizer_state_total);
   params_free(&got);
   /* graceful-degrade skips the lost ranks' samples: not the failure-free result, one shard each. */
   const char *qos = getenv("SG_QOS");
   bool degrade = qos != NULL && strcmp(qos, "graceful-degrade") == 0;
-  if (degrade && st.shards != 1) FAIL("graceful-degrade: %d shards on this rank, expected 1", st.shards);
+  if (degrade && st.shards != dp.micro_batches)
+    FAIL("graceful-degrade: %d shards on this rank, expected %d", st.shards, dp.micro_batches);
   if (!degrade && !(rel <= 1e-5)) FAIL("parameters differ from the failure-free run by %.3g relative", rel);
   if (st.recoveries > 0 && st.rpo_steps != 0) FAIL("rpo_steps %" PRIu64 ", expected 0", st.rpo_steps);
   if (st.recoveries > 0 && !(st.detection_ms < 1000)) FAIL("detection took %.1f ms", st.detection_ms);

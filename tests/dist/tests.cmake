@@ -57,8 +57,43 @@ set_tests_properties(dist_heal_kill_np4 dist_heal_kill_rank0_np4 dist_heal_kill_
                      dist_heal_stop_cont_np4
                      dist_heal_drop_np4 dist_heal_partition_np4 PROPERTIES TIMEOUT 60 LABELS "dist;heal"
                      ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000")
+# Micro-batches and ZeRO-1 (docs/dist.md): zero_worker as every rank.
+add_executable(zero_worker ${CMAKE_CURRENT_LIST_DIR}/zero_worker.c ${CMAKE_CURRENT_LIST_DIR}/dist_models.c
+                           ${PROJECT_SOURCE_DIR}/examples/resnet50/resnet50_model.c)
+target_link_libraries(zero_worker PRIVATE sgrt_internal)
+target_include_directories(zero_worker PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+target_compile_options(zero_worker PRIVATE ${SG_WARNINGS})
+add_test(NAME dist_micro_equiv_np2 COMMAND ${_sg_launch} -n 2 -- $<TARGET_FILE:zero_worker> micro ${_sg_dist_dir}/micro 4)
+add_test(NAME dist_heal_micro_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_micro "kill:rank=1,step=random(1-9)" 13)
+set_tests_properties(dist_micro_equiv_np2 PROPERTIES TIMEOUT 60 LABELS dist ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000")
+set_tests_properties(dist_heal_micro_np4 PROPERTIES TIMEOUT 60 LABELS "dist;heal"
+                     ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000;HEAL_MICRO_BATCHES=2")
+# Dropout across a recovery: the lost rank's shards, redone on the survivors, draw their own masks again.
+add_test(NAME dist_heal_dropout_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_dropout "kill:rank=3,step=5")
+set_tests_properties(dist_heal_dropout_np4 PROPERTIES TIMEOUT 60 LABELS "dist;heal"
+                     ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000;HEAL_MICRO_BATCHES=2;HEAL_DROPOUT=0.3")
+set(_sg_zero bash ${CMAKE_CURRENT_LIST_DIR}/run_zero.sh $<TARGET_FILE:sgrt_cli> $<TARGET_FILE:zero_worker>)
+add_test(NAME dist_zero_sgd_np4 COMMAND ${_sg_zero} ${_sg_dist_dir}/zero_sgd 4 sgd)
+add_test(NAME dist_zero_adamw_np4 COMMAND ${_sg_zero} ${_sg_dist_dir}/zero_adamw 4 adamw)
+set_tests_properties(dist_zero_sgd_np4 dist_zero_adamw_np4 PROPERTIES TIMEOUT 60 LABELS dist
+                     ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000")
+# ZeRO-1 self-healing: a lost rank's optimizer state comes back from its buddy's replica.
+add_test(NAME dist_heal_zero_kill_random_np4
+         COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_zero_killr "kill:rank=2,step=random(1-9)" 17)
+add_test(NAME dist_heal_zero_kill_rank0_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_zero_kill0 "kill:rank=0,step=4")
+set_tests_properties(dist_heal_zero_kill_random_np4 dist_heal_zero_kill_rank0_np4 PROPERTIES TIMEOUT 60 LABELS
+                     "dist;heal" ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000;HEAL_ZERO=1")
+add_test(NAME dist_heal_zero_both_lost_np5
+         COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_zero_lost.sh $<TARGET_FILE:sgrt_cli> $<TARGET_FILE:heal_worker>
+                 ${_sg_dist_dir}/heal_zero_lost)
+set_tests_properties(dist_heal_zero_both_lost_np5 PROPERTIES TIMEOUT 60 LABELS "dist;heal"
+                     ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000")
+add_test(NAME dist_heal_zero_micro_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_zero_micro "kill:rank=1,step=6")
+set_tests_properties(dist_heal_zero_micro_np4 PROPERTIES TIMEOUT 60 LABELS "dist;heal"
+                     ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000;HEAL_ZERO=1;HEAL_MICRO_BATCHES=2")
 include(${CMAKE_CURRENT_LIST_DIR}/tp_tests.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/pp_tests.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/model_tests.cmake)
 # No false positive while other processes saturate every CPU (issue 9; the
 # long version is bench/no_false_positive.sh). Alone, since it loads the
 # machine on purpose.
@@ -75,3 +110,53 @@ add_test(NAME dist_heal_partition_random_np4
          COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_partr "partition:ranks=1-2,step=random(2-8)" 11)
 set_tests_properties(dist_heal_stop_random_np4 dist_heal_drop_random_np4 dist_heal_partition_random_np4
                      PROPERTIES TIMEOUT 60 LABELS "dist;heal" ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000")
+
+# Hang diagnosis (SPEC H7, docs/resilience.md "Hang diagnosis"): a rank whose
+# compute thread is stuck while it still heartbeats is named with its position
+# in the collective schedule within the hang timeout (2 s here), without and
+# with healing (run_hang.sh); no false positive for ranks that compute longer
+# than the hang timeout, or arrive up to 1.2 s late; the position API.
+add_executable(hang_worker ${CMAKE_CURRENT_LIST_DIR}/hang_worker.c ${CMAKE_CURRENT_LIST_DIR}/dist_models.c
+                           ${PROJECT_SOURCE_DIR}/examples/resnet50/resnet50_model.c)
+target_link_libraries(hang_worker PRIVATE sgrt_internal)
+target_compile_options(hang_worker PRIVATE ${SG_WARNINGS})
+set(_sg_hang bash ${CMAKE_CURRENT_LIST_DIR}/run_hang.sh $<TARGET_FILE:sgrt_cli> $<TARGET_FILE:hang_worker>)
+add_test(NAME dist_hang_fail_np4 COMMAND ${_sg_hang} ${_sg_dist_dir}/hang_fail fail "hang:rank=2,step=random(2-8)" 5)
+add_test(NAME dist_hang_heal_np4 COMMAND ${_sg_hang} ${_sg_dist_dir}/hang_heal heal "hang:rank=2,step=random(2-8)" 3)
+add_test(NAME dist_hang_no_false_positive_np4
+         COMMAND $<TARGET_FILE:sgrt_cli> launch --heal -n 4 -- $<TARGET_FILE:hang_worker> slow ${_sg_dist_dir})
+add_test(NAME dist_hang_api_np2 COMMAND $<TARGET_FILE:sgrt_cli> launch -n 2 -- $<TARGET_FILE:hang_worker> api)
+set_tests_properties(dist_hang_fail_np4 dist_hang_heal_np4 dist_hang_no_false_positive_np4 dist_hang_api_np2
+                     PROPERTIES TIMEOUT 60 LABELS "dist;heal" ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000")
+# Rejoin (docs/resilience.md "Rejoin"): `sgrt launch --heal --restart-failed K`
+# restarts the killed rank, which rejoins the running job at a step boundary
+# and receives its state; the job ends with 4 ranks whose parameters are
+# bitwise equal and match the failure-free run (run_rejoin.sh: SPEC K JOINER
+# EPOCH MEMBER_REJOINS). SG_INJECT applies per job step: the second kill of
+# rank 2 fires in its second incarnation, which started after step 3.
+set(_sg_rejoin bash ${CMAKE_CURRENT_LIST_DIR}/run_rejoin.sh $<TARGET_FILE:sgrt_cli> $<TARGET_FILE:heal_worker>)
+add_test(NAME dist_rejoin_kill_np4 COMMAND ${_sg_rejoin} ${_sg_dist_dir}/rejoin_kill "kill:rank=2,step=3" 1 2 2 1)
+add_test(NAME dist_rejoin_twice_np4
+         COMMAND ${_sg_rejoin} ${_sg_dist_dir}/rejoin_twice "kill:rank=2,step=3;kill:rank=2,step=7" 2 2 4 2)
+add_test(NAME dist_rejoin_rank0_np4 COMMAND ${_sg_rejoin} ${_sg_dist_dir}/rejoin_rank0 "kill:rank=0,step=3" 1 0 2 1)
+# The second incarnation dies at its admission step (one of 4..9), right after receiving the state: the
+# others heal again.
+add_test(NAME dist_rejoin_joiner_dies_np4
+         COMMAND ${_sg_rejoin} ${_sg_dist_dir}/rejoin_dies "kill:rank=2,step=3;kill:rank=2,step=4;kill:rank=2,step=5;kill:rank=2,step=6;kill:rank=2,step=7;kill:rank=2,step=8;kill:rank=2,step=9" 1 2 2 1 3)
+# The joiner is killed after the decision to admit it, before the admission step: the members' new
+# communicator cannot be built (SG_COMM_TIMEOUT_MS 5 s), they abandon the admission and finish with 3 ranks.
+add_test(NAME dist_rejoin_abandoned_np4
+         COMMAND ${_sg_rejoin} ${_sg_dist_dir}/rejoin_abandoned "kill:rank=2,step=3" 1 2 1 0 3 kill-joiner)
+set_tests_properties(dist_rejoin_abandoned_np4 PROPERTIES TIMEOUT 60 LABELS "dist;heal"
+                     ENVIRONMENT "SG_COMM_TIMEOUT_MS=5000")
+# With dropout: the joiner's session continues the step count it receives, so its masks are the
+# failure-free run's (without it the parameters part by ~8e-2).
+add_test(NAME dist_rejoin_dropout_np4 COMMAND ${_sg_rejoin} ${_sg_dist_dir}/rejoin_dropout "kill:rank=2,step=3" 1 2 2 1)
+set_tests_properties(dist_rejoin_dropout_np4 PROPERTIES TIMEOUT 60 LABELS "dist;heal"
+                     ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000;HEAL_DROPOUT=0.2")
+add_test(NAME dist_rejoin_badargs COMMAND $<TARGET_FILE:heal_worker> rejoin_badargs)
+set_tests_properties(dist_rejoin_kill_np4 dist_rejoin_rank0_np4 dist_rejoin_joiner_dies_np4 dist_rejoin_badargs
+                     PROPERTIES TIMEOUT 60 LABELS "dist;heal" ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000")
+# Two admissions, each 3 steps after the request is seen: 16 steps leave room for the second.
+set_tests_properties(dist_rejoin_twice_np4 PROPERTIES TIMEOUT 60 LABELS "dist;heal"
+                     ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000;HEAL_STEPS=16")

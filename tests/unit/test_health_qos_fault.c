@@ -142,6 +142,21 @@ static void test_fault_plan_parse_and_query(void **state) {
   sg_fault_plan_destroy(NULL);
   assert_string_equal(sg_fault_kind_name(SG_FAULT_DROP_HEARTBEATS), "drop-heartbeats");
   assert_string_equal(sg_fault_kind_name((sg_fault_kind)0), "?");
+
+  /* hang (SPEC H7): a rank and a step, fixed or drawn, like the others. */
+  assert_status(sg_fault_plan_parse("hang:rank=2,step=random(3-6);hang:rank=1,step=4", 4, 9, &p), SG_OK,
+                NULL);
+  f = fault_at(p, 0);
+  assert_int_equal(f.kind, SG_FAULT_HANG);
+  assert_int_equal(f.rank, 2);
+  assert_true(f.random);
+  assert_true(f.step >= 3 && f.step <= 6);
+  assert_int_equal(fault_at(p, 1).step, 4);
+  assert_int_equal(sg_fault_plan_due(p, 1, 4, NULL, 0), 1);
+  assert_string_equal(sg_fault_kind_name(SG_FAULT_HANG), "hang");
+  sg_fault_plan_destroy(p);
+  assert_status(sg_fault_plan_parse("hang:ranks=1-2,step=3", 4, 0, &p), SG_ERR_INVALID_ARG,
+                "unknown key 'ranks' (hang takes rank and step)");
 }
 
 static int64_t random_step(const char *spec, uint64_t seed) {
@@ -187,7 +202,7 @@ static void test_fault_bad_specs(void **state) {
       {"", "empty"},
       {"   ", "empty"},
       {"kil:rank=1,step=2", "fault 1 'kil:rank=1,step=2': unknown fault kind 'kil' (accepted: kill, stop, "
-                            "drop-heartbeats, partition, device)"},
+                            "drop-heartbeats, partition, device, hang)"},
       {"kill", "no ':'"},
       {"kill:rank=1,step=2;", "an empty fault"},
       {"kill:rank=1,step=2;;stop:rank=0,step=1", "fault 2 '': an empty fault (a stray ';'?)"},

@@ -1,0 +1,42 @@
+# sg_dist_create_model (include/sgrt/dist.h, docs/dist.md "Pipeline and
+# tensor parallelism through sg_dist"): model_worker runs as every rank under
+# `sgrt launch`, builds its part of one forward graph through the public API
+# and compares 5 SGD-momentum steps with a single-process run of the whole
+# model (worst per-tensor relative error <= 1e-4); the death test starts the
+# ranks itself (run_death.sh) and checks that a 4-stage pipeline whose rank 2
+# is SIGKILLed fails on every other rank with SG_ERR_COMM naming it within 5 s.
+add_executable(model_worker ${CMAKE_CURRENT_LIST_DIR}/model_worker.c ${CMAKE_CURRENT_LIST_DIR}/dist_models.c
+                            ${PROJECT_SOURCE_DIR}/examples/resnet50/resnet50_model.c)
+target_link_libraries(model_worker PRIVATE sgrt_internal m)
+target_compile_options(model_worker PRIVATE ${SG_WARNINGS})
+
+set(_sg_model_launch $<TARGET_FILE:sgrt_cli> launch)
+set(_sg_model_worker $<TARGET_FILE:model_worker>)
+set(_sg_model_dir ${CMAKE_CURRENT_BINARY_DIR}/dist)
+file(MAKE_DIRECTORY ${_sg_model_dir})
+add_test(NAME model_mlp_pp4 COMMAND ${_sg_model_launch} -n 4 -- ${_sg_model_worker} pp 4 ${_sg_model_dir}/model_pp4.json)
+add_test(NAME model_mlp_pp2 COMMAND ${_sg_model_launch} -n 2 -- ${_sg_model_worker} pp 2)
+# Two replicas of a 2-stage pipeline (rank = replica * 2 + stage), each fed half of the batch.
+add_test(NAME model_mlp_pp2_dp2 COMMAND ${_sg_model_launch} -n 4 -- ${_sg_model_worker} ppdp 2
+                                        ${_sg_model_dir}/model_pp2_dp2.json)
+add_test(NAME model_mlp_tp2 COMMAND ${_sg_model_launch} -n 2 -- ${_sg_model_worker} tp ${_sg_model_dir}/model_tp2.json)
+# Two replicas of a 2-way tensor split (rank = replica * 2 + share), each fed half of the batch.
+add_test(NAME model_mlp_tp2_dp2 COMMAND ${_sg_model_launch} -n 4 -- ${_sg_model_worker} tpdp)
+add_test(NAME model_mlp_dp2 COMMAND ${_sg_model_launch} -n 2 -- ${_sg_model_worker} dp)
+# ResNet-50 (width 16, 32x32, 10 classes, batch 8) in lockstep with the reference (model_worker.c
+# says why not free-running). The pipeline runs one micro-batch: batch norm normalises over each
+# micro-batch, so M > 1 differs from the whole-batch reference by design.
+add_test(NAME model_resnet_tp2 COMMAND ${_sg_model_launch} -n 2 -- ${_sg_model_worker} rn_tp)
+add_test(NAME model_resnet_pp4 COMMAND ${_sg_model_launch} -n 4 -- ${_sg_model_worker} rn_pp 1)
+add_test(NAME model_badargs COMMAND ${_sg_model_launch} -n 4 -- ${_sg_model_worker} badargs)
+add_test(NAME model_mismatch_np2 COMMAND ${_sg_model_launch} -n 2 -- ${_sg_model_worker} mismatch)
+add_test(NAME model_death_pp4 COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_death.sh 4 ${_sg_model_worker}
+                                      ${_sg_model_dir}/model_death)
+add_test(NAME model_death_pp2_dp2 COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_death.sh 4 ${_sg_model_worker}
+                                          ${_sg_model_dir}/model_death_dp)
+set_tests_properties(model_death_pp2_dp2 PROPERTIES TIMEOUT 120 LABELS "dist;model"
+                     ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000;MODEL_DEATH_DATA=2")
+set_tests_properties(model_mlp_pp4 model_mlp_pp2 model_mlp_pp2_dp2 model_mlp_tp2 model_mlp_tp2_dp2 model_mlp_dp2 model_badargs model_mismatch_np2 model_death_pp4
+                     PROPERTIES TIMEOUT 120 LABELS "dist;model" ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000")
+set_tests_properties(model_resnet_tp2 model_resnet_pp4 PROPERTIES TIMEOUT 240 LABELS "dist;model"
+                     ENVIRONMENT "SG_COMM_TIMEOUT_MS=60000")

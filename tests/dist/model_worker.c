@@ -1,0 +1,893 @@
+/* sg_dist_create_model (include/sgrt/dist.h, docs/dist.md "Pipeline and
+ * tensor parallelism through sg_dist"), through the public API only, run as
+ * every rank by `sgrt launch -n N -- model_worker MODE ...`:
+ *
+ *   pp M [TRACE] a 4-layer MLP (32-64-64-64-10, batch 16) as an N-stage
+ *               pipeline of M micro-batches (and the timeline written to
+ *               TRACE and checked);
+ *   ppdp M [TRACE] the same as 2 replicas of an N/2-stage pipeline, each
+ *               fed 8 of the 16 samples (data x pipeline);
+ *   tp [TRACE]  the same MLP split N ways (tensor parallelism);
+ *   tpdp        2 replicas of an N/2-way split, each fed 8 of the 16 samples;
+ *   dp          the same MLP, data-parallel over N ranks (pipeline = tensor
+ *               = 1): equal to the single-process run, and bitwise equal to
+ *               sg_dist_create() on the training graph built by hand;
+ *   rn_tp       ResNet-50 (examples/resnet50, width 16, 32x32, 10 classes,
+ *               batch 8) split N ways: only the final linear is split;
+ *   rn_pp M     the same ResNet-50 as an N-stage pipeline;
+ *   death DIR   a 4-stage pipeline (MODEL_DEATH_DATA=2: 2 copies of 2
+ *               stages) whose rank 2 SIGKILLs itself in step 3:
+ *               every other rank's step fails with SG_ERR_COMM naming rank 2
+ *               within 5 s (run_death.sh checks the exits);
+ *   badargs     argument errors (under 4 ranks, nothing joins);
+ *   mismatch    rank 1 builds a narrower MLP: every rank's create fails
+ *               with SG_ERR_SHAPE (the consistency check).
+ *
+ * Every training mode runs 5 steps of SGD with momentum 0.9 and compares
+ * every parameter with a single-process session of the whole model on the
+ * same global batch (an independent computation: no split, no runner, no
+ * communication): worst per-tensor max|a-b|/max|b| <= 1e-4, and the loss
+ * sg_dist_get_stats reports on every rank with the reference's. After the
+ * sg_dist is gone the ranks meet again on a plain communicator (epoch 1) to
+ * check what needs more than one rank: every parameter held by exactly one
+ * stage, replicated parameters bitwise equal across a tensor group. */
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../examples/resnet50/resnet50_model.h"
+#include "../worker_check.h"
+#include "dist_models.h"
+#include "sgrt/sgrt.h"
+
+#define STEPS 5
+#define TOL 1e-4
+#define SEED 1
+
+/* ---- the models ------------------------------------------------------------- */
+
+typedef struct model {
+  int resnet;
+  int batch, in, hidden, classes, res, width;
+  sg_graph *fwd;
+  sg_tensor loss;
+} model;
+
+static void add_loss(sg_graph *g, sg_tensor logits, sg_tensor y, model *m) {
+  sg_tensor loss = sg_cross_entropy(g, logits, y, SG_REDUCTION_MEAN);
+  OK(sg_tensor_set_name(g, loss, "loss"));
+  OK(sg_graph_mark_output(g, loss));
+  OK(sg_graph_finalize(g));
+  m->fwd = g;
+  m->loss = loss;
+}
+
+/* `mismatch`: rank 1 builds a narrower model. */
+static int mlp_hidden = 64;
+
+/* Forward only; no "lr" input: the optimizer of each rank's part adds it. */
+static void build_mlp(model *m, int batch) {
+  *m = (model){0, batch, 32, mlp_hidden, 10, 0, 0, NULL, {0}};
+  sg_graph *g;
+  OK(sg_graph_create(&g));
+  int64_t xd[] = {batch, m->in}, yd[] = {batch};
+  sg_tensor h = sg_input(g, "x", SG_F32, 2, xd);
+  sg_tensor y = sg_input(g, "y", SG_I64, 1, yd);
+  int fan_in = m->in;
+  for (int l = 1; l <= 4; l++) {
+    int out_f = l == 4 ? m->classes : m->hidden;
+    int64_t wd[] = {out_f, fan_in}, bd[] = {out_f};
+    float *w = malloc(sizeof(float) * (size_t)out_f * (size_t)fan_in),
+          *b = malloc(sizeof(float) * (size_t)out_f);
+    CHECK(w && b, "out of memory");
+    float bound = 1.0f / sqrtf((float)fan_in);
+    for (int i = 0; i < out_f * fan_in; i++) w[i] = bound * sg_worker_unit(7, (uint64_t)l, (uint64_t)i);
+    for (int i = 0; i < out_f; i++) b[i] = bound * sg_worker_unit(7, 1000u + (uint64_t)l, (uint64_t)i);
+    char wn[32], bn[32];
+    snprintf(wn, sizeof wn, "fc%d.weight", l);
+    snprintf(bn, sizeof bn, "fc%d.bias", l);
+    h = sg_linear(g, h, sg_parameter(g, wn, SG_F32, 2, wd, w), sg_parameter(g, bn, SG_F32, 1, bd, b));
+    free(w);
+    free(b);
+    if (l < 4) h = sg_relu(g, h);
+    fan_in = out_f;
+  }
+  add_loss(g, h, y, m);
+}
+
+static void build_resnet(model *m, int batch) {
+  *m = (model){1, batch, 0, 0, 10, 32, 16, NULL, {0}};
+  sg_graph *g;
+  OK(sg_graph_create(&g));
+  int64_t xd[] = {batch, 3, m->res, m->res}, yd[] = {batch};
+  sg_tensor x = sg_input(g, "images", SG_F32, 4, xd);
+  sg_tensor y = sg_input(g, "labels", SG_I64, 1, yd);
+  resnet50_config rc = RESNET50_CONFIG_INIT;
+  rc.batch = batch;
+  rc.image_size = m->res;
+  rc.classes = m->classes;
+  rc.width = m->width;
+  sg_tensor logits;
+  OK(resnet50_build(g, &rc, x, &logits));
+  add_loss(g, logits, y, m);
+}
+
+static size_t x_count(const model *m, int n) {
+  return (size_t)n * (m->resnet ? 3 * (size_t)m->res * (size_t)m->res : (size_t)m->in);
+}
+
+/* Samples [first, first+n) of `step`, set as the inputs (whole batch of the graph). */
+/* Odd steps of the pipeline and tensor runs bind their inputs instead
+ * (sg_dist_bind_input: not copied, so they live here until the next feed). */
+static float *bound_x;
+static int64_t *bound_y;
+
+static void feed_bound(const model *m, sg_dist *d, int step, int first, int n) {
+  free(bound_x);
+  free(bound_y);
+  /* sg_session_bind_input (the tensor mode) takes 64-byte aligned memory. */
+  bound_x = aligned_alloc(64, (sizeof(float) * x_count(m, n) + 63) / 64 * 64);
+  bound_y = aligned_alloc(64, (sizeof(int64_t) * (size_t)n + 63) / 64 * 64);
+  CHECK(bound_x && bound_y, "out of memory");
+  int64_t xd[4] = {n, m->in}, yd[] = {n};
+  if (m->resnet) {
+    rn_data(step, first, n, m->res, m->classes, bound_x, bound_y);
+    xd[1] = 3, xd[2] = xd[3] = m->res;
+  } else {
+    mlp_data(step, first, n, m->in, m->classes, bound_x, bound_y);
+  }
+  float lr = m->resnet ? 0.01f : 0.05f;
+  OK(sg_dist_bind_input(d, m->resnet ? "images" : "x", SG_F32, m->resnet ? 4 : 2, xd, bound_x));
+  OK(sg_dist_bind_input(d, m->resnet ? "labels" : "y", SG_I64, 1, yd, bound_y));
+  OK(sg_dist_set_input(d, "lr", SG_F32, 0, NULL, &lr)); /* lr is a local */
+}
+
+static void feed(const model *m, sg_dist *d, sg_session *s, int step, int first, int n) {
+  /* ResNet-50 with batch norm over 8 samples diverges at the MLP's rate (as in dist_worker). */
+  float *x = malloc(sizeof(float) * x_count(m, n)), lr = m->resnet ? 0.01f : 0.05f;
+  int64_t *y = malloc(sizeof(int64_t) * (size_t)n);
+  CHECK(x && y, "out of memory");
+  int64_t xd[4] = {n, m->in}, yd[] = {n};
+  if (m->resnet) {
+    rn_data(step, first, n, m->res, m->classes, x, y);
+    xd[1] = 3, xd[2] = xd[3] = m->res;
+  } else {
+    mlp_data(step, first, n, m->in, m->classes, x, y);
+  }
+  const char *xn = m->resnet ? "images" : "x", *yn = m->resnet ? "labels" : "y";
+  int xnd = m->resnet ? 4 : 2;
+  if (d) {
+    OK(sg_dist_set_input(d, xn, SG_F32, xnd, xd, x));
+    OK(sg_dist_set_input(d, yn, SG_I64, 1, yd, y));
+    OK(sg_dist_set_input(d, "lr", SG_F32, 0, NULL, &lr));
+  } else {
+    OK(sg_session_set_input(s, xn, SG_F32, xnd, xd, x));
+    OK(sg_session_set_input(s, yn, SG_I64, 1, yd, y));
+    OK(sg_session_set_input(s, "lr", SG_F32, 0, NULL, &lr));
+  }
+  free(x); /* sg_dist_set_input copies */
+  free(y);
+}
+
+/* The training graph of the single-process reference (and of sg_dist_create
+ * in `dp`), built by hand: backward, an "lr" input, SGD with momentum 0.9. */
+static sg_graph *training_graph(const model *m) {
+  sg_graph *g;
+  OK(sg_graph_clone(m->fwd, &g));
+  OK(sg_graph_backward(g, m->loss));
+  sg_sgd_params p = SG_SGD_PARAMS_INIT;
+  p.momentum = 0.9;
+  OK(sg_graph_add_sgd(g, sg_input(g, "lr", SG_F32, 0, NULL), &p));
+  OK(sg_graph_finalize(g));
+  return g;
+}
+
+static sg_session *reference(const model *m, sg_graph **gout, float *losses) {
+  sg_graph *g = training_graph(m);
+  sg_session_params sp = SG_SESSION_PARAMS_INIT;
+  sp.threads = 1;
+  sg_session *s;
+  OK(sg_session_create(g, &sp, &s));
+  OK(sg_session_compile(s));
+  if (m->resnet) OK(resnet50_init_session(g, s, SEED));
+  for (int step = 0; step < STEPS; step++) {
+    feed(m, NULL, s, step, 0, m->batch);
+    OK(sg_session_step(s));
+    OK(sg_session_read(s, "loss", &losses[step], sizeof(float)));
+  }
+  *gout = g;
+  return s;
+}
+
+/* ---- tensor-parallel shapes (from the public plan) ----------------------------- */
+
+/* The axis along which `name` is split by the TP plan, or -1 (replicated). */
+static int split_axis(const sg_tp_plan *plan, const sg_graph *g, const char *name) {
+  if (plan == NULL) return -1;
+  sg_tensor t;
+  OK(sg_graph_find_tensor(g, name, &t));
+  for (int32_t i = 0; i < sg_tp_plan_count(plan); i++) {
+    sg_tp_annotation a;
+    OK(sg_tp_plan_get(plan, i, &a));
+    if (a.split == SG_TP_REPLICATE) continue;
+    if (a.weight.id == t.id) return a.weight_axis;
+    if (a.split == SG_TP_COLUMN && a.bias.id == t.id) {
+      sg_tensor_info bi;
+      OK(sg_graph_tensor_info(g, a.bias, &bi));
+      return bi.ndim - 1;
+    }
+  }
+  return -1;
+}
+
+/* Slice `rank` of `ways` of full (dims) along axis into out. */
+static void slice(const float *full, const sg_tensor_info *info, int axis, int ways, int rank, float *out) {
+  int64_t outer = 1, inner = 1, n = info->dims[axis], part = n / ways;
+  for (int i = 0; i < axis; i++) outer *= info->dims[i];
+  for (int i = axis + 1; i < info->ndim; i++) inner *= info->dims[i];
+  for (int64_t o = 0; o < outer; o++)
+    memcpy(out + o * part * inner, full + (o * n + (int64_t)rank * part) * inner,
+           sizeof(float) * (size_t)(part * inner));
+}
+
+/* ResNet-50's weights have no initializers: every rank writes its part of
+ * torchvision's initial values (its slice of a split tensor; nothing for a
+ * tensor on another stage). */
+static void init_weights(const model *m, sg_dist *d, const sg_tp_plan *plan, int ways, int rank) {
+  if (!m->resnet) return;
+  sg_session *s = sg_dist_session(d);
+  for (int32_t t = 0; t < sg_graph_num_tensors(m->fwd); t++) {
+    sg_tensor_info info;
+    OK(sg_graph_tensor_info(m->fwd, (sg_tensor){t}, &info));
+    if (info.role != SG_ROLE_PARAMETER && info.role != SG_ROLE_STATE) continue;
+    float *full = malloc(info.nbytes), *part = malloc(info.nbytes);
+    CHECK(full && part, "out of memory");
+    CHECK(resnet50_init_values(&info, SEED, full) == 0, "no initial value for '%s'", info.name);
+    int axis = split_axis(plan, m->fwd, info.name);
+    size_t bytes = info.nbytes;
+    if (axis >= 0) {
+      slice(full, &info, axis, ways, rank, part);
+      bytes /= (size_t)ways;
+    }
+    sg_status st = sg_session_write(s, info.name, axis >= 0 ? part : full, bytes);
+    CHECK(st == SG_OK || st == SG_ERR_NOT_FOUND, "writing '%s': %s", info.name, sg_status_str(st));
+    free(full);
+    free(part);
+  }
+}
+
+static double rel_diff(const float *a, const float *b, int64_t n) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; i++) {
+    num = fmax(num, fabs((double)a[i] - (double)b[i]));
+    den = fmax(den, fabs((double)b[i]));
+  }
+  return den > 0 ? num / den : num;
+}
+
+/* ---- pipeline and tensor runs ------------------------------------------------------ */
+
+/* The world size the launcher set (sgrt launch, or torchrun-style). */
+static int env_world(void) {
+  const char *s = getenv("SG_WORLD_SIZE");
+  if (s == NULL) s = getenv("WORLD_SIZE");
+  return s ? atoi(s) : 1;
+}
+
+/* A plain communicator over the same ranks, after the sg_dist left (epoch 1:
+ * fresh store keys; `sgrt launch` hosts the store). */
+static sg_comm *rejoin(void) {
+  sg_comm_params cp = SG_COMM_PARAMS_INIT;
+  cp.epoch = 1;
+  sg_comm *c;
+  OK(sg_comm_create(&cp, &c));
+  return c;
+}
+
+/* Usage errors on a pipeline stage: nothing is communicated for them. */
+static void pp_usage_errors(const model *m, sg_dist *d, int rank, int stages) {
+  float lr = 0.05f;
+  int64_t bad[] = {m->batch + 1, m->in};
+  float *x = calloc((size_t)(m->batch + 1) * (size_t)m->in, sizeof(float));
+  CHECK(x != NULL, "out of memory");
+  CHECK_ERR(sg_dist_set_input(d, "x", SG_F32, 2, bad, x), SG_ERR_SHAPE, "the whole batch on every rank");
+  CHECK_ERR(sg_dist_set_input(d, "nope", SG_F32, 0, NULL, &lr), SG_ERR_NOT_FOUND, "no input 'nope'");
+  CHECK_ERR(sg_dist_set_input(d, "lr", SG_F32, 0, NULL, NULL), SG_ERR_INVALID_ARG, "NULL");
+  CHECK_ERR(sg_dist_step(d), SG_ERR_STATE, "was not set");
+  free(x);
+  /* fc1 is on stage 0, fc4 on the last stage. */
+  float w[64 * 32];
+  if (rank != 0) {
+    CHECK_ERR(sg_dist_read(d, "fc1.weight", w, sizeof w), SG_ERR_NOT_FOUND, "is on pipeline stage 0");
+    CHECK_ERR(sg_dist_read(d, "fc1.weight.momentum_buffer", w, sizeof w), SG_ERR_NOT_FOUND,
+              "is on pipeline stage 0");
+  }
+  if (rank != stages - 1) {
+    char want[64];
+    snprintf(want, sizeof want, "is on pipeline stage %d", stages - 1);
+    CHECK_ERR(sg_dist_read(d, "fc4.bias", w, 40), SG_ERR_NOT_FOUND, want);
+  }
+  printf("stage %d: usage errors reported without communicating\n", rank);
+}
+
+/* The opposite of slice(): the whole tensor from every rank's part (all[r]). */
+static void unslice(const float *all, const sg_tensor_info *info, int axis, int ways, float *full) {
+  int64_t outer = 1, inner = 1, n = info->dims[axis], part = n / ways;
+  for (int i = 0; i < axis; i++) outer *= info->dims[i];
+  for (int i = axis + 1; i < info->ndim; i++) inner *= info->dims[i];
+  size_t per_rank = (size_t)(info->numel / ways);
+  for (int r = 0; r < ways; r++)
+    for (int64_t o = 0; o < outer; o++)
+      memcpy(full + (o * n + (int64_t)r * part) * inner,
+             all + (size_t)r * per_rank + (size_t)(o * part * inner), sizeof(float) * (size_t)(part * inner));
+}
+
+/* The split axis of a tensor of the training graph: its parameter's (a
+ * momentum buffer is split as its parameter is). */
+static int train_axis(const sg_tp_plan *plan, const model *m, const char *name) {
+  char base[256];
+  snprintf(base, sizeof base, "%s", name);
+  char *suffix = strstr(base, ".momentum_buffer");
+  if (suffix) *suffix = '\0';
+  sg_tensor t;
+  if (sg_graph_find_tensor(m->fwd, base, &t) != SG_OK) return -1;
+  return split_axis(plan, m->fwd, base);
+}
+
+/* Lockstep (ResNet-50): the reference takes the distributed run's whole
+ * state before each step, so each step is compared on its own. ResNet-50
+ * at this size is chaotic in floating point (docs/dist.md, "Equivalence
+ * with one process"): the split's partial sums, or a stage's own kernel
+ * choices, round differently in the last bit, and free-running runs part
+ * ways after 2-3 steps whatever the runtime does. Split tensors are
+ * gathered over `c`; a stage's tensors are broadcast from it. */
+static void sync_reference(const model *m, const sg_graph *ref_g, sg_session *ref, sg_dist *d,
+                           const sg_tp_plan *plan, sg_comm *c, int ways) {
+  for (int32_t t = 0; t < sg_graph_num_tensors(ref_g); t++) {
+    sg_tensor_info a;
+    OK(sg_graph_tensor_info(ref_g, (sg_tensor){t}, &a));
+    if (a.role != SG_ROLE_PARAMETER && a.role != SG_ROLE_STATE && a.role != SG_ROLE_OPTIMIZER_STATE) continue;
+    int axis = train_axis(plan, m, a.name);
+    float *full = malloc(a.nbytes), *all = malloc(a.nbytes), *mine = malloc(a.nbytes);
+    CHECK(full && all && mine, "out of memory");
+    if (plan == NULL) { /* pipeline: the stage that holds it sends it to everybody */
+      sg_status st = sg_dist_read(d, a.name, full, a.nbytes);
+      CHECK(st == SG_OK || st == SG_ERR_NOT_FOUND, "'%s': %s", a.name, sg_status_str(st));
+      int32_t owner = st == SG_OK ? sg_dist_rank(d) + 1 : 0;
+      OK(sg_comm_allreduce(c, &owner, &owner, 1, SG_I32, SG_REDUCE_MAX));
+      CHECK(owner > 0, "no stage holds '%s'", a.name);
+      OK(sg_comm_broadcast(c, full, (size_t)a.numel, SG_F32, owner - 1));
+    } else if (axis < 0) {
+      OK(sg_dist_read(d, a.name, full, a.nbytes));
+    } else {
+      OK(sg_dist_read(d, a.name, mine, a.nbytes / (size_t)ways));
+      OK(sg_comm_allgather(c, mine, all, (size_t)a.numel / (size_t)ways, SG_F32));
+      unslice(all, &a, axis, ways, full);
+    }
+    OK(sg_session_write(ref, a.name, full, a.nbytes));
+    free(full);
+    free(all);
+    free(mine);
+  }
+}
+
+/* The run's worst figure of compare() so far, and its tensor. */
+static double run_worst;
+static char worst_name[256] = "-";
+
+/* Every parameter this rank holds against the reference; the worst
+ * per-tensor relative error. *held counts them, *repl_bytes the bytes of
+ * the whole (replicated) ones. */
+static double compare(const model *m, sg_session *ref, sg_dist *d, const sg_tp_plan *plan, int pipeline,
+                      int ways, int rank, int verbose, int64_t *held, int64_t *n_params, size_t *repl_bytes) {
+  double worst = 0;
+  *held = *n_params = 0;
+  *repl_bytes = 0;
+  for (int32_t t = 0; t < sg_graph_num_tensors(m->fwd); t++) {
+    sg_tensor_info a;
+    OK(sg_graph_tensor_info(m->fwd, (sg_tensor){t}, &a));
+    if (a.role != SG_ROLE_PARAMETER) continue;
+    ++*n_params;
+    float *want = malloc(a.nbytes), *mine = malloc(a.nbytes), *ref_part = malloc(a.nbytes);
+    CHECK(want && mine && ref_part, "out of memory");
+    OK(sg_session_read(ref, a.name, want, a.nbytes));
+    int axis = split_axis(plan, m->fwd, a.name);
+    size_t bytes = axis >= 0 ? a.nbytes / (size_t)ways : a.nbytes;
+    sg_status st = sg_dist_read(d, a.name, mine, bytes);
+    if (st == SG_ERR_NOT_FOUND && pipeline) {
+      CHECK(strstr(sg_last_error(), "pipeline stage") != NULL, "'%s': %s", a.name, sg_last_error());
+    } else {
+      OK(st);
+      if (axis >= 0) slice(want, &a, axis, ways, rank, ref_part);
+      else memcpy(ref_part, want, a.nbytes);
+      double e = rel_diff(mine, ref_part, (int64_t)(bytes / 4));
+      if (verbose)
+        printf("rank %d: %-32s %s max rel diff %.3g\n", rank, a.name, axis >= 0 ? "split" : "whole", e);
+      CHECK(e <= TOL, "'%s' differs from the single-process run by %.3g", a.name, e);
+      if (e > run_worst) run_worst = e, snprintf(worst_name, sizeof worst_name, "%s", a.name);
+      worst = fmax(worst, e);
+      ++*held;
+      if (axis < 0) *repl_bytes += a.nbytes;
+    }
+    free(want);
+    free(mine);
+    free(ref_part);
+  }
+  return worst;
+}
+
+/* The timeline (collective): rank 0 writes every rank's steps and transfers. */
+static void check_trace(sg_dist *d, const char *path, int pipeline, int rank, int ways) {
+  OK(sg_dist_write_trace(d, path));
+  if (rank != 0) return;
+  FILE *f = fopen(path, "r");
+  CHECK(f != NULL, "no trace at %s", path);
+  static char text[1 << 20];
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  text[n] = '\0';
+  fclose(f);
+  char last[32], want[64];
+  snprintf(last, sizeof last, "\"rank %d\"", ways - 1);
+  snprintf(want, sizeof want, "%s", pipeline ? "pipeline send to rank 1" : "tensor allreduce");
+  const char *need[] = {last,
+                        "\"step 5\"",
+                        "consistency check",
+                        want,
+                        pipeline ? "pipeline receive from rank 0" : "tensor allreduce",
+                        "loss allreduce"};
+  for (int i = 0; i < 6; i++)
+    CHECK(strstr(text, need[i]) != NULL || (!pipeline && i == 5), "trace %s lacks %s", path, need[i]);
+  printf("rank 0: trace %s (%zu bytes) has every rank's steps and transfers\n", path, n);
+}
+
+/* pipeline K (> 1) or tensor T (> 1); with data D > 1 (pipeline only) D
+ * copies of the pipeline, each fed its part of the global batch. */
+static int run_parts(int resnet, int pipeline, int micro, const char *trace, int data) {
+  model m, full; /* this replica's batch; the whole batch, for the reference */
+  int global = resnet ? 8 : 16;
+  if (resnet) build_resnet(&m, global / data), build_resnet(&full, global);
+  else build_mlp(&m, global / data), build_mlp(&full, global);
+  float ref_loss[STEPS], loss[STEPS];
+  sg_graph *ref_g = training_graph(&full);
+  sg_session_params sp = SG_SESSION_PARAMS_INIT;
+  sp.threads = 1;
+  sg_session *ref;
+  OK(sg_session_create(ref_g, &sp, &ref));
+  OK(sg_session_compile(ref));
+  if (m.resnet) OK(resnet50_init_session(ref_g, ref, SEED));
+
+  sg_dist_params dp = SG_DIST_PARAMS_INIT;
+  dp.threads = 1;
+  int world = env_world();
+  int stages = world / data;
+  if (pipeline) dp.pipeline = stages, dp.micro_batches = micro, dp.data = data;
+  else dp.tensor = stages, dp.data = data; /* "stages": the group, K or T */
+  dp.trace = trace != NULL;
+  sg_dist_optimizer opt = SG_DIST_OPTIMIZER_INIT;
+  opt.sgd.momentum = 0.9;
+  sg_dist *d;
+  OK(sg_dist_create_model(m.fwd, m.loss, &opt, &dp, &d));
+  int rank = sg_dist_rank(d), ways = sg_dist_size(d);
+  CHECK(ways == world, "world %d, sg_dist_size %d", world, ways);
+  sg_tp_plan *plan = NULL;
+  if (!pipeline) {
+    sg_tp_params tpp = SG_TP_PARAMS_INIT;
+    tpp.ways = stages;
+    OK(sg_tp_plan_create(m.fwd, &tpp, &plan));
+  }
+  int lockstep = resnet; /* with data 1: the side communicator's gathers span one group */
+  /* A second communicator beside the sg_dist's (epoch 1: its own store keys). */
+  sg_comm *side = lockstep ? rejoin() : NULL;
+  init_weights(&m, d, plan, stages, rank % stages);
+  if (pipeline && !resnet) pp_usage_errors(&m, d, rank % stages, stages);
+  int replica = rank / stages;
+  double step_ms = 0, worst = 0;
+  int64_t held = 0, n_params = 0;
+  size_t repl_bytes = 0;
+  for (int step = 0; step < STEPS; step++) {
+    if (lockstep) sync_reference(&m, ref_g, ref, d, plan, side, stages);
+    feed(&full, NULL, ref, step, 0, full.batch);
+    OK(sg_session_step(ref));
+    OK(sg_session_read(ref, "loss", &ref_loss[step], sizeof(float)));
+    if (step % 2) feed_bound(&m, d, step, replica * m.batch, m.batch);
+    else feed(&m, d, NULL, step, replica * m.batch, m.batch);
+    OK(sg_dist_step(d));
+    sg_dist_stats st = SG_DIST_STATS_INIT;
+    OK(sg_dist_get_stats(d, &st));
+    CHECK(st.steps == (uint64_t)step + 1 && st.world_size == ways, "stats: %llu steps, world %d",
+          (unsigned long long)st.steps, st.world_size);
+    loss[step] = st.loss_mean;
+    if (step > 0) step_ms += st.step_ms;
+    double e = fabs((double)loss[step] - ref_loss[step]) / fabs((double)ref_loss[step]);
+    CHECK(e <= TOL, "step %d: loss_mean %.9g, single process %.9g", step, loss[step], ref_loss[step]);
+    if (lockstep || step == STEPS - 1)
+      worst = fmax(worst, compare(&m, ref, d, plan, pipeline, stages, rank % stages,
+                                  step == STEPS - 1 && !resnet, &held, &n_params, &repl_bytes));
+  }
+  if (trace != NULL) check_trace(d, trace, pipeline, rank, ways);
+  uint64_t h1, h2;
+  OK(sg_dist_params_hash(d, &h1));
+  OK(sg_dist_params_hash(d, &h2));
+  CHECK(h1 == h2, "params hash not stable");
+  /* Replicated parameters of a tensor group, for the bitwise check below. */
+  unsigned char *repl = malloc(repl_bytes ? repl_bytes : 1);
+  CHECK(repl != NULL, "out of memory");
+  size_t off = 0;
+  for (int32_t t = 0; t < sg_graph_num_tensors(m.fwd) && !pipeline; t++) {
+    sg_tensor_info a;
+    OK(sg_graph_tensor_info(m.fwd, (sg_tensor){t}, &a));
+    if (a.role != SG_ROLE_PARAMETER || split_axis(plan, m.fwd, a.name) >= 0) continue;
+    OK(sg_dist_read(d, a.name, repl + off, a.nbytes));
+    off += a.nbytes;
+  }
+  OK(sg_dist_destroy(d));
+
+  sg_comm *c = side ? side : rejoin();
+  int64_t sum = held;
+  OK(sg_comm_allreduce(c, &sum, &sum, 1, SG_I64, SG_REDUCE_SUM));
+  if (pipeline)
+    CHECK(sum == n_params * data, "the stages hold %lld parameters, the model has %lld (x %d replicas)",
+          (long long)sum, (long long)n_params, data);
+  else CHECK(sum == n_params * ways, "%lld parameter reads over %d ranks", (long long)sum, ways);
+  int n_repl_equal = 0;
+  if (!pipeline) {
+    unsigned char *all = malloc(repl_bytes * (size_t)ways + 1);
+    CHECK(all != NULL, "out of memory");
+    OK(sg_comm_allgather(c, repl, all, repl_bytes / 4, SG_I32)); /* f32 bits */
+    for (int r = 0; r < ways; r++)
+      CHECK(memcmp(all + (size_t)r * repl_bytes, repl, repl_bytes) == 0,
+            "replicated parameters differ between rank %d and rank %d", rank, r);
+    n_repl_equal = 1;
+    free(all);
+  }
+  float w = (float)worst;
+  OK(sg_comm_allreduce(c, &w, &w, 1, SG_F32, SG_REDUCE_MAX));
+  printf(
+      "rank %d: %s %s=%d x data=%d, M=%d%s: %lld of %lld parameters here, worst rel diff %.3g (%s; all ranks "
+      "%.3g), loss %.6f -> %.6f (reference %.6f -> %.6f), steps 2-%d %.1f ms each%s\n",
+      rank, resnet ? "ResNet-50" : "MLP", pipeline ? "pipeline" : "tensor", stages, data, micro,
+      lockstep ? " (lockstep)" : " (free-running)", (long long)held, (long long)n_params, worst, worst_name,
+      w, loss[0], loss[STEPS - 1], ref_loss[0], ref_loss[STEPS - 1], STEPS, step_ms / (STEPS - 1),
+      n_repl_equal ? ", replicated parameters bitwise equal on every rank" : "");
+  OK(sg_comm_destroy(c));
+  free(repl);
+  sg_tp_plan_destroy(plan);
+  sg_session_destroy(ref);
+  sg_graph_destroy(ref_g);
+  sg_graph_destroy(m.fwd);
+  sg_graph_destroy(full.fwd);
+  free(bound_x);
+  free(bound_y);
+  bound_x = NULL, bound_y = NULL;
+  return 0;
+}
+
+/* ---- data parallelism: the same as sg_dist_create --------------------------------- */
+
+static param_set dp_run(const model *m, const model *full, sg_dist *d, float *losses) {
+  int rank = sg_dist_rank(d), n = sg_dist_size(d);
+  for (int step = 0; step < STEPS; step++) {
+    feed(m, d, NULL, step, rank * m->batch, m->batch);
+    OK(sg_dist_step(d));
+    sg_dist_stats st = SG_DIST_STATS_INIT;
+    OK(sg_dist_get_stats(d, &st));
+    losses[step] = st.loss_mean;
+  }
+  (void)full;
+  (void)n;
+  param_set p;
+  OK(params_read(m->fwd, sg_dist_session(d), &p));
+  return p;
+}
+
+static int run_dp(void) {
+  int world = env_world();
+  model m, full;
+  build_mlp(&m, 16 / world);
+  build_mlp(&full, 16);
+  float ref_loss[STEPS], a_loss[STEPS], b_loss[STEPS];
+  sg_graph *ref_g;
+  sg_session *ref = reference(&full, &ref_g, ref_loss);
+  param_set want;
+  OK(params_read(ref_g, ref, &want));
+
+  sg_dist_params dp = SG_DIST_PARAMS_INIT;
+  dp.threads = 1;
+  sg_dist_optimizer opt = SG_DIST_OPTIMIZER_INIT;
+  opt.sgd.momentum = 0.9;
+  sg_dist *d;
+  OK(sg_dist_create_model(m.fwd, m.loss, &opt, &dp, &d));
+  int rank = sg_dist_rank(d);
+  param_set a = dp_run(&m, &full, d, a_loss);
+  uint64_t ha;
+  OK(sg_dist_params_hash(d, &ha));
+  OK(sg_dist_destroy(d));
+
+  /* sg_dist_create on the training graph built by hand, at a fresh epoch. */
+  sg_graph *g = training_graph(&m);
+  dp.comm.epoch = 1;
+  OK(sg_dist_create(g, &dp, &d));
+  param_set b = dp_run(&m, &full, d, b_loss);
+  uint64_t hb;
+  OK(sg_dist_params_hash(d, &hb));
+  OK(sg_dist_destroy(d));
+
+  param_diff pd;
+  double e = params_max_rel_diff(&a, &b, &pd);
+  CHECK(e == 0 && ha == hb, "sg_dist_create_model differs from sg_dist_create: %.3g (%s)", e, pd.worst);
+  for (int s = 0; s < STEPS; s++)
+    CHECK(memcmp(&a_loss[s], &b_loss[s], sizeof(float)) == 0, "step %d: loss %.9g vs %.9g", s, a_loss[s],
+          b_loss[s]);
+  double r = params_max_rel_diff(&a, &want, &pd);
+  CHECK(r >= 0 && r <= TOL, "DP=%d differs from the single-process run by %.3g (%s)", world, r, pd.worst);
+  double le = fabs((double)a_loss[STEPS - 1] - ref_loss[STEPS - 1]) / fabs((double)ref_loss[STEPS - 1]);
+  CHECK(le <= TOL, "last loss %.9g, single process %.9g", a_loss[STEPS - 1], ref_loss[STEPS - 1]);
+  printf("rank %d: DP=%d through sg_dist_create_model: bitwise equal to sg_dist_create (params hash "
+         "%016" PRIx64 "), worst rel diff to one process %.3g (%s)\n",
+         rank, world, ha, r, pd.worst);
+  params_free(&a);
+  params_free(&b);
+  params_free(&want);
+  sg_graph_destroy(g);
+  sg_session_destroy(ref);
+  sg_graph_destroy(ref_g);
+  sg_graph_destroy(m.fwd);
+  sg_graph_destroy(full.fwd);
+  return 0;
+}
+
+/* ---- death ------------------------------------------------------------------------ */
+
+enum { VICTIM = 2, DEATH_STEP = 3, DEATH_LIMIT_MS = 5000 };
+static int detected;
+
+static int64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void write_text(const char *dir, const char *name, const char *text) {
+  char path[1024], tmp[1100];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  CHECK(f != NULL, "cannot write %s", tmp);
+  fputs(text, f);
+  fclose(f);
+  CHECK(rename(tmp, path) == 0, "cannot rename %s", tmp);
+}
+
+static int read_text(const char *dir, const char *name, char *buf, size_t cap) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return -1;
+  size_t n = fread(buf, 1, cap - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  return 0;
+}
+
+static void *kill_me(void *arg) {
+  const char *dir = arg;
+  struct timespec ts = {0, 2000000}; /* inside the step: the others are mid-schedule */
+  nanosleep(&ts, NULL);
+  char buf[32];
+  snprintf(buf, sizeof buf, "%" PRId64, mono_ns());
+  write_text(dir, "death_ns", buf);
+  fprintf(stderr, "rank %d: SIGKILL to myself now, in step %d\n", VICTIM, DEATH_STEP);
+  raise(SIGKILL);
+  return NULL;
+}
+
+/* A survivor that has not failed DEATH_LIMIT_MS after the death hangs: fail. */
+static void *watchdog(void *arg) {
+  const char *dir = arg;
+  char buf[64];
+  while (read_text(dir, "death_ns", buf, sizeof buf) != 0 || buf[0] == '\0') usleep(10000);
+  int64_t death = strtoll(buf, NULL, 10);
+  while (!__atomic_load_n(&detected, __ATOMIC_ACQUIRE)) {
+    if (mono_ns() - death > (int64_t)DEATH_LIMIT_MS * 1000000) {
+      fprintf(stderr, "HANG: rank %d saw no error %d ms after rank %d died\n", sg_worker_rank(),
+              DEATH_LIMIT_MS, VICTIM);
+      fflush(stderr);
+      _exit(4);
+    }
+    usleep(10000);
+  }
+  return NULL;
+}
+
+static int run_death(const char *dir) {
+  model m;
+  build_mlp(&m, 16);
+  sg_dist_params dp = SG_DIST_PARAMS_INIT;
+  dp.threads = 1;
+  /* MODEL_DEATH_DATA=2: 2 copies of a 2-stage pipeline instead (rank 2 is
+   * then stage 0 of copy 1: ranks 0 and 1 meet it only in the replicas'
+   * gradient averaging). */
+  const char *dd = getenv("MODEL_DEATH_DATA");
+  dp.data = dd ? atoi(dd) : 1;
+  dp.pipeline = 4 / dp.data;
+  dp.micro_batches = 4;
+  dp.heartbeat_ms = 100;
+  dp.dead_ms = 1000;
+  sg_dist *d;
+  OK(sg_dist_create_model(m.fwd, m.loss, NULL, &dp, &d));
+  int rank = sg_dist_rank(d);
+  pthread_t th;
+  if (rank != VICTIM) pthread_create(&th, NULL, watchdog, (void *)dir);
+  for (int s = 0; s < 10; s++) {
+    if (rank == VICTIM && s + 1 == DEATH_STEP) {
+      pthread_t kt;
+      pthread_create(&kt, NULL, kill_me, (void *)dir);
+    }
+    feed(&m, d, NULL, s, 0, m.batch);
+    sg_status st = sg_dist_step(d);
+    if (st == SG_OK) continue;
+    int64_t found = mono_ns();
+    __atomic_store_n(&detected, 1, __ATOMIC_RELEASE);
+    char msg[1024], buf[64];
+    snprintf(msg, sizeof msg, "%s", sg_last_error());
+    if (read_text(dir, "death_ns", buf, sizeof buf) != 0)
+      FAIL("step %d failed before rank %d died: %s", s + 1, VICTIM, msg);
+    double after = (double)(found - strtoll(buf, NULL, 10)) * 1e-6;
+    int64_t t0 = mono_ns();
+    sg_status dst = sg_dist_destroy(d);
+    double destroy_ms = (double)(mono_ns() - t0) * 1e-6;
+    printf(
+        "DETECTED rank %d: step %d returned %s %.0f ms after rank %d died (destroy took %.0f ms, %s): %s\n",
+        rank, s + 1, sg_status_str(st), after, VICTIM, destroy_ms, sg_status_str(dst), msg);
+    if (st != SG_ERR_COMM) FAIL("expected SG_ERR_COMM, got %s", sg_status_str(st));
+    if (strstr(msg, "rank 2 ") == NULL) FAIL("the message does not name rank 2: %s", msg);
+    if (strstr(msg, "step ") == NULL) FAIL("the message does not name the step: %s", msg);
+    if (after > DEATH_LIMIT_MS) FAIL("detected after %.0f ms", after);
+    if (destroy_ms > 3000) FAIL("destroy after the failure took %.0f ms", destroy_ms);
+    pthread_join(th, NULL);
+    sg_graph_destroy(m.fwd);
+    return 1; /* what run_death.sh expects of a survivor */
+  }
+  FAIL("all steps completed although rank %d was killed", VICTIM);
+}
+
+/* ---- argument errors ------------------------------------------------------------------ */
+
+static sg_status feed_none(void *ctx, sg_dist *d, uint64_t step, int shard, int n_shards) {
+  (void)ctx, (void)d, (void)step, (void)shard, (void)n_shards;
+  return SG_OK;
+}
+
+#define EXPECT(call, status, text)                                                                        \
+  do {                                                                                                    \
+    sg_dist *d_ = (sg_dist *)1;                                                                           \
+    out = &d_;                                                                                            \
+    sg_status got_ = (call);                                                                              \
+    CHECK(got_ == (status), "%s returned %s, expected %s (%s)", #call, sg_status_str(got_),               \
+          sg_status_str(status), sg_last_error());                                                        \
+    CHECK(strstr(sg_last_error(), (text)) != NULL, "%s: message '%s' lacks '%s'", #call, sg_last_error(), \
+          (text));                                                                                        \
+    CHECK(d_ == NULL, "%s: out not cleared", #call);                                                      \
+    printf("ok: %s -> %s: %s\n", #call, sg_status_str(got_), sg_last_error());                            \
+  } while (0)
+
+static int run_badargs(void) {
+  model m;
+  build_mlp(&m, 16);
+  sg_dist **out;
+  sg_dist_optimizer opt = SG_DIST_OPTIMIZER_INIT, o;
+  sg_dist_optimizer oi = sg_dist_optimizer_init();
+  CHECK(oi.size == sizeof opt && oi.kind == SG_DIST_OPT_SGD && strcmp(oi.lr_input, "lr") == 0 &&
+            oi.sgd.momentum == 0 && oi.adamw.beta1 == opt.adamw.beta1 && opt.kind == oi.kind,
+        "SG_DIST_OPTIMIZER_INIT");
+  sg_dist_params p0 = SG_DIST_PARAMS_INIT, p;
+  p0.threads = 1;
+  CHECK(sg_dist_create_model(m.fwd, m.loss, &opt, &p0, NULL) == SG_ERR_INVALID_ARG, "NULL out accepted");
+  EXPECT(sg_dist_create_model(NULL, m.loss, &opt, &p0, out), SG_ERR_INVALID_ARG, "graph is NULL");
+  o = opt, o.size = 0;
+  EXPECT(sg_dist_create_model(m.fwd, m.loss, &o, &p0, out), SG_ERR_INVALID_ARG, "opt->size");
+  o = opt, o.kind = 7;
+  EXPECT(sg_dist_create_model(m.fwd, m.loss, &o, &p0, out), SG_ERR_INVALID_ARG, "opt->kind is 7");
+  o = opt, o.lr_input = NULL;
+  EXPECT(sg_dist_create_model(m.fwd, m.loss, &o, &p0, out), SG_ERR_INVALID_ARG, "lr_input");
+  p = p0, p.size = 8;
+  EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_INVALID_ARG, "params.size is 8");
+  p = p0, p.pipeline = 0;
+  EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_INVALID_ARG, "pipeline is 0");
+  p = p0, p.tensor = -1;
+  EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_INVALID_ARG, "tensor is -1");
+  p = p0, p.data = 0;
+  EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_INVALID_ARG, "data is 0");
+  p = p0, p.micro_batches = 0;
+  EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_INVALID_ARG, "micro_batches is 0");
+  /* The world has 4 ranks. */
+  p = p0, p.pipeline = 3;
+  EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_INVALID_ARG,
+         "pipeline 3 x tensor 1 = 3 ranks does not divide the world of 4");
+  p = p0, p.data = 2, p.pipeline = 4;
+  EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_INVALID_ARG,
+         "data 2 x pipeline 4 x tensor 1 = 8 ranks, but the world has 4");
+  p = p0, p.data = 3;
+  EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_INVALID_ARG, "but the world has 4");
+  p = p0, p.pipeline = 2, p.tensor = 2;
+  EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_UNSUPPORTED,
+         "together are not supported");
+  p = p0, p.tensor = 4, p.micro_batches = 2;
+  EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_UNSUPPORTED,
+         "micro_batches 2 with tensor");
+  p = p0, p.pipeline = 4, p.feed = feed_none;
+  EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_UNSUPPORTED,
+         "feed callback (self-healing) is not supported with pipeline parallelism");
+  p = p0, p.tensor = 4, p.feed = feed_none;
+  EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_UNSUPPORTED,
+         "not supported with tensor parallelism (tensor=4)");
+  p = p0, p.tensor = 4, p.zero = 1;
+  EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_UNSUPPORTED,
+         "zero 1 (sharded optimizer state)");
+  p = p0, p.pipeline = 4, p.offload = "dram";
+  EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_UNSUPPORTED, "offload 'dram'");
+  p = p0, p.pipeline = 4, p.heartbeat_ms = 100, p.dead_ms = 50;
+  EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_INVALID_ARG, "dead_ms 50 must exceed");
+  /* The graph and the loss. */
+  EXPECT(sg_dist_create_model(m.fwd, (sg_tensor){9999}, &opt, &p0, out), SG_ERR_INVALID_ARG,
+         "loss 9999 is not a tensor");
+  sg_tensor x;
+  OK(sg_graph_find_tensor(m.fwd, "x", &x));
+  EXPECT(sg_dist_create_model(m.fwd, x, &opt, &p0, out), SG_ERR_INVALID_ARG, "must be one f32 element");
+  sg_graph *open_g;
+  OK(sg_graph_clone(m.fwd, &open_g));
+  EXPECT(sg_dist_create_model(open_g, m.loss, &opt, &p0, out), SG_ERR_STATE, "finalize the forward graph");
+  sg_graph *train = training_graph(&m);
+  EXPECT(sg_dist_create_model(train, m.loss, &opt, &p0, out), SG_ERR_STATE, "not forward-only");
+  sg_graph_destroy(train);
+  sg_graph_destroy(open_g);
+  /* The dispatch of the other functions stays as it was for NULL. */
+  CHECK(sg_dist_step(NULL) == SG_ERR_INVALID_ARG && sg_dist_destroy(NULL) == SG_OK, "NULL handle");
+  sg_graph_destroy(m.fwd);
+  printf("badargs: every bad argument rejected before joining\n");
+  return 0;
+}
+
+/* Ranks that disagree on the model fail at create, every one of them, before
+ * building anything. */
+static int run_mismatch(void) {
+  if (sg_worker_rank() == 1) mlp_hidden = 32;
+  model m;
+  build_mlp(&m, 16);
+  sg_dist_params dp = SG_DIST_PARAMS_INIT;
+  dp.threads = 1;
+  dp.pipeline = env_world();
+  sg_dist *d = (sg_dist *)1;
+  CHECK_ERR(sg_dist_create_model(m.fwd, m.loss, NULL, &dp, &d), SG_ERR_SHAPE, "mismatch");
+  CHECK(d == NULL, "out not cleared");
+  printf("rank %d: models that differ are refused: %s\n", sg_worker_rank(), sg_last_error());
+  sg_graph_destroy(m.fwd);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: model_worker pp M | tp | dp | rn_tp | rn_pp M | death DIR | badargs\n");
+    return 2;
+  }
+  const char *mode = argv[1];
+  int micro = argc > 2 ? atoi(argv[2]) : 1;
+  if (strcmp(mode, "pp") == 0) return run_parts(0, 1, micro, argc > 3 ? argv[3] : NULL, 1);
+  if (strcmp(mode, "ppdp") == 0) return run_parts(0, 1, micro, argc > 3 ? argv[3] : NULL, 2);
+  if (strcmp(mode, "tp") == 0) return run_parts(0, 0, 1, argc > 2 ? argv[2] : NULL, 1);
+  if (strcmp(mode, "tpdp") == 0) return run_parts(0, 0, 1, NULL, 2);
+  if (strcmp(mode, "rn_tp") == 0) return run_parts(1, 0, 1, NULL, 1);
+  if (strcmp(mode, "rn_pp") == 0) return run_parts(1, 1, micro, NULL, 1);
+  if (strcmp(mode, "dp") == 0) return run_dp();
+  if (strcmp(mode, "death") == 0 && argc > 2) return run_death(argv[2]);
+  if (strcmp(mode, "badargs") == 0) return run_badargs();
+  if (strcmp(mode, "mismatch") == 0) return run_mismatch();
+  fprintf(stderr, "model_worker: unknown mode '%s'\n", mode);
+  return 2;
+}
