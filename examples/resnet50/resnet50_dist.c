@@ -288,12 +288,17 @@ int main(int argc, char **argv) {
   int rank = sg_dist_rank(d), world = sg_dist_size(d);
   /* Copies of the model, each fed its own batch: the ranks (data parallelism), or the pipelines. */
   int copies = world / (o.pipeline * o.tensor), copy = rank / (o.pipeline * o.tensor);
-  /* Every rank initialises; the first step broadcasts rank 0's weights anyway. */
-  if ((st = parts ? init_part(g, d, &o) : resnet50_init_session(g, sg_dist_session(d), o.seed)) != SG_OK)
-    return fail(rank, "initialising the weights", st);
-  double setup_s = now() - t0;
   sg_dist_stats stats = SG_DIST_STATS_INIT;
   sg_dist_get_stats(d, &stats);
+  /* A rank restarted by `sgrt launch --heal --restart-failed` (SG_REJOIN=1) joined the running job
+   * in sg_dist_create and received the state at step stats.steps: it must not initialise, and it
+   * goes on from that step. Otherwise every rank initialises; the first step broadcasts rank 0's
+   * weights anyway. */
+  int start = (int)stats.steps;
+  if (start == 0 &&
+      (st = parts ? init_part(g, d, &o) : resnet50_init_session(g, sg_dist_session(d), o.seed)) != SG_OK)
+    return fail(rank, "initialising the weights", st);
+  double setup_s = now() - t0;
   int64_t n_params = resnet50_count_parameters(g);
   if (rank == 0 && !o.json)
     printf("resnet50_dist: %d ranks x batch %d (global batch %d), %dx%d images, %d classes, width %d, %d "
@@ -302,15 +307,17 @@ int main(int argc, char **argv) {
            world, o.batch, o.batch * copies, o.res, o.res, o.classes, o.width, o.threads,
            o.threads == 1 ? "" : "s", n_params, stats.buckets, stats.gradient_bytes / 1e6, setup_s);
 
-  double *times = malloc((size_t)o.steps * sizeof(double)), *comm = malloc((size_t)o.steps * sizeof(double));
-  double *waits = malloc((size_t)o.steps * sizeof(double)), *cpu = malloc((size_t)o.steps * sizeof(double));
+  double *times = calloc((size_t)o.steps + 1, sizeof(double)),
+         *comm = calloc((size_t)o.steps + 1, sizeof(double));
+  double *waits = calloc((size_t)o.steps + 1, sizeof(double)),
+         *cpu = calloc((size_t)o.steps + 1, sizeof(double));
   if (!times || !comm || !waits || !cpu) return fail(rank, "allocating the data", SG_ERR_NO_MEMORY);
 
-  double train_s = 0, worst_rto = 0, worst_detection = 0, *snap = malloc((size_t)o.steps * sizeof(double));
-  double *snap_wait = malloc((size_t)o.steps * sizeof(double));
+  double train_s = 0, worst_rto = 0, worst_detection = 0, *snap = calloc((size_t)o.steps + 1, sizeof(double));
+  double *snap_wait = calloc((size_t)o.steps + 1, sizeof(double));
   if (snap == NULL || snap_wait == NULL) return fail(rank, "allocating the data", SG_ERR_NO_MEMORY);
   int recoveries = 0;
-  for (int step = 0; step < o.steps; step++) {
+  for (int step = start; step < o.steps; step++) {
     double ts = now(), cs = cpu_now();
     if (o.no_heal) st = feed(&fd, d, (uint64_t)step, parts ? copy : rank, parts ? copies : world);
     if (st != SG_OK || (st = sg_dist_step(d)) != SG_OK) {
@@ -351,7 +358,9 @@ int main(int argc, char **argv) {
   }
 
   /* Summary: medians over the steps after the warm-up. */
-  int first = o.steps > o.warmup ? o.warmup : 0, timed = o.steps - first;
+  int first = o.steps > o.warmup ? o.warmup : 0;
+  if (first < start) first = start < o.steps ? start : o.steps; /* a joiner timed only its own steps */
+  int timed = o.steps - first;
   double med = median(times + first, timed), med_comm = median(comm + first, timed);
   double med_wait = median(waits + first, timed), med_cpu = median(cpu + first, timed);
   double ips = med > 0 ? o.batch * copies / med : 0.0;

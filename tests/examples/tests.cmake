@@ -32,4 +32,9 @@ if(TARGET resnet50_dist)
                    $<TARGET_FILE:resnet50_dist>)
   set_tests_properties(example_resnet50_dist_offload PROPERTIES TIMEOUT 300 LABELS "examples;gmem"
                                                                 ENVIRONMENT "SG_COMM_TIMEOUT_MS=60000")
+  add_test(NAME example_resnet50_dist_rejoin
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_resnet50_dist.sh rejoin $<TARGET_FILE:sgrt_cli>
+                   $<TARGET_FILE:resnet50_dist>)
+  set_tests_properties(example_resnet50_dist_rejoin PROPERTIES TIMEOUT 300 LABELS "examples;heal"
+                                                               ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000")
 endif()
