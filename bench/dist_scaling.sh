@@ -21,51 +21,26 @@
 # load averages.
 set -euo pipefail
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=$repo/build
+bench=dist_scaling
+# shellcheck source=bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 steps=6
 batch=16
 res=64
 width=64
 repeat=1
 json=0
-py=/usr/bin/python3
 while [ $# -gt 0 ]; do
-  case $1 in
-    --build) build=$(cd "$2" && pwd); shift 2 ;;
-    --steps) steps=$2; shift 2 ;;
-    --batch) batch=$2; shift 2 ;;
-    --res) res=$2; shift 2 ;;
-    --width) width=$2; shift 2 ;;
-    --repeat) repeat=$2; shift 2 ;;
-    --json) json=1; shift ;;
-    -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
-    *) echo "dist_scaling: unknown option $1 (see --help)" >&2; exit 2 ;;
-  esac
+  bench_option "$@"
+  shift "$bench_shift"
 done
-bin=$build/examples/resnet50_dist
-sgrt=$build/tools/sgrt
-for f in "$bin" "$sgrt"; do
-  [ -x "$f" ] || { echo "dist_scaling: no $f; build first (cmake --build $build)" >&2; exit 1; }
-done
-
-# Progress goes to fd 3: stdout, or stderr with --json (so the JSON is the last line of stdout);
-# run() returns its figure on stdout.
-if [ "$json" = 1 ]; then exec 3>&2; else exec 3>&1; fi
-say() { echo "$*" >&3; }
-load1() { cut -d' ' -f1 /proc/loadavg; }
-# images_per_s of one run of N ranks (rank 0's --json line, prefixed "[0] " by the launcher).
+bench_start
+# images_per_s and cpu_ms_per_step of one run of N ranks (rank 0's JSON line).
 run() {
-  local n=$1 cmd out
-  cmd="$sgrt launch -n $n -- $bin --steps $steps --batch $batch --res $res --width $width --threads 1 --warmup 1 --json"
-  say "\$ $cmd    # load average $(load1)"
-  out=$($cmd 2>&1 | grep '^\[0\] {' | tail -n 1 | sed 's/^\[0\] //')
-  [ -n "$out" ] || { echo "dist_scaling: no JSON from: $cmd" >&2; exit 1; }
-  say "  $out"
-  echo "$out" | "$py" -c 'import json, sys; r = json.loads(sys.stdin.read()); print(r["images_per_s"], r["cpu_ms_per_step"])'
+  bench_launch "$1" --steps "$steps" --batch "$batch" --res "$res" --width "$width" --threads 1 --warmup 1 --json
+  say "  $bench_json"
+  bench_fields images_per_s cpu_ms_per_step
 }
-best() { "$py" -c 'import sys; print(max(float(a) for a in sys.argv[1:]))' "$@"; }
-least() { "$py" -c 'import sys; print(min(float(a) for a in sys.argv[1:]))' "$@"; }
 
 load_before=$(load1)
 ips1=() ips2=() cpu1=() cpu2=()

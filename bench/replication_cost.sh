@@ -16,43 +16,23 @@
 # (1 warm-up), best of 3. With --json the last line is one JSON object.
 set -euo pipefail
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=$repo/build
+bench=replication_cost
+# shellcheck source=bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 ranks=2 steps=6 batch=16 res=64 width=64 threads=1 repeat=3 json=0
-py=/usr/bin/python3
 while [ $# -gt 0 ]; do
   case $1 in
-    --build) build=$(cd "$2" && pwd); shift 2 ;;
     --ranks) ranks=$2; shift 2 ;;
-    --steps) steps=$2; shift 2 ;;
-    --batch) batch=$2; shift 2 ;;
-    --res) res=$2; shift 2 ;;
-    --width) width=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
-    --repeat) repeat=$2; shift 2 ;;
-    --json) json=1; shift ;;
-    -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
-    *) echo "replication_cost: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) bench_option "$@"; shift "$bench_shift" ;;
   esac
 done
-bin=$build/examples/resnet50_dist
-sgrt=$build/tools/sgrt
-for f in "$bin" "$sgrt"; do
-  [ -x "$f" ] || { echo "replication_cost: no $f; build first (cmake --build $build)" >&2; exit 1; }
-done
-if [ "$json" = 1 ]; then exec 3>&2; else exec 3>&1; fi
-say() { echo "$*" >&3; }
-load1() { cut -d' ' -f1 /proc/loadavg; }
+bench_start
 # ms_per_step and snapshot_ms_per_step of one job (rank 0's JSON line).
 run() {
-  local cmd out
-  cmd="$sgrt launch -n $ranks -- $bin --steps $steps --batch $batch --res $res --width $width --threads $threads --warmup 1 --json $*"
-  say "\$ $cmd    # load average $(load1)"
-  out=$($cmd 2>&1 | grep '^\[0\] {' | tail -n 1 | sed 's/^\[0\] //')
-  [ -n "$out" ] || { echo "replication_cost: no JSON from: $cmd" >&2; exit 1; }
-  echo "$out" | "$py" -c 'import json, sys; r = json.loads(sys.stdin.read()); print(r["ms_per_step"], r["snapshot_ms_per_step"], r["snapshot_exposed_ms_per_step"])'
+  bench_launch "$ranks" --steps "$steps" --batch "$batch" --res "$res" --width "$width" --threads "$threads" --warmup 1 --json "$@"
+  bench_fields ms_per_step snapshot_ms_per_step snapshot_exposed_ms_per_step
 }
-least() { "$py" -c 'import sys; print(min(float(a) for a in sys.argv[1:]))' "$@"; }
 
 load_before=$(load1)
 with=() without=() snap=() exposed=()

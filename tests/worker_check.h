@@ -12,20 +12,30 @@
 
 #include "sgrt/sgrt.h"
 
-/* This process's rank as the launcher set it (sgrt launch, or torchrun-style
- * variables), or -1 when neither is set. */
+/* This process's rank as the launcher set it (sgrt launch, torchrun, Slurm
+ * or Open MPI variables, in src/comm/env.c's order), or -1 when none is set. */
 static inline int sg_worker_rank(void) {
-  const char *s = getenv("SG_RANK");
-  if (s == NULL) s = getenv("RANK");
-  return s ? atoi(s) : -1;
+  const char *vars[] = {"SG_RANK", "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+    if (getenv(vars[i]) != NULL) return atoi(getenv(vars[i]));
+  return -1;
 }
+
+/* The exit status of a failed check. A worker that itself exits 1 for an
+ * outcome its script expects or tells apart (a step that failed as it
+ * should; run_death.sh takes status 1 for "detected") defines it as 2
+ * before including this header, so that a failed check is never taken for
+ * that outcome. */
+#ifndef SG_WORKER_FAIL_STATUS
+#define SG_WORKER_FAIL_STATUS 1
+#endif
 
 #define FAIL(...)                                                                  \
   do {                                                                             \
     fprintf(stderr, "FAIL rank %d %s:%d: ", sg_worker_rank(), __FILE__, __LINE__); \
     fprintf(stderr, __VA_ARGS__);                                                  \
     fprintf(stderr, " (last error: %s)\n", sg_last_error());                       \
-    exit(1);                                                                       \
+    exit(SG_WORKER_FAIL_STATUS);                                                   \
   } while (0)
 
 #define CHECK(cond, ...)            \

@@ -215,6 +215,16 @@ sg_status sg__hb_decode(const void *buf, size_t len, sg_comm_position *out, char
  * SG_COMM_LABEL_MAX bytes. */
 int sg__label_valid(const char *text, size_t len);
 
+/* An appender into buf[cap] that keeps counting past the end (as
+ * snprintf), so the caller learns how big the buffer had to be: len may
+ * exceed cap - 1. hang.c's; the health monitor's diagnosis
+ * (src/health/diagnose.c, a layer above) writes its sentence with it too. */
+typedef struct sg__writer {
+  char *buf;
+  size_t cap, len;
+} sg__writer;
+void sg__put(sg__writer *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* What one rank sees when it diagnoses a hang (hang.c). */
 typedef struct sg__hang_view {
   int self, size;

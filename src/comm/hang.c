@@ -17,13 +17,7 @@
 
 #include "comm/comm_internal.h"
 
-/* An appender that keeps counting past the end (as snprintf). */
-typedef struct writer {
-  char *buf;
-  size_t cap, len;
-} writer;
-
-__attribute__((format(printf, 2, 3))) static void put(writer *w, const char *fmt, ...) {
+void sg__put(sg__writer *w, const char *fmt, ...) {
   size_t room = w->len < w->cap ? w->cap - w->len : 0;
   va_list ap;
   va_start(ap, fmt);
@@ -33,10 +27,10 @@ __attribute__((format(printf, 2, 3))) static void put(writer *w, const char *fmt
 }
 
 /* "rank 4" or "ranks 1-3, 7": the ranks r with in[r], ascending. */
-static void put_ranks(writer *w, const uint8_t *in, int size) {
+static void put_ranks(sg__writer *w, const uint8_t *in, int size) {
   int n = 0;
   for (int r = 0; r < size; r++) n += in[r] != 0;
-  put(w, n == 1 ? "rank " : "ranks ");
+  sg__put(w, n == 1 ? "rank " : "ranks ");
   int first = 1;
   for (int r = 0; r < size;) {
     if (!in[r]) {
@@ -45,8 +39,8 @@ static void put_ranks(writer *w, const uint8_t *in, int size) {
     }
     int e = r;
     while (e + 1 < size && in[e + 1]) e++;
-    put(w, "%s%d", first ? "" : ", ", r);
-    if (e > r) put(w, "-%d", e);
+    sg__put(w, "%s%d", first ? "" : ", ", r);
+    if (e > r) sg__put(w, "-%d", e);
     first = 0;
     r = e + 1;
   }
@@ -55,12 +49,12 @@ static void put_ranks(writer *w, const uint8_t *in, int size) {
 static const char *or_none(const char *label) { return label && *label ? label : "no label"; }
 
 size_t sg__hang_text(const sg__hang_view *v, char *buf, size_t cap) {
-  writer w = {buf, cap, 0};
+  sg__writer w = {buf, cap, 0};
   if (cap > 0) buf[0] = '\0';
   uint8_t arrived_small[256];
   uint8_t *arrived = v->size <= 256 ? arrived_small : sg__calloc((size_t)v->size, 1);
   if (arrived == NULL) {
-    put(&w, "hang diagnosis: out of memory");
+    sg__put(&w, "hang diagnosis: out of memory");
     return w.len;
   }
   int n_stuck = 0;
@@ -70,32 +64,32 @@ size_t sg__hang_text(const sg__hang_view *v, char *buf, size_t cap) {
         r == v->self ? !v->self_out : !v->stuck[r] && v->pos[r].known && v->pos[r].collective >= v->seq;
   }
   put_ranks(&w, v->stuck, v->size);
-  put(&w, " %s stuck before collective #%llu (%s)", n_stuck == 1 ? "is" : "are", (unsigned long long)v->seq,
-      or_none(v->label));
-  if (v->reporter >= 0) put(&w, " (found by rank %d)", v->reporter);
+  sg__put(&w, " %s stuck before collective #%llu (%s)", n_stuck == 1 ? "is" : "are",
+          (unsigned long long)v->seq, or_none(v->label));
+  if (v->reporter >= 0) sg__put(&w, " (found by rank %d)", v->reporter);
   for (int r = 0; r < v->size; r++) {
     if (!v->stuck[r]) continue;
     const sg_comm_position *p = &v->pos[r];
-    if (n_stuck == 1) put(&w, "; its last: ");
-    else put(&w, "; rank %d's last: ", r);
-    if (!p->known) put(&w, "no position heard yet");
-    else if (p->collective == 0) put(&w, "no collective yet");
+    if (n_stuck == 1) sg__put(&w, "; its last: ");
+    else sg__put(&w, "; rank %d's last: ", r);
+    if (!p->known) sg__put(&w, "no position heard yet");
+    else if (p->collective == 0) sg__put(&w, "no collective yet");
     else
-      put(&w, "#%llu (%s), %s", (unsigned long long)p->collective, or_none(p->label),
-          p->inside ? "still inside it" : "finished");
+      sg__put(&w, "#%llu (%s), %s", (unsigned long long)p->collective, or_none(p->label),
+              p->inside ? "still inside it" : "finished");
   }
   int n_arrived = 0;
   for (int r = 0; r < v->size; r++) n_arrived += arrived[r] != 0;
   if (n_arrived > 0) {
-    put(&w, "; ");
+    sg__put(&w, "; ");
     put_ranks(&w, arrived, v->size);
-    put(&w, " %s entered #%llu", n_arrived == 1 ? "has" : "have", (unsigned long long)v->seq);
+    sg__put(&w, " %s entered #%llu", n_arrived == 1 ? "has" : "have", (unsigned long long)v->seq);
   }
   if (v->self_out)
-    put(&w, "; rank %d had not entered it yet (hang timeout %lld ms)", v->self, (long long)v->hang_ms);
+    sg__put(&w, "; rank %d had not entered it yet (hang timeout %lld ms)", v->self, (long long)v->hang_ms);
   else
-    put(&w, ", rank %d waited %.1f s in it (hang timeout %lld ms)", v->self, (double)v->waited_ms / 1000.0,
-        (long long)v->hang_ms);
+    sg__put(&w, ", rank %d waited %.1f s in it (hang timeout %lld ms)", v->self,
+            (double)v->waited_ms / 1000.0, (long long)v->hang_ms);
   if (arrived != arrived_small) sg__free(arrived);
   return w.len;
 }

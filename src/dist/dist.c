@@ -106,16 +106,16 @@ static void find_loss(sg_dist *d) {
     }
 }
 
-static sg_status init_sync(sg_dist *d) {
+sg_status sg__dist_init_sync(sg_dist *d, const char *fn) {
   pthread_condattr_t ca;
-  if (pthread_condattr_init(&ca) != 0) return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create: out of memory");
+  if (pthread_condattr_init(&ca) != 0) return sg__error(SG_ERR_NO_MEMORY, "%s: out of memory", fn);
   /* The scheduler's timed waits must not jump with the wall clock. */
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   bool ok = pthread_mutex_init(&d->mu, NULL) == 0;
   ok = ok && pthread_cond_init(&d->wake_sched, &ca) == 0;
   ok = ok && pthread_cond_init(&d->wake_compute, NULL) == 0;
   pthread_condattr_destroy(&ca);
-  if (!ok) return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create: cannot create the scheduler's locks");
+  if (!ok) return sg__error(SG_ERR_NO_MEMORY, "%s: cannot create the scheduler's locks", fn);
   return SG_OK;
 }
 
@@ -253,15 +253,19 @@ static void free_dist(sg_dist *d) {
   sg__free(d);
 }
 
-/* A create that failed: frees everything and returns `st` with its message. */
-static sg_status abandon(sg_dist *d, sg_status st) {
-  /* Keep the cause as this thread's error across the teardown. */
-  char msg[1024];
-  snprintf(msg, sizeof msg, "%s", sg_last_error());
+void sg__dist_give_up(sg_dist *d, sg_status st, char *msg, size_t cap) {
+  snprintf(msg, cap, "%s", sg_last_error());
   /* This rank gives up: make its peers fail now rather than hang in the next
-   * collective (a mismatch fails every rank anyway). */
+   * collective, or in the consistency check until dead_ms (a mismatch fails
+   * every rank anyway). */
   if (d->comm != NULL) sg__dist_fail(d, st, "rank %d left the job while joining it: %s", d->rank, msg);
   sg__dist_sched_stop(d);
+}
+
+/* A create that failed: frees everything and returns `st` with its message. */
+static sg_status abandon(sg_dist *d, sg_status st) {
+  char msg[1024];
+  sg__dist_give_up(d, st, msg, sizeof msg);
   free_dist(d);
   return sg__error(st, "%s", msg);
 }
@@ -293,7 +297,7 @@ sg_status sg_dist_create(const sg_graph *g, const sg_dist_params *p, sg_dist **o
     return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create: out of memory");
   }
   d->p.trace_path = d->trace_path;
-  sg_status st = init_sync(d);
+  sg_status st = sg__dist_init_sync(d, "sg_dist_create");
   if (st != SG_OK) {
     sg__free(d->trace_path);
     sg__free(d);

@@ -229,6 +229,13 @@ void sg__dist_rejoin_free(sg_dist *d);
 /* Scheduler thread (membership.c): makes c (rank idx of n, original ranks
  * orig) the communicator of `epoch`; the old one joins old_comms. */
 sg_status sg__dist_install_epoch(sg_dist *d, sg_comm *c, int idx, int n, int epoch, const int *orig);
+/* membership.c: the parameters of epoch `epoch`'s communicator, rank idx of
+ * n, joining through the job's store with the job's comm params. */
+void sg__dist_epoch_params(const sg_dist *d, int idx, int n, int epoch, sg_comm_params *out);
+/* membership.c: a new epoch's communicator that failed to come up (c NULL
+ * when it was never created) is aborted with the calling thread's error
+ * message, which is copied to msg[0..cap), and destroyed. */
+void sg__dist_discard_comm(sg_comm *c, char *msg, size_t cap);
 
 /* ---- ZeRO-1: sharded optimizer state (zero.c) ----------------------------------- */
 
@@ -430,6 +437,15 @@ struct sg_dist {
   /* Rejoin (rejoin.c): */
   sg__dist_rejoin rj;
 };
+
+/* ---- create (dist.c; model.c's sg_dist_create_model shares them) -------------- */
+
+/* The scheduler's lock and condition variables; `fn` names the create in errors. */
+sg_status sg__dist_init_sync(sg_dist *d, const char *fn);
+/* A create that failed after init_sync, before freeing d: keeps the cause
+ * (this thread's error) in msg[0..cap) across the teardown, makes the peers
+ * fail now with it and stops the scheduler thread. Compute thread. */
+void sg__dist_give_up(sg_dist *d, sg_status st, char *msg, size_t cap);
 
 /* ---- scheduler.c ------------------------------------------------------------ */
 

@@ -258,32 +258,42 @@ sg_status sg__dist_job_recover(sg_dist *d, void *arg) {
                      "unreachable)",
                      me, epoch);
   }
-  sg_comm_params cp = d->comm_params;
-  cp.size = sizeof cp;
-  cp.rank = idx;
-  cp.world_size = m.n;
-  cp.master_addr = d->env.master_addr;
-  cp.master_port = d->env.master_port;
-  cp.token = d->env.token;
-  cp.timeout_ms = d->env.timeout_ms;
-  cp.epoch = epoch;
+  sg_comm_params cp;
+  sg__dist_epoch_params(d, idx, m.n, epoch, &cp);
   sg_comm *c = NULL;
   s = sg_comm_create(&cp, &c);
   if (s == SG_OK) s = sg_comm_set_liveness(c, d->p.heartbeat_ms, d->p.dead_ms);
   if (s == SG_OK) s = sg_comm_set_hang_timeout(c, d->p.hang_ms); /* SPEC H7 */
   if (s != SG_OK) {
     char msg[512];
-    snprintf(msg, sizeof msg, "%s", sg_last_error());
-    if (c != NULL) {
-      sg_comm_abort(c, msg);
-      sg_comm_destroy(c);
-    }
+    sg__dist_discard_comm(c, msg, sizeof msg);
     return sg__error(SG_ERR_COMM, "rank %d: building the communicator of epoch %d (%d ranks) failed: %s", me,
                      epoch, m.n, msg);
   }
   SG_CHECK(sg__dist_install_epoch(d, c, idx, m.n, epoch, m.orig));
   h->rollback = (uint64_t)m.rollback;
   return SG_OK;
+}
+
+void sg__dist_epoch_params(const sg_dist *d, int idx, int n, int epoch, sg_comm_params *out) {
+  *out = d->comm_params;
+  out->size = sizeof *out;
+  out->rank = idx;
+  out->world_size = n;
+  out->master_addr = d->env.master_addr;
+  out->master_port = d->env.master_port;
+  out->token = d->env.token;
+  out->timeout_ms = d->env.timeout_ms;
+  out->epoch = epoch;
+}
+
+void sg__dist_discard_comm(sg_comm *c, char *msg, size_t cap) {
+  /* Copied first: abort and destroy may set errors of their own. */
+  snprintf(msg, cap, "%s", sg_last_error());
+  if (c != NULL) {
+    sg_comm_abort(c, msg);
+    sg_comm_destroy(c);
+  }
 }
 
 /* Shared with rejoin.c: the old communicator (aborted by then, or NULL for

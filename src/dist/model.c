@@ -148,6 +148,22 @@ sg_status sg__model_add_optimizer(sg_graph *g, const sg_dist_optimizer *opt) {
   return sg_graph_finalize(g);
 }
 
+sg_status sg__model_broadcast_state(sg_dist *d, const int32_t *skip, int n_skip) {
+  sg__dist_model *m = d->model;
+  const sg_graph *g = d->g;
+  for (uint32_t t = 0; t < g->n_tensors; t++) {
+    sg_role r = g->tensors[t].role;
+    if (r != SG_ROLE_PARAMETER && r != SG_ROLE_STATE && r != SG_ROLE_OPTIMIZER_STATE) continue;
+    bool skipped = false;
+    for (int j = 0; j < n_skip; j++) skipped |= skip[j] == (int32_t)t;
+    size_t bytes = 0;
+    void *addr = sg__session_tensor_addr(d->s, (int32_t)t, &bytes);
+    if (skipped || addr == NULL) continue;
+    SG_CHECK(sg__xfer_sched_bcast(&m->rctx, addr, bytes));
+  }
+  return SG_OK;
+}
+
 static sg_status mark_output(sg_graph *g, sg_tensor t) {
   for (uint32_t i = 0; i < g->n_outputs; i++)
     if (g->outputs[i] == t.id) return SG_OK;
@@ -200,19 +216,6 @@ static sg_status create_dp(const sg_graph *fwd, sg_tensor loss, const sg_dist_op
 
 /* ---- pipeline and tensor modes ---------------------------------------------------- */
 
-/* As dist.c's: the scheduler's timed waits must not jump with the wall clock. */
-static sg_status init_sync(sg_dist *d) {
-  pthread_condattr_t ca;
-  if (pthread_condattr_init(&ca) != 0) return sg__error(SG_ERR_NO_MEMORY, "%s: out of memory", FN);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  bool ok = pthread_mutex_init(&d->mu, NULL) == 0;
-  ok = ok && pthread_cond_init(&d->wake_sched, &ca) == 0;
-  ok = ok && pthread_cond_init(&d->wake_compute, NULL) == 0;
-  pthread_condattr_destroy(&ca);
-  if (!ok) return sg__error(SG_ERR_NO_MEMORY, "%s: cannot create the scheduler's locks", FN);
-  return SG_OK;
-}
-
 static void free_model(sg__dist_model *m) {
   if (m == NULL) return;
   if (m->kind == SG__MODEL_PIPELINE) sg__model_pp_free(m);
@@ -245,11 +248,7 @@ static void free_dist(sg_dist *d, bool sync_ready) {
 
 static sg_status abandon(sg_dist *d, sg_status st) {
   char msg[1024];
-  snprintf(msg, sizeof msg, "%s", sg_last_error());
-  /* Peers waiting in the consistency check (or a transfer) fail now rather
-   * than after dead_ms. */
-  if (d->comm != NULL) sg__dist_fail(d, st, "rank %d left the job while joining it: %s", d->rank, msg);
-  sg__dist_sched_stop(d);
+  sg__dist_give_up(d, st, msg, sizeof msg);
   free_dist(d, true);
   return sg__error(st, "%s", msg);
 }
@@ -347,7 +346,7 @@ static sg_status create_parts(const sg_graph *fwd, sg_tensor loss, const sg_dist
     free_dist(d, false);
     return st;
   }
-  if ((st = init_sync(d)) != SG_OK) {
+  if ((st = sg__dist_init_sync(d, FN)) != SG_OK) {
     free_dist(d, false);
     return st;
   }

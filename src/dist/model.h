@@ -129,6 +129,12 @@ int sg__model_pp_stage_of(const sg__dist_model *m, const char *name);
  * missing) and finalizes it. */
 sg_status sg__model_add_optimizer(sg_graph *g, const sg_dist_optimizer *opt);
 
+/* Replicas start from replica 0's parameters, state and optimizer state, as
+ * data parallelism starts from rank 0's: each such tensor of this rank's
+ * part but skip[0..n_skip) goes from replica 0 to the others over m->rctx
+ * (collective over the replicas; compute thread). */
+sg_status sg__model_broadcast_state(sg_dist *d, const int32_t *skip, int n_skip);
+
 /* Dispatched from dist.c and step.c when d->model is set. */
 sg_status sg__dist_model_destroy(sg_dist *d);
 sg_status sg__dist_model_set_input(sg_dist *d, const char *name, sg_dtype dtype, int ndim,

@@ -113,30 +113,13 @@ sg_status sg__model_pp_build(sg_dist *d, const sg_dist_optimizer *opt) {
   return SG_OK;
 }
 
-/* Replicas start from replica 0's parameters, state and optimizer state, as
- * data parallelism starts from rank 0's (they may be set between create and
- * the first step on replica 0 alone). The stage's received activations are
- * parameters only to get their gradient: nothing to send. */
-static sg_status broadcast_state(sg_dist *d) {
-  sg__dist_model *m = d->model;
-  const sg_graph *g = d->g;
-  for (uint32_t t = 0; t < g->n_tensors; t++) {
-    sg_role r = g->tensors[t].role;
-    if (r != SG_ROLE_PARAMETER && r != SG_ROLE_STATE && r != SG_ROLE_OPTIMIZER_STATE) continue;
-    bool boundary = false;
-    for (int j = 0; j < m->st->n_recv; j++) boundary |= m->st->recv[j] == (int32_t)t;
-    size_t bytes = 0;
-    void *addr = sg__session_tensor_addr(d->s, (int32_t)t, &bytes);
-    if (boundary || addr == NULL) continue;
-    SG_CHECK(sg__xfer_sched_bcast(&m->rctx, addr, bytes));
-  }
-  return SG_OK;
-}
-
 sg_status sg__model_pp_step(sg_dist *d, float *loss) {
   sg__dist_model *m = d->model;
   if (m->data > 1 && !m->broadcast_done) {
-    SG_CHECK(broadcast_state(d));
+    /* The state may be set between create and the first step on replica 0
+     * alone. The stage's received activations are parameters only to get
+     * their gradient: nothing to send. */
+    SG_CHECK(sg__model_broadcast_state(d, m->st->recv, m->st->n_recv));
     m->broadcast_done = true;
   }
   return sg__pp_step(m->pp, loss);

@@ -104,29 +104,13 @@ sg_status sg__model_tp_build(sg_dist *d, const sg_dist_optimizer *opt) {
   return sg__model_list_inputs(m, g, opt->lr_input);
 }
 
-/* Replicas start from replica 0's parameters, state and optimizer state (as
- * data parallelism starts from rank 0's), in its group of copies of this
- * share. */
-static sg_status broadcast_state(sg_dist *d) {
-  sg__dist_model *m = d->model;
-  const sg_graph *g = d->g;
-  for (uint32_t t = 0; t < g->n_tensors; t++) {
-    sg_role r = g->tensors[t].role;
-    if (r != SG_ROLE_PARAMETER && r != SG_ROLE_STATE && r != SG_ROLE_OPTIMIZER_STATE) continue;
-    size_t bytes = 0;
-    void *addr = sg__session_tensor_addr(d->s, (int32_t)t, &bytes);
-    if (addr != NULL) SG_CHECK(sg__xfer_sched_bcast(&m->rctx, addr, bytes));
-  }
-  return SG_OK;
-}
-
 /* With replicas: forward and backward (the group's syncs run in the hooks),
  * the gradients averaged over the copies of this share in one allreduce
  * (every copy gets the same bits), then the updates. */
 static sg_status replicated_step(sg_dist *d) {
   sg__dist_model *m = d->model;
   if (!m->broadcast_done) {
-    SG_CHECK(broadcast_state(d));
+    SG_CHECK(sg__model_broadcast_state(d, NULL, 0)); /* in the group of copies of this share */
     m->broadcast_done = true;
   }
   SG_CHECK(sg__session_run_partial(d->s, 0, m->upd_pos));

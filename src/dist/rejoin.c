@@ -98,19 +98,30 @@ static sg_status connect_store(sg_dist *d, int timeout_ms, sg__store **out) {
                    why);
 }
 
-/* An int64 under key: SG_OK and *out, SG_ERR_NOT_FOUND when absent (no wait). */
-static sg_status get_i64(sg__store *st, const char *key, int64_t *out) {
+/* The value under key into out[0..bytes), waiting up to timeout_ms; with
+ * timeout_ms 0, SG_ERR_NOT_FOUND (no error set) when absent. *sized: the
+ * value had exactly `bytes` bytes (out is left alone otherwise). */
+static sg_status get_fixed(sg__store *st, const char *key, int timeout_ms, void *out, size_t bytes,
+                           bool *sized) {
   void *v = NULL;
   size_t n = 0;
-  sg_status s = sg__store_wait_get(st, key, 0, &v, &n);
-  if (s == SG_ERR_TIMEOUT) {
+  sg_status s = sg__store_wait_get(st, key, timeout_ms, &v, &n);
+  if (s == SG_ERR_TIMEOUT && timeout_ms == 0) {
     sg_clear_error();
     return SG_ERR_NOT_FOUND;
   }
   SG_CHECK(s);
-  bool ok = n == sizeof *out;
-  if (ok) memcpy(out, v, sizeof *out);
+  *sized = n == bytes;
+  if (*sized) memcpy(out, v, bytes);
   sg__free(v);
+  return SG_OK;
+}
+
+/* An int64 under key: SG_OK and *out, SG_ERR_NOT_FOUND when absent (no wait). */
+static sg_status get_i64(sg__store *st, const char *key, int64_t *out) {
+  bool ok = false;
+  sg_status s = get_fixed(st, key, 0, out, sizeof *out, &ok);
+  if (s != SG_OK) return s;
   if (!ok) return sg__error(SG_ERR_FORMAT, "rejoin: '%s' in the rendezvous store is malformed", key);
   return SG_OK;
 }
@@ -123,17 +134,9 @@ static sg_status set_i64(sg__store *st, const char *key, int64_t v) {
 static sg_status get_adm(sg_dist *d, sg__store *st, int64_t a, int timeout_ms, sg__dist_adm *out) {
   char key[64];
   snprintf(key, sizeof key, "rejoin/adm/%lld", (long long)a);
-  void *v = NULL;
-  size_t n = 0;
-  sg_status s = sg__store_wait_get(st, key, timeout_ms, &v, &n);
-  if (s == SG_ERR_TIMEOUT && timeout_ms == 0) {
-    sg_clear_error();
-    return SG_ERR_NOT_FOUND;
-  }
-  SG_CHECK(s);
-  bool ok = n == sizeof *out;
-  if (ok) memcpy(out, v, sizeof *out);
-  sg__free(v);
+  bool ok = false;
+  sg_status s = get_fixed(st, key, timeout_ms, out, sizeof *out, &ok);
+  if (s != SG_OK) return s;
   ok = ok && out->index == a && out->epoch >= 0 && out->step >= 0 && out->n >= 1 && out->n <= d->orig_size &&
        out->n_join >= 1 && out->n_join < out->n;
   for (int i = 0; ok && i < out->n; i++)
@@ -160,15 +163,8 @@ static int root_of(const sg__dist_adm *a) {
 
 /* Epoch E+1's communicator: the group "rejoin<A>" of the decision's ranks. */
 static sg_status create_comm(sg_dist *d, const sg__dist_adm *a, int idx, sg_comm **out) {
-  sg_comm_params cp = d->comm_params;
-  cp.size = sizeof cp;
-  cp.rank = idx;
-  cp.world_size = a->n;
-  cp.master_addr = d->env.master_addr;
-  cp.master_port = d->env.master_port;
-  cp.token = d->env.token;
-  cp.timeout_ms = d->env.timeout_ms;
-  cp.epoch = (int)a->epoch + 1;
+  sg_comm_params cp;
+  sg__dist_epoch_params(d, idx, a->n, (int)a->epoch + 1, &cp);
   char group[32];
   snprintf(group, sizeof group, "rejoin%lld", (long long)a->index);
   sg_comm *c = NULL;
@@ -176,11 +172,7 @@ static sg_status create_comm(sg_dist *d, const sg__dist_adm *a, int idx, sg_comm
   if (s == SG_OK) s = sg_comm_set_liveness(c, d->p.heartbeat_ms, d->p.dead_ms);
   if (s != SG_OK) {
     char msg[512];
-    snprintf(msg, sizeof msg, "%s", sg_last_error());
-    if (c != NULL) {
-      sg_comm_abort(c, msg);
-      sg_comm_destroy(c);
-    }
+    sg__dist_discard_comm(c, msg, sizeof msg);
     return sg__error(SG_ERR_COMM, "building the communicator of epoch %d (%d ranks) failed: %s", cp.epoch,
                      a->n, msg);
   }

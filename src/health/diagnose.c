@@ -3,10 +3,10 @@
  * collective completes only when every rank has entered it, so when the job
  * hangs the ranks furthest ahead wait for the ones behind: those are named.
  * "rank 2 is at collective #17 (step 5), the others at #18 (step 5)". */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "comm/comm_internal.h" /* sg__writer: health sits above comm */
 #include "core/core.h"
 #include "health/health_internal.h"
 
@@ -31,67 +31,51 @@ static bool same_position(const entry *a, const entry *b) {
   return a->category == b->category && a->step == b->step && a->collective == b->collective;
 }
 
-/* An appender that keeps counting past the end, so the caller learns how big
- * the buffer had to be. */
-typedef struct writer {
-  char *buf;
-  size_t cap, len; /* len may exceed cap - 1 */
-} writer;
-
-__attribute__((format(printf, 2, 3))) static void put(writer *w, const char *fmt, ...) {
-  size_t room = w->len < w->cap ? w->cap - w->len : 0;
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(room ? w->buf + w->len : NULL, room, fmt, ap);
-  va_end(ap);
-  if (n > 0) w->len += (size_t)n;
-}
-
 /* "rank 4" or "ranks 1-3, 7" for the ascending ranks of e[0..n). */
-static void put_ranks(writer *w, const entry *e, size_t n) {
-  put(w, n == 1 ? "rank " : "ranks ");
+static void put_ranks(sg__writer *w, const entry *e, size_t n) {
+  sg__put(w, n == 1 ? "rank " : "ranks ");
   for (size_t i = 0; i < n;) {
     size_t j = i;
     while (j + 1 < n && e[j + 1].rank == e[j].rank + 1) j++;
-    put(w, "%s%d", i ? ", " : "", e[i].rank);
-    if (j > i) put(w, "-%d", e[j].rank);
+    sg__put(w, "%s%d", i ? ", " : "", e[i].rank);
+    if (j > i) sg__put(w, "-%d", e[j].rank);
     i = j + 1;
   }
 }
 
-static void put_position(writer *w, const entry *e) {
-  put(w, "#%u (step %llu)", e->collective, (unsigned long long)e->step);
+static void put_position(sg__writer *w, const entry *e) {
+  sg__put(w, "#%u (step %llu)", e->collective, (unsigned long long)e->step);
 }
 
 /* Writes the sentence for the sorted entries e[0..n). Returns how many ranks are behind. */
-static int describe(writer *w, const entry *e, size_t n) {
+static int describe(sg__writer *w, const entry *e, size_t n) {
   size_t with_pos = 0;
   while (with_pos < n && e[with_pos].category == HAS_POSITION) with_pos++;
   int behind = 0;
   if (with_pos == 0) {
-    put(w, "no heartbeats yet");
+    sg__put(w, "no heartbeats yet");
   } else {
     size_t lead = with_pos - 1; /* first entry of the leaders' group */
     while (lead > 0 && same_position(&e[lead - 1], &e[with_pos - 1])) lead--;
     size_t n_lead = with_pos - lead;
     if (lead == 0) {
-      if (n_lead == 1) put(w, "rank %d is at collective ", e[0].rank);
-      else put(w, "all %zu ranks are at collective ", n_lead);
+      if (n_lead == 1) sg__put(w, "rank %d is at collective ", e[0].rank);
+      else sg__put(w, "all %zu ranks are at collective ", n_lead);
       put_position(w, &e[0]);
     } else {
       /* Groups behind the leaders, most behind first. */
       for (size_t i = 0; i < lead;) {
         size_t j = i;
         while (j < lead && same_position(&e[j], &e[i])) j++;
-        if (i > 0) put(w, "; ");
+        if (i > 0) sg__put(w, "; ");
         put_ranks(w, &e[i], j - i);
-        put(w, j - i == 1 ? " is at collective " : " are at collective ");
+        sg__put(w, j - i == 1 ? " is at collective " : " are at collective ");
         put_position(w, &e[i]);
         i = j;
       }
       behind = (int)lead;
-      if (n_lead == 1) put(w, ", rank %d at ", e[lead].rank);
-      else put(w, ", the others at ");
+      if (n_lead == 1) sg__put(w, ", rank %d at ", e[lead].rank);
+      else sg__put(w, ", the others at ");
       put_position(w, &e[lead]);
     }
   }
@@ -102,7 +86,7 @@ static int describe(writer *w, const entry *e, size_t n) {
     size_t j = i;
     while (j < n && e[j].category == cat) j++;
     if (j == i) continue;
-    put(w, cat == NO_HEARTBEAT ? "; no heartbeat from " : "; UNREACHABLE: ");
+    sg__put(w, cat == NO_HEARTBEAT ? "; no heartbeat from " : "; UNREACHABLE: ");
     put_ranks(w, &e[i], j - i);
   }
   return behind;
@@ -129,7 +113,7 @@ sg_status sg_health_diagnose(const sg_health *h, char *buf, size_t cap, int *n_b
     e[n++] = x;
   }
   qsort(e, n, sizeof *e, cmp_entry);
-  writer w = {buf, cap, 0};
+  sg__writer w = {buf, cap, 0};
   int behind = describe(&w, e, n);
   sg__free(e);
   if (n_behind) *n_behind = behind;

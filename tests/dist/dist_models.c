@@ -2,24 +2,14 @@
 #include "dist_models.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../examples/resnet50/resnet50_model.h"
-
-static uint64_t mix64(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-/* Uniform in [-1, 1) from a counter: the value of element k of sample i of
- * step s needs no generator state, so any shard can be drawn alone. */
-static float unit(uint64_t a, uint64_t b, uint64_t c) {
-  uint64_t z = mix64(mix64(mix64(a) ^ b) ^ c);
-  return (float)((double)(z >> 11) / 4503599627370496.0 - 1.0);
-}
+#include "../worker_check.h" /* sg_worker_mix64, sg_worker_unit */
+#include "core/core.h"
 
 /* Marks every parameter's gradient as an output (the reference reads them). */
 static sg_status mark_grads(sg_graph *g) {
@@ -76,8 +66,9 @@ sg_status mlp_build(const mlp_cfg *c, sg_graph **out) {
       return SG_ERR_NO_MEMORY;
     }
     float bound = 1.0f / sqrtf((float)fan_in);
-    for (size_t i = 0; i < nw; i++) w[i] = bound * unit(c->init_seed, (uint64_t)l, i);
-    for (int i = 0; i < out_f; i++) b[i] = bound * unit(c->init_seed, 1000u + (uint64_t)l, (uint64_t)i);
+    for (size_t i = 0; i < nw; i++) w[i] = bound * sg_worker_unit(c->init_seed, (uint64_t)l, i);
+    for (int i = 0; i < out_f; i++)
+      b[i] = bound * sg_worker_unit(c->init_seed, 1000u + (uint64_t)l, (uint64_t)i);
     char wn[32], bn[32];
     snprintf(wn, sizeof wn, "fc%d.weight", l);
     snprintf(bn, sizeof bn, "fc%d.bias", l);
@@ -97,12 +88,12 @@ sg_status mlp_build(const mlp_cfg *c, sg_graph **out) {
 void mlp_data(int step, int first, int n, int in, int classes, float *x, int64_t *y) {
   for (int i = 0; i < n; i++) {
     uint64_t s = (uint64_t)(first + i);
-    int label = (int)(mix64(s * 7919u + (uint64_t)step) % (uint64_t)classes);
+    int label = (int)(sg_worker_mix64(s * 7919u + (uint64_t)step) % (uint64_t)classes);
     y[i] = label;
     /* A class-dependent offset on a few features makes it learnable. */
     for (int k = 0; k < in; k++)
       x[(size_t)i * in + k] =
-          unit(42, (uint64_t)step, s * (uint64_t)in + (uint64_t)k) + (k % classes == label);
+          sg_worker_unit(42, (uint64_t)step, s * (uint64_t)in + (uint64_t)k) + (k % classes == label);
   }
 }
 
@@ -134,18 +125,19 @@ void rn_data(int step, int first, int n, int res, int classes, float *x, int64_t
   size_t plane = (size_t)res * res;
   for (int i = 0; i < n; i++) {
     uint64_t s = (uint64_t)(first + i);
-    int label = (int)(mix64(s * 104729u + (uint64_t)step) % (uint64_t)classes);
+    int label = (int)(sg_worker_mix64(s * 104729u + (uint64_t)step) % (uint64_t)classes);
     y[i] = label;
     for (int c = 0; c < 3; c++) {
-      float colour = 1.5f * unit(11, (uint64_t)step, s * 3 + (uint64_t)c) + 0.5f * (float)(label % 3 == c);
-      float fx = 0.3f * unit(12, (uint64_t)step, s * 3 + (uint64_t)c),
-            fy = 0.3f * unit(13, (uint64_t)step, s * 3 + (uint64_t)c);
+      float colour =
+          1.5f * sg_worker_unit(11, (uint64_t)step, s * 3 + (uint64_t)c) + 0.5f * (float)(label % 3 == c);
+      float fx = 0.3f * sg_worker_unit(12, (uint64_t)step, s * 3 + (uint64_t)c),
+            fy = 0.3f * sg_worker_unit(13, (uint64_t)step, s * 3 + (uint64_t)c);
       float *p = x + ((size_t)i * 3 + (size_t)c) * plane;
       for (int py = 0; py < res; py++)
         for (int px = 0; px < res; px++)
-          p[py * res + px] =
-              colour + sinf(fx * (float)px + fy * (float)py) +
-              0.5f * unit(7, (uint64_t)step, (s * 3 + (uint64_t)c) * plane + (size_t)(py * res + px));
+          p[py * res + px] = colour + sinf(fx * (float)px + fy * (float)py) +
+                             0.5f * sg_worker_unit(7, (uint64_t)step,
+                                                   (s * 3 + (uint64_t)c) * plane + (size_t)(py * res + px));
     }
   }
 }
@@ -230,4 +222,98 @@ uint64_t params_fnv(const param_set *p) {
     for (size_t k = 0; k < (size_t)p->numel[i] * sizeof(float); k++) h = (h ^ b[k]) * 1099511628211ull;
   }
   return h;
+}
+
+sg_status params_save(const char *path, const param_set *p) {
+  FILE *f = fopen(path, "wb");
+  if (f == NULL) return sg__error(SG_ERR_IO, "cannot write %s", path);
+  bool ok = true;
+  for (int i = 0; i < p->n && ok; i++)
+    ok = fwrite(p->values[i], sizeof(float), (size_t)p->numel[i], f) == (size_t)p->numel[i];
+  if (fclose(f) != 0 || !ok) return sg__error(SG_ERR_IO, "write %s", path);
+  return SG_OK;
+}
+
+sg_status params_load(const char *path, param_set *p) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return sg__error(SG_ERR_IO, "cannot read %s", path);
+  for (int i = 0; i < p->n; i++)
+    if (fread(p->values[i], sizeof(float), (size_t)p->numel[i], f) != (size_t)p->numel[i]) {
+      fclose(f);
+      return sg__error(SG_ERR_IO, "%s is short", path);
+    }
+  fclose(f);
+  return SG_OK;
+}
+
+sg_status params_save_compare(const sg_graph *g, const sg_session *s, const char *dir, int rank,
+                              const char *ref, double *rel) {
+  param_set got = {0}, want = {0};
+  char path[4096];
+  *rel = 0;
+  sg_status st = params_read(g, s, &got);
+  if (st == SG_OK) {
+    snprintf(path, sizeof path, "%s/params.%d", dir, rank);
+    st = params_save(path, &got);
+  }
+  if (st == SG_OK && ref != NULL) {
+    snprintf(path, sizeof path, "%s/params.0", ref);
+    st = params_read(g, s, &want); /* the layout, overwritten by the reference's values */
+    if (st == SG_OK) st = params_load(path, &want);
+    param_diff diff;
+    if (st == SG_OK) *rel = params_max_rel_diff(&got, &want, &diff);
+  }
+  params_free(&got);
+  params_free(&want);
+  return st;
+}
+
+int read_text(const char *dir, const char *name, char *buf, size_t cap) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return -1;
+  size_t n = fread(buf, 1, cap - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  return 0;
+}
+
+sg_status mlp_feed(void *ctx, sg_dist *d, uint64_t step, int shard, int n_shards) {
+  const mlp_feed_ctx *c = ctx;
+  const int64_t xd[] = {c->batch, c->in}, yd[] = {c->batch};
+  if (shard < 0 || shard >= n_shards) return SG_ERR_RANGE;
+  mlp_data((int)step, shard * c->batch, c->batch, c->in, c->classes, c->x, c->y);
+  sg_status st = sg_dist_set_input(d, "x", SG_F32, 2, xd, c->x);
+  if (st == SG_OK) st = sg_dist_set_input(d, "y", SG_I64, 1, yd, c->y);
+  if (st != SG_OK) return st;
+  return sg_dist_set_input(d, "lr", SG_F32, 0, NULL, &c->lr);
+}
+
+sg_status mlp_reference(const mlp_cfg *c, int steps, float lr, float *losses, param_set *out) {
+  memset(out, 0, sizeof *out);
+  sg_graph *g = NULL;
+  sg_session *s = NULL;
+  sg_session_params sp = SG_SESSION_PARAMS_INIT;
+  sp.threads = 1;
+  float *x = malloc((size_t)c->batch * (size_t)c->in * sizeof(float));
+  int64_t *y = malloc((size_t)c->batch * sizeof(int64_t)), xd[] = {c->batch, c->in}, yd[] = {c->batch};
+  sg_status st = x != NULL && y != NULL ? SG_OK : SG_ERR_NO_MEMORY;
+  if (st == SG_OK) st = mlp_build(c, &g);
+  if (st == SG_OK) st = sg_session_create(g, &sp, &s);
+  if (st == SG_OK) st = sg_session_compile(s);
+  for (int k = 0; k < steps && st == SG_OK; k++) {
+    mlp_data(k, 0, c->batch, c->in, c->classes, x, y);
+    st = sg_session_set_input(s, "x", SG_F32, 2, xd, x);
+    if (st == SG_OK) st = sg_session_set_input(s, "y", SG_I64, 1, yd, y);
+    if (st == SG_OK) st = sg_session_set_input(s, "lr", SG_F32, 0, NULL, &lr);
+    if (st == SG_OK) st = sg_session_step(s);
+    if (st == SG_OK && losses != NULL) st = sg_session_read(s, "loss", &losses[k], sizeof(float));
+  }
+  if (st == SG_OK) st = params_read(g, s, out);
+  free(x);
+  free(y);
+  sg_session_destroy(s);
+  sg_graph_destroy(g);
+  return st;
 }

@@ -66,4 +66,39 @@ double params_max_rel_diff(const param_set *a, const param_set *b, param_diff *o
 /* FNV-1a over the parameters in tensor order (as sg_dist_params_hash). */
 uint64_t params_fnv(const param_set *p);
 
+/* ---- the workers' files and feeds ------------------------------------------ */
+
+/* Every parameter's raw f32 values, in tensor order, to `path`; SG_ERR_IO
+ * naming the file. */
+sg_status params_save(const char *path, const param_set *p);
+/* The values params_save wrote into `p`, which already has their layout (a
+ * params_read of the same graph); SG_ERR_IO when the file cannot be opened
+ * or is short. */
+sg_status params_load(const char *path, param_set *p);
+/* The session's parameters to dir/params.<rank>; with `ref` (another run's
+ * dir) *rel = params_max_rel_diff against ref/params.0, else 0. */
+sg_status params_save_compare(const sg_graph *g, const sg_session *s, const char *dir, int rank,
+                              const char *ref, double *rel);
+/* dir/name's text into buf (at most cap-1 bytes, NUL-terminated); -1 when
+ * the file cannot be opened. */
+int read_text(const char *dir, const char *name, char *buf, size_t cap);
+
+/* A feed callback (sg_dist_params.feed) for the MLP, with an mlp_feed_ctx as
+ * feed_ctx: shard k of a step is samples [k*batch, (k+1)*batch) of the
+ * global batch (mlp_data), set as "x" and "y", and `lr` as "lr";
+ * SG_ERR_RANGE for a shard outside 0..n_shards-1. */
+typedef struct mlp_feed_ctx {
+  int batch, in, classes;
+  float lr;
+  float *x;   /* room for batch*in floats */
+  int64_t *y; /* room for batch labels */
+} mlp_feed_ctx;
+sg_status mlp_feed(void *ctx, sg_dist *d, uint64_t step, int shard, int n_shards);
+
+/* The single-process reference of the MLP workers: `c` (c->batch rows: the
+ * whole global batch) trained for `steps` steps in one session (1 thread)
+ * on samples [0, c->batch) of each step at learning rate `lr`; its
+ * parameters into `out`, and each step's loss into losses[] unless NULL. */
+sg_status mlp_reference(const mlp_cfg *c, int steps, float lr, float *losses, param_set *out);
+
 #endif /* DIST_MODELS_H */

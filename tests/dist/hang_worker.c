@@ -32,29 +32,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#define SG_WORKER_FAIL_STATUS 2 /* 1 is a failed step (see main) */
+#include "../worker_check.h"
 #include "dist_models.h"
 #include "sgrt/sgrt.h"
 
 #define STEPS 10
 enum { B = 8, IN = 32, HID = 64, LAYERS = 3, CL = 10 };
-
-static int rank_env(void) {
-  const char *s = getenv("SG_RANK");
-  return s ? atoi(s) : 0;
-}
-
-#define FAIL(...)                                                             \
-  do {                                                                        \
-    fprintf(stderr, "FAIL hang_worker:%d (rank %d): ", __LINE__, rank_env()); \
-    fprintf(stderr, __VA_ARGS__);                                             \
-    fprintf(stderr, " (last error: %s)\n", sg_last_error());                  \
-    exit(2);                                                                  \
-  } while (0)
-#define CHECK_OK(call)                                                   \
-  do {                                                                   \
-    sg_status st_ = (call);                                              \
-    if (st_ != SG_OK) FAIL("%s returned %s", #call, sg_status_str(st_)); \
-  } while (0)
 
 static double wall_s(void) {
   struct timespec ts;
@@ -70,38 +54,10 @@ static int env_int(const char *name, int fallback, int lo, int hi) {
   return v;
 }
 
-/* Shard `shard` of step `step`: samples [shard*B, (shard+1)*B) of the global batch. */
-static sg_status feed(void *ctx, sg_dist *d, uint64_t step, int shard, int n_shards) {
-  (void)ctx;
-  (void)n_shards;
-  static float x[B * IN];
-  static int64_t y[B];
-  const int64_t xd[] = {B, IN}, yd[] = {B};
-  const float lr = 0.1f;
-  mlp_data((int)step, shard * B, B, IN, CL, x, y);
-  sg_status st = sg_dist_set_input(d, "x", SG_F32, 2, xd, x);
-  if (st == SG_OK) st = sg_dist_set_input(d, "y", SG_I64, 1, yd, y);
-  if (st != SG_OK) return st;
-  return sg_dist_set_input(d, "lr", SG_F32, 0, NULL, &lr);
-}
-
-static void write_params(const char *path, const param_set *p) {
-  FILE *f = fopen(path, "wb");
-  if (f == NULL) FAIL("cannot write %s", path);
-  for (int i = 0; i < p->n; i++)
-    if (fwrite(p->values[i], sizeof(float), (size_t)p->numel[i], f) != (size_t)p->numel[i])
-      FAIL("write %s", path);
-  if (fclose(f) != 0) FAIL("write %s", path);
-}
-
-static void read_params(const char *path, const param_set *like, param_set *out) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) FAIL("cannot read %s", path);
-  for (int i = 0; i < like->n; i++)
-    if (fread(out->values[i], sizeof(float), (size_t)like->numel[i], f) != (size_t)like->numel[i])
-      FAIL("%s is short", path);
-  fclose(f);
-}
+/* The inputs (mlp_feed): shard k of a step is samples [k*B, (k+1)*B) of the global batch. */
+static float feed_x[B * IN];
+static int64_t feed_y[B];
+static mlp_feed_ctx feed_ctx = {B, IN, CL, 0.1f, feed_x, feed_y};
 
 /* `api`: the position API on a live 2-rank communicator. */
 static int api(void) {
@@ -182,7 +138,8 @@ int main(int argc, char **argv) {
   dp.heartbeat_ms = 100;
   dp.dead_ms = 400;
   dp.hang_ms = env_int("HANG_MS", 2000, -1, 600000);
-  dp.feed = fail ? NULL : feed;
+  dp.feed = fail ? NULL : mlp_feed;
+  dp.feed_ctx = &feed_ctx;
   if (slow) {
     /* hang_ms is validated: not above 0 and not at or below heartbeat_ms. */
     sg_dist_params bad = dp;
@@ -200,7 +157,7 @@ int main(int argc, char **argv) {
   sg_dist_stats st = SG_DIST_STATS_INIT;
   for (int s = 0; s < steps; s++) {
     if (pause + lag > 0) usleep((useconds_t)(pause + lag) * 1000);
-    if (fail) CHECK_OK(feed(NULL, d, (uint64_t)s, rank, sg_dist_size(d)));
+    if (fail) CHECK_OK(mlp_feed(&feed_ctx, d, (uint64_t)s, rank, sg_dist_size(d)));
     sg_status rc = sg_dist_step(d);
     CHECK_OK(sg_dist_get_stats(d, &st));
     if (rc != SG_OK) {
@@ -216,22 +173,8 @@ int main(int argc, char **argv) {
     }
     if (st.steps != (uint64_t)s + 1) FAIL("after step %d: %" PRIu64 " steps completed", s + 1, st.steps);
   }
-  param_set got = {0};
-  CHECK_OK(params_read(g, sg_dist_session(d), &got));
-  char path[4096];
-  snprintf(path, sizeof path, "%s/params.%d", dir, st.original_rank);
-  write_params(path, &got);
-  double rel = 0;
-  if (ref != NULL) {
-    param_set want = {0};
-    CHECK_OK(params_read(g, sg_dist_session(d), &want));
-    snprintf(path, sizeof path, "%s/params.0", ref);
-    read_params(path, &got, &want);
-    param_diff diff;
-    rel = params_max_rel_diff(&got, &want, &diff);
-    params_free(&want);
-  }
-  params_free(&got);
+  double rel;
+  CHECK_OK(params_save_compare(g, sg_dist_session(d), dir, st.original_rank, ref, &rel));
   printf("HANG rank %d (now %d of %d): steps %" PRIu64
          " recoveries %d epoch %d detection_ms %.1f rto_ms %.1f "
          "max_rel %.3g\n",

@@ -29,70 +29,26 @@
 #include <string.h>
 #include <unistd.h>
 
+#define SG_WORKER_FAIL_STATUS 2 /* 1 is a failed step (see main) */
+#include "../worker_check.h"
 #include "dist_models.h"
 #include "sgrt/sgrt.h"
 
 #define STEPS 10
 enum { B = 8, IN = 32, HID = 64, LAYERS = 3, CL = 10 };
 
-static int rank_env(void) {
-  const char *s = getenv("SG_RANK");
-  return s ? atoi(s) : 0;
-}
-
-#define FAIL(...)                                                             \
-  do {                                                                        \
-    fprintf(stderr, "FAIL heal_worker:%d (rank %d): ", __LINE__, rank_env()); \
-    fprintf(stderr, __VA_ARGS__);                                             \
-    fprintf(stderr, " (last error: %s)\n", sg_last_error());                  \
-    exit(2);                                                                  \
-  } while (0)
-#define CHECK_OK(call)                                                   \
-  do {                                                                   \
-    sg_status st_ = (call);                                              \
-    if (st_ != SG_OK) FAIL("%s returned %s", #call, sg_status_str(st_)); \
-  } while (0)
-
-/* Shard `shard` of step `step`: samples [shard*B, (shard+1)*B) of the global batch. */
-static sg_status feed(void *ctx, sg_dist *d, uint64_t step, int shard, int n_shards) {
-  (void)ctx;
-  (void)n_shards;
-  static float x[B * IN];
-  static int64_t y[B];
-  const int64_t xd[] = {B, IN}, yd[] = {B};
-  const float lr = 0.1f;
-  mlp_data((int)step, shard * B, B, IN, CL, x, y);
-  sg_status st = sg_dist_set_input(d, "x", SG_F32, 2, xd, x);
-  if (st == SG_OK) st = sg_dist_set_input(d, "y", SG_I64, 1, yd, y);
-  if (st != SG_OK) return st;
-  return sg_dist_set_input(d, "lr", SG_F32, 0, NULL, &lr);
-}
-
-static void write_params(const char *path, const param_set *p) {
-  FILE *f = fopen(path, "wb");
-  if (f == NULL) FAIL("cannot write %s", path);
-  for (int i = 0; i < p->n; i++)
-    if (fwrite(p->values[i], sizeof(float), (size_t)p->numel[i], f) != (size_t)p->numel[i])
-      FAIL("write %s", path);
-  if (fclose(f) != 0) FAIL("write %s", path);
-}
-
-/* The reference's values into a copy of `like` (same graph, same layout). */
-static void read_params(const char *path, const param_set *like, param_set *out) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) FAIL("cannot read %s", path);
-  for (int i = 0; i < like->n; i++)
-    if (fread(out->values[i], sizeof(float), (size_t)like->numel[i], f) != (size_t)like->numel[i])
-      FAIL("%s is short", path);
-  fclose(f);
-}
+/* The inputs (mlp_feed): shard k of a step is samples [k*B, (k+1)*B) of the global batch. */
+static float feed_x[B * IN];
+static int64_t feed_y[B];
+static mlp_feed_ctx feed_ctx = {B, IN, CL, 0.1f, feed_x, feed_y};
 
 /* `heal_worker badargs` (run with SG_INJECT set to a bad spec): the
  * recovery parameters are validated, each error naming what was wrong. */
 static int badargs(sg_graph *g) {
   sg_dist_params dp = SG_DIST_PARAMS_INIT;
   dp.threads = 1;
-  dp.feed = feed;
+  dp.feed = mlp_feed;
+  dp.feed_ctx = &feed_ctx;
   dp.qos = 7;
   sg_dist *d = NULL;
   if (sg_dist_create(g, &dp, &d) != SG_ERR_INVALID_ARG || strstr(sg_last_error(), "qos is 7") == NULL)
@@ -111,7 +67,8 @@ static int badargs(sg_graph *g) {
 static int rejoin_badargs(sg_graph *g) {
   sg_dist_params dp = SG_DIST_PARAMS_INIT;
   dp.threads = 1;
-  dp.feed = feed;
+  dp.feed = mlp_feed;
+  dp.feed_ctx = &feed_ctx;
   sg_dist *d = NULL;
   setenv("SG_REJOIN", "yes", 1);
   if (sg_dist_create(g, &dp, &d) != SG_ERR_INVALID_ARG ||
@@ -123,7 +80,8 @@ static int rejoin_badargs(sg_graph *g) {
       d != NULL)
     FAIL("SG_REJOIN=1 without a feed accepted or badly reported");
   printf("rejoin_badargs: %s\n", sg_last_error());
-  dp.feed = feed;
+  dp.feed = mlp_feed;
+  dp.feed_ctx = &feed_ctx;
   dp.zero = 1;
   if (sg_dist_create(g, &dp, &d) != SG_ERR_UNSUPPORTED || strstr(sg_last_error(), "ZeRO-1") == NULL ||
       d != NULL)
@@ -161,7 +119,8 @@ int main(int argc, char **argv) {
   dp.bucket_bytes = 4096; /* several buckets */
   dp.heartbeat_ms = 100;
   dp.dead_ms = 400;
-  dp.feed = feed;
+  dp.feed = mlp_feed;
+  dp.feed_ctx = &feed_ctx;
   /* HEAL_MICRO_BATCHES: micro-batches per rank and step (the shards of a lost rank's micro-batches
    * then spread over the survivors). */
   const char *micro = getenv("HEAL_MICRO_BATCHES");
@@ -201,21 +160,8 @@ int main(int argc, char **argv) {
     }
     if (st.steps != (uint64_t)s + 1) FAIL("after step %d: %" PRIu64 " steps completed", s + 1, st.steps);
   }
-  param_set got = {0};
-  CHECK_OK(params_read(g, sg_dist_session(d), &got));
-  char path[4096];
-  snprintf(path, sizeof path, "%s/params.%d", dir, st.original_rank);
-  write_params(path, &got);
-  double rel = 0;
-  if (ref != NULL) {
-    param_set want = {0};
-    CHECK_OK(params_read(g, sg_dist_session(d), &want));
-    snprintf(path, sizeof path, "%s/params.0", ref);
-    read_params(path, &got, &want);
-    param_diff diff;
-    rel = params_max_rel_diff(&got, &want, &diff);
-    params_free(&want);
-  }
+  double rel;
+  CHECK_OK(params_save_compare(g, sg_dist_session(d), dir, st.original_rank, ref, &rel));
   rank = sg_dist_rank(d);
   printf("HEAL rank %d (now %d of %d): recoveries %d epoch %d shards %d detection_ms %.1f rto_ms %.1f "
          "rpo_steps %" PRIu64 " redone %" PRIu64 " snapshot_ms %.3f step_ms %.3f max_rel %.3g rejoins %d "
@@ -223,7 +169,6 @@ int main(int argc, char **argv) {
          st.original_rank, rank, st.world_size, st.recoveries, st.epoch, st.shards, st.detection_ms,
          st.rto_ms, st.rpo_steps, st.redone_steps, st.snapshot_ms, st.step_ms, rel, st.rejoins,
          st.replica_bytes, st.replication_ms, st.optimizer_state_bytes, st.optimizer_state_total);
-  params_free(&got);
   /* graceful-degrade skips the lost ranks' samples: not the failure-free result, one shard each. */
   const char *qos = getenv("SG_QOS");
   bool degrade = qos != NULL && strcmp(qos, "graceful-degrade") == 0;

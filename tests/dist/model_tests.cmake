@@ -6,6 +6,7 @@
 # ranks itself (run_death.sh) and checks that a 4-stage pipeline whose rank 2
 # is SIGKILLed fails on every other rank with SG_ERR_COMM naming it within 5 s.
 add_executable(model_worker ${CMAKE_CURRENT_LIST_DIR}/model_worker.c ${CMAKE_CURRENT_LIST_DIR}/dist_models.c
+                            ${CMAKE_CURRENT_LIST_DIR}/compare.c
                             ${PROJECT_SOURCE_DIR}/examples/resnet50/resnet50_model.c)
 target_link_libraries(model_worker PRIVATE sgrt_internal m)
 target_compile_options(model_worker PRIVATE ${SG_WARNINGS})

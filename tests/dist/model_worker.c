@@ -42,7 +42,9 @@
 #include <unistd.h>
 
 #include "../../examples/resnet50/resnet50_model.h"
+#define SG_WORKER_FAIL_STATUS 2 /* 1 is a survivor that detected the death (run_death.sh) */
 #include "../worker_check.h"
+#include "compare.h"
 #include "dist_models.h"
 #include "sgrt/sgrt.h"
 
@@ -60,10 +62,7 @@ typedef struct model {
 } model;
 
 static void add_loss(sg_graph *g, sg_tensor logits, sg_tensor y, model *m) {
-  sg_tensor loss = sg_cross_entropy(g, logits, y, SG_REDUCTION_MEAN);
-  OK(sg_tensor_set_name(g, loss, "loss"));
-  OK(sg_graph_mark_output(g, loss));
-  OK(sg_graph_finalize(g));
+  sg_tensor loss = finish_forward(g, logits, y);
   m->fwd = g;
   m->loss = loss;
 }
@@ -122,6 +121,18 @@ static size_t x_count(const model *m, int n) {
   return (size_t)n * (m->resnet ? 3 * (size_t)m->res * (size_t)m->res : (size_t)m->in);
 }
 
+/* Samples [first, first+n) of `step` into x and y, and x's shape into xd
+ * (2 dims for the MLP, 4 for ResNet-50). */
+static void fill(const model *m, int step, int first, int n, float *x, int64_t *y, int64_t xd[4]) {
+  xd[0] = n, xd[1] = m->in, xd[2] = xd[3] = 0;
+  if (m->resnet) {
+    rn_data(step, first, n, m->res, m->classes, x, y);
+    xd[1] = 3, xd[2] = xd[3] = m->res;
+  } else {
+    mlp_data(step, first, n, m->in, m->classes, x, y);
+  }
+}
+
 /* Samples [first, first+n) of `step`, set as the inputs (whole batch of the graph). */
 /* Odd steps of the pipeline and tensor runs bind their inputs instead
  * (sg_dist_bind_input: not copied, so they live here until the next feed). */
@@ -135,13 +146,8 @@ static void feed_bound(const model *m, sg_dist *d, int step, int first, int n) {
   bound_x = aligned_alloc(64, (sizeof(float) * x_count(m, n) + 63) / 64 * 64);
   bound_y = aligned_alloc(64, (sizeof(int64_t) * (size_t)n + 63) / 64 * 64);
   CHECK(bound_x && bound_y, "out of memory");
-  int64_t xd[4] = {n, m->in}, yd[] = {n};
-  if (m->resnet) {
-    rn_data(step, first, n, m->res, m->classes, bound_x, bound_y);
-    xd[1] = 3, xd[2] = xd[3] = m->res;
-  } else {
-    mlp_data(step, first, n, m->in, m->classes, bound_x, bound_y);
-  }
+  int64_t xd[4], yd[] = {n};
+  fill(m, step, first, n, bound_x, bound_y, xd);
   float lr = m->resnet ? 0.01f : 0.05f;
   OK(sg_dist_bind_input(d, m->resnet ? "images" : "x", SG_F32, m->resnet ? 4 : 2, xd, bound_x));
   OK(sg_dist_bind_input(d, m->resnet ? "labels" : "y", SG_I64, 1, yd, bound_y));
@@ -153,13 +159,8 @@ static void feed(const model *m, sg_dist *d, sg_session *s, int step, int first,
   float *x = malloc(sizeof(float) * x_count(m, n)), lr = m->resnet ? 0.01f : 0.05f;
   int64_t *y = malloc(sizeof(int64_t) * (size_t)n);
   CHECK(x && y, "out of memory");
-  int64_t xd[4] = {n, m->in}, yd[] = {n};
-  if (m->resnet) {
-    rn_data(step, first, n, m->res, m->classes, x, y);
-    xd[1] = 3, xd[2] = xd[3] = m->res;
-  } else {
-    mlp_data(step, first, n, m->in, m->classes, x, y);
-  }
+  int64_t xd[4], yd[] = {n};
+  fill(m, step, first, n, x, y, xd);
   const char *xn = m->resnet ? "images" : "x", *yn = m->resnet ? "labels" : "y";
   int xnd = m->resnet ? 4 : 2;
   if (d) {
@@ -260,15 +261,6 @@ static void init_weights(const model *m, sg_dist *d, const sg_tp_plan *plan, int
     free(full);
     free(part);
   }
-}
-
-static double rel_diff(const float *a, const float *b, int64_t n) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < n; i++) {
-    num = fmax(num, fabs((double)a[i] - (double)b[i]));
-    den = fmax(den, fabs((double)b[i]));
-  }
-  return den > 0 ? num / den : num;
 }
 
 /* ---- pipeline and tensor runs ------------------------------------------------------ */
@@ -662,17 +654,6 @@ static void write_text(const char *dir, const char *name, const char *text) {
   fputs(text, f);
   fclose(f);
   CHECK(rename(tmp, path) == 0, "cannot rename %s", tmp);
-}
-
-static int read_text(const char *dir, const char *name, char *buf, size_t cap) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE *f = fopen(path, "r");
-  if (f == NULL) return -1;
-  size_t n = fread(buf, 1, cap - 1, f);
-  buf[n] = '\0';
-  fclose(f);
-  return 0;
 }
 
 static void *kill_me(void *arg) {

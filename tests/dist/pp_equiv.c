@@ -30,6 +30,7 @@
 #include "../../examples/resnet50/resnet50_model.h"
 #include "../worker_check.h"
 #include "comm/comm_internal.h"
+#include "compare.h"
 #include "core/core.h"
 #include "dist/pp.h"
 #include "dist_models.h"
@@ -83,10 +84,7 @@ static sg_graph *build_mlp(const model *m, int batch) {
     if (m->dropout && l <= 2) h = sg_dropout(g, h, 0.25, 100 + (uint64_t)l, 1);
     fan_in = out_f;
   }
-  sg_tensor loss = sg_cross_entropy(g, h, y, SG_REDUCTION_MEAN);
-  OK(sg_tensor_set_name(g, loss, "loss"));
-  OK(sg_graph_mark_output(g, loss));
-  OK(sg_graph_finalize(g));
+  finish_forward(g, h, y);
   return g;
 }
 
@@ -106,10 +104,7 @@ static sg_graph *build_resnet(int batch) {
   rc.width = RN_WIDTH;
   sg_tensor logits;
   OK(resnet50_build(g, &rc, x, &logits));
-  sg_tensor loss = sg_cross_entropy(g, logits, y, SG_REDUCTION_MEAN);
-  OK(sg_tensor_set_name(g, loss, "loss"));
-  OK(sg_graph_mark_output(g, loss));
-  OK(sg_graph_finalize(g));
+  finish_forward(g, logits, y);
   return g;
 }
 
@@ -144,25 +139,6 @@ static void init_session(const model *m, const sg_graph *g, sg_session *s, const
     OK(sg_session_write(s, ti.name, v, ti.nbytes));
     free(v);
   }
-}
-
-static void add_optimizer(sg_graph *g) {
-  sg_tensor lr;
-  if (sg_graph_find_tensor(g, "lr", &lr) != SG_OK) lr = sg_input(g, "lr", SG_F32, 0, NULL);
-  sg_sgd_params p = SG_SGD_PARAMS_INIT;
-  p.momentum = 0.9;
-  OK(sg_graph_add_sgd(g, lr, &p));
-  OK(sg_graph_finalize(g));
-}
-
-static sg_session *open_session(const sg_graph *g) {
-  sg_session_params sp = SG_SESSION_PARAMS_INIT;
-  sp.threads = 1; /* the ranks share two cores */
-  sg_session *s;
-  OK(sg_session_create(g, &sp, &s));
-  OK(sg__session_set_updates_last(s, true));
-  OK(sg_session_compile(s));
-  return s;
 }
 
 /* ---- what is compared ---------------------------------------------------------- */
@@ -230,13 +206,8 @@ typedef struct slot {
 static void reference(const model *m, int D, int M, const layout *l, float *ref, float *losses) {
   int mb = m->batch / (D * M);
   sg_graph *fwd = build(m, mb), *g;
-  OK(sg_graph_clone(fwd, &g));
+  sg_session *s = open_training(fwd, &g);
   sg_graph_destroy(fwd);
-  sg_tensor loss;
-  OK(sg_graph_find_tensor(g, "loss", &loss));
-  OK(sg_graph_backward(g, loss));
-  add_optimizer(g);
-  sg_session *s = open_session(g);
   init_session(m, g, s, NULL, 0);
   uint32_t n_order = 0, first_upd = 0;
   const int32_t *order = sg__session_order(s, &n_order);
@@ -340,15 +311,6 @@ static void reference(const model *m, int D, int M, const layout *l, float *ref,
 
 /* ---- the pipeline ------------------------------------------------------------------ */
 
-static double rel_diff(const float *a, const float *b, size_t n) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; i++) {
-    num = fmax(num, fabs((double)a[i] - (double)b[i]));
-    den = fmax(den, fabs((double)b[i]));
-  }
-  return den > 0 ? num / den : num;
-}
-
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {
   const uint8_t *b = p;
   for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
@@ -396,17 +358,8 @@ static void cut_at_blocks(const sg_graph *fwd, int K, int *stage_of) {
 }
 
 static void stages_of(const sg_graph *fwd, int K, int metis, int *stage_of) {
-  if (!metis) {
-    cut_at_blocks(fwd, K, stage_of);
-    return;
-  }
-  sg_partition_params pp = SG_PARTITION_PARAMS_INIT;
-  pp.parts = K;
-  pp.mode = SG_PARTITION_PIPELINE;
-  sg_partition *part;
-  OK(sg_partition_create(fwd, &pp, NULL, &part));
-  OK(sg__pp_stages_from_partition(part, sg_graph_num_ops(fwd), stage_of));
-  sg_partition_destroy(part);
+  if (metis) stages_from_metis(fwd, K, stage_of);
+  else cut_at_blocks(fwd, K, stage_of);
 }
 
 static sg_comm *group(const char *prefix, int index, int rank, int size) {
@@ -569,14 +522,11 @@ int pp_equiv_main(int argc, char **argv) {
   CHECK(bad_all == 0, "%d tensors differ from the single-process run by more than %g (here %d)", bad_all, TOL,
         n_bad);
   double loss_diff = 0;
-  if (stage == K - 1)
-    for (int k = 0; k < STEPS; k++) {
-      float want = ref_losses[replica * STEPS + k];
-      double d = fabs((double)losses[k] - want) / fabs((double)want);
-      printf("rank %d (replica %d): step %d loss %.7f reference %.7f\n", rank, replica, k, losses[k], want);
-      CHECK(d <= TOL, "step %d: loss %g, reference %g", k, losses[k], want);
-      loss_diff = fmax(loss_diff, d);
-    }
+  if (stage == K - 1) {
+    char who[64];
+    snprintf(who, sizeof who, "rank %d (replica %d)", rank, replica);
+    loss_diff = compare_losses(who, losses, ref_losses + replica * STEPS, STEPS, TOL);
+  }
   /* The copies of a stage hold the same bits. */
   int64_t hashes[64], mine_h = (int64_t)h;
   OK(sg_comm_allgather(dc, &mine_h, hashes, 1, SG_I64));

@@ -9,7 +9,8 @@
 # communicator: argument checks, allocation failures, and a deadlock and
 # dependency simulation of every 1F1B program for K <= 8, M <= 12.
 add_executable(pp_worker ${CMAKE_CURRENT_LIST_DIR}/pp_worker.c ${CMAKE_CURRENT_LIST_DIR}/pp_equiv.c
-                         ${CMAKE_CURRENT_LIST_DIR}/dist_models.c ${PROJECT_SOURCE_DIR}/examples/resnet50/resnet50_model.c)
+                         ${CMAKE_CURRENT_LIST_DIR}/compare.c ${CMAKE_CURRENT_LIST_DIR}/dist_models.c
+                         ${PROJECT_SOURCE_DIR}/examples/resnet50/resnet50_model.c)
 target_link_libraries(pp_worker PRIVATE sgrt_internal m)
 target_compile_options(pp_worker PRIVATE ${SG_WARNINGS})
 

@@ -34,6 +34,7 @@
 
 #include "../worker_check.h"
 #include "comm/wire.h"
+#include "compare.h"
 #include "core/core.h"
 #include "dist/pp.h"
 #include "pp_equiv.h"
@@ -66,105 +67,34 @@ static sg_graph *build(void) {
   int fan_in = IN;
   for (int l = 1; l <= LAYERS; l++) {
     int out_f = l == LAYERS ? CLASSES : HIDDEN;
-    int64_t wd[2] = {out_f, fan_in}, bd[] = {out_f};
-    size_t nw = (size_t)out_f * (size_t)fan_in;
-    float *w = malloc(nw * sizeof *w), *b = malloc((size_t)out_f * sizeof *b);
-    CHECK(w && b, "out of memory");
-    float bound = 1.0f / sqrtf((float)fan_in);
-    for (size_t i = 0; i < nw; i++) w[i] = bound * sg_worker_unit(7, (uint64_t)l, i);
-    for (int i = 0; i < out_f; i++) b[i] = bound * sg_worker_unit(7, 1000u + (uint64_t)l, (uint64_t)i);
-    char wn[32], bn[32];
-    snprintf(wn, sizeof wn, "fc%d.weight", l);
-    snprintf(bn, sizeof bn, "fc%d.bias", l);
-    sg_tensor W = sg_parameter(g, wn, SG_F32, 2, wd, w);
-    sg_tensor B = sg_parameter(g, bn, SG_F32, 1, bd, b);
-    free(w);
-    free(b);
+    sg_tensor W, B;
+    mlp_layer_params(g, l, fan_in, out_f, false, true, &W, &B);
     h = sg_linear(g, h, W, B);
     if (RESIDUAL && l == 3) h = sg_sub(g, h, h1); /* not symmetric: a swap shows */
     if (l < LAYERS) h = sg_relu(g, h);
     if (l == 1) h1 = h;
     fan_in = out_f;
   }
-  sg_tensor loss = sg_cross_entropy(g, h, y, SG_REDUCTION_MEAN);
-  OK(sg_tensor_set_name(g, loss, "loss"));
-  OK(sg_graph_mark_output(g, loss));
-  OK(sg_graph_finalize(g));
+  finish_forward(g, h, y);
   return g;
 }
 
 static void data(int step, float *x, int64_t *y) { sg_worker_mlp_batch(BATCH, IN, CLASSES, step, x, y); }
 
-/* Appends SGD with momentum 0.9 (and an "lr" input if there is none). */
-static void add_optimizer(sg_graph *g) {
-  sg_tensor lr;
-  if (sg_graph_find_tensor(g, "lr", &lr) != SG_OK) lr = sg_input(g, "lr", SG_F32, 0, NULL);
-  sg_sgd_params p = SG_SGD_PARAMS_INIT;
-  p.momentum = 0.9;
-  OK(sg_graph_add_sgd(g, lr, &p));
-  OK(sg_graph_finalize(g));
-}
-
-static sg_session *open_session(const sg_graph *g) {
-  sg_session_params sp = SG_SESSION_PARAMS_INIT;
-  sp.threads = 1; /* the ranks share two cores */
-  sg_session *s;
-  OK(sg_session_create(g, &sp, &s));
-  OK(sg__session_set_updates_last(s, true));
-  OK(sg_session_compile(s));
-  return s;
-}
-
 /* The single-process reference: the whole batch, one graph, 5 steps. */
 static sg_session *reference(sg_graph **gout, float *losses) {
   sg_graph *fwd = build(), *g;
-  OK(sg_graph_clone(fwd, &g));
+  sg_session *s = open_training(fwd, &g);
   sg_graph_destroy(fwd);
-  sg_tensor loss;
-  OK(sg_graph_find_tensor(g, "loss", &loss));
-  OK(sg_graph_backward(g, loss));
-  add_optimizer(g);
-  sg_session *s = open_session(g);
-  float *x = malloc(sizeof(float) * (size_t)BATCH * IN), lr = 0.05f;
-  int64_t *y = malloc(sizeof(int64_t) * (size_t)BATCH), xd[] = {BATCH, IN}, yd[] = {BATCH};
-  CHECK(x && y, "out of memory");
-  for (int step = 0; step < STEPS; step++) {
-    data(step, x, y);
-    OK(sg_session_set_input(s, "x", SG_F32, 2, xd, x));
-    OK(sg_session_set_input(s, "y", SG_I64, 1, yd, y));
-    OK(sg_session_set_input(s, "lr", SG_F32, 0, NULL, &lr));
-    OK(sg_session_step(s));
-    OK(sg_session_read(s, "loss", &losses[step], sizeof(float)));
-  }
-  free(x);
-  free(y);
+  train_mlp(s, BATCH, IN, CLASSES, 0.05f, STEPS, losses);
   *gout = g;
   return s;
-}
-
-static double rel_diff(const float *a, const float *b, int64_t n) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < n; i++) {
-    num = fmax(num, fabs((double)a[i] - (double)b[i]));
-    den = fmax(den, fabs((double)b[i]));
-  }
-  return den > 0 ? num / den : num;
 }
 
 /* ---- the pipeline run ------------------------------------------------------ */
 
 static void spread(int n_ops, int stages, int *stage_of) {
   for (int k = 0; k < n_ops; k++) stage_of[k] = (int)((int64_t)k * stages / n_ops);
-}
-
-static void from_metis(const sg_graph *fwd, int stages, int *stage_of) {
-  sg_partition_params pp = SG_PARTITION_PARAMS_INIT;
-  pp.parts = stages;
-  pp.mode = SG_PARTITION_PIPELINE;
-  sg_partition *part;
-  OK(sg_partition_create(fwd, &pp, NULL, &part));
-  OK(sg__pp_stages_from_partition(part, sg_graph_num_ops(fwd), stage_of));
-  sg_partition_destroy(part);
 }
 
 static int run_pipeline(int metis, int micro) {
@@ -177,7 +107,7 @@ static int run_pipeline(int metis, int micro) {
   sg_graph *fwd = build();
   int n_ops = sg_graph_num_ops(fwd), stage_of[64];
   CHECK(n_ops <= 64, "%d ops", n_ops);
-  if (metis) from_metis(fwd, stages, stage_of);
+  if (metis) stages_from_metis(fwd, stages, stage_of);
   else spread(n_ops, stages, stage_of);
   if (rank == 0) {
     printf("stages:");
@@ -263,13 +193,11 @@ static int run_pipeline(int metis, int micro) {
     free(mine);
   }
   double loss_diff = 0;
-  if (rank == stages - 1)
-    for (int k = 0; k < STEPS; k++) {
-      double d = fabs((double)losses[k] - ref_losses[k]) / fabs((double)ref_losses[k]);
-      printf("rank %d: step %d loss %.7f reference %.7f\n", rank, k, losses[k], ref_losses[k]);
-      CHECK(d <= TOL, "step %d: loss %g, reference %g", k, losses[k], ref_losses[k]);
-      loss_diff = fmax(loss_diff, d);
-    }
+  if (rank == stages - 1) {
+    char who[32];
+    snprintf(who, sizeof who, "rank %d", rank);
+    loss_diff = compare_losses(who, losses, ref_losses, STEPS, TOL);
+  }
   /* Every parameter of the model is on exactly one stage. */
   OK(sg_comm_allreduce(comm, &n_params, &n_params, 1, SG_I64, SG_REDUCE_SUM));
   CHECK(n_params == 2 * LAYERS, "the stages hold %lld parameters, the model %d", (long long)n_params,

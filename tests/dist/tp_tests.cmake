@@ -4,7 +4,7 @@
 # parameters bitwise equal across ranks). The two mutant runs drop the
 # backward or the forward syncs and pass only if the comparison then fails, so
 # the check is known to be able to fail. `badargs` needs no communicator.
-add_executable(tp_worker ${CMAKE_CURRENT_LIST_DIR}/tp_worker.c)
+add_executable(tp_worker ${CMAKE_CURRENT_LIST_DIR}/tp_worker.c ${CMAKE_CURRENT_LIST_DIR}/compare.c)
 target_link_libraries(tp_worker PRIVATE sgrt_internal m)
 target_compile_options(tp_worker PRIVATE ${SG_WARNINGS})
 

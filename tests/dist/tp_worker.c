@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "../worker_check.h"
+#include "compare.h"
 #include "core/core.h"
 #include "dist/tp.h"
 #include "runtime/hooks.h"
@@ -51,22 +52,9 @@ static sg_graph *build(int use_matmul, int layers) {
   int fan_in = IN;
   for (int l = 1; l <= layers; l++) {
     int out_f = l == layers ? CLASSES : HIDDEN;
-    int64_t wd[2] = {out_f, fan_in}, bd[] = {out_f};
-    if (use_matmul) wd[0] = fan_in, wd[1] = out_f;
-    size_t nw = (size_t)out_f * (size_t)fan_in;
-    float *w = malloc(nw * sizeof *w), *b = malloc((size_t)out_f * sizeof *b);
-    CHECK(w && b, "out of memory");
-    float bound = 1.0f / sqrtf((float)fan_in);
-    for (size_t i = 0; i < nw; i++) w[i] = bound * sg_worker_unit(7, (uint64_t)l, i);
-    for (int i = 0; i < out_f; i++) b[i] = bound * sg_worker_unit(7, 1000u + (uint64_t)l, (uint64_t)i);
-    char wn[32], bn[32];
-    snprintf(wn, sizeof wn, "fc%d.weight", l);
-    snprintf(bn, sizeof bn, "fc%d.bias", l);
-    sg_tensor W = sg_parameter(g, wn, SG_F32, 2, wd, w);
     bool bias = !use_matmul || l % 2 == 0;
-    sg_tensor B = bias ? sg_parameter(g, bn, SG_F32, 1, bd, b) : SG_NO_TENSOR;
-    free(w);
-    free(b);
+    sg_tensor W, B;
+    mlp_layer_params(g, l, fan_in, out_f, use_matmul, bias, &W, &B);
     if (use_matmul) {
       h = sg_matmul(g, h, W);
       if (bias) h = sg_add(g, h, B);
@@ -76,14 +64,9 @@ static sg_graph *build(int use_matmul, int layers) {
     if (l < layers) h = sg_relu(g, h);
     fan_in = out_f;
   }
-  sg_tensor loss = sg_cross_entropy(g, h, y, SG_REDUCTION_MEAN);
-  OK(sg_tensor_set_name(g, loss, "loss"));
-  OK(sg_graph_mark_output(g, loss));
-  OK(sg_graph_finalize(g));
+  finish_forward(g, h, y);
   return g;
 }
-
-static void data(int step, float *x, int64_t *y) { sg_worker_mlp_batch(BATCH, IN, CLASSES, step, x, y); }
 
 /* Appends backward and SGD with momentum to an editable graph and finalizes. */
 static void make_training(sg_graph *g) {
@@ -91,45 +74,12 @@ static void make_training(sg_graph *g) {
   OK(sg_graph_find_tensor(g, "loss", &loss));
   OK(sg_graph_find_tensor(g, "lr", &lr));
   OK(sg_graph_backward(g, loss));
-  sg_sgd_params p = SG_SGD_PARAMS_INIT;
-  p.momentum = 0.9;
-  OK(sg_graph_add_sgd(g, lr, &p));
-  OK(sg_graph_finalize(g));
+  add_optimizer(g);
 }
 
-static sg_session *open_session(const sg_graph *g) {
-  sg_session_params sp = SG_SESSION_PARAMS_INIT;
-  sp.threads = 1; /* two ranks share two cores */
-  sg_session *s;
-  OK(sg_session_create(g, &sp, &s));
-  OK(sg__session_set_updates_last(s, true));
-  OK(sg_session_compile(s));
-  return s;
-}
-
-static void train(sg_session *s, float *losses) {
-  float x[BATCH * IN], lr = 0.05f;
-  int64_t y[BATCH], xd[] = {BATCH, IN}, yd[] = {BATCH};
-  for (int step = 0; step < STEPS; step++) {
-    data(step, x, y);
-    OK(sg_session_set_input(s, "x", SG_F32, 2, xd, x));
-    OK(sg_session_set_input(s, "y", SG_I64, 1, yd, y));
-    OK(sg_session_set_input(s, "lr", SG_F32, 0, NULL, &lr));
-    OK(sg_session_step(s));
-    OK(sg_session_read(s, "loss", &losses[step], sizeof(float)));
-  }
-}
+static void train(sg_session *s, float *losses) { train_mlp(s, BATCH, IN, CLASSES, 0.05f, STEPS, losses); }
 
 /* ---- the TP run against the reference ---------------------------------------- */
-
-static double rel_diff(const float *a, const float *b, int64_t n) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < n; i++) {
-    num = fmax(num, fabs((double)a[i] - (double)b[i]));
-    den = fmax(den, fabs((double)b[i]));
-  }
-  return den > 0 ? num / den : num;
-}
 
 /* Compares every parameter of the reference with the TP run's (gathered
  * when split); returns the largest relative difference. */
@@ -231,10 +181,7 @@ static int run_tp(int use_matmul, int layers, int mutate) {
   OK(sg__tp_runner_create(tp, &x, run_syncs, n_run, &runner));
   train(tp, tp_loss);
 
-  for (int step = 0; step < STEPS && !mutate; step++) {
-    double d = fabs((double)tp_loss[step] - ref_loss[step]) / fabs((double)ref_loss[step]);
-    CHECK(d <= TOL, "step %d: loss %.9g, single process %.9g", step, tp_loss[step], ref_loss[step]);
-  }
+  if (!mutate) compare_losses(NULL, tp_loss, ref_loss, STEPS, TOL);
   int n_split = 0, n_repl = 0;
   double worst = compare(comm, &x, ref_g, ref, tp_g, tp, !mutate, &n_split, &n_repl);
   if (mutate) {

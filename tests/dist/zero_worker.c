@@ -30,49 +30,22 @@
 
 enum { B = 8, IN = 32, HID = 64, LAYERS = 3, CL = 10, STEPS = 5 };
 static const float lr_sgd = 0.1f, lr_adamw = 0.01f;
-static float lr_now;
 
-static sg_status feed(void *ctx, sg_dist *d, uint64_t step, int shard, int n_shards) {
-  (void)ctx;
-  static float x[B * IN];
-  static int64_t y[B];
-  const int64_t xd[] = {B, IN}, yd[] = {B};
-  if (shard < 0 || shard >= n_shards) return SG_ERR_RANGE;
-  mlp_data((int)step, shard * B, B, IN, CL, x, y);
-  sg_status st = sg_dist_set_input(d, "x", SG_F32, 2, xd, x);
-  if (st == SG_OK) st = sg_dist_set_input(d, "y", SG_I64, 1, yd, y);
-  if (st != SG_OK) return st;
-  return sg_dist_set_input(d, "lr", SG_F32, 0, NULL, &lr_now);
-}
+/* The ZeRO test's MLP: 8 equal hidden layers, so that the 4 ranges (cut at
+ * parameters) hold about a quarter of the optimizer state each. */
+enum { Z_IN = 64, Z_HID = 64, Z_LAYERS = 9 };
+
+/* The inputs (mlp_feed) of `micro` (IN features) and `zero` (Z_IN): B samples per shard. */
+_Static_assert((int)Z_IN >= (int)IN, "feed_x holds B rows of either MLP");
+static float feed_x[B * Z_IN];
+static int64_t feed_y[B];
 
 /* One process, the whole global batch of n_shards*B samples in one graph,
  * the same initial weights: the mean loss over all samples has the mean of
  * the shards' gradients as its gradient. */
-static void reference(int optimizer, int n_shards, float lr, param_set *out) {
-  const int GB = B * n_shards;
-  mlp_cfg rc = {GB, IN, HID, LAYERS, CL, 1, optimizer};
-  sg_graph *rg;
-  CHECK_OK(mlp_build(&rc, &rg));
-  sg_session_params sp = SG_SESSION_PARAMS_INIT;
-  sp.threads = 1;
-  sg_session *rs;
-  CHECK_OK(sg_session_create(rg, &sp, &rs));
-  CHECK_OK(sg_session_compile(rs));
-  float *gx = malloc((size_t)GB * IN * sizeof(float));
-  int64_t *gy = malloc((size_t)GB * sizeof(int64_t)), gxd[] = {GB, IN}, gyd[] = {GB};
-  CHECK(gx != NULL && gy != NULL, "out of memory");
-  for (int s = 0; s < STEPS; s++) {
-    mlp_data(s, 0, GB, IN, CL, gx, gy);
-    CHECK_OK(sg_session_set_input(rs, "x", SG_F32, 2, gxd, gx));
-    CHECK_OK(sg_session_set_input(rs, "y", SG_I64, 1, gyd, gy));
-    CHECK_OK(sg_session_set_input(rs, "lr", SG_F32, 0, NULL, &lr));
-    CHECK_OK(sg_session_step(rs));
-  }
-  CHECK_OK(params_read(rg, rs, out));
-  free(gx);
-  free(gy);
-  sg_session_destroy(rs);
-  sg_graph_destroy(rg);
+static void reference(int in, int hid, int layers, int optimizer, int n_shards, float lr, param_set *out) {
+  mlp_cfg rc = {B * n_shards, in, hid, layers, CL, 1, optimizer};
+  CHECK_OK(mlp_reference(&rc, STEPS, lr, NULL, out));
 }
 
 static int run_micro(int m) {
@@ -80,12 +53,13 @@ static int run_micro(int m) {
   mlp_cfg c = {B, IN, HID, LAYERS, CL, 1, 1};
   sg_graph *g;
   CHECK_OK(mlp_build(&c, &g));
-  lr_now = lr_sgd;
+  mlp_feed_ctx fc = {B, IN, CL, lr_sgd, feed_x, feed_y};
   sg_dist_params dp = SG_DIST_PARAMS_INIT;
   dp.threads = 1;
   dp.bucket_bytes = 4096; /* several buckets */
   dp.micro_batches = m;
-  dp.feed = feed;
+  dp.feed = mlp_feed;
+  dp.feed_ctx = &fc;
   sg_dist *d;
   CHECK_OK(sg_dist_create(g, &dp, &d));
   int rank = sg_dist_rank(d), size = sg_dist_size(d);
@@ -101,7 +75,7 @@ static int run_micro(int m) {
   sg_graph_destroy(g);
   if (rank == 0) {
     param_set want = {0};
-    reference(1, size * m, lr_sgd, &want);
+    reference(IN, HID, LAYERS, 1, size * m, lr_sgd, &want);
     param_diff pd;
     double rel = params_max_rel_diff(&got, &want, &pd);
     printf("micro: DP=%d x %d micro-batches of %d vs one process x batch %d, %d SGD-momentum steps: max "
@@ -112,68 +86,6 @@ static int run_micro(int m) {
   }
   params_free(&got);
   return 0;
-}
-
-/* The ZeRO test's MLP: 8 equal hidden layers, so that the 4 ranges (cut at
- * parameters) hold about a quarter of the optimizer state each. */
-enum { Z_IN = 64, Z_HID = 64, Z_LAYERS = 9 };
-
-static void write_params(const char *path, const param_set *p) {
-  FILE *f = fopen(path, "wb");
-  CHECK(f != NULL, "cannot write %s", path);
-  for (int i = 0; i < p->n; i++)
-    CHECK(fwrite(p->values[i], sizeof(float), (size_t)p->numel[i], f) == (size_t)p->numel[i], "write %s",
-          path);
-  CHECK(fclose(f) == 0, "write %s", path);
-}
-
-static void read_params(const char *path, param_set *p) {
-  FILE *f = fopen(path, "rb");
-  CHECK(f != NULL, "cannot read %s", path);
-  for (int i = 0; i < p->n; i++)
-    CHECK(fread(p->values[i], sizeof(float), (size_t)p->numel[i], f) == (size_t)p->numel[i], "%s is short",
-          path);
-  fclose(f);
-}
-
-static sg_status zfeed(void *ctx, sg_dist *d, uint64_t step, int shard, int n_shards) {
-  (void)ctx;
-  static float x[B * Z_IN];
-  static int64_t y[B];
-  const int64_t xd[] = {B, Z_IN}, yd[] = {B};
-  if (shard < 0 || shard >= n_shards) return SG_ERR_RANGE;
-  mlp_data((int)step, shard * B, B, Z_IN, CL, x, y);
-  sg_status st = sg_dist_set_input(d, "x", SG_F32, 2, xd, x);
-  if (st == SG_OK) st = sg_dist_set_input(d, "y", SG_I64, 1, yd, y);
-  if (st != SG_OK) return st;
-  return sg_dist_set_input(d, "lr", SG_F32, 0, NULL, &lr_now);
-}
-
-static void zero_reference(int optimizer, int n_shards, param_set *out) {
-  const int GB = B * n_shards;
-  mlp_cfg rc = {GB, Z_IN, Z_HID, Z_LAYERS, CL, 1, optimizer};
-  sg_graph *rg;
-  CHECK_OK(mlp_build(&rc, &rg));
-  sg_session_params sp = SG_SESSION_PARAMS_INIT;
-  sp.threads = 1;
-  sg_session *rs;
-  CHECK_OK(sg_session_create(rg, &sp, &rs));
-  CHECK_OK(sg_session_compile(rs));
-  float *gx = malloc((size_t)GB * Z_IN * sizeof(float));
-  int64_t *gy = malloc((size_t)GB * sizeof(int64_t)), gxd[] = {GB, Z_IN}, gyd[] = {GB};
-  CHECK(gx != NULL && gy != NULL, "out of memory");
-  for (int s = 0; s < STEPS; s++) {
-    mlp_data(s, 0, GB, Z_IN, CL, gx, gy);
-    CHECK_OK(sg_session_set_input(rs, "x", SG_F32, 2, gxd, gx));
-    CHECK_OK(sg_session_set_input(rs, "y", SG_I64, 1, gyd, gy));
-    CHECK_OK(sg_session_set_input(rs, "lr", SG_F32, 0, NULL, &lr_now));
-    CHECK_OK(sg_session_step(rs));
-  }
-  CHECK_OK(params_read(rg, rs, out));
-  free(gx);
-  free(gy);
-  sg_session_destroy(rs);
-  sg_graph_destroy(rg);
 }
 
 /* The buddy replicas in the global page table after STEPS steps: the slots this rank writes are
@@ -219,14 +131,15 @@ static int run_zero(int argc, char **argv) {
   int z = atoi(argv[4]);
   int optimizer = strcmp(opt, "adamw") == 0 ? 2 : 1;
   CHECK(optimizer == 2 || strcmp(opt, "sgd") == 0, "optimizer '%s' is not sgd or adamw", opt);
-  lr_now = optimizer == 2 ? lr_adamw : lr_sgd;
+  mlp_feed_ctx fc = {B, Z_IN, CL, optimizer == 2 ? lr_adamw : lr_sgd, feed_x, feed_y};
   mlp_cfg c = {B, Z_IN, Z_HID, Z_LAYERS, CL, 1, optimizer};
   sg_graph *g;
   CHECK_OK(mlp_build(&c, &g));
   sg_dist_params dp = SG_DIST_PARAMS_INIT;
   dp.threads = 1;
   dp.bucket_bytes = 16384; /* several buckets */
-  dp.feed = zfeed;
+  dp.feed = mlp_feed;
+  dp.feed_ctx = &fc;
   dp.zero = z;
   sg_dist *d;
   CHECK_OK(sg_dist_create(g, &dp, &d));
@@ -247,7 +160,7 @@ static int run_zero(int argc, char **argv) {
   CHECK_OK(params_read(g, sg_dist_session(d), &got));
   char path[4096];
   snprintf(path, sizeof path, "%s/params.%d", dir, rank);
-  write_params(path, &got);
+  CHECK_OK(params_save(path, &got));
   snprintf(path, sizeof path, "%s/stats.%d", dir, rank);
   FILE *f = fopen(path, "w");
   CHECK(f != NULL, "cannot write %s", path);
@@ -295,11 +208,11 @@ static int run_zero(int argc, char **argv) {
   /* Every rank's parameters bitwise equal to rank 0's. */
   for (int r = 1; r < size; r++) {
     snprintf(path, sizeof path, "%s/params.%d", dir, r);
-    read_params(path, &other);
+    CHECK_OK(params_load(path, &other));
     CHECK(params_fnv(&other) == params_fnv(&got), "rank %d's parameters differ from rank 0's", r);
   }
   param_set want = {0};
-  zero_reference(optimizer, size, &want);
+  reference(Z_IN, Z_HID, Z_LAYERS, optimizer, size, fc.lr, &want);
   param_diff pd;
   double rel = params_max_rel_diff(&got, &want, &pd);
   printf(
@@ -308,7 +221,7 @@ static int run_zero(int argc, char **argv) {
   CHECK(rel >= 0 && rel <= 1e-4, "parameters differ from the single process by %.3g relative", rel);
   if (ref != NULL) {
     snprintf(path, sizeof path, "%s/params.0", ref);
-    read_params(path, &other);
+    CHECK_OK(params_load(path, &other));
     double rel_dp = params_max_rel_diff(&got, &other, &pd);
     printf(
         "zero: DP=%d zero %d %s vs plain DP (zero 0): max relative difference %.3g (worst %s), L2 per tensor "
@@ -351,57 +264,33 @@ static int run_zero(int argc, char **argv) {
 /* bench HID Z FEED OPT [BATCH]: a wider MLP (8 hidden layers of HID), batch BATCH (32) per rank, 12 steps;
  * the means of steps 3..12 of what a step costs (docs/dist.md "ZeRO-1"). With FEED=1 and Z=1 the buddy
  * replicas run; FEED=0 sets the inputs without a feed (no snapshots, no replicas). */
-static int bench_hid;
-static float *bench_x;
-static int64_t bench_y[1024];
-static int bench_b = 32;
-
-static sg_status bfeed(void *ctx, sg_dist *d, uint64_t step, int shard, int n_shards) {
-  (void)ctx;
-  const int64_t xd[] = {bench_b, bench_hid}, yd[] = {bench_b};
-  if (shard < 0 || shard >= n_shards) return SG_ERR_RANGE;
-  mlp_data((int)step, shard * bench_b, bench_b, bench_hid, CL, bench_x, bench_y);
-  sg_status st = sg_dist_set_input(d, "x", SG_F32, 2, xd, bench_x);
-  if (st == SG_OK) st = sg_dist_set_input(d, "y", SG_I64, 1, yd, bench_y);
-  if (st != SG_OK) return st;
-  return sg_dist_set_input(d, "lr", SG_F32, 0, NULL, &lr_now);
-}
-
 static int run_bench(int argc, char **argv) {
   CHECK(argc >= 6, "usage: zero_worker bench HID 0|1 0|1 sgd|adamw [BATCH]");
   int hid = atoi(argv[2]), z = atoi(argv[3]), with_feed = atoi(argv[4]);
   int optimizer = strcmp(argv[5], "adamw") == 0 ? 2 : 1;
   CHECK(hid >= 8 && hid <= 4096, "HID %d not in 8..4096", hid);
-  lr_now = optimizer == 2 ? lr_adamw : lr_sgd;
   enum { BSTEPS = 12, BWARM = 2 };
   const int BB = argc > 6 ? atoi(argv[6]) : 32;
   CHECK(BB >= 1 && BB <= 1024, "batch %d not in 1..1024", BB);
-  bench_b = BB;
   mlp_cfg c = {BB, hid, hid, Z_LAYERS, CL, 1, optimizer};
   sg_graph *g;
   CHECK_OK(mlp_build(&c, &g));
+  float *x = malloc((size_t)BB * hid * sizeof(float));
+  int64_t *y = malloc((size_t)BB * sizeof(int64_t));
+  CHECK(x != NULL && y != NULL, "out of memory");
+  mlp_feed_ctx fc = {BB, hid, CL, optimizer == 2 ? lr_adamw : lr_sgd, x, y};
   sg_dist_params dp = SG_DIST_PARAMS_INIT;
   dp.threads = 1;
   dp.bucket_bytes = (size_t)hid * hid * 4 * 2;
   dp.zero = z;
-  if (with_feed) dp.feed = bfeed;
-  bench_hid = hid;
-  float *x = bench_x = malloc((size_t)BB * hid * sizeof(float));
-  int64_t *y = bench_y;
-  CHECK(x != NULL, "out of memory");
+  if (with_feed) dp.feed = mlp_feed, dp.feed_ctx = &fc;
   sg_dist *d;
   CHECK_OK(sg_dist_create(g, &dp, &d));
   int rank = sg_dist_rank(d), size = sg_dist_size(d);
-  const int64_t xd[] = {BB, hid}, yd[] = {BB};
   double sum[6] = {0};
   sg_dist_stats st = SG_DIST_STATS_INIT;
   for (int s = 0; s < BSTEPS; s++) {
-    if (!with_feed) {
-      mlp_data(s, rank * BB, BB, hid, CL, x, y);
-      CHECK_OK(sg_dist_set_input(d, "x", SG_F32, 2, xd, x));
-      CHECK_OK(sg_dist_set_input(d, "y", SG_I64, 1, yd, y));
-      CHECK_OK(sg_dist_set_input(d, "lr", SG_F32, 0, NULL, &lr_now));
-    }
+    if (!with_feed) CHECK_OK(mlp_feed(&fc, d, (uint64_t)s, rank, size));
     CHECK_OK(sg_dist_step(d));
     CHECK_OK(sg_dist_get_stats(d, &st));
     if (s < BWARM) continue;
@@ -417,6 +306,7 @@ static int run_bench(int argc, char **argv) {
   CHECK_OK(sg_dist_destroy(d));
   sg_graph_destroy(g);
   free(x);
+  free(y);
   return 0;
 }
 

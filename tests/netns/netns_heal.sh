@@ -17,76 +17,36 @@ set -u
 [ $# -ge 6 ] && [ "$5" = "--" ] || { echo "usage: $0 N VICTIM DOWN STORE_BIN -- COMMAND [ARGS...]" >&2; exit 2; }
 n=$1 victim=$2 down=$3 store_bin=$4
 shift 5
-skip() {
-  echo "SKIP: $*"
-  exit 77
-}
-[ "$(id -u)" = 0 ] || skip "network namespaces need root"
-command -v ip > /dev/null || skip "no 'ip' command (iproute2)"
-tag=$$
-hub="sgb$tag"
-dir=$(mktemp -d "${TMPDIR:-/tmp}/sg-netns-heal.XXXXXX") || exit 1
-pids=()
-cleanup() {
-  trap - EXIT INT TERM
-  for p in "${pids[@]}"; do kill -KILL "$p" 2> /dev/null; done
-  wait 2> /dev/null
-  for ((i = 0; i <= n; i++)); do ip netns del "sgn$tag-$i" 2> /dev/null; done
-  ip netns del "$hub" 2> /dev/null
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-ip netns add "$hub" 2> "$dir/err" || skip "cannot create a network namespace: $(cat "$dir/err")"
-ip -n "$hub" link add br0 type bridge 2> "$dir/err" || skip "cannot create a bridge: $(cat "$dir/err")"
-ip -n "$hub" link set br0 up
+# shellcheck source=tests/netns/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # Node i < n is rank i; node n is the store.
-for ((i = 0; i <= n; i++)); do
-  ns="sgn$tag-$i"
-  ip netns add "$ns" && ip link add "sgv$tag-$i" type veth peer name "sgh$tag-$i" 2> "$dir/err" ||
-    skip "cannot create a veth pair: $(cat "$dir/err")"
-  ip link set "sgv$tag-$i" netns "$ns" && ip link set "sgh$tag-$i" netns "$hub" &&
-    ip -n "$hub" link set "sgh$tag-$i" master br0 && ip -n "$hub" link set "sgh$tag-$i" up &&
-    ip -n "$ns" addr add "10.77.1.$((10 + i))/24" dev "sgv$tag-$i" && ip -n "$ns" link set lo up &&
-    ip -n "$ns" link set "sgv$tag-$i" up || {
-    echo "FAIL: cannot set up $ns" >&2
-    exit 1
-  }
-done
+hub=sgb$tag node_ns=sgn$tag- node_if=sgv$tag- hub_if=sgh$tag- subnet=10.77.1
+netns_begin heal $((n + 1))
 store_addr=10.77.1.$((10 + n))
 port=29588
 token=$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
-ip netns exec "sgn$tag-$n" env SG_STORE_ADDR=$store_addr MASTER_PORT=$port SG_JOB_TOKEN=$token "$store_bin" \
+ip netns exec "$node_ns$n" env SG_STORE_ADDR=$store_addr MASTER_PORT=$port SG_JOB_TOKEN=$token "$store_bin" \
   > >(sed -u "s/^/[store] /") 2>&1 &
 pids+=($!)
 workers=()
 for ((i = 0; i < n; i++)); do
-  ip netns exec "sgn$tag-$i" env SG_RANK=$i SG_WORLD_SIZE=$n SG_LOCAL_RANK=$i MASTER_ADDR=$store_addr \
-    MASTER_PORT=$port SG_JOB_TOKEN=$token SG_STORE_EXTERNAL=1 UCX_TLS=tcp UCX_NET_DEVICES="sgv$tag-$i" \
+  ip netns exec "$node_ns$i" env SG_RANK=$i SG_WORLD_SIZE=$n SG_LOCAL_RANK=$i MASTER_ADDR=$store_addr \
+    MASTER_PORT=$port SG_JOB_TOKEN=$token SG_STORE_EXTERNAL=1 UCX_TLS=tcp UCX_NET_DEVICES="$node_if$i" \
     "$@" > >(sed -u "s/^/[$i] /") 2>&1 &
   pids+=($!)
   workers+=($!)
 done
 (
   sleep "$down"
-  ip -n "sgn$tag-$victim" link set "sgv$tag-$victim" down
-  ip -n "$hub" link set "sgh$tag-$victim" down
+  ip -n "$node_ns$victim" link set "$node_if$victim" down
+  ip -n "$hub" link set "$hub_if$victim" down
   echo "[netns] link of rank $victim down at $(date +%s%3N)"
 ) &
 pids+=($!)
 start=$(date +%s)
 ok=1
 for ((i = 0; i < n; i++)); do
-  p=${workers[$i]}
-  while kill -0 "$p" 2> /dev/null; do
-    if [ $(($(date +%s) - start)) -ge 60 ]; then
-      echo "FAIL: rank $i still running after 60 s (hung?)" >&2
-      exit 124
-    fi
-    sleep 0.1
-  done
-  wait "$p"
-  rc=$?
+  netns_wait "${workers[$i]}" "$i" 60
   echo "[netns] rank $i exited with status $rc"
   if [ "$i" = "$victim" ]; then
     [ $rc != 0 ] || { echo "FAIL: rank $victim, cut off, finished as if nothing happened" >&2; ok=0; }

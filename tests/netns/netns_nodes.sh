@@ -29,41 +29,10 @@ case $style in
   torchrun) vr=RANK vs=WORLD_SIZE vl=LOCAL_RANK ;;
   *) echo "netns_nodes: unknown style '$style' (slurm, openmpi, torchrun)" >&2; exit 2 ;;
 esac
-skip() {
-  echo "SKIP: $*"
-  exit 77
-}
-[ "$(id -u)" = 0 ] || skip "network namespaces need root"
-command -v ip > /dev/null || skip "no 'ip' command (iproute2)"
-tag=$$
-hub="sgm$tag"
-dir=$(mktemp -d "${TMPDIR:-/tmp}/sg-netns-nodes.XXXXXX") || exit 1
-pids=()
-cleanup() {
-  trap - EXIT INT TERM
-  for p in "${pids[@]}"; do kill -KILL "$p" 2> /dev/null; done
-  wait 2> /dev/null
-  for ((i = 0; i < nodes; i++)); do ip netns del "sgm$tag-$i" 2> /dev/null; done
-  ip netns del "$hub" 2> /dev/null
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-ip netns add "$hub" 2> "$dir/err" || skip "cannot create a network namespace: $(cat "$dir/err")"
-ip -n "$hub" link add br0 type bridge 2> "$dir/err" || skip "cannot create a bridge: $(cat "$dir/err")"
-ip -n "$hub" link set br0 up
-for ((i = 0; i < nodes; i++)); do
-  ns="sgm$tag-$i"
-  ip netns add "$ns" && ip link add "sgw$tag-$i" type veth peer name "sgx$tag-$i" 2> "$dir/err" ||
-    skip "cannot create a veth pair: $(cat "$dir/err")"
-  ip link set "sgw$tag-$i" netns "$ns" && ip link set "sgx$tag-$i" netns "$hub" &&
-    ip -n "$hub" link set "sgx$tag-$i" master br0 && ip -n "$hub" link set "sgx$tag-$i" up &&
-    ip -n "$ns" addr add "10.78.1.$((10 + i))/24" dev "sgw$tag-$i" && ip -n "$ns" link set lo up &&
-    ip -n "$ns" link set "sgw$tag-$i" up || {
-    echo "FAIL: cannot set up $ns" >&2
-    exit 1
-  }
-done
+# shellcheck source=tests/netns/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+hub=sgm$tag node_ns=sgm$tag- node_if=sgw$tag- hub_if=sgx$tag- subnet=10.78.1
+netns_begin nodes "$nodes"
 master=10.78.1.10
 port=$((29600 + tag % 300))
 token=$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
@@ -72,8 +41,8 @@ workers=()
 for ((i = 0; i < nodes; i++)); do
   for ((l = 0; l < per; l++)); do
     r=$((i * per + l))
-    ip netns exec "sgm$tag-$i" env "$vr=$r" "$vs=$n" "$vl=$l" MASTER_ADDR=$master MASTER_PORT=$port \
-      SG_JOB_TOKEN=$token UCX_TLS=tcp UCX_NET_DEVICES="sgw$tag-$i" "$@" > >(sed -u "s/^/[node $i rank $r] /") 2>&1 &
+    ip netns exec "$node_ns$i" env "$vr=$r" "$vs=$n" "$vl=$l" MASTER_ADDR=$master MASTER_PORT=$port \
+      SG_JOB_TOKEN=$token UCX_TLS=tcp UCX_NET_DEVICES="$node_if$i" "$@" > >(sed -u "s/^/[node $i rank $r] /") 2>&1 &
     pids+=($!)
     workers+=($!)
   done
@@ -81,16 +50,7 @@ done
 start=$(date +%s)
 ok=1
 for ((r = 0; r < n; r++)); do
-  p=${workers[$r]}
-  while kill -0 "$p" 2> /dev/null; do
-    if [ $(($(date +%s) - start)) -ge 90 ]; then
-      echo "FAIL: rank $r still running after 90 s (hung?)" >&2
-      exit 124
-    fi
-    sleep 0.1
-  done
-  wait "$p"
-  rc=$?
+  netns_wait "${workers[$r]}" "$r" 90
   [ $rc = 0 ] || { echo "FAIL: rank $r exited with status $rc" >&2; ok=0; }
 done
 [ $ok = 1 ] && echo "netns_nodes: $n ranks on $nodes nodes ($style variables) completed"

@@ -1,0 +1,112 @@
+/* See compare.h. */
+#include "compare.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "../worker_check.h"
+#include "dist/pp.h"
+#include "runtime/hooks.h"
+
+void mlp_layer_params(sg_graph *g, int l, int fan_in, int out_f, bool in_out, bool bias, sg_tensor *w,
+                      sg_tensor *b) {
+  int64_t wd[2] = {out_f, fan_in}, bd[] = {out_f};
+  if (in_out) wd[0] = fan_in, wd[1] = out_f;
+  size_t nw = (size_t)out_f * (size_t)fan_in;
+  float *wv = malloc(nw * sizeof *wv), *bv = malloc((size_t)out_f * sizeof *bv);
+  CHECK(wv && bv, "out of memory");
+  float bound = 1.0f / sqrtf((float)fan_in);
+  for (size_t i = 0; i < nw; i++) wv[i] = bound * sg_worker_unit(7, (uint64_t)l, i);
+  for (int i = 0; i < out_f; i++) bv[i] = bound * sg_worker_unit(7, 1000u + (uint64_t)l, (uint64_t)i);
+  char wn[32], bn[32];
+  snprintf(wn, sizeof wn, "fc%d.weight", l);
+  snprintf(bn, sizeof bn, "fc%d.bias", l);
+  *w = sg_parameter(g, wn, SG_F32, 2, wd, wv);
+  *b = bias ? sg_parameter(g, bn, SG_F32, 1, bd, bv) : SG_NO_TENSOR;
+  free(wv);
+  free(bv);
+}
+
+sg_tensor finish_forward(sg_graph *g, sg_tensor logits, sg_tensor y) {
+  sg_tensor loss = sg_cross_entropy(g, logits, y, SG_REDUCTION_MEAN);
+  OK(sg_tensor_set_name(g, loss, "loss"));
+  OK(sg_graph_mark_output(g, loss));
+  OK(sg_graph_finalize(g));
+  return loss;
+}
+
+void add_optimizer(sg_graph *g) {
+  sg_tensor lr;
+  if (sg_graph_find_tensor(g, "lr", &lr) != SG_OK) lr = sg_input(g, "lr", SG_F32, 0, NULL);
+  sg_sgd_params p = SG_SGD_PARAMS_INIT;
+  p.momentum = 0.9;
+  OK(sg_graph_add_sgd(g, lr, &p));
+  OK(sg_graph_finalize(g));
+}
+
+sg_session *open_session(const sg_graph *g) {
+  sg_session_params sp = SG_SESSION_PARAMS_INIT;
+  sp.threads = 1; /* the ranks share two cores */
+  sg_session *s;
+  OK(sg_session_create(g, &sp, &s));
+  OK(sg__session_set_updates_last(s, true));
+  OK(sg_session_compile(s));
+  return s;
+}
+
+sg_session *open_training(const sg_graph *fwd, sg_graph **g) {
+  OK(sg_graph_clone(fwd, g));
+  sg_tensor loss;
+  OK(sg_graph_find_tensor(*g, "loss", &loss));
+  OK(sg_graph_backward(*g, loss));
+  add_optimizer(*g);
+  return open_session(*g);
+}
+
+void stages_from_metis(const sg_graph *fwd, int stages, int *stage_of) {
+  sg_partition_params pp = SG_PARTITION_PARAMS_INIT;
+  pp.parts = stages;
+  pp.mode = SG_PARTITION_PIPELINE;
+  sg_partition *part;
+  OK(sg_partition_create(fwd, &pp, NULL, &part));
+  OK(sg__pp_stages_from_partition(part, sg_graph_num_ops(fwd), stage_of));
+  sg_partition_destroy(part);
+}
+
+void train_mlp(sg_session *s, int batch, int in, int classes, float lr, int steps, float *losses) {
+  float *x = malloc(sizeof(float) * (size_t)batch * (size_t)in);
+  int64_t *y = malloc(sizeof(int64_t) * (size_t)batch), xd[] = {batch, in}, yd[] = {batch};
+  CHECK(x && y, "out of memory");
+  for (int step = 0; step < steps; step++) {
+    sg_worker_mlp_batch(batch, in, classes, step, x, y);
+    OK(sg_session_set_input(s, "x", SG_F32, 2, xd, x));
+    OK(sg_session_set_input(s, "y", SG_I64, 1, yd, y));
+    OK(sg_session_set_input(s, "lr", SG_F32, 0, NULL, &lr));
+    OK(sg_session_step(s));
+    OK(sg_session_read(s, "loss", &losses[step], sizeof(float)));
+  }
+  free(x);
+  free(y);
+}
+
+double rel_diff(const float *a, const float *b, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; i++) {
+    num = fmax(num, fabs((double)a[i] - (double)b[i]));
+    den = fmax(den, fabs((double)b[i]));
+  }
+  return den > 0 ? num / den : num;
+}
+
+double compare_losses(const char *who, const float *got, const float *want, int steps, double tol) {
+  double worst = 0;
+  for (int k = 0; k < steps; k++) {
+    double d = fabs((double)got[k] - want[k]) / fabs((double)want[k]);
+    if (who != NULL) printf("%s: step %d loss %.7f reference %.7f\n", who, k, got[k], want[k]);
+    CHECK(d <= tol, "%s%sstep %d: loss %.9g, single process %.9g", who ? who : "", who ? ": " : "", k, got[k],
+          want[k]);
+    worst = fmax(worst, d);
+  }
+  return worst;
+}

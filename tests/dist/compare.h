@@ -1,0 +1,52 @@
+/* What the pipeline and tensor-parallel workers (pp_worker.c, pp_equiv.c,
+ * tp_worker.c, model_worker.c) share: the MLP's parameters, the training
+ * graph and session of a run, and the comparisons with the single-process
+ * reference. Failures exit through worker_check.h's FAIL. */
+#ifndef SG_TEST_DIST_COMPARE_H
+#define SG_TEST_DIST_COMPARE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "sgrt/sgrt.h"
+
+/* Layer l's parameters "fc<l>.weight" ([out_f, fan_in], or [fan_in, out_f]
+ * with `in_out`) and, with `bias`, "fc<l>.bias" [out_f] (else SG_NO_TENSOR),
+ * U(-1/sqrt(fan_in), 1/sqrt(fan_in)) from sg_worker_unit(7, ...): the same
+ * initial values in every worker and rank. */
+void mlp_layer_params(sg_graph *g, int l, int fan_in, int out_f, bool in_out, bool bias, sg_tensor *w,
+                      sg_tensor *b);
+
+/* The forward graph's end: cross entropy (mean) of `logits` against the
+ * labels `y`, named "loss" and marked as an output; finalizes `g` and
+ * returns the loss. */
+sg_tensor finish_forward(sg_graph *g, sg_tensor logits, sg_tensor y);
+
+/* Appends SGD with momentum 0.9 (and an "lr" input if there is none) and
+ * finalizes. */
+void add_optimizer(sg_graph *g);
+/* A compiled one-thread session of `g` whose updates run last
+ * (sg__session_set_updates_last). */
+sg_session *open_session(const sg_graph *g);
+
+/* The training graph of the forward graph `fwd` (a copy, backward from its
+ * "loss", add_optimizer) in *g, and its session (open_session). */
+sg_session *open_training(const sg_graph *fwd, sg_graph **g);
+
+/* The stage of each op of `fwd` (stage_of[sg_graph_num_ops(fwd)]) for a
+ * pipeline of `stages`, from the partitioner's pipeline mode. */
+void stages_from_metis(const sg_graph *fwd, int stages, int *stage_of);
+
+/* `steps` steps of `s` (an MLP with inputs "x", "y", "lr") on
+ * sg_worker_mlp_batch(batch, in, classes, step) at learning rate `lr`,
+ * reading each step's "loss" into losses[]. */
+void train_mlp(sg_session *s, int batch, int in, int classes, float lr, int steps, float *losses);
+
+/* max|a-b| / max|b| over n values (max|a-b| when b is all 0). */
+double rel_diff(const float *a, const float *b, size_t n);
+/* Each of `steps` losses against the reference's: fails beyond `tol`
+ * relative; with `who` (e.g. "rank 1") prints each pair, prefixed by it.
+ * Returns the largest relative difference. */
+double compare_losses(const char *who, const float *got, const float *want, int steps, double tol);
+
+#endif /* SG_TEST_DIST_COMPARE_H */
