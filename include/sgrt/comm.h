@@ -338,6 +338,7 @@ SG_API sg_status sg_comm_label(sg_comm *comm, const char *text);
  * stuck rank (its next call fails: "rank 2 was given up by its peers: rank 0
  * found it stuck ...").
  *
+ * A peer whose heartbeats say it is away (sg_comm_set_away) is never stuck.
  * A rank that computes hang_ms longer than every other rank before entering a
  * collective is indistinguishable from a stuck one and is reported as stuck:
  * choose hang_ms well above the spread of the ranks' arrival times (sg_dist's
@@ -348,10 +349,23 @@ SG_API sg_status sg_comm_label(sg_comm *comm, const char *text);
  */
 SG_API sg_status sg_comm_set_hang_timeout(sg_comm *comm, int hang_ms);
 
+/**
+ * Says whether this rank's program is away from the work that leads to the
+ * next collective (1) or on it (0, the default). Heartbeats carry it, and the
+ * hang check never calls an away peer stuck: sg_dist marks a rank away between
+ * sg_dist_step() calls, so a program that evaluates or writes a checkpoint on
+ * one rank between steps is waited for (up to the communicator's timeout), not
+ * excluded. A rank that comes back restarts its peers' hang clocks. Any thread
+ * (an atomic flag); local.
+ * @return SG_OK; SG_ERR_INVALID_ARG for NULL.
+ */
+SG_API sg_status sg_comm_set_away(sg_comm *comm, int away);
+
 /** A rank's position in the collective schedule, as its heartbeats last said. */
 typedef struct sg_comm_position {
   uint64_t collective;               /**< collectives entered: #collective is the latest (0: none yet) */
   int inside;                        /**< 1 while the rank was waiting inside #collective */
+  int away;                          /**< 1 while its program was away from the steps (sg_comm_set_away) */
   int known;                         /**< 0: no heartbeat with a position from this peer yet */
   char label[SG_COMM_LABEL_MAX + 1]; /**< #collective's label ("" when none) */
 } sg_comm_position;

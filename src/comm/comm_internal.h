@@ -199,7 +199,7 @@ uint16_t sg__f32_to_bf16(float f);
  *   u16 label length L (0..SG_COMM_LABEL_MAX), u32 reserved (0),
  *   u64 position (collectives entered, below 2^63), L bytes of printable ASCII.
  * The sender's rank travels in the active message's header. */
-#define SG__HB_VERSION 1
+#define SG__HB_VERSION 2 /* 2: flag bit 1, away */
 #define SG__HB_FIXED_BYTES 16
 #define SG__HB_MAX_BYTES (SG__HB_FIXED_BYTES + SG_COMM_LABEL_MAX)
 
@@ -249,6 +249,7 @@ size_t sg__hang_text(const sg__hang_view *v, char *buf, size_t cap);
 void sg__ucx_coll_enter(sg__ucx *u);
 void sg__ucx_set_label(sg__ucx *u, const char *text); /* validated by the caller */
 void sg__ucx_set_hang(sg__ucx *u, int hang_ms);
+void sg__ucx_set_away(sg__ucx *u, bool away);
 /* peer's last reported position (self: our own). */
 void sg__ucx_position(const sg__ucx *u, int peer, sg_comm_position *out);
 uint64_t sg__ucx_hb_rejected(const sg__ucx *u);

@@ -80,7 +80,7 @@ static uint64_t get_u64(const uint8_t *b) {
 size_t sg__hb_encode(const sg_comm_position *p, uint8_t *buf) {
   size_t n = strnlen(p->label, SG_COMM_LABEL_MAX);
   buf[0] = SG__HB_VERSION;
-  buf[1] = p->inside ? 1 : 0;
+  buf[1] = (uint8_t)((p->inside ? 1 : 0) | (p->away ? 2 : 0));
   put_u16(buf + 2, (uint16_t)n);
   memset(buf + 4, 0, 4);
   put_u64(buf + 8, p->collective);
@@ -109,7 +109,7 @@ sg_status sg__hb_decode(const void *buf, size_t len, sg_comm_position *out, char
   if (b[0] != SG__HB_VERSION)
     return reject(b[0] > SG__HB_VERSION ? SG_ERR_VERSION : SG_ERR_FORMAT, why, cap,
                   "heartbeat version %u, this build reads %d", b[0], SG__HB_VERSION);
-  if (b[1] & ~1u) return reject(SG_ERR_FORMAT, why, cap, "heartbeat flags 0x%02x: unknown bits set", b[1]);
+  if (b[1] & ~3u) return reject(SG_ERR_FORMAT, why, cap, "heartbeat flags 0x%02x: unknown bits set", b[1]);
   size_t n = (size_t)b[2] | (size_t)b[3] << 8;
   if (n > SG_COMM_LABEL_MAX)
     return reject(SG_ERR_RANGE, why, cap, "heartbeat label length %zu above %d", n, SG_COMM_LABEL_MAX);
@@ -124,6 +124,7 @@ sg_status sg__hb_decode(const void *buf, size_t len, sg_comm_position *out, char
     return reject(SG_ERR_FORMAT, why, cap, "heartbeat label has a byte outside printable ASCII");
   out->collective = seq;
   out->inside = b[1] & 1;
+  out->away = (b[1] >> 1) & 1;
   out->known = 1;
   memcpy(out->label, b + SG__HB_FIXED_BYTES, n);
   out->label[n] = '\0';
@@ -144,6 +145,13 @@ sg_status sg_comm_label(sg_comm *comm, const char *text) {
                        "sg_comm_label: byte %zu of the label is 0x%02x, not printable ASCII (0x20..0x7e)", i,
                        (unsigned char)text[i]);
   sg__ucx_set_label(comm->ucx, text);
+  return SG_OK;
+}
+
+sg_status sg_comm_set_away(sg_comm *comm, int away) {
+  if (comm == NULL || comm->ucx == NULL)
+    return sg__error(SG_ERR_INVALID_ARG, "sg_comm_set_away: NULL communicator");
+  sg__ucx_set_away(comm->ucx, away != 0);
   return SG_OK;
 }
 

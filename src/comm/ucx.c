@@ -76,6 +76,7 @@ struct sg__ucx {
   uint8_t (*hb_buf)[SG__HB_MAX_BYTES]; /* per peer: the payload of its heartbeat in flight */
   uint8_t *stuck;                      /* per peer: scratch of the hang check */
   int hang_ms;
+  int away_flag; /* atomic: sg_comm_set_away, any thread; copied into me.away for each heartbeat */
   int64_t enter_ms, settle_ms;
   uint64_t hb_rejected;
   int expelled_hung; /* expelled_by found us stuck */
@@ -458,6 +459,7 @@ static void tick(sg__ucx *u, int64_t now) {
     rp.flags = UCP_AM_SEND_FLAG_EAGER;
     /* The payload (our position) stays in hb_buf[p] until this send is done:
      * the next one to p is only written after it (above). */
+    u->me.away = __atomic_load_n(&u->away_flag, __ATOMIC_RELAXED);
     size_t len = sg__hb_encode(&u->me, u->hb_buf[p]);
     void *x = ucp_am_send_nbx(u->eps[p], AM_ID_HB, u->hb_hdr, sizeof u->hb_hdr, u->hb_buf[p], len, &rp);
     /* A failed heartbeat is not an error by itself: the peer's silence (or
@@ -478,8 +480,8 @@ static void check_hang(sg__ucx *u, int64_t now) {
   int n = 0;
   for (int p = 0; p < u->size; p++) {
     const sg_comm_position *q = &u->pos[p];
-    u->stuck[p] =
-        p != u->rank && u->death[p].how == DEATH_NONE && (!q->known || q->collective < u->me.collective);
+    u->stuck[p] = p != u->rank && u->death[p].how == DEATH_NONE && !q->away &&
+                  (!q->known || q->collective < u->me.collective);
     n += u->stuck[p];
   }
   if (n == 0) return;
@@ -872,6 +874,9 @@ static ucs_status_t hb_cb(void *arg, const void *header, size_t header_length, v
    * still busy receiving). */
   if (u->me.inside && (!u->pos[peer].known || p.collective > u->pos[peer].collective))
     u->settle_ms = sg__now_ms();
+  /* So does a peer coming back from its program (sg_comm_set_away): it gets
+   * a whole hang timeout to reach the collective. */
+  if (u->pos[peer].away && !p.away) u->settle_ms = sg__now_ms();
   u->pos[peer] = p;
   return UCS_OK;
 bad:
@@ -991,9 +996,16 @@ void sg__ucx_set_label(sg__ucx *u, const char *text) {
 
 void sg__ucx_set_hang(sg__ucx *u, int hang_ms) { u->hang_ms = hang_ms; }
 
+void sg__ucx_set_away(sg__ucx *u, bool away) {
+  __atomic_store_n(&u->away_flag, away ? 1 : 0, __ATOMIC_RELAXED);
+}
+
 void sg__ucx_position(const sg__ucx *u, int peer, sg_comm_position *out) {
   *out = peer == u->rank ? u->me : u->pos[peer];
-  if (peer == u->rank) out->known = 1;
+  if (peer == u->rank) {
+    out->known = 1;
+    out->away = __atomic_load_n(&u->away_flag, __ATOMIC_RELAXED);
+  }
 }
 
 uint64_t sg__ucx_hb_rejected(const sg__ucx *u) { return u->hb_rejected; }

@@ -281,6 +281,7 @@ sg_status sg_dist_create(const sg_graph *g, const sg_dist_params *p, sg_dist **o
 
   sg_dist *d = sg__calloc(1, sizeof *d);
   if (d == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create: out of memory");
+  d->away = 1; /* until the first sg_dist_step */
   d->g = g;
   d->p = *p;
   d->p.size = sizeof(sg_dist_params);

@@ -402,6 +402,8 @@ struct sg_dist {
   float loss_mean;
   double comm_ms; /* this step's allreduce time */
   int healthy;    /* atomic: also read without mu */
+  int away;       /* atomic: 1 outside sg_dist_step (set by the compute thread, handed to the comm by the
+                     scheduler: sg_comm_set_away) */
   sg_status comm_destroy_status;
 
   /* Self-healing. Set by create: */

@@ -327,6 +327,7 @@ static sg_status create_parts(const sg_graph *fwd, sg_tensor loss, const sg_dist
     return sg__error(SG_ERR_NO_MEMORY, "%s: out of memory", FN);
   }
   d->model = m;
+  d->away = 1; /* until the first sg_dist_step */
   *m = (sg__dist_model){K > 1 ? SG__MODEL_PIPELINE : SG__MODEL_TENSOR, D, K, T, p->micro_batches};
   d->p = *p;
   d->p.size = sizeof(sg_dist_params);

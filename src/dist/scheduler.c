@@ -323,6 +323,8 @@ static void *sched_main(void *arg) {
   pthread_mutex_lock(&d->mu);
   bool joined = false;
   for (;;) {
+    /* Whether the program is inside sg_dist_step, for the peers' hang checks. */
+    if (d->comm != NULL) sg_comm_set_away(d->comm, __atomic_load_n(&d->away, __ATOMIC_RELAXED));
     /* Injected drop-heartbeats: a hung communication thread sends and reads
      * nothing (no heartbeats, no collectives) until the hang ends; only a
      * stop request is still honoured, so destroy stays bounded. */

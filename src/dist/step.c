@@ -176,9 +176,21 @@ static sg_status run_step(sg_dist *d, uint64_t k) {
  * recoveries within one sg_dist_step() call. */
 #define MAX_RECOVERIES_PER_STEP 8
 
+static sg_status step(sg_dist *d);
+
+/* Between calls the rank is "away" (sg_comm_set_away): its program may
+ * evaluate or write a checkpoint for as long as the communicator's timeout
+ * allows without the hang check (SPEC H7) calling it stuck; the scheduler
+ * thread hands the flag to its communicator. */
 sg_status sg_dist_step(sg_dist *d) {
   if (d == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_dist_step: d is NULL");
-  if (d->model != NULL) return sg__dist_model_step(d);
+  __atomic_store_n(&d->away, 0, __ATOMIC_RELAXED);
+  sg_status st = d->model != NULL ? sg__dist_model_step(d) : step(d);
+  __atomic_store_n(&d->away, 1, __ATOMIC_RELAXED);
+  return st;
+}
+
+static sg_status step(sg_dist *d) {
   if (d->excluded)
     return sg__error(SG_ERR_COMM, "sg_dist_step: rank %d was excluded from the job earlier", d->orig_rank);
   if (__atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE) && !sg__dist_healable(d)) {

@@ -128,6 +128,14 @@ add_test(NAME dist_hang_no_false_positive_np4
 add_test(NAME dist_hang_api_np2 COMMAND $<TARGET_FILE:sgrt_cli> launch -n 2 -- $<TARGET_FILE:hang_worker> api)
 set_tests_properties(dist_hang_fail_np4 dist_hang_heal_np4 dist_hang_no_false_positive_np4 dist_hang_api_np2
                      PROPERTIES TIMEOUT 60 LABELS "dist;heal" ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000")
+# A rank whose program works 3 s between steps (outside sg_dist_step: an
+# evaluation, a checkpoint) while the others wait 3 s in the next step's first
+# collective, past the 2 s hang timeout: it is away (sg_comm_set_away), so it
+# must not be called stuck.
+add_test(NAME dist_hang_away_np4
+         COMMAND $<TARGET_FILE:sgrt_cli> launch --heal -n 4 -- $<TARGET_FILE:hang_worker> slow ${_sg_dist_dir})
+set_tests_properties(dist_hang_away_np4 PROPERTIES TIMEOUT 60 LABELS "dist;heal"
+                     ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000;HANG_SLEEP_MS=0;HANG_LAG_MS=3000")
 # Rejoin (docs/resilience.md "Rejoin"): `sgrt launch --heal --restart-failed K`
 # restarts the killed rank, which rejoins the running job at a step boundary
 # and receives its state; the job ends with 4 ranks whose parameters are

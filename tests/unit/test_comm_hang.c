@@ -21,15 +21,18 @@ static sg_comm_position position(uint64_t seq, int inside, const char *label) {
 static void test_layout(void **state) {
   (void)state;
   sg_comm_position p = position(0x0102030405060708ull, 1, "ab");
+  p.away = 1;
   uint8_t buf[SG__HB_MAX_BYTES];
   size_t n = sg__hb_encode(&p, buf);
-  const uint8_t want[] = {1, 1, 2, 0, 0, 0, 0, 0, 8, 7, 6, 5, 4, 3, 2, 1, 'a', 'b'};
+  /* version 2; flags: inside (bit 0) | away (bit 1); label length 2; 4 reserved; position LE; label */
+  const uint8_t want[] = {2, 3, 2, 0, 0, 0, 0, 0, 8, 7, 6, 5, 4, 3, 2, 1, 'a', 'b'};
   assert_int_equal(n, sizeof want);
   assert_memory_equal(buf, want, sizeof want);
   sg_comm_position q;
   assert_int_equal(sg__hb_decode(want, sizeof want, &q, NULL, 0), SG_OK);
   assert_true(q.collective == 0x0102030405060708ull);
   assert_int_equal(q.inside, 1);
+  assert_int_equal(q.away, 1);
   assert_int_equal(q.known, 1);
   assert_string_equal(q.label, "ab");
 }
@@ -55,6 +58,7 @@ static void test_round_trip(void **state) {
     assert_string_equal(why, "");
     assert_true(q.collective == cases[i].collective);
     assert_int_equal(q.inside, cases[i].inside);
+    assert_int_equal(q.away, 0);
     assert_string_equal(q.label, cases[i].label);
   }
 }
@@ -87,12 +91,12 @@ static void test_corrupt_fields(void **state) {
   expect_reject(NULL, n, SG_ERR_TRUNCATED, "heartbeat");
   /* version */
   memcpy(b, good, n);
-  b[0] = 2;
-  expect_reject(b, n, SG_ERR_VERSION, "version 2");
+  b[0] = SG__HB_VERSION + 1;
+  expect_reject(b, n, SG_ERR_VERSION, "version 3");
   b[0] = 0;
   expect_reject(b, n, SG_ERR_FORMAT, "version 0");
-  /* flags: only bit 0 means something */
-  for (int bit = 1; bit < 8; bit++) {
+  /* flags: only bits 0 (inside) and 1 (away) mean something */
+  for (int bit = 2; bit < 8; bit++) {
     memcpy(b, good, n);
     b[1] = (uint8_t)(1u << bit);
     expect_reject(b, n, SG_ERR_FORMAT, "flags");
