@@ -60,8 +60,9 @@
  * program should report and exit. With a feed callback (sg_dist_params.feed)
  * the job heals itself (SPEC H4, docs/resilience.md): the survivors agree on
  * a new membership through the rendezvous store, rebuild the communicator,
- * roll back to the last step every member completed (an in-memory snapshot
- * taken each step) and redo the lost work, so sg_dist_step() returns SG_OK
+ * resume from the most advanced member's state (every member holds the
+ * whole state; a member that completed one step more than another sends it
+ * to the others) and redo the lost work, so sg_dist_step() returns SG_OK
  * and the global batch is unchanged (strict QoS, RPO 0). A rank left out of
  * the new membership gets SG_ERR_COMM "... excluded from the job ..." and
  * sg_dist_stats.excluded = 1; it should exit (SG_DIST_EXIT_EXCLUDED is the

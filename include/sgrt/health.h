@@ -405,8 +405,11 @@ typedef enum sg_fault_kind {
   SG_FAULT_DROP_HEARTBEATS = 3, /**< "drop-heartbeats": the rank stops sending heartbeats and check-ins */
   SG_FAULT_PARTITION = 4,       /**< "partition": cut the link between two ranks */
   SG_FAULT_DEVICE = 5,          /**< "device": fail the rank's device */
-  SG_FAULT_HANG = 6, /**< "hang": the rank's compute thread stops making progress; its communication
-                          thread goes on heartbeating (SPEC H7: found by hang diagnosis, not silence) */
+  SG_FAULT_HANG = 6,   /**< "hang": the rank's compute thread stops making progress; its communication
+                            thread goes on heartbeating (SPEC H7: found by hang diagnosis, not silence) */
+  SG_FAULT_BEHIND = 7, /**< "behind": the rank gives up the step after its gradients were averaged, before
+                            its updates, and recovers: the others completed the step, so it is a step
+                            behind them (a recovery that must roll it forward) */
 } sg_fault_kind;
 
 /** One planned fault. */

@@ -156,6 +156,8 @@ sg_status sg__dist_inject_step(sg_dist *d, uint64_t step);
 typedef struct sg__dist_heal {
   uint64_t committed; /* in: steps this rank completed */
   uint64_t rollback;  /* out: the step every member restores (min of the members' committed) */
+  uint64_t forward;   /* out: the most any member completed (rollback or rollback + 1) */
+  int donor;          /* out: rank (new epoch) of a member that completed `forward` steps */
   bool excluded;      /* out: this rank is not a member of the new epoch */
   double detection_ms;
 } sg__dist_heal;
@@ -413,7 +415,8 @@ struct sg_dist {
   sg_fault_plan *inject;    /* SG_INJECT, or NULL */
   sg_health *health;        /* original ranks' states: failures and epochs (recovery job only), or NULL */
   /* Compute thread: */
-  uint64_t inject_next; /* faults of steps below this have fired */
+  uint64_t inject_next;   /* faults of steps below this have fired */
+  uint64_t inject_behind; /* 1-based step an injected 'behind' fault gives up before its updates; 0: none */
   sg__dist_snap snap;
   int *shards;        /* the shards this rank runs in a step (micro.c), sg__dist_n_shards of room */
   float *accum;       /* gradients of this step's earlier shards (plan order), or NULL */

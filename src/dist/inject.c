@@ -126,6 +126,10 @@ sg_status sg__dist_inject_step(sg_dist *d, uint64_t step) {
         SG_CHECK(sg__dist_run_job(d, cut_job, &cur));
         break;
       }
+      case SG_FAULT_BEHIND: /* fires in step.c, once the step's gradients are averaged */
+        sg__dist_publish_fault_time(d);
+        d->inject_behind = step + 1;
+        break;
       case SG_FAULT_HANG: sg__dist_publish_fault_time(d); hang(d, step);
       case SG_FAULT_DEVICE:
         sg__dist_publish_fault_time(d);

@@ -39,6 +39,9 @@ typedef struct reg_rec {
 typedef struct members_rec {
   int32_t n, majority;
   int64_t rollback;
+  int64_t forward; /* the most steps a member completed */
+  int32_t donor;   /* an original rank that completed `forward` steps */
+  int32_t pad;
   int32_t orig[SG__DIST_MAX_RANKS];
   int32_t
       cut_from[SG__DIST_MAX_RANKS]; /* per original rank left out over a cut link: the other end, else -1 */
@@ -85,13 +88,16 @@ static sg_status decide(sg_dist *d, sg__store *st, int epoch, const int *old, in
         in[j] = false; /* a cut link between two live ranks: the higher one goes */
         m->cut_from[old[j]] = old[i];
       }
-  int64_t rollback = -1;
+  int64_t rollback = -1, forward = -1;
+  m->donor = -1;
   for (int i = 0; i < n_old; i++) {
     if (!in[i]) continue;
     m->orig[m->n++] = old[i];
     if (rollback < 0 || regs[i].committed < rollback) rollback = regs[i].committed;
+    if (regs[i].committed > forward) forward = regs[i].committed, m->donor = old[i];
   }
   m->rollback = rollback < 0 ? 0 : rollback;
+  m->forward = forward < 0 ? 0 : forward;
   m->majority = 2 * m->n > n_old;
   (void)d;
   return SG_OK;
@@ -155,13 +161,21 @@ static sg_status agree(sg_dist *d, sg__store *st, int epoch, sg__dist_heal *h, m
   bool ok = n == sizeof *m;
   if (ok) memcpy(m, v, sizeof *m);
   sg__free(v);
-  if (!ok || m->n < 0 || m->n > n_old || m->rollback < 0)
+  if (!ok || m->n < 0 || m->n > n_old || m->rollback < 0 || m->forward < m->rollback ||
+      m->forward - m->rollback > 1)
     return sg__error(SG_ERR_FORMAT, "rank %d: malformed membership decision for epoch %d in the store", me,
                      epoch);
-  for (int i = 0; i < m->n; i++)
+  bool donor_in = m->n == 0;
+  for (int i = 0; i < m->n; i++) {
     if (m->orig[i] < 0 || m->orig[i] >= d->orig_size || (i > 0 && m->orig[i] <= m->orig[i - 1]))
       return sg__error(SG_ERR_FORMAT, "rank %d: malformed membership decision for epoch %d in the store", me,
                        epoch);
+    donor_in = donor_in || m->orig[i] == m->donor;
+  }
+  if (!donor_in)
+    return sg__error(SG_ERR_FORMAT,
+                     "rank %d: malformed membership decision for epoch %d: donor %d is not a member", me,
+                     epoch, m->donor);
   return SG_OK;
 }
 
@@ -272,6 +286,10 @@ sg_status sg__dist_job_recover(sg_dist *d, void *arg) {
   }
   SG_CHECK(sg__dist_install_epoch(d, c, idx, m.n, epoch, m.orig));
   h->rollback = (uint64_t)m.rollback;
+  h->forward = (uint64_t)m.forward;
+  h->donor = 0;
+  for (int i = 0; i < m.n; i++)
+    if (m.orig[i] == m.donor) h->donor = i;
   return SG_OK;
 }
 

@@ -56,30 +56,55 @@ sg_status sg__dist_recover(sg_dist *d) {
     }
     return st;
   }
-  if (h.rollback > d->stats.steps || d->stats.steps - h.rollback > 1)
-    return sg__error(SG_ERR_INTERNAL, "rank %d: recovery: rollback to step %llu from step %llu", d->orig_rank,
-                     (unsigned long long)h.rollback, (unsigned long long)d->stats.steps);
-  /* The snapshot of the rollback step exists when this rank started that
-   * step (it may have changed batch-norm statistics, or completed it);
-   * otherwise it failed between steps and its state is that step's. */
-  st = sg__dist_snap_restore(&d->snap, h.rollback);
-  if (st == SG_OK) d->stats.snapshot_restores++;
-  if (st != SG_OK && d->stats.steps != h.rollback)
-    return sg__error(SG_ERR_INTERNAL, "rank %d: recovery: no rollback snapshot of step %llu", d->orig_rank,
-                     (unsigned long long)h.rollback);
-  if (d->zero.gm != NULL) SG_CHECK(sg__dist_zero_recover(d, old_members, old_size, h.rollback));
+  if (h.rollback > d->stats.steps || d->stats.steps > h.forward || h.forward - h.rollback > 1)
+    return sg__error(SG_ERR_INTERNAL, "rank %d: recovery: members completed %llu..%llu steps, this rank %llu",
+                     d->orig_rank, (unsigned long long)h.rollback, (unsigned long long)h.forward,
+                     (unsigned long long)d->stats.steps);
+  uint64_t resume;
+  if (d->zero.on) {
+    /* ZeRO-1 rolls back: the snapshot of the rollback step exists when this
+     * rank started that step (it may have changed batch-norm statistics, or
+     * completed it); otherwise it failed between steps and its state is
+     * that step's. */
+    st = sg__dist_snap_restore(&d->snap, h.rollback);
+    if (st == SG_OK) d->stats.snapshot_restores++;
+    if (st != SG_OK && d->stats.steps != h.rollback)
+      return sg__error(SG_ERR_INTERNAL, "rank %d: recovery: no rollback snapshot of step %llu", d->orig_rank,
+                       (unsigned long long)h.rollback);
+    if (d->zero.gm != NULL) SG_CHECK(sg__dist_zero_recover(d, old_members, old_size, h.rollback));
+    resume = h.rollback;
+  } else {
+    /* Plain data parallelism rolls forward: every member holds the whole
+     * state, a step's updates are all or nothing (step.c), and the members
+     * are at most one step apart; so the state of the most advanced member is
+     * the job's. First each rank puts back the batch-norm statistics of the
+     * step it was in (the only snapshot kept: forward changes them), then,
+     * when some member completed one step more than others, that member
+     * broadcasts parameters, state and optimizer state to all. */
+    st = sg__dist_snap_restore(&d->snap, d->stats.steps);
+    if (st == SG_OK) d->stats.snapshot_restores++;
+    if (h.forward > h.rollback) {
+      int root = h.donor;
+      fprintf(stderr,
+              "sgrt: rank %d: members completed %llu or %llu steps: state of step %llu from rank %d\n",
+              d->orig_rank, (unsigned long long)h.rollback, (unsigned long long)h.forward,
+              (unsigned long long)h.forward, d->members[root]);
+      SG_CHECK(sg__dist_run_job(d, sg__dist_job_broadcast, &root));
+    }
+    resume = h.forward;
+  }
   sg_clear_error();
-  d->stats.redone_steps += d->stats.steps - h.rollback;
-  d->stats.steps = h.rollback;
-  /* One session step per completed step: the redo draws the same dropout
-   * masks as the first attempt would have. */
-  sg__session_set_steps(d->s, h.rollback);
+  if (resume < d->stats.steps) d->stats.redone_steps += d->stats.steps - resume;
+  d->stats.steps = resume;
+  /* One session step per completed step: a redone step draws the same
+   * dropout masks as the first attempt would have. */
+  sg__session_set_steps(d->s, resume);
   d->stats.recoveries++;
   d->stats.epoch = d->epoch;
   d->stats.world_size = d->size;
   d->stats.detection_ms = h.detection_ms;
   d->heal_t0_ns = t0;
-  fprintf(stderr, "sgrt: rank %d: recovered: epoch %d, rank %d of %d, rolled back to step %llu\n",
-          d->orig_rank, d->epoch, d->rank, d->size, (unsigned long long)h.rollback);
+  fprintf(stderr, "sgrt: rank %d: recovered: epoch %d, rank %d of %d, %s step %llu\n", d->orig_rank, d->epoch,
+          d->rank, d->size, d->zero.on ? "rolled back to" : "resuming after", (unsigned long long)resume);
   return SG_OK;
 }

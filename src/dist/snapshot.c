@@ -35,6 +35,11 @@ sg_status sg__dist_snap_init(sg_dist *d) {
     if (sg_graph_tensor_info(d->g, (sg_tensor){t}, &info) != SG_OK) continue;
     if (info.role != SG_ROLE_PARAMETER && info.role != SG_ROLE_STATE && info.role != SG_ROLE_OPTIMIZER_STATE)
       continue;
+    /* Plain data parallelism rolls forward (recovery.c): every member holds
+     * the parameters and optimizer state, so only the state forward changes
+     * (batch-norm statistics, small) needs a copy. ZeRO-1 shards the optimizer
+     * state, and its recovery rolls back to this snapshot. */
+    if (!d->zero.on && info.role != SG_ROLE_STATE) continue;
     size_t bytes;
     void *addr = sg__session_tensor_addr(d->s, t, &bytes);
     if (addr == NULL || bytes == 0) continue;

@@ -36,11 +36,25 @@ static void wait_snapshot(sg_dist *d) {
   d->stats.snapshot_wait_ms = (double)(sg__dist_now_ns() - t0) * 1e-6;
 }
 
+/* An injected 'behind' fault (inject.c): every rank's gradients are averaged,
+ * and this rank gives the step up before its updates, as if the last
+ * allreduce had failed here only; the others complete the step. */
+static sg_status inject_behind(sg_dist *d) {
+  if (d->inject_behind == 0 || d->inject_behind != d->stats.steps + 1) return SG_OK;
+  d->inject_behind = 0;
+  sg__dist_fail(d, SG_ERR_COMM,
+                "rank %d, step %llu: injected fault 'behind': the step is given up after its "
+                "gradients were averaged, before the updates",
+                d->rank, (unsigned long long)d->stats.steps + 1);
+  return sg__dist_failure(d);
+}
+
 static sg_status before_op(void *ctx, uint32_t pos) {
   sg_dist *d = ctx;
   if (pos == d->plan.wait_pos) {
     SG_CHECK(wait_buckets(d));
     wait_snapshot(d);
+    SG_CHECK(inject_behind(d));
   }
   if (d->tracing) d->op_t0 = sg__dist_now_ns();
   return SG_OK;
@@ -58,8 +72,12 @@ static sg_status after_op(void *ctx, uint32_t pos) {
     pthread_cond_signal(&d->wake_sched);
     pthread_mutex_unlock(&d->mu);
   }
-  /* A peer died: the rest of backward would be wasted. */
-  if (__atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE)) return sg__dist_failure(d);
+  /* A peer died: the rest of backward would be wasted. Once the updates run
+   * (every gradient was averaged) they all run: a recovery rolls forward from
+   * a member that completed the step, which needs a step's updates to be all
+   * or nothing (recovery.c). */
+  if (pos < d->plan.wait_pos && __atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE))
+    return sg__dist_failure(d);
   return SG_OK;
 }
 

@@ -30,6 +30,7 @@ static const struct {
     {SG_FAULT_PARTITION, "partition"},
     {SG_FAULT_DEVICE, "device"},
     {SG_FAULT_HANG, "hang"},
+    {SG_FAULT_BEHIND, "behind"},
 };
 #define N_KINDS (sizeof kinds / sizeof kinds[0])
 
@@ -159,9 +160,10 @@ static sg_status parse_fault(slice text, int index, int world_size, uint64_t see
   for (size_t i = 0; i < N_KINDS && f->kind == 0; i++)
     if (eq(kind, kinds[i].name)) f->kind = kinds[i].kind;
   if (f->kind == 0)
-    return bad(&c,
-               "unknown fault kind '%.*s' (accepted: kill, stop, drop-heartbeats, partition, device, hang)",
-               (int)kind.n, kind.p);
+    return bad(
+        &c,
+        "unknown fault kind '%.*s' (accepted: kill, stop, drop-heartbeats, partition, device, hang, behind)",
+        (int)kind.n, kind.p);
   bool pair = f->kind == SG_FAULT_PARTITION, have_rank = false, have_step = false;
   const char *rank_key = pair ? "ranks" : "rank";
   slice rest = {colon + 1, text.n - (size_t)(colon + 1 - text.p)}, param;

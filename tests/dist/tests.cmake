@@ -48,6 +48,14 @@ add_test(NAME dist_heal_stop_cont_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_s
 add_test(NAME dist_heal_drop_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_drop "drop-heartbeats:rank=3,step=6")
 add_test(NAME dist_heal_partition_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_part "partition:ranks=1-2,step=5")
 add_test(NAME dist_heal_degrade_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_degrade "kill:rank=1,step=4")
+# One rank a step behind the others (a 'behind' fault: it gives up step 5 after
+# the gradients were averaged, before its updates; the others complete it):
+# the recovery keeps all 4 ranks and rolls the laggard forward with the state
+# of a member that completed the step; parameters equal the failure-free run
+# (bitwise here: the reduction order never changes). Rank 0 behind: the state
+# comes from rank 1.
+add_test(NAME dist_heal_behind_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_behind "behind:rank=1,step=4")
+add_test(NAME dist_heal_behind_rank0_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_behind0 "behind:rank=0,step=6")
 set_tests_properties(dist_heal_degrade_np4 PROPERTIES TIMEOUT 60 LABELS "dist;heal"
                      ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000;SG_QOS=graceful-degrade")
 add_test(NAME dist_heal_badargs COMMAND $<TARGET_FILE:sgrt_cli> launch -n 2 -- $<TARGET_FILE:heal_worker> badargs)
@@ -55,7 +63,8 @@ set_tests_properties(dist_heal_badargs PROPERTIES TIMEOUT 60 LABELS "dist;heal"
                      ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000;SG_INJECT=kil:rank=1,step=2")
 set_tests_properties(dist_heal_kill_np4 dist_heal_kill_rank0_np4 dist_heal_kill_random_np4 dist_heal_stop_np4
                      dist_heal_stop_cont_np4
-                     dist_heal_drop_np4 dist_heal_partition_np4 PROPERTIES TIMEOUT 60 LABELS "dist;heal"
+                     dist_heal_drop_np4 dist_heal_partition_np4 dist_heal_behind_np4 dist_heal_behind_rank0_np4
+                     PROPERTIES TIMEOUT 60 LABELS "dist;heal"
                      ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000")
 # Micro-batches and ZeRO-1 (docs/dist.md): zero_worker as every rank.
 add_executable(zero_worker ${CMAKE_CURRENT_LIST_DIR}/zero_worker.c ${CMAKE_CURRENT_LIST_DIR}/dist_models.c
