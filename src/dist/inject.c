@@ -81,6 +81,10 @@ __attribute__((noreturn)) static void hang(sg_dist *d, uint64_t step) {
   pthread_mutex_lock(&d->mu);
   while (d->failed == SG_OK) pthread_cond_wait(&d->wake_compute, &d->mu);
   memcpy(why, d->fail_msg, sizeof why);
+  /* Without healing (no feed) the job ends here: the others report the
+   * stuck rank and exit, and the launcher ends this process then. Leaving
+   * first would make the launcher stop them before they said why. */
+  while (d->p.feed == NULL) pthread_cond_wait(&d->wake_compute, &d->mu);
   pthread_mutex_unlock(&d->mu);
   fprintf(
       stderr,
