@@ -396,11 +396,13 @@ typedef struct sg_dist_stats {
   double rto_ms;         /**< last recovery: detection_ms + recovery_ms */
   uint64_t rpo_steps;    /**< steps lost for good (0 under strict QoS: rolled back steps are redone) */
   uint64_t redone_steps; /**< steps run again after rollbacks, in total */
-  double snapshot_ms;    /**< last step: time spent copying its rollback snapshot (state on the compute
-                              thread, parameters and optimizer state on the scheduler, during forward) */
+  double snapshot_ms;    /**< last step: time spent copying its snapshot (state such as batch-norm
+                              statistics on the compute thread; with ZeRO-1 also parameters and optimizer
+                              state, on the scheduler during forward: plain data parallelism rolls
+                              forward from a member's state instead, docs/resilience.md) */
   double
       snapshot_wait_ms; /**< last step: how long the first update waited for that copy (its exposed part) */
-  uint64_t snapshot_restores; /**< rollbacks that restored a snapshot */
+  uint64_t snapshot_restores; /**< recoveries that restored a snapshot */
   size_t offload_bytes;       /**< optimizer state kept in a memory tier (sg_dist_params.offload); 0: none */
   /* ZeRO-1 (sg_dist_params.zero; docs/dist.md "ZeRO-1"). */
   size_t optimizer_state_bytes; /**< optimizer state this rank keeps in memory (all of it without ZeRO) */
