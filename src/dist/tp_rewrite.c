@@ -12,24 +12,7 @@
 
 #include "dist/tp.h"
 #include "graph/graph_internal.h"
-
-/* Elementwise ops of one input that keep a last-dim split intact. The same
- * list as the planner's (src/partition/tp_plan.c): the plan only pairs a
- * column split with a row split through these. */
-static bool keeps_split(sg_op_kind kind) {
-  switch (kind) {
-    case SG_OP_RELU:
-    case SG_OP_CLIP:
-    case SG_OP_GELU:
-    case SG_OP_SIGMOID:
-    case SG_OP_TANH:
-    case SG_OP_ADD_SCALAR:
-    case SG_OP_MUL_SCALAR:
-    case SG_OP_POW_SCALAR:
-    case SG_OP_DROPOUT: return true;
-    default: return false;
-  }
-}
+#include "partition/partition_internal.h"
 
 typedef struct rw {
   const sg_graph *src;
@@ -198,7 +181,7 @@ static sg_status check_op(const rw *c, uint32_t k, const sg_tp_annotation *a) {
     bool sliced_param = split != SG_TP_REPLICATE && (i == 1 || i == 2) && c->slice_axis[o] >= 0;
     if (sliced_param) continue;
     if (s == -1) any_split_in = true;
-    if (want_split ? s != -1 : s == -1 && !keeps_split(op->kind))
+    if (want_split ? s != -1 : s == -1 && !sg__tp_keeps_split(op->kind))
       return sg__error(SG_ERR_UNSUPPORTED,
                        "sg__tp_rewrite: op '%s' (%s) reads tensor '%s' %s; the plan does not "
                        "produce it that way",
@@ -208,7 +191,7 @@ static sg_status check_op(const rw *c, uint32_t k, const sg_tp_annotation *a) {
   for (int i = 0; i < op->n_outputs; i++) {
     int32_t o = op->outputs[i];
     int s = split_state(c, o, c->map[o]);
-    bool may_split = split == SG_TP_COLUMN || (any_split_in && keeps_split(op->kind));
+    bool may_split = split == SG_TP_COLUMN || (any_split_in && sg__tp_keeps_split(op->kind));
     if (s == 0 || (s == -1 && !may_split) || (split == SG_TP_COLUMN && s != -1))
       return sg__error(SG_ERR_INTERNAL, "sg__tp_rewrite: output '%s' of op '%s' has an unexpected shape",
                        c->src->tensors[o].name, op->name);

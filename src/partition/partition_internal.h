@@ -278,4 +278,10 @@ sg_status sg__partition_make_migrating(const sg_graph *g, sg__pmodel *model, con
  * for K copies; NULL: K host devices without a memory limit). */
 sg_status sg__partition_devices(const sg_device_table *t, int k, sg__device **out);
 
+/* Elementwise ops of one input that keep a last-dim (column) split intact:
+ * the planner pairs a column split with a row split only through these
+ * (tp_plan.c), and the rewrite carries the split through the same ones
+ * (src/dist/tp_rewrite.c). */
+bool sg__tp_keeps_split(sg_op_kind kind);
+
 #endif /* SG_PARTITION_INTERNAL_H */

@@ -21,9 +21,8 @@ struct sg_tp_plan {
 
 sg_tp_params sg_tp_params_init(void) { return (sg_tp_params)SG_TP_PARAMS_INIT; }
 
-/* Elementwise ops of one input that keep a last-dim split intact. */
-static bool keeps_split(const sg__op *op) {
-  switch (op->kind) {
+bool sg__tp_keeps_split(sg_op_kind kind) {
+  switch (kind) {
     case SG_OP_RELU:
     case SG_OP_CLIP:
     case SG_OP_GELU:
@@ -54,7 +53,8 @@ static int32_t column_source(const sg_graph *g, const int32_t *uses, const int32
     const sg__op *op = &g->ops[prod];
     if (annot[prod] >= 0)
       return a[annot[prod]].split == SG_TP_COLUMN && op->outputs[0] == t ? annot[prod] : -1;
-    if (!keeps_split(op) || op->outputs[0] != t || op->n_inputs < 1 || op->inputs[0] < 0) return -1;
+    if (!sg__tp_keeps_split(op->kind) || op->outputs[0] != t || op->n_inputs < 1 || op->inputs[0] < 0)
+      return -1;
     t = op->inputs[0];
   }
 }
