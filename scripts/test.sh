@@ -81,6 +81,7 @@ if [ "$quick" -eq 0 ]; then
   fuzz_args=()
   [ -n "${SG_FUZZ_SECONDS:-}" ] && fuzz_args=(-DSG_FUZZ_SECONDS="$SG_FUZZ_SECONDS")
   export ASAN_OPTIONS=detect_leaks=1
+  export LSAN_OPTIONS=suppressions=$root/tests/lsan.supp:print_suppressions=0
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   run_suite "asan+ubsan" build-asan -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DSG_SANITIZE=address,undefined -DSG_FUZZ=ON "${fuzz_args[@]}"

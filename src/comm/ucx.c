@@ -3,9 +3,11 @@
  * step flows"). This is the only file that includes UCX headers and the only
  * place UCX status codes become sg_status values (ucx_error below).
  *
- * Requests are issued without callbacks and polled, so a request can be
- * released at any time (ucp_request_free lets UCX finish it internally); no
- * completion can ever write into memory sgrt has since freed. */
+ * Requests are issued without callbacks and polled. A request given up
+ * (a failed collective) is cancelled and then progressed until UCX lets go
+ * of it (bounded, settle_request): cancelling does not stop a receive UCX
+ * already matched (a rendezvous copy keeps writing into the buffer), and
+ * the caller frees the buffer once the call returned. */
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,7 +78,8 @@ struct sg__ucx {
   uint8_t (*hb_buf)[SG__HB_MAX_BYTES]; /* per peer: the payload of its heartbeat in flight */
   uint8_t *stuck;                      /* per peer: scratch of the hang check */
   int hang_ms;
-  int away_flag; /* atomic: sg_comm_set_away, any thread; copied into me.away for each heartbeat */
+  int64_t settle_until; /* end of the window given-up requests are progressed in (settle_request) */
+  int away_flag;        /* atomic: sg_comm_set_away, any thread; copied into me.away for each heartbeat */
   int64_t enter_ms, settle_ms;
   uint64_t hb_rejected;
   int expelled_hung; /* expelled_by found us stuck */
@@ -638,10 +641,28 @@ int sg__ucx_test(sg__ucx *u, sg__ucx_req *r) {
   return r == NULL || req_status(r) != UCS_INPROGRESS;
 }
 
+/* How long the requests given up together (one failed collective's) are
+ * progressed for, in all: a transfer from a live peer ends in microseconds,
+ * one from a dead peer fails at once; only a peer cut off mid-transfer
+ * leaves one hanging, and then UCX keeps it after the free. */
+#define SETTLE_MS 200
+
+/* Cancels x and progresses until UCX no longer uses its buffer, within a
+ * window shared by the requests given up together: ucp_request_cancel only
+ * stops an unmatched receive. */
+static void settle_request(sg__ucx *u, void *x) {
+  if (ucp_request_check_status(x) != UCS_INPROGRESS) return;
+  ucp_request_cancel(u->worker, x);
+  int64_t now = sg__now_ms();
+  if (now > u->settle_until + 1000) u->settle_until = now + SETTLE_MS; /* a new failure */
+  while (ucp_request_check_status(x) == UCS_INPROGRESS && sg__now_ms() < u->settle_until)
+    if (ucp_worker_progress(u->worker) == 0) sched_yield();
+}
+
 void sg__ucx_abandon(sg__ucx *u, sg__ucx_req **req) {
   sg__ucx_req *r = *req;
   if (r == NULL) return;
-  if (r->ucx && req_status(r) == UCS_INPROGRESS) ucp_request_cancel(u->worker, r->ucx);
+  if (r->ucx) settle_request(u, r->ucx);
   req_put(u, r);
   *req = NULL;
 }
@@ -710,7 +731,7 @@ static sg_status wait_raw(sg__ucx *u, void *x, int peer, const char *what, int64
           st = sg__error(SG_ERR_TIMEOUT, "timed out after %d ms: %s (rank %d)", u->timeout_ms, what, u->rank);
       }
       if (st != SG_OK) {
-        ucp_request_cancel(u->worker, x);
+        settle_request(u, x);
         ucp_request_free(x);
         return st;
       }
