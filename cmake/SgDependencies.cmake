@@ -46,8 +46,20 @@ sg_dep_report(onnx.proto "${SG_ONNX_PROTO}" "${SG_ONNX_PROTO}" python3-onnx ON)
 # Packages that ship CMake config files.
 find_package(ucx CONFIG QUIET)
 sg_dep_report(UCX "${ucx_FOUND}" "${ucx_VERSION}" libucx-dev ON)
-find_package(dnnl CONFIG QUIET)
-sg_dep_report(oneDNN "${dnnl_FOUND}" "${dnnl_VERSION}" libdnnl-dev ON)
+# oneDNN by its header and library, not its CMake config: Debian's
+# dnnl-config.cmake requires OpenCL development files (oneDNN was built with
+# its OpenCL GPU runtime) that sgrt, a CPU user of oneDNN, does not need.
+find_path(DNNL_INCLUDE_DIR dnnl.h)
+find_library(DNNL_LIBRARY dnnl)
+if(DNNL_INCLUDE_DIR AND DNNL_LIBRARY AND EXISTS "${DNNL_INCLUDE_DIR}/oneapi/dnnl/dnnl_version.h")
+  file(STRINGS "${DNNL_INCLUDE_DIR}/oneapi/dnnl/dnnl_version.h" _dv REGEX "#define DNNL_VERSION_(MAJOR|MINOR|PATCH) ")
+  string(REGEX REPLACE ".*MAJOR +([0-9]+).*MINOR +([0-9]+).*PATCH +([0-9]+).*" "\\1.\\2.\\3" DNNL_VERSION "${_dv}")
+  add_library(sg::dnnl UNKNOWN IMPORTED GLOBAL)
+  set_target_properties(sg::dnnl PROPERTIES IMPORTED_LOCATION "${DNNL_LIBRARY}"
+                                            INTERFACE_INCLUDE_DIRECTORIES "${DNNL_INCLUDE_DIR}")
+  set(DNNL_FOUND TRUE)
+endif()
+sg_dep_report(oneDNN "${DNNL_FOUND}" "${DNNL_VERSION}" libdnnl-dev ON)
 # oneDNN runs on GNU OpenMP; sgrt sets its thread count through that runtime
 # (omp_set_num_threads) without compiling its own code with -fopenmp, so gcc
 # and clang builds share the one runtime oneDNN already loads.
@@ -73,23 +85,17 @@ if(METIS_INCLUDE_DIR AND METIS_LIBRARY)
 endif()
 sg_dep_report(METIS "${METIS_FOUND}" "${METIS_VERSION}" libmetis-dev ON)
 
-# CUDA toolkit and NCCL: optional (SG_WITH_CUDA=AUTO|ON|OFF).
+# CUDA toolkit, cuDNN and NCCL: optional (SG_WITH_CUDA=AUTO|ON|OFF).
 set(SG_HAVE_CUDA OFF)
 if(NOT SG_WITH_CUDA STREQUAL "OFF")
-  if(NOT CUDAToolkit_ROOT AND EXISTS /usr/local/cuda)
-    set(CUDAToolkit_ROOT /usr/local/cuda)
-  endif()
-  find_package(CUDAToolkit QUIET)
-  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
-  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
-  find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
-  find_library(CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
-  if(CUDAToolkit_FOUND AND NCCL_LIBRARY AND CUDNN_LIBRARY)
+  include(${CMAKE_CURRENT_LIST_DIR}/SgCuda.cmake)
+  if(SG_CUDA_FOUND AND TARGET sg::nccl AND TARGET sg::cudnn)
     set(SG_HAVE_CUDA ON)
   endif()
-  sg_dep_report("CUDA toolkit" "${CUDAToolkit_FOUND}" "${CUDAToolkit_VERSION}" "CUDA toolkit under /usr/local/cuda" OFF)
-  sg_dep_report(NCCL "${NCCL_LIBRARY}" "${NCCL_LIBRARY}" "libnccl-dev" OFF)
-  sg_dep_report(cuDNN "${CUDNN_LIBRARY}" "${CUDNN_LIBRARY}" "cudnn" OFF)
+  sg_dep_report("CUDA toolkit" "${SG_CUDA_FOUND}" "${SG_CUDA_VERSION} (${SG_CUDA_ROOT})"
+                "CUDA toolkit under /usr/local/cuda" OFF)
+  sg_dep_report(NCCL "${SG_CUDA_NCCL_LIBRARY}" "${SG_CUDA_NCCL_LIBRARY}" "libnccl-dev" OFF)
+  sg_dep_report(cuDNN "${SG_CUDA_CUDNN_LIBRARY}" "${SG_CUDA_CUDNN_LIBRARY}" "cudnn" OFF)
   if(SG_WITH_CUDA STREQUAL "ON" AND NOT SG_HAVE_CUDA)
     message(FATAL_ERROR "SG_WITH_CUDA=ON but the CUDA toolkit, cuDNN or NCCL was not found")
   endif()

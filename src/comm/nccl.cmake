@@ -8,14 +8,14 @@
 # file adds nothing.
 if(SG_HAVE_CUDA)
   set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/nccl.c PROPERTIES COMPILE_DEFINITIONS SG_HAVE_NCCL=1)
-  # SYSTEM: the CUDA headers are not ours to keep -Werror clean.
-  target_include_directories(sgrt_objects SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS} ${NCCL_INCLUDE_DIR})
+  # SYSTEM: the CUDA headers are not ours to keep warning-free.
+  target_include_directories(sgrt_objects SYSTEM PRIVATE ${SG_CUDA_INCLUDE_DIRS})
   foreach(t sgrt sgrt_static)
-    target_link_libraries(${t} PRIVATE $<BUILD_INTERFACE:CUDA::cudart> $<BUILD_INTERFACE:${NCCL_LIBRARY}>)
+    target_link_libraries(${t} PRIVATE $<BUILD_INTERFACE:sg::cudart> $<BUILD_INTERFACE:sg::nccl>)
   endforeach()
   # An installed static library's users link them by path (as METIS by name).
-  target_link_libraries(sgrt_static INTERFACE $<INSTALL_INTERFACE:${NCCL_LIBRARY}>
-                                              $<INSTALL_INTERFACE:${CUDAToolkit_LIBRARY_DIR}/libcudart.so>)
+  target_link_libraries(sgrt_static INTERFACE $<INSTALL_INTERFACE:${SG_CUDA_NCCL_LIBRARY}>
+                                              $<INSTALL_INTERFACE:${SG_CUDA_CUDART_LIBRARY}>)
   # Tests link sgrt_internal (the static library and its dependencies).
-  target_link_libraries(sgrt_internal INTERFACE CUDA::cudart ${NCCL_LIBRARY})
+  target_link_libraries(sgrt_internal INTERFACE sg::cudart sg::nccl)
 endif()
