@@ -136,7 +136,9 @@ SG_API sg_status sg_graph_status(const sg_graph *g);
 /**
  * Runs the verifier (acyclicity, arity, dtypes, shapes, attributes, unique
  * names, dangling tensors) and freezes the graph: later builder calls fail with
- * SG_ERR_STATE. Returns the first sticky builder error if there was one.
+ * SG_ERR_STATE. Returns the first sticky builder error if there was one, and
+ * sets sg_last_error() to that error's own message (the op and the shapes),
+ * whatever calls came between.
  */
 SG_API sg_status sg_graph_finalize(sg_graph *g);
 

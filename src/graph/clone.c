@@ -52,8 +52,8 @@ sg_status sg_graph_clone(const sg_graph *src, sg_graph **out) {
   *out = NULL;
   if (src == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_graph_clone: graph is NULL");
   if (src->error != SG_OK)
-    return sg__error(src->error, "sg_graph_clone: the graph has a builder error (%s)",
-                     sg_status_str(src->error));
+    return sg__error(src->error, "sg_graph_clone: the graph has a builder error (%s): %s",
+                     sg_status_str(src->error), src->error_message);
   sg_graph *g;
   SG_CHECK(sg_graph_create(&g));
   sg_status st = copy_into(src, g);

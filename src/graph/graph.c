@@ -1,4 +1,5 @@
 /* Graph lifecycle, source tensors, outputs and read-only queries. */
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -32,18 +33,22 @@ sg_status sg_graph_status(const sg_graph *g) { return g ? g->error : SG_ERR_INVA
 int sg_graph_is_finalized(const sg_graph *g) { return g && g->finalized; }
 
 sg_status sg__graph_fail(sg_graph *g, sg_status st) {
-  if (g && g->error == SG_OK) g->error = st;
+  if (g && g->error == SG_OK && st != SG_OK) {
+    g->error = st;
+    snprintf(g->error_message, sizeof g->error_message, "%s", sg_last_error());
+  }
   return st;
+}
+
+sg_status sg__graph_sticky_error(const sg_graph *g) {
+  if (g->error_message[0] != '\0') return sg__error(g->error, "%s", g->error_message);
+  return sg__error(g->error, "the graph has an earlier builder error (%s)", sg_status_str(g->error));
 }
 
 sg_status sg_graph_finalize(sg_graph *g) {
   if (g == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_graph_finalize: graph is NULL");
   if (g->finalized) return SG_OK;
-  if (g->error != SG_OK)
-    return sg__error(g->error,
-                     "graph has a builder error (%s); the first failing builder call "
-                     "reported the details",
-                     sg_status_str(g->error));
+  if (g->error != SG_OK) return sg__graph_sticky_error(g);
   SG_CHECK(sg_graph_verify(g));
   g->finalized = true;
   return SG_OK;
@@ -191,8 +196,7 @@ sg_status sg_tensor_set_name(sg_graph *g, sg_tensor t, const char *name) {
     if (sg__names_insert(g, false, (int32_t)i) != SG_OK) {
       g->tensors[t.id].name = old;
       sg__names_clear(&g->tensor_names);
-      sg__graph_fail(g, SG_ERR_NO_MEMORY);
-      return sg__error(SG_ERR_NO_MEMORY, "out of memory renaming to '%s'", name);
+      return sg__graph_fail(g, sg__error(SG_ERR_NO_MEMORY, "out of memory renaming to '%s'", name));
     }
   }
   return SG_OK;

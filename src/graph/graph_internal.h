@@ -64,6 +64,10 @@ struct sg_graph {
   sg__name_map tensor_names;
   sg__name_map op_names;
   sg_status error; /* first builder error (sticky) */
+  /* Its message, as sg_last_error() had it: later calls (finalize, verify)
+   * report it again, so a program that checks once at the end, as api.md
+   * advises, still prints which op failed and with which shapes. */
+  char error_message[1024];
   bool finalized;
   /* On while sg_graph_backward() appends ops: every op output it creates,
    * including those of ordinary ops (gemm, add, reshape, ...), gets role
@@ -185,8 +189,11 @@ sg_status sg__pool2d_window(const sg__op *op, bool avg, const int64_t *x, const 
 
 /* ---- graph internals (graph.c) ----------------------------------------- */
 
-/* Records the first builder error on the graph; returns `st`. */
+/* Records st as the graph's sticky error (the first one wins) with the
+ * message that the failing call just set through sg__error(); returns st. */
 sg_status sg__graph_fail(sg_graph *g, sg_status st);
+/* Sets the last error to the graph's sticky error and its first message. */
+sg_status sg__graph_sticky_error(const sg_graph *g);
 
 /* Appends a tensor without validation beyond memory safety; `name` is copied.
  * Used by the builder (after validating) and the .sgg reader (verified after). */

@@ -288,10 +288,7 @@ static sg_status check_io(const sg_graph *g) {
 
 sg_status sg_graph_verify(const sg_graph *g) {
   if (g == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_graph_verify: graph is NULL");
-  if (g->error != SG_OK)
-    return sg__error(g->error,
-                     "graph has a builder error (%s); the first failing builder call reported the details",
-                     sg_status_str(g->error));
+  if (g->error != SG_OK) return sg__graph_sticky_error(g);
   for (uint32_t t = 0; t < g->n_tensors; t++) SG_CHECK(check_tensor(g, t));
   for (uint32_t k = 0; k < g->n_ops; k++) SG_CHECK(check_op_structure(g, k));
   SG_CHECK(check_unique_names(g));

@@ -503,6 +503,27 @@ static void test_sticky_and_generic(void **state) {
   assert_status(sg_graph_finalize(g), SG_ERR_SHAPE, NULL);
   sg_graph_destroy(g);
 
+  /* Checking once at the end, as api.md advises: finalize and verify give
+   * back the failing builder call's own message (op and shapes), even after
+   * other calls have replaced the thread's last error. */
+  g = fresh();
+  x = MK(g, SG_F32, 2, 3);
+  assert_true(sg_add(g, x, MK(g, SG_F32, 4)).id < 0);
+  char first[1024];
+  snprintf(first, sizeof first, "%s", sg_last_error());
+  assert_non_null(strstr(first, "add"));
+  assert_non_null(strstr(first, "[2,3]"));
+  assert_non_null(strstr(first, "[4]"));
+  assert_true(sg_relu(g, x).id < 0);
+  sg_clear_error();
+  assert_int_equal(sg_graph_finalize(NULL), SG_ERR_INVALID_ARG);
+  assert_int_equal(sg_graph_verify(g), SG_ERR_SHAPE);
+  assert_string_equal(sg_last_error(), first);
+  sg_clear_error();
+  assert_int_equal(sg_graph_finalize(g), SG_ERR_SHAPE);
+  assert_string_equal(sg_last_error(), first);
+  sg_graph_destroy(g);
+
   g = fresh();
   x = MK(g, SG_F32, 2, 3);
   sg_tensor out[2];
