@@ -24,9 +24,10 @@ add_test(NAME model_mlp_tp2 COMMAND ${_sg_model_launch} -n 2 -- ${_sg_model_work
 # Two replicas of a 2-way tensor split (rank = replica * 2 + share), each fed half of the batch.
 add_test(NAME model_mlp_tp2_dp2 COMMAND ${_sg_model_launch} -n 4 -- ${_sg_model_worker} tpdp)
 add_test(NAME model_mlp_dp2 COMMAND ${_sg_model_launch} -n 2 -- ${_sg_model_worker} dp)
-# ResNet-50 (width 16, 32x32, 10 classes, batch 8) in lockstep with the reference (model_worker.c
-# says why not free-running). The pipeline runs one micro-batch: batch norm normalises over each
-# micro-batch, so M > 1 differs from the whole-batch reference by design.
+# ResNet-50 (width 16, 32x32, 10 classes, batch 8): the tensor split in lockstep with the reference
+# (model_worker.c says why not free-running), the pipeline (METIS stages) free-running. The pipeline
+# runs one micro-batch: batch norm normalises over each micro-batch, so M > 1 differs from the
+# whole-batch reference by design.
 add_test(NAME model_resnet_tp2 COMMAND ${_sg_model_launch} -n 2 -- ${_sg_model_worker} rn_tp)
 add_test(NAME model_resnet_pp4 COMMAND ${_sg_model_launch} -n 4 -- ${_sg_model_worker} rn_pp 1)
 add_test(NAME model_badargs COMMAND ${_sg_model_launch} -n 4 -- ${_sg_model_worker} badargs)

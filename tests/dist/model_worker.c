@@ -332,13 +332,14 @@ static int train_axis(const sg_tp_plan *plan, const model *m, const char *name) 
   return split_axis(plan, m->fwd, base);
 }
 
-/* Lockstep (ResNet-50): the reference takes the distributed run's whole
- * state before each step, so each step is compared on its own. ResNet-50
- * at this size is chaotic in floating point (docs/dist.md, "Equivalence
- * with one process"): the split's partial sums, or a stage's own kernel
- * choices, round differently in the last bit, and free-running runs part
- * ways after 2-3 steps whatever the runtime does. Split tensors are
- * gathered over `c`; a stage's tensors are broadcast from it. */
+/* Lockstep (ResNet-50 under tensor parallelism): the reference takes the
+ * distributed run's whole state before each step, so each step is compared
+ * on its own. ResNet-50 at this size is chaotic in floating point
+ * (docs/dist.md, "Equivalence with one process"): the split's partial sums
+ * round differently in the last bit, and free-running runs part ways after
+ * 2-3 steps whatever the runtime does. Split tensors are gathered over `c`;
+ * a stage's tensors are broadcast from it (pipelines run free, but the
+ * function serves both). */
 static void sync_reference(const model *m, const sg_graph *ref_g, sg_session *ref, sg_dist *d,
                            const sg_tp_plan *plan, sg_comm *c, int ways) {
   for (int32_t t = 0; t < sg_graph_num_tensors(ref_g); t++) {
@@ -477,7 +478,12 @@ static int run_parts(int resnet, int pipeline, int micro, const char *trace, int
     tpp.ways = stages;
     OK(sg_tp_plan_create(m.fwd, &tpp, &plan));
   }
-  int lockstep = resnet; /* with data 1: the side communicator's gathers span one group */
+  /* ResNet-50 under tensor parallelism sums the split in another order than
+   * one process: lockstep (see sync_reference). A pipeline computes the same
+   * bits as one process (batch norm and pooling run in one layout whatever
+   * the storage, sg__dk_compute_md), so it runs free. With data 1: the side
+   * communicator's gathers span one group. */
+  int lockstep = resnet && !pipeline;
   /* A second communicator beside the sg_dist's (epoch 1: its own store keys). */
   sg_comm *side = lockstep ? rejoin() : NULL;
   init_weights(&m, d, plan, stages, rank % stages);

@@ -44,5 +44,9 @@ add_test(NAME pp_dp_drop_np4 COMMAND ${_sg_pp_launch} -n 4 -- ${_sg_pp_worker} e
 add_test(NAME pp_dp3_drop_np6 COMMAND ${_sg_pp_launch} -n 6 -- ${_sg_pp_worker} equiv drop 3 2 blocks 24)
 add_test(NAME pp_resnet_np4 COMMAND ${_sg_pp_launch} -n 4 -- ${_sg_pp_worker} equiv resnet 1 4)
 add_test(NAME pp_dp_resnet_np4 COMMAND ${_sg_pp_launch} -n 4 -- ${_sg_pp_worker} equiv resnet 2 2)
+# The same with the partitioner's stages, which cut through bottlenecks and put
+# a batch norm right after a cut (it reads a received, plain-stored tensor).
+add_test(NAME pp_resnet_metis_np4 COMMAND ${_sg_pp_launch} -n 4 -- ${_sg_pp_worker} equiv resnet 1 4 metis)
 set_tests_properties(pp_dp_mlp_np4 pp_drop_np4 pp_dp_drop_np4 pp_dp3_drop_np6 pp_resnet_np4 pp_dp_resnet_np4
+                     pp_resnet_metis_np4
                      PROPERTIES TIMEOUT 120 LABELS "dist;pp" ENVIRONMENT "SG_COMM_TIMEOUT_MS=60000")

@@ -101,6 +101,11 @@ void sg__dk_tensor_md(sg__dk *k, const sg_graph *g, int32_t t, int ndims, const 
   }
 }
 
+void sg__dk_compute_md(const sg__dk *k, int ndims, const dnnl_dim_t *dims, dnnl_memory_desc_t *md) {
+  if (ndims == 4 && k->st->block > 0 && !k->st->plain_only) sg__dk_blocked_md(md, dims, k->st->block);
+  else sg__dk_plain_md(md, ndims, dims);
+}
+
 static size_t blocked_bytes(const sg__tensor *t, int block) {
   dnnl_memory_desc_t md;
   dnnl_dim_t d[4] = {t->dims[0], t->dims[1], t->dims[2], t->dims[3]};

@@ -15,9 +15,10 @@
  * Which statistics: batch statistics when the op is in training form
  * (attribute training = 1) and the kernel is compiled for SG__MODE_TRAIN;
  * running statistics otherwise (outputs 1 and 2 are then left untouched and
- * may be NULL). Layout: a 4-D x as stored (plain NCHW, or channel-blocked
- * when plan_layouts chose that, cpu_layout.c); any other rank >= 2 viewed
- * as plain [N, C, prod(spatial), 1]. */
+ * may be NULL). Layout: a 4-D x in the backend's compute layout (channel
+ * blocked where oneDNN blocks, sg__dk_compute_md), its operands reordered
+ * where they are stored otherwise; any other rank >= 2 viewed as plain
+ * [N, C, prod(spatial), 1]. */
 #include <math.h>
 
 #include "backend/cpu/dnnl_common.h"
@@ -72,12 +73,15 @@ static sg_status build(sg__dk *dk, const sg_graph *g, const sg__op *op, sg__exec
   int64_t C = x->dims[1];
   int64_t S = sg__numel(x->ndim - 2, x->dims + 2);
   /* 4-D tensors keep their dims (they may be stored blocked); any other
-   * rank is viewed as plain [N, C, spatial, 1]. The primitive runs in x's
-   * layout; an operand stored otherwise is reordered. */
+   * rank is viewed as plain [N, C, spatial, 1]. The primitive runs in the
+   * backend's compute layout (sg__dk_compute_md), so that a plain x (a
+   * pipeline stage's received activations) gives the bits a blocked one
+   * does; an operand stored otherwise is reordered. */
   dnnl_dim_t xd[4] = {x->dims[0], C, S, 1}, cd[1] = {C};
   if (x->ndim == 4) xd[2] = x->dims[2], xd[3] = x->dims[3];
   dnnl_memory_desc_t xm, cm, u_x, u_y, u_dy;
-  sg__dk_tensor_md(dk, g, op->inputs[x_in], 4, xd, &xm);
+  if (x->ndim == 4) sg__dk_compute_md(dk, 4, xd, &xm);
+  else sg__dk_plain_md(&xm, 4, xd);
   sg__dk_tensor_md(dk, g, op->inputs[x_in], 4, xd, &u_x);
   sg__dk_tensor_md(dk, g, op->outputs[0], 4, xd, &u_y); /* y or dx */
   sg__dk_tensor_md(dk, g, op->kind == SG_OP_BATCH_NORM ? -1 : op->inputs[0], 4, xd, &u_dy);

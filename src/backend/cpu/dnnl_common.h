@@ -92,6 +92,15 @@ void sg__dk_strided_md(dnnl_memory_desc_t *md, int ndims, const dnnl_dim_t *dims
 
 /* nChw<block>c f32 descriptor of 4-D dims (block 8 or 16). */
 void sg__dk_blocked_md(dnnl_memory_desc_t *md, const dnnl_dim_t *dims, int block);
+/* The layout a batch-norm or pooling primitive computes in, whatever its
+ * operands' storage: the backend's channel block for 4-D dims when it has
+ * one, else plain. oneDNN's plain and blocked kernels of these ops sum in
+ * different orders, so a kernel that followed its operands' storage would
+ * round differently where a tensor is kept plain (a graph output, a
+ * pipeline stage's boundary tensor) than where the same tensor is a
+ * blocked activation; with one compute layout, storage changes only the
+ * (exact) reorders around the primitive. */
+void sg__dk_compute_md(const sg__dk *k, int ndims, const dnnl_dim_t *dims, dnnl_memory_desc_t *md);
 /* The descriptor of tensor t of g as it is stored for this kernel: blocked
  * (4-D only) or plain, with the given dims (a view of t's dims). */
 void sg__dk_tensor_md(sg__dk *k, const sg_graph *g, int32_t t, int ndims, const dnnl_dim_t *dims,

@@ -42,8 +42,7 @@ static void geom(const sg__op *op, const int64_t *x, const int64_t *y, pool_geom
   }
 }
 
-/* xm, ym: the layout the primitive runs in (plain, or blocked when an
- * operand is blocked: oneDNN's pooling is fastest there). */
+/* xm, ym: the layout the primitive runs in (sg__dk_compute_md). */
 static sg_status fwd_pd(sg__dk *k, const pool_geom *p, dnnl_alg_kind_t alg, dnnl_prop_kind_t prop,
                         const dnnl_memory_desc_t *xm, const dnnl_memory_desc_t *ym,
                         dnnl_primitive_desc_t *pd) {
@@ -72,16 +71,11 @@ static sg_status build(sg__dk *k, const sg_graph *g, const sg__op *op, sg__exec_
   sg__dk_tensor_md(k, g, x_t, 4, p.x, &xu);
   sg__dk_tensor_md(k, g, y_t, 4, p.y, &yu);
   sg__dk_tensor_md(k, g, x_in, 4, p.x, &xin_u);
-  bool blocked = sg__cpu_tensor_layout(k->st, g, x_t) == SG__CPU_BLOCKED ||
-                 sg__cpu_tensor_layout(k->st, g, y_t) == SG__CPU_BLOCKED ||
-                 sg__cpu_tensor_layout(k->st, g, x_in) == SG__CPU_BLOCKED;
-  if (blocked) {
-    sg__dk_blocked_md(&xm, p.x, k->st->block);
-    sg__dk_blocked_md(&ym, p.y, k->st->block);
-  } else {
-    sg__dk_plain_md(&xm, 4, p.x);
-    sg__dk_plain_md(&ym, 4, p.y);
-  }
+  /* The primitive runs in the backend's compute layout whatever the
+   * operands' storage (sg__dk_compute_md): average pooling sums, and max
+   * pooling breaks ties, in a layout's own order. */
+  sg__dk_compute_md(k, 4, p.x, &xm);
+  sg__dk_compute_md(k, 4, p.y, &ym);
   dnnl_primitive_desc_t fpd, bpd;
   sg_status st = SG_OK;
   if (forward) {
