@@ -16,6 +16,8 @@ PACKAGES=(
   libcmocka-dev
   graphviz
   python3 python3-numpy python3-onnx python3-pytest python3-torch python3-torchvision
+  openmpi-bin              # mpirun, for the launcher tests (dist_mpirun_np4)
+  iproute2 procps          # ip netns/veth for the multi-host tests; ps, pkill
 )
 
 missing=()

@@ -317,6 +317,7 @@ int main(int argc, char **argv) {
   double *snap_wait = calloc((size_t)o.steps + 1, sizeof(double));
   if (snap == NULL || snap_wait == NULL) return fail(rank, "allocating the data", SG_ERR_NO_MEMORY);
   int recoveries = 0;
+  double first_loss = NAN; /* of the first step this rank ran */
   for (int step = start; step < o.steps; step++) {
     double ts = now(), cs = cpu_now();
     if (o.no_heal) st = feed(&fd, d, (uint64_t)step, parts ? copy : rank, parts ? copies : world);
@@ -332,6 +333,7 @@ int main(int argc, char **argv) {
     cpu[step] = cpu_now() - cs;
     train_s += times[step];
     sg_dist_get_stats(d, &stats);
+    if (step == start) first_loss = stats.loss_mean;
     comm[step] = stats.comm_ms;
     waits[step] = stats.wait_ms;
     snap[step] = stats.snapshot_ms;
@@ -398,6 +400,7 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(j, "exposed_comm_ms_per_step", med_wait);
     cJSON_AddNumberToObject(j, "cpu_ms_per_step", 1e3 * med_cpu);
     cJSON_AddNumberToObject(j, "images_per_s", ips);
+    cJSON_AddNumberToObject(j, "first_loss", first_loss);
     cJSON_AddNumberToObject(j, "final_loss", stats.loss_mean);
     cJSON_AddNumberToObject(j, "healthy_ranks", stats.healthy_ranks);
     cJSON_AddNumberToObject(j, "ranks_now", stats.world_size);

@@ -146,6 +146,11 @@ int resnet50_init_values(const sg_tensor_info *info, uint64_t seed, float *out) 
   float v;
   if (ends_with(name, ".running_var") && info->role == SG_ROLE_STATE) v = 1.0f;
   else if (ends_with(name, ".running_mean") && info->role == SG_ROLE_STATE) v = 0.0f;
+  /* zero_init_residual=True: each bottleneck starts as the identity, so
+   * the first steps do not blow up (Goyal et al., "Accurate, Large Minibatch
+   * SGD"; torchvision's option). With every bn weight at 1, SGD with
+   * momentum at the examples' learning rates raised the loss for steps. */
+  else if (ends_with(name, ".bn3.weight") && info->role == SG_ROLE_PARAMETER && info->ndim == 1) v = 0.0f;
   else if (ends_with(name, ".weight") && info->role == SG_ROLE_PARAMETER && info->ndim == 1) v = 1.0f;
   else if (ends_with(name, ".bias") && info->role == SG_ROLE_PARAMETER && info->ndim == 1) v = 0.0f;
   else return -1;

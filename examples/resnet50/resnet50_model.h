@@ -49,7 +49,10 @@ sg_status resnet50_build_training(const resnet50_config *cfg, const char *optimi
 /* torchvision's initial value of one tensor of a graph built by
  * resnet50_build(), by its name and shape: convolution weights
  * kaiming_normal_(mode="fan_out", nonlinearity="relu"), i.e. N(0, 2/fan_out)
- * with fan_out = out_channels * kh * kw; batch-norm weight 1, bias 0,
+ * with fan_out = out_channels * kh * kw; batch-norm weight 1 (0 for the
+ * last batch norm of each bottleneck, "layer<i>.<j>.bn3.weight", as
+ * torchvision's zero_init_residual=True: every block starts as the
+ * identity and training is stable from the first step), bias 0,
  * running_mean 0, running_var 1; fc weight and bias U(-1/sqrt(in),
  * 1/sqrt(in)) (nn.Linear's default). Each tensor draws from its own stream,
  * seeded by `seed` and a hash of its name, so the values do not depend on

@@ -95,7 +95,7 @@ static int parse(int argc, char **argv, options *o) {
   };
   int rc = example_parse_opts("resnet50_train", usage, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
   if (rc != 0) return rc;
-  if (o->lr == 0) o->lr = strcmp(o->optimizer, "adamw") == 0 ? 1e-3 : 0.05;
+  if (o->lr == 0) o->lr = strcmp(o->optimizer, "adamw") == 0 ? 1e-3 : 0.02;
   if (o->batch < 2 || o->res < 32 || o->steps < 0 || o->threads < 1 || o->classes < 1 || o->width < 1 ||
       o->warmup < 0 || !(o->lr > 0) || !(o->until >= 0 && o->until <= 1) ||
       (strcmp(o->optimizer, "sgd") != 0 && strcmp(o->optimizer, "adamw") != 0)) {
@@ -149,7 +149,7 @@ int main(int argc, char **argv) {
     return fail("allocating the data", SG_ERR_NO_MEMORY);
 
   int64_t xd[] = {o.batch, 3, o.res, o.res}, yd[] = {o.batch};
-  float lr = (float)o.lr, loss = NAN;
+  float lr = (float)o.lr, loss = NAN, first_loss = NAN;
   double train_s = 0;
   int run = 0, reached = 0; /* steps run; the step at which --until-accuracy was reached */
   for (int step = 0; step < o.steps && !reached; step++) {
@@ -165,6 +165,7 @@ int main(int argc, char **argv) {
     if ((st = sg_session_read(s, "loss", &loss, sizeof loss)) != SG_OK ||
         (st = sg_session_read(s, "logits", logits, (size_t)o.batch * o.classes * sizeof(float))) != SG_OK)
       return fail("reading the loss", st);
+    if (step == 0) first_loss = loss;
     for (int i = 0; i < o.batch; i++) {
       int best = 0;
       for (int c = 1; c < o.classes; c++)
@@ -215,6 +216,7 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(j, "param_count", (double)n_params);
     cJSON_AddNumberToObject(j, "ms_per_step", 1e3 * med);
     cJSON_AddNumberToObject(j, "images_per_second", ips);
+    cJSON_AddNumberToObject(j, "first_loss", run > 0 ? first_loss : 0.0);
     cJSON_AddNumberToObject(j, "final_loss", run > 0 ? loss : 0.0);
     cJSON_AddNumberToObject(j, "train_accuracy", acc);
     cJSON_AddNumberToObject(j, "accuracy_window_steps", win);

@@ -137,8 +137,9 @@ typedef struct sg_dist_params {
   sg_dist_feed_fn feed;   /**< inputs per shard; NULL: the program sets inputs itself (no recovery) */
   void *feed_ctx;         /**< passed to feed */
   /** QoS tier (SPEC H5) when a peer fails: -1 = SG_QOS or strict; 0 strict (recover and redo the step,
-   *  the global batch kept, RPO 0); 1 best-effort (for now as strict); 2 graceful-degrade (recover, but
-   *  each member keeps only its own shard: the lost ranks' samples are skipped). Needs feed. */
+   *  the global batch kept, RPO 0); 1 best-effort: refused with feed set (SG_ERR_UNSUPPORTED: the
+   *  runtime does not retry collectives); 2 graceful-degrade (recover, but each member keeps only its
+   *  own shard: the lost ranks' samples are skipped). Needs feed. */
   int qos;
   /** Where optimizer state lives (SPEC A5): NULL or "none" (the session's memory), "dram" or "pmem" —
    *  a tier of this rank's global page table (docs/gmem.md), bound with sg_session_bind_state; the

@@ -249,7 +249,7 @@ enum { SG_HASH_WEIGHTS = 1 /**< include initializer bytes */ };
  * Stable 64-bit content hash of the structure, names, attributes, shapes,
  * dtypes and roles (and initializer bytes with SG_HASH_WEIGHTS). Equal for a
  * graph and its .sgg round trip; independent of memory addresses, host and
- * library build. Keys the compile cache and the cross-rank check.
+ * library build. Keys the cross-rank consistency check.
  */
 SG_API sg_status sg_graph_hash(const sg_graph *g, unsigned flags, uint64_t *out);
 

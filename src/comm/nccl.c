@@ -298,8 +298,8 @@ sg_status sg_comm_nccl_allreduce(sg_comm *comm, const void *send, void *recv, si
   const char *what = "sg_comm_nccl_allreduce";
   SG_CHECK(check_coll(comm, send, recv, count, dtype, (int)op, what));
   SG_CHECK(ready(comm, what));
-  ncclDataType_t t;
-  ncclRedOp_t o;
+  ncclDataType_t t = ncclFloat32; /* set by nccl_types; initialised for gcc -O3 */
+  ncclRedOp_t o = ncclSum;
   SG_CHECK(nccl_types(comm, dtype, op, &t, &o, what));
   if (count == 0) return SG_OK;
   return finish(comm, ncclAllReduce(send, recv, count, t, o, comm->nccl->comm, stream_of(comm, stream)),
@@ -311,8 +311,8 @@ sg_status sg_comm_nccl_allgather(sg_comm *comm, const void *send, void *recv, si
   const char *what = "sg_comm_nccl_allgather";
   SG_CHECK(check_coll(comm, send, recv, count, dtype, SG_REDUCE_SUM, what));
   SG_CHECK(ready(comm, what));
-  ncclDataType_t t;
-  ncclRedOp_t o;
+  ncclDataType_t t = ncclFloat32; /* set by nccl_types; initialised for gcc -O3 */
+  ncclRedOp_t o = ncclSum;
   SG_CHECK(nccl_types(comm, dtype, SG_REDUCE_SUM, &t, &o, what));
   if (count == 0) return SG_OK;
   return finish(comm, ncclAllGather(send, recv, count, t, comm->nccl->comm, stream_of(comm, stream)), stream,
@@ -324,8 +324,8 @@ sg_status sg_comm_nccl_reduce_scatter(sg_comm *comm, const void *send, void *rec
   const char *what = "sg_comm_nccl_reduce_scatter";
   SG_CHECK(check_coll(comm, send, recv, count, dtype, (int)op, what));
   SG_CHECK(ready(comm, what));
-  ncclDataType_t t;
-  ncclRedOp_t o;
+  ncclDataType_t t = ncclFloat32; /* set by nccl_types; initialised for gcc -O3 */
+  ncclRedOp_t o = ncclSum;
   SG_CHECK(nccl_types(comm, dtype, op, &t, &o, what));
   if (count == 0) return SG_OK;
   return finish(comm, ncclReduceScatter(send, recv, count, t, o, comm->nccl->comm, stream_of(comm, stream)),
@@ -339,8 +339,8 @@ sg_status sg_comm_nccl_broadcast(sg_comm *comm, void *buf, size_t count, sg_dtyp
   if (root < 0 || root >= comm->size)
     return sg__error(SG_ERR_INVALID_ARG, "%s: root %d is not a rank of %d", what, root, comm->size);
   SG_CHECK(ready(comm, what));
-  ncclDataType_t t;
-  ncclRedOp_t o;
+  ncclDataType_t t = ncclFloat32; /* set by nccl_types; initialised for gcc -O3 */
+  ncclRedOp_t o = ncclSum;
   SG_CHECK(nccl_types(comm, dtype, SG_REDUCE_SUM, &t, &o, what));
   if (count == 0) return SG_OK;
   return finish(comm, ncclBroadcast(buf, buf, count, t, root, comm->nccl->comm, stream_of(comm, stream)),

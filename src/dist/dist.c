@@ -81,6 +81,20 @@ static sg_status check_params(const sg_dist_params *p) {
     return sg__error(SG_ERR_INVALID_ARG,
                      "%s: qos is %d; -1 (SG_QOS or strict), 0 strict, 1 best-effort or 2 graceful-degrade",
                      fn, p->qos);
+  if (p->feed != NULL) { /* healing is on: the tier applies */
+    sg_qos q = (sg_qos)p->qos;
+    if (p->qos == -1) SG_CHECK(sg_qos_from_env(SG_QOS_STRICT, &q));
+    /* best-effort promises retries of a failed collective within its
+     * budget; the runtime does not retry, so it refuses the tier rather than
+     * quietly running it as strict. */
+    if (q == SG_QOS_BEST_EFFORT)
+      return sg__error(
+          SG_ERR_UNSUPPORTED,
+          "%s: QoS tier best-effort (retry a failed collective within 200 ms)%s is not available: "
+          "the runtime does not retry collectives; use strict (recover and redo the step) or "
+          "graceful-degrade",
+          fn, p->qos == -1 ? ", from SG_QOS," : "");
+  }
   bool offload;
   sg_gmem_tier tier;
   SG_CHECK(sg__dist_offload_parse(p->offload, &offload, &tier));

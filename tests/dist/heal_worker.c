@@ -58,6 +58,13 @@ static int badargs(sg_graph *g) {
       d != NULL)
     FAIL("a bad SG_INJECT accepted or badly reported");
   printf("badargs: %s\n", sg_last_error());
+  /* A tier the runtime cannot honour is refused, not run as another. */
+  unsetenv("SG_INJECT");
+  dp.qos = SG_QOS_BEST_EFFORT;
+  if (sg_dist_create(g, &dp, &d) != SG_ERR_UNSUPPORTED || strstr(sg_last_error(), "best-effort") == NULL ||
+      d != NULL)
+    FAIL("QoS best-effort accepted or badly reported");
+  printf("badargs: %s\n", sg_last_error());
   sg_graph_destroy(g);
   return 0;
 }

@@ -6,6 +6,8 @@
 #                      torchvision is installed;
 #   learns BIN         at 64x64 the training accuracy on the generated data
 #                      reaches 90% within 80 steps (SGD, momentum 0.9);
+#   defaults BIN       with its default options the example lowers the loss
+#                      over its first 10 steps;
 #   onnx BIN DIR       the C-built model and the ONNX import of torchvision's
 #                      own ResNet-50 give the same loss (resnet50_onnx_check);
 #                      exits 77 (skipped) without torch/torchvision/onnx.
@@ -45,6 +47,14 @@ assert r["reached_at_step"] > 0 and r["train_accuracy"] >= 0.90, \
 print("ok: %.1f%% training accuracy at step %d" % (100 * r["train_accuracy"], r["reached_at_step"]))
 '
     ;;
+  defaults)
+    "$bin" --steps 10 --json | tail -n 1 | "$py" -c '
+import json, sys
+r = json.loads(sys.stdin.read())
+print("loss %.4f at step 1, %.4f at step %d (lr %g)" % (r["first_loss"], r["final_loss"], r["steps"], r["lr"]))
+assert r["final_loss"] < r["first_loss"], "the default options do not lower the loss"
+'
+    ;;
   onnx)
     dir=$3
     mkdir -p "$dir"
@@ -53,5 +63,5 @@ print("ok: %.1f%% training accuracy at step %d" % (100 * r["train_accuracy"], r[
     [ "$rc" = 0 ] || exit "$rc"
     "$bin" "$dir/resnet50_32.onnx" 32 4 10 --threads 2
     ;;
-  *) echo "usage: check_resnet50.sh params|learns|onnx BIN [DIR]" >&2; exit 2 ;;
+  *) echo "usage: check_resnet50.sh params|learns|defaults|onnx BIN [DIR]" >&2; exit 2 ;;
 esac

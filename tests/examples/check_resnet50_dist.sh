@@ -17,16 +17,41 @@
 #                      amplifies the rounding; a heal without the rejoin
 #                      lands as far away, 2.3e-5 here. The exact 1e-5 checks
 #                      of healing and rejoin are on the MLP: tests/dist.)
+#   learns SGRT BIN ARGS_FILE
+#                      defaults that train: the example with no options (2
+#                      ranks) and the demo's model (4 ranks, the options of
+#                      ARGS_FILE, scripts/demo.args) each end 10 steps with a
+#                      lower loss than their first step's.
 set -euo pipefail
 mode=${1:-}
 sgrt=${2:-}
 bin=${3:-}
-[ "$mode" = offload ] || [ "$mode" = rejoin ] && [ -x "$sgrt" ] && [ -x "$bin" ] || {
-  echo "usage: check_resnet50_dist.sh offload|rejoin SGRT BIN" >&2
+case $mode in offload | rejoin | learns) ;; *) mode= ;; esac
+[ -n "$mode" ] && [ -x "$sgrt" ] && [ -x "$bin" ] || {
+  echo "usage: check_resnet50_dist.sh offload|rejoin|learns SGRT BIN [ARGS_FILE]" >&2
   exit 2
 }
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
+if [ "$mode" = learns ]; then
+  args_file=${4:?check_resnet50_dist.sh learns needs the options file of the demo}
+  mapfile -t demo_args < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$args_file" | tr -s ' \t' '\n' | sed '/^$/d')
+  learns() { # NAME RANKS ARGS...: the job's first and final loss
+    local name=$1 n=$2
+    shift 2
+    "$sgrt" launch -n "$n" -- "$bin" --steps 10 --json "$@" >"$dir/$name" 2>&1 || { cat "$dir/$name" >&2; exit 1; }
+    sed -n 's/^\[0\] \({.*}\)$/\1/p' "$dir/$name" | tail -n 1 | /usr/bin/python3 -c '
+import json, sys
+d = json.loads(sys.stdin.read())
+name = sys.argv[1]
+print("%s: loss %.4f at step 1, %.4f at step %d" % (name, d["first_loss"], d["final_loss"], d["steps"]))
+if not d["final_loss"] < d["first_loss"]:
+    sys.exit("FAIL: %s: the loss did not fall over the first 10 steps" % name)' "$name"
+  }
+  learns defaults 2
+  learns demo 4 "${demo_args[@]}"
+  exit 0
+fi
 if [ "$mode" = rejoin ]; then
   args=(--steps 10 --res 32 --width 8 --batch 4 --threads 1 --dead-ms 600 --json)
   summary() { # the fields of rank 0's JSON line in $dir/$1

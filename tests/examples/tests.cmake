@@ -18,6 +18,9 @@ if(TARGET resnet50_train)
     add_test(NAME example_resnet50_learns
              COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_resnet50.sh learns $<TARGET_FILE:resnet50_train>)
     set_tests_properties(example_resnet50_learns PROPERTIES TIMEOUT 900 LABELS examples)
+    add_test(NAME example_resnet50_defaults_learn
+             COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_resnet50.sh defaults $<TARGET_FILE:resnet50_train>)
+    set_tests_properties(example_resnet50_defaults_learn PROPERTIES TIMEOUT 600 LABELS examples)
   endif()
 endif()
 if(TARGET resnet50_onnx_check)
@@ -37,4 +40,12 @@ if(TARGET resnet50_dist)
                    $<TARGET_FILE:resnet50_dist>)
   set_tests_properties(example_resnet50_dist_rejoin PROPERTIES TIMEOUT 300 LABELS "examples;heal"
                                                                ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000")
+  # The example's defaults and the demo's model (scripts/demo.args) lower the loss.
+  if(NOT SG_SANITIZE)
+    add_test(NAME example_resnet50_dist_defaults_learn
+             COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_resnet50_dist.sh learns $<TARGET_FILE:sgrt_cli>
+                     $<TARGET_FILE:resnet50_dist> ${PROJECT_SOURCE_DIR}/scripts/demo.args)
+    set_tests_properties(example_resnet50_dist_defaults_learn PROPERTIES TIMEOUT 600 LABELS examples
+                                                                        ENVIRONMENT "SG_COMM_TIMEOUT_MS=60000")
+  endif()
 endif()
