@@ -16,6 +16,8 @@
 # (and only them) on every exit path.
 
 tag=$$
+# shellcheck source=tests/netns/nsexec.sh
+. "$(dirname "${BASH_SOURCE[0]}")/nsexec.sh"
 
 skip() {
   echo "SKIP: $*"
@@ -44,17 +46,17 @@ netns_begin() {
   trap netns_cleanup EXIT
   trap 'exit 130' INT TERM
   ip netns add "$hub" 2> "$dir/err" || skip "cannot create a network namespace: $(cat "$dir/err")"
-  ip -n "$hub" link add br0 type bridge 2> "$dir/err" || skip "cannot create a bridge: $(cat "$dir/err")"
-  ip -n "$hub" link set br0 up
+  ns_ip "$hub" link add br0 type bridge 2> "$dir/err" || skip "cannot create a bridge: $(cat "$dir/err")"
+  ns_ip "$hub" link set br0 up
   local i ns
   for ((i = 0; i < netns_count; i++)); do
     ns=$node_ns$i
     ip netns add "$ns" && ip link add "$node_if$i" type veth peer name "$hub_if$i" 2> "$dir/err" ||
       skip "cannot create a veth pair: $(cat "$dir/err")"
     ip link set "$node_if$i" netns "$ns" && ip link set "$hub_if$i" netns "$hub" &&
-      ip -n "$hub" link set "$hub_if$i" master br0 && ip -n "$hub" link set "$hub_if$i" up &&
-      ip -n "$ns" addr add "$subnet.$((10 + i))/24" dev "$node_if$i" && ip -n "$ns" link set lo up &&
-      ip -n "$ns" link set "$node_if$i" up || {
+      ns_ip "$hub" link set "$hub_if$i" master br0 && ns_ip "$hub" link set "$hub_if$i" up &&
+      ns_ip "$ns" addr add "$subnet.$((10 + i))/24" dev "$node_if$i" && ns_ip "$ns" link set lo up &&
+      ns_ip "$ns" link set "$node_if$i" up || {
       echo "FAIL: cannot set up $ns" >&2
       exit 1
     }

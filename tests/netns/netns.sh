@@ -53,6 +53,8 @@ skip() {
 command -v ip > /dev/null || skip "no 'ip' command (iproute2)"
 ip netns list > /dev/null 2>&1 || skip "'ip netns' is unavailable"
 
+# shellcheck source=tests/netns/nsexec.sh
+. "$(dirname "${BASH_SOURCE[0]}")/nsexec.sh"
 tag=$$
 ns=("sgh$tag-0" "sgh$tag-1")
 dev=("sgv${tag}a" "sgv${tag}b")
@@ -80,9 +82,9 @@ ip link add "${dev[0]}" type veth peer name "${dev[1]}" 2> "$dir/err" ||
   skip "cannot create a veth pair: $(cat "$dir/err")"
 for i in 0 1; do
   ip link set "${dev[$i]}" netns "${ns[$i]}" &&
-    ip -n "${ns[$i]}" addr add "${addr[$i]}/24" dev "${dev[$i]}" &&
-    ip -n "${ns[$i]}" link set lo up &&
-    ip -n "${ns[$i]}" link set "${dev[$i]}" up || {
+    ns_ip "${ns[$i]}" addr add "${addr[$i]}/24" dev "${dev[$i]}" &&
+    ns_ip "${ns[$i]}" link set lo up &&
+    ns_ip "${ns[$i]}" link set "${dev[$i]}" up || {
     echo "FAIL: cannot set up ${ns[$i]}" >&2
     exit 1
   }
@@ -91,7 +93,7 @@ done
 start=$(date +%s)
 for i in 0 1; do
   j=$((1 - i))
-  ip netns exec "${ns[$i]}" env SG_NETNS_INDEX=$i SG_RANK=$i SG_WORLD_SIZE=2 \
+  "$in_netns" "${ns[$i]}" env SG_NETNS_INDEX=$i SG_RANK=$i SG_WORLD_SIZE=2 \
     MASTER_ADDR="${addr[0]}" MASTER_PORT="${MASTER_PORT:-29577}" \
     UCX_TLS="${UCX_TLS:-tcp}" UCX_NET_DEVICES="${dev[$i]}" \
     SG_NETNS_DEV="${dev[$i]}" SG_NETNS_ADDR="${addr[$i]}" SG_NETNS_PEER_ADDR="${addr[$j]}" \
@@ -104,8 +106,8 @@ if [ -n "$down_after" ]; then
   (
     sleep "$down_after"
     t=$(date +%s%3N)
-    ip -n "${ns[0]}" link set "${dev[0]}" down
-    ip -n "${ns[1]}" link set "${dev[1]}" down
+    ns_ip "${ns[0]}" link set "${dev[0]}" down
+    ns_ip "${ns[1]}" link set "${dev[1]}" down
     echo "$t" > "$dir/cut.tmp" && mv "$dir/cut.tmp" "$dir/cut"
     echo "[netns] link ${dev[0]} <-> ${dev[1]} down at $t"
   ) &

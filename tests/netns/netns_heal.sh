@@ -25,12 +25,12 @@ netns_begin heal $((n + 1))
 store_addr=10.77.1.$((10 + n))
 port=29588
 token=$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
-ip netns exec "$node_ns$n" env SG_STORE_ADDR=$store_addr MASTER_PORT=$port SG_JOB_TOKEN=$token "$store_bin" \
+"$in_netns" "$node_ns$n" env SG_STORE_ADDR=$store_addr MASTER_PORT=$port SG_JOB_TOKEN=$token "$store_bin" \
   > >(sed -u "s/^/[store] /") 2>&1 &
 pids+=($!)
 workers=()
 for ((i = 0; i < n; i++)); do
-  ip netns exec "$node_ns$i" env SG_RANK=$i SG_WORLD_SIZE=$n SG_LOCAL_RANK=$i MASTER_ADDR=$store_addr \
+  "$in_netns" "$node_ns$i" env SG_RANK=$i SG_WORLD_SIZE=$n SG_LOCAL_RANK=$i MASTER_ADDR=$store_addr \
     MASTER_PORT=$port SG_JOB_TOKEN=$token SG_STORE_EXTERNAL=1 UCX_TLS=tcp UCX_NET_DEVICES="$node_if$i" \
     "$@" > >(sed -u "s/^/[$i] /") 2>&1 &
   pids+=($!)
@@ -38,8 +38,8 @@ for ((i = 0; i < n; i++)); do
 done
 (
   sleep "$down"
-  ip -n "$node_ns$victim" link set "$node_if$victim" down
-  ip -n "$hub" link set "$hub_if$victim" down
+  ns_ip "$node_ns$victim" link set "$node_if$victim" down
+  ns_ip "$hub" link set "$hub_if$victim" down
   echo "[netns] link of rank $victim down at $(date +%s%3N)"
 ) &
 pids+=($!)

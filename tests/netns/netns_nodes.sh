@@ -41,7 +41,7 @@ workers=()
 for ((i = 0; i < nodes; i++)); do
   for ((l = 0; l < per; l++)); do
     r=$((i * per + l))
-    ip netns exec "$node_ns$i" env "$vr=$r" "$vs=$n" "$vl=$l" MASTER_ADDR=$master MASTER_PORT=$port \
+    "$in_netns" "$node_ns$i" env "$vr=$r" "$vs=$n" "$vl=$l" MASTER_ADDR=$master MASTER_PORT=$port \
       SG_JOB_TOKEN=$token UCX_TLS=tcp UCX_NET_DEVICES="$node_if$i" "$@" > >(sed -u "s/^/[node $i rank $r] /") 2>&1 &
     pids+=($!)
     workers+=($!)
