@@ -64,3 +64,24 @@ foreach(n 1 2)
   set_tests_properties(comm_nccl_np${n} PROPERTIES TIMEOUT 120 LABELS comm SKIP_RETURN_CODE 77
                                                    ENVIRONMENT "${_sg_comm_env}")
 endforeach()
+# The rendezvous store under attack (src/comm/store_server.c): each hostile
+# client of store_attacks.c against a store in the test's own process while an
+# honest client works (comm_store_attack), and all of them at once against a
+# 4-rank job's store, during which a rank is killed: the job must heal and the
+# launcher exit 0 (comm_store_attack_heal_np4, run_store_attack.sh).
+add_executable(comm_store_attack_test ${CMAKE_CURRENT_LIST_DIR}/store_attack_test.c
+                                      ${CMAKE_CURRENT_LIST_DIR}/store_attacks.c ${PROJECT_SOURCE_DIR}/tests/unit/test_util.c)
+target_link_libraries(comm_store_attack_test PRIVATE sgrt_internal sg::cmocka)
+target_include_directories(comm_store_attack_test PRIVATE ${PROJECT_SOURCE_DIR}/tests/unit)
+target_compile_definitions(comm_store_attack_test PRIVATE SG_TEST_DATA_DIR="${PROJECT_SOURCE_DIR}/tests/data")
+target_compile_options(comm_store_attack_test PRIVATE ${SG_WARNINGS})
+add_test(NAME comm_store_attack COMMAND comm_store_attack_test)
+set_tests_properties(comm_store_attack PROPERTIES TIMEOUT 120 LABELS comm ENVIRONMENT "CMOCKA_MESSAGE_OUTPUT=stdout")
+add_executable(store_attack_tool ${CMAKE_CURRENT_LIST_DIR}/store_attack_tool.c ${CMAKE_CURRENT_LIST_DIR}/store_attacks.c)
+target_link_libraries(store_attack_tool PRIVATE Threads::Threads)
+target_compile_options(store_attack_tool PRIVATE ${SG_WARNINGS})
+add_test(NAME comm_store_attack_heal_np4
+         COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_store_attack.sh $<TARGET_FILE:sgrt_cli>
+                 $<TARGET_FILE:store_attack_tool> $<TARGET_FILE:heal_worker> ${CMAKE_CURRENT_BINARY_DIR}/store_attack)
+set_tests_properties(comm_store_attack_heal_np4 PROPERTIES TIMEOUT 400 LABELS "comm;heal"
+                                                           ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000")
