@@ -231,6 +231,13 @@ SG_API sg_status sg_comm_poll(sg_comm *comm);
  */
 SG_API int64_t sg_comm_peer_silence_ms(const sg_comm *comm, int peer);
 /**
+ * Milliseconds since the last message or heartbeat from peer arrived, time
+ * this rank spent outside comm calls included: how long ago peer was last
+ * seen alive (a recovery's detection time starts there). -1 for self or an
+ * invalid rank. Owner thread only.
+ */
+SG_API int64_t sg_comm_peer_quiet_ms(const sg_comm *comm, int peer);
+/**
  * Marks the communicator failed: every later call returns SG_ERR_COMM ("the
  * communicator was aborted: <reason>") quickly, and sg_comm_destroy() skips
  * its barrier. Used to abort. Any thread may call it, also while the owner

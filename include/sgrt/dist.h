@@ -390,8 +390,9 @@ typedef struct sg_dist_stats {
   int recoveries;        /**< recoveries completed */
   int shards;            /**< shards this rank ran in the last step (1 unless peers were lost) */
   int excluded;          /**< 1: this rank was left out of a new membership (it must exit) */
-  double detection_ms;   /**< last recovery: from the failure's first sign (last time the dead peer was
-                              heard, or the cut) to its detection here */
+  double detection_ms;   /**< last recovery: from the lost rank's last sign of life (the last message or
+                              heartbeat received from it) to the failure's detection here; 0 when
+                              nobody was lost */
   double recovery_ms;    /**< last recovery: from detection to the first step completed after it
                               (agreement, new communicator, rollback, redone steps) */
   double rto_ms;         /**< last recovery: detection_ms + recovery_ms */

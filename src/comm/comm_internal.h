@@ -109,6 +109,8 @@ void sg__ucx_scope_all(sg__ucx *u, int on);
 sg_status sg__ucx_poll(sg__ucx *u, int peer);
 /* Silence of peer in ms (-1 for self or an invalid rank). */
 int64_t sg__ucx_silence_ms(const sg__ucx *u, int peer);
+/* Milliseconds since anything was heard from peer, time away included. */
+int64_t sg__ucx_quiet_ms(const sg__ucx *u, int peer);
 /* Makes every wait fail with SG_ERR_COMM at its next check. Any thread. */
 void sg__ucx_abort(sg__ucx *u);
 /* Declares `peer` unreachable as a cut link (fault injection); the others are told. */

@@ -40,6 +40,11 @@ int64_t sg_comm_peer_silence_ms(const sg_comm *comm, int peer) {
   return sg__ucx_silence_ms(comm->ucx, peer);
 }
 
+int64_t sg_comm_peer_quiet_ms(const sg_comm *comm, int peer) {
+  if (comm == NULL || comm->ucx == NULL) return -1;
+  return sg__ucx_quiet_ms(comm->ucx, peer);
+}
+
 void sg_comm_abort(sg_comm *comm, const char *reason) {
   if (comm == NULL) return;
   int expect = 0;

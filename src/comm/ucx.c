@@ -59,6 +59,9 @@ struct sg__ucx {
    * counts time we were listening. dead[p] is sticky. */
   int hb_ms, dead_ms;
   int64_t *heard;
+  /* When we last heard from p on the plain clock (no credit for time away):
+   * the last sign of life that a recovery's detection time starts from. */
+  int64_t *seen;
   void **hb_req; /* per peer: a heartbeat still in flight, or NULL */
   uint32_t hb_hdr[2];
   peer_death *death; /* per peer */
@@ -147,7 +150,7 @@ static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status) {
 }
 
 static void note_heard(sg__ucx *u, int peer) {
-  if (peer >= 0 && peer < u->size) u->heard[peer] = sg__now_ms();
+  if (peer >= 0 && peer < u->size) u->heard[peer] = u->seen[peer] = sg__now_ms();
 }
 
 static ucs_status_t am_cb(void *arg, const void *header, size_t header_length, void *data, size_t length,
@@ -179,6 +182,7 @@ sg_status sg__ucx_create(int rank, int world_size, int timeout_ms, sg__ucx **out
   u->eps = sg__calloc((size_t)world_size, sizeof *u->eps);
   u->ep_status = sg__calloc((size_t)world_size, sizeof *u->ep_status);
   u->heard = sg__calloc((size_t)world_size, sizeof *u->heard);
+  u->seen = sg__calloc((size_t)world_size, sizeof *u->seen);
   u->hb_req = sg__calloc((size_t)world_size, sizeof *u->hb_req);
   u->death = sg__calloc((size_t)world_size, sizeof *u->death);
   u->pos = sg__calloc((size_t)world_size, sizeof *u->pos);
@@ -188,8 +192,8 @@ sg_status sg__ucx_create(int rank, int world_size, int timeout_ms, sg__ucx **out
   u->hb_hdr[0] = (uint32_t)rank;
   u->hb_hdr[1] = HB_MAGIC;
   sg_status st = SG_OK;
-  if (u->eps == NULL || u->ep_status == NULL || u->heard == NULL || u->hb_req == NULL || u->death == NULL ||
-      u->pos == NULL || u->hb_buf == NULL || u->stuck == NULL) {
+  if (u->eps == NULL || u->ep_status == NULL || u->heard == NULL || u->seen == NULL || u->hb_req == NULL ||
+      u->death == NULL || u->pos == NULL || u->hb_buf == NULL || u->stuck == NULL) {
     st = sg__error(SG_ERR_NO_MEMORY, "UCX: out of memory");
     goto fail;
   }
@@ -284,6 +288,7 @@ void sg__ucx_destroy(sg__ucx *u) {
   sg__free(u->eps);
   sg__free(u->ep_status);
   sg__free(u->heard);
+  sg__free(u->seen);
   sg__free(u->hb_req);
   if (u->death)
     for (int i = 0; i < u->size; i++) sg__free(u->death[i].why);
@@ -316,7 +321,7 @@ sg_status sg__ucx_connect(sg__ucx *u, int peer, const void *addr, size_t len) {
   ep.err_mode = pe && strcmp(pe, "1") == 0 ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
   ep.err_handler.cb = ep_error_cb;
   ep.err_handler.arg = u;
-  u->heard[peer] = sg__now_ms();
+  u->heard[peer] = u->seen[peer] = sg__now_ms();
   ucs_status_t us = ucp_ep_create(u->worker, &ep, &u->eps[peer]);
   if (us != UCS_OK) {
     u->eps[peer] = NULL;
@@ -534,6 +539,11 @@ sg_status sg__ucx_poll(sg__ucx *u, int peer) {
   int64_t now = sg__now_ms();
   tick(u, now);
   return check_alive(u, peer, now);
+}
+
+int64_t sg__ucx_quiet_ms(const sg__ucx *u, int peer) {
+  if (peer < 0 || peer >= u->size || peer == u->rank) return -1;
+  return sg__now_ms() - u->seen[peer];
 }
 
 int64_t sg__ucx_silence_ms(const sg__ucx *u, int peer) {

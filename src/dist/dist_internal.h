@@ -171,8 +171,6 @@ sg_status sg__dist_recover(sg_dist *d);
 bool sg__dist_healable(sg_dist *d);
 /* Records the time of the failure's detection (called under mu by the first failure). */
 void sg__dist_note_detection(sg_dist *d);
-/* Writes the wall time of an injected fault to the store (for detection_ms). Best effort. */
-void sg__dist_publish_fault_time(sg_dist *d);
 
 /* ---- shards: micro-batches and recovery (micro.c) ------------------------------- */
 
@@ -435,10 +433,7 @@ struct sg_dist {
   bool excluded;
   /* Under mu: */
   int64_t fail_ns;       /* monotonic time the current failure was detected; 0 while healthy */
-  int64_t fail_real_ns;  /* the same, CLOCK_REALTIME (compared with an injected fault's time) */
   int64_t hang_until_ns; /* drop-heartbeats: the scheduler does nothing until then */
-  /* Scheduler thread (recovery job): */
-  int64_t last_heal_real_ns; /* CLOCK_REALTIME of the last recovery's detection */
   /* Rejoin (rejoin.c): */
   sg__dist_rejoin rj;
 };

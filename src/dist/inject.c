@@ -49,16 +49,6 @@ static int64_t hang_ns(const sg_dist *d) {
   return ms * 1000000;
 }
 
-void sg__dist_publish_fault_time(sg_dist *d) {
-  sg__store *st = NULL;
-  if (sg__store_connect(d->env.master_addr, d->env.master_port, d->env.token, 1000, &st) != SG_OK) return;
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  int64_t ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-  sg__store_set(st, "heal/fault_ns", &ns, sizeof ns);
-  sg__store_close(st);
-}
-
 /* hang: this (compute) thread stops making progress at the start of the
  * step, as if a kernel looped forever; the scheduler thread is untouched, so
  * heartbeats go on and the peers see a live rank that never enters the
@@ -106,16 +96,9 @@ sg_status sg__dist_inject_step(sg_dist *d, uint64_t step) {
             sg_fault_kind_name(f[i].kind), (unsigned long long)step);
     fflush(stderr);
     switch (f[i].kind) {
-      case SG_FAULT_KILL:
-        sg__dist_publish_fault_time(d);
-        raise(SIGKILL);
-        break;
-      case SG_FAULT_STOP:
-        sg__dist_publish_fault_time(d);
-        raise(SIGSTOP);
-        break;
+      case SG_FAULT_KILL: raise(SIGKILL); break;
+      case SG_FAULT_STOP: raise(SIGSTOP); break;
       case SG_FAULT_DROP_HEARTBEATS:
-        sg__dist_publish_fault_time(d);
         pthread_mutex_lock(&d->mu);
         d->hang_until_ns = sg__dist_now_ns() + hang_ns(d);
         pthread_mutex_unlock(&d->mu);
@@ -126,17 +109,14 @@ sg_status sg__dist_inject_step(sg_dist *d, uint64_t step) {
         for (int r = 0; r < d->size; r++)
           if (d->members[r] == other) cur = r;
         if (cur < 0) break; /* no longer a member: nothing to cut */
-        sg__dist_publish_fault_time(d);
         SG_CHECK(sg__dist_run_job(d, cut_job, &cur));
         break;
       }
       case SG_FAULT_BEHIND: /* fires in step.c, once the step's gradients are averaged */
-        sg__dist_publish_fault_time(d);
         d->inject_behind = step + 1;
         break;
-      case SG_FAULT_HANG: sg__dist_publish_fault_time(d); hang(d, step);
+      case SG_FAULT_HANG: hang(d, step);
       case SG_FAULT_DEVICE:
-        sg__dist_publish_fault_time(d);
         return sg__error(SG_ERR_INTERNAL, "rank %d, step %llu: injected device failure (SG_INJECT)",
                          d->orig_rank, (unsigned long long)step);
     }

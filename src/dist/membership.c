@@ -179,33 +179,25 @@ static sg_status agree(sg_dist *d, sg__store *st, int epoch, sg__dist_heal *h, m
   return SG_OK;
 }
 
-/* Detection time: from the injected fault's wall time when one was
- * published (same clock on one machine; an estimate across machines), else
- * the silence of the unreachable peers at detection. */
-static double detection_ms(sg_dist *d, sg__store *st) {
+/* Detection time: from the last sign of life of a rank this recovery leaves
+ * out (the last message or heartbeat this rank received from it, on the
+ * plain clock) to the failure's detection here; the earliest such sign when
+ * several are lost. For a killed rank that is at most one heartbeat period
+ * before its death, so the figure errs long, never short. 0 when nobody is
+ * lost (a member a step behind). */
+static double detection_ms(sg_dist *d, const members_rec *m) {
   pthread_mutex_lock(&d->mu);
-  int64_t real = d->fail_real_ns, mono = d->fail_ns;
+  int64_t mono = d->fail_ns;
   pthread_mutex_unlock(&d->mu);
-  void *v = NULL;
-  size_t n = 0;
-  if (sg__store_wait_get(st, "heal/fault_ns", 0, &v, &n) == SG_OK) {
-    int64_t f = 0;
-    bool ok = n == sizeof f;
-    if (ok) memcpy(&f, v, sizeof f);
-    sg__free(v);
-    /* Only a fault after the previous recovery: an older one is not this failure's cause. */
-    if (ok && f <= real && f > d->last_heal_real_ns && real - f < (int64_t)60 * 1000000000) {
-      d->last_heal_real_ns = real;
-      return (double)(real - f) * 1e-6;
-    }
-  }
-  d->last_heal_real_ns = real;
+  int64_t since_detection = mono ? (sg__dist_now_ns() - mono) / 1000000 : 0;
   double worst = 0;
-  int64_t since = (sg__dist_now_ns() - mono) / 1000000;
   for (int r = 0; r < d->size; r++) {
-    if (sg_comm_peer_unreachable(d->comm, r) < 1) continue;
-    double s = (double)(sg_comm_peer_silence_ms(d->comm, r) - since);
-    if (s > worst) worst = s;
+    bool kept = false;
+    for (int i = 0; i < m->n; i++) kept = kept || m->orig[i] == d->members[r];
+    if (kept || d->members[r] == d->orig_rank) continue;
+    int64_t quiet = sg_comm_peer_quiet_ms(d->comm, r);
+    double ms = (double)(quiet - since_detection);
+    if (quiet >= 0 && ms > worst) worst = ms;
   }
   return worst;
 }
@@ -246,7 +238,7 @@ sg_status sg__dist_job_recover(sg_dist *d, void *arg) {
   }
   members_rec m;
   s = agree(d, st, epoch, h, &m);
-  if (s == SG_OK) h->detection_ms = detection_ms(d, st);
+  if (s == SG_OK) h->detection_ms = detection_ms(d, &m);
   sg__store_close(st);
   if (s != SG_OK) {
     snprintf(why, sizeof why, "%s", sg_last_error());
@@ -338,7 +330,7 @@ sg_status sg__dist_install_epoch(sg_dist *d, sg_comm *c, int idx, int n, int epo
   d->failed = SG_OK;
   d->fail_msg[0] = '\0';
   __atomic_store_n(&d->failed_flag, 0, __ATOMIC_RELEASE);
-  d->fail_ns = d->fail_real_ns = 0;
+  d->fail_ns = 0;
   d->posted = d->done = 0;
   d->last_healthy = n;
   __atomic_store_n(&d->healthy, n, __ATOMIC_RELAXED);

@@ -13,9 +13,6 @@
 void sg__dist_note_detection(sg_dist *d) {
   if (d->fail_ns != 0) return;
   d->fail_ns = sg__dist_now_ns();
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  d->fail_real_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 bool sg__dist_healable(sg_dist *d) {

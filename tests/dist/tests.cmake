@@ -177,3 +177,14 @@ set_tests_properties(dist_rejoin_kill_np4 dist_rejoin_rank0_np4 dist_rejoin_join
 # Two admissions, each 3 steps after the request is seen: 16 steps leave room for the second.
 set_tests_properties(dist_rejoin_twice_np4 PROPERTIES TIMEOUT 60 LABELS "dist;heal"
                      ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000;HEAL_STEPS=16")
+
+# detection_ms after a real (not injected) failure, a rank stopped from
+# outside: counted from the lost rank's last sign of life, so never shorter
+# than what an observer saw (run_detect.sh). The plain build only: it times a
+# ResNet job.
+if(TARGET resnet50_dist AND NOT SG_SANITIZE)
+  add_test(NAME dist_detection_real_stop_np4
+           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_detect.sh $<TARGET_FILE:sgrt_cli> $<TARGET_FILE:resnet50_dist>)
+  set_tests_properties(dist_detection_real_stop_np4 PROPERTIES TIMEOUT 180 LABELS "dist;heal"
+                                                               ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000")
+endif()
