@@ -6,6 +6,38 @@
 
 #include "graph/graph_internal.h"
 
+/* A bound as messages write it: 2^30 rather than 1073741824. */
+static const char *bound_str(char *buf, size_t cap, int64_t v) {
+  if (v == SG__MAX_ATTR_DIM) snprintf(buf, cap, "2^30");
+  else snprintf(buf, cap, "%lld", (long long)v);
+  return buf;
+}
+
+sg_status sg__attr_check_bounds(const char *kind, const char *op_name, const sg__attr_schema *s,
+                                const sg_attr *a) {
+  if (!s->bounded || (s->type != SG_ATTR_INT && s->type != SG_ATTR_INTS)) return SG_OK;
+  int n = s->type == SG_ATTR_INT ? 1 : a->count;
+  const int64_t *v = s->type == SG_ATTR_INT ? &a->i : a->ints;
+  for (int i = 0; i < n; i++) {
+    if (v[i] >= s->min_value && v[i] <= s->max_value) continue;
+    char lo[32], hi[32];
+    bound_str(lo, sizeof lo, s->min_value);
+    bound_str(hi, sizeof hi, s->max_value);
+    if (s->type == SG_ATTR_INT)
+      return sg__error(SG_ERR_ATTRIBUTE, "%s '%s': %s is %lld; must be in %s..%s", kind, op_name, s->name,
+                       (long long)v[i], lo, hi);
+    /* All values first ("stride (2147483648,1)"), then the offending one. */
+    char all[160];
+    size_t o = (size_t)snprintf(all, sizeof all, "(");
+    for (int k = 0; k < n && o < sizeof all; k++)
+      o += (size_t)snprintf(all + o, sizeof all - o, "%s%lld", k ? "," : "", (long long)v[k]);
+    if (o < sizeof all) snprintf(all + o, sizeof all - o, ")");
+    return sg__error(SG_ERR_ATTRIBUTE, "%s '%s': %s %s: %s[%d] is %lld; must be in %s..%s", kind, op_name,
+                     s->name, all, s->name, i, (long long)v[i], lo, hi);
+  }
+  return SG_OK;
+}
+
 sg_status sg__canon_attrs(sg_graph *g, const sg__op_def *def, const char *op_name, int n_attrs,
                           const sg_attr *attrs, sg_attr **out) {
   *out = NULL;
@@ -66,6 +98,7 @@ sg_status sg__canon_attrs(sg_graph *g, const sg__op_def *def, const char *op_nam
     }
     if (s->type != SG_ATTR_INT) a.i = 0;
     if (s->type != SG_ATTR_FLOAT) a.f = 0;
+    SG_CHECK(sg__attr_check_bounds(def->name, op_name, s, &a));
     canon[k] = a;
   }
   *out = canon;

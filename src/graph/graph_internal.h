@@ -96,7 +96,17 @@ typedef struct sg__attr_schema {
   int def_count; /* INTS default length */
   int64_t def_ints[4];
   int min_count, max_count; /* INTS length bounds */
+  /* INT value, or every INTS element, within min_value..max_value when
+   * `bounded` (builder and verifier check it before inference, so a kernel
+   * never sees an out-of-range window from the C API or a file). */
+  bool bounded;
+  int64_t min_value, max_value;
 } sg__attr_schema;
+
+/* Checks attribute `a` (canonical, of schema s's type) against s's value
+ * bounds; SG_ERR_ATTRIBUTE naming the op, the attribute and the value. */
+sg_status sg__attr_check_bounds(const char *kind, const char *op_name, const sg__attr_schema *s,
+                                const sg_attr *a);
 
 /* Infers the outputs of `op` (attributes already canonical) into `outs`
  * (room for SG__MAX_OUTPUTS) and their number into *n_outs. On a mismatch it
@@ -165,11 +175,23 @@ extern const sg__op_def sg__def_sum_to, sg__def_broadcast_to, sg__def_slice;
 /* conv2d's attribute schema entries, in order (stride, padding, dilation,
  * groups); its backward ops start their schemas with the same entries. */
 /* clang-format off */
-#define SG__CONV2D_ATTR_SCHEMA                                              \
-  {"stride", SG_ATTR_INTS, false, 0, 0, 2, {1, 1}, 2, 2},                   \
-  {"padding", SG_ATTR_INTS, false, 0, 0, 4, {0, 0, 0, 0}, 4, 4},            \
-  {"dilation", SG_ATTR_INTS, false, 0, 0, 2, {1, 1}, 2, 2},                 \
-  {"groups", SG_ATTR_INT, false, 1, 0, 0, {0}, 0, 0}
+#define SG__CONV2D_ATTR_SCHEMA                                                                      \
+  {"stride", SG_ATTR_INTS, false, 0, 0, 2, {1, 1}, 2, 2, true, 1, SG__MAX_ATTR_DIM},                \
+  {"padding", SG_ATTR_INTS, false, 0, 0, 4, {0, 0, 0, 0}, 4, 4, true, 0, SG__MAX_ATTR_DIM},         \
+  {"dilation", SG_ATTR_INTS, false, 0, 0, 2, {1, 1}, 2, 2, true, 1, SG__MAX_ATTR_DIM},              \
+  {"groups", SG_ATTR_INT, false, 1, 0, 0, {0}, 0, 0, true, 1, SG__MAX_ATTR_DIM}
+/* clang-format on */
+
+/* max_pool2d's and avg_pool2d's attribute schema entries, in order (kernel,
+ * stride, padding, ceil_mode, count_include_pad; max pooling has the first
+ * four); their backward ops share them. */
+/* clang-format off */
+#define SG__POOL2D_ATTR_SCHEMA                                                                      \
+  {"kernel", SG_ATTR_INTS, true, 0, 0, 0, {0}, 2, 2, true, 1, SG__MAX_ATTR_DIM},                    \
+  {"stride", SG_ATTR_INTS, false, 0, 0, 2, {1, 1}, 2, 2, true, 1, SG__MAX_ATTR_DIM},                \
+  {"padding", SG_ATTR_INTS, false, 0, 0, 4, {0, 0, 0, 0}, 4, 4, true, 0, SG__MAX_ATTR_DIM},         \
+  {"ceil_mode", SG_ATTR_INT, false, 0, 0, 0, {0}, 0, 0, true, 0, 1},                                \
+  {"count_include_pad", SG_ATTR_INT, false, 1, 0, 0, {0}, 0, 0, true, 0, 1}
 /* clang-format on */
 
 /* Checks conv2d's attributes on `op` (schema order above) and computes the

@@ -104,13 +104,20 @@ const char *sg__shape_str(char *buf, sg_dtype dt, int ndim, const int64_t *dims)
 const char *sg__tstr(char *buf, const sg__tensor *t) {
   char shape[SG__SHAPE_STR];
   sg__shape_str(shape, t->dtype, t->ndim, t->dims);
-  /* Long names are cut so that the shape always fits. */
-  snprintf(buf, SG__SHAPE_STR, "'%.60s' %.160s", t->name, shape);
+  /* Long names are cut so that the shape always fits. Every tensor of a
+   * graph has a name; a temporary of an inference function may not, and
+   * printf's "(null)" must never reach a message. */
+  if (t->name == NULL) snprintf(buf, SG__SHAPE_STR, "(unnamed) %.160s", shape);
+  else snprintf(buf, SG__SHAPE_STR, "'%.60s' %.160s", t->name, shape);
   return buf;
 }
 
 const char *sg__tensor_str(char *buf, const sg_graph *g, int32_t id) {
-  return sg__tstr(buf, &g->tensors[id]);
+  if (g->tensors[id].name) return sg__tstr(buf, &g->tensors[id]);
+  char shape[SG__SHAPE_STR];
+  const sg__tensor *t = &g->tensors[id];
+  snprintf(buf, SG__SHAPE_STR, "#%d %.160s", (int)id, sg__shape_str(shape, t->dtype, t->ndim, t->dims));
+  return buf;
 }
 
 const sg__tensor *sg__in(const sg_graph *g, const sg__op *op, int i) {

@@ -22,10 +22,14 @@ sg_status sg__conv2d_window(const sg__op *op, const int64_t *x, const char *xdes
   const int64_t *st = sg__attr_ints(op, STRIDE), *pad = sg__attr_ints(op, PADDING);
   const int64_t *dil = sg__attr_ints(op, DILATION);
   int64_t groups = sg__attr_i(op, GROUPS);
-  if (st[0] < 1 || st[1] < 1 || dil[0] < 1 || dil[1] < 1 || groups < 1)
-    return sg__op_error(
-        op, SG_ERR_ATTRIBUTE, "stride (%lld,%lld), dilation (%lld,%lld) and groups %lld must be >= 1",
-        (long long)st[0], (long long)st[1], (long long)dil[0], (long long)dil[1], (long long)groups);
+  /* The schema bounds these (sg__attr_check_bounds); checked again because
+   * the arithmetic below relies on them. */
+  for (int i = 0; i < 2; i++)
+    if (st[i] < 1 || st[i] > SG__MAX_ATTR_DIM || dil[i] < 1 || dil[i] > SG__MAX_ATTR_DIM || groups < 1 ||
+        groups > SG__MAX_ATTR_DIM)
+      return sg__op_error(
+          op, SG_ERR_ATTRIBUTE, "stride (%lld,%lld), dilation (%lld,%lld) and groups %lld must be in 1..2^30",
+          (long long)st[0], (long long)st[1], (long long)dil[0], (long long)dil[1], (long long)groups);
   for (int i = 0; i < 4; i++)
     if (pad[i] < 0 || pad[i] > SG__MAX_ATTR_DIM)
       return sg__op_error(op, SG_ERR_ATTRIBUTE, "padding[%d] is %lld; must be in 0..2^30", i,

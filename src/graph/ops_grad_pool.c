@@ -7,11 +7,7 @@
 
 enum { KERNEL, STRIDE, PADDING, CEIL_MODE, COUNT_INCLUDE_PAD, INPUT_SHAPE };
 static const sg__attr_schema pool_attrs[] = {
-    [KERNEL] = {"kernel", SG_ATTR_INTS, true, 0, 0, 0, {0}, 2, 2},
-    [STRIDE] = {"stride", SG_ATTR_INTS, false, 0, 0, 2, {1, 1}, 2, 2},
-    [PADDING] = {"padding", SG_ATTR_INTS, false, 0, 0, 4, {0, 0, 0, 0}, 4, 4},
-    [CEIL_MODE] = {"ceil_mode", SG_ATTR_INT, false, 0, 0, 0, {0}, 0, 0},
-    [COUNT_INCLUDE_PAD] = {"count_include_pad", SG_ATTR_INT, false, 1, 0, 0, {0}, 0, 0},
+    SG__POOL2D_ATTR_SCHEMA,
     [INPUT_SHAPE] = {"input_shape", SG_ATTR_INTS, true, 0, 0, 0, {0}, 4, 4},
 };
 

@@ -75,13 +75,16 @@ static sg_status infer_gemm(const sg_graph *g, const sg__op *op, sg__shape *outs
                         (long long)Kb);
   outs[0] = (sg__shape){a->dtype, 2, {M, N}};
   if (c) {
-    /* c broadcasts one way, to [M, N]. */
-    sg__tensor mn = {.dtype = a->dtype, .ndim = 2, .dims = {M, N}};
-    sg__shape bc;
-    SG_CHECK(sg__broadcast(op, &mn, c, &bc));
-    if (bc.ndim != 2 || bc.dims[0] != M || bc.dims[1] != N)
-      return sg__op_error(op, SG_ERR_SHAPE, "c %s must broadcast to [%lld,%lld]", sg__tstr(sc, c),
-                          (long long)M, (long long)N);
+    /* c broadcasts one way, to [M, N]: at most 2 dims, each 1 or the
+     * result's (aligned from the right, as NumPy). */
+    bool ok = c->ndim <= 2;
+    for (int i = 0; ok && i < c->ndim; i++) {
+      int64_t want = i == c->ndim - 1 ? N : M;
+      ok = c->dims[i] == 1 || c->dims[i] == want;
+    }
+    if (!ok)
+      return sg__op_error(op, SG_ERR_SHAPE, "c %s must broadcast to the result [%lld,%lld] of a %s and b %s",
+                          sg__tstr(sc, c), (long long)M, (long long)N, sa, sb);
   }
   *n_outs = 1;
   return SG_OK;

@@ -124,6 +124,7 @@ static sg_status check_op_structure(const sg_graph *g, uint32_t k) {
         (at->count < s->min_count || at->count > s->max_count || (at->count && !at->ints)))
       return sg__error(SG_ERR_ATTRIBUTE, "%s '%s': attribute '%s' needs %d..%d values, has %d", def->name,
                        op->name, s->name, s->min_count, s->max_count, at->count);
+    SG_CHECK(sg__attr_check_bounds(def->name, op->name, s, at));
   }
   return SG_OK;
 }

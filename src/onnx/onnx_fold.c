@@ -128,8 +128,24 @@ static sg_status cv_constant(ox_ctx *c, const Onnx__NodeProto *n) {
   SG_CHECK(sg__ox_check_attrs(c, known));
   if (n->n_attribute != 1)
     return sg__ox_node_error(c, SG_ERR_FORMAT, "needs exactly one value attribute, has %zu", n->n_attribute);
-  const Onnx__AttributeProto *a = n->attribute[0];
-  const char *an = a->name;
+  const char *an = n->attribute[0]->name;
+  static const struct {
+    const char *name;
+    int type;
+  } types[] = {
+      {"value", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR},
+      {"value_float", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT},
+      {"value_floats", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS},
+      {"value_int", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT},
+      {"value_ints", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS},
+      {"sparse_value", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__SPARSE_TENSOR},
+      {"value_string", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING},
+      {"value_strings", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS},
+  };
+  const Onnx__AttributeProto *a = NULL;
+  for (size_t k = 0; k < sizeof types / sizeof *types; k++)
+    if (strcmp(an, types[k].name) == 0) SG_CHECK(sg__ox_attr_typed(c, an, types[k].type, &a));
+  if (a == NULL) return sg__ox_node_error(c, SG_ERR_INTERNAL, "attribute '%s' was not found", an);
   if (strcmp(an, "value") == 0) {
     if (a->t == NULL) return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "attribute 'value' holds no tensor");
     ox_value v = {0};
@@ -178,7 +194,8 @@ static sg_status cv_constant_of_shape(ox_ctx *c, const Onnx__NodeProto *n) {
   ox_value fill = {.elem = OX_FLOAT, .numel = 1};
   float zero = 0;
   fill.data = &zero;
-  const Onnx__AttributeProto *a = sg__ox_attr(c, "value");
+  const Onnx__AttributeProto *a;
+  SG_CHECK(sg__ox_attr_typed(c, "value", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR, &a));
   if (a) {
     if (a->t == NULL) return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "attribute 'value' holds no tensor");
     sg_status st = sg__ox_decode_tensor(c, a->t, "ConstantOfShape value", &fill);

@@ -148,9 +148,19 @@ sg_status sg__ox_apply_names(ox_ctx *c);
  * invalid UTF-8 become '_', too long names are cut). */
 const char *sg__ox_sanitize(ox_ctx *c, const char *name);
 
+/* Checks every attribute of the current node before any is read: a name,
+ * at most one field holding a value, and that field the one of the declared
+ * `type` (an INT carries `i`, INTS `ints`, FLOAT `f`, ...); SG_ERR_FORMAT
+ * naming the attribute, its declared type and the field otherwise. */
+sg_status sg__ox_check_attr_fields(ox_ctx *c);
+
 /* Attributes of the current node. Each returns SG_OK with the default when
- * the attribute is absent, SG_ERR_ATTRIBUTE when it has the wrong type. */
+ * the attribute is absent, SG_ERR_ATTRIBUTE when it has another type than
+ * the op expects. */
 const Onnx__AttributeProto *sg__ox_attr(const ox_ctx *c, const char *name);
+/* The attribute `name` if present (*out NULL when absent), which must have
+ * type `type` (an ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__ value). */
+sg_status sg__ox_attr_typed(ox_ctx *c, const char *name, int type, const Onnx__AttributeProto **out);
 sg_status sg__ox_attr_int(ox_ctx *c, const char *name, int64_t def, int64_t *out);
 sg_status sg__ox_attr_float(ox_ctx *c, const char *name, double def, double *out);
 /* INTS: *n receives the count (0 when absent); at most `cap` values. */

@@ -353,6 +353,7 @@ static sg_status convert_node(ox_ctx *c, int32_t i) {
                              op->min_outputs, op->max_outputs);
   for (int k = 0; k < op->min_inputs; k++)
     if (n->input[k][0] == '\0') return sg__ox_node_error(c, SG_ERR_ARITY, "required input %d is empty", k);
+  SG_CHECK(sg__ox_check_attr_fields(c));
   uint32_t first = c->g->n_ops;
   SG_CHECK(op->convert(c, n));
   SG_CHECK(sg__ox_note_ops(c, first));

@@ -61,6 +61,48 @@ static sg_status check_auto_pad(ox_ctx *c, int64_t pads[4]) {
                            mode);
 }
 
+/* Kernel sizes, strides, dilations, pads and groups sgrt accepts: the
+ * bounds of the builder's schema (docs/ops.md), checked here too so that
+ * messages use the ONNX names and values. */
+#define OX_MAX_WINDOW SG__MAX_ATTR_DIM
+
+/* Each of the n values of attribute `name` must lie in lo..OX_MAX_WINDOW. */
+static sg_status check_range(ox_ctx *c, const char *name, const int64_t *v, int n, int64_t lo) {
+  for (int i = 0; i < n; i++)
+    if (v[i] < lo || v[i] > OX_MAX_WINDOW) {
+      char index[16] = "";
+      if (n > 1) snprintf(index, sizeof index, "[%d]", i);
+      return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "%s%s is %lld; must be in %lld..2^30", name, index,
+                               (long long)v[i], (long long)lo);
+    }
+  return SG_OK;
+}
+
+/* The window must fit the padded input along both spatial dims, so that
+ * every output size is >= 1: (kernel - 1) * dilation + 1 <= in + pads. */
+static sg_status check_window(ox_ctx *c, sg_tensor x, const int64_t kernel[2], const int64_t dil[2],
+                              const int64_t pads[4]) {
+  const sg__tensor *t = &c->g->tensors[x.id];
+  for (int i = 0; i < 2; i++) {
+    int64_t in = t->dims[2 + i], span, padded;
+    /* A kernel from W's dims can be up to 2^56: the product may overflow. */
+    bool over =
+        __builtin_mul_overflow(kernel[i] - 1, dil[i], &span) || __builtin_add_overflow(span, 1, &span);
+    padded = in + pads[i] + pads[i + 2]; /* dims <= 2^56, pads <= 2^30 */
+    if (over || span > padded) {
+      char spans[64];
+      if (over) snprintf(spans, sizeof spans, "more than 2^63");
+      else snprintf(spans, sizeof spans, "%lld", (long long)span);
+      return sg__ox_node_error(c, SG_ERR_SHAPE,
+                               "the window along dim %d spans %s (kernel %lld, dilation %lld), more than "
+                               "input '%s' padded: %lld + pads %lld + %lld = %lld",
+                               2 + i, spans, (long long)kernel[i], (long long)dil[i], c->node->input[0],
+                               (long long)in, (long long)pads[i], (long long)pads[i + 2], (long long)padded);
+    }
+  }
+  return SG_OK;
+}
+
 /* 2-D ops want a 4-D NCHW input. */
 static sg_status need_4d(ox_ctx *c, sg_tensor x) {
   int r = rank_of(c, x);
@@ -83,17 +125,28 @@ static sg_status cv_conv(ox_ctx *c, const Onnx__NodeProto *n) {
   SG_CHECK(opt_tensor(c, 2, &b));
   SG_CHECK(need_4d(c, x));
   sg_conv2d_params p = SG_CONV2D_PARAMS_INIT;
-  int64_t kernel[2] = {0, 0};
+  int64_t kernel[2] = {1, 1};
   SG_CHECK(ints_n(c, "strides", 2, p.stride));
   SG_CHECK(ints_n(c, "dilations", 2, p.dilation));
   SG_CHECK(ints_n(c, "pads", 4, p.padding));
   SG_CHECK(ints_n(c, "kernel_shape", 2, kernel));
   SG_CHECK(sg__ox_attr_int(c, "group", 1, &p.groups));
+  SG_CHECK(check_range(c, "kernel_shape", kernel, 2, 1));
+  SG_CHECK(check_range(c, "strides", p.stride, 2, 1));
+  SG_CHECK(check_range(c, "dilations", p.dilation, 2, 1));
+  SG_CHECK(check_range(c, "pads", p.padding, 4, 0));
+  SG_CHECK(check_range(c, "group", &p.groups, 1, 1));
   SG_CHECK(check_auto_pad(c, p.padding));
+  /* A weight of another rank is the builder's error, with both shapes. */
   const sg__tensor *wt = &c->g->tensors[w.id];
-  if (kernel[0] && (wt->ndim != 4 || wt->dims[2] != kernel[0] || wt->dims[3] != kernel[1]))
-    return sg__ox_node_error(c, SG_ERR_SHAPE, "kernel_shape (%lld,%lld) does not match weight '%s'",
-                             (long long)kernel[0], (long long)kernel[1], c->node->input[1]);
+  if (wt->ndim != 4) return out0(c, sg_conv2d(c->g, x, w, b, &p));
+  const Onnx__AttributeProto *ka = sg__ox_attr(c, "kernel_shape");
+  if (ka && ka->n_ints > 0 && (wt->dims[2] != kernel[0] || wt->dims[3] != kernel[1]))
+    return sg__ox_node_error(
+        c, SG_ERR_SHAPE, "kernel_shape (%lld,%lld) does not match weight '%s' [%lld,%lld,%lld,%lld]",
+        (long long)kernel[0], (long long)kernel[1], c->node->input[1], (long long)wt->dims[0],
+        (long long)wt->dims[1], (long long)wt->dims[2], (long long)wt->dims[3]);
+  SG_CHECK(check_window(c, x, &wt->dims[2], p.dilation, p.padding));
   return out0(c, sg_conv2d(c->g, x, w, b, &p));
 }
 
@@ -300,6 +353,10 @@ static sg_status pool(ox_ctx *c, bool max) {
   SG_CHECK(sg__ox_attr_int(c, "ceil_mode", 0, &ceil_mode));
   SG_CHECK(sg__ox_attr_int(c, "count_include_pad", 0, &cip));
   SG_CHECK(sg__ox_attr_int(c, "storage_order", 0, &order));
+  SG_CHECK(check_range(c, "kernel_shape", p.kernel, 2, 1));
+  SG_CHECK(check_range(c, "strides", p.stride, 2, 1));
+  SG_CHECK(check_range(c, "dilations", dil, 2, 1));
+  SG_CHECK(check_range(c, "pads", p.padding, 4, 0));
   SG_CHECK(check_auto_pad(c, p.padding));
   if (dil[0] != 1 || dil[1] != 1)
     return sg__ox_node_error(c, SG_ERR_UNSUPPORTED, "dilations (%lld,%lld) (only 1)", (long long)dil[0],
@@ -308,9 +365,7 @@ static sg_status pool(ox_ctx *c, bool max) {
     return sg__ox_node_error(c, SG_ERR_UNSUPPORTED, "storage_order=%lld (only 0)", (long long)order);
   if ((ceil_mode != 0 && ceil_mode != 1) || (cip != 0 && cip != 1))
     return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "ceil_mode and count_include_pad must be 0 or 1");
-  if (p.stride[0] < 1 || p.stride[1] < 1)
-    return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "strides (%lld,%lld) must be >= 1", (long long)p.stride[0],
-                             (long long)p.stride[1]);
+  SG_CHECK(check_window(c, x, p.kernel, dil, p.padding));
   p.ceil_mode = (int)ceil_mode;
   p.count_include_pad = (int)cip;
   if (max) SG_CHECK(sg__ox_set_unavailable(c, 1, "MaxPool's Indices output"));

@@ -520,17 +520,82 @@ static const char *attr_type_name(int t) {
   return t >= 0 && t < (int)(sizeof names / sizeof *names) ? names[t] : "unknown";
 }
 
+#define OX_AT(x) ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__##x
+
+/* The fields of AttributeProto that hold a value, and the type each
+ * belongs to. */
+typedef struct attr_field {
+  const char *name;
+  int type;
+  bool set;
+} attr_field;
+
+enum { N_ATTR_FIELDS = 14 };
+
+static void attr_fields(const Onnx__AttributeProto *a, attr_field f[N_ATTR_FIELDS]) {
+  const attr_field all[N_ATTR_FIELDS] = {
+      {"f", OX_AT(FLOAT), a->has_f},
+      {"i", OX_AT(INT), a->has_i},
+      {"s", OX_AT(STRING), a->has_s},
+      {"t", OX_AT(TENSOR), a->t != NULL},
+      {"g", OX_AT(GRAPH), a->g != NULL},
+      {"sparse_tensor", OX_AT(SPARSE_TENSOR), a->sparse_tensor != NULL},
+      {"tp", OX_AT(TYPE_PROTO), a->tp != NULL},
+      {"floats", OX_AT(FLOATS), a->n_floats > 0},
+      {"ints", OX_AT(INTS), a->n_ints > 0},
+      {"strings", OX_AT(STRINGS), a->n_strings > 0},
+      {"tensors", OX_AT(TENSORS), a->n_tensors > 0},
+      {"graphs", OX_AT(GRAPHS), a->n_graphs > 0},
+      {"sparse_tensors", OX_AT(SPARSE_TENSORS), a->n_sparse_tensors > 0},
+      {"type_protos", OX_AT(TYPE_PROTOS), a->n_type_protos > 0},
+  };
+  memcpy(f, all, sizeof all);
+}
+
+/* The field that holds the value (NULL: none), after
+ * sg__ox_check_attr_fields made sure there is at most one. */
+static const attr_field *value_field(const Onnx__AttributeProto *a, attr_field f[N_ATTR_FIELDS]) {
+  attr_fields(a, f);
+  for (int k = 0; k < N_ATTR_FIELDS; k++)
+    if (f[k].set) return &f[k];
+  return NULL;
+}
+
 /* The attribute's type; files that leave `type` unset get it from the one
  * field that holds a value. */
 static int attr_type(const Onnx__AttributeProto *a) {
   if (a->has_type) return (int)a->type;
-  if (a->n_ints) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
-  if (a->n_floats) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS;
-  if (a->t) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR;
-  if (a->has_s) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
-  if (a->has_f) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
-  if (a->has_i) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
-  return 0;
+  attr_field f[N_ATTR_FIELDS];
+  const attr_field *v = value_field(a, f);
+  return v ? v->type : 0;
+}
+
+sg_status sg__ox_check_attr_fields(ox_ctx *c) {
+  const Onnx__NodeProto *n = c->node;
+  for (size_t i = 0; i < n->n_attribute; i++) {
+    const Onnx__AttributeProto *a = n->attribute[i];
+    if (a->name == NULL || a->name[0] == '\0')
+      return sg__ox_node_error(c, SG_ERR_FORMAT, "attribute %zu has no name", i);
+    attr_field f[N_ATTR_FIELDS];
+    attr_fields(a, f);
+    const attr_field *first = NULL;
+    for (int k = 0; k < N_ATTR_FIELDS; k++) {
+      if (!f[k].set) continue;
+      if (first)
+        return sg__ox_node_error(c, SG_ERR_FORMAT, "attribute '%s'%s%s carries values in both '%s' and '%s'",
+                                 a->name, a->has_type ? " declared " : "",
+                                 a->has_type ? attr_type_name((int)a->type) : "", first->name, f[k].name);
+      first = &f[k];
+    }
+    /* Without a value the attribute is its type's default (0, empty), as
+     * proto3 writers leave zeros out; onnx.checker accepts that too. */
+    if (a->has_type && first && first->type != (int)a->type)
+      return sg__ox_node_error(
+          c, SG_ERR_FORMAT,
+          "attribute '%s' is declared %s (%d) but its value is in field '%s', which holds %s", a->name,
+          attr_type_name((int)a->type), (int)a->type, first->name, attr_type_name(first->type));
+  }
+  return SG_OK;
 }
 
 const Onnx__AttributeProto *sg__ox_attr(const ox_ctx *c, const char *name) {
@@ -544,8 +609,22 @@ const Onnx__AttributeProto *sg__ox_attr(const ox_ctx *c, const char *name) {
 static sg_status want_type(ox_ctx *c, const Onnx__AttributeProto *a, int type) {
   int have = attr_type(a);
   if (have == type) return SG_OK;
-  return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "attribute '%s' is %s, expected %s", a->name,
-                           attr_type_name(have), attr_type_name(type));
+  attr_field f[N_ATTR_FIELDS];
+  const attr_field *v = value_field(a, f);
+  char carries[64];
+  if (v) snprintf(carries, sizeof carries, "value in '%s'", v->name);
+  else snprintf(carries, sizeof carries, "no value");
+  return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "attribute '%s' is %s %s (%s); %s expects %s", a->name,
+                           a->has_type ? "declared" : "inferred as", attr_type_name(have), carries,
+                           sg__ox_str(c->node->op_type), attr_type_name(type));
+}
+
+sg_status sg__ox_attr_typed(ox_ctx *c, const char *name, int type, const Onnx__AttributeProto **out) {
+  *out = sg__ox_attr(c, name);
+  if (*out == NULL) return SG_OK;
+  sg_status st = want_type(c, *out, type);
+  if (st != SG_OK) *out = NULL;
+  return st;
 }
 
 sg_status sg__ox_attr_int(ox_ctx *c, const char *name, int64_t def, int64_t *out) {

@@ -1,8 +1,8 @@
 /* libFuzzer target for the .sgg reader (SPEC S1, S2). Any input must give an
- * error status or a valid graph; never a crash, an out-of-bounds access, a
- * leak or a hang. A graph that loads must also survive the round trip: saving
- * it gives a file that loads to a graph with the same hash and saves to the
- * same bytes again.
+ * error status with a message (never one that shows "(null)") or a valid
+ * graph; never a crash, an out-of-bounds access, a leak or a hang. A graph
+ * that loads must also survive the round trip: saving it gives a file that
+ * loads to a graph with the same hash and saves to the same bytes again.
  *
  * Random mutations almost never keep XXH64 checksums valid, so each input is
  * tried twice: as given (exercising the container checks) and, when its
@@ -20,6 +20,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void check(int ok) {
   if (!ok) abort();
+}
+
+/* A NULL string printed with %s shows as "(null)": no message may contain
+ * it, unless the input does (a name in the file may be "(null)"). */
+static int null_in_message(const uint8_t *data, size_t size) {
+  static const char pat[] = "(null)";
+  if (strstr(sg_last_error(), pat) == NULL) return 0;
+  for (size_t i = 0; i + sizeof pat - 1 <= size; i++)
+    if (memcmp(data + i, pat, sizeof pat - 1) == 0) return 0;
+  return 1;
 }
 
 static uint32_t rd32(const uint8_t *p) {
@@ -58,6 +68,8 @@ static void load_and_round_trip(const uint8_t *data, size_t size) {
   sg_graph *g = NULL;
   if (sg_graph_load_from_memory(data, size, &g) != SG_OK) {
     check(g == NULL);
+    check(sg_last_error()[0] != '\0');
+    check(!null_in_message(data, size));
     return;
   }
   check(sg_graph_is_finalized(g));

@@ -521,6 +521,54 @@ static void test_bad_models(void **state) {
   expect_fail("bad_declared_shape.onnx", SG_ERR_SHAPE, "graph output 'y' is [2,4]", "[4,2]");
 }
 
+/* Attributes whose declared type disagrees with the field holding the value
+ * (each was imported with the declared field's default: axis 0, stride 1,
+ * alpha 0), and convolution and pooling windows out of range (strides and
+ * dilations past 2^31 reached oneDNN, which refused them in `sgrt run`) or
+ * larger than their input. Each is refused at import, naming the node, the
+ * attribute and its value. */
+static void test_bad_attributes(void **state) {
+  (void)state;
+  expect_fail("bad_attr_int_in_f.onnx", SG_ERR_FORMAT,
+              "node 'flat' (Flatten): attribute 'axis' is declared INT (2)",
+              "value is in field 'f', which holds FLOAT");
+  expect_fail("bad_attr_int_in_ints.onnx", SG_ERR_FORMAT,
+              "node 'flat' (Flatten): attribute 'axis' is declared INT (2)",
+              "value is in field 'ints', which holds INTS");
+  expect_fail("bad_attr_ints_in_i.onnx", SG_ERR_FORMAT,
+              "node 'conv' (Conv): attribute 'strides' is declared INTS (7)",
+              "value is in field 'i', which holds INT");
+  expect_fail("bad_attr_float_in_i.onnx", SG_ERR_FORMAT,
+              "node 'fc' (Gemm): attribute 'alpha' is declared FLOAT (1)",
+              "value is in field 'i', which holds INT");
+  expect_fail("bad_attr_two_fields.onnx", SG_ERR_FORMAT,
+              "node 'flat' (Flatten): attribute 'axis' declared INT", "values in both 'f' and 'i'");
+  expect_fail("bad_attr_wrong_type.onnx", SG_ERR_ATTRIBUTE,
+              "node 'flat' (Flatten): attribute 'axis' is declared FLOAT (value in 'f')",
+              "Flatten expects INT");
+  expect_fail("bad_conv_kernel_zero.onnx", SG_ERR_ATTRIBUTE, "node 'conv' (Conv): kernel_shape[0] is 0",
+              "must be in 1..2^30");
+  expect_fail("bad_conv_stride_huge.onnx", SG_ERR_ATTRIBUTE, "node 'conv' (Conv): strides[0] is 2147483648",
+              "must be in 1..2^30");
+  expect_fail("bad_conv_dilation_huge.onnx", SG_ERR_ATTRIBUTE,
+              "node 'conv' (Conv): dilations[0] is 4611686018427387904", "must be in 1..2^30");
+  expect_fail("bad_conv_negative_pads.onnx", SG_ERR_ATTRIBUTE, "node 'conv' (Conv): pads[1] is -1",
+              "must be in 0..2^30");
+  expect_fail("bad_conv_group_zero.onnx", SG_ERR_ATTRIBUTE, "node 'conv' (Conv): group is 0", "1..2^30");
+  expect_fail("bad_conv_kernel_too_large.onnx", SG_ERR_SHAPE,
+              "node 'conv' (Conv): the window along dim 2 spans 7 (kernel 3, dilation 3)",
+              "input 'x' padded: 5 + pads 1 + 0 = 6");
+  expect_fail("bad_pool_stride_huge.onnx", SG_ERR_ATTRIBUTE,
+              "node 'pool' (MaxPool): strides[0] is 2147483648", "must be in 1..2^30");
+  expect_fail("bad_pool_kernel_too_large.onnx", SG_ERR_SHAPE,
+              "node 'pool' (AveragePool): the window along dim 3 spans 5 (kernel 5, dilation 1)",
+              "4 + pads 0 + 0 = 4");
+  /* The [M, N] result was an unnamed temporary: "shapes '(null)' [4,10]". */
+  expect_fail("bad_gemm_bias.onnx", SG_ERR_SHAPE, "node 'fc' (Gemm)",
+              "c 'fc.bias' [3] f32 must broadcast to the result [4,10]");
+  assert_null(strstr(sg_last_error(), "(null)"));
+}
+
 /* Hand-made protobuf: a field tag and length-delimited payloads. */
 typedef struct buf {
   uint8_t *p;
@@ -719,6 +767,7 @@ int main(void) {
       cmocka_unit_test(test_reduce_opset18),
       cmocka_unit_test(test_train_imported),
       cmocka_unit_test(test_bad_models),
+      cmocka_unit_test(test_bad_attributes),
       cmocka_unit_test(test_malformed_protobuf),
       cmocka_unit_test(test_truncated),
       cmocka_unit_test(test_flipped_bytes),

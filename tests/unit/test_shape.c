@@ -127,6 +127,21 @@ static void test_conv2d(void **state) {
   p = conv(1, 0, 1, 2);
   EXPECT_FAIL(g, sg_conv2d(g, MK(g, SG_F32, 1, 3, 8, 8), MK(g, SG_F32, 4, 1, 3, 3), SG_NO_TENSOR, &p),
               SG_ERR_SHAPE, "groups 2 must divide");
+  /* Strides, dilations and groups past 2^30, where the window still fits
+   * (a height of 1 and a kernel height of 1): the schema's bounds refuse
+   * them before any kernel sees them (oneDNN refused a stride of 2^31). */
+  p = conv(1, 0, 1, 1);
+  p.stride[0] = (int64_t)1 << 31;
+  EXPECT_FAIL(g, sg_conv2d(g, MK(g, SG_F32, 1, 3, 1, 8), MK(g, SG_F32, 4, 3, 1, 3), SG_NO_TENSOR, &p),
+              SG_ERR_ATTRIBUTE, "stride (2147483648,1): stride[0] is 2147483648; must be in 1..2^30");
+  p = conv(1, 0, 1, 1);
+  p.dilation[0] = (int64_t)1 << 62;
+  EXPECT_FAIL(g, sg_conv2d(g, MK(g, SG_F32, 1, 3, 1, 8), MK(g, SG_F32, 4, 3, 1, 3), SG_NO_TENSOR, &p),
+              SG_ERR_ATTRIBUTE, "dilation[0] is 4611686018427387904");
+  p = conv(1, 0, 1, 1);
+  p.stride[1] = (int64_t)1 << 62;
+  EXPECT_FAIL(g, sg_conv2d(g, MK(g, SG_F32, 1, 3, 8, 3), MK(g, SG_F32, 4, 3, 3, 3), SG_NO_TENSOR, &p),
+              SG_ERR_ATTRIBUTE, "stride[1] is 4611686018427387904");
   p = conv(1, 0, 1, 1);
   p.size = 4;
   EXPECT_FAIL(g, sg_conv2d(g, MK(g, SG_F32, 1, 3, 8, 8), MK(g, SG_F32, 4, 3, 3, 3), SG_NO_TENSOR, &p),
@@ -312,6 +327,10 @@ static void test_pooling(void **state) {
   EXPECT_FAIL(g, sg_max_pool2d(g, MK(g, SG_F32, 1, 1, 4, 4), &p), SG_ERR_SHAPE, "larger than padded input");
   p = pool(0, 1, 0, 0);
   EXPECT_FAIL(g, sg_avg_pool2d(g, MK(g, SG_F32, 1, 1, 4, 4), &p), SG_ERR_ATTRIBUTE, "kernel");
+  p = pool(1, 1, 0, 0);
+  p.stride[0] = (int64_t)1 << 31;
+  EXPECT_FAIL(g, sg_max_pool2d(g, MK(g, SG_F32, 1, 1, 1, 4), &p), SG_ERR_ATTRIBUTE,
+              "stride (2147483648,1): stride[0] is 2147483648; must be in 1..2^30");
   p = pool(2, 2, 0, 0);
   EXPECT_FAIL(g, sg_max_pool2d(g, MK(g, SG_F32, 1, 4, 4), &p), SG_ERR_SHAPE, "4-D");
   EXPECT_FAIL(g, sg_max_pool2d(g, MK(g, SG_I64, 1, 1, 4, 4), &p), SG_ERR_DTYPE, "float");

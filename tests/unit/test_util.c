@@ -11,6 +11,13 @@ void sg_test_assert_status(sg_status got, sg_status expected, const char *needle
             sg_status_str(got), sg_last_error());
     _fail(file, line);
   }
+  /* printf prints a NULL string as "(null)": a message built from a missing
+   * name. No error path may do that (every test's errors pass here). */
+  if (strstr(sg_last_error(), "(null)")) {
+    fprintf(stderr, "%s:%d: %s: message '%s' contains '(null)'\n", file, line, sg_status_str(got),
+            sg_last_error());
+    _fail(file, line);
+  }
   if (expected != SG_OK) {
     const char *msg = sg_last_error();
     if (msg[0] == '\0' || (needle && strstr(msg, needle) == NULL)) {

@@ -12,7 +12,8 @@
 #include "sgrt/sgrt.h"
 
 /* Asserts that `call` returned `expected` and, for an error, that the last
- * error message contains `needle` (NULL: any non-empty message). */
+ * error message contains `needle` (NULL: any non-empty message). The last
+ * error message must never contain "(null)" (a NULL name printed with %s). */
 #define assert_status(call, expected, needle) \
   sg_test_assert_status((call), (expected), (needle), __FILE__, __LINE__)
 void sg_test_assert_status(sg_status got, sg_status expected, const char *needle, const char *file, int line);

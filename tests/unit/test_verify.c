@@ -3,6 +3,8 @@
  * name the problem. */
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "graph/graph_internal.h"
 #include "test_util.h"
 
@@ -204,6 +206,114 @@ static void test_shapes_and_attrs(void **state) {
   sg_graph_destroy(g);
 }
 
+/* x [1,1,1,5] -> conv2d with a [2,1,1,3] weight and stride (3,1) -> out
+ * [1,2,1,3]. Along the height both the input and the kernel are 1, so any
+ * stride or dilation there gives the same shapes: only attribute bounds can
+ * refuse them. */
+static sg_graph *build_conv(void) {
+  sg_graph *g = NULL;
+  assert_int_equal(sg_graph_create(&g), SG_OK);
+  sg_tensor x = sg_input(g, "x", SG_F32, 4, (int64_t[]){1, 1, 1, 5});
+  sg_tensor w = sg_parameter(g, "w", SG_F32, 4, (int64_t[]){2, 1, 1, 3}, NULL);
+  sg_conv2d_params p = SG_CONV2D_PARAMS_INIT;
+  p.stride[0] = 3;
+  sg_tensor y = sg_conv2d(g, x, w, SG_NO_TENSOR, &p);
+  assert_int_equal(sg_graph_mark_output(g, y), SG_OK);
+  assert_status(sg_graph_verify(g), SG_OK, NULL);
+  return g;
+}
+
+static uint64_t rd64(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+static void wr64(uint8_t *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> 8 * i);
+}
+
+/* Recomputes every checksum of an .sgg image (docs/format.md). */
+static void fix_checksums(uint8_t *f, size_t size) {
+  uint32_t count = (uint32_t)rd64(f + 16);
+  uint64_t table = rd64(f + 24);
+  assert_true(table + 32ull * count <= size);
+  for (uint32_t i = 0; i < count; i++) {
+    uint8_t *e = f + table + 32ull * i;
+    wr64(e + 24, XXH64(f + rd64(e + 8), (size_t)rd64(e + 16), 0));
+  }
+  wr64(f + 48, XXH64(f + table, 32ull * count, 0));
+  wr64(f + 56, XXH64(f, 56, 0));
+}
+
+/* Strides and dilations beyond 2^30 fit no kernel's arithmetic (oneDNN
+ * refused a stride of 2^31 at run time): the builder, the verifier and the
+ * .sgg reader refuse them first, naming the op, the attribute and the value. */
+static void test_conv_attr_bounds(void **state) {
+  (void)state;
+  /* The C API. */
+  sg_graph *g = NULL;
+  assert_int_equal(sg_graph_create(&g), SG_OK);
+  sg_tensor x = sg_input(g, "x", SG_F32, 4, (int64_t[]){1, 1, 1, 5});
+  sg_tensor w = sg_parameter(g, "w", SG_F32, 4, (int64_t[]){2, 1, 1, 3}, NULL);
+  sg_conv2d_params p = SG_CONV2D_PARAMS_INIT;
+  p.stride[0] = (int64_t)1 << 31;
+  assert_true(sg_conv2d(g, x, w, SG_NO_TENSOR, &p).id < 0);
+  assert_status(sg_graph_status(g), SG_ERR_ATTRIBUTE,
+                "conv2d 'conv2d_0': stride (2147483648,1): stride[0] is 2147483648; must be in 1..2^30");
+  assert_status(sg_graph_finalize(g), SG_ERR_ATTRIBUTE, "stride[0] is 2147483648");
+  sg_graph_destroy(g);
+  assert_int_equal(sg_graph_create(&g), SG_OK);
+  x = sg_input(g, "x", SG_F32, 4, (int64_t[]){1, 1, 1, 5});
+  w = sg_parameter(g, "w", SG_F32, 4, (int64_t[]){2, 1, 1, 3}, NULL);
+  p = (sg_conv2d_params)SG_CONV2D_PARAMS_INIT;
+  p.dilation[0] = (int64_t)1 << 62;
+  assert_true(sg_conv2d(g, x, w, SG_NO_TENSOR, &p).id < 0);
+  assert_status(sg_graph_status(g), SG_ERR_ATTRIBUTE,
+                "dilation[0] is 4611686018427387904; must be in 1..2^30");
+  sg_graph_destroy(g);
+
+  /* The verifier, on a graph damaged after building. */
+  g = build_conv();
+  ((int64_t *)g->ops[0].attrs[0].ints)[0] = (int64_t)1 << 31; /* stride */
+  assert_status(sg_graph_verify(g), SG_ERR_ATTRIBUTE, "conv2d 'conv2d_0': stride (2147483648,1)");
+  sg_graph_destroy(g);
+  g = build_conv();
+  ((int64_t *)g->ops[0].attrs[2].ints)[0] = (int64_t)1 << 62; /* dilation */
+  assert_status(sg_graph_verify(g), SG_ERR_ATTRIBUTE, "dilation[0] is 4611686018427387904");
+  sg_graph_destroy(g);
+  g = build_conv();
+  g->ops[0].attrs[3].i = (int64_t)1 << 40; /* groups */
+  assert_status(sg_graph_verify(g), SG_ERR_ATTRIBUTE, "groups is 1099511627776; must be in 1..2^30");
+  sg_graph_destroy(g);
+
+  /* A file: the stride (3,1) patched to (2^31,1), checksums made valid. */
+  g = build_conv();
+  assert_status(sg_graph_finalize(g), SG_OK, NULL);
+  void *data = NULL;
+  size_t n = 0;
+  assert_status(sg_graph_save_to_memory(g, &data, &n), SG_OK, NULL);
+  sg_graph_destroy(g);
+  uint8_t *f = data, *at = NULL;
+  for (size_t i = 64; i + 16 <= n; i++)
+    if (rd64(f + i) == 3 && rd64(f + i + 8) == 1) {
+      assert_null(at); /* the pattern is the stride, and only the stride */
+      at = f + i;
+    }
+  assert_non_null(at);
+  wr64(at, (uint64_t)1 << 31);
+  fix_checksums(f, n);
+  g = (sg_graph *)&n;
+  assert_status(sg_graph_load_from_memory(f, n, &g), SG_ERR_ATTRIBUTE, "stride[0] is 2147483648");
+  assert_null(g);
+  /* The same bytes with the stride back are a valid file (the patch and
+   * checksums are right). */
+  wr64(at, 3);
+  fix_checksums(f, n);
+  assert_status(sg_graph_load_from_memory(f, n, &g), SG_OK, NULL);
+  sg_graph_destroy(g);
+  sg_free(data);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_valid),
@@ -212,6 +322,7 @@ int main(void) {
       cmocka_unit_test(test_kinds_types_roles),
       cmocka_unit_test(test_names_and_producers),
       cmocka_unit_test(test_shapes_and_attrs),
+      cmocka_unit_test(test_conv_attr_bounds),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

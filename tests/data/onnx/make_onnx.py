@@ -354,6 +354,87 @@ def bad_models():
     write("bad_declared_shape.onnx", model(
         [oh.make_node("Relu", ["x"], ["y"], name="relu")],
         [vi("x", [2, 4])], [vi("y", [4, 2])]).SerializeToString())
+    bad_attribute_models(model, vi)
+
+
+def bad_attribute_models(model, vi):
+    """Attributes whose declared type disagrees with the field that holds the
+    value (onnx.checker rejects these; an importer that reads the declared
+    field gets 0 or nothing and builds another model), and convolution and
+    pooling windows out of range or larger than their input. Graph outputs
+    are declared without a shape, so only the attribute can fail."""
+    A = onnx.AttributeProto
+
+    def node(op, inputs, name, attrs):
+        n = oh.make_node(op, inputs, ["y"], name=name)
+        n.attribute.extend(attrs)
+        return n
+
+    def out():
+        return [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)]
+
+    mismatched = {
+        # INT declared, the value in f: read as i, axis 0 instead of 1.
+        "bad_attr_int_in_f.onnx": model(
+            [node("Flatten", ["x"], "flat", [A(name="axis", type=A.INT, f=1.0)])], [vi("x", [2, 3, 4])],
+            out()),
+        # INT declared, the value in ints.
+        "bad_attr_int_in_ints.onnx": model(
+            [node("Flatten", ["x"], "flat", [A(name="axis", type=A.INT, ints=[2])])], [vi("x", [2, 3, 4])],
+            out()),
+        # INTS declared, the value in i: read as an empty list, stride 1.
+        "bad_attr_ints_in_i.onnx": model(
+            [node("Conv", ["x", "conv.weight"], "conv", [A(name="strides", type=A.INTS, i=2)])],
+            [vi("x", [1, 1, 5, 5])], out(),
+            [onh.from_array(np.ones((2, 1, 3, 3), np.float32), "conv.weight")]),
+        # Values in two fields.
+        "bad_attr_two_fields.onnx": model(
+            [node("Flatten", ["x"], "flat", [A(name="axis", type=A.INT, i=1, f=2.0)])], [vi("x", [2, 3, 4])],
+            out()),
+        # Declared as it carries it, but not the type Flatten's axis has.
+        "bad_attr_wrong_type.onnx": model(
+            [node("Flatten", ["x"], "flat", [A(name="axis", type=A.FLOAT, f=1.0)])], [vi("x", [2, 3, 4])],
+            out()),
+        # FLOAT declared, the value in i: read as alpha 0.
+        "bad_attr_float_in_i.onnx": model(
+            [node("Gemm", ["x", "fc.weight"], "fc", [A(name="alpha", type=A.FLOAT, i=2)])],
+            [vi("x", [2, 4])], out(), [onh.from_array(np.ones((4, 3), np.float32), "fc.weight")]),
+    }
+    for name, m in mismatched.items():
+        try:
+            onnx.checker.check_model(m)
+        except onnx.checker.ValidationError:
+            pass
+        else:
+            sys.exit(name + ": onnx.checker accepts it")
+        write(name, m.SerializeToString())
+
+    def conv(name, x_shape, w_shape, **attrs):
+        w = onh.from_array(np.ones(w_shape, np.float32), "conv.weight")
+        write(name, model([oh.make_node("Conv", ["x", "conv.weight"], ["y"], name="conv", **attrs)],
+                          [vi("x", x_shape)], out(), [w]).SerializeToString())
+
+    conv("bad_conv_kernel_zero.onnx", [1, 1, 5, 5], [2, 1, 1, 3], kernel_shape=[0, 3])
+    conv("bad_conv_stride_huge.onnx", [1, 1, 5, 5], [2, 1, 3, 3], strides=[1 << 31, 1])
+    # A 1x3 kernel: with dilation 2^62 along its height of 1 the window still fits.
+    conv("bad_conv_dilation_huge.onnx", [1, 1, 5, 5], [2, 1, 1, 3], dilations=[1 << 62, 1])
+    conv("bad_conv_negative_pads.onnx", [1, 1, 5, 5], [2, 1, 3, 3], pads=[0, -1, 0, 0])
+    conv("bad_conv_group_zero.onnx", [1, 1, 5, 5], [2, 1, 3, 3], group=0)
+    # 3x3 with dilation 3 spans 7 rows; the input has 5, padded 6.
+    conv("bad_conv_kernel_too_large.onnx", [1, 1, 5, 5], [2, 1, 3, 3], dilations=[3, 1], pads=[1, 0, 0, 0])
+    write("bad_pool_stride_huge.onnx", model(
+        [oh.make_node("MaxPool", ["x"], ["y"], name="pool", kernel_shape=[2, 2], strides=[1 << 31, 1])],
+        [vi("x", [1, 1, 4, 4])], out()).SerializeToString())
+    write("bad_pool_kernel_too_large.onnx", model(
+        [oh.make_node("AveragePool", ["x"], ["y"], name="pool", kernel_shape=[3, 5], pads=[0, 0, 1, 0])],
+        [vi("x", [1, 1, 4, 4])], out()).SerializeToString())
+    # A Gemm bias that does not broadcast to [M, N] (its message once named
+    # the [M, N] result '(null)').
+    write("bad_gemm_bias.onnx", model(
+        [oh.make_node("Gemm", ["x", "fc.weight", "fc.bias"], ["y"], name="fc", transB=1)],
+        [vi("x", [4, 3])], out(),
+        [onh.from_array(np.ones((10, 3), np.float32), "fc.weight"),
+         onh.from_array(np.ones(3, np.float32), "fc.bias")]).SerializeToString())
 
 
 def main():
@@ -368,7 +449,8 @@ def main():
     bad_models()
     os.makedirs(CORPUS, exist_ok=True)
     for name in ("mlp_eval", "mlp_train", "cnn_eval", "cnn_train", "cnn_train_opset9", "ops_opset11",
-                 "softmax_opset11", "fold_chain", "reduce_opset18", "bad_cycle"):
+                 "softmax_opset11", "fold_chain", "reduce_opset18", "bad_cycle", "bad_attr_ints_in_i",
+                 "bad_conv_kernel_too_large"):
         with open(os.path.join(HERE, name + ".onnx"), "rb") as f:
             data = f.read()
         with open(os.path.join(CORPUS, name + ".onnx"), "wb") as f:
