@@ -118,23 +118,25 @@ static double now(void) {
 
 static int parse(int argc, char **argv, options *o) {
   *o = (options){5, 64, 2, 0, 0.05, "sgd", 1};
+  /* The ranges are in the usage text and docs/examples.md. */
   const example_opt opts[] = {
-      {"--epochs", EXAMPLE_OPT_INT, &o->epochs},   {"--batch", EXAMPLE_OPT_INT, &o->batch},
-      {"--threads", EXAMPLE_OPT_INT, &o->threads}, {"--lr", EXAMPLE_OPT_DOUBLE, &o->lr},
-      {"--seed", EXAMPLE_OPT_U64, &o->seed},       {"--optimizer", EXAMPLE_OPT_STRING, &o->optimizer},
+      {"--epochs", EXAMPLE_OPT_INT, &o->epochs, 1, 100000},
+      {"--batch", EXAMPLE_OPT_INT, &o->batch, 1, N_TEST},
+      {"--threads", EXAMPLE_OPT_INT, &o->threads, 1, 4096},
+      {"--lr", EXAMPLE_OPT_DOUBLE, &o->lr, 0, 100, .min_open = 1},
+      {"--seed", EXAMPLE_OPT_U64, &o->seed},
+      {"--optimizer", EXAMPLE_OPT_STRING, &o->optimizer},
       {"--json", EXAMPLE_OPT_FLAG, &o->json},
   };
   int rc = example_parse_opts(
       "mlp_train",
       "usage: mlp_train [--epochs N] [--batch N] [--threads N] [--lr X] [--optimizer sgd|adamw] [--seed N] "
-      "[--json]\n",
+      "[--json]\n"
+      "       epochs 1..100000, batch 1..1024, threads 1..4096, lr in (0, 100], seed 0..2^64-1\n",
       argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
   if (rc != 0) return rc;
-  if (o->epochs < 1 || o->batch < 1 || o->batch > N_TEST || o->threads < 1 || !(o->lr > 0) ||
-      (strcmp(o->optimizer, "sgd") != 0 && strcmp(o->optimizer, "adamw") != 0)) {
-    fprintf(stderr,
-            "mlp_train: need epochs >= 1, 1 <= batch <= %d, threads >= 1, lr > 0, optimizer sgd|adamw\n",
-            N_TEST);
+  if (strcmp(o->optimizer, "sgd") != 0 && strcmp(o->optimizer, "adamw") != 0) {
+    fprintf(stderr, "mlp_train: --optimizer '%s' is not sgd or adamw\n", o->optimizer);
     return 2;
   }
   return 0;

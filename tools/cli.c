@@ -2,11 +2,16 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli_number.h"
 
 /* ---- one-line messages on stderr ----------------------------------------- */
 
@@ -141,6 +146,69 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, const cli_option *o
   return CLI_CONTINUE;
 }
 
+/* ---- files ---------------------------------------------------------------- */
+
+const char *cli_file_kind(unsigned mode) {
+  switch (mode & S_IFMT) {
+    case S_IFREG: return "a regular file";
+    case S_IFDIR: return "a directory";
+    case S_IFIFO: return "a FIFO";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+    case S_IFSOCK: return "a socket";
+    case S_IFLNK: return "a symbolic link";
+    default: return "not a regular file";
+  }
+}
+
+/* The library's sg__open_regular, which the tool cannot link (it uses only
+ * libsgrt's exported API): the same checks, with the message in err. */
+int cli_open_regular(const char *path, bool write, char *err, size_t cap) {
+  /* O_NONBLOCK: opening a FIFO waits for its other end, perhaps forever. */
+  int flags = (write ? O_WRONLY | O_CREAT | O_TRUNC : O_RDONLY) | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
+  int fd = open(path, flags, 0666);
+  struct stat sb;
+  if (fd < 0) {
+    int e = errno;
+    /* ENXIO (a FIFO without a reader, a socket) or EISDIR: say what it is. */
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+      snprintf(err, cap, "'%s' is %s, not a regular file", path, cli_file_kind((unsigned)sb.st_mode));
+    else snprintf(err, cap, "%s", strerror(e));
+    errno = e;
+    return -1;
+  }
+  int e = 0, fl;
+  if (fstat(fd, &sb) != 0) {
+    e = errno;
+    snprintf(err, cap, "%s", strerror(e));
+  } else if (!S_ISREG(sb.st_mode)) {
+    e = S_ISDIR(sb.st_mode) ? EISDIR : EINVAL;
+    snprintf(err, cap, "'%s' is %s, not a regular file", path, cli_file_kind((unsigned)sb.st_mode));
+  } else if ((fl = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+    e = errno;
+    snprintf(err, cap, "%s", strerror(e));
+  }
+  if (e != 0) {
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+FILE *cli_fopen_regular(const char *path, bool write, char *err, size_t cap) {
+  int fd = cli_open_regular(path, write, err, cap);
+  if (fd < 0) return NULL;
+  FILE *f = fdopen(fd, write ? "wb" : "rb");
+  if (f == NULL) {
+    int e = errno;
+    snprintf(err, cap, "%s", strerror(e));
+    close(fd);
+    errno = e;
+  }
+  return f;
+}
+
 /* ---- graphs -------------------------------------------------------------- */
 
 static const unsigned char sgg_magic[8] = {0x89, 'S', 'G', 'G', '\r', '\n', 0x1a, '\n'};
@@ -152,7 +220,8 @@ int cli_is_onnx_path(const char *path) {
 
 int cli_is_sgg_file(const char *path) {
   unsigned char h[4];
-  FILE *f = fopen(path, "rb");
+  char err[256];
+  FILE *f = cli_fopen_regular(path, false, err, sizeof err);
   if (f == NULL) return 0;
   size_t got = fread(h, 1, sizeof h, f);
   fclose(f);
@@ -194,13 +263,24 @@ int cli_load_model(const char *path, long batch, sg_graph **out) {
 int cli_parse_batch(const cli_command *cmd, const char *s, long *out) {
   *out = 0;
   if (s == NULL) return CLI_CONTINUE;
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno || *end || end == s || v < 1)
-    return cli_usage_error(cmd, "--batch needs a positive integer, got '%s'", s);
-  *out = v;
-  return CLI_CONTINUE;
+  int64_t v;
+  int rc = cli_int_option(cmd, "--batch", s, 1, CLI_BATCH_MAX, &v);
+  if (rc == CLI_CONTINUE) *out = (long)v;
+  return rc;
+}
+
+int cli_int_option(const cli_command *cmd, const char *opt, const char *s, int64_t lo, int64_t hi,
+                   int64_t *out) {
+  char problem[512];
+  if (cli_number_int(s, lo, hi, out)) return CLI_CONTINUE;
+  return cli_usage_error(cmd, "%s", cli_number_int_problem(problem, sizeof problem, opt, s, lo, hi));
+}
+
+int cli_real_option(const cli_command *cmd, const char *opt, const char *s, double lo, double hi,
+                    double *out) {
+  char problem[512];
+  if (cli_number_real(s, lo, hi, false, out)) return CLI_CONTINUE;
+  return cli_usage_error(cmd, "%s", cli_number_real_problem(problem, sizeof problem, opt, s, lo, hi, false));
 }
 
 int cli_load(const char *path, sg_graph **out) { return cli_load_model(path, 0, out); }
@@ -210,9 +290,10 @@ int cli_sgg_version(const char *path, unsigned *major, unsigned *minor) {
    * The loader has validated the whole header; this only reads it back. */
   static const unsigned char magic[8] = {0x89, 'S', 'G', 'G', '\r', '\n', 0x1a, '\n'};
   unsigned char h[12];
-  FILE *f = fopen(path, "rb");
+  char err[512];
+  FILE *f = cli_fopen_regular(path, false, err, sizeof err);
   if (f == NULL) {
-    cli_error("cannot reopen '%s': %s", path, strerror(errno));
+    cli_error("cannot reopen '%s': %s", path, err);
     return CLI_EXIT_FAIL;
   }
   size_t got = fread(h, 1, sizeof h, f);

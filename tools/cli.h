@@ -4,8 +4,10 @@
 #ifndef SGRT_TOOLS_CLI_H
 #define SGRT_TOOLS_CLI_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <cjson/cJSON.h>
 #include <sgrt/sgrt.h>
@@ -86,9 +88,37 @@ int cli_load(const char *path, sg_graph **out);
 int cli_is_onnx_path(const char *path);
 /* 1 when the file starts with the .sgg magic. */
 int cli_is_sgg_file(const char *path);
-/* Parses the value of --batch (NULL: not given, *out = 0). Returns
- * CLI_CONTINUE or the usage-error exit code. */
+/* Largest --batch accepted. */
+#define CLI_BATCH_MAX 1000000
+/* Parses the value of --batch, a whole number in [1, CLI_BATCH_MAX] (NULL:
+ * not given, *out = 0). Returns CLI_CONTINUE or the usage-error exit code. */
 int cli_parse_batch(const cli_command *cmd, const char *s, long *out);
+
+/* Numeric option values, through the one strict parser of cli_number.h.
+ * `opt` is the option as the usage text spells it ("-n", "--iters"). A value
+ * that is not a whole number (or a number) in [lo, hi] is reported as
+ * "sgrt: CMD: OPT 'VALUE' is not a whole number in [LO, HI] (see ...)" and
+ * CLI_EXIT_USAGE returned; otherwise *out is set and CLI_CONTINUE returned. */
+int cli_int_option(const cli_command *cmd, const char *opt, const char *s, int64_t lo, int64_t hi,
+                   int64_t *out);
+/* The same for a real number in [lo, hi] (finite; no hex, inf or nan). */
+int cli_real_option(const cli_command *cmd, const char *opt, const char *s, double lo, double hi,
+                    double *out);
+
+/* ---- files named on the command line ------------------------------------- */
+
+/* "a FIFO", "a directory", "a character device", "a socket", ... of a st_mode. */
+const char *cli_file_kind(unsigned mode);
+/* Opens a path named on the command line for reading (write false) or for
+ * writing (write true: created or truncated), never blocking: the path is
+ * opened with O_NONBLOCK and the descriptor (not the path) checked with
+ * fstat, so a FIFO, a device, a socket or a directory is refused at once,
+ * with "'PATH' is a FIFO, not a regular file" in err; any other failure
+ * leaves strerror's text there. Returns a blocking descriptor of a regular
+ * file, or -1. */
+int cli_open_regular(const char *path, bool write, char *err, size_t cap);
+/* cli_open_regular as a stdio stream ("rb" or "wb"), or NULL. */
+FILE *cli_fopen_regular(const char *path, bool write, char *err, size_t cap);
 
 /* Format version stored in the header of a .sgg file that loaded. */
 int cli_sgg_version(const char *path, unsigned *major, unsigned *minor);

@@ -7,22 +7,37 @@
 #include <time.h>
 
 #include "cli.h"
+#include "cli_number.h"
+
+/* The ranges of the options (also in the help text and docs/cli.md). */
+#define BENCH_NP_MAX 256
+#define BENCH_ITERS_MAX 100000
+#define BENCH_BYTES_MIN 4ull
+#define BENCH_BYTES_MAX (1ull << 34) /* 16 GiB */
 
 int cli_launch_ranks(int n, int restarts, int prefix, char **argv); /* cmd_launch.c */
 int cli_bench_gpt(const cli_command *cmd, const char *np, const char *iters_s, int json,
                   int is_worker); /* cmd_bench_gpt.c */
 
+/* --bytes: decimal digits (cli_number_u64), then an optional binary unit
+ * K, M or G (either case) with an optional "i", and an optional "B":
+ * 1048576, 16M, 64MiB, 1024B. */
 static int parse_size(const char *s, unsigned long long *out) {
-  char *end;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (end == s) return -1;
+  size_t n = strspn(s, "0123456789");
+  char digits[24];
+  if (n == 0 || n >= sizeof digits) return -1;
+  memcpy(digits, s, n);
+  digits[n] = '\0';
+  const char *unit = s + n;
   unsigned long long mul = 1;
-  if (*end == 'K' || *end == 'k') mul = 1ull << 10, end++;
-  else if (*end == 'M' || *end == 'm') mul = 1ull << 20, end++;
-  else if (*end == 'G' || *end == 'g') mul = 1ull << 30, end++;
-  if (*end == 'i') end++;
-  if (*end == 'B') end++;
-  if (*end != '\0' || v == 0 || v > (1ull << 34) / mul) return -1;
+  if (*unit == 'K' || *unit == 'k') mul = 1ull << 10, unit++;
+  else if (*unit == 'M' || *unit == 'm') mul = 1ull << 20, unit++;
+  else if (*unit == 'G' || *unit == 'g') mul = 1ull << 30, unit++;
+  if (mul > 1 && *unit == 'i') unit++;
+  if (*unit == 'B') unit++;
+  uint64_t v;
+  if (*unit != '\0' || !cli_number_u64(digits, 1, BENCH_BYTES_MAX / mul, &v) || v * mul < BENCH_BYTES_MIN)
+    return -1;
   *out = v * mul;
   return 0;
 }
@@ -97,18 +112,23 @@ static int run_bench(const cli_command *cmd, int argc, char **argv) {
   if (strcmp(pos[0], "allreduce") != 0)
     return cli_usage_error(cmd, "unknown benchmark '%s' (try allreduce or gpt)", pos[0]);
   if (iters_s == NULL) iters_s = "20";
+  int64_t n, iters;
+  if ((rc = cli_int_option(cmd, "-n", np, 1, BENCH_NP_MAX, &n)) != CLI_CONTINUE) return rc;
+  if ((rc = cli_int_option(cmd, "--iters", iters_s, 1, BENCH_ITERS_MAX, &iters)) != CLI_CONTINUE) return rc;
   unsigned long long bytes;
-  if (bytes_s == NULL || parse_size(bytes_s, &bytes) != 0 || bytes < 4)
-    return cli_usage_error(cmd, "--bytes needs a size such as 1048576, 16M or 64MiB");
-  char *end;
-  long n = strtol(np, &end, 10), iters = strtol(iters_s, &end, 10);
-  if (n < 1 || n > 256) return cli_usage_error(cmd, "-n must be between 1 and 256");
-  if (iters < 1 || iters > 100000) return cli_usage_error(cmd, "--iters must be between 1 and 100000");
+  if (bytes_s == NULL)
+    return cli_usage_error(cmd, "--bytes B is required (a size such as 1048576, 16M or 64MiB)");
+  if (parse_size(bytes_s, &bytes) != 0)
+    return cli_usage_error(
+        cmd,
+        "--bytes '%s' is not a size in [%llu, %llu] bytes (digits, then optionally K, M or "
+        "G, i, B: 1048576, 16M, 64MiB)",
+        bytes_s, BENCH_BYTES_MIN, BENCH_BYTES_MAX);
   if (is_worker) return worker(bytes, (int)iters, json);
   char exe[] = "/proc/self/exe";
   char bytes_arg[32], iters_arg[32];
   snprintf(bytes_arg, sizeof bytes_arg, "%llu", bytes);
-  snprintf(iters_arg, sizeof iters_arg, "%ld", iters);
+  snprintf(iters_arg, sizeof iters_arg, "%lld", (long long)iters);
   char *args[] = {exe,        "bench",   "allreduce",
                   "--worker", "--bytes", bytes_arg,
                   "--iters",  iters_arg, json ? "--json" : NULL,
@@ -120,9 +140,10 @@ const cli_command cli_cmd_bench = {
     "bench",
     "allreduce -n N --bytes B [--iters I] [--json] | gpt [-n N] [--iters I] [--json]",
     "time allreduce on N local ranks (algbw and busbw, as nccl-tests), or the global page table",
-    "  -n, --np N        ranks (default 2)\n"
-    "  -b, --bytes B     message size: bytes, or with K/M/G (binary) suffix\n"
-    "  -i, --iters I     timed iterations (default 20; the median is reported; gpt: 2000)\n"
+    "  -n, --np N        ranks, 1..256 (default 2; gpt: 1..64)\n"
+    "  -b, --bytes B     message size, 4 bytes..16 GiB: bytes, or with a K/M/G (binary) suffix\n"
+    "  -i, --iters I     timed iterations, 1..100000 (default 20; the median is reported;\n"
+    "                    gpt: 1..1000000, default 2000)\n"
     "  --json            one JSON line: np, bytes, ms, algbw_gbs, busbw_gbs\n"
     "                    (gpt: local_hit_ns, local_mops, local_miss_ns, remote_ns, cas_ns, cas_mops, ...)\n",
     run_bench,

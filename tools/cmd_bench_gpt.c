@@ -23,6 +23,8 @@ int cli_launch_ranks(int n, int restarts, int prefix, char **argv); /* cmd_launc
 int cli_bench_gpt(const cli_command *cmd, const char *np, const char *iters_s, int json, int is_worker);
 
 enum { HOT = 256, PAGES = 4096 };
+/* The ranges of -n and --iters (also in `sgrt bench --help` and docs/cli.md). */
+enum { GPT_NP_MAX = 64, GPT_ITERS_MAX = 1000000, GPT_ITERS_DEFAULT = 2000 };
 
 static double now_ns(void) {
   struct timespec ts;
@@ -287,15 +289,13 @@ static int worker(int iters, int json) {
 }
 
 int cli_bench_gpt(const cli_command *cmd, const char *np, const char *iters_s, int json, int is_worker) {
-  char *end;
-  long n = strtol(np, &end, 10);
-  if (*end != '\0' || n < 1 || n > 64) return cli_usage_error(cmd, "-n must be between 1 and 64 for gpt");
-  long iters = iters_s ? strtol(iters_s, &end, 10) : 2000;
-  if ((iters_s && *end != '\0') || iters < 1 || iters > 1000000)
-    return cli_usage_error(cmd, "--iters must be between 1 and 1000000");
+  int64_t n, iters = GPT_ITERS_DEFAULT;
+  int rc = cli_int_option(cmd, "-n", np, 1, GPT_NP_MAX, &n);
+  if (rc == CLI_CONTINUE && iters_s) rc = cli_int_option(cmd, "--iters", iters_s, 1, GPT_ITERS_MAX, &iters);
+  if (rc != CLI_CONTINUE) return rc;
   if (is_worker) return worker((int)iters, json);
   char exe[] = "/proc/self/exe", iters_arg[32];
-  snprintf(iters_arg, sizeof iters_arg, "%ld", iters);
+  snprintf(iters_arg, sizeof iters_arg, "%lld", (long long)iters);
   char *args[] = {exe, "bench", "gpt", "--worker", "--iters", iters_arg, json ? "--json" : NULL, NULL};
   return cli_launch_ranks((int)n, 0, 0, args);
 }

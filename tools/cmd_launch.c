@@ -25,6 +25,7 @@
 int cli_launch_ranks(int n, int restarts, int prefix, char **argv);
 
 #define MAX_RANKS 256
+#define MAX_RESTARTS 1000000 /* --restart-failed K: 0..MAX_RESTARTS */
 
 typedef struct stream {
   int fd;
@@ -387,21 +388,18 @@ static int run_launch(const cli_command *cmd, int argc, char **argv) {
       opt_heal = 1;
       continue;
     }
-    const char *v = NULL;
     int *dst = NULL;
-    if (strcmp(a, "-n") == 0 || strcmp(a, "--np") == 0) dst = &n;
-    else if (strcmp(a, "--restart-failed") == 0) dst = &restarts;
+    int64_t lo, hi, x;
+    if (strcmp(a, "-n") == 0 || strcmp(a, "--np") == 0) dst = &n, lo = 1, hi = MAX_RANKS;
+    else if (strcmp(a, "--restart-failed") == 0) dst = &restarts, lo = 0, hi = MAX_RESTARTS;
     else if (a[0] == '-') return cli_usage_error(cmd, "unknown option '%s'", a);
     else break;
     if (i + 1 >= argc) return cli_usage_error(cmd, "option '%s' needs a value", a);
-    v = argv[++i];
-    char *end;
-    long x = strtol(v, &end, 10);
-    if (*v == '\0' || *end != '\0' || x < 0 || x > 1000000)
-      return cli_usage_error(cmd, "'%s' is not a valid value for %s", v, a);
+    int rc = cli_int_option(cmd, a, argv[++i], lo, hi, &x);
+    if (rc != CLI_CONTINUE) return rc;
     *dst = (int)x;
   }
-  if (n < 1 || n > MAX_RANKS) return cli_usage_error(cmd, "-n must be between 1 and %d", MAX_RANKS);
+  if (n < 1) return cli_usage_error(cmd, "-n N is required (1..%d ranks)", MAX_RANKS);
   if (i >= argc) return cli_usage_error(cmd, "missing PROGRAM");
   if (opt_heal && restarts > 0 && n < 2)
     return cli_usage_error(cmd,
@@ -421,11 +419,11 @@ const cli_command cli_cmd_launch = {
     "launch",
     "-n N [--restart-failed K] [--heal] [--inject SPEC] [--] PROGRAM [ARGS...]",
     "start N local ranks of a program with the bootstrap environment set",
-    "  -n, --np N            number of ranks (1..256)\n"
-    "  --restart-failed K    restart a rank that exits non-zero, up to K times each; with --heal\n"
-    "                        (or --inject) the restarted rank gets SG_REJOIN=1 and rejoins the\n"
-    "                        running ranks at their next step (a rank that died: any status but 0\n"
-    "                        and 75, or a signal; not once a rank has finished)\n"
+    "  -n, --np N            number of ranks, 1..256\n"
+    "  --restart-failed K    restart a rank that exits non-zero, up to K times each (0..1000000);\n"
+    "                        with --heal (or --inject) the restarted rank gets SG_REJOIN=1 and\n"
+    "                        rejoins the running ranks at their next step (a rank that died: any\n"
+    "                        status but 0 and 75, or a signal; not once a rank has finished)\n"
     "  --heal                keep the other ranks running when one exits or is killed (the job\n"
     "                        heals itself, docs/resilience.md); ranks stopped by a signal are killed\n"
     "                        at the end; 0 when a strict majority finished with 0 and the others\n"

@@ -3,34 +3,19 @@
  * partition, as a table or as JSON, optionally as Graphviz DOT coloured by
  * part. With --train it first turns the model into a training graph. */
 #include <errno.h>
-#include <limits.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 
-static int parse_long(const cli_command *cmd, const char *opt, const char *s, long lo, long hi, long *out) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno || *end || end == s || v < lo || v > hi)
-    return cli_usage_error(cmd, "--%s must be an integer in %ld..%ld, got '%s'", opt, lo, hi, s);
-  *out = v;
-  return CLI_CONTINUE;
-}
-
-static int parse_double(const cli_command *cmd, const char *opt, const char *s, double lo, double hi,
-                        double *out) {
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (errno || *end || end == s || !(v >= lo && v <= hi))
-    return cli_usage_error(cmd, "--%s must be a number in %g..%g, got '%s'", opt, lo, hi, s);
-  *out = v;
-  return CLI_CONTINUE;
-}
+/* The ranges of the numeric options (also in the help text and docs/cli.md). */
+#define PART_IMBALANCE_MIN 0.01 /* percent */
+#define PART_IMBALANCE_MAX 100.0
+#define PART_ALPHA_MAX 1e6
 
 /* A name not yet used in g: base, base_1, base_2, ... */
 static void unique_name(const sg_graph *g, const char *base, char *buf, size_t cap) {
@@ -116,16 +101,17 @@ static int make_training_graph(const cli_command *cmd, const sg_graph *g, const 
 }
 
 /* --devices FILE, or a preset name with an optional count ("a100:8"). */
-static int load_devices(const cli_command *cmd, const char *spec, long parts, sg_device_table **out) {
+static int load_devices(const cli_command *cmd, const char *spec, int64_t parts, sg_device_table **out) {
   *out = NULL;
-  FILE *f = fopen(spec, "rb");
-  if (f != NULL || errno != ENOENT) {
-    if (f) fclose(f);
+  /* stat, not open: opening a FIFO to see whether it exists would block. The
+   * library then refuses anything but a regular file. */
+  struct stat sb;
+  if (stat(spec, &sb) == 0 || errno != ENOENT) {
     sg_status st = sg_device_table_load(spec, out);
     return st == SG_OK ? CLI_CONTINUE : cli_fail(st, "cannot read device table '%s'", spec);
   }
   char preset[64];
-  long count = parts;
+  int64_t count = parts;
   const char *colon = strchr(spec, ':');
   size_t len = colon ? (size_t)(colon - spec) : strlen(spec);
   if (len == 0 || len >= sizeof preset)
@@ -133,7 +119,7 @@ static int load_devices(const cli_command *cmd, const char *spec, long parts, sg
   memcpy(preset, spec, len);
   preset[len] = '\0';
   if (colon) {
-    int rc = parse_long(cmd, "devices", colon + 1, 1, SG_PARTITION_MAX_PARTS, &count);
+    int rc = cli_int_option(cmd, "--devices count", colon + 1, 1, SG_PARTITION_MAX_PARTS, &count);
     if (rc != CLI_CONTINUE) return rc;
   }
   if (count < 1) count = 1;
@@ -163,19 +149,24 @@ static int run_partition(const cli_command *cmd, int argc, char **argv) {
   if (rc != CLI_CONTINUE) return rc;
 
   sg_partition_params pp = SG_PARTITION_PARAMS_INIT;
-  long parts = 0, batch = 0, seed = 1;
+  int64_t parts = 0, seed = 1;
+  long batch = 0;
   double pct = 5.0;
-  if (parts_s && (rc = parse_long(cmd, "parts", parts_s, 1, SG_PARTITION_MAX_PARTS, &parts)) != CLI_CONTINUE)
+  if (parts_s &&
+      (rc = cli_int_option(cmd, "--parts", parts_s, 1, SG_PARTITION_MAX_PARTS, &parts)) != CLI_CONTINUE)
     return rc;
   if (parts_s == NULL && devices_s == NULL) return cli_usage_error(cmd, "--parts K is required");
   if (strcmp(mode_s, "free") == 0) pp.mode = SG_PARTITION_FREE;
   else if (strcmp(mode_s, "pipeline") == 0) pp.mode = SG_PARTITION_PIPELINE;
   else return cli_usage_error(cmd, "--mode must be 'free' or 'pipeline', got '%s'", mode_s);
   if ((rc = cli_parse_batch(cmd, batch_s, &batch)) != CLI_CONTINUE) return rc;
-  if (seed_s && (rc = parse_long(cmd, "seed", seed_s, 0, LONG_MAX, &seed)) != CLI_CONTINUE) return rc;
-  if (imbalance_s && (rc = parse_double(cmd, "imbalance", imbalance_s, 0.01, 100.0, &pct)) != CLI_CONTINUE)
+  if (seed_s && (rc = cli_int_option(cmd, "--seed", seed_s, 0, INT64_MAX, &seed)) != CLI_CONTINUE) return rc;
+  if (imbalance_s && (rc = cli_real_option(cmd, "--imbalance", imbalance_s, PART_IMBALANCE_MIN,
+                                           PART_IMBALANCE_MAX, &pct)) != CLI_CONTINUE)
     return rc;
-  if (alpha_s && (rc = parse_double(cmd, "alpha", alpha_s, 0.0, 1e6, &pp.alpha)) != CLI_CONTINUE) return rc;
+  if (alpha_s &&
+      (rc = cli_real_option(cmd, "--alpha", alpha_s, 0.0, PART_ALPHA_MAX, &pp.alpha)) != CLI_CONTINUE)
+    return rc;
   pp.parts = (int)parts;
   pp.seed = (uint64_t)seed;
   pp.imbalance = pct / 100.0;
@@ -247,21 +238,28 @@ const cli_command cli_cmd_partition = {
         "result with a seeded random partition. See docs/partitioning.md.\n"
         "\n"
         "options:\n"
-        "  -k, --parts K         number of parts (default: one per device of --devices)\n"
+        "  -k, --parts K         number of parts, 1..1024 (default: one per device of --devices)\n"
         "  -m, --mode MODE       free (default) or pipeline\n"
         "      --train OPT       make a training graph first: sgd or adamw (PyTorch's defaults); the loss\n"
         "                        is the model's scalar output, or a cross-entropy added on its\n"
         "                        single 2-D output with a new 'labels' input\n"
-        "      --batch N         rows of that labels input (must match the output; default: its rows)\n"
-        "      --devices FILE    device table (JSON), or a preset: a100, ascend910b, cpu, host,\n"
-        "                        optionally with a count (a100:8); default: K host devices\n"
-        "      --seed S          seed of METIS and of the random partition (default 1)\n"
-        "      --imbalance PCT   tolerated imbalance in percent (default 5)\n"
-        "      --alpha A         weight of transfer cost in the placement score (default 0.3)\n"
+        "      --batch N         rows of that labels input, 1..1000000 (must match the output; default:\n"
+        "                        its rows); for an ONNX model, the size of its symbolic batch dim\n"
+        "      --devices FILE    device table (JSON, a regular file), or a preset: a100, ascend910b,\n"
+        "                        cpu, host, optionally with a count 1..1024 (a100:8); default: K host\n"
+        "                        devices\n"
+        "      --seed S          seed of METIS and of the random partition, 0..9223372036854775807\n"
+        "                        (default 1)\n"
+        "      --imbalance PCT   tolerated imbalance in percent, 0.01..100 (default 5)\n"
+        "      --alpha A         weight of transfer cost in the placement score, 0..1e6 (default 0.3)\n"
         "      --memory-only     balance memory only, not compute\n"
         "      --json            print one JSON object instead of the table\n"
-        "      --dot OUT         also write Graphviz DOT coloured by part to OUT ('-': stdout)\n"
+        "      --dot OUT         also write Graphviz DOT coloured by part to OUT ('-': stdout; an\n"
+        "                        existing OUT must be a regular file)\n"
         "  -h, --help            show this help\n"
+        "\n"
+        "Whole numbers are decimal digits only; --imbalance and --alpha also take a fraction or an\n"
+        "exponent (2.5, 1e-3). Anything else, or a value outside its range, is a command-line error.\n"
         "\n"
         "exit status: 0 partitioned, 1 unreadable model, bad device table or no fit, 2 bad command line\n",
     .run = run_partition,

@@ -14,6 +14,8 @@
 
 /* File names: at most this many bytes before ".npy" (and a de-duplicating suffix). */
 #define RUN_NAME_MAX 200
+/* Largest --threads. */
+#define RUN_THREADS_MAX 4096
 
 typedef struct run_input {
   const char *spec; /* "NAME=FILE" as given */
@@ -52,17 +54,6 @@ static void run_state_free(run_state *st) {
   free(st->argv2);
   sg_session_destroy(st->s);
   sg_graph_destroy(st->g);
-}
-
-/* Strict decimal integer in [lo, hi]. */
-static bool parse_int(const char *s, long lo, long hi, long *out) {
-  if (s == NULL || *s == '\0') return false;
-  errno = 0;
-  char *end = NULL;
-  long v = strtol(s, &end, 10);
-  if (errno != 0 || *end != '\0' || v < lo || v > hi) return false;
-  *out = v;
-  return true;
 }
 
 /* Takes the repeatable --input/-i options out of argv (cli_parse keeps one
@@ -228,7 +219,7 @@ static int read_inputs(run_state *st) {
 }
 
 /* Loads and compiles the model and sets the given inputs. */
-static int prepare(run_state *st, const char *model, long batch, long threads) {
+static int prepare(run_state *st, const char *model, long batch, int64_t threads) {
   int rc = cli_load_model(model, batch, &st->g);
   if (rc != CLI_EXIT_OK) return rc;
   sg_session_params sp = sg_session_params_init();
@@ -340,7 +331,11 @@ static int write_outputs(run_state *st, const char *outdir, int json) {
   }
   int err_no = make_dirs(outdir);
   if (err_no != 0) {
-    cli_error("run: cannot create output directory '%s': %s", outdir, strerror(err_no));
+    struct stat sb; /* lstat would call a link to a directory "a symbolic link" */
+    if (stat(outdir, &sb) == 0 && !S_ISDIR(sb.st_mode))
+      cli_error("run: cannot create output directory '%s': '%s' is %s, not a directory", outdir, outdir,
+                cli_file_kind((unsigned)sb.st_mode));
+    else cli_error("run: cannot create output directory '%s': %s", outdir, strerror(err_no));
     return CLI_EXIT_FAIL;
   }
   for (int32_t i = 0; i < n_out; i++) {
@@ -405,14 +400,14 @@ static int run_run(const cli_command *cmd, int argc, char **argv) {
       {"batch", 'b', &batch_s, NULL},
       {"json", 0, NULL, &json},
   };
-  long threads = 0, batch = 0;
+  int64_t threads = 0;
+  long batch = 0;
   int rc = split_inputs(cmd, argc, argv, &st, &argc2);
   if (rc == CLI_CONTINUE) rc = cli_parse(cmd, argc2, st.argv2, opts, 4, &model, 1, 1);
   if (rc != CLI_CONTINUE) goto out;
   if (outdir == NULL) rc = cli_usage_error(cmd, "--output DIR is required");
-  else if (threads_s && !parse_int(threads_s, 0, 4096, &threads))
-    rc = cli_usage_error(cmd, "--threads needs a number from 0 to 4096, got '%s'", threads_s);
-  else rc = cli_parse_batch(cmd, batch_s, &batch);
+  else if (threads_s) rc = cli_int_option(cmd, "--threads", threads_s, 0, RUN_THREADS_MAX, &threads);
+  if (rc == CLI_CONTINUE) rc = cli_parse_batch(cmd, batch_s, &batch);
   if (rc == CLI_CONTINUE) rc = read_inputs(&st);
   if (rc == CLI_EXIT_OK) rc = prepare(&st, model, batch, threads);
   if (rc == CLI_EXIT_OK) rc = zero_fill_unread_inputs(&st);
@@ -443,9 +438,10 @@ const cli_command cli_cmd_run = {
             "\n"
             "options:\n"
             "  -i, --input NAME=FILE  set input NAME from FILE.npy (repeat for each input)\n"
-            "  -o, --output DIR       write the outputs into DIR (created if missing)\n"
-            "  -t, --threads N        compute threads (default 0: every online CPU)\n"
-            "  -b, --batch N          value of the symbolic batch dim of an ONNX model\n"
+            "  -o, --output DIR       write the outputs into DIR (created if missing; an existing\n"
+            "                         DIR/NAME.npy is replaced only if it is a regular file)\n"
+            "  -t, --threads N        compute threads, 0..4096 (default 0: every online CPU)\n"
+            "  -b, --batch N          value of the symbolic batch dim of an ONNX model, 1..1000000\n"
             "  --json                 print one JSON object (inputs, outputs with name, dtype,\n"
             "                         shape, file) as the last line of stdout\n"
             "  -h, --help             show this help\n"

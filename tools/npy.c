@@ -12,6 +12,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cli.h"
+
 #define NPY_MAGIC "\x93NUMPY"
 #define NPY_MAGIC_LEN 6
 /* np.save never writes a header anywhere near this long; a larger one is not a
@@ -268,8 +270,9 @@ int npy_parse(const void *buf, size_t len, npy_array *out, char *err, size_t cap
 
 int npy_read(const char *path, npy_array *out, char *err, size_t cap) {
   memset(out, 0, sizeof *out);
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return fail(err, cap, "%s", strerror(errno));
+  /* Never blocks: a FIFO, a device or a directory is refused, not read. */
+  FILE *f = cli_fopen_regular(path, false, err, cap);
+  if (f == NULL) return -1;
   npy_array a;
   memset(&a, 0, sizeof a);
   char *header = NULL;
@@ -277,10 +280,6 @@ int npy_read(const char *path, npy_array *out, char *err, size_t cap) {
   struct stat st;
   if (fstat(fileno(f), &st) != 0) {
     fail(err, cap, "%s", strerror(errno));
-    goto out;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    fail(err, cap, "not a regular file");
     goto out;
   }
   size_t size = (size_t)st.st_size;
@@ -377,10 +376,12 @@ int npy_write(const char *path, sg_dtype dtype, int ndim, const int64_t *dims, c
   void *buf;
   size_t len;
   if (npy_format(dtype, ndim, dims, data, nbytes, &buf, &len, err, cap) != 0) return -1;
-  FILE *f = fopen(path, "wb");
+  /* An existing FIFO, device or directory is refused, not written to (or
+   * waited on); only a regular file is replaced. */
+  FILE *f = cli_fopen_regular(path, true, err, cap);
   if (f == NULL) {
     free(buf);
-    return fail(err, cap, "%s", strerror(errno));
+    return -1;
   }
   size_t put = fwrite(buf, 1, len, f);
   int werr = put != len ? errno : 0;

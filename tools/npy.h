@@ -31,8 +31,10 @@ typedef struct npy_array {
  * Returns 0, or -1 with a message (no trailing newline) in err[0..cap). */
 int npy_parse(const void *buf, size_t len, npy_array *out, char *err, size_t cap);
 
-/* Reads the .npy file at `path` (a regular file). Returns 0, or -1 with a
- * message in err (the path is not part of it). */
+/* Reads the .npy file at `path`, which must be a regular file: a FIFO, a
+ * device or a directory is refused without blocking (cli_open_regular).
+ * Returns 0, or -1 with a message in err (the path is part of it only when
+ * it says what the path is: "'x.npy' is a FIFO, not a regular file"). */
 int npy_read(const char *path, npy_array *out, char *err, size_t cap);
 
 /* Frees the data of an array filled by npy_read/npy_parse; accepts an array
@@ -48,8 +50,9 @@ const char *npy_descr(sg_dtype dtype);
 int npy_format(sg_dtype dtype, int ndim, const int64_t *dims, const void *data, size_t nbytes, void **out,
                size_t *out_len, char *err, size_t cap);
 
-/* Writes a .npy version 1.0 file (a partial file is removed on failure).
- * Returns 0, or -1 with a message in err. */
+/* Writes a .npy version 1.0 file (a partial file is removed on failure). An
+ * existing path that is not a regular file (a FIFO, a device, a directory)
+ * is refused without blocking. Returns 0, or -1 with a message in err. */
 int npy_write(const char *path, sg_dtype dtype, int ndim, const int64_t *dims, const void *data,
               size_t nbytes, char *err, size_t cap);
 

@@ -64,44 +64,42 @@ static const char usage[] =
     "[--heartbeat-ms N] [--dead-ms N]\n"
     "                     [--offload dram|pmem] [--offload-path PATH] [--no-heal] [--json]\n"
     "                     [--pipeline K] [--tensor T] [--micro-batches M]\n"
+    "       batch 2..65536, res 32..4096, steps 1..1000000, threads 1..4096, classes 1..100000,\n"
+    "       width 1..4096, warmup 0..1000000, lr in (0, 100], bucket-mb in (0, 4096],\n"
+    "       heartbeat-ms 1..3600000, dead-ms 2..3600000 (more than heartbeat-ms), pipeline, tensor\n"
+    "       1..256, micro-batches 1..65536, seed 0..2^64-1\n"
     "       (start it once per rank: sgrt launch -n 4 resnet50_dist ...)\n";
 
 static int parse(int argc, char **argv, options *o) {
   *o = (options){8, 64, 10, 1, 10, 64, 1, 0, 100, 1000, 0, 1, 1, 1, 0.01, 25, 1, NULL, NULL, NULL};
+  /* The ranges are in the usage text and docs/examples.md. */
   const example_opt opts[] = {
-      {"--batch", EXAMPLE_OPT_INT, &o->batch},
-      {"--res", EXAMPLE_OPT_INT, &o->res},
-      {"--steps", EXAMPLE_OPT_INT, &o->steps},
-      {"--threads", EXAMPLE_OPT_INT, &o->threads},
-      {"--classes", EXAMPLE_OPT_INT, &o->classes},
-      {"--width", EXAMPLE_OPT_INT, &o->width},
-      {"--warmup", EXAMPLE_OPT_INT, &o->warmup},
-      {"--heartbeat-ms", EXAMPLE_OPT_INT, &o->heartbeat_ms},
-      {"--dead-ms", EXAMPLE_OPT_INT, &o->dead_ms},
-      {"--lr", EXAMPLE_OPT_DOUBLE, &o->lr},
-      {"--bucket-mb", EXAMPLE_OPT_DOUBLE, &o->bucket_mb},
+      {"--batch", EXAMPLE_OPT_INT, &o->batch, 2, 65536},
+      {"--res", EXAMPLE_OPT_INT, &o->res, 32, 4096},
+      {"--steps", EXAMPLE_OPT_INT, &o->steps, 1, 1000000},
+      {"--threads", EXAMPLE_OPT_INT, &o->threads, 1, 4096},
+      {"--classes", EXAMPLE_OPT_INT, &o->classes, 1, 100000},
+      {"--width", EXAMPLE_OPT_INT, &o->width, 1, 4096},
+      {"--warmup", EXAMPLE_OPT_INT, &o->warmup, 0, 1000000},
+      {"--heartbeat-ms", EXAMPLE_OPT_INT, &o->heartbeat_ms, 1, 3600000},
+      {"--dead-ms", EXAMPLE_OPT_INT, &o->dead_ms, 2, 3600000},
+      {"--lr", EXAMPLE_OPT_DOUBLE, &o->lr, 0, 100, .min_open = 1},
+      {"--bucket-mb", EXAMPLE_OPT_DOUBLE, &o->bucket_mb, 0, 4096, .min_open = 1},
       {"--seed", EXAMPLE_OPT_U64, &o->seed},
       {"--trace", EXAMPLE_OPT_STRING, &o->trace},
       {"--offload", EXAMPLE_OPT_STRING, &o->offload},
       {"--offload-path", EXAMPLE_OPT_STRING, &o->offload_path},
       {"--json", EXAMPLE_OPT_FLAG, &o->json},
       {"--no-heal", EXAMPLE_OPT_FLAG, &o->no_heal},
-      {"--pipeline", EXAMPLE_OPT_INT, &o->pipeline},
-      {"--tensor", EXAMPLE_OPT_INT, &o->tensor},
-      {"--micro-batches", EXAMPLE_OPT_INT, &o->micro},
+      {"--pipeline", EXAMPLE_OPT_INT, &o->pipeline, 1, 256},
+      {"--tensor", EXAMPLE_OPT_INT, &o->tensor, 1, 256},
+      {"--micro-batches", EXAMPLE_OPT_INT, &o->micro, 1, 65536},
   };
   int rc = example_parse_opts("resnet50_dist", usage, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
   if (rc != 0) return rc;
-  if (o->batch < 2 || o->res < 32 || o->steps < 1 || o->threads < 1 || o->classes < 1 || o->width < 1 ||
-      o->warmup < 0 || !(o->lr > 0) || !(o->bucket_mb > 0 && o->bucket_mb <= 4096) || o->heartbeat_ms < 1 ||
-      o->dead_ms <= o->heartbeat_ms) {
-    fprintf(stderr, "resnet50_dist: need batch >= 2, res >= 32, steps >= 1, threads >= 1, classes >= 1, "
-                    "width >= 1, warmup >= 0, lr > 0, 0 < bucket-mb <= 4096, heartbeat-ms >= 1, dead-ms > "
-                    "heartbeat-ms\n");
-    return 2;
-  }
-  if (o->pipeline < 1 || o->tensor < 1 || o->micro < 1) {
-    fprintf(stderr, "resnet50_dist: need pipeline >= 1, tensor >= 1, micro-batches >= 1\n");
+  if (o->dead_ms <= o->heartbeat_ms) {
+    fprintf(stderr, "resnet50_dist: --dead-ms %d must be more than --heartbeat-ms %d\n", o->dead_ms,
+            o->heartbeat_ms);
     return 2;
   }
   return 0;

@@ -24,6 +24,7 @@
 #include <sgrt/onnx.h>
 #include <sgrt/sgrt.h>
 
+#include "cli_number.h"
 #include "resnet50_model.h"
 
 #define TOL 1e-5
@@ -54,19 +55,32 @@ static double rel_err(const float *a, const float *ref, int64_t n) {
   return d / (m > 1e-30 ? m : 1e-30);
 }
 
+/* A whole number in [lo, hi] (tools/cli_number.h): 0, or 2 after naming it. */
+static int number(const char *what, const char *s, int64_t lo, int64_t hi, int64_t *out) {
+  char problem[512];
+  if (cli_number_int(s, lo, hi, out)) return 0;
+  fprintf(stderr, "resnet50_onnx_check: %s\n",
+          cli_number_int_problem(problem, sizeof problem, what, s, lo, hi));
+  return 2;
+}
+
 int main(int argc, char **argv) {
-  int threads = 2, json = 0;
+  int64_t threads = 2, res, batch, classes;
+  int json = 0;
   if (argc < 5) {
-    fprintf(stderr, "usage: resnet50_onnx_check MODEL.onnx RES BATCH CLASSES [--threads N] [--json]\n");
+    fprintf(stderr, "usage: resnet50_onnx_check MODEL.onnx RES BATCH CLASSES [--threads N] [--json]\n"
+                    "       RES 32..4096, BATCH 2..65536, CLASSES 1..100000, threads 1..4096\n");
     return 2;
   }
   for (int i = 5; i < argc; i++) {
     if (strcmp(argv[i], "--json") == 0) json = 1;
-    else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) threads = atoi(argv[++i]);
-    else return 2;
+    else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+      if (number("--threads", argv[++i], 1, 4096, &threads) != 0) return 2;
+    } else return 2;
   }
-  int64_t res = atoll(argv[2]), batch = atoll(argv[3]), classes = atoll(argv[4]);
-  if (res < 32 || batch < 2 || classes < 1 || threads < 1) return 2;
+  if (number("RES", argv[2], 32, 4096, &res) != 0 || number("BATCH", argv[3], 2, 65536, &batch) != 0 ||
+      number("CLASSES", argv[4], 1, 100000, &classes) != 0)
+    return 2;
 
   /* The ONNX side: import, add the loss. */
   sg_graph *imported = NULL, *og = NULL, *cg = NULL;
@@ -93,7 +107,7 @@ int main(int argc, char **argv) {
   if ((st = add_loss(cg, clogits, batch)) != SG_OK) return fail("the C graph's loss", st);
 
   sg_session_params sp = SG_SESSION_PARAMS_INIT;
-  sp.threads = threads;
+  sp.threads = (int)threads;
   sg_session *os = NULL, *cs = NULL;
   if ((st = sg_session_create(og, &sp, &os)) != SG_OK || (st = sg_session_compile(os)) != SG_OK)
     return fail("compiling the ONNX graph", st);

@@ -75,34 +75,34 @@ static int fail(const char *what, sg_status st) {
 static const char usage[] =
     "usage: resnet50_train [--batch N] [--res N] [--steps N] [--threads N] [--classes N] [--width N]\n"
     "                      [--optimizer sgd|adamw] [--lr X] [--warmup N] [--until-accuracy X] [--seed N]\n"
-    "                      [--json]\n";
+    "                      [--json]\n"
+    "       batch 2..65536, res 32..4096, steps 0..1000000, threads 1..4096, classes 1..100000,\n"
+    "       width 1..4096, lr in (0, 100], warmup 0..1000000, until-accuracy in [0, 1], seed 0..2^64-1\n";
 
 static int parse(int argc, char **argv, options *o) {
   *o = (options){16, 64, 30, 2, 10, 64, 1, 0, 0, 0, "sgd", 1};
+  /* The ranges are in the usage text and docs/examples.md. */
   const example_opt opts[] = {
-      {"--batch", EXAMPLE_OPT_INT, &o->batch},
-      {"--res", EXAMPLE_OPT_INT, &o->res},
-      {"--steps", EXAMPLE_OPT_INT, &o->steps},
-      {"--threads", EXAMPLE_OPT_INT, &o->threads},
-      {"--classes", EXAMPLE_OPT_INT, &o->classes},
-      {"--width", EXAMPLE_OPT_INT, &o->width},
-      {"--warmup", EXAMPLE_OPT_INT, &o->warmup},
-      {"--lr", EXAMPLE_OPT_DOUBLE, &o->lr},
-      {"--until-accuracy", EXAMPLE_OPT_DOUBLE, &o->until},
+      {"--batch", EXAMPLE_OPT_INT, &o->batch, 2, 65536},
+      {"--res", EXAMPLE_OPT_INT, &o->res, 32, 4096},
+      {"--steps", EXAMPLE_OPT_INT, &o->steps, 0, 1000000},
+      {"--threads", EXAMPLE_OPT_INT, &o->threads, 1, 4096},
+      {"--classes", EXAMPLE_OPT_INT, &o->classes, 1, 100000},
+      {"--width", EXAMPLE_OPT_INT, &o->width, 1, 4096},
+      {"--warmup", EXAMPLE_OPT_INT, &o->warmup, 0, 1000000},
+      {"--lr", EXAMPLE_OPT_DOUBLE, &o->lr, 0, 100, .min_open = 1},
+      {"--until-accuracy", EXAMPLE_OPT_DOUBLE, &o->until, 0, 1},
       {"--seed", EXAMPLE_OPT_U64, &o->seed},
       {"--optimizer", EXAMPLE_OPT_STRING, &o->optimizer},
       {"--json", EXAMPLE_OPT_FLAG, &o->json},
   };
   int rc = example_parse_opts("resnet50_train", usage, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
   if (rc != 0) return rc;
-  if (o->lr == 0) o->lr = strcmp(o->optimizer, "adamw") == 0 ? 1e-3 : 0.02;
-  if (o->batch < 2 || o->res < 32 || o->steps < 0 || o->threads < 1 || o->classes < 1 || o->width < 1 ||
-      o->warmup < 0 || !(o->lr > 0) || !(o->until >= 0 && o->until <= 1) ||
-      (strcmp(o->optimizer, "sgd") != 0 && strcmp(o->optimizer, "adamw") != 0)) {
-    fprintf(stderr, "resnet50_train: need batch >= 2, res >= 32, steps >= 0, threads >= 1, classes >= 1, "
-                    "width >= 1, warmup >= 0, lr > 0, 0 <= until-accuracy <= 1, optimizer sgd|adamw\n");
+  if (strcmp(o->optimizer, "sgd") != 0 && strcmp(o->optimizer, "adamw") != 0) {
+    fprintf(stderr, "resnet50_train: --optimizer '%s' is not sgd or adamw\n", o->optimizer);
     return 2;
   }
+  if (o->lr == 0) o->lr = strcmp(o->optimizer, "adamw") == 0 ? 1e-3 : 0.02; /* not given */
   return 0;
 }
 

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "sgrt/core.h"
 #include "sgrt/status.h"
@@ -99,9 +100,24 @@ sg_status sg__grow(void **items, uint32_t *cap, uint32_t need, size_t elem_size)
 
 /* ---- files ---------------------------------------------------------------- */
 
-/* Maps a whole regular file read-only. An empty file gives *map = NULL and
- * *size = 0. Errors: SG_ERR_IO (cannot open, stat or map; not a regular
- * file), SG_ERR_RANGE (larger than the address space), naming the path. */
+/* Opens a path a user named, for reading or (write: created or truncated,
+ * mode 0666 less the umask) for writing, without ever blocking: a FIFO, a
+ * device, a socket or a directory is refused (SG_ERR_IO, "'PATH' is a FIFO,
+ * not a regular file") instead of hanging on a FIFO's missing other end.
+ * The check is made on the opened descriptor (fstat), so the path cannot
+ * change in between. *fd_out is a blocking, close-on-exec descriptor of a
+ * regular file; the caller closes it. Other errors: SG_ERR_IO naming the
+ * path and errno's text. */
+sg_status sg__open_regular(const char *path, bool write, int *fd_out);
+/* sg__open_regular as a stdio stream ("rb" or "w"); the caller fcloses it. */
+sg_status sg__fopen_regular(const char *path, bool write, FILE **out);
+/* "a FIFO", "a directory", "a character device", ... of a st_mode. */
+const char *sg__file_kind(unsigned mode);
+
+/* Maps a whole regular file read-only (opened with sg__open_regular). An
+ * empty file gives *map = NULL and *size = 0. Errors: SG_ERR_IO (cannot
+ * open, stat or map; not a regular file), SG_ERR_RANGE (larger than the
+ * address space), naming the path. */
 sg_status sg__map_file(const char *path, const void **map, size_t *size);
 /* Undoes sg__map_file; accepts NULL. */
 void sg__unmap_file(const void *map, size_t size);

@@ -107,8 +107,9 @@ sg_status sg_graph_write_dot(const sg_graph *g, const char *path) {
   if (!g->finalized) return sg__error(SG_ERR_STATE, "sg_graph_write_dot: finalize the graph first");
 
   bool to_stdout = strcmp(path, "-") == 0;
-  FILE *f = to_stdout ? stdout : fopen(path, "w");
-  if (f == NULL) return sg__error(SG_ERR_IO, "cannot open '%s' for writing: %s", path, strerror(errno));
+  FILE *f = stdout;
+  /* A FIFO, a device or a directory is refused, not waited on ("-" is stdout). */
+  if (!to_stdout) SG_CHECK(sg__fopen_regular(path, true, &f));
   errno = 0;
   write_graph(g, f);
   int failed = ferror(f), err = errno;
@@ -117,7 +118,7 @@ sg_status sg_graph_write_dot(const sg_graph *g, const char *path) {
     failed = 1;
     err = errno;
   }
-  /* A partial file is left in place: `path` may be a device or a FIFO. */
+  /* A partial file is left in place, as a failed write left it. */
   if (failed)
     return sg__error(SG_ERR_IO, "writing DOT to '%s' failed: %s", to_stdout ? "stdout" : path,
                      err ? strerror(err) : "write error");

@@ -1,7 +1,6 @@
 /* Device tables (SPEC P3): built-in presets and a JSON format read with
  * cJSON. Every error names the field at fault ("devices[2].memory_bytes"). */
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -351,8 +350,13 @@ sg_status sg_device_table_load(const char *path, sg_device_table **out) {
   if (out) *out = NULL;
   if (path == NULL || out == NULL)
     return sg__error(SG_ERR_INVALID_ARG, "sg_device_table_load: NULL argument");
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return sg__error(SG_ERR_IO, "device table '%s': %s", path, strerror(errno));
+  FILE *f;
+  /* Not a FIFO or a device: reading one could block or never end. */
+  if (sg__fopen_regular(path, false, &f) != SG_OK) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", sg_last_error());
+    return sg__error(SG_ERR_IO, "device table: %s", msg);
+  }
   /* Tables are small; 16 MiB is far beyond any real one. */
   enum { LIMIT = 16 << 20 };
   char *buf = sg__malloc(LIMIT + 1);

@@ -2,7 +2,6 @@
  * boundary tensors and acyclicity of a partition and of its random
  * baseline, as structs, JSON (cJSON), a text table and Graphviz DOT. */
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -471,8 +470,9 @@ sg_status sg_partition_write_dot(const sg_partition *p, const char *path) {
   if (p == NULL || path == NULL)
     return sg__error(SG_ERR_INVALID_ARG, "sg_partition_write_dot: NULL argument");
   bool to_stdout = strcmp(path, "-") == 0;
-  FILE *f = to_stdout ? stdout : fopen(path, "w");
-  if (f == NULL) return sg__error(SG_ERR_IO, "cannot open '%s' for writing: %s", path, strerror(errno));
+  FILE *f = stdout;
+  /* A FIFO, a device or a directory is refused, not waited on ("-" is stdout). */
+  if (!to_stdout) SG_CHECK(sg__fopen_regular(path, true, &f));
   write_dot(p, f);
   int bad = ferror(f);
   if (to_stdout) bad = fflush(f) != 0 || bad;

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Tests of the sgrt command-line tool. One CTest test per case:
 #   test_cli.sh CASE SGRT DATA_DIR [BUILD_GRAPH]
-# CASE: inspect_mlp | inspect_cnn | inspect_onnx | verify | dot | bad_input | help | example | run
+# CASE: inspect_mlp | inspect_cnn | inspect_onnx | verify | dot | bad_input | help | example | run |
+#       partition | not_regular | numbers | example_numbers (the last two need BUILD_GRAPH: the
+#       examples it names sit next to it)
 # Expected numbers are derived by hand from the graph definitions in
 # tests/data/sample_graphs.c and examples/build_graph.c (see the comments),
 # not from an earlier run of the tool.
@@ -25,6 +27,34 @@ run() {
     fail "sgrt $* exited $rc, expected $want"
   fi
 }
+
+# run_t EXPECTED_RC ARGS...: run under `timeout 10`, stdin closed; a command that hangs (exit 124)
+# fails as a hang. For paths that could block: a FIFO, a device, a socket.
+run_t() {
+  local want=$1 rc=0
+  shift
+  timeout 10 "$sgrt" "$@" >"$work/out" 2>"$work/err" </dev/null || rc=$?
+  [ "$rc" -ne 124 ] || fail "sgrt $* hung: killed after 10 s"
+  if [ "$rc" -ne "$want" ]; then
+    echo "--- stdout"; cat "$work/out"; echo "--- stderr"; cat "$work/err"
+    fail "sgrt $* exited $rc, expected $want"
+  fi
+}
+
+# run_prog EXPECTED_RC PROGRAM ARGS...: run_t for another program (an example).
+run_prog() {
+  local want=$1 prog=$2 rc=0
+  shift 2
+  timeout 60 "$prog" "$@" >"$work/out" 2>"$work/err" </dev/null || rc=$?
+  [ "$rc" -ne 124 ] || fail "$(basename "$prog") $* hung: killed after 60 s"
+  if [ "$rc" -ne "$want" ]; then
+    echo "--- stdout"; tail -5 "$work/out"; echo "--- stderr"; cat "$work/err"
+    fail "$(basename "$prog") $* exited $rc, expected $want"
+  fi
+}
+
+# re TEXT: TEXT with the characters special to grep -E escaped.
+re() { printf '%s' "$1" | sed 's/[][\\.*^$+?(){}|]/\\&/g'; }
 
 # expect_one_error_line REGEX: stderr is exactly one line and matches REGEX.
 expect_one_error_line() {
@@ -155,7 +185,7 @@ expect([(t["name"], t["dtype"], t["shape"]) for t in j["outputs"]] == [("logits"
   check_json 'expect([(t["name"], t["shape"]) for t in j["inputs"]] == [("x", [5, 3, 4])], "batch 5")
 expect([(t["name"], t["shape"]) for t in j["outputs"]] == [("logits", [5, 5])], "logits")'
   run 2 inspect --batch 0 "$data/onnx/mlp_eval.onnx"
-  expect_one_error_line "^sgrt: inspect: --batch needs a positive integer"
+  expect_one_error_line "^sgrt: inspect: --batch '0' is not a whole number in \\[1, 1000000\\]"
   # An ONNX model under another name is recognised by not being .sgg; verify and dot take it too.
   cp "$data/onnx/cnn_eval.onnx" "$work/model.bin"
   run 0 verify "$work/model.bin"
@@ -516,6 +546,211 @@ expect(j["train"] == "'"$opt"'", "train")
   expect_one_error_line "^sgrt: cannot load"
   run 0 partition --help
   grep -q "^usage: sgrt partition MODEL" "$work/out" || fail "partition --help"
+  ;;
+
+not_regular)
+  # Issue 15 item 4: a path that is not a regular file -- a FIFO, a character device (/dev/null,
+  # /dev/zero), a UNIX socket, a directory -- as a command's input or output. Each is refused at
+  # once: exit 1 and one line naming the path and what it is. Opening a FIFO used to wait for its
+  # other end, for ever (exit 124 under run_t's timeout).
+  mkfifo "$work/f.sgg" "$work/f.onnx" "$work/f.npy" "$work/f.json" "$work/f.out"
+  mkdir "$work/d.sgg"
+  "$PY" -c "import socket, sys; s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1])" "$work/s.sgg"
+  [ -S "$work/s.sgg" ] || fail "could not make a UNIX socket"
+  kind_of() {
+    case $1 in
+      */f.*) echo "a FIFO" ;;
+      */d.sgg) echo "a directory" ;;
+      */s.sgg) echo "a socket" ;;
+      /dev/*) echo "a character device" ;;
+    esac
+  }
+  # Models: inspect, verify and dot; a .onnx name goes to the ONNX importer, the same check.
+  for p in "$work/f.sgg" "$work/f.onnx" /dev/null /dev/zero "$work/s.sgg" "$work/d.sgg"; do
+    for cmd in inspect verify dot; do
+      run_t 1 "$cmd" "$p"
+      expect_one_error_line "^sgrt: cannot load '$(re "$p")': SG_ERR_IO: '$(re "$p")' is $(kind_of "$p"), not a regular file\$"
+      [ ! -s "$work/out" ] || fail "$cmd $p wrote to stdout: $(cat "$work/out")"
+    done
+  done
+  # --batch first looks for the .sgg magic: that read must not block either.
+  run_t 1 inspect --batch 2 "$work/f.sgg"
+  expect_one_error_line "SG_ERR_IO: '$(re "$work/f.sgg")' is a FIFO, not a regular file\$"
+  run_t 1 partition "$work/f.sgg" --parts 2
+  expect_one_error_line "^sgrt: cannot load '$(re "$work/f.sgg")': SG_ERR_IO: '$(re "$work/f.sgg")' is a FIFO, not a regular file\$"
+  run_t 1 partition "$work/f.onnx" --parts 2 --batch 2
+  expect_one_error_line "^sgrt: cannot load '$(re "$work/f.onnx")': SG_ERR_IO: .* is a FIFO, not a regular file\$"
+  # A FIFO whose other end is open (here, by this shell): reading it would wait for data that never
+  # comes, and writing into it would succeed; both are refused.
+  exec 3<>"$work/f.sgg"
+  run_t 1 verify "$work/f.sgg"
+  expect_one_error_line "SG_ERR_IO: '$(re "$work/f.sgg")' is a FIFO, not a regular file\$"
+  run_t 1 dot "$data/mlp.sgg" -o "$work/f.sgg"
+  expect_one_error_line "^sgrt: cannot write DOT of '$(re "$data/mlp.sgg")': SG_ERR_IO: '$(re "$work/f.sgg")' is a FIFO, not a regular file\$"
+  exec 3>&-
+  # sgrt run: --input files.
+  "$PY" - "$work" <<'EOF'
+import sys, numpy as np
+np.save(sys.argv[1] + "/x.npy", np.zeros((8, 64), np.float32))
+np.save(sys.argv[1] + "/labels.npy", np.arange(8, dtype=np.int64))
+EOF
+  for p in "$work/f.npy" /dev/zero /dev/null "$work/s.sgg" "$work/d.sgg"; do
+    run_t 1 run "$data/mlp.sgg" -i "x=$p" -i "labels=$work/labels.npy" -o "$work/o"
+    expect_one_error_line "^sgrt: run: cannot read input 'x' from '$(re "$p")': '$(re "$p")' is $(kind_of "$p"), not a regular file\$"
+  done
+  run_t 1 run "$work/f.sgg" -i "x=$work/x.npy" -o "$work/o"
+  expect_one_error_line "^sgrt: cannot load '$(re "$work/f.sgg")': SG_ERR_IO: .* is a FIFO, not a regular file\$"
+  [ ! -e "$work/o" ] || fail "run created its output directory for a model that did not load"
+  # sgrt partition: a device table.
+  for p in "$work/f.json" /dev/zero "$work/d.sgg"; do
+    run_t 1 partition "$data/cnn.sgg" --parts 2 --devices "$p"
+    expect_one_error_line "^sgrt: cannot read device table '$(re "$p")': SG_ERR_IO: device table: '$(re "$p")' is $(kind_of "$p"), not a regular file\$"
+  done
+  # Outputs: an existing path that is not a regular file is refused, not written to or waited on.
+  for p in "$work/f.out" /dev/null "$work/s.sgg" "$work/d.sgg"; do
+    run_t 1 dot "$data/mlp.sgg" -o "$p"
+    expect_one_error_line "^sgrt: cannot write DOT of '$(re "$data/mlp.sgg")': SG_ERR_IO: '$(re "$p")' is $(kind_of "$p"), not a regular file\$"
+    run_t 1 partition "$data/cnn.sgg" --parts 2 --dot "$p"
+    expect_one_error_line "^sgrt: cannot write DOT of '$(re "$data/cnn.sgg")': SG_ERR_IO: '$(re "$p")' is $(kind_of "$p"), not a regular file\$"
+  done
+  # sgrt run --output DIR: DIR must be a directory, and DIR/NAME.npy a regular file or new.
+  for p in "$work/f.out" /dev/null "$work/s.sgg"; do
+    run_t 1 run "$data/mlp.sgg" -i "x=$work/x.npy" -i "labels=$work/labels.npy" -o "$p"
+    expect_one_error_line "^sgrt: run: cannot create output directory '$(re "$p")': '$(re "$p")' is $(kind_of "$p"), not a directory\$"
+  done
+  mkdir "$work/res"
+  mkfifo "$work/res/logits.npy"
+  run_t 1 run "$data/mlp.sgg" -i "x=$work/x.npy" -i "labels=$work/labels.npy" -o "$work/res"
+  expect_one_error_line "^sgrt: run: cannot write output 'logits' to '$(re "$work/res/logits.npy")': '$(re "$work/res/logits.npy")' is a FIFO, not a regular file\$"
+  [ -p "$work/res/logits.npy" ] || fail "the FIFO DIR/logits.npy was replaced"
+  # Regular files and "-" (stdout) still work.
+  run_t 0 dot "$data/mlp.sgg" -o -
+  head -n 1 "$work/out" | grep -q '^digraph sgrt {$' || fail "dot -o - did not write DOT to stdout"
+  run_t 0 dot "$data/mlp.sgg" -o "$work/mlp.dot"
+  run_t 0 dot "$data/mlp.sgg" -o "$work/mlp.dot"
+  grep -q '^digraph sgrt {$' "$work/mlp.dot" || fail "dot -o FILE (replaced) is not DOT"
+  printf '{"devices": [{"preset": "cpu", "count": 2}]}' >"$work/devices.json"
+  run_t 0 partition "$data/cnn.sgg" --devices "$work/devices.json" --dot "$work/part.dot" --json
+  check_json 'expect(j["parts"] == 2, "two parts from the device table")'
+  run_t 0 run "$data/mlp.sgg" -i "x=$work/x.npy" -i "labels=$work/labels.npy" -o "$work/res2"
+  ;;
+
+numbers)
+  # Issue 15 item 7: every numeric option takes a whole number of decimal digits (or, where a
+  # fraction makes sense, a plain decimal or exponent number) within a stated range; anything else
+  # is a command-line error (exit 2) that names the option and the value. strtol used to read
+  # "1e3" as 1, "3.5" as 3, "1k" as 1, and take "+3" and " 5".
+  bad_int() { # RANGE OPTION-AS-NAMED ARGS...: exit 2, "sgrt: CMD: OPTION 'VALUE' is not a whole number in RANGE"
+    local range=$1 opt=$2 value=$3 cmd=$4
+    shift 4
+    run_t 2 "$cmd" "$@"
+    expect_one_error_line "^sgrt: $cmd: $(re "$opt") '$(re "$value")' is not a whole number in $(re "$range") \\(see 'sgrt $cmd --help'\\)\$"
+  }
+  bad_real() {
+    local range=$1 opt=$2 value=$3 cmd=$4
+    shift 4
+    run_t 2 "$cmd" "$@"
+    expect_one_error_line "^sgrt: $cmd: $(re "$opt") '$(re "$value")' is not a number in $(re "$range") \\(see 'sgrt $cmd --help'\\)\$"
+  }
+  for v in 1e3 3.5 1k +3 ' 5' '5 ' 0x10 -1 0 257 99999999999999999999 18446744073709551617 '1 000' 'Ⅻ'; do
+    bad_int "[1, 256]" -n "$v" bench allreduce -n "$v" --bytes 1K --iters 1
+  done
+  # An empty value is refused by the option parser, naming the option.
+  run_t 2 bench allreduce -n '' --bytes 1K
+  expect_one_error_line "^sgrt: bench: option '--np' needs a non-empty value"
+  for v in 3.5 1e3 +3 ' 5' 0 100001; do
+    bad_int "[1, 100000]" --iters "$v" bench allreduce -n 2 --bytes 1K --iters "$v"
+  done
+  for v in 1.5M ' 1K' +1K 1e3 0x400 3 K 1KK 99999999999999999999 17G; do
+    run_t 2 bench allreduce -n 2 --bytes "$v"
+    expect_one_error_line "^sgrt: bench: --bytes '$(re "$v")' is not a size in \\[4, 17179869184\\] bytes"
+  done
+  bad_int "[1, 64]" -n 65 bench gpt -n 65
+  bad_int "[1, 1000000]" --iters 1e3 bench gpt --iters 1e3
+  for v in 1e3 3.5 +3 ' 5' 0 257; do
+    bad_int "[1, 256]" -n "$v" launch -n "$v" true
+  done
+  bad_int "[1, 256]" --np 2.0 launch --np 2.0 true
+  bad_int "[0, 1000000]" --restart-failed +1 launch -n 2 --restart-failed +1 true
+  run_t 2 launch true
+  expect_one_error_line "^sgrt: launch: -n N is required"
+  for v in +3 ' 5' 3.5 1e1 4097 -1; do
+    bad_int "[0, 4096]" --threads "$v" run "$data/mlp.sgg" -o "$work/o" --threads "$v"
+  done
+  for cmd in inspect verify dot; do
+    for v in 1e3 ' 5' +5 2.0 0 1000001 99999999999999999999; do
+      bad_int "[1, 1000000]" --batch "$v" "$cmd" --batch "$v" "$data/onnx/mlp_eval.onnx"
+    done
+  done
+  bad_int "[1, 1000000]" --batch 1.5 run "$data/mlp.sgg" -o "$work/o" --batch 1.5
+  for v in 2.0 +2 ' 2' 1e1 0 1025; do
+    bad_int "[1, 1024]" --parts "$v" partition "$data/cnn.sgg" --parts "$v"
+  done
+  bad_int "[0, 9223372036854775807]" --seed -1 partition "$data/cnn.sgg" --parts 2 --seed -1
+  bad_int "[0, 9223372036854775807]" --seed 1e3 partition "$data/cnn.sgg" --parts 2 --seed 1e3
+  bad_int "[0, 9223372036854775807]" --seed 9223372036854775808 partition "$data/cnn.sgg" --parts 2 --seed 9223372036854775808
+  bad_int "[1, 1024]" "--devices count" 1e3 partition "$data/cnn.sgg" --devices a100:1e3
+  for v in ' 5' +5 abc 5% inf nan 0x10 1e999 0 100.5 '5 ' 1e 1.2.3 -; do
+    bad_real "[0.01, 100]" --imbalance "$v" partition "$data/cnn.sgg" --parts 2 --imbalance "$v"
+  done
+  for v in -1 1e7 ' 0.3' +0.3 .5. NaN; do
+    bad_real "[0, 1000000]" --alpha "$v" partition "$data/cnn.sgg" --parts 2 --alpha "$v"
+  done
+  # Good values still work: plain digits, fractions and exponents where a real is wanted.
+  run_t 0 partition "$data/cnn.sgg" --parts 2 --imbalance 2.5 --alpha 1e-1 --seed 7 --json
+  check_json 'expect(j["parts"] == 2, "2 parts")'
+  run_t 0 partition "$data/cnn.sgg" --parts 02 --imbalance 5 --alpha .3 --json
+  check_json 'expect(j["parts"] == 2, "02 is 2")'
+  run_t 0 partition "$data/cnn.sgg" --devices a100:3 --json
+  check_json 'expect(j["parts"] == 3, "a100:3")'
+  run_t 0 inspect --batch 3 --json "$data/onnx/mlp_eval.onnx"
+  check_json 'expect(j["inputs"][0]["shape"] == [3, 3, 4], "batch 3")'
+  run_t 0 bench allreduce -n 2 --bytes 4K --iters 3 --json
+  check_json 'expect(j["np"] == 2 and j["bytes"] == 4096, "np 2, 4 KiB")'
+  run_t 0 bench allreduce -n 1 --bytes 1KiB --iters 1 --json
+  check_json 'expect(j["np"] == 1 and j["bytes"] == 1024, "np 1, 1 KiB")'
+  run_t 0 launch -n 2 --restart-failed 0 true
+  run_t 0 launch --np 1 -- true
+  ;;
+
+example_numbers)
+  # The examples' options go through the same parser (examples/common/example_opts.c): exit 2 and
+  # "PROG: OPTION 'VALUE' is not a whole number in [MIN, MAX]" (or "a number in (MIN, MAX]").
+  exdir=$(dirname "$build_graph")
+  for prog in mlp_train resnet50_train resnet50_dist resnet50_onnx_check; do
+    [ -x "$exdir/$prog" ] || fail "$exdir/$prog was not built"
+  done
+  ex_bad() { # PROG KIND RANGE OPTION VALUE ARGS...
+    local prog=$1 kind=$2 range=$3 opt=$4 value=$5
+    shift 5
+    run_prog 2 "$exdir/$prog" "$@"
+    expect_one_error_line "^$prog: $(re "$opt") '$(re "$value")' is not $kind in $(re "$range")\$"
+  }
+  for v in ' 5' 5.0 +5 1e1 0 1025 '' 99999999999999999999; do
+    ex_bad mlp_train "a whole number" "[1, 1024]" --batch "$v" --batch "$v"
+  done
+  for v in abc ' 0.1' +0.1 0 -0.1 1e999 inf nan 0x1p-3 101; do
+    ex_bad mlp_train "a number" "(0, 100]" --lr "$v" --lr "$v"
+  done
+  ex_bad mlp_train "a whole number" "[1, 100000]" --epochs 1e3 --epochs 1e3
+  ex_bad mlp_train "a whole number" "[1, 4096]" --threads +3 --threads +3
+  ex_bad mlp_train "a whole number" "[0, 18446744073709551615]" --seed -1 --seed -1
+  ex_bad mlp_train "a whole number" "[0, 18446744073709551615]" --seed 18446744073709551616 --seed 18446744073709551616
+  ex_bad resnet50_train "a whole number" "[2, 65536]" --batch 1e3 --batch 1e3
+  ex_bad resnet50_train "a whole number" "[32, 4096]" --res 3.5 --res 3.5
+  ex_bad resnet50_train "a number" "[0, 1]" --until-accuracy 1.5 --until-accuracy 1.5
+  ex_bad resnet50_train "a number" "(0, 100]" --lr abc --lr abc
+  ex_bad resnet50_dist "a whole number" "[1, 3600000]" --heartbeat-ms 1k --heartbeat-ms 1k
+  ex_bad resnet50_dist "a number" "(0, 4096]" --bucket-mb 0 --bucket-mb 0
+  ex_bad resnet50_dist "a whole number" "[1, 256]" --pipeline +2 --pipeline +2
+  ex_bad resnet50_dist "a whole number" "[2, 65536]" --batch ' 5' --batch ' 5'
+  ex_bad resnet50_onnx_check "a whole number" "[32, 4096]" RES 1e3 "$work/none.onnx" 1e3 4 10
+  ex_bad resnet50_onnx_check "a whole number" "[1, 4096]" --threads 2.5 "$work/none.onnx" 32 4 10 --threads 2.5
+  # Good values still work, and reach the program as given.
+  run_prog 0 "$exdir/mlp_train" --epochs 1 --batch 256 --threads 1 --lr 5e-2 --seed 3 --json
+  check_json 'expect(j["epochs"] == 1 and j["batch"] == 256 and j["threads"] == 1, "mlp_train options")'
+  run_prog 0 "$exdir/resnet50_train" --steps 0 --res 32 --width 1 --batch 2 --threads 1 --lr 1e-2 --json
+  check_json 'expect(j["res"] == 32 and j["batch"] == 2 and abs(j["lr"] - 0.01) < 1e-12, "resnet50_train options")'
   ;;
 
 *)
