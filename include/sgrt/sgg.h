@@ -21,7 +21,8 @@ SG_EXTERN_C_BEGIN
 
 /**
  * Writes a finalized graph to `path` (atomically: a temporary file in the same
- * directory is renamed over it).
+ * directory is renamed over it). An existing `path` must be a regular file:
+ * a FIFO, a device or a directory there is refused (SG_ERR_IO), not replaced.
  * @return SG_OK; SG_ERR_STATE if the graph is not finalized; SG_ERR_IO.
  */
 SG_API sg_status sg_graph_save(const sg_graph *g, const char *path);

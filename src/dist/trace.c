@@ -187,10 +187,14 @@ static sg_status write_json(const sg_dist *d, const char *path, sg__dist_event *
   char *text = cJSON_PrintUnformatted(root);
   cJSON_Delete(root);
   if (text == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg_dist_write_trace: out of memory");
-  FILE *f = fopen(path, "w");
-  sg_status st = SG_OK;
-  if (f == NULL) st = sg__error(SG_ERR_IO, "sg_dist_write_trace: cannot open '%s' for writing", path);
-  else {
+  /* A FIFO, a device or a directory is refused, not waited on. */
+  FILE *f = NULL;
+  sg_status st = sg__fopen_regular(path, true, &f);
+  if (st != SG_OK) {
+    char why[512];
+    snprintf(why, sizeof why, "%s", sg_last_error());
+    st = sg__error(st, "sg_dist_write_trace: %s", why);
+  } else {
     size_t len = strlen(text);
     bool ok = fwrite(text, 1, len, f) == len;
     ok = (fclose(f) == 0) && ok;

@@ -340,6 +340,12 @@ sg_status sg_graph_save(const sg_graph *g, const char *path) {
   char *tmp = NULL;
   int fd = -1;
   sg_status st;
+  /* The rename would replace whatever is at `path`: only a regular file (or
+   * nothing) may be, never a device or a FIFO (as root, /dev/null). */
+  struct stat sb;
+  if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+    return sg__error(SG_ERR_IO, "sg_graph_save: '%s' is %s, not a regular file", path,
+                     sg__file_kind((unsigned)sb.st_mode));
   SG_CHECK_GOTO(build(g, &L, false, &meta), st, out);
   SG_CHECK_GOTO(open_temp(path, &tmp, &fd), st, out);
   st = write_file(g, &L, meta, fd, tmp);

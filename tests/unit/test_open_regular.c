@@ -139,6 +139,14 @@ static void test_writers(void **state) {
   assert_refused(sg_partition_write_dot(part, fifo), fifo, "a FIFO");
   assert_refused(sg_partition_write_dot(part, "/dev/null"), "/dev/null", "a character device");
 
+  /* sg_graph_save writes a temporary file and renames it over the path: a
+   * FIFO or a device there is refused, not replaced. */
+  assert_refused(sg_graph_save(g, fifo), fifo, "a FIFO");
+  struct stat fs;
+  assert_int_equal(stat(fifo, &fs), 0);
+  assert_true(S_ISFIFO(fs.st_mode)); /* still the FIFO */
+  assert_refused(sg_graph_save(g, subdir), subdir, "a directory");
+
   /* A regular file is written (created, then truncated on a second write). */
   assert_status(sg_graph_write_dot(g, regular), SG_OK, NULL);
   struct stat sb;
