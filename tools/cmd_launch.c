@@ -183,20 +183,41 @@ static int64_t now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* --heal: success when a strict majority of the ranks finished with 0 and
- * every other rank either died of a signal (a killed or stopped rank),
- * was excluded by a recovery (SG_DIST_EXIT_EXCLUDED), or also finished
- * with 0; otherwise the first other status. */
+/* --heal: success when at least one rank finished with 0 and every other
+ * rank either died of a signal (killed, or stopped and killed at the end) or
+ * was excluded by a recovery (SG_DIST_EXIT_EXCLUDED); otherwise the first
+ * other status. Majorities are the runtime's business: it lets a
+ * membership go on only as a strict majority of the one before it, and a
+ * rank that finds itself in a minority stops with an error (not a signal),
+ * so ranks that finish with 0 are the last membership, however many were
+ * lost on the way (two of four, lost one after the other, is a majority of
+ * the three that were left after the first). The last line says so. */
 static int heal_result(const rank_proc *procs, int n) {
-  int ok = 0, bad = 0;
+  int ok = 0, bad = 0, died = 0, excluded = 0;
+  char lost[256] = "";
+  size_t at = 0;
   for (int r = 0; r < n; r++) {
     int st = procs[r].status;
-    if (st == 0) ok++;
-    else if (st != SG_DIST_EXIT_EXCLUDED && st < 128 && !bad) bad = st;
+    if (st == 0) {
+      ok++;
+      continue;
+    }
+    if (st == SG_DIST_EXIT_EXCLUDED) excluded++;
+    else if (st >= 128) died++;
+    else if (!bad) bad = st;
+    if (at < sizeof lost - 16) at += (size_t)snprintf(lost + at, sizeof lost - at, "%s%d", at ? ", " : "", r);
   }
-  fprintf(stderr, "sgrt launch: %d of %d ranks finished the job\n", ok, n);
-  if (bad) return bad;
-  return 2 * ok > n ? 0 : CLI_EXIT_FAIL;
+  if (bad || ok == 0) {
+    fprintf(stderr, "sgrt launch: %d of %d ranks finished the job\n", ok, n);
+    return bad ? bad : CLI_EXIT_FAIL;
+  }
+  if (ok == n) fprintf(stderr, "sgrt launch: %d of %d ranks finished the job\n", ok, n);
+  else
+    fprintf(stderr,
+            "sgrt launch: the job finished on %d of %d ranks: rank%s %s lost (%d died, %d excluded) and "
+            "healed around\n",
+            ok, n, n - ok == 1 ? "" : "s", lost, died, excluded);
+  return 0;
 }
 
 /* --heal --restart-failed K: a rank that died (any status but 0 and
@@ -426,10 +447,13 @@ const cli_command cli_cmd_launch = {
     "                        status but 0 and 75, or a signal; not once a rank has finished)\n"
     "  --heal                keep the other ranks running when one exits or is killed (the job\n"
     "                        heals itself, docs/resilience.md); ranks stopped by a signal are killed\n"
-    "                        at the end; 0 when a strict majority finished with 0 and the others\n"
-    "                        died, were killed or were excluded (status 75)\n"
+    "                        at the end; 0 when some ranks finished with 0 and all others died,\n"
+    "                        were killed or were excluded (status 75): the runtime lets only a\n"
+    "                        strict majority of the last membership go on; the last line names\n"
+    "                        the ranks lost\n"
     "  --inject SPEC         fault injection (implies --heal): exported as SG_INJECT, e.g.\n"
-    "                        'kill:rank=2,step=5', 'partition:ranks=1-2,step=random'\n"
+    "                        'kill:rank=2,step=5', 'partition:ranks=1-2,step=random',\n"
+    "                        'kill:rank=3,recovery=agree' (a second failure during a recovery)\n"
     "Each rank gets SG_RANK, SG_WORLD_SIZE, SG_LOCAL_RANK, MASTER_ADDR=127.0.0.1, MASTER_PORT\n"
     "(a free port), SG_JOB_TOKEN (random) and SG_STORE_EXTERNAL=1 (the launcher hosts the store). Output "
     "lines are prefixed with \"[RANK] \".\n"

@@ -412,14 +412,28 @@ typedef enum sg_fault_kind {
                             behind them (a recovery that must roll it forward) */
 } sg_fault_kind;
 
+/** The phases of a recovery (docs/resilience.md "Recovery"), where a
+ *  `kill:rank=R,recovery=PHASE` fault fires instead of at a step. */
+typedef enum sg_recovery_phase {
+  SG_RECOVERY_NONE = 0,     /**< not a recovery fault: it fires at a step */
+  SG_RECOVERY_DETECT = 1,   /**< "detect": the rank has detected the failure, before it registers */
+  SG_RECOVERY_AGREE = 2,    /**< "agree": registered in the agreement, before the decision is read */
+  SG_RECOVERY_BUILD = 3,    /**< "build": the new membership decided, before its communicator is built */
+  SG_RECOVERY_TRANSFER = 4, /**< "transfer": the new communicator built, before the state is moved */
+} sg_recovery_phase;
+
 /** One planned fault. */
 typedef struct sg_fault {
   sg_fault_kind kind;
   int rank;     /**< the victim; for a partition, the first rank of the pair */
   int peer;     /**< a partition's second rank; -1 otherwise */
-  int64_t step; /**< the step at whose start the fault fires (0-based) */
+  int64_t step; /**< the step at whose start the fault fires (0-based); INT64_MAX for a recovery fault */
   bool random;  /**< step was drawn ("step=random") */
+  sg_recovery_phase phase; /**< a recovery fault: fires when the rank reaches this phase of a recovery */
 } sg_fault;
+
+/** "detect", "agree", "build", "transfer"; "none" for SG_RECOVERY_NONE; "?" for other values. */
+SG_API const char *sg_recovery_phase_name(sg_recovery_phase phase);
 
 typedef struct sg_fault_plan sg_fault_plan;
 
@@ -431,9 +445,12 @@ SG_API const char *sg_fault_kind_name(sg_fault_kind kind);
  * by ';', each KIND:KEY=VALUE,... (docs/resilience.md):
  *   kill:rank=R,step=S   stop:rank=R,step=S   drop-heartbeats:rank=R,step=S
  *   device:rank=R,step=S hang:rank=R,step=S   partition:ranks=A-B,step=S
+ *   behind:rank=R,step=S kill:rank=R,recovery=detect|agree|build|transfer
  * S is a number, "random" (a step drawn from `seed`, uniform in 1..100) or
  * "random(LO-HI)" (uniform in LO..HI); the same seed and spec give the same
- * steps. Spaces around tokens are ignored.
+ * steps. A kill with recovery=PHASE fires instead when rank R reaches that
+ * phase of a recovery (a second failure during one). Spaces around tokens
+ * are ignored.
  * @return SG_OK; SG_ERR_INVALID_ARG naming the offending token for an
  *   unknown kind or key, a missing or repeated key, a bad number, a rank
  *   outside the job, a partition of a rank with itself, an empty fault, a
@@ -453,6 +470,13 @@ SG_API sg_status sg_fault_plan_get(const sg_fault_plan *plan, size_t i, sg_fault
  * first min(cap, number) to out (out may be NULL when cap is 0). 0 for NULL.
  */
 SG_API size_t sg_fault_plan_due(const sg_fault_plan *plan, int rank, int64_t step, sg_fault *out, size_t cap);
+/**
+ * The recovery faults (recovery=PHASE) that fire for `rank` when it reaches
+ * `phase` of a recovery, in spec order: returns their number and copies the
+ * first min(cap, number) to out. 0 for NULL or SG_RECOVERY_NONE.
+ */
+SG_API size_t sg_fault_plan_due_in_recovery(const sg_fault_plan *plan, int rank, sg_recovery_phase phase,
+                                            sg_fault *out, size_t cap);
 /** Whether a partition has cut the link a <-> b by `step` (a cut, once made, stays). false for NULL. */
 SG_API bool sg_fault_plan_cuts(const sg_fault_plan *plan, int a, int b, int64_t step);
 /** Whether a fault of `kind` on `rank` has fired by `step` (it then stays in effect: a dropped heartbeat

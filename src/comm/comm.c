@@ -77,8 +77,22 @@ static int remaining_ms(int64_t deadline) {
   return r < 1 ? 1 : (int)r;
 }
 
+/* Waits for key until the deadline, asking `watch` (if any) between looks
+ * whether to give up (a peer found dead meanwhile). */
+static sg_status wait_key(sg_comm *c, const char *key, int64_t deadline, int peer, sg__comm_watch_fn watch,
+                          void *ctx, void **v, size_t *n) {
+  if (watch == NULL) return sg__store_wait_get(c->store, key, remaining_ms(deadline), v, n);
+  for (;;) {
+    sg_status st = sg__store_wait_get(c->store, key, 0, v, n);
+    if (st != SG_ERR_TIMEOUT) return st;
+    SG_CHECK(watch(ctx, peer));
+    if (sg__now_ms() >= deadline) return st;
+    usleep(2000);
+  }
+}
+
 /* Publishes our worker address, collects every peer's and connects. */
-static sg_status wire_up(sg_comm *c, int64_t deadline) {
+static sg_status wire_up(sg_comm *c, int64_t deadline, sg__comm_watch_fn watch, void *ctx) {
   const void *addr;
   size_t len;
   char key[64];
@@ -90,7 +104,7 @@ static sg_status wire_up(sg_comm *c, int64_t deadline) {
     snprintf(key, sizeof key, "ucx/addr/%d", p);
     void *v = NULL;
     size_t n = 0;
-    sg_status st = sg__store_wait_get(c->store, key, remaining_ms(deadline), &v, &n);
+    sg_status st = wait_key(c, key, deadline, p, watch, ctx, &v, &n);
     if (st == SG_ERR_TIMEOUT)
       return sg__error(SG_ERR_TIMEOUT,
                        "rank %d: timed out after %d ms waiting for rank %d to join the job "
@@ -110,6 +124,7 @@ static sg_status wire_up(sg_comm *c, int64_t deadline) {
       return sg__error(SG_ERR_TIMEOUT, "rank %d: timed out after %d ms: only %lld of %d ranks joined the job",
                        c->rank, c->env.timeout_ms, (long long)joined, c->size);
     sg__ucx_progress(c->ucx);
+    if (watch != NULL) SG_CHECK(watch(ctx, -1));
     usleep((useconds_t)delay_us);
     if (delay_us < 20000) delay_us *= 2;
     SG_CHECK(sg__store_add(c->store, "joined", 0, &joined));
@@ -119,7 +134,8 @@ static sg_status wire_up(sg_comm *c, int64_t deadline) {
 
 /* group: NULL for the job's communicator, else the name of a subgroup
  * (sg__comm_create_group). */
-static sg_status create(const sg_comm_params *params, const char *group, sg_comm **out) {
+static sg_status create(const sg_comm_params *params, const char *group, sg__comm_watch_fn watch, void *ctx,
+                        sg_comm **out) {
   if (out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_comm_create: NULL out");
   *out = NULL;
   sg_comm *c = sg__calloc(1, sizeof *c);
@@ -158,7 +174,7 @@ static sg_status create(const sg_comm_params *params, const char *group, sg_comm
     goto fail;
   }
   SG_CHECK_GOTO(sg__ucx_create(c->rank, c->size, c->env.timeout_ms, &c->ucx), st, fail);
-  SG_CHECK_GOTO(wire_up(c, deadline), st, fail);
+  SG_CHECK_GOTO(wire_up(c, deadline, watch, ctx), st, fail);
   SG_DEBUG("comm: rank %d of %d up (from %s, store %s:%d)", c->rank, c->size, c->env.source,
            c->env.master_addr, c->env.master_port);
   *out = c;
@@ -169,7 +185,14 @@ fail:
   return st;
 }
 
-sg_status sg_comm_create(const sg_comm_params *params, sg_comm **out) { return create(params, NULL, out); }
+sg_status sg_comm_create(const sg_comm_params *params, sg_comm **out) {
+  return create(params, NULL, NULL, NULL, out);
+}
+
+sg_status sg__comm_create_watched(const sg_comm_params *params, sg__comm_watch_fn watch, void *ctx,
+                                  sg_comm **out) {
+  return create(params, NULL, watch, ctx, out);
+}
 
 sg_status sg__comm_create_group(const sg_comm_params *params, const char *group, sg_comm **out) {
   if (out != NULL) *out = NULL;
@@ -190,7 +213,7 @@ sg_status sg__comm_create_group(const sg_comm_params *params, const char *group,
   if (params->rank < 0 || params->world_size < 1 || params->rank >= params->world_size)
     return sg__error(SG_ERR_INVALID_ARG, "sg__comm_create_group: rank %d of %d is not a place in a group",
                      params->rank, params->world_size);
-  return create(params, group, out);
+  return create(params, group, NULL, NULL, out);
 }
 
 sg_status sg_comm_destroy(sg_comm *comm) {

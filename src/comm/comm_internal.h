@@ -38,6 +38,14 @@ sg_status sg__comm_env_resolve(const sg_comm_params *params, sg__comm_env *env);
 #define SG__COMM_GROUP_NAME_MAX 64
 sg_status sg__comm_create_group(const sg_comm_params *params, const char *group, sg_comm **out);
 
+/* Asked between the looks of a communicator's creation for peers (peer: the
+ * rank waited for, -1 for any); a status other than SG_OK ends the creation
+ * with it (a recovery's member found dead meanwhile, src/dist). */
+typedef sg_status (*sg__comm_watch_fn)(void *ctx, int peer);
+/* sg_comm_create, with `watch` asked while it waits for the peers. */
+sg_status sg__comm_create_watched(const sg_comm_params *params, sg__comm_watch_fn watch, void *ctx,
+                                  sg_comm **out);
+
 /* Monotonic milliseconds. */
 int64_t sg__now_ms(void);
 

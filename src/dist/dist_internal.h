@@ -147,6 +147,9 @@ sg_status sg__dist_inject_init(sg_dist *d);
 /* Fires this rank's faults due at the start of 0-based step `step` (once per step, not again when the
  * step is redone). A device fault returns its error; the others return SG_OK (or never return). */
 sg_status sg__dist_inject_step(sg_dist *d, uint64_t step);
+/* Fires this rank's recovery faults (kill:rank=R,recovery=PHASE) on reaching
+ * `phase` of a recovery; any thread. */
+sg_status sg__dist_inject_recovery(sg_dist *d, sg_recovery_phase phase);
 
 /* ---- recovery (membership.c, recovery.c) --------------------------------------- */
 
@@ -161,6 +164,27 @@ typedef struct sg__dist_heal {
   bool excluded;      /* out: this rank is not a member of the new epoch */
   double detection_ms;
 } sg__dist_heal;
+
+/* Liveness of a recovery's members through the store (heal_watch.c). */
+typedef struct sg__heal_watch {
+  sg__store *st; /* the recovery's own store connection (no key prefix) */
+  int me, n;     /* this original rank; the members watched */
+  int orig[SG__DIST_MAX_RANKS];
+  int64_t seen[SG__DIST_MAX_RANKS];    /* their counters as last read; -1 none yet */
+  int64_t changed[SG__DIST_MAX_RANKS]; /* when each last moved (or the watch began), ms */
+  int64_t beats, next_beat, next_look;
+  int hb_ms, dead_ms;
+  int dead; /* the original rank found dead, -1 */
+} sg__heal_watch;
+
+void sg__heal_watch_init(sg__heal_watch *w, sg__store *st, int me, int heartbeat_ms, int dead_ms);
+/* (Re)starts watching these original ranks: each must beat within dead_ms. */
+void sg__heal_watch_members(sg__heal_watch *w, const int *orig, int n);
+/* Bumps this rank's counter when a heartbeat period has passed. */
+sg_status sg__heal_beat(sg__heal_watch *w);
+/* Beats, then (every half period) reads the watched counters: SG_ERR_COMM
+ * naming a member that stood still for dead_ms (w->dead set). */
+sg_status sg__heal_watch_check(sg__heal_watch *w);
 
 /* On the scheduler thread: agrees on the members of the next epoch through
  * the store and builds its communicator (membership.c). */
@@ -415,6 +439,7 @@ struct sg_dist {
   /* Compute thread: */
   uint64_t inject_next;   /* faults of steps below this have fired */
   uint64_t inject_behind; /* 1-based step an injected 'behind' fault gives up before its updates; 0: none */
+  unsigned inject_phases_fired; /* bit per sg_recovery_phase whose faults fired */
   sg__dist_snap snap;
   int *shards;        /* the shards this rank runs in a step (micro.c), sg__dist_n_shards of room */
   float *accum;       /* gradients of this step's earlier shards (plan order), or NULL */

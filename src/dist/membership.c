@@ -103,18 +103,24 @@ static sg_status decide(sg_dist *d, sg__store *st, int epoch, const int *old, in
   return SG_OK;
 }
 
-/* Everything of the old epoch's members and the store up to the decision. */
-static sg_status agree(sg_dist *d, sg__store *st, int epoch, sg__dist_heal *h, members_rec *m) {
-  int n_old = d->size, me = d->orig_rank;
-  int old[SG__DIST_MAX_RANKS];
-  memcpy(old, d->members, sizeof(int) * (size_t)n_old);
+/* The agreement on epoch `epoch` among the old membership old[0..n_old)
+ * (the installed one, or the last decided one when a member died before its
+ * communicator was built), up to the decision. `dead` marks original ranks
+ * this rank found dead first-hand during the recovery itself. */
+static sg_status agree(sg_dist *d, sg__store *st, sg__heal_watch *w, int epoch, const int *old, int n_old,
+                       const uint8_t *dead, sg__dist_heal *h, members_rec *m) {
+  int me = d->orig_rank;
   reg_rec mine = {me, (int64_t)h->committed, {0}};
-  for (int r = 0; r < n_old; r++)
-    if (sg_comm_peer_unreachable(d->comm, r) == 1) /* first-hand only, see the top */
-      mine.suspects[old[r] / 8] |= (uint8_t)(1u << (old[r] % 8));
+  for (int i = 0; i < n_old; i++) {
+    bool suspect = has_bit(dead, old[i]);
+    for (int r = 0; r < d->size && !suspect; r++) /* first-hand only, see the top */
+      suspect = d->members[r] == old[i] && sg_comm_peer_unreachable(d->comm, r) == 1;
+    if (suspect) mine.suspects[old[i] / 8] |= (uint8_t)(1u << (old[i] % 8));
+  }
   char key[64];
   snprintf(key, sizeof key, "heal/%d/r/%d", epoch, me);
   SG_CHECK(sg__store_set(st, key, &mine, sizeof mine));
+  SG_CHECK(sg__dist_inject_recovery(d, SG_RECOVERY_AGREE));
 
   /* 2: wait for the others (bounded); someone else's decision ends it too. */
   char mkey[64];
@@ -142,6 +148,7 @@ static sg_status agree(sg_dist *d, sg__store *st, int epoch, sg__dist_heal *h, m
       sg__free(v);
       break;
     }
+    SG_CHECK(sg__heal_beat(w)); /* the others may be watching this rank already */
     usleep(2000);
   }
 
@@ -157,7 +164,13 @@ static sg_status agree(sg_dist *d, sg__store *st, int epoch, sg__dist_heal *h, m
   /* 4: read the decision; the decider publishes right after claiming. */
   void *v = NULL;
   size_t n = 0;
-  SG_CHECK(sg__store_wait_get(st, mkey, (int)window_ms + 5000, &v, &n));
+  int64_t until = sg__now_ms() + window_ms + 5000;
+  sg_status got;
+  while ((got = sg__store_wait_get(st, mkey, 0, &v, &n)) == SG_ERR_TIMEOUT && sg__now_ms() < until) {
+    SG_CHECK(sg__heal_beat(w));
+    usleep(2000);
+  }
+  SG_CHECK(got);
   bool ok = n == sizeof *m;
   if (ok) memcpy(m, v, sizeof *m);
   sg__free(v);
@@ -225,9 +238,37 @@ static void note_health(sg_dist *d, int epoch, const members_rec *m) {
   if (me_in) sg_health_reset_epoch(d->health, now, (uint32_t)epoch, m->orig, m->n);
 }
 
+static sg_status watch_peers(void *ctx, int peer) {
+  (void)peer;
+  return sg__heal_watch_check(ctx);
+}
+
+/* The communicator of the decided epoch, watched: a member that dies before
+ * every member joined ends it (w->dead names it) instead of the wait running
+ * out the communication timeout. */
+static sg_status build(sg_dist *d, sg__heal_watch *w, int epoch, const members_rec *m, int idx,
+                       sg_comm **out) {
+  sg__heal_watch_members(w, m->orig, m->n);
+  sg_comm_params cp;
+  sg__dist_epoch_params(d, idx, m->n, epoch, &cp);
+  sg_comm *c = NULL;
+  sg_status s = sg__comm_create_watched(&cp, watch_peers, w, &c);
+  if (s == SG_OK) s = sg_comm_set_liveness(c, d->p.heartbeat_ms, d->p.dead_ms);
+  if (s == SG_OK) s = sg_comm_set_hang_timeout(c, d->p.hang_ms); /* SPEC H7 */
+  if (s != SG_OK) {
+    char msg[512];
+    sg__dist_discard_comm(c, msg, sizeof msg);
+    return sg__error(SG_ERR_COMM, "rank %d: building the communicator of epoch %d (%d ranks) failed: %s",
+                     d->orig_rank, epoch, m->n, msg);
+  }
+  *out = c;
+  return SG_OK;
+}
+
 sg_status sg__dist_job_recover(sg_dist *d, void *arg) {
   sg__dist_heal *h = arg;
   int me = d->orig_rank, epoch = d->epoch + 1;
+  SG_CHECK(sg__dist_inject_recovery(d, SG_RECOVERY_DETECT));
   sg__store *st = NULL;
   sg_status s = sg__store_connect(d->env.master_addr, d->env.master_port, d->env.token, 2000, &st);
   char why[512];
@@ -236,24 +277,51 @@ sg_status sg__dist_job_recover(sg_dist *d, void *arg) {
     return sg__error(SG_ERR_COMM, "rank %d: cannot recover: the rendezvous store is unreachable: %s", me,
                      why);
   }
+  sg__heal_watch w;
+  sg__heal_watch_init(&w, st, me, d->p.heartbeat_ms, d->p.dead_ms);
+  int old[SG__DIST_MAX_RANKS], n_old = d->size;
+  memcpy(old, d->members, sizeof(int) * (size_t)n_old);
+  uint8_t dead[SG__DIST_MAX_RANKS / 8] = {0};
   members_rec m;
-  s = agree(d, st, epoch, h, &m);
-  if (s == SG_OK) h->detection_ms = detection_ms(d, &m);
-  sg__store_close(st);
-  if (s != SG_OK) {
-    snprintf(why, sizeof why, "%s", sg_last_error());
-    return sg__error(SG_ERR_COMM, "rank %d: recovery to epoch %d failed: %s", me, epoch, why);
-  }
+  sg_comm *c = NULL;
   int idx = -1;
-  for (int i = 0; i < m.n; i++)
-    if (m.orig[i] == me) idx = i;
+  /* A member that dies before the decided epoch's communicator is built
+   * sends everyone back to agree on the next epoch, from the decided
+   * membership: each round loses a member, so there are at most n_old. */
+  for (int round = 0;; round++, epoch++) {
+    s = agree(d, st, &w, epoch, old, n_old, dead, h, &m);
+    if (s != SG_OK) {
+      snprintf(why, sizeof why, "%s", sg_last_error());
+      sg__store_close(st);
+      return sg__error(SG_ERR_COMM, "rank %d: recovery to epoch %d failed: %s", me, epoch, why);
+    }
+    idx = -1;
+    for (int i = 0; i < m.n; i++)
+      if (m.orig[i] == me) idx = i;
+    if (!m.majority || idx < 0) break;
+    SG_CHECK(sg__dist_inject_recovery(d, SG_RECOVERY_BUILD));
+    s = build(d, &w, epoch, &m, idx, &c);
+    if (s == SG_OK) break;
+    if (w.dead < 0 || round >= n_old) {
+      sg__store_close(st);
+      return s;
+    }
+    fprintf(stderr,
+            "sgrt: rank %d: rank %d died during the recovery to epoch %d; agreeing again without it\n", me,
+            w.dead, epoch);
+    dead[w.dead / 8] |= (uint8_t)(1u << (w.dead % 8));
+    memcpy(old, m.orig, sizeof(int) * (size_t)m.n);
+    n_old = m.n;
+  }
+  h->detection_ms = detection_ms(d, &m);
+  sg__store_close(st);
   note_health(d, epoch, &m);
   if (!m.majority)
     return sg__error(
         SG_ERR_COMM,
         "rank %d: only %d of %d ranks remain at epoch %d, not a strict majority: stopping (no split "
         "brain)",
-        me, m.n, d->size, epoch);
+        me, m.n, n_old, epoch);
   if (idx < 0) {
     h->excluded = true;
     if (m.cut_from[me] >= 0)
@@ -263,18 +331,6 @@ sg_status sg__dist_job_recover(sg_dist *d, void *arg) {
                      "rank %d: excluded from the job at epoch %d (the others went on without it: it was "
                      "unreachable)",
                      me, epoch);
-  }
-  sg_comm_params cp;
-  sg__dist_epoch_params(d, idx, m.n, epoch, &cp);
-  sg_comm *c = NULL;
-  s = sg_comm_create(&cp, &c);
-  if (s == SG_OK) s = sg_comm_set_liveness(c, d->p.heartbeat_ms, d->p.dead_ms);
-  if (s == SG_OK) s = sg_comm_set_hang_timeout(c, d->p.hang_ms); /* SPEC H7 */
-  if (s != SG_OK) {
-    char msg[512];
-    sg__dist_discard_comm(c, msg, sizeof msg);
-    return sg__error(SG_ERR_COMM, "rank %d: building the communicator of epoch %d (%d ranks) failed: %s", me,
-                     epoch, m.n, msg);
   }
   SG_CHECK(sg__dist_install_epoch(d, c, idx, m.n, epoch, m.orig));
   h->rollback = (uint64_t)m.rollback;

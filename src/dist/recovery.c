@@ -53,6 +53,7 @@ sg_status sg__dist_recover(sg_dist *d) {
     }
     return st;
   }
+  SG_CHECK(sg__dist_inject_recovery(d, SG_RECOVERY_TRANSFER));
   if (h.rollback > d->stats.steps || d->stats.steps > h.forward || h.forward - h.rollback > 1)
     return sg__error(SG_ERR_INTERNAL, "rank %d: recovery: members completed %llu..%llu steps, this rank %llu",
                      d->orig_rank, (unsigned long long)h.rollback, (unsigned long long)h.forward,

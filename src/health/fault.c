@@ -149,6 +149,24 @@ static sg_status parse_step(const ctx *c, slice v, uint64_t seed, sg_fault *f) {
   return SG_OK;
 }
 
+static const char *const phase_names[] = {"none", "detect", "agree", "build", "transfer"};
+
+const char *sg_recovery_phase_name(sg_recovery_phase phase) {
+  return (int)phase >= 0 && (int)phase < (int)(sizeof phase_names / sizeof phase_names[0])
+             ? phase_names[phase]
+             : "?";
+}
+
+static sg_status parse_phase(const ctx *c, slice v, sg_fault *f) {
+  for (int p = SG_RECOVERY_DETECT; p <= SG_RECOVERY_TRANSFER; p++)
+    if (eq(v, phase_names[p])) {
+      f->phase = (sg_recovery_phase)p;
+      f->step = INT64_MAX; /* never due at a step */
+      return SG_OK;
+    }
+  return bad(c, "recovery='%.*s' is not a phase (accepted: detect, agree, build, transfer)", (int)v.n, v.p);
+}
+
 static sg_status parse_fault(slice text, int index, int world_size, uint64_t seed, sg_fault *f) {
   ctx c = {text, index};
   memset(f, 0, sizeof *f);
@@ -164,7 +182,7 @@ static sg_status parse_fault(slice text, int index, int world_size, uint64_t see
         &c,
         "unknown fault kind '%.*s' (accepted: kill, stop, drop-heartbeats, partition, device, hang, behind)",
         (int)kind.n, kind.p);
-  bool pair = f->kind == SG_FAULT_PARTITION, have_rank = false, have_step = false;
+  bool pair = f->kind == SG_FAULT_PARTITION, have_rank = false, have_step = false, have_phase = false;
   const char *rank_key = pair ? "ranks" : "rank";
   slice rest = {colon + 1, text.n - (size_t)(colon + 1 - text.p)}, param;
   while (next(&rest, ',', &param)) {
@@ -191,18 +209,24 @@ static sg_status parse_fault(slice text, int index, int world_size, uint64_t see
       if (have_step) return bad(&c, "step= given twice");
       have_step = true;
       SG_CHECK(parse_step(&c, val, seed, f));
+    } else if (eq(key, "recovery") && f->kind == SG_FAULT_KILL) {
+      if (have_phase) return bad(&c, "recovery= given twice");
+      have_phase = true;
+      SG_CHECK(parse_phase(&c, val, f));
     } else {
-      return bad(&c, "unknown key '%.*s' (%s takes %s and step)", (int)key.n, key.p,
-                 sg_fault_kind_name(f->kind), rank_key);
+      return bad(&c, "unknown key '%.*s' (%s takes %s and step%s)", (int)key.n, key.p,
+                 sg_fault_kind_name(f->kind), rank_key, f->kind == SG_FAULT_KILL ? ", or recovery" : "");
     }
   }
   if (!have_rank) return bad(&c, "%s= is missing", rank_key);
-  if (!have_step) return bad(&c, "step= is missing");
+  if (have_step && have_phase) return bad(&c, "step= and recovery= given together (one or the other)");
+  if (!have_step && !have_phase)
+    return bad(&c, "step= is missing%s", f->kind == SG_FAULT_KILL ? " (or recovery=PHASE)" : "");
   return SG_OK;
 }
 
 static bool same_fault(const sg_fault *a, const sg_fault *b) {
-  if (a->kind != b->kind || a->step != b->step) return false;
+  if (a->kind != b->kind || a->step != b->step || a->phase != b->phase) return false;
   return (a->rank == b->rank && a->peer == b->peer) || (a->rank == b->peer && a->peer == b->rank);
 }
 
@@ -258,6 +282,19 @@ size_t sg_fault_plan_due(const sg_fault_plan *plan, int rank, int64_t step, sg_f
   for (size_t i = 0; i < plan->n; i++) {
     const sg_fault *f = &plan->faults[i];
     if (f->step != step || !involves(f, rank)) continue;
+    if (out && k < cap) out[k] = *f;
+    k++;
+  }
+  return k;
+}
+
+size_t sg_fault_plan_due_in_recovery(const sg_fault_plan *plan, int rank, sg_recovery_phase phase,
+                                     sg_fault *out, size_t cap) {
+  if (plan == NULL || rank < 0 || phase == SG_RECOVERY_NONE) return 0;
+  size_t k = 0;
+  for (size_t i = 0; i < plan->n; i++) {
+    const sg_fault *f = &plan->faults[i];
+    if (f->phase != phase || !involves(f, rank)) continue;
     if (out && k < cap) out[k] = *f;
     k++;
   }

@@ -188,3 +188,27 @@ if(TARGET resnet50_dist AND NOT SG_SANITIZE)
   set_tests_properties(dist_detection_real_stop_np4 PROPERTIES TIMEOUT 180 LABELS "dist;heal"
                                                                ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000")
 endif()
+
+# A second failure during a recovery, at each of its phases, and two failures
+# one after the other (run_heal_second.sh): the survivors agree again without
+# the second dead rank as soon as it is found dead (its heartbeat through the
+# store stops), never waiting out the communication timeout; a strict
+# majority of the last membership goes on (4 ranks: the two left are a
+# majority of the three decided after the first loss), a minority stops.
+set(_sg_heal2 bash ${CMAKE_CURRENT_LIST_DIR}/run_heal_second.sh $<TARGET_FILE:sgrt_cli> $<TARGET_FILE:heal_worker>)
+foreach(phase agree build transfer)
+  add_test(NAME dist_heal_second_${phase}_np4
+           COMMAND ${_sg_heal2} ${_sg_dist_dir}/heal2_${phase} 4 "kill:rank=1,step=5;kill:rank=3,recovery=${phase}" heal)
+  list(APPEND _sg_heal2_tests dist_heal_second_${phase}_np4)
+endforeach()
+# Dead before it registered: at the same time as the first, as far as the
+# agreement can tell: 2 of 4 is no majority; 3 of 5 is.
+add_test(NAME dist_heal_second_detect_np4
+         COMMAND ${_sg_heal2} ${_sg_dist_dir}/heal2_detect4 4 "kill:rank=1,step=5;kill:rank=3,recovery=detect" minority)
+add_test(NAME dist_heal_second_detect_np5
+         COMMAND ${_sg_heal2} ${_sg_dist_dir}/heal2_detect5 5 "kill:rank=1,step=5;kill:rank=3,recovery=detect" heal)
+# Two ranks lost one after the other: the launcher exits 0 (issue 15, item 5).
+add_test(NAME dist_heal_two_in_turn_np4
+         COMMAND ${_sg_heal2} ${_sg_dist_dir}/heal2_turn 4 "kill:rank=1,step=3;kill:rank=3,step=6" heal)
+set_tests_properties(${_sg_heal2_tests} dist_heal_second_detect_np4 dist_heal_second_detect_np5 dist_heal_two_in_turn_np4
+                     PROPERTIES TIMEOUT 150 LABELS "dist;heal")

@@ -134,8 +134,30 @@ static void test_fault_plan_parse_and_query(void **state) {
   assert_false(sg_fault_plan_active(p, SG_FAULT_PARTITION, 2, 20));
   sg_fault_plan_destroy(p);
 
+  /* A kill in a phase of a recovery: never due at a step, due once the rank
+   * reaches that phase; a step fault is never due in a recovery. */
+  assert_status(sg_fault_plan_parse("kill:rank=1,step=5; kill:rank=3,recovery=agree", 4, 0, &p), SG_OK, NULL);
+  sg_fault rf;
+  assert_status(sg_fault_plan_get(p, 1, &rf), SG_OK, NULL);
+  assert_int_equal(rf.kind, SG_FAULT_KILL);
+  assert_int_equal(rf.rank, 3);
+  assert_int_equal(rf.phase, SG_RECOVERY_AGREE);
+  assert_int_equal(sg_fault_plan_due(p, 3, 5, NULL, 0), 0);
+  assert_int_equal(sg_fault_plan_due(p, 3, INT64_MAX - 1, NULL, 0), 0);
+  assert_false(sg_fault_plan_active(p, SG_FAULT_KILL, 3, INT64_MAX - 1));
+  assert_int_equal(sg_fault_plan_due_in_recovery(p, 3, SG_RECOVERY_DETECT, NULL, 0), 0);
+  assert_int_equal(sg_fault_plan_due_in_recovery(p, 3, SG_RECOVERY_AGREE, due, 4), 1);
+  assert_int_equal(due[0].rank, 3);
+  assert_int_equal(sg_fault_plan_due_in_recovery(p, 1, SG_RECOVERY_AGREE, NULL, 0), 0);
+  assert_int_equal(sg_fault_plan_due_in_recovery(p, 1, SG_RECOVERY_NONE, NULL, 0), 0);
+  assert_int_equal(sg_fault_plan_due(p, 1, 5, NULL, 0), 1);
+  sg_fault_plan_destroy(p);
+  assert_string_equal(sg_recovery_phase_name(SG_RECOVERY_TRANSFER), "transfer");
+  assert_string_equal(sg_recovery_phase_name((sg_recovery_phase)9), "?");
+
   /* NULL plans answer "nothing". */
   assert_int_equal(sg_fault_plan_count(NULL), 0);
+  assert_int_equal(sg_fault_plan_due_in_recovery(NULL, 0, SG_RECOVERY_AGREE, NULL, 0), 0);
   assert_int_equal(sg_fault_plan_due(NULL, 0, 0, NULL, 0), 0);
   assert_false(sg_fault_plan_cuts(NULL, 0, 1, 0));
   assert_false(sg_fault_plan_active(NULL, SG_FAULT_KILL, 0, 0));
@@ -221,7 +243,13 @@ static void test_fault_bad_specs(void **state) {
       {"kill:rank=1,step=random(5-2)", "random(LO-HI) with LO <= HI"},
       {"kill:rank=1,step=random(5)", "random(LO-HI)"},
       {"kill:rank=1,step=randomly", "step='randomly'"},
-      {"kill:ranks=1-2,step=2", "unknown key 'ranks' (kill takes rank and step)"},
+      {"kill:ranks=1-2,step=2", "unknown key 'ranks' (kill takes rank and step, or recovery)"},
+      {"kill:rank=1,recovery=later",
+       "recovery='later' is not a phase (accepted: detect, agree, build, transfer)"},
+      {"kill:rank=1,recovery=agree,step=3", "step= and recovery= given together"},
+      {"kill:rank=1,recovery=agree,recovery=build", "recovery= given twice"},
+      {"stop:rank=1,recovery=agree", "unknown key 'recovery' (stop takes rank and step)"},
+      {"kill:rank=1,recovery=agree;kill:rank=1,recovery=agree", "the same fault as fault 1"},
       {"partition:rank=1,step=2", "unknown key 'rank' (partition takes ranks and step)"},
       {"partition:ranks=1,step=2", "ranks='1': expected two ranks A-B"},
       {"partition:ranks=2-2,step=2", "ranks=2-2: a rank has no link to itself"},
