@@ -420,6 +420,8 @@ typedef enum sg_recovery_phase {
   SG_RECOVERY_AGREE = 2,    /**< "agree": registered in the agreement, before the decision is read */
   SG_RECOVERY_BUILD = 3,    /**< "build": the new membership decided, before its communicator is built */
   SG_RECOVERY_TRANSFER = 4, /**< "transfer": the new communicator built, before the state is moved */
+  SG_RECOVERY_CREATE = 5,   /**< not a recovery: `kill:rank=R,at=create` fires in sg_dist_create, once the
+                                 rank joined, before the first collective (a failure before the first step) */
 } sg_recovery_phase;
 
 /** One planned fault. */
@@ -432,7 +434,7 @@ typedef struct sg_fault {
   sg_recovery_phase phase; /**< a recovery fault: fires when the rank reaches this phase of a recovery */
 } sg_fault;
 
-/** "detect", "agree", "build", "transfer"; "none" for SG_RECOVERY_NONE; "?" for other values. */
+/** "detect", "agree", "build", "transfer", "create"; "none" for SG_RECOVERY_NONE; "?" for other values. */
 SG_API const char *sg_recovery_phase_name(sg_recovery_phase phase);
 
 typedef struct sg_fault_plan sg_fault_plan;
@@ -446,10 +448,12 @@ SG_API const char *sg_fault_kind_name(sg_fault_kind kind);
  *   kill:rank=R,step=S   stop:rank=R,step=S   drop-heartbeats:rank=R,step=S
  *   device:rank=R,step=S hang:rank=R,step=S   partition:ranks=A-B,step=S
  *   behind:rank=R,step=S kill:rank=R,recovery=detect|agree|build|transfer
+ *   kill:rank=R,at=create
  * S is a number, "random" (a step drawn from `seed`, uniform in 1..100) or
  * "random(LO-HI)" (uniform in LO..HI); the same seed and spec give the same
  * steps. A kill with recovery=PHASE fires instead when rank R reaches that
- * phase of a recovery (a second failure during one). Spaces around tokens
+ * phase of a recovery (a second failure during one); with at=create, in
+ * sg_dist_create before the job's first collective. Spaces around tokens
  * are ignored.
  * @return SG_OK; SG_ERR_INVALID_ARG naming the offending token for an
  *   unknown kind or key, a missing or repeated key, a bad number, a rank

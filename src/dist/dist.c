@@ -233,7 +233,19 @@ static sg_status prepare(sg_dist *d) {
   d->stats.offload_bytes = d->offload.bytes;
   sg__dist_zero_state_stats(d, &d->stats.optimizer_state_bytes, &d->stats.optimizer_state_total);
   d->loss_mean = NAN;
-  SG_CHECK(sg__dist_run_job(d, sg__dist_job_check, NULL));
+  /* Healing is armed from here (issue 15): a peer lost before the first
+   * step, in the consistency check, is recovered from like any other
+   * failure, its share of every batch spread over the others. A mismatch
+   * (SG_ERR_SHAPE) or a local error is not a peer's failure. */
+  SG_CHECK(sg__dist_inject_recovery(d, SG_RECOVERY_CREATE));
+  for (;;) {
+    sg_status st = sg__dist_run_job(d, sg__dist_job_check, NULL);
+    if (st == SG_OK) break;
+    if (st != SG_ERR_COMM || p->feed == NULL) return st;
+    sg__dist_fail(d, SG_ERR_COMM, "rank %d, before the first step: %s", d->rank, sg_last_error());
+    if (!sg__dist_healable(d)) return sg__dist_failure(d);
+    SG_CHECK(sg__dist_recover(d));
+  }
   /* After the check: every rank agrees on zero, so every rank creates the replicas' global page
    * table (collective). */
   if (d->zero.on && p->feed != NULL) {

@@ -129,8 +129,12 @@ sg_status sg__dist_inject_recovery(sg_dist *d, sg_recovery_phase phase) {
   sg_fault f;
   if (sg_fault_plan_due_in_recovery(d->inject, d->orig_rank, phase, &f, 1) == 0) return SG_OK;
   d->inject_phases_fired |= 1u << phase; /* once per process, in its first recovery to reach the phase */
-  fprintf(stderr, "sgrt: rank %d: injected fault 'kill' in the '%s' phase of a recovery\n", d->orig_rank,
-          sg_recovery_phase_name(phase));
+  if (phase == SG_RECOVERY_CREATE)
+    fprintf(stderr, "sgrt: rank %d: injected fault 'kill' in sg_dist_create, before the first collective\n",
+            d->orig_rank);
+  else
+    fprintf(stderr, "sgrt: rank %d: injected fault 'kill' in the '%s' phase of a recovery\n", d->orig_rank,
+            sg_recovery_phase_name(phase));
   fflush(stderr);
   raise(SIGKILL);
   return SG_OK;

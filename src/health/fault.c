@@ -149,7 +149,7 @@ static sg_status parse_step(const ctx *c, slice v, uint64_t seed, sg_fault *f) {
   return SG_OK;
 }
 
-static const char *const phase_names[] = {"none", "detect", "agree", "build", "transfer"};
+static const char *const phase_names[] = {"none", "detect", "agree", "build", "transfer", "create"};
 
 const char *sg_recovery_phase_name(sg_recovery_phase phase) {
   return (int)phase >= 0 && (int)phase < (int)(sizeof phase_names / sizeof phase_names[0])
@@ -158,7 +158,7 @@ const char *sg_recovery_phase_name(sg_recovery_phase phase) {
 }
 
 static sg_status parse_phase(const ctx *c, slice v, sg_fault *f) {
-  for (int p = SG_RECOVERY_DETECT; p <= SG_RECOVERY_TRANSFER; p++)
+  for (int p = SG_RECOVERY_DETECT; p <= SG_RECOVERY_TRANSFER; p++) /* not "create": that is at=create */
     if (eq(v, phase_names[p])) {
       f->phase = (sg_recovery_phase)p;
       f->step = INT64_MAX; /* never due at a step */
@@ -210,18 +210,26 @@ static sg_status parse_fault(slice text, int index, int world_size, uint64_t see
       have_step = true;
       SG_CHECK(parse_step(&c, val, seed, f));
     } else if (eq(key, "recovery") && f->kind == SG_FAULT_KILL) {
-      if (have_phase) return bad(&c, "recovery= given twice");
+      if (have_phase) return bad(&c, "recovery= or at= given twice");
       have_phase = true;
       SG_CHECK(parse_phase(&c, val, f));
+    } else if (eq(key, "at") && f->kind == SG_FAULT_KILL) {
+      if (have_phase) return bad(&c, "recovery= or at= given twice");
+      if (!eq(val, "create"))
+        return bad(&c, "at='%.*s' is not a point (accepted: create)", (int)val.n, val.p);
+      have_phase = true;
+      f->phase = SG_RECOVERY_CREATE;
+      f->step = INT64_MAX;
     } else {
       return bad(&c, "unknown key '%.*s' (%s takes %s and step%s)", (int)key.n, key.p,
-                 sg_fault_kind_name(f->kind), rank_key, f->kind == SG_FAULT_KILL ? ", or recovery" : "");
+                 sg_fault_kind_name(f->kind), rank_key,
+                 f->kind == SG_FAULT_KILL ? ", or recovery or at" : "");
     }
   }
   if (!have_rank) return bad(&c, "%s= is missing", rank_key);
-  if (have_step && have_phase) return bad(&c, "step= and recovery= given together (one or the other)");
+  if (have_step && have_phase) return bad(&c, "step= and recovery=/at= given together (one or the other)");
   if (!have_step && !have_phase)
-    return bad(&c, "step= is missing%s", f->kind == SG_FAULT_KILL ? " (or recovery=PHASE)" : "");
+    return bad(&c, "step= is missing%s", f->kind == SG_FAULT_KILL ? " (or recovery=PHASE or at=create)" : "");
   return SG_OK;
 }
 

@@ -13,7 +13,9 @@
  *                           pauses before each step; HEAL_MICRO_BATCHES
  *                           sets sg_dist_params.micro_batches, HEAL_ZERO
  *                           sg_dist_params.zero, HEAL_DROPOUT a dropout
- *                           probability after each hidden layer.
+ *                           probability after each hidden layer;
+ *                           HEAL_SLOW_START=R:MS makes rank R start MS ms
+ *                           late.
  *                           Rejoin (tests/dist/run_rejoin.sh): HEAL_STEPS
  *                           sets the steps (default 10); a rank restarted
  *                           with SG_REJOIN=1 goes on from the step its
@@ -139,6 +141,16 @@ int main(int argc, char **argv) {
   if (zero != NULL && strcmp(zero, "0") != 0 && strcmp(zero, "1") != 0)
     FAIL("HEAL_ZERO=%s is not 0 or 1", zero);
   if (zero != NULL) dp.zero = atoi(zero);
+  /* HEAL_SLOW_START=R:MS: rank R starts MS ms late (a slow start, not a
+   * failure: the others wait for it at create). */
+  const char *slow = getenv("HEAL_SLOW_START");
+  if (slow != NULL) {
+    int slow_rank = -1, slow_ms = -1;
+    if (sscanf(slow, "%d:%d", &slow_rank, &slow_ms) != 2 || slow_ms < 0 || slow_ms > 60000)
+      FAIL("HEAL_SLOW_START=%s is not RANK:MS with MS in 0..60000", slow);
+    const char *me = getenv("SG_RANK");
+    if (me != NULL && atoi(me) == slow_rank) usleep((useconds_t)slow_ms * 1000);
+  }
   sg_dist *d;
   CHECK_OK(sg_dist_create(g, &dp, &d));
   int first_size = sg_dist_size(d); /* a joiner: the size it joined */

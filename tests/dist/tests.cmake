@@ -212,3 +212,15 @@ add_test(NAME dist_heal_two_in_turn_np4
          COMMAND ${_sg_heal2} ${_sg_dist_dir}/heal2_turn 4 "kill:rank=1,step=3;kill:rank=3,step=6" heal)
 set_tests_properties(${_sg_heal2_tests} dist_heal_second_detect_np4 dist_heal_second_detect_np5 dist_heal_two_in_turn_np4
                      PROPERTIES TIMEOUT 150 LABELS "dist;heal")
+
+# Healing is armed from job creation: a rank killed in sg_dist_create before
+# the first collective is healed around (the others recover in the
+# consistency check); a rank that merely starts late (2.5 s, against a 400 ms
+# dead_ms) is waited for, and no recovery happens.
+add_test(NAME dist_heal_create_kill_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_create "kill:rank=2,at=create")
+file(MAKE_DIRECTORY ${_sg_dist_dir}/heal_slow)
+add_test(NAME dist_heal_slow_start_np4 COMMAND ${_sg_launch} -n 4 -- $<TARGET_FILE:heal_worker> ${_sg_dist_dir}/heal_slow)
+set_tests_properties(dist_heal_create_kill_np4 dist_heal_slow_start_np4 PROPERTIES TIMEOUT 60 LABELS "dist;heal")
+set_tests_properties(dist_heal_create_kill_np4 PROPERTIES ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000")
+set_tests_properties(dist_heal_slow_start_np4 PROPERTIES ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000;HEAL_SLOW_START=1:2500"
+                     PASS_REGULAR_EXPRESSION "HEAL rank 1 .*recoveries 0")

@@ -153,6 +153,10 @@ static void test_fault_plan_parse_and_query(void **state) {
   assert_int_equal(sg_fault_plan_due(p, 1, 5, NULL, 0), 1);
   sg_fault_plan_destroy(p);
   assert_string_equal(sg_recovery_phase_name(SG_RECOVERY_TRANSFER), "transfer");
+  assert_status(sg_fault_plan_parse("kill:rank=2,at=create", 4, 0, &p), SG_OK, NULL);
+  assert_int_equal(sg_fault_plan_due_in_recovery(p, 2, SG_RECOVERY_CREATE, NULL, 0), 1);
+  assert_int_equal(sg_fault_plan_due(p, 2, 0, NULL, 0), 0);
+  sg_fault_plan_destroy(p);
   assert_string_equal(sg_recovery_phase_name((sg_recovery_phase)9), "?");
 
   /* NULL plans answer "nothing". */
@@ -243,11 +247,14 @@ static void test_fault_bad_specs(void **state) {
       {"kill:rank=1,step=random(5-2)", "random(LO-HI) with LO <= HI"},
       {"kill:rank=1,step=random(5)", "random(LO-HI)"},
       {"kill:rank=1,step=randomly", "step='randomly'"},
-      {"kill:ranks=1-2,step=2", "unknown key 'ranks' (kill takes rank and step, or recovery)"},
+      {"kill:ranks=1-2,step=2", "unknown key 'ranks' (kill takes rank and step, or recovery or at)"},
+      {"kill:rank=1,at=start", "at='start' is not a point (accepted: create)"},
+      {"kill:rank=1,recovery=create", "recovery='create' is not a phase"},
+      {"kill:rank=1,at=create,recovery=agree", "recovery= or at= given twice"},
       {"kill:rank=1,recovery=later",
        "recovery='later' is not a phase (accepted: detect, agree, build, transfer)"},
-      {"kill:rank=1,recovery=agree,step=3", "step= and recovery= given together"},
-      {"kill:rank=1,recovery=agree,recovery=build", "recovery= given twice"},
+      {"kill:rank=1,recovery=agree,step=3", "step= and recovery=/at= given together"},
+      {"kill:rank=1,recovery=agree,recovery=build", "recovery= or at= given twice"},
       {"stop:rank=1,recovery=agree", "unknown key 'recovery' (stop takes rank and step)"},
       {"kill:rank=1,recovery=agree;kill:rank=1,recovery=agree", "the same fault as fault 1"},
       {"partition:rank=1,step=2", "unknown key 'rank' (partition takes ranks and step)"},
