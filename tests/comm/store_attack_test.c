@@ -20,18 +20,6 @@
 
 #define TOKEN "0123456789abcdef0123456789abcdef"
 
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {0};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-  assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 /* One honest client's round trip (connect, HELLO, SET, GET, close) in ms. */
 static int64_t honest_round_trip(int port, int i) {
   int64_t t0 = sg__now_ms();
@@ -83,7 +71,7 @@ static void honest_while(int port, int kind, int64_t *attack_result) {
 
 static void test_drip(void **state) {
   (void)state;
-  int port = free_port();
+  int port = sg_test_free_port();
   sg__store_server *srv;
   assert_status(sg__store_server_start("127.0.0.1", port, TOKEN, &srv), SG_OK, NULL);
   int64_t closed_after;
@@ -95,7 +83,7 @@ static void test_drip(void **state) {
 
 static void test_idle_flood(void **state) {
   (void)state;
-  int port = free_port();
+  int port = sg_test_free_port();
   sg__store_server *srv;
   assert_status(sg__store_server_start("127.0.0.1", port, TOKEN, &srv), SG_OK, NULL);
   int64_t closed;
@@ -107,7 +95,7 @@ static void test_idle_flood(void **state) {
 
 static void test_refusals(void **state) {
   (void)state;
-  int port = free_port();
+  int port = sg_test_free_port();
   sg__store_server *srv;
   assert_status(sg__store_server_start("127.0.0.1", port, TOKEN, &srv), SG_OK, NULL);
   assert_int_equal(attack_oversize(port), 3);                        /* BAD */
@@ -137,7 +125,7 @@ static void test_refusals(void **state) {
  * for the whole job), but not stall in the middle of one. */
 static void test_authenticated_deadlines(void **state) {
   (void)state;
-  int port = free_port();
+  int port = sg_test_free_port();
   sg__store_server *srv;
   assert_status(sg__store_server_start("127.0.0.1", port, TOKEN, &srv), SG_OK, NULL);
   sg__store *c;
@@ -166,7 +154,7 @@ static void test_authenticated_deadlines(void **state) {
 /* Stopping the server does not wait for a client in the middle of a frame. */
 static void test_stop_under_attack(void **state) {
   (void)state;
-  int port = free_port();
+  int port = sg_test_free_port();
   sg__store_server *srv;
   assert_status(sg__store_server_start("127.0.0.1", port, TOKEN, &srv), SG_OK, NULL);
   attacker a = {port, 0, 0};

@@ -12,21 +12,9 @@
 #include "comm/comm_internal.h"
 #include "test_util.h"
 
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {0};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-  assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 static void test_set_get_add(void **state) {
   (void)state;
-  int port = free_port();
+  int port = sg_test_free_port();
   sg__store_server *srv;
   sg__store *c;
   assert_status(sg__store_server_start("127.0.0.1", port, "tok", &srv), SG_OK, NULL);
@@ -55,7 +43,7 @@ static void test_set_get_add(void **state) {
 
 static void test_wait_times_out(void **state) {
   (void)state;
-  int port = free_port();
+  int port = sg_test_free_port();
   sg__store_server *srv;
   sg__store *c;
   assert_status(sg__store_server_start("127.0.0.1", port, "", &srv), SG_OK, NULL);
@@ -76,7 +64,7 @@ static void test_wait_times_out(void **state) {
 
 static void test_token(void **state) {
   (void)state;
-  int port = free_port();
+  int port = sg_test_free_port();
   sg__store_server *srv;
   sg__store *good, *bad;
   assert_status(sg__store_server_start("127.0.0.1", port, "secret", &srv), SG_OK, NULL);
@@ -185,7 +173,7 @@ static void test_world_of_one(void **state) {
   sg_comm_params p = sg_comm_params_init();
   p.rank = 0;
   p.world_size = 1;
-  p.master_port = free_port();
+  p.master_port = sg_test_free_port();
   p.timeout_ms = 5000;
   sg_comm *c;
   assert_status(sg_comm_create(&p, &c), SG_OK, NULL);

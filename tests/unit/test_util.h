@@ -22,6 +22,8 @@ void sg_test_assert_status(sg_status got, sg_status expected, const char *needle
 unsigned char *sg_test_read_file(const char *path, size_t *size);
 /* Path of a file under tests/data. */
 const char *sg_test_data(const char *name);
+/* A TCP port on 127.0.0.1 that was free a moment ago (bound, then released). */
+int sg_test_free_port(void);
 
 /* Deterministic pseudo-random floats in [-1, 1) for initializers. */
 void sg_test_fill(float *p, size_t n, uint64_t seed);
