@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,7 @@
 
 #include "store_attacks.h"
 
-static volatile sig_atomic_t stop;
+static _Atomic int stop; /* set by main once WORKER exited; read by the attackers */
 static pid_t child;
 static int port;
 
