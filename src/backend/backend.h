@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "graph/graph_internal.h"
+#include "graph/graph.h"
 
 /* Bumped on any change to the table's layout or contract.
  * 2: the optional plan_layouts entry (tensor storage layouts). */

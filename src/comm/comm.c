@@ -502,3 +502,22 @@ sg_status sg_comm_am_recv(sg_comm *comm, unsigned id, void *buf, size_t *bytes, 
     sched_yield();
   }
 }
+
+/* A pipeline's transfers wait this way: a rank waiting on a healthy
+ * neighbour must fail at once when a rank further down dies (whose death its
+ * peers report to everybody), not when the failure has travelled stage by
+ * stage (comm.h). */
+sg_status sg__comm_p2p_all(sg_comm *c, bool send, int peer, uint32_t tag, void *buf, size_t bytes) {
+  const char *what = send ? "sg_comm_send" : "sg_comm_recv";
+  SG_CHECK(sg__comm_begin_all(c, what));
+  if (peer < 0 || peer >= c->size || peer == c->rank)
+    return sg__error(SG_ERR_INVALID_ARG, "%s: peer rank %d is not another rank of %d", what, peer, c->size);
+  if (tag > 0x7fffffffu) return sg__error(SG_ERR_INVALID_ARG, "%s: tag %u above 2^31-1", what, tag);
+  if (buf == NULL && bytes > 0) return sg__error(SG_ERR_INVALID_ARG, "%s: NULL buffer", what);
+  sg__ucx_req *r;
+  if (send) SG_CHECK(sg__ucx_isend(c->ucx, peer, SG_TAG_USER, tag, buf, bytes, &r));
+  else SG_CHECK(sg__ucx_irecv(c->ucx, peer, SG_TAG_USER, tag, buf, bytes, &r));
+  sg_status st = sg__ucx_wait(c->ucx, &r, c->deadline);
+  /* A wrong-length message was consumed whole: the stream is still in step. */
+  return st == SG_ERR_TRUNCATED ? st : sg__comm_fail(c, st);
+}

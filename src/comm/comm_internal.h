@@ -8,71 +8,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "comm/comm.h"
 #include "core/core.h"
-#include "sgrt/comm.h"
-
-/* ---- bootstrap environment (env.c) ---------------------------------------- */
-
-typedef struct sg__comm_env {
-  int rank, world_size, local_rank;
-  char master_addr[256];
-  int master_port;
-  char token[256];
-  int timeout_ms;
-  const char *source; /* which variables gave rank and size: "SG", "torchrun", "slurm", "openmpi", "params" */
-} sg__comm_env;
-
-/* Resolves rank, size, master and token from params, then the environment
- * (SPEC M1). Validates every value read. */
-sg_status sg__comm_env_resolve(const sg_comm_params *params, sg__comm_env *env);
-
-/* A communicator over some of the job's ranks (the replicas of one pipeline
- * stage, say). params->rank and params->world_size are this rank's place in
- * the group and the group's size (both explicit); master, token, timeout and
- * epoch as for sg_comm_create. `group` names it: the same string on every
- * member, unique within the job and epoch, [A-Za-z0-9._-], at most
- * SG__COMM_GROUP_NAME_MAX bytes; its store keys live under "e<epoch>/g/<group>/".
- * It joins through the job's store (served by the launcher, or by world rank
- * 0's communicator, which must exist first) and never serves one. Destroy
- * with sg_comm_destroy. */
-#define SG__COMM_GROUP_NAME_MAX 64
-sg_status sg__comm_create_group(const sg_comm_params *params, const char *group, sg_comm **out);
-
-/* Asked between the looks of a communicator's creation for peers (peer: the
- * rank waited for, -1 for any); a status other than SG_OK ends the creation
- * with it (a recovery's member found dead meanwhile, src/dist). */
-typedef sg_status (*sg__comm_watch_fn)(void *ctx, int peer);
-/* sg_comm_create, with `watch` asked while it waits for the peers. */
-sg_status sg__comm_create_watched(const sg_comm_params *params, sg__comm_watch_fn watch, void *ctx,
-                                  sg_comm **out);
-
-/* Monotonic milliseconds. */
-int64_t sg__now_ms(void);
 
 /* ---- rendezvous store (store.c) ------------------------------------------ */
-
-typedef struct sg__store_server sg__store_server;
-typedef struct sg__store sg__store;
-
-#define SG_STORE_MAX_KEY 256
-#define SG_STORE_MAX_VALUE (1u << 20)
 
 /* Starts the store server on addr:port in a background thread. */
 sg_status sg__store_server_start(const char *addr, int port, const char *token, sg__store_server **out);
 void sg__store_server_stop(sg__store_server *srv);
-
-/* Connects and authenticates with `token`, retrying the connection until
- * timeout_ms. SG_ERR_DENIED when the server refuses the token. */
-sg_status sg__store_connect(const char *addr, int port, const char *token, int timeout_ms, sg__store **out);
-void sg__store_close(sg__store *st);
-/* Every later key of this client gets `prefix` in front (a membership
- * epoch's namespace, "e3/"); "" or NULL: none. */
-void sg__store_set_prefix(sg__store *st, const char *prefix);
-sg_status sg__store_set(sg__store *st, const char *key, const void *value, size_t len);
-/* Waits until `key` exists (at most timeout_ms) and returns a copy (free with sg__free). */
-sg_status sg__store_wait_get(sg__store *st, const char *key, int timeout_ms, void **value, size_t *len);
-/* Atomically adds `delta` to the integer counter `key` (created at 0); *result = new value. */
-sg_status sg__store_add(sg__store *st, const char *key, int64_t delta, int64_t *result);
 
 /* ---- transport (ucx.c) --------------------------------------------------- */
 
@@ -190,11 +133,6 @@ sg_status sg__comm_fail(sg_comm *comm, sg_status st);
 
 /* ---- reductions (reduce.c) ----------------------------------------------- */
 
-size_t sg__comm_dtype_size(sg_dtype dtype); /* 0 for dtypes collectives do not support */
-/* dst[i] = op(dst[i], src[i]) for n elements (AVG reduces as SUM). */
-void sg__reduce(void *dst, const void *src, size_t n, sg_dtype dtype, sg_reduce_op op);
-/* dst[i] /= world for AVG; no-op otherwise. */
-void sg__reduce_finish(void *dst, size_t n, sg_dtype dtype, sg_reduce_op op, int world);
 /* Nonzero: f16 reductions take the portable path even where F16C exists (tests). */
 extern int sg__reduce_portable_f16;
 float sg__f16_to_f32(uint16_t h);
@@ -224,16 +162,6 @@ sg_status sg__hb_decode(const void *buf, size_t len, sg_comm_position *out, char
 /* Nonzero when text (len bytes) is a valid label: printable ASCII, at most
  * SG_COMM_LABEL_MAX bytes. */
 int sg__label_valid(const char *text, size_t len);
-
-/* An appender into buf[cap] that keeps counting past the end (as
- * snprintf), so the caller learns how big the buffer had to be: len may
- * exceed cap - 1. hang.c's; the health monitor's diagnosis
- * (src/health/diagnose.c, a layer above) writes its sentence with it too. */
-typedef struct sg__writer {
-  char *buf;
-  size_t cap, len;
-} sg__writer;
-void sg__put(sg__writer *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* What one rank sees when it diagnoses a hang (hang.c). */
 typedef struct sg__hang_view {

@@ -6,15 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "comm/comm_internal.h"
-
-int64_t sg__now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Parses the decimal integer in variable `name` into [lo, hi]. Returns 0 when
  * the variable is absent, 1 when it was read, or an error status. */

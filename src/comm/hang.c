@@ -17,15 +17,6 @@
 
 #include "comm/comm_internal.h"
 
-void sg__put(sg__writer *w, const char *fmt, ...) {
-  size_t room = w->len < w->cap ? w->cap - w->len : 0;
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(room ? w->buf + w->len : NULL, room, fmt, ap);
-  va_end(ap);
-  if (n > 0) w->len += (size_t)n;
-}
-
 /* "rank 4" or "ranks 1-3, 7": the ranks r with in[r], ascending. */
 static void put_ranks(sg__writer *w, const uint8_t *in, int size) {
   int n = 0;

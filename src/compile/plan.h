@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
-#include "graph/graph_internal.h"
+#include "graph/graph.h"
 
 /* Where a tensor's bytes live. */
 typedef enum sg__buf_kind {

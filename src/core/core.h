@@ -98,6 +98,21 @@ static inline bool sg__add_size(size_t a, size_t b, size_t *out) {
 /* Grows a dynamic array so that it holds at least `need` elements. */
 sg_status sg__grow(void **items, uint32_t *cap, uint32_t need, size_t elem_size);
 
+/* ---- time and text (clock.c, writer.c) ------------------------------------ */
+
+/* The monotonic clock (CLOCK_MONOTONIC): nanoseconds and milliseconds. */
+int64_t sg__now_ns(void);
+int64_t sg__now_ms(void);
+
+/* An appender into buf[cap] that keeps counting past the end (as snprintf),
+ * so the caller learns how big the buffer had to be: len may exceed cap - 1.
+ * Zero-initialise len; buf[cap - 1] is always NUL once something was put. */
+typedef struct sg__writer {
+  char *buf;
+  size_t cap, len;
+} sg__writer;
+void sg__put(sg__writer *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* ---- files ---------------------------------------------------------------- */
 
 /* Opens a path a user named, for reading or (write: created or truncated,

@@ -9,7 +9,7 @@
 #include <xxhash.h>
 
 #include "dist/dist_internal.h"
-#include "graph/graph_internal.h"
+#include "graph/graph.h"
 #include "sgrt/train.h"
 
 void sg__dist_plan_free(sg__dist_plan *p) {

@@ -7,7 +7,7 @@
 
 #include "dist/dist_internal.h"
 #include "dist/model.h"
-#include "graph/graph_internal.h"
+#include "graph/graph.h"
 
 #define DEFAULT_TRACE_EVENTS ((size_t)1 << 18)
 #define MAX_TRACE_EVENTS ((size_t)1 << 26)

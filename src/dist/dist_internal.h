@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "comm/comm_internal.h"
+#include "comm/comm.h"
 #include "core/core.h"
 #include "dist/offload.h"
 #include "runtime/hooks.h"
@@ -494,8 +494,6 @@ void sg__dist_add_accum(const sg_dist *d, uint32_t first, uint32_t count);
 /* Jobs run on the scheduler thread. */
 sg_status sg__dist_job_check(sg_dist *d, void *arg);
 sg_status sg__dist_job_broadcast(sg_dist *d, void *arg);
-
-int64_t sg__dist_now_ns(void);
 
 /* ---- step.c ----------------------------------------------------------------- */
 

@@ -100,7 +100,7 @@ sg_status sg__dist_inject_step(sg_dist *d, uint64_t step) {
       case SG_FAULT_STOP: raise(SIGSTOP); break;
       case SG_FAULT_DROP_HEARTBEATS:
         pthread_mutex_lock(&d->mu);
-        d->hang_until_ns = sg__dist_now_ns() + hang_ns(d);
+        d->hang_until_ns = sg__now_ns() + hang_ns(d);
         pthread_mutex_unlock(&d->mu);
         break;
       case SG_FAULT_PARTITION: {

@@ -202,7 +202,7 @@ static double detection_ms(sg_dist *d, const members_rec *m) {
   pthread_mutex_lock(&d->mu);
   int64_t mono = d->fail_ns;
   pthread_mutex_unlock(&d->mu);
-  int64_t since_detection = mono ? (sg__dist_now_ns() - mono) / 1000000 : 0;
+  int64_t since_detection = mono ? (sg__now_ns() - mono) / 1000000 : 0;
   double worst = 0;
   for (int r = 0; r < d->size; r++) {
     bool kept = false;

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "dist/model.h"
-#include "graph/graph_internal.h"
+#include "graph/graph.h"
 #include "runtime/hooks.h"
 #include "sgrt/train.h"
 
@@ -268,7 +268,7 @@ static sg_status consistency_hash(const sg_dist *d, uint64_t *out) {
 static sg_status check_job(sg_dist *d, void *arg) {
   const uint64_t *hash = arg;
   const uint8_t ids[1] = {(uint8_t)d->model->kind};
-  int64_t t0 = sg__dist_now_ns();
+  int64_t t0 = sg__now_ns();
   sg_status st = sg_comm_check_consistency(d->comm, *hash, ids, 1);
   if (st == SG_ERR_SHAPE) {
     char why[900];
@@ -279,7 +279,7 @@ static sg_status check_job(sg_dist *d, void *arg) {
                      FN, why);
   }
   SG_CHECK(st);
-  int64_t t1 = sg__dist_now_ns();
+  int64_t t1 = sg__now_ns();
   pthread_mutex_lock(&d->mu);
   d->origin_ns = t1;
   if (d->tracing) {
@@ -466,7 +466,7 @@ sg_status sg__dist_model_step(sg_dist *d) {
   pthread_mutex_lock(&d->mu);
   d->step = d->stats.steps + 1;
   pthread_mutex_unlock(&d->mu);
-  int64_t t0 = sg__dist_now_ns();
+  int64_t t0 = sg__now_ns();
   float loss = NAN;
   sg_status st = m->kind == SG__MODEL_PIPELINE ? sg__model_pp_step(d, &loss) : sg__model_tp_step(d, &loss);
   if (st != SG_OK && __atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE)) return sg__dist_failure(d);
@@ -490,7 +490,7 @@ sg_status sg__dist_model_step(sg_dist *d) {
     SG_CHECK(sg__dist_world_allreduce(d, &v, 1, SG_F32, SG_REDUCE_SUM));
     mean = v / (float)(m->data * (m->kind == SG__MODEL_TENSOR ? m->tensor : 1));
   }
-  int64_t t1 = sg__dist_now_ns();
+  int64_t t1 = sg__now_ns();
   if (d->tracing) record_step(d, t0, t1);
   d->stats.steps++;
   d->stats.step_ms = (double)(t1 - t0) * 1e-6;

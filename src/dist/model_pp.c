@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "dist/model.h"
-#include "graph/graph_internal.h"
+#include "graph/graph.h"
 #include "runtime/hooks.h"
 
 /* Stages of equal op counts, in op order (the graph's ops are in a

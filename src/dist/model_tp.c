@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "dist/model.h"
-#include "graph/graph_internal.h"
+#include "graph/graph.h"
 #include "runtime/hooks.h"
 #include "sgrt/train.h"
 

@@ -13,7 +13,7 @@
 
 #include "core/core.h"
 #include "dist/offload.h"
-#include "graph/graph_internal.h"
+#include "graph/graph.h"
 
 sg_status sg__dist_offload_parse(const char *name, bool *on, sg_gmem_tier *tier) {
   *on = false;

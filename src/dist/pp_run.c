@@ -28,14 +28,8 @@
 
 #include "comm/wire.h"
 #include "dist/pp.h"
-#include "graph/graph_internal.h"
+#include "graph/graph.h"
 #include "runtime/hooks.h"
-
-static int64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static size_t msg_bytes(const sg__tensor *x) { return sg__wire_header_size((unsigned)x->ndim) + x->nbytes; }
 
@@ -67,9 +61,9 @@ static sg_status send_tensor(sg__pp_runner *r, int peer, int backward, int j, in
   sg__wire_header h = header_of(r, x, r->st->stage, backward, m);
   size_t n;
   SG_CHECK(sg__wire_encode(&h, addr, r->buf, r->buf_bytes, &n));
-  int64_t t0 = now_ns();
+  int64_t t0 = sg__now_ns();
   sg_status st = r->x.send(r->x.ctx, peer, tag_of(r, backward, j, m), r->buf, n);
-  r->stats.idle_ms += (double)(now_ns() - t0) * 1e-6;
+  r->stats.idle_ms += (double)(sg__now_ns() - t0) * 1e-6;
   r->stats.messages++;
   r->stats.bytes += (int64_t)n;
   return st;
@@ -81,9 +75,9 @@ static sg_status recv_tensor(sg__pp_runner *r, int peer, int backward, int j, in
                              const void **payload) {
   const sg__tensor *x = &r->g->tensors[t];
   size_t n = msg_bytes(x);
-  int64_t t0 = now_ns();
+  int64_t t0 = sg__now_ns();
   sg_status st = r->x.recv(r->x.ctx, peer, tag_of(r, backward, j, m), msg, n);
-  r->stats.idle_ms += (double)(now_ns() - t0) * 1e-6;
+  r->stats.idle_ms += (double)(sg__now_ns() - t0) * 1e-6;
   if (st != SG_OK) return st;
   r->stats.messages++;
   r->stats.bytes += (int64_t)n;
@@ -110,9 +104,9 @@ static sg_status feed(sg__pp_runner *r, int m) {
 }
 
 static sg_status run(sg__pp_runner *r, uint32_t end) {
-  int64_t t0 = now_ns();
+  int64_t t0 = sg__now_ns();
   sg_status st = sg__session_run_partial(r->s, 0, end);
-  r->stats.busy_ms += (double)(now_ns() - t0) * 1e-6;
+  r->stats.busy_ms += (double)(sg__now_ns() - t0) * 1e-6;
   r->stats.forwards++;
   return st;
 }
@@ -199,9 +193,9 @@ static sg_status average(sg__pp_runner *r) {
   size_t off = 0;
   for (int i = 0; i < r->n_grads; i++)
     for (size_t k = 0; k < r->grads[i].n; k++) r->flat[off++] = r->grads[i].acc[k] * scale;
-  int64_t t0 = now_ns();
+  int64_t t0 = sg__now_ns();
   sg_status st = r->dp_x.allreduce(r->dp_x.ctx, r->flat, r->n_flat, SG_F32, SG_REDUCE_SUM);
-  r->stats.idle_ms += (double)(now_ns() - t0) * 1e-6;
+  r->stats.idle_ms += (double)(sg__now_ns() - t0) * 1e-6;
   if (st != SG_OK) return st;
   float d = (float)r->replicas;
   off = 0;
@@ -213,18 +207,18 @@ static sg_status average(sg__pp_runner *r) {
 static sg_status step(sg__pp_runner *r) {
   int done = 0;
   for (int i = 0; i < r->n_prog; i++) SG_CHECK(act(r, r->prog[i], &done));
-  int64_t t1 = now_ns();
+  int64_t t1 = sg__now_ns();
   double idle = r->stats.idle_ms; /* the allreduce's wait is idle time */
   SG_CHECK(average(r));
   for (int i = 0; i < r->n_upd; i++) SG_CHECK(sg__session_run_partial(r->s, r->upd[i], r->upd[i] + 1));
-  r->stats.busy_ms += (double)(now_ns() - t1) * 1e-6 - (r->stats.idle_ms - idle);
+  r->stats.busy_ms += (double)(sg__now_ns() - t1) * 1e-6 - (r->stats.idle_ms - idle);
   return SG_OK;
 }
 
 sg_status sg__pp_step(sg__pp_runner *r, float *loss) {
   if (loss) *loss = NAN;
   if (r == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg__pp_step: runner is NULL");
-  int64_t t0 = now_ns();
+  int64_t t0 = sg__now_ns();
   r->stats = (sg__pp_stats){0};
   sg_status st = step(r);
   /* Whatever happened, later plain passes of the session see a plain step. */
@@ -235,7 +229,7 @@ sg_status sg__pp_step(sg__pp_runner *r, float *loss) {
    * dropout masks are drawn per (step, stream) and SGD's dampened first
    * step reads the count. */
   sg__session_set_steps(r->s, sg_session_steps(r->s) + 1);
-  r->stats.step_ms = (double)(now_ns() - t0) * 1e-6;
+  r->stats.step_ms = (double)(sg__now_ns() - t0) * 1e-6;
   r->step++;
   if (loss && r->loss_addr) *loss = (float)(r->loss_sum / r->st->micro_batches);
   return SG_OK;

@@ -7,7 +7,7 @@
 
 #include "comm/wire.h"
 #include "dist/pp.h"
-#include "graph/graph_internal.h"
+#include "graph/graph.h"
 #include "runtime/hooks.h"
 #include "sgrt/train.h"
 

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "dist/pp.h"
-#include "graph/graph_internal.h"
+#include "graph/graph.h"
 #include "sgrt/train.h"
 
 typedef struct cut {

@@ -12,7 +12,7 @@
 
 void sg__dist_note_detection(sg_dist *d) {
   if (d->fail_ns != 0) return;
-  d->fail_ns = sg__dist_now_ns();
+  d->fail_ns = sg__now_ns();
 }
 
 bool sg__dist_healable(sg_dist *d) {
@@ -28,7 +28,7 @@ sg_status sg__dist_recover(sg_dist *d) {
   pthread_mutex_lock(&d->mu);
   /* The scheduler may still be inside the failed allreduce: let it leave. */
   while (d->busy) pthread_cond_wait(&d->wake_compute, &d->mu);
-  int64_t t0 = d->fail_ns ? d->fail_ns : sg__dist_now_ns();
+  int64_t t0 = d->fail_ns ? d->fail_ns : sg__now_ns();
   char cause[sizeof d->fail_msg];
   snprintf(cause, sizeof cause, "%s", d->fail_msg);
   pthread_mutex_unlock(&d->mu);

@@ -312,7 +312,7 @@ sg_status sg__dist_rejoin_join(sg_dist *d) {
   snprintf(key, sizeof key, "rejoin/req/%d", d->orig_rank);
   if (s == SG_OK) s = set_i64(st, key, inc);
   if (s == SG_OK) s = sg__store_add(st, "rejoin/nreq", 1, &q);
-  int64_t t0 = sg__dist_now_ns();
+  int64_t t0 = sg__now_ns();
   if (s == SG_OK) {
     fprintf(stderr, "sgrt: rank %d: asking to rejoin the job (incarnation %lld)\n", d->orig_rank,
             (long long)inc);
@@ -349,7 +349,7 @@ sg_status sg__dist_rejoin_join(sg_dist *d) {
   int orig[SG__DIST_MAX_RANKS];
   for (int i = 0; i < a->n; i++) orig[i] = a->orig[i];
   SG_CHECK(sg__dist_install_epoch(d, c, idx, a->n, (int)a->epoch + 1, orig));
-  d->rj.wait_ms = (double)(sg__dist_now_ns() - t0) * 1e-6;
+  d->rj.wait_ms = (double)(sg__now_ns() - t0) * 1e-6;
   d->rj.next = a->index + 1;
   d->rj.nreq_seen = a->nreq;
   d->rj.seen_epoch = d->epoch;
@@ -371,7 +371,7 @@ static sg_status receive_job(sg_dist *d, void *arg) {
 sg_status sg__dist_rejoin_receive(sg_dist *d) {
   if (!d->rj.joining) return SG_OK;
   const sg__dist_adm *a = &d->rj.adm;
-  int64_t t0 = sg__dist_now_ns();
+  int64_t t0 = sg__now_ns();
   SG_CHECK(sg__dist_run_job(d, receive_job, (void *)a));
   uint64_t s = (uint64_t)a->step;
   d->broadcast_done = true;
@@ -386,7 +386,7 @@ sg_status sg__dist_rejoin_receive(sg_dist *d) {
           "sgrt: rank %d: rejoined the job: admitted at step %llu after %.1f ms, epoch %d, rank %d of %d "
           "(state received in %.1f ms)\n",
           d->orig_rank, (unsigned long long)s, d->rj.wait_ms, d->epoch, d->rank, d->size,
-          (double)(sg__dist_now_ns() - t0) * 1e-6);
+          (double)(sg__now_ns() - t0) * 1e-6);
   return SG_OK;
 }
 
@@ -449,7 +449,7 @@ static sg_status admit(sg_dist *d, sg__store *st, const sg__dist_adm *a) {
   int64_t v = 0;
   snprintf(key, sizeof key, "rejoin/adm/%lld/arrived", (long long)a->index);
   SG_CHECK(sg__store_add(st, key, 1, &v));
-  int64_t t0 = sg__dist_now_ns();
+  int64_t t0 = sg__now_ns();
   sg__dist_snap_wait(d); /* the scheduler is idle between steps; its copy is done */
   admit_arg x = {a, (int64_t)d->stats.steps, false};
   sg_status s = sg__dist_run_job(d, admit_job, &x);
@@ -470,7 +470,7 @@ static sg_status admit(sg_dist *d, sg__store *st, const sg__dist_adm *a) {
   d->stats.rejoins++;
   fprintf(stderr, "sgrt: rank %d: admitted %d rank(s) at step %lld: epoch %d, rank %d of %d (%.1f ms)\n",
           d->orig_rank, a->n_join, (long long)a->step, d->epoch, d->rank, d->size,
-          (double)(sg__dist_now_ns() - t0) * 1e-6);
+          (double)(sg__now_ns() - t0) * 1e-6);
   return SG_OK;
 }
 
@@ -596,7 +596,7 @@ static void *watch_main(void *arg) {
     w->busy = true;
     pthread_mutex_unlock(&w->mu);
     sg_status s = SG_ERR_NO_MEMORY;
-    int64_t t0 = sg__dist_now_ns();
+    int64_t t0 = sg__now_ns();
     if (q != NULL && r != NULL) {
       sg_clear_error();
       s = w->store != NULL ? SG_OK : connect_store(w->d, 2000, &w->store);
@@ -606,7 +606,7 @@ static void *watch_main(void *arg) {
     if (r != NULL) {
       r->status = s;
       r->epoch = q != NULL ? q->epoch : -1;
-      r->ms = (double)(sg__dist_now_ns() - t0) * 1e-6;
+      r->ms = (double)(sg__now_ns() - t0) * 1e-6;
       if (s != SG_OK) snprintf(r->msg, sizeof r->msg, "%s", sg_last_error());
       w->res = *r;
     } else {
@@ -703,7 +703,7 @@ sg_status sg__dist_rejoin_poll(sg_dist *d) {
   sg__dist_rejoin *rj = &d->rj;
   /* ZeRO-1: refused by the joiner's create (see sg__dist_rejoin_init); nothing to look for. */
   if (d->p.feed == NULL || d->p.zero || rj->off || d->excluded) return SG_OK;
-  int64_t t0 = sg__dist_now_ns();
+  int64_t t0 = sg__now_ns();
   if (rj->watch == NULL && watch_start(d) != SG_OK) {
     turn_off(d, sg_last_error());
     return SG_OK;
@@ -737,7 +737,7 @@ sg_status sg__dist_rejoin_poll(sg_dist *d) {
     if (rj->store == NULL) s = connect_store(d, 2000, &rj->store);
     if (s == SG_OK && (uint64_t)a.step == c && a.epoch == d->epoch && index_of(&a, d->orig_rank) >= 0) {
       rj->polls++;
-      rj->poll_ms += (double)(sg__dist_now_ns() - t0) * 1e-6;
+      rj->poll_ms += (double)(sg__now_ns() - t0) * 1e-6;
       s = admit(d, rj->store, &a);
       if (s == SG_OK && !rj->pending) ask(d);
       if (s == SG_OK) return SG_OK;
@@ -762,6 +762,6 @@ sg_status sg__dist_rejoin_poll(sg_dist *d) {
   /* The next look runs during the step; its answer is taken at the next boundary. */
   if (!rj->pending) ask(d);
   rj->polls++;
-  rj->poll_ms += (double)(sg__dist_now_ns() - t0) * 1e-6;
+  rj->poll_ms += (double)(sg__now_ns() - t0) * 1e-6;
   return SG_OK;
 }

@@ -28,7 +28,7 @@
 #include <string.h>
 
 #include "dist/dist_internal.h"
-#include "graph/graph_internal.h"
+#include "graph/graph.h"
 
 #define NO_LABEL UINT64_MAX
 #define TAG 0x5a45 /* point-to-point tag of the state moves */
@@ -129,10 +129,10 @@ void sg__dist_replica_push_locked(sg_dist *d) {
   /* Scheduler thread: its snapshot of `label` is complete (the caller checked). */
   z->rep_busy = true;
   pthread_mutex_unlock(&d->mu);
-  int64_t t0 = sg__dist_now_ns();
+  int64_t t0 = sg__now_ns();
   int buddy = (z->rank + 1) % z->size;
   sg_status st = sg__dist_replica_gmem_push(d, label, d->snap.slot[label % 2]);
-  int64_t t1 = sg__dist_now_ns();
+  int64_t t1 = sg__now_ns();
   char msg[sizeof d->fail_msg];
   if (st != SG_OK) {
     snprintf(msg, sizeof msg,

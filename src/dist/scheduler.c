@@ -10,12 +10,6 @@
 
 #include "dist/dist_internal.h"
 
-int64_t sg__dist_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* ---- failures -------------------------------------------------------------- */
 
 static void fail_locked(sg_dist *d, sg_status st, const char *msg) {
@@ -83,14 +77,14 @@ static void record_locked(sg_dist *d, sg__dist_ev_kind kind, int64_t t0, int64_t
 
 sg_status sg__dist_job_check(sg_dist *d, void *arg) {
   (void)arg;
-  int64_t t0 = sg__dist_now_ns();
+  int64_t t0 = sg__now_ns();
   sg_comm_label(d->comm, "consistency check at create"); /* hang diagnosis (SPEC H7) */
   sg_status st =
       sg_comm_check_consistency(d->comm, d->plan.topology_hash, d->plan.dtype_ids, d->plan.n_grads);
   if (st != SG_OK) return st;
   /* Every rank leaves the allgather at about the same moment: the common
    * origin of the ranks' timelines. */
-  int64_t t1 = sg__dist_now_ns();
+  int64_t t1 = sg__now_ns();
   pthread_mutex_lock(&d->mu);
   d->origin_ns = t1;
   record_locked(d, SG__EV_CHECK, t0, t1, 0);
@@ -115,7 +109,7 @@ static sg_status broadcast_bytes(sg_comm *c, void *addr, size_t bytes, int root)
 
 sg_status sg__dist_job_broadcast(sg_dist *d, void *arg) {
   int root = arg != NULL ? *(const int *)arg : 0; /* a rejoin's sender (rejoin.c), else rank 0 */
-  int64_t t0 = sg__dist_now_ns();
+  int64_t t0 = sg__now_ns();
   sg_comm_label(d->comm, "broadcast of parameters and state"); /* hang diagnosis (SPEC H7) */
   sg_status st = SG_OK;
   for (int32_t t = 0; t < sg_graph_num_tensors(d->g) && st == SG_OK; t++) {
@@ -132,7 +126,7 @@ sg_status sg__dist_job_broadcast(sg_dist *d, void *arg) {
                     root, sg_last_error());
   }
   pthread_mutex_lock(&d->mu);
-  record_locked(d, SG__EV_BCAST, t0, sg__dist_now_ns(), 0);
+  record_locked(d, SG__EV_BCAST, t0, sg__now_ns(), 0);
   pthread_mutex_unlock(&d->mu);
   /* Hang diagnosis (SPEC H7) covers the steps' collectives from here on, not
    * the check and this broadcast: before them a rank may legitimately take
@@ -219,9 +213,9 @@ static void run_bucket_locked(sg_dist *d) {
   snprintf(label, sizeof label, "step %llu: %s of gradient bucket %u of %u", (unsigned long long)step,
            d->zero.on ? "reduce-scatter" : "allreduce", b + 1, d->plan.n_buckets);
   sg_comm_label(d->comm, label);
-  int64_t t0 = sg__dist_now_ns();
+  int64_t t0 = sg__now_ns();
   sg_status st = d->zero.on ? sg__dist_zero_bucket(d, b, &loss) : allreduce_bucket(d, b, &loss);
-  int64_t t1 = sg__dist_now_ns();
+  int64_t t1 = sg__now_ns();
   char msg[sizeof d->fail_msg];
   if (st != SG_OK) {
     const sg__dist_bucket *bk = &d->plan.buckets[b];
@@ -268,7 +262,7 @@ static void poll_locked(sg_dist *d) {
   }
   pthread_mutex_lock(&d->mu);
   if (healthy != d->last_healthy) {
-    int64_t now = sg__dist_now_ns();
+    int64_t now = sg__now_ns();
     record_locked(d, SG__EV_HEALTH, now, now, healthy);
     d->last_healthy = healthy;
     __atomic_store_n(&d->healthy, healthy, __ATOMIC_RELAXED);
@@ -329,7 +323,7 @@ static void *sched_main(void *arg) {
      * nothing (no heartbeats, no collectives) until the hang ends; only a
      * stop request is still honoured, so destroy stays bounded. */
     if (d->hang_until_ns != 0 && !d->stop) {
-      int64_t left = d->hang_until_ns - sg__dist_now_ns();
+      int64_t left = d->hang_until_ns - sg__now_ns();
       if (left > 0) {
         wait_until(d, left < 50000000 ? left : 50000000);
         continue;

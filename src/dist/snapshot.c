@@ -102,7 +102,7 @@ void sg__dist_snap_chunk_locked(sg_dist *d) {
   int k = s->busy_slot;
   size_t from = s->cursor;
   pthread_mutex_unlock(&d->mu);
-  int64_t t0 = sg__dist_now_ns();
+  int64_t t0 = sg__now_ns();
   size_t budget = CHUNK_BYTES, at = from;
   for (uint32_t i = 0; i < s->n && budget > 0; i++) {
     size_t end = s->off[i] + s->bytes[i];
@@ -115,7 +115,7 @@ void sg__dist_snap_chunk_locked(sg_dist *d) {
     budget -= len;
   }
   bool done = budget > 0; /* ran out of tensors before the budget */
-  int64_t t1 = sg__dist_now_ns();
+  int64_t t1 = sg__now_ns();
   pthread_mutex_lock(&d->mu);
   s->cursor = at;
   s->copy_ns += t1 - t0;

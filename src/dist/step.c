@@ -16,12 +16,12 @@ static void record(sg_dist *d, sg__dist_ev_kind kind, int64_t t0, int64_t t1, in
 }
 
 static sg_status wait_buckets(sg_dist *d) {
-  int64_t t0 = sg__dist_now_ns();
+  int64_t t0 = sg__now_ns();
   pthread_mutex_lock(&d->mu);
   while (d->done < d->plan.n_buckets && d->failed == SG_OK) pthread_cond_wait(&d->wake_compute, &d->mu);
   bool failed = d->failed != SG_OK;
   pthread_mutex_unlock(&d->mu);
-  int64_t t1 = sg__dist_now_ns();
+  int64_t t1 = sg__now_ns();
   d->stats.wait_ms += (double)(t1 - t0) * 1e-6;
   if (d->tracing) record(d, SG__EV_WAIT, t0, t1, 0);
   return failed ? sg__dist_failure(d) : SG_OK;
@@ -31,9 +31,9 @@ static sg_status wait_buckets(sg_dist *d) {
  * overwrites into the step's snapshot. */
 static void wait_snapshot(sg_dist *d) {
   if (d->p.feed == NULL) return;
-  int64_t t0 = sg__dist_now_ns();
+  int64_t t0 = sg__now_ns();
   sg__dist_snap_wait(d);
-  d->stats.snapshot_wait_ms = (double)(sg__dist_now_ns() - t0) * 1e-6;
+  d->stats.snapshot_wait_ms = (double)(sg__now_ns() - t0) * 1e-6;
 }
 
 /* An injected 'behind' fault (inject.c): every rank's gradients are averaged,
@@ -56,13 +56,13 @@ static sg_status before_op(void *ctx, uint32_t pos) {
     wait_snapshot(d);
     SG_CHECK(inject_behind(d));
   }
-  if (d->tracing) d->op_t0 = sg__dist_now_ns();
+  if (d->tracing) d->op_t0 = sg__now_ns();
   return SG_OK;
 }
 
 static sg_status after_op(void *ctx, uint32_t pos) {
   sg_dist *d = ctx;
-  if (d->tracing) record(d, SG__EV_OP, d->op_t0, sg__dist_now_ns(), (int32_t)pos);
+  if (d->tracing) record(d, SG__EV_OP, d->op_t0, sg__now_ns(), (int32_t)pos);
   uint32_t ready = d->plan.posted_after[pos];
   /* An earlier shard's forward+backward: its gradients are accumulated, not sent. */
   if (!d->partial && ready > d->posted_local) {
@@ -139,11 +139,11 @@ static sg_status run_step(sg_dist *d, uint64_t k) {
   double sync_ms = 0;
   d->stats.snapshot_wait_ms = 0;
   if (d->p.feed != NULL) {
-    int64_t s0 = sg__dist_now_ns();
+    int64_t s0 = sg__now_ns();
     sg__dist_replica_wait(d); /* its source is the snapshot slot reused now */
     sg__dist_snap_begin(d, k);
     sg__dist_replica_begin(d, k);
-    sync_ms = (double)(sg__dist_now_ns() - s0) * 1e-6;
+    sync_ms = (double)(sg__now_ns() - s0) * 1e-6;
   }
   int *shards = d->shards;
   int ns = sg__dist_my_shards(d, shards), n_all = sg__dist_n_shards(d);
@@ -235,13 +235,13 @@ static sg_status step(sg_dist *d) {
     /* Between steps: a restarted rank asking to rejoin is admitted here (rejoin.c). */
     SG_CHECK(sg__dist_rejoin_poll(d));
     if (__atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE)) continue; /* the admission failed: heal */
-    int64_t t0 = sg__dist_now_ns();
+    int64_t t0 = sg__now_ns();
     sg_status st = run_step(d, d->stats.steps);
     if (st != SG_OK) {
       if (__atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE) && sg__dist_healable(d)) continue;
       return st;
     }
-    int64_t t1 = sg__dist_now_ns();
+    int64_t t1 = sg__now_ns();
     if (d->tracing) record(d, SG__EV_STEP, t0, t1, 0);
     pthread_mutex_lock(&d->mu);
     d->stats.comm_ms = d->comm_ms;

@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "dist/tp.h"
-#include "graph/graph_internal.h"
+#include "graph/graph.h"
 
 static sg_status suffixed(char *buf, size_t size, const char *name, const char *suffix) {
   if ((size_t)snprintf(buf, size, "%s%s", name, suffix) >= size)

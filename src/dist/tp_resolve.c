@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "dist/tp.h"
-#include "graph/graph_internal.h"
+#include "graph/graph.h"
 
 /* "F/grad" or "F/grad_<digits>". */
 static bool is_grad_op_of(const char *name, const char *f) {

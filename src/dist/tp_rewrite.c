@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "dist/tp.h"
-#include "graph/graph_internal.h"
-#include "partition/partition_internal.h"
+#include "graph/graph.h"
+#include "partition/partition.h"
 
 typedef struct rw {
   const sg_graph *src;

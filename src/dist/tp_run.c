@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "dist/tp.h"
-#include "graph/graph_internal.h"
+#include "graph/graph.h"
 #include "runtime/hooks.h"
 
 typedef struct tp_slot {

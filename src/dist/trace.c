@@ -8,7 +8,7 @@
 #include <cjson/cJSON.h>
 
 #include "dist/dist_internal.h"
-#include "graph/graph_internal.h"
+#include "graph/graph.h"
 
 /* A user tag of the dist's own communicator that nothing else uses. */
 #define TRACE_TAG 0x7ffffff0u

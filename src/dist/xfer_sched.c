@@ -48,26 +48,6 @@ static const char *op_name(xfer_op op) {
   return "?";
 }
 
-/* sg_comm_send / sg_comm_recv, but the wait watches every rank of the
- * communicator (as a collective's does), not only the peer: in a pipeline a
- * rank waiting on a healthy neighbour must still fail at once when a rank
- * further down dies (whose death its peers report to everybody), instead of
- * waiting for the failure to travel stage by stage. */
-static sg_status p2p(sg_comm *c, bool send, int peer, uint32_t tag, void *buf, size_t bytes) {
-  const char *what = send ? "sg_comm_send" : "sg_comm_recv";
-  SG_CHECK(sg__comm_begin_all(c, what));
-  if (peer < 0 || peer >= c->size || peer == c->rank)
-    return sg__error(SG_ERR_INVALID_ARG, "%s: peer rank %d is not another rank of %d", what, peer, c->size);
-  if (tag > 0x7fffffffu) return sg__error(SG_ERR_INVALID_ARG, "%s: tag %u above 2^31-1", what, tag);
-  if (buf == NULL && bytes > 0) return sg__error(SG_ERR_INVALID_ARG, "%s: NULL buffer", what);
-  sg__ucx_req *r;
-  if (send) SG_CHECK(sg__ucx_isend(c->ucx, peer, SG_TAG_USER, tag, buf, bytes, &r));
-  else SG_CHECK(sg__ucx_irecv(c->ucx, peer, SG_TAG_USER, tag, buf, bytes, &r));
-  sg_status st = sg__ucx_wait(c->ucx, &r, c->deadline);
-  /* A wrong-length message was consumed whole: the stream is still in step. */
-  return st == SG_ERR_TRUNCATED ? st : sg__comm_fail(c, st);
-}
-
 /* ---- a group's collectives over world point-to-point ------------------------- */
 
 /* The group's root (member 0) gathers, then sends the result to every
@@ -87,7 +67,8 @@ static sg_status scratch(sg__xfer_sched *x, size_t bytes, void **out) {
 }
 
 static sg_status to_all(sg_comm *c, const sg__xfer_sched *x, void *buf, size_t bytes) {
-  for (int r = 1; r < x->n_members; r++) SG_CHECK(p2p(c, true, x->members[r], GROUP_TAG, buf, bytes));
+  for (int r = 1; r < x->n_members; r++)
+    SG_CHECK(sg__comm_p2p_all(c, true, x->members[r], GROUP_TAG, buf, bytes));
   return SG_OK;
 }
 
@@ -97,13 +78,13 @@ static sg_status group_allreduce(sg_comm *c, sg__xfer_sched *x, void *buf, size_
   if (es == 0)
     return sg__error(SG_ERR_INVALID_ARG, "%s allreduce: unsupported dtype %d", x->what, (int)dtype);
   if (x->me != 0) {
-    SG_CHECK(p2p(c, true, x->members[0], GROUP_TAG, buf, bytes));
-    return p2p(c, false, x->members[0], GROUP_TAG, buf, bytes);
+    SG_CHECK(sg__comm_p2p_all(c, true, x->members[0], GROUP_TAG, buf, bytes));
+    return sg__comm_p2p_all(c, false, x->members[0], GROUP_TAG, buf, bytes);
   }
   void *tmp = NULL;
   SG_CHECK(scratch(x, bytes, &tmp));
   for (int r = 1; r < x->n_members; r++) {
-    SG_CHECK(p2p(c, false, x->members[r], GROUP_TAG, tmp, bytes));
+    SG_CHECK(sg__comm_p2p_all(c, false, x->members[r], GROUP_TAG, tmp, bytes));
     sg__reduce(buf, tmp, count, dtype, op);
   }
   sg__reduce_finish(buf, count, dtype, op, x->n_members);
@@ -117,17 +98,17 @@ static sg_status group_allgather(sg_comm *c, const sg__xfer_sched *x, const void
     return sg__error(SG_ERR_INVALID_ARG, "%s allgather: unsupported dtype %d", x->what, (int)dtype);
   size_t all = bytes * (size_t)x->n_members;
   if (x->me != 0) {
-    SG_CHECK(p2p(c, true, x->members[0], GROUP_TAG, (void *)send, bytes));
-    return p2p(c, false, x->members[0], GROUP_TAG, recv, all);
+    SG_CHECK(sg__comm_p2p_all(c, true, x->members[0], GROUP_TAG, (void *)send, bytes));
+    return sg__comm_p2p_all(c, false, x->members[0], GROUP_TAG, recv, all);
   }
   memmove(recv, send, bytes);
   for (int r = 1; r < x->n_members; r++)
-    SG_CHECK(p2p(c, false, x->members[r], GROUP_TAG, (char *)recv + (size_t)r * bytes, bytes));
+    SG_CHECK(sg__comm_p2p_all(c, false, x->members[r], GROUP_TAG, (char *)recv + (size_t)r * bytes, bytes));
   return to_all(c, x, recv, all);
 }
 
 static sg_status group_bcast(sg_comm *c, const sg__xfer_sched *x, void *buf, size_t bytes) {
-  if (x->me != 0) return p2p(c, false, x->members[0], GROUP_TAG, buf, bytes);
+  if (x->me != 0) return sg__comm_p2p_all(c, false, x->members[0], GROUP_TAG, buf, bytes);
   return to_all(c, x, buf, bytes);
 }
 
@@ -139,7 +120,7 @@ static void record(sg_dist *d, const xfer_call *k, int64_t t0) {
   int peer = k->op == OP_SEND || k->op == OP_RECV ? k->peer : -1;
   pthread_mutex_lock(&d->mu);
   sg__dist_event e = {t0 - d->origin_ns,
-                      sg__dist_now_ns() - d->origin_ns,
+                      sg__now_ns() - d->origin_ns,
                       sg__dist_xfer_id((int)k->op, mode, peer),
                       (uint32_t)d->step,
                       (uint8_t)SG__EV_XFER,
@@ -159,8 +140,8 @@ static sg_status run_call(sg_comm *c, xfer_call *k) {
     k->peer = x->members[k->peer];
   }
   switch (k->op) {
-    case OP_SEND: return p2p(c, true, k->peer, k->tag, (void *)k->src, k->bytes);
-    case OP_RECV: return p2p(c, false, k->peer, k->tag, k->dst, k->bytes);
+    case OP_SEND: return sg__comm_p2p_all(c, true, k->peer, k->tag, (void *)k->src, k->bytes);
+    case OP_RECV: return sg__comm_p2p_all(c, false, k->peer, k->tag, k->dst, k->bytes);
     case OP_ALLREDUCE:
       return group ? group_allreduce(c, x, k->dst, k->count, k->dtype, k->red)
                    : sg_comm_allreduce(c, k->dst, k->dst, k->count, k->dtype, k->red);
@@ -179,7 +160,7 @@ static sg_status call_job(sg_dist *d, void *arg) {
   /* A failure found earlier (by the idle poll, or another call) is the cause. */
   if (__atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE)) return sg__dist_failure(d);
   sg_comm *c = d->comm; /* the world: read on the thread that owns it */
-  int64_t t0 = sg__dist_now_ns();
+  int64_t t0 = sg__now_ns();
   int peer = k->peer; /* as the caller named it (a member index in a group) */
   sg_status st = run_call(c, k);
   k->peer = peer;

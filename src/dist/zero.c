@@ -23,7 +23,7 @@
 
 #include "compile/plan.h"
 #include "dist/dist_internal.h"
-#include "graph/graph_internal.h"
+#include "graph/graph.h"
 #include "sgrt/train.h"
 
 /* The order a plan produces the parameters' gradients in: as buckets.c
@@ -289,12 +289,12 @@ sg_status sg__dist_zero_bucket(sg_dist *d, uint32_t b, float *loss_mean) {
   if (d->loss_addr && d->accum_on) loss += d->accum_loss;
   for (int r = 0; r < z->size; r++) z->buf[(size_t)r * z->count + z->count - 1] = loss;
   float *mine = z->buf + (size_t)z->rank * z->count;
-  int64_t t0 = sg__dist_now_ns();
+  int64_t t0 = sg__now_ns();
   if (z->size > 1) {
     sg_reduce_op op = d->sum_div > 0 ? SG_REDUCE_SUM : SG_REDUCE_AVG;
     SG_CHECK(sg_comm_reduce_scatter(d->comm, z->buf, mine, z->count, SG_F32, op));
   }
-  z->rs_ns = sg__dist_now_ns() - t0;
+  z->rs_ns = sg__now_ns() - t0;
   if (d->sum_div > 0)
     for (size_t k = 0; k < z->count; k++) mine[k] /= (float)d->sum_div;
   for (uint32_t i = z->first[z->rank]; i < z->first[z->rank + 1]; i++)
@@ -307,7 +307,7 @@ sg_status sg__dist_zero_job_gather(sg_dist *d, void *arg) {
   const uint64_t *step = arg;
   sg__dist_zero *z = &d->zero;
   float *mine = z->buf + (size_t)z->rank * z->count;
-  int64_t t0 = sg__dist_now_ns();
+  int64_t t0 = sg__now_ns();
   for (uint32_t i = z->first[z->rank]; i < z->first[z->rank + 1]; i++)
     memcpy(mine + z->off[i], z->param_addr[i], d->plan.grads[i].bytes);
   if (z->size > 1) {
@@ -326,7 +326,7 @@ sg_status sg__dist_zero_job_gather(sg_dist *d, void *arg) {
   for (uint32_t i = 0; i < d->plan.n_grads; i++)
     if (z->owner[i] != z->rank)
       memcpy(z->param_addr[i], z->buf + (size_t)z->owner[i] * z->count + z->off[i], d->plan.grads[i].bytes);
-  z->ag_ns = sg__dist_now_ns() - t0;
+  z->ag_ns = sg__now_ns() - t0;
   return SG_OK;
 }
 

@@ -16,17 +16,11 @@ sg_gmem_params sg_gmem_params_init(void) {
   return p;
 }
 
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int64_t sg__gm_deadline(const sg_gmem *gm) { return now_ms() + gm->timeout_ms; }
+int64_t sg__gm_deadline(const sg_gmem *gm) { return sg__now_ms() + gm->timeout_ms; }
 
 sg_status sg__gm_spin(sg_gmem *gm, int64_t deadline, const char *what, sg_gva gva) {
   char gb[SG__GVA_BUF];
-  if (now_ms() > deadline)
+  if (sg__now_ms() > deadline)
     return sg__error(
         SG_ERR_TIMEOUT,
         "%s: the page-table entry of GVA %s stayed busy for %d ms (did its writer fail mid-update?)", what,

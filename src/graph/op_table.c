@@ -59,6 +59,11 @@ const sg__op_def *sg__op_def_get(sg_op_kind kind) {
   return table[kind];
 }
 
+int sg__op_attr_count(sg_op_kind kind) {
+  const sg__op_def *d = sg__op_def_get(kind);
+  return d ? d->n_attrs : -1;
+}
+
 const char *sg_op_kind_name(sg_op_kind kind) {
   const sg__op_def *d = sg__op_def_get(kind);
   return d ? d->name : "?";

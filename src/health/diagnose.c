@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "comm/comm_internal.h" /* sg__writer: health sits above comm */
 #include "core/core.h"
 #include "health/health_internal.h"
 

@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "graph/graph_internal.h"
+#include "graph/graph.h"
 #include "sgrt/onnx.h"
 
 #include <onnx.pb-c.h>

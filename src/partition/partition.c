@@ -9,11 +9,7 @@
 
 sg_partition_params sg_partition_params_init(void) { return (sg_partition_params)SG_PARTITION_PARAMS_INIT; }
 
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static double now_seconds(void) { return (double)sg__now_ns() * 1e-9; }
 
 /* Names a vertex after the op it is named after, for error messages. */
 static const char *vertex_name(const void *ctx, int32_t v, char *buf, size_t cap) {

@@ -9,7 +9,8 @@
 #include <stdint.h>
 
 #include "core/core.h"
-#include "graph/graph_internal.h"
+#include "graph/graph.h"
+#include "partition/partition.h"
 #include "sgrt/partition.h"
 
 /* ---- cost model (cost.c) ------------------------------------------------ */
@@ -277,11 +278,5 @@ sg_status sg__partition_make_migrating(const sg_graph *g, sg__pmodel *model, con
 /* The per-part device list for a table and K (a table of one device stands
  * for K copies; NULL: K host devices without a memory limit). */
 sg_status sg__partition_devices(const sg_device_table *t, int k, sg__device **out);
-
-/* Elementwise ops of one input that keep a last-dim (column) split intact:
- * the planner pairs a column split with a row split only through these
- * (tp_plan.c), and the rewrite carries the split through the same ones
- * (src/dist/tp_rewrite.c). */
-bool sg__tp_keeps_split(sg_op_kind kind);
 
 #endif /* SG_PARTITION_INTERNAL_H */

@@ -153,8 +153,7 @@ sg_status sg_partition_repartition(const sg_partition *cur, const double *op_sec
                      "sg_partition_repartition: params.memory_imbalance is %g (in (0, 100])",
                      rp.memory_imbalance);
   SG_CHECK(check_times(cur, op_seconds, n));
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+  int64_t t0 = sg__now_ns();
 
   /* Seconds become FLOPs of the first device, so targets and the roofline
    * keep their meaning. */
@@ -236,8 +235,7 @@ sg_status sg_partition_repartition(const sg_partition *cur, const double *op_sec
   st = sg__partition_make_migrating(cur->g, model, &cur->params, cur->dev, cur->k, best.part, NULL, 0.0, out);
   model = NULL; /* taken over */
   if (st == SG_OK) {
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    (*out)->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    (*out)->seconds = (double)(sg__now_ns() - t0) * 1e-9;
     (*out)->report.seconds = (*out)->seconds;
   }
 out:

@@ -223,10 +223,11 @@ static sg_status cpu_kernel_create(void *state, const sg_graph *g, int32_t op, s
     return sg__error(SG_ERR_INVALID_ARG, "cpu kernel_create: unknown mode %d", (int)mode);
   const sg__op *o = &g->ops[op];
   sg__cpu_create_fn fn = family(o->kind);
-  if (fn == NULL || sg__op_def_get(o->kind) == NULL) return sg__cpu_unsupported(g, o, "");
-  if (o->n_attrs != sg__op_def_get(o->kind)->n_attrs)
+  int n_attrs = sg__op_attr_count(o->kind);
+  if (fn == NULL || n_attrs < 0) return sg__cpu_unsupported(g, o, "");
+  if (o->n_attrs != n_attrs)
     return sg__cpu_op_fail(o, SG_ERR_ATTRIBUTE, "has %d attributes, its kind defines %d", o->n_attrs,
-                           sg__op_def_get(o->kind)->n_attrs);
+                           n_attrs);
   /* One float dtype (f32) everywhere in this backend; integer dtypes only
    * where a family accepts them (it checks its inputs itself). */
   for (int i = 0; i < o->n_inputs + o->n_outputs; i++) {

@@ -1,0 +1,88 @@
+/* The communication layer's interface to the layers above it (parallel,
+ * health): the bootstrap environment, communicators over a group of ranks
+ * and watched creation, point-to-point that watches every rank, the
+ * rendezvous store's client, and the reduction kernels. The public API is
+ * sgrt/comm.h; the transport and the communicator's insides stay in
+ * comm/comm_internal.h. No UCX type appears here. */
+#ifndef SG_COMM_COMM_H
+#define SG_COMM_COMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sgrt/comm.h"
+
+/* ---- bootstrap environment (env.c) ---------------------------------------- */
+
+typedef struct sg__comm_env {
+  int rank, world_size, local_rank;
+  char master_addr[256];
+  int master_port;
+  char token[256];
+  int timeout_ms;
+  const char *source; /* which variables gave rank and size: "SG", "torchrun", "slurm", "openmpi", "params" */
+} sg__comm_env;
+
+/* Resolves rank, size, master and token from params, then the environment
+ * (SPEC M1). Validates every value read. */
+sg_status sg__comm_env_resolve(const sg_comm_params *params, sg__comm_env *env);
+
+/* ---- communicators --------------------------------------------------------- */
+
+/* A communicator over some of the job's ranks (the replicas of one pipeline
+ * stage, say). params->rank and params->world_size are this rank's place in
+ * the group and the group's size (both explicit); master, token, timeout and
+ * epoch as for sg_comm_create. `group` names it: the same string on every
+ * member, unique within the job and epoch, [A-Za-z0-9._-], at most
+ * SG__COMM_GROUP_NAME_MAX bytes; its store keys live under "e<epoch>/g/<group>/".
+ * It joins through the job's store (served by the launcher, or by world rank
+ * 0's communicator, which must exist first) and never serves one. Destroy
+ * with sg_comm_destroy. */
+#define SG__COMM_GROUP_NAME_MAX 64
+sg_status sg__comm_create_group(const sg_comm_params *params, const char *group, sg_comm **out);
+
+/* Asked between the looks of a communicator's creation for peers (peer: the
+ * rank waited for, -1 for any); a status other than SG_OK ends the creation
+ * with it (a recovery's member found dead meanwhile, src/dist). */
+typedef sg_status (*sg__comm_watch_fn)(void *ctx, int peer);
+/* sg_comm_create, with `watch` asked while it waits for the peers. */
+sg_status sg__comm_create_watched(const sg_comm_params *params, sg__comm_watch_fn watch, void *ctx,
+                                  sg_comm **out);
+
+/* sg_comm_send / sg_comm_recv (send: buf is read), but the wait watches
+ * every rank of the communicator, as a collective's does, not only the peer:
+ * a pipeline rank waiting on a healthy neighbour fails at once when a rank
+ * further down dies and its death is reported. */
+sg_status sg__comm_p2p_all(sg_comm *comm, bool send, int peer, uint32_t tag, void *buf, size_t bytes);
+
+/* ---- rendezvous store client (store.c) ------------------------------------- */
+
+typedef struct sg__store_server sg__store_server;
+typedef struct sg__store sg__store;
+
+#define SG_STORE_MAX_KEY 256
+#define SG_STORE_MAX_VALUE (1u << 20)
+
+/* Connects and authenticates with `token`, retrying the connection until
+ * timeout_ms. SG_ERR_DENIED when the server refuses the token. */
+sg_status sg__store_connect(const char *addr, int port, const char *token, int timeout_ms, sg__store **out);
+void sg__store_close(sg__store *st);
+/* Every later key of this client gets `prefix` in front (a membership
+ * epoch's namespace, "e3/"); "" or NULL: none. */
+void sg__store_set_prefix(sg__store *st, const char *prefix);
+sg_status sg__store_set(sg__store *st, const char *key, const void *value, size_t len);
+/* Waits until `key` exists (at most timeout_ms) and returns a copy (free with sg__free). */
+sg_status sg__store_wait_get(sg__store *st, const char *key, int timeout_ms, void **value, size_t *len);
+/* Atomically adds `delta` to the integer counter `key` (created at 0); *result = new value. */
+sg_status sg__store_add(sg__store *st, const char *key, int64_t delta, int64_t *result);
+
+/* ---- reductions (reduce.c) --------------------------------------------------- */
+
+size_t sg__comm_dtype_size(sg_dtype dtype); /* 0 for dtypes collectives do not support */
+/* dst[i] = op(dst[i], src[i]) for n elements (AVG reduces as SUM). */
+void sg__reduce(void *dst, const void *src, size_t n, sg_dtype dtype, sg_reduce_op op);
+/* dst[i] /= world for AVG; no-op otherwise. */
+void sg__reduce_finish(void *dst, size_t n, sg_dtype dtype, sg_reduce_op op, int world);
+
+#endif /* SG_COMM_COMM_H */
