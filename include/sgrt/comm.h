@@ -50,7 +50,7 @@ typedef struct sg_comm_params {
   const char *token;       /**< NULL: SG_JOB_TOKEN, else the empty token */
   int timeout_ms;          /**< every wait's limit; 0: SG_COMM_TIMEOUT_MS, else 60000 */
   /** Membership epoch (0..1e9): a communicator rebuilt by survivors after a
-   * failure (src/dist recovery) uses a fresh epoch, so its keys in the
+   * failure (src/parallel recovery) uses a fresh epoch, so its keys in the
    * rendezvous store ("e<N>/...") never meet the old ones. Epoch 0 uses the
    * plain keys; only at epoch 0 does rank 0 host the store (unless
    * SG_STORE_EXTERNAL=1: `sgrt launch` hosts it, so it outlives any rank). */
@@ -260,7 +260,7 @@ SG_API sg_status sg_comm_cut_peer(sg_comm *comm, int peer);
  * Whether this rank considers `peer` unreachable: 0 no; 1 yes, found by this
  * rank itself (silence, endpoint failure, cut link); 2 yes, because another
  * rank reported it (first-hand and second-hand knowledge differ when
- * deciding who is really gone: src/dist/membership.c). -1 for NULL, self or
+ * deciding who is really gone: src/parallel/membership.c). -1 for NULL, self or
  * an invalid rank. Sticky, as the failure itself. Owner thread only.
  */
 SG_API int sg_comm_peer_unreachable(const sg_comm *comm, int peer);

@@ -44,7 +44,7 @@ sg_status sg__comm_create_group(const sg_comm_params *params, const char *group,
 
 /* Asked between the looks of a communicator's creation for peers (peer: the
  * rank waited for, -1 for any); a status other than SG_OK ends the creation
- * with it (a recovery's member found dead meanwhile, src/dist). */
+ * with it (a recovery's member found dead meanwhile, src/parallel). */
 typedef sg_status (*sg__comm_watch_fn)(void *ctx, int peer);
 /* sg_comm_create, with `watch` asked while it waits for the peers. */
 sg_status sg__comm_create_watched(const sg_comm_params *params, sg__comm_watch_fn watch, void *ctx,

@@ -998,7 +998,7 @@ sg_status sg__ucx_am_take(sg__ucx *u, unsigned id, void *buf, size_t *bytes, int
   return SG_OK;
 }
 
-/* ---- fault injection and membership queries (src/dist recovery) ------------ */
+/* ---- fault injection and membership queries (src/parallel recovery) ------------ */
 
 void sg__ucx_cut(sg__ucx *u, int peer) {
   if (peer < 0 || peer >= u->size || peer == u->rank) return;

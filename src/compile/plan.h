@@ -57,7 +57,7 @@ typedef struct sg__plan_options {
   /* Per tensor, or NULL: optimizer state that gets no slot (offset
    * SG__NO_OFFSET), because the updates that read it never run on this
    * session: ZeRO-1 keeps each parameter's optimizer state on one rank only
-   * (src/dist/zero.c). Read during sg__plan_build only. */
+   * (src/parallel/zero.c). Read during sg__plan_build only. */
   const uint8_t *unallocated;
 } sg__plan_options;
 

@@ -1,7 +1,7 @@
 /* ZeRO-style sharding at the page-table level (SPEC A5): a logical buffer cut
  * into one contiguous piece per node, each piece allocated by its owner in
  * its own GVA range, so ownership by rank is simply whose table shard holds
- * the entries. These are the primitives a ZeRO training loop (src/dist) uses:
+ * the entries. These are the primitives a ZeRO training loop (src/parallel) uses:
  * where a byte lives, this node's piece as a pointer for its optimizer step,
  * and reads/writes of any range that go to the owners. */
 #include <string.h>

@@ -1,5 +1,5 @@
 /* How another layer joins a session's steps without the session knowing
- * about it: the distributed runtime (src/dist) starts gradient allreduces
+ * about it: the distributed runtime (src/parallel) starts gradient allreduces
  * as soon as a bucket's last gradient exists and waits for them before the
  * first update that reads them; a tracer records when each op ran.
  *

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "../worker_check.h"
-#include "dist/pp.h"
+#include "parallel/pp.h"
 #include "runtime/hooks.h"
 
 void mlp_layer_params(sg_graph *g, int l, int fan_in, int out_f, bool in_out, bool bias, sg_tensor *w,

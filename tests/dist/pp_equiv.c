@@ -32,7 +32,7 @@
 #include "comm/comm_internal.h"
 #include "compare.h"
 #include "core/core.h"
-#include "dist/pp.h"
+#include "parallel/pp.h"
 #include "dist_models.h"
 #include "runtime/hooks.h"
 #include "sgrt/sgrt.h"

@@ -1,4 +1,4 @@
-# Pipeline parallelism (src/dist/pp.h, docs/pipeline_parallel.md): pp_worker
+# Pipeline parallelism (src/parallel/pp.h, docs/pipeline_parallel.md): pp_worker
 # runs as every rank (rank k = stage k) under `sgrt launch` and compares each
 # stage's parameters and the losses with a single-process run of the whole
 # batch (1e-5 relative). `res` sends two boundary tensors of one shape through

@@ -1,4 +1,4 @@
-/* Pipeline-parallel training (src/dist/pp.h, docs/pipeline_parallel.md), run
+/* Pipeline-parallel training (src/parallel/pp.h, docs/pipeline_parallel.md), run
  * as every rank by `sgrt launch -n K -- pp_worker MODE`:
  *
  *   mlp [M]    a 4-layer MLP (32-64-64-64-10, relu, biases, cross-entropy
@@ -36,7 +36,7 @@
 #include "comm/wire.h"
 #include "compare.h"
 #include "core/core.h"
-#include "dist/pp.h"
+#include "parallel/pp.h"
 #include "pp_equiv.h"
 #include "runtime/hooks.h"
 #include "sgrt/sgrt.h"

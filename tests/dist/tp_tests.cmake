@@ -1,4 +1,4 @@
-# Tensor parallelism (src/dist/tp.h, docs/tensor_parallel.md): tp_worker runs
+# Tensor parallelism (src/parallel/tp.h, docs/tensor_parallel.md): tp_worker runs
 # as every rank under `sgrt launch` and compares its TP run with a
 # single-process run of the original graph (1e-5 relative, replicated
 # parameters bitwise equal across ranks). The two mutant runs drop the

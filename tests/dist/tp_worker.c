@@ -1,4 +1,4 @@
-/* Tensor-parallel training (src/dist/tp.h, docs/tensor_parallel.md), run as
+/* Tensor-parallel training (src/parallel/tp.h, docs/tensor_parallel.md), run as
  * every rank by `sgrt launch -n N -- tp_worker MODE`:
  *
  *   mlp     a 4-layer MLP (32-64-64-64-10, relu, biases) split N ways by its
@@ -25,7 +25,7 @@
 #include "../worker_check.h"
 #include "compare.h"
 #include "core/core.h"
-#include "dist/tp.h"
+#include "parallel/tp.h"
 #include "runtime/hooks.h"
 #include "sgrt/sgrt.h"
 

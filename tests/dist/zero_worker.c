@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/dist_internal.h" /* the buddy replicas' slots (sg__dist_replica_probe_get) */
+#include "parallel/dist_internal.h" /* the buddy replicas' slots (sg__dist_replica_probe_get) */
 #include "dist_models.h"
 #include "sgrt/sgrt.h"
 #include "worker_check.h"

@@ -1,0 +1,508 @@
+/* Internal pieces of the data-parallel runtime (src/parallel). Two threads share
+ * an sg_dist: the compute thread (the caller of sg_dist_step, which runs the
+ * session and its hooks) and the scheduler thread (scheduler.c, which owns
+ * the communicator). What they share is guarded by `mu` unless marked
+ * otherwise; everything set up by sg_dist_create before the first step is
+ * read-only afterwards. */
+#ifndef SG_DIST_INTERNAL_H
+#define SG_DIST_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "comm/comm.h"
+#include "core/core.h"
+#include "parallel/offload.h"
+#include "runtime/hooks.h"
+#include "sgrt/dist.h"
+#include "sgrt/gmem.h"
+#include "sgrt/health.h"
+
+/* ---- gradient buckets (buckets.c) ---------------------------------------- */
+
+typedef struct sg__dist_grad {
+  int32_t param, grad; /* tensor ids */
+  uint32_t pos;        /* schedule position of the op that produces the gradient */
+  void *addr;          /* its slot (host memory), valid from compile to destroy */
+  size_t bytes;        /* slot bytes: a backend layout may pad; padding stays zero under avg */
+} sg__dist_grad;
+
+/* A gradient at least this large is averaged in its slot; smaller ones are
+ * packed into one buffer per bucket (scheduler.c). */
+#define SG__DIST_INPLACE_BYTES ((size_t)1 << 20)
+
+typedef struct sg__dist_bucket {
+  uint32_t first, count; /* range of sg_dist.grads */
+  size_t bytes;          /* sum of the slots' bytes, a multiple of 4 (f32) */
+  uint32_t ready_pos;    /* all its gradients exist after the op at this position */
+} sg__dist_bucket;
+
+/* The plan: which gradients, in which buckets, and where the hooks go. */
+typedef struct sg__dist_plan {
+  sg__dist_grad *grads; /* in the order backward produces them */
+  uint32_t n_grads;
+  sg__dist_bucket *buckets;
+  uint32_t n_buckets;
+  uint32_t n_order;       /* schedule length */
+  uint32_t *posted_after; /* per position: buckets complete once the op there ran */
+  uint8_t *after_at;      /* positions where a bucket becomes complete */
+  uint8_t *before_at;     /* the position that waits for every bucket */
+  uint32_t wait_pos;      /* first op that reads a synced gradient, or n_order: after the step */
+  size_t flat_bytes;      /* the most any bucket packs: the scheduler's flat buffer */
+  size_t total_bytes;
+  uint64_t topology_hash; /* SPEC M5: params and grads, the buckets, what the broadcast moves */
+  uint8_t *dtype_ids;     /* one per gradient, for the consistency check's message */
+} sg__dist_plan;
+
+/* Builds the plan from a compiled session's schedule. Errors name the
+ * tensor: SG_ERR_UNSUPPORTED for a non-f32 gradient, SG_ERR_INVALID_ARG when
+ * no parameter has a gradient in the schedule, SG_ERR_NO_MEMORY. With zero
+ * (ZeRO-1) the topology covers no optimizer state (each rank keeps its own
+ * share, which the broadcast does not move) but the flag itself. */
+sg_status sg__dist_plan_build(const sg_session *s, size_t bucket_bytes, bool zero, sg__dist_plan *out);
+void sg__dist_plan_free(sg__dist_plan *p);
+
+/* ---- timeline (trace.c) --------------------------------------------------- */
+
+typedef enum sg__dist_ev_kind {
+  SG__EV_OP = 1,     /* compute: the op at schedule position id */
+  SG__EV_WAIT = 2,   /* compute: waiting for the gradient buckets */
+  SG__EV_STEP = 3,   /* compute: a whole sg_dist_step */
+  SG__EV_BUCKET = 4, /* scheduler: allreduce of bucket id (copies included) */
+  SG__EV_BCAST = 5,  /* scheduler: broadcast of parameters and state from rank 0 */
+  SG__EV_CHECK = 6,  /* scheduler: the consistency check */
+  SG__EV_HEALTH = 7, /* scheduler, instant: id = healthy ranks now */
+  SG__EV_XFER = 8,   /* scheduler: a transfer of sg_dist_create_model's modes, id = sg__dist_xfer_id() */
+} sg__dist_ev_kind;
+
+/* Fixed layout: events travel between ranks as bytes (same build everywhere). */
+typedef struct sg__dist_event {
+  int64_t t0_ns, t1_ns; /* since the trace origin */
+  int32_t id;
+  uint32_t step;
+  uint8_t kind, tid;
+  uint8_t pad[6];
+} sg__dist_event;
+
+/* A ring that keeps the latest `cap` events; one writer thread each. */
+typedef struct sg__dist_ring {
+  sg__dist_event *ev;
+  uint64_t cap, n; /* n: events written so far */
+} sg__dist_ring;
+
+sg_status sg__dist_ring_init(sg__dist_ring *r, uint64_t cap);
+void sg__dist_ring_free(sg__dist_ring *r);
+static inline void sg__dist_ring_put(sg__dist_ring *r, const sg__dist_event *e) {
+  if (r->cap) r->ev[r->n++ % r->cap] = *e;
+}
+
+/* The id of an SG__EV_XFER event: what moved (0 send, 1 receive, 2 allreduce, 3 allgather,
+ * 4 broadcast), for which group (0 pipeline, 1 tensor, 2 the loss, 3 replicas) and the peer (or -1). */
+static inline int32_t sg__dist_xfer_id(int op, int mode, int peer) {
+  return (int32_t)(((uint32_t)mode << 24) | ((uint32_t)op << 16) | ((uint32_t)(peer + 1) & 0xffffu));
+}
+
+/* ---- rollback snapshots (snapshot.c) ---------------------------------------- */
+
+/* Parameters, state and optimizer state as they were after `label` steps.
+ * Two slots: a rank is at most one step ahead of any other (it cannot finish
+ * step s+1 unless every rank took part in its allreduces, so every rank
+ * started s+1), so the members' common rollback point is always in one of
+ * the two latest snapshots. The tensors lie in the slot in tensor order. */
+typedef struct sg__dist_snap {
+  uint32_t n;  /* tensors */
+  void **addr; /* their slots */
+  size_t *bytes;
+  size_t *off; /* offset in a snapshot slot */
+  bool *sync;  /* state: copied by the compute thread before the step */
+  size_t total;
+  char *slot[2];
+  uint64_t label[2];
+  bool valid[2]; /* complete */
+  /* The scheduler's copy in progress, under mu: */
+  bool pending;
+  int busy_slot;
+  size_t cursor;   /* slot offset reached */
+  int64_t copy_ns; /* its time so far */
+} sg__dist_snap;
+
+sg_status sg__dist_snap_init(sg_dist *d);
+void sg__dist_snap_free(sg__dist_snap *s);
+/* Compute thread, before step `label` (0-based index = steps completed):
+ * copies the state and hands the rest to the scheduler. false when the slot
+ * already holds this label (a redone step): nothing to copy. */
+bool sg__dist_snap_begin(sg_dist *d, uint64_t label);
+/* Scheduler thread, mu held (released while copying): the next chunk. */
+void sg__dist_snap_chunk_locked(sg_dist *d);
+/* Compute thread: waits until the scheduler's copy is complete. */
+void sg__dist_snap_wait(sg_dist *d);
+/* Puts back the state after `label` steps: SG_OK, or SG_ERR_NOT_FOUND when neither slot has it. */
+sg_status sg__dist_snap_restore(sg__dist_snap *s, uint64_t label);
+
+/* ---- fault injection (inject.c) ----------------------------------------------- */
+
+/* Reads SG_INJECT / SG_INJECT_SEED (create). SG_ERR_INVALID_ARG naming the variable. */
+sg_status sg__dist_inject_init(sg_dist *d);
+/* Fires this rank's faults due at the start of 0-based step `step` (once per step, not again when the
+ * step is redone). A device fault returns its error; the others return SG_OK (or never return). */
+sg_status sg__dist_inject_step(sg_dist *d, uint64_t step);
+/* Fires this rank's recovery faults (kill:rank=R,recovery=PHASE) on reaching
+ * `phase` of a recovery; any thread. */
+sg_status sg__dist_inject_recovery(sg_dist *d, sg_recovery_phase phase);
+
+/* ---- recovery (membership.c, recovery.c) --------------------------------------- */
+
+#define SG__DIST_MAX_RANKS 256
+
+/* What the compute thread hands to the recovery job and gets back. */
+typedef struct sg__dist_heal {
+  uint64_t committed; /* in: steps this rank completed */
+  uint64_t rollback;  /* out: the step every member restores (min of the members' committed) */
+  uint64_t forward;   /* out: the most any member completed (rollback or rollback + 1) */
+  int donor;          /* out: rank (new epoch) of a member that completed `forward` steps */
+  bool excluded;      /* out: this rank is not a member of the new epoch */
+  double detection_ms;
+} sg__dist_heal;
+
+/* Liveness of a recovery's members through the store (heal_watch.c). */
+typedef struct sg__heal_watch {
+  sg__store *st; /* the recovery's own store connection (no key prefix) */
+  int me, n;     /* this original rank; the members watched */
+  int orig[SG__DIST_MAX_RANKS];
+  int64_t seen[SG__DIST_MAX_RANKS];    /* their counters as last read; -1 none yet */
+  int64_t changed[SG__DIST_MAX_RANKS]; /* when each last moved (or the watch began), ms */
+  int64_t beats, next_beat, next_look;
+  int hb_ms, dead_ms;
+  int dead; /* the original rank found dead, -1 */
+} sg__heal_watch;
+
+void sg__heal_watch_init(sg__heal_watch *w, sg__store *st, int me, int heartbeat_ms, int dead_ms);
+/* (Re)starts watching these original ranks: each must beat within dead_ms. */
+void sg__heal_watch_members(sg__heal_watch *w, const int *orig, int n);
+/* Bumps this rank's counter when a heartbeat period has passed. */
+sg_status sg__heal_beat(sg__heal_watch *w);
+/* Beats, then (every half period) reads the watched counters: SG_ERR_COMM
+ * naming a member that stood still for dead_ms (w->dead set). */
+sg_status sg__heal_watch_check(sg__heal_watch *w);
+
+/* On the scheduler thread: agrees on the members of the next epoch through
+ * the store and builds its communicator (membership.c). */
+sg_status sg__dist_job_recover(sg_dist *d, void *arg);
+/* On the compute thread after a failure: recovery job, rollback; the caller redoes the steps. */
+sg_status sg__dist_recover(sg_dist *d);
+/* Whether the current failure can be healed (a peer's failure, a feed callback, QoS allows). */
+bool sg__dist_healable(sg_dist *d);
+/* Records the time of the failure's detection (called under mu by the first failure). */
+void sg__dist_note_detection(sg_dist *d);
+
+/* ---- shards: micro-batches and recovery (micro.c) ------------------------------- */
+
+/* Shards of a step's global batch: the original world size times micro_batches. */
+int sg__dist_n_shards(const sg_dist *d);
+/* This rank's shards of the step, in order, into out (sg__dist_n_shards of room); 0 without feed. */
+int sg__dist_my_shards(const sg_dist *d, int *out);
+/* 0: the allreduce averages; > 0: it sums and divides by this (the shards run by all members). */
+int sg__dist_sum_div(const sg_dist *d);
+
+/* ---- rejoin (rejoin.c, membership.c) ------------------------------------------ */
+
+/* An admission decision (store key "rejoin/adm/<index>", fixed layout): at
+ * the boundary where `step` steps are complete, the members of epoch `epoch`
+ * and the joiners build epoch + 1 together. */
+typedef struct sg__dist_adm {
+  int64_t index, epoch, step;       /* decision index; the members' epoch; the admission step */
+  int64_t nreq;                     /* the request counter when it was decided */
+  int32_t n, n_join;                /* ranks of epoch + 1; joiners among them */
+  int32_t orig[SG__DIST_MAX_RANKS]; /* their original ranks, ascending (dense ranks in this order) */
+  int64_t inc[SG__DIST_MAX_RANKS];  /* a joiner's incarnation (>= 1); 0 for a member */
+} sg__dist_adm;
+
+/* A rank's part in rejoins. `joining` is set by create before the scheduler
+ * starts and read-only afterwards; the rest belongs to the compute thread
+ * (the joiner's admission job fills `adm` while the compute thread waits). */
+typedef struct sg__dist_rejoin {
+  bool joining;                 /* SG_REJOIN=1: this process joins a running job */
+  bool off;                     /* the store was unreachable: no more polls (reported once) */
+  sg__store *store;             /* the compute thread's connection (arrivals), opened when first needed */
+  struct sg__dist_watch *watch; /* the thread that looks at the store during the steps (rejoin.c) */
+  int64_t next;                 /* index of the next decision (the same on every member) */
+  int64_t nreq_seen;            /* the request counter at the last look; -1: look at the requests again */
+  int seen_epoch;               /* epoch of the last look (a recovery makes earlier refusals stale) */
+  bool pending;                 /* adm is a decision for a later step */
+  sg__dist_adm adm;
+  double poll_ms; /* the compute thread's time in the polls, in total */
+  double look_ms; /* the looks' time (on the watcher thread, during the steps), in total */
+  uint64_t polls, looks;
+  double wait_ms; /* a joiner: from its request to its communicator */
+} sg__dist_rejoin;
+
+/* Create, before the scheduler starts: SG_REJOIN ("1", "0" or unset; needs a feed callback). */
+sg_status sg__dist_rejoin_init(sg_dist *d);
+/* The joiner's first scheduler job, instead of joining epoch 0: asks to join,
+ * waits to be admitted, builds the new epoch's communicator. */
+sg_status sg__dist_rejoin_join(sg_dist *d);
+/* Create, after prepare: the joiner receives the step counter, parameters,
+ * state and optimizer state from a member. SG_OK at once on other ranks. */
+sg_status sg__dist_rejoin_receive(sg_dist *d);
+/* Compute thread, at each step boundary of a member: admits waiting joiners
+ * when it is time. SG_OK also when the admission was abandoned, or failed in a
+ * way the job heals (failed_flag is then set). */
+sg_status sg__dist_rejoin_poll(sg_dist *d);
+void sg__dist_rejoin_free(sg_dist *d);
+/* Scheduler thread (membership.c): makes c (rank idx of n, original ranks
+ * orig) the communicator of `epoch`; the old one joins old_comms. */
+sg_status sg__dist_install_epoch(sg_dist *d, sg_comm *c, int idx, int n, int epoch, const int *orig);
+/* membership.c: the parameters of epoch `epoch`'s communicator, rank idx of
+ * n, joining through the job's store with the job's comm params. */
+void sg__dist_epoch_params(const sg_dist *d, int idx, int n, int epoch, sg_comm_params *out);
+/* membership.c: a new epoch's communicator that failed to come up (c NULL
+ * when it was never created) is aborted with the calling thread's error
+ * message, which is copied to msg[0..cap), and destroyed. */
+void sg__dist_discard_comm(sg_comm *c, char *msg, size_t cap);
+
+/* ---- ZeRO-1: sharded optimizer state (zero.c) ----------------------------------- */
+
+typedef struct sg__dist_zero {
+  bool on;
+  int rank, size;       /* the layout's: the current epoch's */
+  uint32_t *first;      /* per rank: its range is plan.grads [first[r], first[r+1]) (size + 1 entries) */
+  int *owner;           /* per gradient: the rank that updates its parameter */
+  size_t *off;          /* per gradient: its offset in floats in its owner's segment */
+  uint32_t *update_pos; /* per gradient: schedule position of its parameter's update */
+  void **param_addr;    /* per gradient: its parameter's slot */
+  uint32_t *runs;       /* this rank's update positions as [begin, end) pairs */
+  uint32_t n_runs;
+  size_t count;         /* floats per rank's segment: the largest range + 1 (the loss) */
+  float *buf;           /* size * count: reduce-scatter in, allgather out, in place */
+  uint8_t *mask;        /* optimizer state left without memory (given to the session at compile) */
+  int64_t rs_ns, ag_ns; /* the last step's reduce-scatter (scheduler) and allgather (copies included) */
+  /* Buddy replicas (replica.c, replica_gmem.c), with a feed callback: slots in the global page table;
+   * the sg_gmem and the pushes are the scheduler's. A slot is a header page (its entry's version: the
+   * step it holds + 2) and a payload. */
+  sg_gmem *gm;        /* over the current communicator; NULL: no replicas */
+  sg_gva held_hdr[2]; /* as buddy of rank (rank-1) mod size: slot k (steps with step mod 2 == k) */
+  sg_gva held_pay[2]; /*   payload (node 0:0 when held_bytes is 0) */
+  size_t held_bytes;  /*   payload bytes */
+  sg_gva push_hdr[2]; /* the buddy's slots of this rank's state */
+  sg_gva push_pay[2];
+  sg_gmem_pte push_pte[2]; /*   header entries as this rank (their only writer) last committed them */
+  uint32_t n_rep;          /* this rank's state tensors, pushed to the buddy: */
+  size_t *rep_snap_off;    /*   offset in a snapshot slot */
+  size_t *rep_bytes;
+  size_t *rep_pay_off;  /*   offset in the buddy's slot payload */
+  size_t replica_bytes; /* this rank's state pushed each step */
+  sg__arena arena;      /* memory for state a recovery made this rank own */
+  /* Under mu: */
+  uint64_t rep_label; /* the step whose snapshot to push */
+  bool rep_pending;   /* a push is asked for */
+  bool rep_busy;      /* the scheduler is pushing */
+  int64_t rep_ns;     /* the last push's time */
+} sg__dist_zero;
+
+/* Before compile: the optimizer state the session of `rank` of `size` leaves
+ * without memory (per tensor; sg__free it). From a plan of the same schedule. */
+sg_status sg__dist_zero_mask(const sg_graph *g, int rank, int size, uint8_t **mask);
+/* After the plan: the updates' positions, the layout for this rank; checks the mask's cut. */
+sg_status sg__dist_zero_init(sg_dist *d);
+/* The ranges cut over `size` ranks, this rank `rank` (again after a recovery). */
+sg_status sg__dist_zero_layout(sg_dist *d, int rank, int size);
+void sg__dist_zero_free(sg__dist_zero *z);
+/* Optimizer state this rank has memory for, and the whole model's. */
+void sg__dist_zero_state_stats(const sg_dist *d, size_t *keep, size_t *total);
+/* Scheduler thread, a bucket ready: packs it; the last one reduce-scatters (instead of the allreduce). */
+sg_status sg__dist_zero_bucket(sg_dist *d, uint32_t b, float *loss_mean);
+/* Scheduler job: allgathers the updated parameters (arg: the 1-based step, for messages). */
+sg_status sg__dist_zero_job_gather(sg_dist *d, void *arg);
+/* Compute thread, after the reduce-scatter: this rank's updates, the allgather; counts the step. */
+sg_status sg__dist_zero_update(sg_dist *d);
+
+/* Buddy replicas (replica.c). Collective (scheduler jobs): the slots in the global page table for the
+ * current layout and communicator; frees the arrays of the last layout. */
+sg_status sg__dist_replica_init(sg_dist *d);
+void sg__dist_replica_free(sg__dist_zero *z);
+/* Compute thread: push the snapshot of `label` (after sg__dist_snap_begin); wait for the last push. */
+void sg__dist_replica_begin(sg_dist *d, uint64_t label);
+void sg__dist_replica_wait(sg_dist *d);
+/* Compute thread, recovery: waits for a push in progress and drops a pending one. */
+void sg__dist_replica_quiesce(sg_dist *d);
+/* Scheduler thread, mu held: the push; the snapshot, then the push (before the reduce-scatter). */
+void sg__dist_replica_push_locked(sg_dist *d);
+void sg__dist_replica_flush_locked(sg_dist *d);
+/* Compute thread: what this rank registers as committed for recovery: at most the latest step a
+ * replica it holds as buddy has. */
+sg_status sg__dist_replica_committed(sg_dist *d, uint64_t committed, uint64_t *out);
+/* Compute thread, after the rollback: restores lost ranges from replicas, cuts the ranges over the
+ * members, moves the state to the new owners, rebuilds the snapshot and the window. */
+sg_status sg__dist_zero_recover(sg_dist *d, const int *old_members, int old_size, uint64_t rollback);
+
+/* The slots in the global page table (replica_gmem.c). The version of a slot holding `step`. */
+uint32_t sg__dist_rep_version(uint64_t step);
+/* Compute thread, collective: a new sg_gmem over d->comm, the slots; `next`: the next step pushed. */
+sg_status sg__dist_replica_gmem_setup(sg_dist *d, uint64_t next);
+/* Scheduler thread, at exit: destroys the sg_gmem. */
+void sg__dist_replica_gmem_fini(sg_dist *d);
+/* Scheduler thread: writes `from` (a snapshot slot of `step`) to the buddy's slot step mod 2. */
+sg_status sg__dist_replica_gmem_push(sg_dist *d, uint64_t step, const char *from);
+/* Compute thread (scheduler jobs): the latest step a readable held slot has (UINT64_MAX: none); the
+ * slot holding `step`, read at its version (SG_ERR_STALE: it holds another). Scheduler thread: a local
+ * pointer into a held slot's payload. */
+sg_status sg__dist_replica_latest(sg_dist *d, uint64_t *step);
+sg_status sg__dist_replica_check(sg_dist *d, uint64_t step, int *slot);
+sg_status sg__dist_replica_held_ptr(sg_dist *d, int slot, size_t off, size_t bytes, const void **out);
+/* For tests: both slots as this rank sees them, as owner (push_*) and as buddy (held_*). */
+typedef struct sg__dist_replica_probe {
+  int push_node[2], push_pay_node[2]; /* node of the header entry, and the payload's translation */
+  uint32_t push_version[2];
+  bool push_open[2];
+  bool push_matches[2]; /* the payload read back equals this rank's snapshot of the slot's step */
+  char push_gva[2][SG_GVA_STR_MAX];
+  int held_node[2];
+  uint32_t held_version[2];
+  sg_status held_read[2];  /* sg_gmem_read_at of the header at its version */
+  uint64_t held_step[2];   /* the step it read */
+  sg_status held_stale[2]; /* sg_gmem_read_at at version + 2 */
+} sg__dist_replica_probe;
+sg_status sg__dist_replica_probe_get(sg_dist *d, sg__dist_replica_probe *out);
+
+/* ---- the handle ------------------------------------------------------------ */
+
+/* Something the compute thread asks the scheduler thread to run (it owns
+ * the communicator): joining, the consistency check, the broadcast, the
+ * trace gather. The compute thread waits for it. */
+typedef struct sg__dist_job {
+  sg_status (*fn)(sg_dist *d, void *arg);
+  void *arg;
+  sg_status status;
+  char message[1024]; /* the scheduler thread's last error, handed over */
+  bool done;
+} sg__dist_job;
+
+struct sg_dist {
+  /* Set by create, read-only afterwards. */
+  const sg_graph *g;
+  sg_graph *owned_graph;        /* sg_dist_create_model's training graph (data parallelism), freed last */
+  struct sg__dist_model *model; /* sg_dist_create_model's pipeline or tensor mode (model.h), or NULL */
+  sg_session *s;
+  sg_dist_params p;
+  sg_comm_params comm_params;
+  sg__dist_offload offload; /* optimizer state in a memory tier, or zeroed */
+  sg__dist_zero zero;       /* ZeRO-1; its layout changes only in a recovery (compute thread waiting) */
+  int rank, size;
+  sg__dist_plan plan;
+  int32_t loss;     /* tensor id of a one-element f32 output named "loss", or -1 */
+  float *loss_addr; /* its slot */
+  void *flat;       /* scheduler's staging buffer: a bucket's small gradients, plus the loss */
+  bool tracing;
+  char *trace_path;
+  int64_t origin_ns; /* trace origin (CLOCK_MONOTONIC) */
+
+  /* Owned by the scheduler thread. */
+  sg_comm *comm;
+  sg__dist_ring sched_ring; /* written by the scheduler; read under mu */
+  int last_healthy;
+
+  /* Owned by the compute thread. */
+  sg__dist_ring compute_ring;
+  int64_t op_t0;
+  uint32_t posted_local; /* buckets handed over this step */
+  bool broadcast_done;
+  sg_dist_stats stats;
+
+  /* Shared, under mu. */
+  pthread_t thread;
+  bool thread_started;
+  pthread_mutex_t mu;
+  pthread_cond_t wake_sched;   /* work for the scheduler: a bucket, a job, stop */
+  pthread_cond_t wake_compute; /* a bucket done, a job done, a failure */
+  uint64_t step;               /* the step being run, 1-based */
+  uint32_t posted, done;       /* buckets handed over / allreduced in this step */
+  bool busy;                   /* the scheduler is inside a bucket's allreduce */
+  sg__dist_job *job;
+  bool stop;
+  sg_status failed; /* sticky: the job failed (SG_OK while healthy) */
+  int failed_flag;  /* atomic copy of failed != SG_OK, for a glance without mu */
+  char fail_msg[1024];
+  float loss_mean;
+  double comm_ms; /* this step's allreduce time */
+  int healthy;    /* atomic: also read without mu */
+  int away;       /* atomic: 1 outside sg_dist_step (set by the compute thread, handed to the comm by the
+                     scheduler: sg_comm_set_away) */
+  sg_status comm_destroy_status;
+
+  /* Self-healing. Set by create: */
+  int orig_rank, orig_size; /* at epoch 0 */
+  int qos;                  /* sg_qos */
+  sg__comm_env env;         /* resolved bootstrap: the store's address and token */
+  sg_fault_plan *inject;    /* SG_INJECT, or NULL */
+  sg_health *health;        /* original ranks' states: failures and epochs (recovery job only), or NULL */
+  /* Compute thread: */
+  uint64_t inject_next;   /* faults of steps below this have fired */
+  uint64_t inject_behind; /* 1-based step an injected 'behind' fault gives up before its updates; 0: none */
+  unsigned inject_phases_fired; /* bit per sg_recovery_phase whose faults fired */
+  sg__dist_snap snap;
+  int *shards;        /* the shards this rank runs in a step (micro.c), sg__dist_n_shards of room */
+  float *accum;       /* gradients of this step's earlier shards (plan order), or NULL */
+  size_t *accum_off;  /* per gradient: its offset in accum, in floats */
+  int64_t heal_t0_ns; /* detection of the failure being healed; 0 when none */
+  /* Handed to the scheduler with the buckets (set before the step, read by run_bucket): */
+  bool partial;  /* a shard's forward+backward only: the hooks post nothing */
+  bool accum_on; /* add accum (and accum_loss) before each bucket's allreduce */
+  float accum_loss;
+  int sum_div; /* > 0: allreduce SUM, then divide by this (the shards); 0: AVG */
+  /* Changed by the recovery job while the compute thread waits for it: */
+  int epoch;
+  int members[SG__DIST_MAX_RANKS]; /* original rank of each current rank */
+  sg_comm **old_comms;             /* aborted communicators of earlier epochs, destroyed at the end */
+  int n_old;
+  bool excluded;
+  /* Under mu: */
+  int64_t fail_ns;       /* monotonic time the current failure was detected; 0 while healthy */
+  int64_t hang_until_ns; /* drop-heartbeats: the scheduler does nothing until then */
+  /* Rejoin (rejoin.c): */
+  sg__dist_rejoin rj;
+};
+
+/* ---- create (dist.c; model.c's sg_dist_create_model shares them) -------------- */
+
+/* The scheduler's lock and condition variables; `fn` names the create in errors. */
+sg_status sg__dist_init_sync(sg_dist *d, const char *fn);
+/* A create that failed after init_sync, before freeing d: keeps the cause
+ * (this thread's error) in msg[0..cap) across the teardown, makes the peers
+ * fail now with it and stops the scheduler thread. Compute thread. */
+void sg__dist_give_up(sg_dist *d, sg_status st, char *msg, size_t cap);
+
+/* ---- scheduler.c ------------------------------------------------------------ */
+
+/* Starts the scheduler thread, which creates the communicator; waits for
+ * it. On failure the thread has exited and the error is set. */
+sg_status sg__dist_sched_start(sg_dist *d);
+/* Stops the thread (it destroys the communicator) and joins it. */
+void sg__dist_sched_stop(sg_dist *d);
+/* Runs fn on the scheduler thread and waits; its error (status and
+ * message) becomes the caller's. */
+sg_status sg__dist_run_job(sg_dist *d, sg_status (*fn)(sg_dist *d, void *arg), void *arg);
+/* Records the job's failure (the first one wins), aborts the communicator
+ * and wakes the compute thread. Either thread; takes mu. */
+void sg__dist_fail(sg_dist *d, sg_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The failure as the calling thread's error: SG_ERR_COMM and the message. */
+sg_status sg__dist_failure(sg_dist *d);
+
+/* Adds the accumulated gradients of earlier shards to gradients [first, first+count) of the plan. */
+void sg__dist_add_accum(const sg_dist *d, uint32_t first, uint32_t count);
+
+/* Jobs run on the scheduler thread. */
+sg_status sg__dist_job_check(sg_dist *d, void *arg);
+sg_status sg__dist_job_broadcast(sg_dist *d, void *arg);
+
+/* ---- step.c ----------------------------------------------------------------- */
+
+/* Installs the session hooks of the plan (every position when tracing). */
+sg_status sg__dist_install_hooks(sg_dist *d);
+
+/* ---- trace.c ---------------------------------------------------------------- */
+
+/* Writes the timeline (gathers it on rank 0 while healthy). Compute thread. */
+sg_status sg__dist_write_trace(sg_dist *d, const char *path);
+
+#endif /* SG_DIST_INTERNAL_H */

@@ -1,0 +1,141 @@
+/* Fault injection inside the library (SPEC H6, docs/resilience.md): the
+ * plan comes from SG_INJECT (parsed by sg_fault_plan_parse, steps drawn from
+ * SG_INJECT_SEED), and this rank's faults fire at the start of their step,
+ * where a real failure would hit a running job: kill (SIGKILL), stop
+ * (SIGSTOP: a hang), drop-heartbeats (the scheduler thread, which sends
+ * heartbeats and runs the collectives, stops doing anything for a while: a
+ * hung communication thread), partition (the two ranks cut their link to
+ * each other), device (the rank's step fails with a device error), hang (the
+ * compute thread stops making progress while the scheduler thread goes on
+ * heartbeating: only hang diagnosis, SPEC H7, can find it). */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "parallel/dist_internal.h"
+
+sg_status sg__dist_inject_init(sg_dist *d) {
+  const char *spec = getenv("SG_INJECT");
+  if (spec == NULL || *spec == '\0') return SG_OK;
+  uint64_t seed = 0;
+  const char *s = getenv("SG_INJECT_SEED");
+  if (s != NULL && *s != '\0') {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || *end != '\0' || s[0] == '-')
+      return sg__error(SG_ERR_INVALID_ARG, "sg_dist_create: SG_INJECT_SEED='%s' is not an unsigned integer",
+                       s);
+    seed = v;
+  }
+  sg_status st = sg_fault_plan_parse(spec, d->orig_size, seed, &d->inject);
+  if (st != SG_OK) {
+    char why[512];
+    snprintf(why, sizeof why, "%s", sg_last_error()); /* the error buffer is about to be rewritten */
+    return sg__error(st, "sg_dist_create: SG_INJECT: %s", why);
+  }
+  return SG_OK;
+}
+
+/* How long a rank whose heartbeats are dropped stays hung: long enough for
+ * the others to detect it and recover without it, after which it notices
+ * that it was excluded and leaves (no wait without a bound). */
+static int64_t hang_ns(const sg_dist *d) {
+  int64_t ms = 4 * (int64_t)d->p.dead_ms + 3000;
+  return ms * 1000000;
+}
+
+/* hang: this (compute) thread stops making progress at the start of the
+ * step, as if a kernel looped forever; the scheduler thread is untouched, so
+ * heartbeats go on and the peers see a live rank that never enters the
+ * step's first collective. They diagnose it stuck (SPEC H7), give it up and
+ * tell it; its scheduler thread then records the job's failure. A really
+ * stuck thread could not be woken to act on that either, so the process
+ * ends itself here with SG_DIST_EXIT_EXCLUDED, the status of a rank left
+ * out of the job (`sgrt launch --heal` does not count it as a failure), and
+ * does not keep the job from ending. It ends so on any failure of the job
+ * (also when the peers gave up otherwise); with heartbeats off nothing
+ * tells it, and it hangs until the launcher tears the job down. */
+__attribute__((noreturn)) static void hang(sg_dist *d, uint64_t step) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  fprintf(stderr,
+          "sgrt: rank %d: the compute thread hangs at the start of step %llu (wall clock %lld.%03ld s)\n",
+          d->orig_rank, (unsigned long long)step, (long long)ts.tv_sec, ts.tv_nsec / 1000000);
+  fflush(stderr);
+  char why[sizeof d->fail_msg];
+  pthread_mutex_lock(&d->mu);
+  while (d->failed == SG_OK) pthread_cond_wait(&d->wake_compute, &d->mu);
+  memcpy(why, d->fail_msg, sizeof why);
+  /* Without healing (no feed) the job ends here: the others report the
+   * stuck rank and exit, and the launcher ends this process then. Leaving
+   * first would make the launcher stop them before they said why. */
+  while (d->p.feed == NULL) pthread_cond_wait(&d->wake_compute, &d->mu);
+  pthread_mutex_unlock(&d->mu);
+  fprintf(
+      stderr,
+      "sgrt: rank %d: stuck since step %llu, and the job gave up on it: %s; ending the process (exit %d)\n",
+      d->orig_rank, (unsigned long long)step, why, SG_DIST_EXIT_EXCLUDED);
+  fflush(stderr);
+  _exit(SG_DIST_EXIT_EXCLUDED);
+}
+
+static sg_status cut_job(sg_dist *d, void *arg) { return sg_comm_cut_peer(d->comm, *(int *)arg); }
+
+sg_status sg__dist_inject_step(sg_dist *d, uint64_t step) {
+  if (d->inject == NULL || step < d->inject_next) return SG_OK;
+  d->inject_next = step + 1;
+  sg_fault f[8];
+  size_t n = sg_fault_plan_due(d->inject, d->orig_rank, (int64_t)step, f, 8);
+  for (size_t i = 0; i < n && i < 8; i++) {
+    fprintf(stderr, "sgrt: rank %d: injected fault '%s' at the start of step %llu\n", d->orig_rank,
+            sg_fault_kind_name(f[i].kind), (unsigned long long)step);
+    fflush(stderr);
+    switch (f[i].kind) {
+      case SG_FAULT_KILL: raise(SIGKILL); break;
+      case SG_FAULT_STOP: raise(SIGSTOP); break;
+      case SG_FAULT_DROP_HEARTBEATS:
+        pthread_mutex_lock(&d->mu);
+        d->hang_until_ns = sg__now_ns() + hang_ns(d);
+        pthread_mutex_unlock(&d->mu);
+        break;
+      case SG_FAULT_PARTITION: {
+        int other = f[i].rank == d->orig_rank ? f[i].peer : f[i].rank;
+        int cur = -1;
+        for (int r = 0; r < d->size; r++)
+          if (d->members[r] == other) cur = r;
+        if (cur < 0) break; /* no longer a member: nothing to cut */
+        SG_CHECK(sg__dist_run_job(d, cut_job, &cur));
+        break;
+      }
+      case SG_FAULT_BEHIND: /* fires in step.c, once the step's gradients are averaged */
+        d->inject_behind = step + 1;
+        break;
+      case SG_FAULT_HANG: hang(d, step);
+      case SG_FAULT_DEVICE:
+        return sg__error(SG_ERR_INTERNAL, "rank %d, step %llu: injected device failure (SG_INJECT)",
+                         d->orig_rank, (unsigned long long)step);
+    }
+  }
+  return SG_OK;
+}
+
+sg_status sg__dist_inject_recovery(sg_dist *d, sg_recovery_phase phase) {
+  if (d->inject == NULL || (d->inject_phases_fired >> phase) & 1u) return SG_OK;
+  sg_fault f;
+  if (sg_fault_plan_due_in_recovery(d->inject, d->orig_rank, phase, &f, 1) == 0) return SG_OK;
+  d->inject_phases_fired |= 1u << phase; /* once per process, in its first recovery to reach the phase */
+  if (phase == SG_RECOVERY_CREATE)
+    fprintf(stderr, "sgrt: rank %d: injected fault 'kill' in sg_dist_create, before the first collective\n",
+            d->orig_rank);
+  else
+    fprintf(stderr, "sgrt: rank %d: injected fault 'kill' in the '%s' phase of a recovery\n", d->orig_rank,
+            sg_recovery_phase_name(phase));
+  fflush(stderr);
+  raise(SIGKILL);
+  return SG_OK;
+}

@@ -1,0 +1,388 @@
+/* Cutting a forward graph into pipeline stages (pp.h): stage k's training
+ * graph is rebuilt op by op with the builder (so shape inference re-derives
+ * every shape from the micro-batch inputs), every tensor under its original
+ * name.
+ *
+ * Why boundary inputs are parameters: autodiff gives no gradient to a graph
+ * input, yet the gradient of a stage's boundary input is exactly what must
+ * go back to the previous stage. As a parameter without an initializer it
+ * gets "<name>.grad" like any weight; the runner writes each micro-batch's
+ * received activations into it and never runs its update.
+ *
+ * Why a surrogate loss: a stage k < K-1 does not see the loss, only the
+ * gradient g_j of each tensor out_j it sends. For L_k = sum_j sum(out_j * g_j)
+ * with g_j held constant, dL_k/dout_j = g_j, so the chain rule inside the
+ * stage yields exactly the parameter gradients of the real loss;
+ * sg_graph_backward(L_k) does the rest. */
+#include <stdio.h>
+#include <string.h>
+
+#include "parallel/pp.h"
+#include "graph/graph.h"
+#include "sgrt/train.h"
+
+typedef struct cut {
+  const sg_graph *src;
+  const int *stage_of; /* per op */
+  int k, stages, m;
+  int64_t batch;
+  sg_graph *g;
+  int32_t *map;  /* source tensor -> stage graph tensor, -1 */
+  int *last_use; /* source tensor -> the last stage that reads it, -1 */
+  sg__pp_stage *st;
+} cut;
+
+static int producer_stage(const cut *c, int32_t t) {
+  int32_t p = c->src->tensors[t].producer;
+  return p < 0 ? -1 : c->stage_of[p];
+}
+
+/* The micro-batch shape of a source tensor: a first dim equal to the batch
+ * shrinks by M. Everything built from it must come out the same way.
+ * Weights and running statistics never follow the batch, even when a dim
+ * happens to equal it (16 channels at batch 16). */
+static void micro_dims(const cut *c, const sg__tensor *x, int64_t *dims) {
+  memcpy(dims, x->dims, sizeof(int64_t) * SG_MAX_DIMS);
+  if (x->role == SG_ROLE_PARAMETER || x->role == SG_ROLE_STATE) return;
+  if (x->ndim >= 1 && x->dims[0] == c->batch) dims[0] = c->batch / c->m;
+}
+
+static sg_status check_graph(const cut *c, sg_tensor loss) {
+  const sg_graph *s = c->src;
+  bool *used = sg__calloc((size_t)c->stages, sizeof *used);
+  int32_t *param_stage = sg__malloc(sizeof(int32_t) * (s->n_tensors + 1));
+  sg_status st = SG_OK;
+  if (used == NULL || param_stage == NULL) {
+    st = sg__error(SG_ERR_NO_MEMORY, "sg__pp_split: out of memory");
+    goto out;
+  }
+  for (uint32_t t = 0; t < s->n_tensors; t++) param_stage[t] = -1;
+  for (uint32_t k = 0; k < s->n_ops && st == SG_OK; k++) {
+    const sg__op *op = &s->ops[k];
+    int sk = c->stage_of[k];
+    used[sk] = true;
+    for (int i = 0; i < op->n_inputs && st == SG_OK; i++) {
+      int32_t t = op->inputs[i];
+      if (t < 0) continue;
+      const sg__tensor *x = &s->tensors[t];
+      int ps = producer_stage(c, t);
+      if (ps > sk)
+        st = sg__error(SG_ERR_INVALID_ARG,
+                       "sg__pp_split: the stages are not acyclic: op '%s' (stage %d) reads '%s' from op "
+                       "'%s' (stage %d)",
+                       op->name, sk, x->name, s->ops[x->producer].name, ps);
+      else if (ps >= 0 && ps < sk && x->dtype != SG_F32)
+        st = sg__error(SG_ERR_UNSUPPORTED, "sg__pp_split: boundary tensor '%s' is %s; only f32 is sent",
+                       x->name, sg_dtype_name(x->dtype));
+      else if (x->role == SG_ROLE_PARAMETER || x->role == SG_ROLE_STATE) {
+        if (param_stage[t] >= 0 && param_stage[t] != sk)
+          st = sg__error(SG_ERR_UNSUPPORTED,
+                         "sg__pp_split: %s '%s' is used on stages %d and %d (tied weights are not "
+                         "supported)",
+                         sg_role_name(x->role), x->name, param_stage[t], sk);
+        param_stage[t] = sk;
+      }
+    }
+  }
+  for (int k = 0; k < c->stages && st == SG_OK; k++)
+    if (!used[k])
+      st = sg__error(SG_ERR_INVALID_ARG, "sg__pp_split: stage %d has no op (stages must be 0..%d, each used)",
+                     k, c->stages - 1);
+  if (st == SG_OK) {
+    const sg__tensor *l = &s->tensors[loss.id];
+    if (l->producer < 0 || c->stage_of[l->producer] != c->stages - 1 || sg__numel(l->ndim, l->dims) != 1 ||
+        !sg__is_float(l->dtype))
+      st = sg__error(SG_ERR_INVALID_ARG,
+                     "sg__pp_split: loss '%s' must be one float element produced on the last stage (%d)",
+                     l->name, c->stages - 1);
+  }
+out:
+  sg__free(used);
+  sg__free(param_stage);
+  return st;
+}
+
+static sg_status check_args(const sg_graph *fwd, sg_tensor loss, const int *stage_of_op, int32_t n_ops,
+                            int stages, int stage, int m) {
+  if (fwd == NULL || stage_of_op == NULL)
+    return sg__error(SG_ERR_INVALID_ARG, "sg__pp_split: NULL %s", fwd == NULL ? "graph" : "stage_of_op");
+  if (!fwd->finalized) return sg__error(SG_ERR_STATE, "sg__pp_split: the graph is not finalized");
+  if (stages < 1 || stages > SG__PP_MAX_STAGES || stage < 0 || stage >= stages)
+    return sg__error(SG_ERR_INVALID_ARG, "sg__pp_split: stage %d of %d stages (stages must be 1..%d)", stage,
+                     stages, SG__PP_MAX_STAGES);
+  if (m < 1 || m > SG__PP_MAX_MICRO)
+    return sg__error(SG_ERR_INVALID_ARG, "sg__pp_split: %d micro-batches (must be 1..%d)", m,
+                     SG__PP_MAX_MICRO);
+  if (n_ops != (int32_t)fwd->n_ops)
+    return sg__error(SG_ERR_INVALID_ARG, "sg__pp_split: %d stage entries for a graph of %u ops", n_ops,
+                     fwd->n_ops);
+  if (loss.id < 0 || (uint32_t)loss.id >= fwd->n_tensors)
+    return sg__error(SG_ERR_INVALID_ARG, "sg__pp_split: loss id %d is not a tensor of the graph", loss.id);
+  for (int32_t k = 0; k < n_ops; k++) {
+    if (stage_of_op[k] < 0 || stage_of_op[k] >= stages)
+      return sg__error(SG_ERR_INVALID_ARG, "sg__pp_split: op '%s' has stage %d (must be 0..%d)",
+                       fwd->ops[k].name, stage_of_op[k], stages - 1);
+    sg_op_kind kd = fwd->ops[k].kind;
+    if (kd == SG_OP_SGD_UPDATE || kd == SG_OP_ADAMW_UPDATE || kd >= SG_OP_CONV2D_BACKWARD_DATA)
+      return sg__error(SG_ERR_STATE,
+                       "sg__pp_split: op '%s' (%s): give the forward graph, without backward "
+                       "or optimizer ops",
+                       fwd->ops[k].name, sg_op_kind_name(kd));
+  }
+  return SG_OK;
+}
+
+/* The batch: the first dim of the first input of rank >= 1. */
+static sg_status find_batch(cut *c) {
+  for (uint32_t i = 0; i < c->src->n_inputs; i++) {
+    const sg__tensor *x = &c->src->tensors[c->src->inputs[i]];
+    if (x->ndim < 1) continue;
+    c->batch = x->dims[0];
+    if (c->batch % c->m != 0)
+      return sg__error(SG_ERR_INVALID_ARG,
+                       "sg__pp_split: the batch of %lld (first dim of input '%s') does "
+                       "not divide into %d micro-batches",
+                       (long long)c->batch, x->name, c->m);
+    return SG_OK;
+  }
+  return sg__error(SG_ERR_INVALID_ARG, "sg__pp_split: the graph has no input with a batch dim");
+}
+
+static sg_status push_id(int32_t **arr, int *n, int32_t id) {
+  int32_t *a = sg__realloc(*arr, sizeof(int32_t) * (size_t)(*n + 1));
+  if (a == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg__pp_split: out of memory");
+  a[(*n)++] = id;
+  *arr = a;
+  return SG_OK;
+}
+
+/* Brings source tensor t into the stage graph as a source. */
+static sg_status add_source(cut *c, int32_t t) {
+  const sg__tensor *x = &c->src->tensors[t];
+  int64_t dims[SG_MAX_DIMS];
+  micro_dims(c, x, dims);
+  bool boundary = x->producer >= 0; /* checked: produced on stage k-1 */
+  sg_role role = boundary ? SG_ROLE_PARAMETER : x->role;
+  const void *data = boundary || x->role == SG_ROLE_INPUT ? NULL : x->data;
+  sg_tensor n = sg_graph_add_tensor(c->g, x->name, x->dtype, role, x->ndim, dims, data);
+  if (n.id < 0) return sg_graph_status(c->g);
+  c->map[t] = n.id;
+  sg__pp_stage *st = c->st;
+  if (boundary) return push_id(&st->recv, &st->n_recv, t);
+  if (x->role != SG_ROLE_INPUT) return SG_OK;
+  int before = st->n_inputs;
+  SG_CHECK(push_id(&st->inputs, &st->n_inputs, n.id));
+  uint8_t *b = sg__realloc(st->batched, (size_t)st->n_inputs);
+  if (b == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg__pp_split: out of memory");
+  b[before] = x->ndim >= 1 && x->dims[0] == c->batch;
+  st->batched = b;
+  return SG_OK;
+}
+
+static sg_status add_op(cut *c, uint32_t k) {
+  const sg__op *op = &c->src->ops[k];
+  sg_tensor in[16];
+  if (op->n_inputs > 16)
+    return sg__error(SG_ERR_UNSUPPORTED, "sg__pp_split: op '%s' has %d inputs (at most 16 here)", op->name,
+                     op->n_inputs);
+  for (int i = 0; i < op->n_inputs; i++) {
+    int32_t t = op->inputs[i];
+    if (t >= 0 && c->map[t] < 0) SG_CHECK(add_source(c, t));
+    in[i] = (sg_tensor){t < 0 ? -1 : c->map[t]};
+  }
+  sg_tensor outs[SG__MAX_OUTPUTS];
+  int n_outs = 0;
+  SG_CHECK(sg_graph_add_op(c->g, op->kind, op->n_inputs, in, op->n_attrs, op->attrs, SG__MAX_OUTPUTS, outs,
+                           &n_outs));
+  if (n_outs != op->n_outputs)
+    return sg__error(SG_ERR_INTERNAL, "sg__pp_split: op '%s' rebuilt with %d outputs, not %d", op->name,
+                     n_outs, op->n_outputs);
+  for (int i = 0; i < n_outs; i++) {
+    const sg__tensor *x = &c->src->tensors[op->outputs[i]];
+    SG_CHECK(sg_tensor_set_name(c->g, outs[i], x->name));
+    c->map[op->outputs[i]] = outs[i].id;
+    /* Micro-batching must scale exactly the batch dim: an op that mixes
+     * samples or fixes the batch in an attribute (a reshape to [16, -1])
+     * would compute something else per micro-batch. */
+    int64_t want[SG_MAX_DIMS];
+    micro_dims(c, x, want);
+    const sg__tensor *y = &c->g->tensors[outs[i].id];
+    /* A per-channel vector (batch norm's saved mean) whose size equals the
+     * batch keeps its size: it does not depend on the batch either. */
+    bool same = x->ndim == 1 && y->ndim == 1 && y->dims[0] == x->dims[0];
+    if (!same && (y->ndim != x->ndim || memcmp(y->dims, want, sizeof(int64_t) * (size_t)x->ndim) != 0)) {
+      char a[SG__SHAPE_STR], b[SG__SHAPE_STR];
+      return sg__error(SG_ERR_UNSUPPORTED,
+                       "sg__pp_split: op '%s' gives '%s' the shape %s per micro-batch, expected %s: its "
+                       "shape does not follow the batch",
+                       op->name, x->name, sg__shape_str(a, y->dtype, y->ndim, y->dims),
+                       sg__shape_str(b, x->dtype, x->ndim, want));
+    }
+  }
+  return SG_OK;
+}
+
+/* Non-last stages: L = sum_j reduce_sum(send_j * send_grad_j). */
+static sg_status add_surrogate(cut *c) {
+  sg__pp_stage *st = c->st;
+  sg_tensor total = SG_NO_TENSOR;
+  st->send_grad = sg__calloc((size_t)st->n_send + 1, sizeof(int32_t));
+  if (st->send_grad == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg__pp_split: out of memory");
+  for (int j = 0; j < st->n_send; j++) {
+    const sg__tensor *x = &c->g->tensors[st->send[j]];
+    char name[SG__MAX_NAME];
+    if ((size_t)snprintf(name, sizeof name, "%s.pp_grad", x->name) >= sizeof name)
+      return sg__error(SG_ERR_RANGE, "sg__pp_split: tensor name '%s' is too long", x->name);
+    sg_tensor gin = sg_input(c->g, name, x->dtype, x->ndim, x->dims);
+    st->send_grad[j] = gin.id;
+    sg_tensor s = sg_reduce_sum(c->g, sg_mul(c->g, (sg_tensor){st->send[j]}, gin), 0, NULL, 0);
+    total = j == 0 ? s : sg_add(c->g, total, s);
+  }
+  if (total.id < 0) return sg_graph_status(c->g);
+  SG_CHECK(sg_tensor_set_name(c->g, total, "pp.surrogate_loss"));
+  st->loss = total.id;
+  return SG_OK;
+}
+
+static sg_status build(cut *c, sg_tensor loss) {
+  sg__pp_stage *st = c->st;
+  const sg_graph *s = c->src;
+  for (uint32_t k = 0; k < s->n_ops; k++)
+    if (c->stage_of[k] == c->k) SG_CHECK(add_op(c, k));
+  /* A tensor from an earlier stage that a later one reads passes through
+   * this one (messages go to the next stage only): it is received like any
+   * boundary input and sent on; the surrogate loss hands its gradient back
+   * unchanged, plus whatever this stage's own uses add. */
+  for (uint32_t t = 0; t < s->n_tensors; t++) {
+    int ps = producer_stage(c, (int32_t)t);
+    if (ps >= 0 && ps < c->k && c->last_use[t] > c->k && c->map[t] < 0) SG_CHECK(add_source(c, (int32_t)t));
+  }
+  /* What the next stage receives: everything from here or before that is
+   * read after this stage, in source tensor order (the next stage derives
+   * the same set and order from the same source graph). */
+  for (uint32_t t = 0; t < s->n_tensors && c->k + 1 < c->stages; t++) {
+    int ps = producer_stage(c, (int32_t)t);
+    if (ps >= 0 && ps <= c->k && c->last_use[t] > c->k) SG_CHECK(push_id(&st->send, &st->n_send, c->map[t]));
+  }
+  if (st->n_send > SG__PP_MAX_BOUNDARY || st->n_recv > SG__PP_MAX_BOUNDARY)
+    return sg__error(SG_ERR_UNSUPPORTED, "sg__pp_split: stage %d has %d/%d boundary tensors (at most %d)",
+                     c->k, st->n_recv, st->n_send, SG__PP_MAX_BOUNDARY);
+  if (c->k + 1 < c->stages) {
+    if (st->n_send == 0)
+      return sg__error(SG_ERR_UNSUPPORTED, "sg__pp_split: stage %d sends nothing to stage %d", c->k,
+                       c->k + 1);
+    SG_CHECK(add_surrogate(c));
+  } else {
+    st->loss = c->map[loss.id];
+  }
+  /* recv holds source ids until here, in the order this stage first read
+   * them; the previous stage sends in source tensor order, and tensors of
+   * one shape would otherwise swap unnoticed. From here on: ids of g. */
+  for (int j = 1; j < st->n_recv; j++)
+    for (int i = j; i > 0 && st->recv[i - 1] > st->recv[i]; i--) {
+      int32_t t = st->recv[i];
+      st->recv[i] = st->recv[i - 1];
+      st->recv[i - 1] = t;
+    }
+  for (int j = 0; j < st->n_recv; j++) st->recv[j] = c->map[st->recv[j]];
+  SG_CHECK(sg_graph_mark_output(c->g, (sg_tensor){st->loss}));
+  for (int j = 0; j < st->n_send; j++) SG_CHECK(sg_graph_mark_output(c->g, (sg_tensor){st->send[j]}));
+  SG_CHECK(sg_graph_backward(c->g, (sg_tensor){st->loss}));
+  st->recv_grad = sg__calloc((size_t)st->n_recv + 1, sizeof(int32_t));
+  if (st->recv_grad == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg__pp_split: out of memory");
+  for (int j = 0; j < st->n_recv; j++) {
+    sg_tensor gr;
+    if (sg_graph_grad(c->g, (sg_tensor){st->recv[j]}, &gr) != SG_OK)
+      return sg__error(SG_ERR_UNSUPPORTED,
+                       "sg__pp_split: stage %d's loss does not depend on its boundary input '%s' (no "
+                       "gradient to send back)",
+                       c->k, c->g->tensors[st->recv[j]].name);
+    st->recv_grad[j] = gr.id;
+    /* Kept between calls, so the runner can send it after the pass. */
+    SG_CHECK(sg_graph_mark_output(c->g, gr));
+  }
+  return SG_OK;
+}
+
+void sg__pp_stage_destroy(sg__pp_stage *st) {
+  if (st == NULL) return;
+  sg_graph_destroy(st->g);
+  sg__free(st->recv);
+  sg__free(st->recv_grad);
+  sg__free(st->send);
+  sg__free(st->send_grad);
+  sg__free(st->inputs);
+  sg__free(st->batched);
+  sg__free(st);
+}
+
+sg_status sg__pp_split(const sg_graph *fwd, sg_tensor loss, const int *stage_of_op, int32_t n_ops, int stages,
+                       int stage, int micro_batches, sg__pp_stage **out) {
+  if (out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg__pp_split: out is NULL");
+  *out = NULL;
+  SG_CHECK(check_args(fwd, loss, stage_of_op, n_ops, stages, stage, micro_batches));
+  for (uint32_t t = 0; t < fwd->n_tensors; t++)
+    if (fwd->tensors[t].role == SG_ROLE_GRADIENT || fwd->tensors[t].role == SG_ROLE_OPTIMIZER_STATE)
+      return sg__error(SG_ERR_STATE, "sg__pp_split: tensor '%s' is a %s: give the forward graph",
+                       fwd->tensors[t].name, sg_role_name(fwd->tensors[t].role));
+  cut c = {fwd, stage_of_op, stage, stages, micro_batches, 0, NULL, NULL, NULL, NULL};
+  SG_CHECK(find_batch(&c));
+  SG_CHECK(check_graph(&c, loss));
+  sg_status st = SG_OK;
+  c.st = sg__calloc(1, sizeof *c.st);
+  c.map = sg__malloc(sizeof(int32_t) * (fwd->n_tensors + 1));
+  c.last_use = sg__malloc(sizeof(int) * (fwd->n_tensors + 1));
+  if (c.st == NULL || c.map == NULL || c.last_use == NULL) {
+    st = sg__error(SG_ERR_NO_MEMORY, "sg__pp_split: out of memory");
+    goto fail;
+  }
+  for (uint32_t t = 0; t < fwd->n_tensors; t++) c.map[t] = c.last_use[t] = -1;
+  for (uint32_t k = 0; k < fwd->n_ops; k++)
+    for (int i = 0; i < fwd->ops[k].n_inputs; i++) {
+      int32_t t = fwd->ops[k].inputs[i];
+      if (t >= 0 && stage_of_op[k] > c.last_use[t]) c.last_use[t] = stage_of_op[k];
+    }
+  *c.st = (sg__pp_stage){.stage = stage,
+                         .stages = stages,
+                         .micro_batches = micro_batches,
+                         .batch = c.batch,
+                         .micro_batch = c.batch / micro_batches,
+                         .loss = -1};
+  SG_CHECK_GOTO(sg_graph_create(&c.st->g), st, fail);
+  c.g = c.st->g;
+  SG_CHECK_GOTO(build(&c, loss), st, fail);
+  sg__free(c.map);
+  sg__free(c.last_use);
+  *out = c.st;
+  return SG_OK;
+fail:
+  sg__free(c.map);
+  sg__free(c.last_use);
+  sg__pp_stage_destroy(c.st);
+  return st;
+}
+
+sg_status sg__pp_stages_from_partition(const sg_partition *p, int32_t n_ops, int *stage_of_op) {
+  if (p == NULL || stage_of_op == NULL || n_ops != sg_graph_num_ops(sg_partition_graph(p)))
+    return sg__error(SG_ERR_INVALID_ARG,
+                     "sg__pp_stages_from_partition: NULL argument or %d ops for a graph of %d", n_ops,
+                     p ? sg_graph_num_ops(sg_partition_graph(p)) : -1);
+  int parts = sg_partition_num_parts(p), order[SG__PP_MAX_STAGES], pos[SG__PP_MAX_STAGES];
+  if (parts < 1 || parts > SG__PP_MAX_STAGES)
+    return sg__error(SG_ERR_INVALID_ARG, "sg__pp_stages_from_partition: %d parts (at most %d stages)", parts,
+                     SG__PP_MAX_STAGES);
+  /* A free-mode partition may still be a pipeline: its stage order says
+   * (SG_ERR_CYCLE when it is not). */
+  SG_CHECK(sg_partition_stage_order(p, order, parts));
+  for (int i = 0; i < parts; i++) {
+    if (order[i] < 0 || order[i] >= parts)
+      return sg__error(SG_ERR_INTERNAL, "sg__pp_stages_from_partition: stage order names part %d", order[i]);
+    pos[order[i]] = i;
+  }
+  for (int32_t k = 0; k < n_ops; k++) {
+    int part;
+    SG_CHECK(sg_partition_op_part(p, k, &part));
+    stage_of_op[k] = pos[part];
+  }
+  return SG_OK;
+}

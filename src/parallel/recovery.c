@@ -1,0 +1,108 @@
+/* Recovery on the compute thread (docs/resilience.md): after a peer's
+ * failure the scheduler thread agrees on the new membership and builds its
+ * communicator (membership.c); here the state rolls back to the members'
+ * common step, and sg_dist_step() redoes the steps from there, the lost
+ * ranks' shards spread over the members (strict QoS: the global batch and
+ * the result are those of a failure-free run, RPO 0). */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "parallel/dist_internal.h"
+
+void sg__dist_note_detection(sg_dist *d) {
+  if (d->fail_ns != 0) return;
+  d->fail_ns = sg__now_ns();
+}
+
+bool sg__dist_healable(sg_dist *d) {
+  if (d->p.feed == NULL || d->excluded) return false;
+  pthread_mutex_lock(&d->mu);
+  /* SG_ERR_COMM: a peer's failure (a local error fails with its own status). */
+  bool ok = d->failed == SG_ERR_COMM;
+  pthread_mutex_unlock(&d->mu);
+  return ok;
+}
+
+sg_status sg__dist_recover(sg_dist *d) {
+  pthread_mutex_lock(&d->mu);
+  /* The scheduler may still be inside the failed allreduce: let it leave. */
+  while (d->busy) pthread_cond_wait(&d->wake_compute, &d->mu);
+  int64_t t0 = d->fail_ns ? d->fail_ns : sg__now_ns();
+  char cause[sizeof d->fail_msg];
+  snprintf(cause, sizeof cause, "%s", d->fail_msg);
+  pthread_mutex_unlock(&d->mu);
+  fprintf(stderr, "sgrt: rank %d: recovering from: %s\n", d->orig_rank, cause);
+  /* The scheduler finishes the step's snapshot first (it copies even after
+   * a failure): the rollback may need it. */
+  sg__dist_snap_wait(d);
+  /* ZeRO-1: the old layout's members (whose ranges the replicas hold); no push runs during the recovery,
+   * and the rollback is at most the latest replica this rank holds as buddy (replica.c). */
+  int old_members[SG__DIST_MAX_RANKS], old_size = d->size;
+  memcpy(old_members, d->members, (size_t)old_size * sizeof old_members[0]);
+  if (d->zero.gm != NULL) sg__dist_replica_quiesce(d);
+  uint64_t committed;
+  sg_status st = sg__dist_replica_committed(d, d->stats.steps, &committed);
+  if (st != SG_OK) return st;
+  sg__dist_heal h = {committed, 0, false, 0};
+  st = sg__dist_run_job(d, sg__dist_job_recover, &h);
+  if (st != SG_OK) {
+    if (h.excluded) {
+      d->excluded = true;
+      d->stats.excluded = 1;
+    }
+    return st;
+  }
+  SG_CHECK(sg__dist_inject_recovery(d, SG_RECOVERY_TRANSFER));
+  if (h.rollback > d->stats.steps || d->stats.steps > h.forward || h.forward - h.rollback > 1)
+    return sg__error(SG_ERR_INTERNAL, "rank %d: recovery: members completed %llu..%llu steps, this rank %llu",
+                     d->orig_rank, (unsigned long long)h.rollback, (unsigned long long)h.forward,
+                     (unsigned long long)d->stats.steps);
+  uint64_t resume;
+  if (d->zero.on) {
+    /* ZeRO-1 rolls back: the snapshot of the rollback step exists when this
+     * rank started that step (it may have changed batch-norm statistics, or
+     * completed it); otherwise it failed between steps and its state is
+     * that step's. */
+    st = sg__dist_snap_restore(&d->snap, h.rollback);
+    if (st == SG_OK) d->stats.snapshot_restores++;
+    if (st != SG_OK && d->stats.steps != h.rollback)
+      return sg__error(SG_ERR_INTERNAL, "rank %d: recovery: no rollback snapshot of step %llu", d->orig_rank,
+                       (unsigned long long)h.rollback);
+    if (d->zero.gm != NULL) SG_CHECK(sg__dist_zero_recover(d, old_members, old_size, h.rollback));
+    resume = h.rollback;
+  } else {
+    /* Plain data parallelism rolls forward: every member holds the whole
+     * state, a step's updates are all or nothing (step.c), and the members
+     * are at most one step apart; so the state of the most advanced member is
+     * the job's. First each rank puts back the batch-norm statistics of the
+     * step it was in (the only snapshot kept: forward changes them), then,
+     * when some member completed one step more than others, that member
+     * broadcasts parameters, state and optimizer state to all. */
+    st = sg__dist_snap_restore(&d->snap, d->stats.steps);
+    if (st == SG_OK) d->stats.snapshot_restores++;
+    if (h.forward > h.rollback) {
+      int root = h.donor;
+      fprintf(stderr,
+              "sgrt: rank %d: members completed %llu or %llu steps: state of step %llu from rank %d\n",
+              d->orig_rank, (unsigned long long)h.rollback, (unsigned long long)h.forward,
+              (unsigned long long)h.forward, d->members[root]);
+      SG_CHECK(sg__dist_run_job(d, sg__dist_job_broadcast, &root));
+    }
+    resume = h.forward;
+  }
+  sg_clear_error();
+  if (resume < d->stats.steps) d->stats.redone_steps += d->stats.steps - resume;
+  d->stats.steps = resume;
+  /* One session step per completed step: a redone step draws the same
+   * dropout masks as the first attempt would have. */
+  sg__session_set_steps(d->s, resume);
+  d->stats.recoveries++;
+  d->stats.epoch = d->epoch;
+  d->stats.world_size = d->size;
+  d->stats.detection_ms = h.detection_ms;
+  d->heal_t0_ns = t0;
+  fprintf(stderr, "sgrt: rank %d: recovered: epoch %d, rank %d of %d, %s step %llu\n", d->orig_rank, d->epoch,
+          d->rank, d->size, d->zero.on ? "rolled back to" : "resuming after", (unsigned long long)resume);
+  return SG_OK;
+}

@@ -1,0 +1,368 @@
+/* The tensor-parallel rewrite (tp.h): one rank's forward graph from the
+ * single-process graph and its sg_tp_plan.
+ *
+ * The rewrite rebuilds the graph op by op with the builder, so shape
+ * inference re-derives every shape from the sliced weights: a column split's
+ * output comes out narrower by itself and elementwise ops carry that on. What
+ * the builder would accept but compute wrongly -- an op that reads a split
+ * tensor as if it were whole (a broadcast add, a reduction) -- is caught by
+ * comparing every new shape against the original's. */
+#include <stdio.h>
+#include <string.h>
+
+#include "parallel/tp.h"
+#include "graph/graph.h"
+#include "partition/partition.h"
+
+typedef struct rw {
+  const sg_graph *src;
+  sg_graph *g;
+  int ways, rank;
+  int32_t *map;        /* src tensor -> new tensor */
+  int8_t *slice_axis;  /* src source tensor -> axis it is sliced along, or -1 */
+  int32_t *annot;      /* src op -> plan annotation index, or -1 */
+  sg_tp_annotation *a; /* the plan's annotations */
+  int32_t n_a;
+  sg__tp_sync *syncs;
+  int n_syncs;
+} rw;
+
+static sg_status add_sync(rw *c, sg__tp_sync_kind kind, const char *tensor, const char *op,
+                          const char *weight) {
+  sg__tp_sync *s = &c->syncs[c->n_syncs];
+  memset(s, 0, sizeof *s);
+  s->kind = kind;
+  s->tensor = tensor ? sg__strdup(tensor) : NULL;
+  s->op = op ? sg__strdup(op) : NULL;
+  s->weight = weight ? sg__strdup(weight) : NULL;
+  c->n_syncs++; /* counted first, so an out-of-memory path still frees what was copied */
+  if ((tensor && !s->tensor) || (op && !s->op) || (weight && !s->weight))
+    return sg__error(SG_ERR_NO_MEMORY, "sg__tp_rewrite: out of memory");
+  s->resolved = kind == SG__TP_SYNC_FWD_ALLREDUCE;
+  return SG_OK;
+}
+
+/* ---- checking the plan against the graph ----------------------------------- */
+
+/* Forward uses of tensor t (graph outputs count: they are read whole). */
+static int uses_of(const sg_graph *g, int32_t t) {
+  int n = 0;
+  for (uint32_t k = 0; k < g->n_ops; k++)
+    for (int i = 0; i < g->ops[k].n_inputs; i++) n += g->ops[k].inputs[i] == t;
+  for (uint32_t i = 0; i < g->n_outputs; i++) n += g->outputs[i] == t;
+  return n;
+}
+
+/* Decides which source tensors are sliced, and rejects what this version
+ * cannot run, before anything is built. */
+static sg_status check_plan(rw *c, const sg_tp_plan *plan) {
+  const sg_graph *g = c->src;
+  for (int32_t i = 0; i < c->n_a; i++) {
+    sg_tp_annotation *a = &c->a[i];
+    SG_CHECK(sg_tp_plan_get(plan, i, a));
+    if (a->op < 0 || (uint32_t)a->op >= g->n_ops)
+      return sg__error(SG_ERR_INVALID_ARG, "sg__tp_rewrite: the plan names op %d; the graph has %u ops",
+                       (int)a->op, g->n_ops);
+    const sg__op *op = &g->ops[a->op];
+    if ((op->kind != SG_OP_GEMM && op->kind != SG_OP_MATMUL) || op->n_inputs < 2)
+      return sg__error(SG_ERR_INVALID_ARG,
+                       "sg__tp_rewrite: the plan annotates op '%s' (%s), not a gemm/matmul: was it made "
+                       "for another graph?",
+                       op->name, sg_op_kind_name(op->kind));
+    c->annot[a->op] = i;
+    if (a->split == SG_TP_REPLICATE) continue;
+    if (a->ways != c->ways)
+      return sg__error(SG_ERR_INVALID_ARG, "sg__tp_rewrite: the plan splits op '%s' %d ways, not %d",
+                       op->name, a->ways, c->ways);
+    if (a->weight.id != op->inputs[1])
+      return sg__error(SG_ERR_INVALID_ARG, "sg__tp_rewrite: the plan's weight of op '%s' is not its input 1",
+                       op->name);
+    int32_t bias = op->kind == SG_OP_GEMM && op->n_inputs > 2 ? op->inputs[2] : -1;
+    if (a->bias.id != bias)
+      return sg__error(SG_ERR_INVALID_ARG, "sg__tp_rewrite: the plan's bias of op '%s' is not its input 2",
+                       op->name);
+    bool comm_ok = a->split == SG_TP_COLUMN ? a->output_comm != SG_TP_COMM_ALLREDUCE
+                                            : a->output_comm == SG_TP_COMM_ALLREDUCE;
+    if (!comm_ok || (a->split != SG_TP_COLUMN && a->split != SG_TP_ROW))
+      return sg__error(SG_ERR_INVALID_ARG,
+                       "sg__tp_rewrite: the plan gives op '%s' split %d with output comm %d", op->name,
+                       (int)a->split, (int)a->output_comm);
+    const sg__tensor *w = &g->tensors[a->weight.id];
+    if (a->weight_axis < 0 || a->weight_axis >= w->ndim || w->dims[a->weight_axis] % c->ways != 0)
+      return sg__error(SG_ERR_INVALID_ARG,
+                       "sg__tp_rewrite: weight '%s' of op '%s' cannot be split %d ways "
+                       "along axis %d",
+                       w->name, op->name, c->ways, a->weight_axis);
+    /* A slice serves only the op it was cut for. */
+    if (w->producer >= 0 || uses_of(g, a->weight.id) != 1)
+      return sg__error(SG_ERR_UNSUPPORTED,
+                       "sg__tp_rewrite: split weight '%s' is shared or computed; only a "
+                       "parameter used by op '%s' alone can be split",
+                       w->name, op->name);
+    c->slice_axis[a->weight.id] = (int8_t)a->weight_axis;
+    if (a->split != SG_TP_COLUMN || a->bias.id < 0) continue;
+    const sg__tensor *b = &g->tensors[a->bias.id];
+    int64_t n_out = w->dims[a->weight_axis];
+    if (b->ndim < 1 || b->dims[b->ndim - 1] == 1) continue; /* broadcast along the output: replicated */
+    if (b->dims[b->ndim - 1] != n_out || b->producer >= 0 || uses_of(g, a->bias.id) != 1)
+      return sg__error(SG_ERR_UNSUPPORTED,
+                       "sg__tp_rewrite: bias '%s' of column-split op '%s' is shared, computed or not "
+                       "[..., %lld]",
+                       b->name, op->name, (long long)n_out);
+    c->slice_axis[a->bias.id] = (int8_t)(b->ndim - 1);
+  }
+  return SG_OK;
+}
+
+/* ---- building ---------------------------------------------------------------- */
+
+/* This rank's slice of `data` (dims, element size es) along axis. */
+static void slice_copy(const void *data, int ndim, const int64_t *dims, size_t es, int axis, int ways,
+                       int rank, void *dst) {
+  size_t outer = 1, inner = es;
+  for (int i = 0; i < axis; i++) outer *= (size_t)dims[i];
+  for (int i = axis + 1; i < ndim; i++) inner *= (size_t)dims[i];
+  size_t len = (size_t)dims[axis], chunk = len / (size_t)ways;
+  for (size_t o = 0; o < outer; o++)
+    memcpy((char *)dst + o * chunk * inner, (const char *)data + (o * len + (size_t)rank * chunk) * inner,
+           chunk * inner);
+}
+
+static sg_status add_source(rw *c, int32_t t) {
+  const sg__tensor *x = &c->src->tensors[t];
+  int axis = c->slice_axis[t];
+  int64_t dims[SG_MAX_DIMS];
+  memcpy(dims, x->dims, sizeof dims);
+  void *data = NULL;
+  if (axis >= 0) {
+    dims[axis] /= c->ways;
+    if (x->data) {
+      data = sg__malloc(x->nbytes / (size_t)c->ways + 1);
+      if (data == NULL)
+        return sg__error(SG_ERR_NO_MEMORY, "sg__tp_rewrite: out of memory slicing '%s'", x->name);
+      slice_copy(x->data, x->ndim, x->dims, sg_dtype_size(x->dtype), axis, c->ways, c->rank, data);
+    }
+  }
+  sg_tensor n =
+      sg_graph_add_tensor(c->g, x->name, x->dtype, x->role, x->ndim, dims, axis >= 0 ? data : x->data);
+  sg__free(data);
+  if (n.id < 0) return sg_graph_status(c->g);
+  c->map[t] = n.id;
+  return SG_OK;
+}
+
+/* 1 when new tensor n is the original o, -1 when it is o split along its
+ * last dim, 0 when it is neither. */
+static int split_state(const rw *c, int32_t o, int32_t n) {
+  const sg__tensor *a = &c->src->tensors[o], *b = &c->g->tensors[n];
+  if (a->ndim != b->ndim || a->dtype != b->dtype) return 0;
+  for (int i = 0; i + 1 < a->ndim; i++)
+    if (a->dims[i] != b->dims[i]) return 0;
+  if (a->ndim == 0) return 1;
+  int64_t la = a->dims[a->ndim - 1], lb = b->dims[b->ndim - 1];
+  return la == lb ? 1 : la == lb * c->ways ? -1 : 0;
+}
+
+static sg_status set_name(rw *c, int32_t n, const char *name) {
+  return sg_tensor_set_name(c->g, (sg_tensor){n}, name);
+}
+
+/* Checks that op k of the source, rebuilt, reads and writes tensors in the
+ * states its split allows. */
+static sg_status check_op(const rw *c, uint32_t k, const sg_tp_annotation *a) {
+  const sg__op *op = &c->src->ops[k];
+  sg_tp_split split = a ? a->split : SG_TP_REPLICATE;
+  bool any_split_in = false;
+  for (int i = 0; i < op->n_inputs; i++) {
+    int32_t o = op->inputs[i];
+    if (o < 0) continue;
+    int s = split_state(c, o, c->map[o]);
+    bool want_split = split == SG_TP_ROW && i == 0 && a->input_sharded;
+    bool sliced_param = split != SG_TP_REPLICATE && (i == 1 || i == 2) && c->slice_axis[o] >= 0;
+    if (sliced_param) continue;
+    if (s == -1) any_split_in = true;
+    if (want_split ? s != -1 : s == -1 && !sg__tp_keeps_split(op->kind))
+      return sg__error(SG_ERR_UNSUPPORTED,
+                       "sg__tp_rewrite: op '%s' (%s) reads tensor '%s' %s; the plan does not "
+                       "produce it that way",
+                       op->name, sg_op_kind_name(op->kind), c->src->tensors[o].name,
+                       want_split ? "split along its last dim" : "whole, but it is column-split here");
+  }
+  for (int i = 0; i < op->n_outputs; i++) {
+    int32_t o = op->outputs[i];
+    int s = split_state(c, o, c->map[o]);
+    bool may_split = split == SG_TP_COLUMN || (any_split_in && sg__tp_keeps_split(op->kind));
+    if (s == 0 || (s == -1 && !may_split) || (split == SG_TP_COLUMN && s != -1))
+      return sg__error(SG_ERR_INTERNAL, "sg__tp_rewrite: output '%s' of op '%s' has an unexpected shape",
+                       c->src->tensors[o].name, op->name);
+  }
+  return SG_OK;
+}
+
+/* Row split: the op on the input and weight slices gives a partial sum
+ * "<y>.tp_partial" (synced forward), then the bias, scaled by gemm's beta,
+ * is added once. An input that arrives whole is sliced first. */
+static sg_status add_row_op(rw *c, const sg__op *op, const sg_tp_annotation *a) {
+  const sg_graph *s = c->src;
+  const char *name = s->tensors[op->outputs[0]].name;
+  sg_tensor in[3] = {{c->map[op->inputs[0]]}, {c->map[op->inputs[1]]}, SG_NO_TENSOR};
+  if (!a->input_sharded) {
+    sg_tensor sel;
+    SG_CHECK(sg__tp_slice_last(c->g, in[0], c->ways, c->rank, name, &in[0], &sel));
+    /* The selector product's input gradient is this rank's share, zero
+     * elsewhere: summed over the group when a gradient flows there. */
+    if (s->tensors[op->inputs[0]].producer >= 0)
+      SG_CHECK(add_sync(c, SG__TP_SYNC_BWD_ALLREDUCE, NULL, c->g->ops[c->g->n_ops - 1].name,
+                        c->g->tensors[sel.id].name));
+  }
+  int32_t bias = op->kind == SG_OP_GEMM && op->n_inputs > 2 ? op->inputs[2] : -1;
+  sg_tensor y;
+  SG_CHECK(sg_graph_add_op(c->g, op->kind, op->n_inputs, in, op->n_attrs, op->attrs, 1, &y, NULL));
+  if (bias < 0) {
+    SG_CHECK(set_name(c, y.id, name));
+    c->map[op->outputs[0]] = y.id;
+    return add_sync(c, SG__TP_SYNC_FWD_ALLREDUCE, name, NULL, NULL);
+  }
+  char partial[SG__MAX_NAME];
+  if ((size_t)snprintf(partial, sizeof partial, "%s.tp_partial", name) >= sizeof partial)
+    return sg__error(SG_ERR_RANGE, "sg__tp_rewrite: tensor name '%s' is too long", name);
+  SG_CHECK(set_name(c, y.id, partial));
+  sg_tensor b = {c->map[bias]};
+  double beta = sg__attr_f(op, 3); /* gemm's schema: trans_a, trans_b, alpha, beta */
+  if (beta != 1.0) b = sg_mul_scalar(c->g, b, beta);
+  sg_tensor sum = sg_add(c->g, y, b);
+  if (sum.id < 0) return sg_graph_status(c->g);
+  SG_CHECK(set_name(c, sum.id, name));
+  c->map[op->outputs[0]] = sum.id;
+  return add_sync(c, SG__TP_SYNC_FWD_ALLREDUCE, partial, NULL, NULL);
+}
+
+static sg_status add_op(rw *c, uint32_t k) {
+  const sg__op *op = &c->src->ops[k];
+  const sg_tp_annotation *a = c->annot[k] >= 0 ? &c->a[c->annot[k]] : NULL;
+  sg_tp_split split = a ? a->split : SG_TP_REPLICATE;
+  if (split == SG_TP_ROW) {
+    SG_CHECK(add_row_op(c, op, a));
+    return check_op(c, k, a);
+  }
+  sg_tensor in[16];
+  if (op->n_inputs > 16)
+    return sg__error(SG_ERR_UNSUPPORTED, "sg__tp_rewrite: op '%s' has %d inputs (at most 16 here)", op->name,
+                     op->n_inputs);
+  for (int i = 0; i < op->n_inputs; i++) in[i] = (sg_tensor){op->inputs[i] < 0 ? -1 : c->map[op->inputs[i]]};
+  sg_tensor outs[SG__MAX_OUTPUTS];
+  int n_outs = 0;
+  SG_CHECK(sg_graph_add_op(c->g, op->kind, op->n_inputs, in, op->n_attrs, op->attrs, SG__MAX_OUTPUTS, outs,
+                           &n_outs));
+  if (n_outs != op->n_outputs)
+    return sg__error(SG_ERR_INTERNAL, "sg__tp_rewrite: op '%s' rebuilt with %d outputs, not %d", op->name,
+                     n_outs, op->n_outputs);
+  for (int i = 0; i < n_outs; i++) {
+    SG_CHECK(set_name(c, outs[i].id, c->src->tensors[op->outputs[i]].name));
+    c->map[op->outputs[i]] = outs[i].id;
+  }
+  SG_CHECK(check_op(c, k, a));
+  if (split != SG_TP_COLUMN) return SG_OK;
+  /* Each rank back-propagates through its weight slice only: its share of
+   * the input's gradient is summed over the group, unless no gradient flows
+   * there (a graph input); sg__tp_resolve_backward finds out which. */
+  if (c->src->tensors[op->inputs[0]].producer >= 0)
+    SG_CHECK(add_sync(c, SG__TP_SYNC_BWD_ALLREDUCE, NULL, c->g->ops[c->g->n_ops - 1].name,
+                      c->g->tensors[c->map[op->inputs[1]]].name));
+  if (a->output_comm != SG_TP_COMM_ALLGATHER) return SG_OK; /* a row split consumes the shard */
+  const char *name = c->src->tensors[op->outputs[0]].name;
+  sg_tensor whole;
+  SG_CHECK(sg__tp_gather_last(c->g, (sg_tensor){c->map[op->outputs[0]]}, c->ways, c->rank, name, &whole));
+  c->map[op->outputs[0]] = whole.id;
+  return add_sync(c, SG__TP_SYNC_FWD_ALLREDUCE, name, NULL, NULL);
+}
+
+static sg_status check_args(const sg_graph *fwd, sg_tensor loss, const sg_tp_plan *plan, int ways, int rank) {
+  if (fwd == NULL || plan == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg__tp_rewrite: NULL graph or plan");
+  if (ways < 2 || ways > SG_PARTITION_MAX_PARTS)
+    return sg__error(SG_ERR_INVALID_ARG, "sg__tp_rewrite: ways is %d; it must be in 2..%d", ways,
+                     SG_PARTITION_MAX_PARTS);
+  if (rank < 0 || rank >= ways)
+    return sg__error(SG_ERR_INVALID_ARG, "sg__tp_rewrite: rank %d is outside 0..%d", rank, ways - 1);
+  if (!fwd->finalized) return sg__error(SG_ERR_STATE, "sg__tp_rewrite: the graph is not finalized");
+  if (loss.id < 0 || (uint32_t)loss.id >= fwd->n_tensors)
+    return sg__error(SG_ERR_INVALID_ARG, "sg__tp_rewrite: loss (tensor %d) is not a tensor of the graph",
+                     (int)loss.id);
+  for (uint32_t t = 0; t < fwd->n_tensors; t++)
+    if (fwd->tensors[t].role == SG_ROLE_GRADIENT || fwd->tensors[t].role == SG_ROLE_OPTIMIZER_STATE)
+      return sg__error(SG_ERR_STATE,
+                       "sg__tp_rewrite: tensor '%s' has role %s: pass the forward graph, before "
+                       "sg_graph_backward and the optimizer",
+                       fwd->tensors[t].name, sg_role_name(fwd->tensors[t].role));
+  return SG_OK;
+}
+
+static sg_status build(rw *c, sg_tensor loss) {
+  for (uint32_t t = 0; t < c->src->n_tensors; t++)
+    if (c->src->tensors[t].producer < 0) SG_CHECK(add_source(c, (int32_t)t));
+  for (uint32_t k = 0; k < c->src->n_ops; k++) SG_CHECK(add_op(c, k));
+  for (uint32_t i = 0; i < c->src->n_outputs; i++) {
+    int32_t o = c->src->outputs[i];
+    if (split_state(c, o, c->map[o]) != 1)
+      return sg__error(SG_ERR_UNSUPPORTED,
+                       "sg__tp_rewrite: graph output '%s' is column-split, and graph outputs "
+                       "must be whole: make its consumer row-split or keep the op replicated",
+                       c->src->tensors[o].name);
+    SG_CHECK(sg_graph_mark_output(c->g, (sg_tensor){c->map[o]}));
+  }
+  if (split_state(c, loss.id, c->map[loss.id]) != 1)
+    return sg__error(SG_ERR_UNSUPPORTED, "sg__tp_rewrite: loss '%s' is column-split",
+                     c->src->tensors[loss.id].name);
+  return sg_graph_status(c->g);
+}
+
+sg_status sg__tp_rewrite(const sg_graph *fwd, sg_tensor loss, const sg_tp_plan *plan, int ways, int rank,
+                         sg_graph **out, sg__tp_sync **syncs, int *n_syncs) {
+  if (out) *out = NULL;
+  if (syncs) *syncs = NULL;
+  if (n_syncs) *n_syncs = 0;
+  if (out == NULL || syncs == NULL || n_syncs == NULL)
+    return sg__error(SG_ERR_INVALID_ARG, "sg__tp_rewrite: NULL output argument");
+  SG_CHECK(check_args(fwd, loss, plan, ways, rank));
+  rw c = {.src = fwd, .ways = ways, .rank = rank, .n_a = sg_tp_plan_count(plan)};
+  c.map = sg__malloc(((size_t)fwd->n_tensors + 1) * sizeof *c.map);
+  c.slice_axis = sg__malloc((size_t)fwd->n_tensors + 1);
+  c.annot = sg__malloc(((size_t)fwd->n_ops + 1) * sizeof *c.annot);
+  c.a = sg__calloc((size_t)c.n_a + 1, sizeof *c.a);
+  c.syncs =
+      sg__calloc(2 * (size_t)c.n_a + 1, sizeof *c.syncs); /* at most one forward and one backward each */
+  sg_status st = SG_OK;
+  if (!c.map || !c.slice_axis || !c.annot || !c.a || !c.syncs) {
+    st = sg__error(SG_ERR_NO_MEMORY, "sg__tp_rewrite: out of memory");
+    goto done;
+  }
+  for (uint32_t t = 0; t < fwd->n_tensors; t++) c.map[t] = -1, c.slice_axis[t] = -1;
+  for (uint32_t k = 0; k < fwd->n_ops; k++) c.annot[k] = -1;
+  SG_CHECK_GOTO(check_plan(&c, plan), st, done);
+  SG_CHECK_GOTO(sg_graph_create(&c.g), st, done);
+  SG_CHECK_GOTO(build(&c, loss), st, done);
+done:
+  if (st != SG_OK) {
+    sg_graph_destroy(c.g);
+    sg__tp_syncs_free(c.syncs, c.n_syncs);
+  } else {
+    *out = c.g;
+    *syncs = c.syncs;
+    *n_syncs = c.n_syncs;
+  }
+  sg__free(c.map);
+  sg__free(c.slice_axis);
+  sg__free(c.annot);
+  sg__free(c.a);
+  return st;
+}
+
+void sg__tp_syncs_free(sg__tp_sync *syncs, int n_syncs) {
+  if (syncs == NULL) return;
+  for (int i = 0; i < n_syncs; i++) {
+    sg__free(syncs[i].tensor);
+    sg__free(syncs[i].op);
+    sg__free(syncs[i].weight);
+  }
+  sg__free(syncs);
+}
