@@ -8,7 +8,6 @@
  * running job, SG_REJOIN=1). */
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -49,20 +48,6 @@ static const char *opt_inject;
 
 static volatile sig_atomic_t got_signal;
 static void on_signal(int sig) { got_signal = sig; }
-
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  struct sockaddr_in a = {0};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = -1;
-  if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-    port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
 
 static int make_token(char *out, size_t cap) {
   unsigned char b[16];
@@ -245,17 +230,18 @@ static int heal_restart(rank_proc *procs, int r, int n, int restarts, int ending
 int cli_launch_ranks(int n, int restarts, int prefix, char **argv) {
   static rank_proc procs[MAX_RANKS];
   char token[64], port[16];
-  int pn = free_port();
-  if (pn < 0 || make_token(token, sizeof token) != 0) {
-    cli_error("launch: cannot pick a port or make a job token: %s", strerror(errno));
+  if (make_token(token, sizeof token) != 0) {
+    cli_error("launch: cannot make a job token: %s", strerror(errno));
     return CLI_EXIT_FAIL;
   }
-  snprintf(port, sizeof port, "%d", pn);
+  /* Port 0: the kernel picks a free one as the store binds it, so two
+   * launchers starting at once on one host cannot both choose the same. */
   sg_comm_store_server *store = NULL;
-  if (sg_comm_store_serve("127.0.0.1", pn, token, &store) != SG_OK) {
-    cli_error("launch: cannot host the rendezvous store on 127.0.0.1:%d: %s", pn, sg_last_error());
+  if (sg_comm_store_serve("127.0.0.1", 0, token, &store) != SG_OK) {
+    cli_error("launch: cannot host the rendezvous store on 127.0.0.1: %s", sg_last_error());
     return CLI_EXIT_FAIL;
   }
+  snprintf(port, sizeof port, "%d", sg_comm_store_server_port(store));
   struct sigaction sa = {0}, old_int, old_term;
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);

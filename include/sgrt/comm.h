@@ -1,8 +1,9 @@
 /**
  * @file comm.h
- * Communication (SPEC M1-M7): bootstrap from the environment, a rendezvous
- * store, a UCX transport (tagged messages, RMA windows, atomics) and the
- * collectives on host memory.
+ * Communication: bootstrap from the environment, a rendezvous store, a UCX
+ * transport (tagged messages, RMA windows, atomics), the collectives on host
+ * memory (and on CUDA device memory through NCCL), heartbeat liveness and
+ * hang diagnosis. docs/comm.md describes the protocols and the environment.
  *
  * @code
  *   sg_comm_params cp = SG_COMM_PARAMS_INIT;   // rank, size, master from the environment
@@ -13,9 +14,10 @@
  *   sg_comm_destroy(c);
  * @endcode
  *
- * Threads: a communicator belongs to one thread (the rank's scheduler thread,
- * DESIGN.md); every call on it must come from that thread. Different
- * communicators may be used from different threads.
+ * Threads: a communicator belongs to one thread (sg_dist gives it to its
+ * scheduler thread); every call on it must come from that thread unless a
+ * function says otherwise. Different communicators may be used from
+ * different threads.
  */
 #ifndef SGRT_COMM_H
 #define SGRT_COMM_H
@@ -40,33 +42,48 @@ typedef enum sg_reduce_op {
   SG_REDUCE_MIN = 3,
 } sg_reduce_op;
 
-/** Parameters of sg_comm_create(). Initialise from SG_COMM_PARAMS_INIT. */
+/**
+ * Parameters of sg_comm_create(). Initialise from SG_COMM_PARAMS_INIT (or
+ * sg_comm_params_init()); a program built against an older, shorter version
+ * of the struct gets the defaults for the fields it lacks.
+ *
+ * "Unset" differs by field, because 0 is a valid rank: rank and world_size
+ * use -1 for "from the environment", master_port and timeout_ms use 0, and
+ * the strings use NULL. Every unset field is looked up in the environment
+ * first, then takes the default shown.
+ */
 typedef struct sg_comm_params {
   size_t size;    /**< sizeof(sg_comm_params) */
   int rank;       /**< -1: from the environment (SG_RANK, RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK) */
   int world_size; /**< -1: from the environment */
-  const char *master_addr; /**< NULL: MASTER_ADDR, else 127.0.0.1 (loopback, SPEC S3) */
+  const char *master_addr; /**< NULL: MASTER_ADDR, else 127.0.0.1 (loopback only) */
   int master_port;         /**< 0: MASTER_PORT, else 29500 */
   const char *token;       /**< NULL: SG_JOB_TOKEN, else the empty token */
   int timeout_ms;          /**< every wait's limit; 0: SG_COMM_TIMEOUT_MS, else 60000 */
-  /** Membership epoch (0..1e9): a communicator rebuilt by survivors after a
-   * failure (src/parallel recovery) uses a fresh epoch, so its keys in the
-   * rendezvous store ("e<N>/...") never meet the old ones. Epoch 0 uses the
-   * plain keys; only at epoch 0 does rank 0 host the store (unless
-   * SG_STORE_EXTERNAL=1: `sgrt launch` hosts it, so it outlives any rank). */
+  /** Generation of this communicator within the job, 0..1e9; 0 (the default) for the first. A program that
+   *  creates a communicator again in the same job (after sg_comm_destroy(), or after an sg_dist left) gives
+   *  every new one a higher number on every rank: under `sgrt launch` the rendezvous store outlives the
+   *  communicators, and the number keeps the new one's keys apart from the earlier ones'. Only generation 0
+   *  makes rank 0 host the store. sg_dist's self-healing uses the following numbers for the communicators
+   *  it rebuilds after a failure (sg_dist_stats.epoch). */
   int epoch;
 } sg_comm_params;
 
 #define SG_COMM_PARAMS_INIT \
   { sizeof(sg_comm_params), -1, -1, NULL, 0, NULL, 0, 0 }
+/** SG_COMM_PARAMS_INIT as a function (for bindings). Any thread. */
 SG_API sg_comm_params sg_comm_params_init(void);
 
 /**
- * Joins the job: rank 0 serves the rendezvous store on master_addr:port (at
- * epoch 0, unless SG_STORE_EXTERNAL=1: then a launcher serves it), every
- * rank publishes its UCX worker address there, waits for all the others and
- * connects to them. Collective over the job.
- * @return SG_OK; SG_ERR_INVALID_ARG for a bad parameter or environment;
+ * Joins the job: rank 0 serves the rendezvous store on master_addr:port
+ * (unless SG_STORE_EXTERNAL=1: then a launcher serves it, see
+ * sg_comm_store_serve()), every rank publishes its UCX worker address there,
+ * waits for all the others and connects to them. Collective over the job.
+ * @param params  NULL is refused; SG_COMM_PARAMS_INIT takes everything from
+ *                the environment.
+ * @return SG_OK; SG_ERR_INVALID_ARG for a bad parameter or environment, or a
+ *         params->size this library does not know (the message names both
+ *         sizes);
  *         SG_ERR_TIMEOUT when a rank does not arrive in time; SG_ERR_DENIED when
  *         the store refuses our token; SG_ERR_COMM for transport failures.
  */
@@ -189,10 +206,10 @@ SG_API sg_status sg_comm_am_send(sg_comm *comm, int peer, unsigned id, const voi
 SG_API sg_status sg_comm_am_recv(sg_comm *comm, unsigned id, void *buf, size_t *bytes, int *peer,
                                  int timeout_ms);
 
-/* ---- liveness (SPEC H1) -------------------------------------------------- */
+/* ---- liveness --------------------------------------------------------------- */
 
 /**
- * Heartbeats (SPEC H1): every heartbeat_ms this rank sends a tiny active
+ * Heartbeats: every heartbeat_ms this rank sends a tiny active
  * message to every peer while it is inside any comm call or sg_comm_poll(); a
  * peer not heard from (heartbeat or any other traffic) for dead_ms makes every
  * blocking call that involves it -- and every collective -- fail with
@@ -231,13 +248,6 @@ SG_API sg_status sg_comm_poll(sg_comm *comm);
  */
 SG_API int64_t sg_comm_peer_silence_ms(const sg_comm *comm, int peer);
 /**
- * Milliseconds since the last message or heartbeat from peer arrived, time
- * this rank spent outside comm calls included: how long ago peer was last
- * seen alive (a recovery's detection time starts there). -1 for self or an
- * invalid rank. Owner thread only.
- */
-SG_API int64_t sg_comm_peer_quiet_ms(const sg_comm *comm, int peer);
-/**
  * Marks the communicator failed: every later call returns SG_ERR_COMM ("the
  * communicator was aborted: <reason>") quickly, and sg_comm_destroy() skips
  * its barrier. Used to abort. Any thread may call it, also while the owner
@@ -248,20 +258,13 @@ SG_API int64_t sg_comm_peer_quiet_ms(const sg_comm *comm, int peer);
 SG_API void sg_comm_abort(sg_comm *comm, const char *reason);
 
 /**
- * Cuts the link to `peer` on this side (fault injection, SPEC H6): the peer
- * is declared unreachable at once, as if its endpoint had failed ("rank P is
- * unreachable: ... (link cut)"), heartbeats to it stop and every later
- * operation involving it fails; the other peers are told, as for any
- * failure. Local. @return SG_OK; SG_ERR_INVALID_ARG for NULL, self or a rank
- * outside the job. Owner thread only.
- */
-SG_API sg_status sg_comm_cut_peer(sg_comm *comm, int peer);
-/**
  * Whether this rank considers `peer` unreachable: 0 no; 1 yes, found by this
- * rank itself (silence, endpoint failure, cut link); 2 yes, because another
- * rank reported it (first-hand and second-hand knowledge differ when
- * deciding who is really gone: src/parallel/membership.c). -1 for NULL, self or
- * an invalid rank. Sticky, as the failure itself. Owner thread only.
+ * rank itself (silence, an endpoint failure, a hang, a cut link); 2 yes,
+ * because another rank reported it. A program that goes on with point-to-point
+ * traffic after a failure uses it to skip the lost peers; the difference
+ * between 1 and 2 matters when deciding who is really gone (a rank that is
+ * only reported may be alive and cut off from the reporter). -1 for NULL,
+ * self or an invalid rank. Sticky, as the failure itself. Owner thread only.
  */
 SG_API int sg_comm_peer_unreachable(const sg_comm *comm, int peer);
 
@@ -271,17 +274,22 @@ typedef struct sg_comm_store_server sg_comm_store_server;
 /**
  * Serves the rendezvous store on addr:port (a background thread), for a
  * launcher: ranks started with SG_STORE_EXTERNAL=1 use it instead of rank 0
- * hosting one, so the store survives the death of any rank (recovery needs
- * it, docs/resilience.md). token: the job token the ranks must present
- * (NULL or "" = none). @return SG_OK; SG_ERR_INVALID_ARG for NULL addr/out
- * or a port outside 1..65535; SG_ERR_COMM when the address cannot be bound.
+ * hosting one, so the store survives the death of any rank (self-healing
+ * needs it, docs/resilience.md). token: the job token the ranks must present
+ * (NULL or "" = none). port 0 lets the kernel pick a free port (read it
+ * with sg_comm_store_server_port()): a launcher that picks a port first and
+ * binds it later races every other process on the host for it.
+ * @return SG_OK; SG_ERR_INVALID_ARG for NULL addr/out or a port outside
+ * 0..65535; SG_ERR_COMM when the address cannot be bound.
  */
 SG_API sg_status sg_comm_store_serve(const char *addr, int port, const char *token,
                                      sg_comm_store_server **out);
+/** The port the server listens on (the chosen one after port 0); -1 for NULL. */
+SG_API int sg_comm_store_server_port(const sg_comm_store_server *server);
 /** Stops the server and frees it. Accepts NULL. */
 SG_API void sg_comm_store_stop(sg_comm_store_server *server);
 
-/* ---- consistency (SPEC M5) ----------------------------------------------- */
+/* ---- consistency ----------------------------------------------------------- */
 
 /**
  * Every rank publishes the hash of its boundary shapes and its boundary dtype
@@ -291,8 +299,10 @@ SG_API void sg_comm_store_stop(sg_comm_store_server *server);
 SG_API sg_status sg_comm_check_consistency(sg_comm *comm, uint64_t boundary_shape_hash,
                                            const uint8_t *dtype_ids, size_t n_dtype_ids);
 
-/* ---- RDMA devices (SPEC M6) ---------------------------------------------- */
+/* ---- RDMA devices ---------------------------------------------------------- */
 
+/** One RDMA port. Fixed layout: sg_rdma_devices() returns an array of them,
+ *  so fields are never added (a later version adds a new function). */
 typedef struct sg_rdma_device {
   char name[64];
   char link_layer[16]; /**< "InfiniBand", "Ethernet" or "unknown" */
@@ -308,13 +318,13 @@ typedef struct sg_rdma_device {
 SG_API sg_status sg_rdma_devices(sg_rdma_device **out, size_t *count);
 SG_API void sg_rdma_devices_free(sg_rdma_device *devices);
 
-/* ---- hang diagnosis (SPEC H7) -------------------------------------------- */
+/* ---- hang diagnosis ------------------------------------------------------- */
 
 /** Most bytes of a position label (sg_comm_label), not counting the NUL. */
 #define SG_COMM_LABEL_MAX 96
 
 /**
- * Names what the following collectives are, for hang diagnosis (SPEC H7):
+ * Names what the following collectives are, for hang diagnosis:
  * "step 5: allreduce of gradient bucket 2 of 4". Every collective call on
  * comm (allreduce, allgather, reduce-scatter, broadcast, barrier, window
  * create) advances this rank's position in the collective schedule by one;
@@ -330,7 +340,7 @@ SG_API void sg_rdma_devices_free(sg_rdma_device *devices);
 SG_API sg_status sg_comm_label(sg_comm *comm, const char *text);
 
 /**
- * Hang detection (SPEC H7, docs/resilience.md "Hang diagnosis"), on top of
+ * Hang detection (docs/resilience.md "Hang diagnosis"), on top of
  * heartbeats (sg_comm_set_liveness must be on): a rank waiting inside its
  * collective #N looks at the peers that have not entered #N (their
  * heartbeats say so) but still heartbeat. Once it has waited hang_ms in #N
@@ -345,52 +355,17 @@ SG_API sg_status sg_comm_label(sg_comm *comm, const char *text);
  * stuck rank (its next call fails: "rank 2 was given up by its peers: rank 0
  * found it stuck ...").
  *
- * A peer whose heartbeats say it is away (sg_comm_set_away) is never stuck.
  * A rank that computes hang_ms longer than every other rank before entering a
  * collective is indistinguishable from a stuck one and is reported as stuck:
  * choose hang_ms well above the spread of the ranks' arrival times (sg_dist's
- * default is max(10 x dead_ms, 10 s)). 0 turns detection off (the default).
+ * default is max(10 x dead_ms, 10 s); sg_dist also never calls a rank stuck
+ * while its program is between sg_dist_step() calls). 0 turns detection off
+ * (the default).
  * Local; every rank should set the same value.
  * @return SG_OK; SG_ERR_INVALID_ARG for NULL, hang_ms < 0 or above 24 h;
  *         the communicator's failure when it failed earlier. Owner thread only.
  */
 SG_API sg_status sg_comm_set_hang_timeout(sg_comm *comm, int hang_ms);
-
-/**
- * Says whether this rank's program is away from the work that leads to the
- * next collective (1) or on it (0, the default). Heartbeats carry it, and the
- * hang check never calls an away peer stuck: sg_dist marks a rank away between
- * sg_dist_step() calls, so a program that evaluates or writes a checkpoint on
- * one rank between steps is waited for (up to the communicator's timeout), not
- * excluded. A rank that comes back restarts its peers' hang clocks. Any thread
- * (an atomic flag); local.
- * @return SG_OK; SG_ERR_INVALID_ARG for NULL.
- */
-SG_API sg_status sg_comm_set_away(sg_comm *comm, int away);
-
-/** A rank's position in the collective schedule, as its heartbeats last said. */
-typedef struct sg_comm_position {
-  uint64_t collective;               /**< collectives entered: #collective is the latest (0: none yet) */
-  int inside;                        /**< 1 while the rank was waiting inside #collective */
-  int away;                          /**< 1 while its program was away from the steps (sg_comm_set_away) */
-  int known;                         /**< 0: no heartbeat with a position from this peer yet */
-  char label[SG_COMM_LABEL_MAX + 1]; /**< #collective's label ("" when none) */
-} sg_comm_position;
-
-/**
- * The position of `peer` as its latest valid heartbeat reported it; for
- * peer == this rank, this rank's own position now. Local.
- * @return SG_OK; SG_ERR_INVALID_ARG for NULL or a rank outside the job.
- *         Owner thread only.
- */
-SG_API sg_status sg_comm_peer_position(const sg_comm *comm, int peer, sg_comm_position *out);
-
-/**
- * Heartbeats this rank received and ignored because they were malformed
- * (SPEC S1: a bad length, version, flag, label or rank; never trusted, not
- * even as a sign of life). 0 for NULL. Owner thread only.
- */
-SG_API uint64_t sg_comm_heartbeats_rejected(const sg_comm *comm);
 
 SG_EXTERN_C_END
 

@@ -1,6 +1,7 @@
 /**
  * @file core.h
- * Logging control and allocation hooks.
+ * Logging control, allocation hooks, and sg_free() for the memory sgrt hands
+ * to the caller. Every public header that returns such memory includes it.
  */
 #ifndef SGRT_CORE_H
 #define SGRT_CORE_H
@@ -47,9 +48,18 @@ typedef struct sg_allocator {
  * sgrt object exists and not concurrently with other sgrt calls: memory is
  * always freed by the allocator that allocated it.
  * @return SG_OK, or SG_ERR_INVALID_ARG if a function pointer is missing or
- *         `size` is smaller than the first version of the struct.
+ *         `size` is not a size of the struct this library knows (every
+ *         field of the first version is required: there are no defaults).
  */
 SG_API sg_status sg_set_allocator(const sg_allocator *allocator);
+
+/**
+ * Frees memory that sgrt returned to the caller: buffers of
+ * sg_graph_save_to_memory(), the strings of sg_partition_report_json(),
+ * sg_partition_report_text() and sg_tp_plan_json(). It goes back to the
+ * allocator that made it. Accepts NULL. Any thread.
+ */
+SG_API void sg_free(void *ptr);
 
 SG_EXTERN_C_END
 

@@ -1,6 +1,6 @@
 /**
  * @file dist.h
- * Data-parallel training across ranks (SPEC P7, C5, H1, O2): every rank runs
+ * Data-parallel training across ranks: every rank runs
  * the same training graph on its own shard of the batch, and the gradients
  * are averaged over the ranks before the optimizer update, as PyTorch's
  * DistributedDataParallel does. Gradients are grouped into buckets in the
@@ -58,7 +58,7 @@
  * gradients then returns SG_ERR_COMM with a message naming the unreachable
  * rank and the step, and so does every later call that communicates: the
  * program should report and exit. With a feed callback (sg_dist_params.feed)
- * the job heals itself (SPEC H4, docs/resilience.md): the survivors agree on
+ * the job heals itself (docs/resilience.md): the survivors agree on
  * a new membership through the rendezvous store, rebuild the communicator,
  * resume from the most advanced member's state (every member holds the
  * whole state; a member that completed one step more than another sends it
@@ -113,7 +113,16 @@ typedef struct sg_dist sg_dist;
  */
 typedef sg_status (*sg_dist_feed_fn)(void *ctx, sg_dist *d, uint64_t step, int shard, int n_shards);
 
-/** Parameters of sg_dist_create(). Initialise from SG_DIST_PARAMS_INIT. */
+/**
+ * Parameters of sg_dist_create(). Initialise from SG_DIST_PARAMS_INIT.
+ *
+ * "Unset" values differ by field, and the same value can mean different
+ * things: -1 means "from the environment" for qos (and for comm.rank and
+ * comm.world_size), "derived" for data (the world size over pipeline x
+ * tensor) and "off" for hang_ms; 0 means "automatic" for threads,
+ * trace_events and hang_ms, but "off" for zero and trace; NULL means the
+ * default for the strings (device "cpu", no trace file, no offload).
+ */
 typedef struct sg_dist_params {
   size_t size;         /**< sizeof(sg_dist_params) */
   sg_comm_params comm; /**< rank, world size, master, token, timeout (SG_COMM_PARAMS_INIT: environment) */
@@ -136,12 +145,12 @@ typedef struct sg_dist_params {
   size_t trace_events;    /**< timeline capacity per thread, in events (the latest are kept); 0 = 262144 */
   sg_dist_feed_fn feed;   /**< inputs per shard; NULL: the program sets inputs itself (no recovery) */
   void *feed_ctx;         /**< passed to feed */
-  /** QoS tier (SPEC H5) when a peer fails: -1 = SG_QOS or strict; 0 strict (recover and redo the step,
-   *  the global batch kept, RPO 0); 1 best-effort: refused with feed set (SG_ERR_UNSUPPORTED: the
+  /** QoS tier (health.h's sg_qos) when a peer fails: -1 = SG_QOS or strict; 0 strict (recover and redo the
+   * step, the global batch kept, RPO 0); 1 best-effort: refused with feed set (SG_ERR_UNSUPPORTED: the
    *  runtime does not retry collectives); 2 graceful-degrade (recover, but each member keeps only its
    *  own shard: the lost ranks' samples are skipped). Needs feed. */
   int qos;
-  /** Where optimizer state lives (SPEC A5): NULL or "none" (the session's memory), "dram" or "pmem" —
+  /** Where optimizer state lives: NULL or "none" (the session's memory), "dram" or "pmem" —
    *  a tier of this rank's global page table (docs/gmem.md), bound with sg_session_bind_state; the
    *  results are bit-identical. */
   const char *offload;
@@ -154,7 +163,7 @@ typedef struct sg_dist_params {
    *  Needs an optimizer whose updates are the only ops after backward; not with offload. The initial
    *  broadcast moves parameters and state only: each rank's optimizer state starts as its session's. */
   int zero;
-  /** Hang diagnosis (SPEC H7, sg_comm_set_hang_timeout(), docs/resilience.md "Hang diagnosis"): a rank
+  /** Hang diagnosis (sg_comm_set_hang_timeout(), docs/resilience.md "Hang diagnosis"): a rank
    *  that has waited this long in a collective (gradient bucket, broadcast, check) since the last peer
    *  arrived in it names the peers that have not entered it but still heartbeat as stuck, with their
    *  positions; the step fails with SG_ERR_COMM, or heals without them with a feed callback.
@@ -180,7 +189,7 @@ SG_API sg_dist_params sg_dist_params_init(void);
  * they can wait for the allreduces); groups the parameters' gradients into
  * buckets; and checks with every other rank that the gradient topology (the
  * shapes and dtypes of every parameter and gradient, and the buckets) is the
- * same (SPEC M5). Parameters, state and optimizer state are broadcast from
+ * same. Parameters, state and optimizer state are broadcast from
  * rank 0 by the first sg_dist_step(), so they may be set between create and
  * the first step on rank 0 alone.
  *

@@ -1,6 +1,6 @@
 /**
  * @file gmem.h
- * Global memory mapping (SPEC A1-A6): global virtual addresses (GVAs), a
+ * Global memory mapping: global virtual addresses (GVAs), a
  * page table sharded by owner node, a software TLB, memory tiers (DRAM, PMEM,
  * VRAM), coherent pages, tier migration, ZeRO-style sharding and optimizer
  * state offload. docs/gmem.md describes the design and the protocols.
@@ -47,12 +47,12 @@ SG_EXTERN_C_BEGIN
 typedef struct sg_gmem sg_gmem;
 
 /** Status of a read or update that named a version the page no longer has
- * (SPEC A4: a stale version). */
+ * (a stale version). */
 #define SG_GMEM_ERR_STALE SG_ERR_STALE
 
-/* ---- A1: global virtual addresses --------------------------------------- */
+/* ---- global virtual addresses ------------------------------------------- */
 
-/** Bytes of a global page, and of a cache line of the per-line valid bits (A3). */
+/** Bytes of a global page, and of a cache line of the per-line valid bits. */
 #define SG_GMEM_PAGE_SIZE 4096u
 #define SG_GMEM_LINE_SIZE 64u
 /** The node id that no node has: an unmapped entry's node_id. */
@@ -95,16 +95,16 @@ SG_API sg_status sg_gva_parse(const char *text, sg_gva *out);
  */
 SG_API sg_status sg_gva_format(sg_gva gva, char *buf, size_t cap);
 
-/* ---- A2: page-table entries ---------------------------------------------- */
+/* ---- page-table entries -------------------------------------------------- */
 
-/** Entry flags (SPEC A2) and access kinds asked of sg_gmem_translate(). */
+/** Entry flags and access kinds asked of sg_gmem_translate(). */
 enum {
   SG_GMEM_READ = 1,
   SG_GMEM_WRITE = 2,
-  SG_GMEM_COHERENT = 4, /**< writes go through the version protocol, copies are invalidated (A4) */
+  SG_GMEM_COHERENT = 4, /**< writes go through the version protocol, copies are invalidated */
 };
 
-/** Memory tiers (SPEC A3). Stored in an entry's offset; never renumber. */
+/** Memory tiers. Stored in an entry's offset; never renumber. */
 typedef enum sg_gmem_tier {
   SG_GMEM_DRAM = 0,
   SG_GMEM_PMEM = 1, /**< libpmem mapping of a DAX device or a file */
@@ -123,7 +123,7 @@ typedef enum sg_gmem_tier {
 #define SG_GMEM_LOC_BYTE(off) ((off) & ((1ull << 56) - 1))
 
 /**
- * A page-table entry, exactly SPEC A2's fields. In the table it is 16 bytes:
+ * A page-table entry. Fixed layout (fields are never added): in the table it is 16 bytes:
  * word 0 (the "version word", the target of compare-and-swap) holds version
  * in bits 0-31, node_id in 32-47, flags in 48-55 and a writer's busy bit in
  * bit 63; word 1 holds offset. docs/gmem.md has the protocol.
@@ -137,6 +137,10 @@ typedef struct sg_gmem_pte {
 
 /* ---- lifecycle ------------------------------------------------------------ */
 
+/** Options of sg_gmem_create(). Initialise from SG_GMEM_PARAMS_INIT or
+ * sg_gmem_params_init(); an older caller's shorter struct gets the defaults
+ * for the fields it lacks. Note that 0 means different things here: "no
+ * tier" for pmem_bytes and vram_bytes, "the default (10000)" for timeout_ms. */
 typedef struct sg_gmem_params {
   size_t size;          /**< sizeof(sg_gmem_params) */
   uint64_t table_pages; /**< this node's global range in pages (entries of its shard); default 65536 */
@@ -146,7 +150,7 @@ typedef struct sg_gmem_params {
    * DAX device for the PMEM tier; NULL: SG_GMEM_PMEM_PATH, else none. */
   const char *pmem_path;
   size_t vram_bytes;    /**< VRAM tier; 0: none. Needs the CUDA backend */
-  int vram_device;      /**< CUDA device of the VRAM tier */
+  int vram_device;      /**< CUDA device of the VRAM tier; default 0 (a device number, not "unset") */
   uint32_t tlb_entries; /**< software TLB slots, a power of two; default 4096 */
   uint32_t copy_pages;  /**< cache of coherent remote pages, in pages; default 64 */
   int timeout_ms;       /**< longest wait for a busy entry; 0: 10000 */
@@ -216,7 +220,7 @@ SG_API sg_status sg_gmem_persist(sg_gmem *gm, sg_gva gva, size_t bytes);
  */
 SG_API sg_status sg_gmem_migrate(sg_gmem *gm, sg_gva gva, sg_gmem_tier tier);
 
-/* ---- translation (A1, A2) ---------------------------------------------------- */
+/* ---- translation ------------------------------------------------------------ */
 
 /** Where a GVA lives, as sg_gmem_translate() found it. */
 typedef struct sg_gmem_loc {
@@ -266,7 +270,7 @@ SG_API sg_status sg_gmem_pte_cas(sg_gmem *gm, sg_gva gva, uint32_t expected_vers
  * table page (256 entries, 4 KiB) that changed since the last push is put
  * with one RMA put (ucp_put_nbi), all completed before this returns. The
  * replica is what sg_gmem_pte_read_replica() reads when this node is gone
- * (SPEC A5/H4: recovery finds state by GVA). *pushed (optional) gets the
+ * (self-healing finds state by GVA). *pushed (optional) gets the
  * number of table pages sent. A single node has no replica: SG_OK, 0 pages.
  */
 SG_API sg_status sg_gmem_table_push(sg_gmem *gm, uint64_t *pushed);
@@ -281,7 +285,7 @@ SG_API sg_status sg_gmem_table_push(sg_gmem *gm, uint64_t *pushed);
  */
 SG_API sg_status sg_gmem_pte_read_replica(sg_gmem *gm, sg_gva gva, sg_gmem_pte *out);
 
-/* ---- data and coherence (A4) ------------------------------------------------ */
+/* ---- data and coherence ----------------------------------------------------- */
 
 /**
  * Reads [gva, gva+bytes) into dst. A COHERENT page is read from this node's
@@ -323,9 +327,9 @@ typedef enum sg_gmem_mesi {
 /** This node's state of the COHERENT page holding gva, and the version of its copy. */
 SG_API sg_status sg_gmem_coherence_state(sg_gmem *gm, sg_gva gva, sg_gmem_mesi *state, uint32_t *version);
 
-/** Counters since create. */
+/** Counters since create. An output: the caller sets `size` (SG_GMEM_STATS_INIT). */
 typedef struct sg_gmem_stats {
-  size_t size;
+  size_t size; /**< set by the caller; on return the bytes filled */
   uint64_t tlb_hits, tlb_misses;
   uint64_t remote_table_fetches;  /**< table pages fetched by RMA get */
   uint64_t invalidations_sent;    /**< buckets bumped on other nodes */
@@ -336,9 +340,12 @@ typedef struct sg_gmem_stats {
 } sg_gmem_stats;
 #define SG_GMEM_STATS_INIT \
   { sizeof(sg_gmem_stats) }
+/** Fills the first out->size bytes of `out` (an older caller's shorter struct
+ * gets the counters it knows; out->size becomes the bytes written).
+ * SG_ERR_INVALID_ARG for NULL or a size below the first version's. */
 SG_API sg_status sg_gmem_stats_get(const sg_gmem *gm, sg_gmem_stats *out);
 
-/* ---- A5: ZeRO-style sharding ------------------------------------------------ */
+/* ---- ZeRO-style sharding ---------------------------------------------------- */
 
 typedef struct sg_gmem_shard sg_gmem_shard;
 
@@ -362,7 +369,7 @@ SG_API sg_status sg_gmem_shard_local(const sg_gmem_shard *sh, void **ptr, size_t
 SG_API sg_status sg_gmem_shard_read(sg_gmem_shard *sh, size_t offset, void *dst, size_t bytes);
 SG_API sg_status sg_gmem_shard_write(sg_gmem_shard *sh, size_t offset, const void *src, size_t bytes);
 
-/* ---- A5: optimizer state offload ----------------------------------------------- */
+/* ---- optimizer state offload --------------------------------------------------- */
 
 typedef struct sg_gmem_offload sg_gmem_offload;
 

@@ -1,6 +1,6 @@
 /**
  * @file graph.h
- * The graph IR (SPEC G1): tensors with a name, dtype, static shape and role;
+ * The graph IR: tensors with a name, dtype, static shape and role;
  * ops with a kind, attributes and ordered inputs and outputs; a DAG that is
  * immutable once finalized.
  *
@@ -174,7 +174,10 @@ SG_API sg_status sg_graph_mark_output(sg_graph *g, sg_tensor t);
 
 /* ---- queries ------------------------------------------------------------ */
 
-/** Plain description of a tensor; pointers stay valid while the graph lives. */
+/** Plain description of a tensor; pointers stay valid while the graph lives.
+ * Fixed layout (no `size`: callers pass it uninitialised), never grows;
+ * docs/api.md "Versions of structs". The same holds for sg_op_info and
+ * sg_attr. */
 typedef struct sg_tensor_info {
   const char *name;
   sg_dtype dtype;
@@ -240,7 +243,7 @@ SG_API const char *sg_role_name(sg_role role);
 /** Bytes per element; 0 for an unknown dtype. */
 SG_API size_t sg_dtype_size(sg_dtype dtype);
 
-/* ---- content hash (SPEC G8) --------------------------------------------- */
+/* ---- content hash --------------------------------------------------------- */
 
 /** Flags of sg_graph_hash. */
 enum { SG_HASH_WEIGHTS = 1 /**< include initializer bytes */ };
@@ -253,7 +256,7 @@ enum { SG_HASH_WEIGHTS = 1 /**< include initializer bytes */ };
  */
 SG_API sg_status sg_graph_hash(const sg_graph *g, unsigned flags, uint64_t *out);
 
-/* ---- Graphviz (SPEC O3) ------------------------------------------------- */
+/* ---- Graphviz ------------------------------------------------------------- */
 
 /** Writes a finalized graph as Graphviz DOT to `path` ("-" for stdout):
  * ops as boxes, source tensors as ellipses coloured by role, edges labelled

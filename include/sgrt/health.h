@@ -1,6 +1,6 @@
 /**
  * @file health.h
- * Self-healing groundwork (SPEC H2, H3, H5, H6, H7): one rank's view of the
+ * Self-healing building blocks: one rank's view of the
  * health of the job, the heartbeat and check-in payloads, QoS tiers and
  * fault-injection plans. docs/resilience.md has the states, the byte layouts
  * and the syntax.
@@ -25,8 +25,9 @@
  *     sg_health_tick(h, now_ms());                     // timeouts
  *   }
  *   char why[256];
- *   sg_health_diagnose(h, why, sizeof why);            // "rank 2 is at collective #17 (step 5), the others
- * at #18 (step 5)" sg_health_destroy(h);
+ *   sg_health_diagnose(h, why, sizeof why, NULL);
+ *   // why: "rank 2 is at collective #17 (step 5), the others at #18 (step 5)"
+ *   sg_health_destroy(h);
  * @endcode
  *
  * Threads: an sg_health belongs to one thread (the scheduler thread); it has
@@ -45,7 +46,7 @@
 
 SG_EXTERN_C_BEGIN
 
-/* ---- payloads (SPEC H2, H7) ---------------------------------------------- */
+/* ---- payloads ------------------------------------------------------------- */
 
 /** Most dependencies a check-in carries. */
 #define SG_CHECKIN_MAX_DEPS 64
@@ -108,9 +109,9 @@ SG_API sg_status sg_checkin_encode(const sg_checkin *ci, void *buf, size_t cap, 
  */
 SG_API sg_status sg_checkin_decode(const void *buf, size_t len, int world_size, sg_checkin *out);
 
-/* ---- the health monitor (SPEC H2, H3) ------------------------------------ */
+/* ---- the health monitor --------------------------------------------------- */
 
-/** A peer's health (SPEC H3). */
+/** A peer's health. */
 typedef enum sg_health_state {
   SG_HEALTH_HEALTHY = 0,
   SG_HEALTH_DEGRADED = 1,    /**< missed check-ins, or too slow; recovers by itself */
@@ -126,7 +127,7 @@ typedef struct sg_health_config {
   int heartbeat_ms;             /**< heartbeat period, 1 .. 86400000; 100 */
   int checkin_ms;               /**< check-in period, 1 .. 86400000; 1000 */
   int unreachable_ms;           /**< silence that makes a peer UNREACHABLE; > heartbeat_ms, <= 86400000.
-                                     1000 here (local ranks); SPEC H3's 30000 suits real clusters */
+                                     1000 suits ranks on one machine; 30000 suits real clusters */
   int degraded_missed_checkins; /**< consecutive check-ins missed for DEGRADED, 1 .. 1000; 2 */
   double slow_factor;           /**< DEGRADED when a step takes more than this times the median; 0 turns the
                                      check off, else 1 < f <= 1000; 3.0 */
@@ -204,7 +205,7 @@ SG_API sg_status sg_health_heartbeat(sg_health *h, int peer, int64_t now_ms, con
 SG_API sg_status sg_health_checkin(sg_health *h, int peer, int64_t now_ms, const sg_checkin *ci);
 /**
  * The transport reported peer's endpoint failed, or the launcher reported
- * its exit: UNREACHABLE at once (SPEC H3's "dead peer"). `reason` (NULL:
+ * its exit: UNREACHABLE at once (a dead peer). `reason` (NULL:
  * "peer failed") goes into the log. Nothing happens for a peer already
  * UNREACHABLE.
  * @return SG_OK; SG_ERR_INVALID_ARG for self_rank; SG_ERR_STATE for a non-member.
@@ -248,7 +249,8 @@ SG_API sg_status sg_health_state_of(const sg_health *h, int rank, sg_health_stat
 /** Members in `state` (self included); -1 for NULL or an unknown state. */
 SG_API int sg_health_count(const sg_health *h, sg_health_state state);
 
-/** What the monitor knows of one peer. */
+/** What the monitor knows of one peer. Fixed layout, like the other structs
+ * of this header without `size` (docs/api.md "Versions of structs"). */
 typedef struct sg_health_peer {
   sg_health_state state;
   int64_t last_heard_ms;   /**< local time of the last heartbeat or check-in (or of create / epoch reset) */
@@ -274,7 +276,7 @@ SG_API uint64_t sg_health_log_total(const sg_health *h);
  */
 SG_API sg_status sg_health_log_get(const sg_health *h, size_t i, sg_health_transition *out);
 
-/* ---- the health graph (SPEC H2) ------------------------------------------ */
+/* ---- the health graph ----------------------------------------------------- */
 
 /** Kinds of dependency between two ranks; an edge may have several. */
 typedef enum sg_edge_kind {
@@ -315,7 +317,7 @@ SG_API sg_status sg_health_neighbors(const sg_health *h, int rank, int *out, siz
  */
 SG_API sg_status sg_health_unhealthy_deps(const sg_health *h, int rank, int *out, size_t cap, size_t *n);
 
-/* ---- hang diagnosis (SPEC H7) -------------------------------------------- */
+/* ---- hang diagnosis ------------------------------------------------------- */
 
 /**
  * Names the rank(s) stuck behind the others, from the members' latest
@@ -355,7 +357,7 @@ typedef struct sg_cpu_meter {
  */
 SG_API sg_status sg_health_cpu_permille(sg_cpu_meter *m, unsigned *permille);
 
-/* ---- QoS tiers (SPEC H5) ------------------------------------------------- */
+/* ---- QoS tiers ------------------------------------------------------------ */
 
 typedef enum sg_qos {
   SG_QOS_STRICT = 0,           /**< fail fast: abort the step, recover, redo it (RPO 0) */
@@ -397,7 +399,7 @@ SG_API sg_status sg_qos_from_env(sg_qos fallback, sg_qos *out);
 /** The budgets of a tier. @return SG_OK; SG_ERR_INVALID_ARG for NULL or an unknown tier. */
 SG_API sg_status sg_qos_budget_of(sg_qos qos, sg_qos_budget *out);
 
-/* ---- fault injection (SPEC H6) ------------------------------------------- */
+/* ---- fault injection ------------------------------------------------------ */
 
 typedef enum sg_fault_kind {
   SG_FAULT_KILL = 1,            /**< "kill": SIGKILL the rank */
@@ -406,7 +408,7 @@ typedef enum sg_fault_kind {
   SG_FAULT_PARTITION = 4,       /**< "partition": cut the link between two ranks */
   SG_FAULT_DEVICE = 5,          /**< "device": fail the rank's device */
   SG_FAULT_HANG = 6,   /**< "hang": the rank's compute thread stops making progress; its communication
-                            thread goes on heartbeating (SPEC H7: found by hang diagnosis, not silence) */
+                            thread goes on heartbeating (found by hang diagnosis, not by silence) */
   SG_FAULT_BEHIND = 7, /**< "behind": the rank gives up the step after its gradients were averaged, before
                             its updates, and recovers: the others completed the step, so it is a step
                             behind them (a recovery that must roll it forward) */

@@ -1,6 +1,6 @@
 /**
  * @file onnx.h
- * ONNX import (SPEC G5): turns the models that `torch.onnx.export` writes for
+ * ONNX import: turns the models that `torch.onnx.export` writes for
  * torchvision's ResNet family and for plain MLPs into a finalized sgrt graph.
  *
  * Both export forms are understood: inference exports (`model.eval()`, batch

@@ -1,6 +1,6 @@
 /**
  * @file ops.h
- * Builder API (SPEC G2): each function appends one op to a graph, infers the
+ * Builder API: each function appends one op to a graph, infers the
  * shape and dtype of its outputs, and returns the (first) output.
  *
  * Layout conventions follow PyTorch: images are NCHW, convolution weights are
@@ -10,8 +10,12 @@
  * for how errors propagate (sticky, SG_NO_TENSOR).
  *
  * Every params struct starts with `size` and is initialised from its
- * SG_X_PARAMS_INIT macro or sg_X_params_init() so that fields can be added
- * later without breaking callers. A NULL params pointer means the defaults.
+ * SG_X_PARAMS_INIT macro or sg_X_params_init(). Fields are only ever
+ * appended: a program built against an older, shorter version of a struct
+ * gets the defaults (the INIT values) for the fields it lacks, and a size
+ * below the first version's or above this library's fails with
+ * SG_ERR_INVALID_ARG naming the struct and both sizes (docs/api.md). A NULL
+ * params pointer means the defaults.
  */
 #ifndef SGRT_OPS_H
 #define SGRT_OPS_H
@@ -116,7 +120,7 @@ SG_API sg_tensor sg_linear(sg_graph *g, sg_tensor x, sg_tensor w, sg_tensor bias
 typedef struct sg_pool2d_params {
   size_t size;
   int64_t kernel[2];     /**< (h, w); required, default 1 */
-  int64_t stride[2];     /**< (h, w); default 0 = same as kernel, like PyTorch */
+  int64_t stride[2];     /**< (h, w); default 0 = same as kernel, like PyTorch (0 is "automatic" here) */
   int64_t padding[4];    /**< (top, left, bottom, right); at most half the kernel */
   int ceil_mode;         /**< default 0 */
   int count_include_pad; /**< average pooling only; default 1 (PyTorch's default) */
@@ -164,7 +168,7 @@ SG_API sg_tensor sg_reduce_sum(sg_graph *g, sg_tensor x, int naxes, const int64_
  * drawn from `seed` and the step number, so runs are reproducible. */
 SG_API sg_tensor sg_dropout(sg_graph *g, sg_tensor x, double p, uint64_t seed, int training);
 
-/* ---- optimizer updates (SPEC G7) ---------------------------------------- */
+/* ---- optimizer updates ---------------------------------------------------- */
 
 typedef struct sg_sgd_params {
   size_t size;

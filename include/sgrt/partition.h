@@ -1,6 +1,6 @@
 /**
  * @file partition.h
- * Partitioning a graph across devices (SPEC P1-P7, O3): a cost model per op,
+ * Partitioning a graph across devices: a cost model per op,
  * METIS k-way partitioning with memory and compute as constraints, acyclic
  * pipeline stages, heterogeneous device tables, reports (table, JSON, DOT),
  * profile-guided repartitioning and tensor-parallel split plans.
@@ -29,7 +29,7 @@
  * The unit of placement is the forward op: every backward op (named
  * "F/grad", "F/grad_1", ... by sg_graph_backward()) goes where forward op F
  * goes, every op that sums a parameter's gradient ("w/grad...") and every
- * update op goes where parameter w's first consumer goes (SPEC P4).
+ * update op goes where parameter w's first consumer goes.
  *
  * Threads: a partition is immutable once created; its queries may run
  * concurrently. Device tables likewise.
@@ -40,6 +40,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sgrt/core.h"
 #include "sgrt/export.h"
 #include "sgrt/graph.h"
 #include "sgrt/status.h"
@@ -49,7 +50,7 @@ SG_EXTERN_C_BEGIN
 /** Largest number of parts (and of devices in a table). */
 #define SG_PARTITION_MAX_PARTS 1024
 
-/* ---- device tables (SPEC P3) -------------------------------------------- */
+/* ---- device tables -------------------------------------------------------- */
 
 /** Opaque, immutable list of devices: one part goes to each. */
 typedef struct sg_device_table sg_device_table;
@@ -61,7 +62,7 @@ typedef enum sg_device_kind {
   SG_DEVICE_NPU = 3,
 } sg_device_kind;
 
-/** One device, in SI units. */
+/** One device, in SI units. Fixed layout (docs/api.md "Versions of structs"). */
 typedef struct sg_device_info {
   const char *name;        /**< unique within the table; valid while the table lives */
   sg_device_kind kind;     /**< cpu, gpu or npu */
@@ -95,7 +96,7 @@ SG_API sg_status sg_device_table_parse(const char *json, sg_device_table **out);
 
 /**
  * A table of `count` identical devices from a built-in preset:
- * "a100" and "ascend910b" (the seed's figures), "cpu" (a typical two-socket
+ * "a100" and "ascend910b" (figures in docs/partitioning.md), "cpu" (a typical two-socket
  * server) and "host" (this machine: its core count and physical memory).
  * Devices are named "<preset>-0", "<preset>-1", ...
  * @return SG_OK; SG_ERR_INVALID_ARG for NULL arguments or a count outside
@@ -116,7 +117,7 @@ SG_API sg_status sg_device_table_get(const sg_device_table *t, int i, sg_device_
 /** "cpu", "gpu", "npu"; "?" when out of range. */
 SG_API const char *sg_device_kind_name(sg_device_kind kind);
 
-/* ---- partitioning (SPEC P1-P5) ------------------------------------------ */
+/* ---- partitioning --------------------------------------------------------- */
 
 /** Opaque, immutable result of partitioning one graph. */
 typedef struct sg_partition sg_partition;
@@ -203,7 +204,7 @@ SG_API sg_status sg_partition_device(const sg_partition *p, int part, sg_device_
  * reports compare with; NULL when p is itself that baseline. Owned by p. */
 SG_API const sg_partition *sg_partition_baseline(const sg_partition *p);
 
-/* ---- reports (SPEC P5, O3) ---------------------------------------------- */
+/* ---- reports -------------------------------------------------------------- */
 
 /** Figures of one partition. Cut bytes count each tensor once per part, other
  * than its producer's, that consumes it. Imbalance is max over parts of
@@ -282,14 +283,14 @@ SG_API sg_status sg_partition_write_dot(const sg_partition *p, const char *path)
 
 /**
  * Placement score of op `op` on the device of part `part` given where the
- * other ops are (SPEC P3): compute efficiency (its best device's time over
+ * other ops are: compute efficiency (its best device's time over
  * this device's, in (0, 1]) minus alpha x transfer cost (time to move the
  * tensors it exchanges with ops on other devices, over that time plus its
  * own compute time, in [0, 1)). Higher is better.
  */
 SG_API sg_status sg_partition_placement_score(const sg_partition *p, int32_t op, int part, double *score);
 
-/* ---- profile-guided repartitioning (SPEC P6) ---------------------------- */
+/* ---- profile-guided repartitioning ---------------------------------------- */
 
 /** Options of sg_partition_repartition(). */
 typedef struct sg_repartition_params {
@@ -324,7 +325,7 @@ SG_API sg_status sg_partition_repartition(const sg_partition *current, const dou
 SG_API sg_status sg_partition_migration_bytes(const sg_partition *from, const sg_partition *to,
                                               double *bytes);
 
-/** One profile sample of a node (SPEC P6, seed sec. 2.3). */
+/** One profile sample of a node, the input of sg_repartition_trigger(). */
 typedef struct sg_profile_sample {
   int32_t node_id;
   double timestamp_ms;   /**< when it was taken */
@@ -362,7 +363,7 @@ SG_API sg_status sg_repartition_trigger(const sg_profile_sample *samples, size_t
                                         const sg_repartition_trigger_params *params, int *fire,
                                         int32_t *node);
 
-/* ---- tensor-parallel split plans (SPEC P7) ------------------------------ */
+/* ---- tensor-parallel split plans ------------------------------------------ */
 
 /** How one matmul/linear op is split across `ways` devices. */
 typedef enum sg_tp_split {
@@ -390,7 +391,8 @@ typedef struct sg_tp_params {
   { sizeof(sg_tp_params), 2, 0.0 }
 SG_API sg_tp_params sg_tp_params_init(void);
 
-/** One annotation: what the distributed runtime does with one op. The
+/** One annotation: what the distributed runtime does with one op (a fixed
+ * layout, docs/api.md "Versions of structs"). The
  * backward ops of the op ("F/grad...") follow it: a column split's input
  * gradient is all-reduced (backward_comm), a row split's is sliced. */
 typedef struct sg_tp_annotation {

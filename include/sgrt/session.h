@@ -1,6 +1,6 @@
 /**
  * @file session.h
- * Running a graph (SPEC U1): a session compiles a finalized graph for one
+ * Running a graph: a session compiles a finalized graph for one
  * device once, then runs training steps (forward + backward + update, as one
  * graph) or evaluation passes again and again.
  *
@@ -38,23 +38,30 @@ SG_EXTERN_C_BEGIN
 
 typedef struct sg_session sg_session;
 
+/** Options of sg_session_create(). Initialise from SG_SESSION_PARAMS_INIT or
+ * sg_session_params_init(); a program built against an older, shorter
+ * version gets the defaults for the fields it lacks (docs/api.md). */
 typedef struct sg_session_params {
-  size_t size;
+  size_t size;        /**< sizeof(sg_session_params) */
   const char *device; /**< "cpu" (default; NULL means "cpu") */
-  int threads;        /**< compute threads; 0 = all online CPUs */
-  uint64_t seed;      /**< seeds dropout masks; default 0 */
-  int poison;         /**< debug: fill each transient buffer with NaN bytes when its tensor dies */
+  int threads;        /**< compute threads; 0 (default) = all online CPUs */
+  uint64_t seed;      /**< seeds dropout masks; default 0 (a seed like any other, not "unset") */
+  int poison;         /**< debug: fill each transient buffer with NaN bytes when its tensor dies; default 0 */
 } sg_session_params;
 #define SG_SESSION_PARAMS_INIT \
   { sizeof(sg_session_params), "cpu", 0, 0, 0 }
+/** SG_SESSION_PARAMS_INIT as a function (for ctypes). Any thread. */
 SG_API sg_session_params sg_session_params_init(void);
 
 /**
  * Creates a session for a finalized graph. The graph must outlive the
  * session (it is not copied). Parameters, state and constants start from the
  * graph's initializers, or zero where a tensor has none.
+ * @param p  NULL for the defaults.
  * @return SG_OK; SG_ERR_STATE if the graph is not finalized;
- *         SG_ERR_NOT_FOUND for an unknown device; SG_ERR_INVALID_ARG.
+ *         SG_ERR_NOT_FOUND for an unknown device; SG_ERR_INVALID_ARG for a
+ *         NULL graph or out, negative threads, or a p->size this library
+ *         does not know (the message names the struct and both sizes).
  */
 SG_API sg_status sg_session_create(const sg_graph *g, const sg_session_params *p, sg_session **out);
 
@@ -68,9 +75,9 @@ SG_API void sg_session_destroy(sg_session *s);
  */
 SG_API sg_status sg_session_compile(sg_session *s);
 
-/** What compile decided. */
+/** What compile decided. An output: the caller sets `size` (SG_COMPILE_REPORT_INIT). */
 typedef struct sg_compile_report {
-  size_t size;
+  size_t size;               /**< set by the caller; on return the bytes filled */
   size_t planned_peak_bytes; /**< persistent slots + the planned transient region */
   size_t persistent_bytes;   /**< parameters, state, inputs, outputs, folded constants */
   size_t transient_bytes;    /**< peak of the planned region */
@@ -84,7 +91,10 @@ typedef struct sg_compile_report {
 #define SG_COMPILE_REPORT_INIT \
   { sizeof(sg_compile_report) }
 
-/** Fills `out` (initialised with SG_COMPILE_REPORT_INIT). SG_ERR_STATE before compile. */
+/** Fills the first out->size bytes of `out` (initialised with
+ * SG_COMPILE_REPORT_INIT: an older caller's shorter report gets the fields
+ * it knows, and out->size becomes the bytes written). SG_ERR_INVALID_ARG for
+ * NULL or a size below the first version's; SG_ERR_STATE before compile. */
 SG_API sg_status sg_session_compile_report(const sg_session *s, sg_compile_report *out);
 
 /**

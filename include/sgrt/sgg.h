@@ -1,6 +1,6 @@
 /**
  * @file sgg.h
- * The native graph format, .sgg (SPEC G4): little-endian, sectioned, each
+ * The native graph format, .sgg: little-endian, sectioned, each
  * section checksummed with XXH64, initializer data 64-byte aligned so that a
  * loaded graph reads its weights straight from the mapped file. The layout is
  * documented byte by byte in docs/format.md.
@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 
+#include "sgrt/core.h"
 #include "sgrt/graph.h"
 
 SG_EXTERN_C_BEGIN
@@ -29,7 +30,7 @@ SG_API sg_status sg_graph_save(const sg_graph *g, const char *path);
 
 /**
  * Serialises a finalized graph into a new buffer that the caller frees with
- * sg_free().
+ * sg_free() (core.h).
  */
 SG_API sg_status sg_graph_save_to_memory(const sg_graph *g, void **data, size_t *size);
 
@@ -45,9 +46,6 @@ SG_API sg_status sg_graph_load(const char *path, sg_graph **out);
 
 /** As sg_graph_load, from a buffer (copied; the caller keeps ownership). */
 SG_API sg_status sg_graph_load_from_memory(const void *data, size_t size, sg_graph **out);
-
-/** Frees memory that sgrt returned to the caller (e.g. by save_to_memory). */
-SG_API void sg_free(void *ptr);
 
 SG_EXTERN_C_END
 

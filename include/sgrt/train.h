@@ -1,7 +1,7 @@
 /**
  * @file train.h
  * Turning a forward graph into a training graph: reverse-mode automatic
- * differentiation (SPEC G6) and optimizers as graph ops (SPEC G7). The
+ * differentiation and optimizers as graph ops. The
  * compiled step is then forward, backward and update as one graph.
  *
  * A worked example: an MLP trained with SGD and momentum.

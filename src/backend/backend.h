@@ -11,8 +11,9 @@
 #include "graph/graph.h"
 
 /* Bumped on any change to the table's layout or contract.
- * 2: the optional plan_layouts entry (tensor storage layouts). */
-#define SG__BACKEND_VERSION 2u
+ * 2: the optional plan_layouts entry (tensor storage layouts).
+ * 3: the is_host and supports_op entries. */
+#define SG__BACKEND_VERSION 3u
 
 /* A compiled op: backend-defined (oneDNN primitives, a C function, ...). */
 typedef struct sg__kernel sg__kernel;
@@ -74,6 +75,15 @@ typedef struct sg__backend_i {
 
   /* Waits until all submitted work is done. */
   sg_status (*synchronize)(void *state);
+
+  /* Whether buffer_alloc's memory is host memory that the caller may read
+   * and write directly (and whose buffers may be replaced by caller memory,
+   * sg_session_bind_input / bind_state): true for the CPU backend. */
+  bool (*is_host)(void *state);
+  /* Whether kernel_create has kernels for op kind `kind` at all (like
+   * ggml-backend's supports_op); kernel_create may still refuse an op of it
+   * for its dtypes or attributes (SG_ERR_UNSUPPORTED). */
+  bool (*supports_op)(void *state, sg_op_kind kind);
 
   /* optional (NULL: every tensor is stored in the graph's plain row-major
    * layout). Called by the memory planner once per compile of `g`, before

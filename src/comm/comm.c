@@ -145,9 +145,10 @@ static sg_status create(const sg_comm_params *params, const char *group, sg__com
   c->rank = c->env.rank;
   c->size = c->env.world_size;
   int64_t deadline = sg__now_ms() + c->env.timeout_ms;
-  /* The epoch (params only; sizes before the field mean 0). */
-  int epoch = 0;
-  if (params != NULL && params->size >= offsetof(sg_comm_params, epoch) + sizeof(int)) epoch = params->epoch;
+  /* The epoch (0 for an older caller's struct without the field; the size was checked above). */
+  sg_comm_params q = SG_COMM_PARAMS_INIT;
+  SG_CHECK_GOTO(sg__params_read("sg_comm_create", SG__COMM_PARAMS_VERSIONS, &q, params), st, fail);
+  int epoch = q.epoch;
   if (epoch < 0 || epoch > 1000000000) {
     st = sg__error(SG_ERR_INVALID_ARG, "sg_comm_create: epoch %d is not in [0, 1e9]", epoch);
     goto fail;
@@ -248,11 +249,11 @@ sg_status sg__comm_store_bcast(sg_comm *comm, const char *key, void *buf, size_t
   return SG_OK;
 }
 
-sg_status sg_comm_cut_peer(sg_comm *comm, int peer) {
+sg_status sg__comm_cut_peer(sg_comm *comm, int peer) {
   if (comm == NULL || comm->ucx == NULL)
-    return sg__error(SG_ERR_INVALID_ARG, "sg_comm_cut_peer: NULL communicator");
+    return sg__error(SG_ERR_INVALID_ARG, "sg__comm_cut_peer: NULL communicator");
   if (peer < 0 || peer >= comm->size || peer == comm->rank)
-    return sg__error(SG_ERR_INVALID_ARG, "sg_comm_cut_peer: peer rank %d is not another rank of %d", peer,
+    return sg__error(SG_ERR_INVALID_ARG, "sg__comm_cut_peer: peer rank %d is not another rank of %d", peer,
                      comm->size);
   sg__ucx_cut(comm->ucx, peer);
   return SG_OK;

@@ -30,6 +30,17 @@ sg_status sg__comm_env_resolve(const sg_comm_params *params, sg__comm_env *env);
 
 /* ---- communicators --------------------------------------------------------- */
 
+/* The versions of sg_comm_params (core/core.h's sg__params_read): the first
+ * one ended with `rank`. */
+#define SG__COMM_PARAMS_VERSIONS SG__VERSIONED(sg_comm_params, rank, "SG_COMM_PARAMS_INIT")
+
+/* Membership epochs (sg_comm_params.epoch). A communicator rebuilt by the
+ * survivors of a failure (src/parallel's recovery and rejoin) is created at
+ * a fresh epoch, so that its keys in the rendezvous store ("e<N>/...") never
+ * meet those of an earlier membership. Epoch 0 uses the plain keys, and only
+ * at epoch 0 does rank 0 host the store (unless SG_STORE_EXTERNAL=1: `sgrt
+ * launch` hosts it, so it outlives any rank). */
+
 /* A communicator over some of the job's ranks (the replicas of one pipeline
  * stage, say). params->rank and params->world_size are this rank's place in
  * the group and the group's size (both explicit); master, token, timeout and
@@ -49,6 +60,53 @@ typedef sg_status (*sg__comm_watch_fn)(void *ctx, int peer);
 /* sg_comm_create, with `watch` asked while it waits for the peers. */
 sg_status sg__comm_create_watched(const sg_comm_params *params, sg__comm_watch_fn watch, void *ctx,
                                   sg_comm **out);
+
+/* ---- liveness and hang diagnosis for the parallel runtime (liveness.c, comm.c) ----
+ * What src/parallel's scheduler, recovery and fault injection need beyond the
+ * public liveness API; tests reach them through this header. */
+
+/* Says whether this rank's program is away from the work that leads to the
+ * next collective (1) or on it (0, the default). Heartbeats carry it, and the
+ * hang check never calls an away peer stuck: sg_dist marks a rank away
+ * between sg_dist_step() calls, so a program that evaluates or writes a
+ * checkpoint on one rank between steps is waited for (up to the
+ * communicator's timeout), not excluded. A rank that comes back restarts its
+ * peers' hang clocks. Any thread (an atomic flag); local.
+ * SG_ERR_INVALID_ARG for NULL. */
+sg_status sg__comm_set_away(sg_comm *comm, int away);
+
+/* Cuts the link to `peer` on this side (fault injection, `partition:` faults):
+ * the peer is declared unreachable at once, as if its endpoint had failed
+ * ("rank P is unreachable: ... (link cut)"), heartbeats to it stop and every
+ * later operation involving it fails; the other peers are told, as for any
+ * failure. Local. SG_ERR_INVALID_ARG for NULL, self or a rank outside the
+ * job. Owner thread only. */
+sg_status sg__comm_cut_peer(sg_comm *comm, int peer);
+
+/* Milliseconds since the last message or heartbeat from peer arrived, time
+ * this rank spent outside comm calls included: how long ago peer was last
+ * seen alive (a recovery's detection time starts there). -1 for self or an
+ * invalid rank. Owner thread only. */
+int64_t sg__comm_peer_quiet_ms(const sg_comm *comm, int peer);
+
+/* A rank's position in the collective schedule, as its heartbeats last said. */
+typedef struct sg_comm_position {
+  uint64_t collective;               /* collectives entered: #collective is the latest (0: none yet) */
+  int inside;                        /* 1 while the rank was waiting inside #collective */
+  int away;                          /* 1 while its program was away from the steps (sg__comm_set_away) */
+  int known;                         /* 0: no heartbeat with a position from this peer yet */
+  char label[SG_COMM_LABEL_MAX + 1]; /* #collective's label ("" when none) */
+} sg_comm_position;
+
+/* The position of `peer` as its latest valid heartbeat reported it; for
+ * peer == this rank, this rank's own position now. Local.
+ * SG_ERR_INVALID_ARG for NULL or a rank outside the job. Owner thread only. */
+sg_status sg__comm_peer_position(const sg_comm *comm, int peer, sg_comm_position *out);
+
+/* Heartbeats this rank received and ignored because they were malformed (a
+ * bad length, version, flag, label or rank; never trusted, not even as a sign
+ * of life). 0 for NULL. Owner thread only. */
+uint64_t sg__comm_heartbeats_rejected(const sg_comm *comm);
 
 /* sg_comm_send / sg_comm_recv (send: buf is read), but the wait watches
  * every rank of the communicator, as a collective's does, not only the peer:

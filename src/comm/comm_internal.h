@@ -16,6 +16,8 @@
 /* Starts the store server on addr:port in a background thread. */
 sg_status sg__store_server_start(const char *addr, int port, const char *token, sg__store_server **out);
 void sg__store_server_stop(sg__store_server *srv);
+/* The bound port (the kernel's choice when started with port 0). */
+int sg__store_server_port(const sg__store_server *srv);
 
 /* ---- transport (ucx.c) --------------------------------------------------- */
 

@@ -13,12 +13,6 @@ typedef struct rec {
   uint8_t ids[REC_IDS];
 } rec;
 
-static uint64_t fnv1a(const uint8_t *p, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
 static void describe_ids(const rec *r, char *buf, size_t cap) {
   size_t shown = r->n_ids < 16 ? (size_t)r->n_ids : 16, used = 0;
   buf[0] = '\0';
@@ -34,7 +28,7 @@ sg_status sg_comm_check_consistency(sg_comm *comm, uint64_t boundary_shape_hash,
   if (dtype_ids == NULL && n_dtype_ids > 0)
     return sg__error(SG_ERR_INVALID_ARG, "sg_comm_check_consistency: NULL dtype ids");
   _Static_assert(sizeof(rec) == REC_BYTES, "record layout");
-  rec mine = {boundary_shape_hash, n_dtype_ids, fnv1a(dtype_ids, n_dtype_ids), {0}};
+  rec mine = {boundary_shape_hash, n_dtype_ids, sg__fnv1a64(SG__FNV1A64_SEED, dtype_ids, n_dtype_ids), {0}};
   memcpy(mine.ids, dtype_ids, n_dtype_ids < REC_IDS ? n_dtype_ids : REC_IDS);
   int n = comm->size;
   rec *all = sg__malloc(sizeof(rec) * (size_t)n);

@@ -30,11 +30,10 @@ static int env_int(const char *name, long lo, long hi, int *out, sg_status *err)
 
 sg_status sg__comm_env_resolve(const sg_comm_params *params, sg__comm_env *env) {
   if (params == NULL || env == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_comm_create: NULL argument");
-  if (params->size < sizeof(size_t) || params->size > sizeof(sg_comm_params))
-    return sg__error(SG_ERR_INVALID_ARG,
-                     "sg_comm_params.size %zu is not sizeof(sg_comm_params) %zu "
-                     "(initialise from SG_COMM_PARAMS_INIT)",
-                     params->size, sizeof(sg_comm_params));
+  /* An older caller's shorter struct: the fields it lacks take their defaults (the environment). */
+  sg_comm_params q = SG_COMM_PARAMS_INIT;
+  SG_CHECK(sg__params_read("sg_comm_create", SG__COMM_PARAMS_VERSIONS, &q, params));
+  params = &q;
   memset(env, 0, sizeof *env);
   env->rank = env->world_size = env->local_rank = -1;
   sg_status err = SG_OK;

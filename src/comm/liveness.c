@@ -40,7 +40,7 @@ int64_t sg_comm_peer_silence_ms(const sg_comm *comm, int peer) {
   return sg__ucx_silence_ms(comm->ucx, peer);
 }
 
-int64_t sg_comm_peer_quiet_ms(const sg_comm *comm, int peer) {
+int64_t sg__comm_peer_quiet_ms(const sg_comm *comm, int peer) {
   if (comm == NULL || comm->ucx == NULL) return -1;
   return sg__ucx_quiet_ms(comm->ucx, peer);
 }
@@ -153,9 +153,9 @@ sg_status sg_comm_label(sg_comm *comm, const char *text) {
   return SG_OK;
 }
 
-sg_status sg_comm_set_away(sg_comm *comm, int away) {
+sg_status sg__comm_set_away(sg_comm *comm, int away) {
   if (comm == NULL || comm->ucx == NULL)
-    return sg__error(SG_ERR_INVALID_ARG, "sg_comm_set_away: NULL communicator");
+    return sg__error(SG_ERR_INVALID_ARG, "sg__comm_set_away: NULL communicator");
   sg__ucx_set_away(comm->ucx, away != 0);
   return SG_OK;
 }
@@ -170,16 +170,16 @@ sg_status sg_comm_set_hang_timeout(sg_comm *comm, int hang_ms) {
   return SG_OK;
 }
 
-sg_status sg_comm_peer_position(const sg_comm *comm, int peer, sg_comm_position *out) {
+sg_status sg__comm_peer_position(const sg_comm *comm, int peer, sg_comm_position *out) {
   if (comm == NULL || comm->ucx == NULL || out == NULL)
-    return sg__error(SG_ERR_INVALID_ARG, "sg_comm_peer_position: NULL argument");
+    return sg__error(SG_ERR_INVALID_ARG, "sg__comm_peer_position: NULL argument");
   if (peer < 0 || peer >= comm->size)
-    return sg__error(SG_ERR_INVALID_ARG, "sg_comm_peer_position: rank %d is not a rank of %d", peer,
+    return sg__error(SG_ERR_INVALID_ARG, "sg__comm_peer_position: rank %d is not a rank of %d", peer,
                      comm->size);
   sg__ucx_position(comm->ucx, peer, out);
   return SG_OK;
 }
 
-uint64_t sg_comm_heartbeats_rejected(const sg_comm *comm) {
+uint64_t sg__comm_heartbeats_rejected(const sg_comm *comm) {
   return comm && comm->ucx ? sg__ucx_hb_rejected(comm->ucx) : 0;
 }

@@ -278,6 +278,16 @@ static sg_status ready(sg_comm *comm, const char *what) {
   return SG_OK;
 }
 
+/* What every collective checks once its arguments are: NCCL is ready, and
+ * the NCCL dtype and reduction of `dtype` and `op`. */
+static sg_status prepare(sg_comm *comm, sg_dtype dtype, sg_reduce_op op, ncclDataType_t *t, ncclRedOp_t *o,
+                         const char *what) {
+  *t = ncclFloat32; /* set by nccl_types; initialised for gcc -O3 */
+  *o = ncclSum;
+  SG_CHECK(ready(comm, what));
+  return nccl_types(comm, dtype, op, t, o, what);
+}
+
 /* After a call was queued: settle NCCL's non-blocking state; without a
  * caller's stream, also wait for our stream (the call is then synchronous). */
 static sg_status finish(sg_comm *comm, ncclResult_t r, void *stream, const char *what) {
@@ -297,10 +307,9 @@ sg_status sg_comm_nccl_allreduce(sg_comm *comm, const void *send, void *recv, si
                                  sg_reduce_op op, void *stream) {
   const char *what = "sg_comm_nccl_allreduce";
   SG_CHECK(check_coll(comm, send, recv, count, dtype, (int)op, what));
-  SG_CHECK(ready(comm, what));
-  ncclDataType_t t = ncclFloat32; /* set by nccl_types; initialised for gcc -O3 */
-  ncclRedOp_t o = ncclSum;
-  SG_CHECK(nccl_types(comm, dtype, op, &t, &o, what));
+  ncclDataType_t t;
+  ncclRedOp_t o;
+  SG_CHECK(prepare(comm, dtype, op, &t, &o, what));
   if (count == 0) return SG_OK;
   return finish(comm, ncclAllReduce(send, recv, count, t, o, comm->nccl->comm, stream_of(comm, stream)),
                 stream, what);
@@ -310,10 +319,9 @@ sg_status sg_comm_nccl_allgather(sg_comm *comm, const void *send, void *recv, si
                                  void *stream) {
   const char *what = "sg_comm_nccl_allgather";
   SG_CHECK(check_coll(comm, send, recv, count, dtype, SG_REDUCE_SUM, what));
-  SG_CHECK(ready(comm, what));
-  ncclDataType_t t = ncclFloat32; /* set by nccl_types; initialised for gcc -O3 */
-  ncclRedOp_t o = ncclSum;
-  SG_CHECK(nccl_types(comm, dtype, SG_REDUCE_SUM, &t, &o, what));
+  ncclDataType_t t;
+  ncclRedOp_t o;
+  SG_CHECK(prepare(comm, dtype, SG_REDUCE_SUM, &t, &o, what));
   if (count == 0) return SG_OK;
   return finish(comm, ncclAllGather(send, recv, count, t, comm->nccl->comm, stream_of(comm, stream)), stream,
                 what);
@@ -323,10 +331,9 @@ sg_status sg_comm_nccl_reduce_scatter(sg_comm *comm, const void *send, void *rec
                                       sg_dtype dtype, sg_reduce_op op, void *stream) {
   const char *what = "sg_comm_nccl_reduce_scatter";
   SG_CHECK(check_coll(comm, send, recv, count, dtype, (int)op, what));
-  SG_CHECK(ready(comm, what));
-  ncclDataType_t t = ncclFloat32; /* set by nccl_types; initialised for gcc -O3 */
-  ncclRedOp_t o = ncclSum;
-  SG_CHECK(nccl_types(comm, dtype, op, &t, &o, what));
+  ncclDataType_t t;
+  ncclRedOp_t o;
+  SG_CHECK(prepare(comm, dtype, op, &t, &o, what));
   if (count == 0) return SG_OK;
   return finish(comm, ncclReduceScatter(send, recv, count, t, o, comm->nccl->comm, stream_of(comm, stream)),
                 stream, what);
@@ -338,10 +345,9 @@ sg_status sg_comm_nccl_broadcast(sg_comm *comm, void *buf, size_t count, sg_dtyp
   SG_CHECK(check_coll(comm, buf, buf, count, dtype, SG_REDUCE_SUM, what));
   if (root < 0 || root >= comm->size)
     return sg__error(SG_ERR_INVALID_ARG, "%s: root %d is not a rank of %d", what, root, comm->size);
-  SG_CHECK(ready(comm, what));
-  ncclDataType_t t = ncclFloat32; /* set by nccl_types; initialised for gcc -O3 */
-  ncclRedOp_t o = ncclSum;
-  SG_CHECK(nccl_types(comm, dtype, SG_REDUCE_SUM, &t, &o, what));
+  ncclDataType_t t;
+  ncclRedOp_t o;
+  SG_CHECK(prepare(comm, dtype, SG_REDUCE_SUM, &t, &o, what));
   if (count == 0) return SG_OK;
   return finish(comm, ncclBroadcast(buf, buf, count, t, root, comm->nccl->comm, stream_of(comm, stream)),
                 stream, what);

@@ -243,8 +243,8 @@ sg_status sg_comm_store_serve(const char *addr, int port, const char *token, sg_
   if (out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_comm_store_serve: out is NULL");
   *out = NULL;
   if (addr == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_comm_store_serve: addr is NULL");
-  if (port < 1 || port > 65535)
-    return sg__error(SG_ERR_INVALID_ARG, "sg_comm_store_serve: port %d is not in [1, 65535]", port);
+  if (port < 0 || port > 65535)
+    return sg__error(SG_ERR_INVALID_ARG, "sg_comm_store_serve: port %d is not in [0, 65535]", port);
   if (token != NULL && strlen(token) >= 256)
     return sg__error(SG_ERR_INVALID_ARG, "sg_comm_store_serve: the token is longer than 255 bytes");
   sg_comm_store_server *s = sg__calloc(1, sizeof *s);
@@ -256,6 +256,10 @@ sg_status sg_comm_store_serve(const char *addr, int port, const char *token, sg_
   }
   *out = s;
   return SG_OK;
+}
+
+int sg_comm_store_server_port(const sg_comm_store_server *s) {
+  return s == NULL ? -1 : sg__store_server_port(s->srv);
 }
 
 void sg_comm_store_stop(sg_comm_store_server *s) {

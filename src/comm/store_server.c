@@ -66,6 +66,7 @@ typedef struct conn {
 
 struct sg__store_server {
   int listen_fd;
+  int port; /* bound (the kernel's choice for port 0) */
   int wake[2];
   pthread_t thread;
   char token[MAX_TOKEN + 1];
@@ -389,6 +390,14 @@ sg_status sg__store_server_start(const char *addr, int port, const char *token, 
     st = sg__error(SG_ERR_COMM, "rendezvous store: cannot listen on %s:%d: %s", addr, port, strerror(errno));
     goto fail;
   }
+  struct sockaddr_storage bound;
+  socklen_t blen = sizeof bound;
+  if (getsockname(s->listen_fd, (struct sockaddr *)&bound, &blen) != 0) {
+    st = sg__error(SG_ERR_COMM, "rendezvous store: getsockname: %s", strerror(errno));
+    goto fail;
+  }
+  s->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                              : ((struct sockaddr_in *)&bound)->sin_port);
   if (pipe(s->wake) != 0) {
     st = sg__error(SG_ERR_COMM, "rendezvous store: pipe: %s", strerror(errno));
     goto fail;
@@ -406,6 +415,8 @@ fail:
   sg__free(s);
   return st;
 }
+
+int sg__store_server_port(const sg__store_server *s) { return s->port; }
 
 void sg__store_server_stop(sg__store_server *s) {
   if (s == NULL) return;

@@ -82,7 +82,7 @@ struct sg__ucx {
   uint8_t *stuck;                      /* per peer: scratch of the hang check */
   int hang_ms;
   int64_t settle_until; /* end of the window given-up requests are progressed in (settle_request) */
-  int away_flag;        /* atomic: sg_comm_set_away, any thread; copied into me.away for each heartbeat */
+  int away_flag;        /* atomic: sg__comm_set_away, any thread; copied into me.away for each heartbeat */
   int64_t enter_ms, settle_ms;
   uint64_t hb_rejected;
   int expelled_hung; /* expelled_by found us stuck */
@@ -677,34 +677,50 @@ void sg__ucx_abandon(sg__ucx *u, sg__ucx_req **req) {
   *req = NULL;
 }
 
-sg_status sg__ucx_wait(sg__ucx *u, sg__ucx_req **req, int64_t deadline) {
-  sg__ucx_req *r = *req;
-  if (r == NULL) return SG_OK;
-  ucs_status_t us;
+/* The one wait loop: progresses the worker until r completes, sending due
+ * heartbeats and, every 16 rounds, checking that r's peer (every peer when
+ * -1 or while a collective runs) is alive, that nobody aborted and that the
+ * deadline (absolute sg__now_ms) has not passed. SG_OK with *us the
+ * request's final status, or the error that ended the wait with r still
+ * outstanding (the caller gives it up). `what` names a bare request in the
+ * timeout message; NULL for a tagged send or receive. */
+static sg_status wait_request(sg__ucx *u, sg__ucx_req *r, const char *what, int64_t deadline,
+                              ucs_status_t *us) {
   unsigned idle = 0, spins = 0;
-  while ((us = req_status(r)) == UCS_INPROGRESS) {
+  while ((*us = req_status(r)) == UCS_INPROGRESS) {
     if (ucp_worker_progress(u->worker) == 0) {
       /* Ranks may outnumber cores: give the peer the CPU rather than spin. */
       if (++idle > 64) sched_yield();
     } else {
       idle = 0;
     }
-    if ((++spins & 15) == 0) {
-      int64_t now = sg__now_ms();
-      tick(u, now);
-      sg_status st = check_alive(u, r->peer, now);
-      if (st == SG_OK && now > deadline) {
-        st = sg__error(SG_ERR_TIMEOUT, "timed out after %d ms waiting to %s peer rank %d (rank %d)",
+    if ((++spins & 15) != 0) continue;
+    int64_t now = sg__now_ms();
+    tick(u, now);
+    sg_status st = check_alive(u, r->peer, now);
+    if (st != SG_OK) return st;
+    if (now <= deadline) continue;
+    if (what == NULL)
+      return sg__error(SG_ERR_TIMEOUT, "timed out after %d ms waiting to %s peer rank %d (rank %d)",
                        u->timeout_ms, r->is_recv ? "receive from" : "send to", r->peer, u->rank);
-      }
-      if (st != SG_OK) {
-        sg__ucx_abandon(u, req);
-        return st;
-      }
-    }
+    if (r->peer >= 0)
+      return sg__error(SG_ERR_TIMEOUT, "timed out after %d ms: %s with peer rank %d (rank %d)", u->timeout_ms,
+                       what, r->peer, u->rank);
+    return sg__error(SG_ERR_TIMEOUT, "timed out after %d ms: %s (rank %d)", u->timeout_ms, what, u->rank);
+  }
+  return SG_OK;
+}
+
+sg_status sg__ucx_wait(sg__ucx *u, sg__ucx_req **req, int64_t deadline) {
+  sg__ucx_req *r = *req;
+  if (r == NULL) return SG_OK;
+  ucs_status_t us;
+  sg_status st = wait_request(u, r, NULL, deadline, &us);
+  if (st != SG_OK) {
+    sg__ucx_abandon(u, req);
+    return st;
   }
   int peer = r->peer;
-  sg_status st = SG_OK;
   if (r->is_recv && us == UCS_OK) note_heard(u, peer);
   if (us != UCS_OK) {
     st = ucx_error(u, us, peer, r->is_recv ? "tagged receive" : "tagged send");
@@ -717,37 +733,17 @@ sg_status sg__ucx_wait(sg__ucx *u, sg__ucx_req **req, int64_t deadline) {
   return st;
 }
 
-/* Waits for a bare UCX request (flush, atomics, AM); frees it. */
+/* Waits for a bare UCX request (flush, atomics, AM) through the same loop,
+ * as a send to `peer` (-1: every peer); frees it. */
 static sg_status wait_raw(sg__ucx *u, void *x, int peer, const char *what, int64_t deadline) {
   if (x == NULL) return SG_OK;
   if (UCS_PTR_IS_ERR(x)) return ucx_error(u, UCS_PTR_STATUS(x), peer, what);
+  sg__ucx_req r = {.ucx = x, .peer = peer};
   ucs_status_t us;
-  unsigned idle = 0, spins = 0;
-  while ((us = ucp_request_check_status(x)) == UCS_INPROGRESS) {
-    if (ucp_worker_progress(u->worker) == 0) {
-      if (++idle > 64) sched_yield();
-    } else {
-      idle = 0;
-    }
-    if ((++spins & 15) == 0) {
-      int64_t now = sg__now_ms();
-      tick(u, now);
-      sg_status st = check_alive(u, peer, now);
-      if (st == SG_OK && now > deadline) {
-        if (peer >= 0)
-          st = sg__error(SG_ERR_TIMEOUT, "timed out after %d ms: %s with peer rank %d (rank %d)",
-                         u->timeout_ms, what, peer, u->rank);
-        else
-          st = sg__error(SG_ERR_TIMEOUT, "timed out after %d ms: %s (rank %d)", u->timeout_ms, what, u->rank);
-      }
-      if (st != SG_OK) {
-        settle_request(u, x);
-        ucp_request_free(x);
-        return st;
-      }
-    }
-  }
+  sg_status st = wait_request(u, &r, what, deadline, &us);
+  if (st != SG_OK) settle_request(u, x);
   ucp_request_free(x);
+  if (st != SG_OK) return st;
   return us == UCS_OK ? SG_OK : ucx_error(u, us, peer, what);
 }
 
@@ -905,7 +901,7 @@ static ucs_status_t hb_cb(void *arg, const void *header, size_t header_length, v
    * still busy receiving). */
   if (u->me.inside && (!u->pos[peer].known || p.collective > u->pos[peer].collective))
     u->settle_ms = sg__now_ms();
-  /* So does a peer coming back from its program (sg_comm_set_away): it gets
+  /* So does a peer coming back from its program (sg__comm_set_away): it gets
    * a whole hang timeout to reach the collective. */
   if (u->pos[peer].away && !p.away) u->settle_ms = sg__now_ms();
   u->pos[peer] = p;

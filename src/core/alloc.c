@@ -31,10 +31,13 @@ sg_status sg_set_allocator(const sg_allocator *a) {
     allocator = (sg_allocator){sizeof(sg_allocator), libc_malloc, libc_realloc, libc_free, NULL};
     return SG_OK;
   }
-  if (a->size < sizeof(sg_allocator) || !a->malloc_fn || !a->realloc_fn || !a->free_fn)
-    return sg__error(SG_ERR_INVALID_ARG,
-                     "sg_set_allocator: size must be sizeof(sg_allocator) and all three functions set");
-  allocator = *a;
+  /* Every field of the first version is required: there is nothing to default. */
+  sg_allocator q = {0};
+  SG_CHECK(
+      sg__params_read("sg_set_allocator", SG__VERSIONED(sg_allocator, user, "sizeof(sg_allocator)"), &q, a));
+  if (!q.malloc_fn || !q.realloc_fn || !q.free_fn)
+    return sg__error(SG_ERR_INVALID_ARG, "sg_set_allocator: all three functions must be set");
+  allocator = q;
   return SG_OK;
 }
 
@@ -96,3 +99,7 @@ sg_status sg__grow(void **items, uint32_t *cap, uint32_t need, size_t elem_size)
   *cap = (uint32_t)want;
   return SG_OK;
 }
+
+/* Frees what the library handed out (sgrt/core.h: buffers of sg_graph_save_to_memory,
+ * reports as JSON text, ...). */
+void sg_free(void *ptr) { sg__free(ptr); }

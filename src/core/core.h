@@ -113,6 +113,20 @@ typedef struct sg__writer {
 } sg__writer;
 void sg__put(sg__writer *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* ---- hashing (hash.c) ------------------------------------------------------ */
+
+/* 64-bit FNV-1a over bytes: h = (h ^ byte) * 1099511628211 (the FNV-64
+ * prime) for each, so a hash over several pieces chains:
+ * h = sg__fnv1a64(sg__fnv1a64(SG__FNV1A64_SEED, a, na), b, nb). sgrt's
+ * digests start from SG__FNV1A64_SEED = 1469598103934665603, which is not
+ * FNV's published offset basis 14695981039346656037 (0xcbf29ce484222325, a
+ * digit longer): digests already recorded (params_hash values in the docs,
+ * logs and benchmark results) depend on it, so it stays. A checksum for
+ * comparing bytes across ranks and runs; content hashes of graphs and .sgg
+ * sections are XXH3 (graph/hash.c). */
+#define SG__FNV1A64_SEED 1469598103934665603ull
+uint64_t sg__fnv1a64(uint64_t h, const void *data, size_t n);
+
 /* ---- files ---------------------------------------------------------------- */
 
 /* Opens a path a user named, for reading or (write: created or truncated,
@@ -136,6 +150,41 @@ const char *sg__file_kind(unsigned mode);
 sg_status sg__map_file(const char *path, const void **map, size_t *size);
 /* Undoes sg__map_file; accepts NULL. */
 void sg__unmap_file(const void *map, size_t size);
+
+/* ---- versioned structs (versioned.c) -------------------------------------- */
+
+/* A public struct that starts with `size_t size` (params, configs, reports,
+ * stats): its name and initialiser for messages, the size of its first
+ * version and this library's size. Fields are only ever appended, so a
+ * caller built against an older header has a prefix of today's struct. */
+typedef struct sg__versioned {
+  const char *type; /* "sg_session_params" */
+  const char *init; /* "SG_SESSION_PARAMS_INIT" */
+  size_t min_size;  /* the first version: every byte through `first` below */
+  size_t max_size;  /* sizeof(type) in this library */
+} sg__versioned;
+
+/* The descriptor of struct `type` whose first version ended with field
+ * `first` (usually the first field after `size`). */
+#define SG__VERSIONED(type, first, init) \
+  ((sg__versioned){#type, init, offsetof(type, first) + sizeof(((type *)0)->first), sizeof(type)})
+
+/* Reads a caller's params struct: `dst` holds the defaults (the struct's
+ * SG_X_PARAMS_INIT) and receives the first src->size bytes of `src`, so the
+ * fields an older caller does not have keep their defaults; dst->size is then
+ * this library's size. src NULL: the defaults. A size below the first
+ * version's or above this library's is refused: SG_ERR_INVALID_ARG
+ * "FN: TYPE.size is N; this library reads TYPE of MIN..MAX bytes (initialise
+ * it from INIT)"; dst is left as it was. */
+sg_status sg__params_read(const char *fn, sg__versioned v, void *dst, const void *src);
+
+/* Writes an output struct that the library filled completely (`src`, this
+ * library's size) into the caller's `dst`: only its first dst->size bytes (at
+ * most this library's size), and dst->size becomes the number of bytes
+ * written, so a newer caller learns which fields it got. A size below the
+ * first version's is refused as in sg__params_read and nothing is written.
+ * src NULL: only checks dst->size (before the struct can be filled). */
+sg_status sg__out_write(const char *fn, sg__versioned v, void *dst, const void *src);
 
 /* ---- arena --------------------------------------------------------------- */
 

@@ -35,9 +35,6 @@ sg_status sg__gm_spin(sg_gmem *gm, int64_t deadline, const char *what, sg_gva gv
 static bool pow2(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
 static sg_status check_params(const sg_gmem_params *p) {
-  if (p->size < sizeof(sg_gmem_params))
-    return sg__error(SG_ERR_INVALID_ARG,
-                     "sg_gmem_create: params.size is %zu; initialise from SG_GMEM_PARAMS_INIT", p->size);
   if (p->table_pages < 2 || p->table_pages > SG__GM_MAX_TABLE_PAGES)
     return sg__error(SG_ERR_INVALID_ARG, "sg_gmem_create: table_pages %llu is not in 2..%llu",
                      (unsigned long long)p->table_pages, (unsigned long long)SG__GM_MAX_TABLE_PAGES);
@@ -167,8 +164,12 @@ static void free_all(sg_gmem *gm) {
 sg_status sg_gmem_create(sg_comm *comm, const sg_gmem_params *params, sg_gmem **out) {
   if (out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_gmem_create: NULL out");
   *out = NULL;
-  sg_gmem_params defaults = SG_GMEM_PARAMS_INIT;
-  const sg_gmem_params *p = params ? params : &defaults;
+  /* A caller's older, shorter params get the defaults of the fields it lacks. A bad size fails this node's
+   * local setup, which still joins the exchange below so that every node fails together. */
+  sg_gmem_params q = SG_GMEM_PARAMS_INIT;
+  sg_status read = sg__params_read(
+      "sg_gmem_create", SG__VERSIONED(sg_gmem_params, table_pages, "SG_GMEM_PARAMS_INIT"), &q, params);
+  const sg_gmem_params *p = &q;
   int nodes = comm ? sg_comm_size(comm) : 1;
   if (nodes < 1 || nodes >= (int)SG_GMEM_NODE_NONE)
     return sg__error(SG_ERR_UNSUPPORTED, "sg_gmem_create: %d nodes; node ids are 16-bit (at most %u nodes)",
@@ -185,7 +186,7 @@ sg_status sg_gmem_create(sg_comm *comm, const sg_gmem_params *params, sg_gmem **
     sg__free(gm);
     return sg__error(SG_ERR_NO_MEMORY, "sg_gmem_create: out of memory");
   }
-  sg_status local = check_params(p);
+  sg_status local = read != SG_OK ? read : check_params(p);
   if (local == SG_OK) {
     gm->timeout_ms = p->timeout_ms ? p->timeout_ms : 10000;
     local = setup_local(gm, p);
@@ -234,9 +235,6 @@ sg_status sg_gmem_progress(sg_gmem *gm) {
 
 sg_status sg_gmem_stats_get(const sg_gmem *gm, sg_gmem_stats *out) {
   if (gm == NULL || out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_gmem_stats_get: NULL argument");
-  if (out->size < sizeof *out)
-    return sg__error(SG_ERR_INVALID_ARG,
-                     "sg_gmem_stats_get: out->size is %zu; initialise from SG_GMEM_STATS_INIT", out->size);
-  *out = gm->stats;
-  return SG_OK;
+  return sg__out_write("sg_gmem_stats_get", SG__VERSIONED(sg_gmem_stats, tlb_hits, "SG_GMEM_STATS_INIT"), out,
+                       &gm->stats);
 }

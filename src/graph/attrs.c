@@ -209,11 +209,3 @@ sg_tensor sg__build1(sg_graph *g, sg_op_kind kind, int n_inputs, const sg_tensor
   sg_graph_add_op(g, kind, n_inputs, inputs, n_attrs, attrs, 1, &out, NULL);
   return out;
 }
-
-bool sg__params_ok(sg_graph *g, size_t given, size_t need, const char *fn, const char *init) {
-  if (given >= need) return true;
-  sg__graph_fail(g, sg__error(SG_ERR_INVALID_ARG,
-                              "%s: params.size is %zu, expected %zu; initialise params with %s", fn, given,
-                              need, init));
-  return false;
-}

@@ -86,6 +86,36 @@ struct sg_graph {
 /* Most outputs an op kind has. */
 #define SG__MAX_OUTPUTS 4
 
+/* Properties of an op kind (sg__op_flags), kept in the op table
+ * (graph_internal.h's sg__op_def.flags, set next to each kind's definition)
+ * so that the layers above ask instead of listing kinds. */
+/* out[i] is computed from the operands' elements at i (after broadcasting;
+ * dropout also from a random draw for i): the activations, add/sub/mul/div,
+ * the scalar ops, dropout and the backward ops of the activations and of
+ * dropout. */
+#define SG__OP_ELEMENTWISE (1u << 0)
+/* Exactly one tensor operand (min = max = 1 input). Derived from the
+ * kind's arity by sg__op_flags, never set in the table. */
+#define SG__OP_UNARY (1u << 1)
+/* Output 0 may be written over input 0's buffer: every kernel of the kind
+ * stays correct with out[0] == in[0]. sg__op_inplace_input (backend.h) adds
+ * the per-op condition (same shape and dtype, or same bytes for a view).
+ * The elementwise kinds but dropout, and the views. */
+#define SG__OP_INPLACE_INPUT0 (1u << 2)
+/* Output 0 is input 0's bytes under another shape (flatten, reshape). */
+#define SG__OP_VIEW (1u << 3)
+/* Elementwise, independent of the element's position, and all-zero operands
+ * give zero: the op runs unchanged on any storage layout its operands share
+ * (same dims, zero padding included), e.g. the CPU backend's channel-blocked
+ * layouts. Marked where that has been checked with the backends' kernels:
+ * relu, relu_backward, add, sub, mul, mul_scalar. (tanh, gelu and the
+ * backward ops of clip, gelu, sigmoid and tanh qualify mathematically too;
+ * marking one changes which tensors the CPU backend blocks.) */
+#define SG__OP_LAYOUT_AGNOSTIC (1u << 4)
+
+/* The SG__OP_* flags of `kind`; 0 for an unknown kind. */
+uint32_t sg__op_flags(sg_op_kind kind);
+
 /* The number of attributes of `kind`'s schema (the canonical order the
  * accessors below index), or -1 for an unknown kind. */
 int sg__op_attr_count(sg_op_kind kind);

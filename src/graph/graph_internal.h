@@ -52,6 +52,7 @@ typedef struct sg__op_def {
   int n_attrs;
   const sg__attr_schema *attrs;
   sg__infer_fn infer;
+  uint32_t flags; /* SG__OP_* (graph.h) but SG__OP_UNARY, which sg__op_flags derives */
 } sg__op_def;
 
 /* NULL for an unknown kind. */
@@ -60,8 +61,6 @@ const sg__op_def *sg__op_def_get(sg_op_kind kind);
 /* Runs the generic constructor and returns output 0 (typed builders). */
 sg_tensor sg__build1(sg_graph *g, sg_op_kind kind, int n_inputs, const sg_tensor *inputs, int n_attrs,
                      const sg_attr *attrs);
-/* Checks a params struct's size field; records the error on the graph. */
-bool sg__params_ok(sg_graph *g, size_t given, size_t need, const char *fn, const char *init);
 
 /* Per-family definitions, each next to its inference code. */
 extern const sg__op_def sg__def_conv2d, sg__def_batch_norm;
@@ -120,6 +119,15 @@ int64_t sg__conv_out_dim(int64_t in, int64_t pad_lo, int64_t pad_hi, int64_t k, 
  * backward ops share it). xdesc describes x in messages. */
 sg_status sg__pool2d_window(const sg__op *op, bool avg, const int64_t *x, const char *xdesc, int64_t *oh,
                             int64_t *ow);
+
+/* The checks softmax and log_softmax and their backward ops share (the
+ * axis attribute against tensor t, named `what` in the message), and those
+ * of cross_entropy's inputs, logits x and labels y, which its backward op
+ * repeats with its dloss dl (NULL for the forward op), in one order for
+ * both (ops_loss.c). */
+sg_status sg__softmax_axis_check(const sg__op *op, const sg__tensor *t, const char *what);
+sg_status sg__cross_entropy_check(const sg__op *op, const sg__tensor *x, const sg__tensor *y,
+                                  const sg__tensor *dl);
 
 /* ---- graph internals (graph.c) ----------------------------------------- */
 

@@ -64,6 +64,12 @@ int sg__op_attr_count(sg_op_kind kind) {
   return d ? d->n_attrs : -1;
 }
 
+uint32_t sg__op_flags(sg_op_kind kind) {
+  const sg__op_def *d = sg__op_def_get(kind);
+  if (d == NULL) return 0;
+  return d->flags | (d->min_inputs == 1 && d->max_inputs == 1 ? SG__OP_UNARY : 0u);
+}
+
 const char *sg_op_kind_name(sg_op_kind kind) {
   const sg__op_def *d = sg__op_def_get(kind);
   return d ? d->name : "?";

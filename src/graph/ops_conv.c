@@ -85,8 +85,13 @@ sg_conv2d_params sg_conv2d_params_init(void) { return (sg_conv2d_params)SG_CONV2
 
 sg_tensor sg_conv2d(sg_graph *g, sg_tensor x, sg_tensor w, sg_tensor bias, const sg_conv2d_params *p) {
   sg_conv2d_params d = SG_CONV2D_PARAMS_INIT;
-  if (p == NULL) p = &d;
-  if (!sg__params_ok(g, p->size, sizeof *p, "sg_conv2d", "SG_CONV2D_PARAMS_INIT")) return SG_NO_TENSOR;
+  sg_status st =
+      sg__params_read("sg_conv2d", SG__VERSIONED(sg_conv2d_params, stride, "SG_CONV2D_PARAMS_INIT"), &d, p);
+  if (st != SG_OK) {
+    sg__graph_fail(g, st);
+    return SG_NO_TENSOR;
+  }
+  p = &d;
   sg_attr attrs[] = {SG__AS("stride", 2, p->stride), SG__AS("padding", 4, p->padding),
                      SG__AS("dilation", 2, p->dilation), SG__AI("groups", p->groups)};
   sg_tensor in[] = {x, w, bias};

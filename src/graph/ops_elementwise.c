@@ -38,13 +38,16 @@ static sg_status infer_gelu(const sg_graph *g, const sg__op *op, sg__shape *outs
   return infer_float_unary(g, op, outs, n_outs);
 }
 
-#define UNARY_DEF(var, KIND, name, nattrs, attrs, infer) \
-  const sg__op_def var = {KIND, name, 1, 1, 0, 0, SG_ROLE_ACTIVATION, nattrs, attrs, infer}
-UNARY_DEF(sg__def_relu, SG_OP_RELU, "relu", 0, NULL, infer_float_unary);
-UNARY_DEF(sg__def_sigmoid, SG_OP_SIGMOID, "sigmoid", 0, NULL, infer_float_unary);
-UNARY_DEF(sg__def_tanh, SG_OP_TANH, "tanh", 0, NULL, infer_float_unary);
-UNARY_DEF(sg__def_clip, SG_OP_CLIP, "clip", 2, clip_attrs, infer_clip);
-UNARY_DEF(sg__def_gelu, SG_OP_GELU, "gelu", 1, gelu_attrs, infer_gelu);
+/* Every elementwise kind here may write its output over its input 0. */
+#define EW (SG__OP_ELEMENTWISE | SG__OP_INPLACE_INPUT0)
+
+#define UNARY_DEF(var, KIND, name, nattrs, attrs, infer, flags) \
+  const sg__op_def var = {KIND, name, 1, 1, 0, 0, SG_ROLE_ACTIVATION, nattrs, attrs, infer, flags}
+UNARY_DEF(sg__def_relu, SG_OP_RELU, "relu", 0, NULL, infer_float_unary, EW | SG__OP_LAYOUT_AGNOSTIC);
+UNARY_DEF(sg__def_sigmoid, SG_OP_SIGMOID, "sigmoid", 0, NULL, infer_float_unary, EW);
+UNARY_DEF(sg__def_tanh, SG_OP_TANH, "tanh", 0, NULL, infer_float_unary, EW);
+UNARY_DEF(sg__def_clip, SG_OP_CLIP, "clip", 2, clip_attrs, infer_clip, EW);
+UNARY_DEF(sg__def_gelu, SG_OP_GELU, "gelu", 1, gelu_attrs, infer_gelu, EW);
 
 sg_tensor sg_relu(sg_graph *g, sg_tensor x) { return sg__build1(g, SG_OP_RELU, 1, &x, 0, NULL); }
 sg_tensor sg_sigmoid(sg_graph *g, sg_tensor x) { return sg__build1(g, SG_OP_SIGMOID, 1, &x, 0, NULL); }
@@ -72,12 +75,12 @@ static sg_status infer_binary(const sg_graph *g, const sg__op *op, sg__shape *ou
   return SG_OK;
 }
 
-#define BINARY_DEF(var, KIND, name) \
-  const sg__op_def var = {KIND, name, 2, 2, 0, 0, SG_ROLE_ACTIVATION, 0, NULL, infer_binary}
-BINARY_DEF(sg__def_add, SG_OP_ADD, "add");
-BINARY_DEF(sg__def_sub, SG_OP_SUB, "sub");
-BINARY_DEF(sg__def_mul, SG_OP_MUL, "mul");
-BINARY_DEF(sg__def_div, SG_OP_DIV, "div");
+#define BINARY_DEF(var, KIND, name, flags) \
+  const sg__op_def var = {KIND, name, 2, 2, 0, 0, SG_ROLE_ACTIVATION, 0, NULL, infer_binary, flags}
+BINARY_DEF(sg__def_add, SG_OP_ADD, "add", EW | SG__OP_LAYOUT_AGNOSTIC);
+BINARY_DEF(sg__def_sub, SG_OP_SUB, "sub", EW | SG__OP_LAYOUT_AGNOSTIC);
+BINARY_DEF(sg__def_mul, SG_OP_MUL, "mul", EW | SG__OP_LAYOUT_AGNOSTIC);
+BINARY_DEF(sg__def_div, SG_OP_DIV, "div", EW); /* 0 / 0 is not 0 */
 
 static sg_tensor binary(sg_graph *g, sg_op_kind kind, sg_tensor a, sg_tensor b) {
   sg_tensor in[] = {a, b};
@@ -107,11 +110,11 @@ static sg_status infer_scalar(const sg_graph *g, const sg__op *op, sg__shape *ou
   return SG_OK;
 }
 
-#define SCALAR_DEF(var, KIND, name) \
-  const sg__op_def var = {KIND, name, 1, 1, 0, 0, SG_ROLE_ACTIVATION, 1, scalar_attrs, infer_scalar}
-SCALAR_DEF(sg__def_add_scalar, SG_OP_ADD_SCALAR, "add_scalar");
-SCALAR_DEF(sg__def_mul_scalar, SG_OP_MUL_SCALAR, "mul_scalar");
-SCALAR_DEF(sg__def_pow_scalar, SG_OP_POW_SCALAR, "pow_scalar");
+#define SCALAR_DEF(var, KIND, name, flags) \
+  const sg__op_def var = {KIND, name, 1, 1, 0, 0, SG_ROLE_ACTIVATION, 1, scalar_attrs, infer_scalar, flags}
+SCALAR_DEF(sg__def_add_scalar, SG_OP_ADD_SCALAR, "add_scalar", EW);
+SCALAR_DEF(sg__def_mul_scalar, SG_OP_MUL_SCALAR, "mul_scalar", EW | SG__OP_LAYOUT_AGNOSTIC);
+SCALAR_DEF(sg__def_pow_scalar, SG_OP_POW_SCALAR, "pow_scalar", EW);
 
 static sg_tensor scalar(sg_graph *g, sg_op_kind kind, sg_tensor x, double s) {
   sg_attr a[] = {SG__AF("value", s)};

@@ -60,12 +60,18 @@ static sg_status infer_dropout_backward(const sg_graph *g, const sg__op *op, sg_
   return infer_dy_like(g, op, "mask", SG_U8, outs, n_outs);
 }
 
-#define BACKWARD_DEF(var, KIND, name, nattrs, attrs, infer) \
-  const sg__op_def var = {KIND, name, 2, 2, 0, 0, SG_ROLE_GRADIENT, nattrs, attrs, infer}
-BACKWARD_DEF(sg__def_relu_backward, SG_OP_RELU_BACKWARD, "relu_backward", 0, NULL, infer_with_y);
-BACKWARD_DEF(sg__def_sigmoid_backward, SG_OP_SIGMOID_BACKWARD, "sigmoid_backward", 0, NULL, infer_with_y);
-BACKWARD_DEF(sg__def_tanh_backward, SG_OP_TANH_BACKWARD, "tanh_backward", 0, NULL, infer_with_y);
-BACKWARD_DEF(sg__def_clip_backward, SG_OP_CLIP_BACKWARD, "clip_backward", 2, clip_attrs, infer_clip_backward);
-BACKWARD_DEF(sg__def_gelu_backward, SG_OP_GELU_BACKWARD, "gelu_backward", 1, gelu_attrs, infer_gelu_backward);
+/* dx[i] from dy[i] and the saved value at i; dx may be written over dy. */
+#define EW (SG__OP_ELEMENTWISE | SG__OP_INPLACE_INPUT0)
+
+#define BACKWARD_DEF(var, KIND, name, nattrs, attrs, infer, flags) \
+  const sg__op_def var = {KIND, name, 2, 2, 0, 0, SG_ROLE_GRADIENT, nattrs, attrs, infer, flags}
+BACKWARD_DEF(sg__def_relu_backward, SG_OP_RELU_BACKWARD, "relu_backward", 0, NULL, infer_with_y,
+             EW | SG__OP_LAYOUT_AGNOSTIC);
+BACKWARD_DEF(sg__def_sigmoid_backward, SG_OP_SIGMOID_BACKWARD, "sigmoid_backward", 0, NULL, infer_with_y, EW);
+BACKWARD_DEF(sg__def_tanh_backward, SG_OP_TANH_BACKWARD, "tanh_backward", 0, NULL, infer_with_y, EW);
+BACKWARD_DEF(sg__def_clip_backward, SG_OP_CLIP_BACKWARD, "clip_backward", 2, clip_attrs, infer_clip_backward,
+             EW);
+BACKWARD_DEF(sg__def_gelu_backward, SG_OP_GELU_BACKWARD, "gelu_backward", 1, gelu_attrs, infer_gelu_backward,
+             EW);
 BACKWARD_DEF(sg__def_dropout_backward, SG_OP_DROPOUT_BACKWARD, "dropout_backward", 1, dropout_attrs,
-             infer_dropout_backward);
+             infer_dropout_backward, EW);

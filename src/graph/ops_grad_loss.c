@@ -16,10 +16,7 @@ static sg_status infer_softmax_backward(const sg_graph *g, const sg__op *op, sg_
   bool same = dy->ndim == y->ndim;
   for (int i = 0; same && i < y->ndim; i++) same = dy->dims[i] == y->dims[i];
   if (!same) return sg__op_error(op, SG_ERR_SHAPE, "dy %s and y %s must have the same shape", sdy, sy);
-  int axis;
-  if (y->ndim == 0 || !sg__norm_axis(sg__attr_i(op, 0), y->ndim, &axis))
-    return sg__op_error(op, SG_ERR_ATTRIBUTE, "axis %lld is out of range for y %s",
-                        (long long)sg__attr_i(op, 0), sy);
+  SG_CHECK(sg__softmax_axis_check(op, y, "y"));
   sg__shape_of(y, &outs[0]);
   *n_outs = 1;
   return SG_OK;
@@ -37,23 +34,11 @@ static const sg__attr_schema ce_attrs[] = {
 
 static sg_status infer_ce_backward(const sg_graph *g, const sg__op *op, sg__shape *outs, int *n_outs) {
   const sg__tensor *dl = sg__in(g, op, 0), *x = sg__in(g, op, 1), *y = sg__in(g, op, 2);
-  char sdl[SG__SHAPE_STR], sx[SG__SHAPE_STR], sy[SG__SHAPE_STR];
+  SG_CHECK(sg__cross_entropy_check(op, x, y, dl));
+  char sdl[SG__SHAPE_STR], sx[SG__SHAPE_STR];
   sg__tstr(sdl, dl);
   sg__tstr(sx, x);
-  sg__tstr(sy, y);
   int64_t red = sg__attr_i(op, 0);
-  if (red < SG_REDUCTION_NONE || red > SG_REDUCTION_SUM)
-    return sg__op_error(op, SG_ERR_ATTRIBUTE, "reduction is %lld; must be 0 (none), 1 (mean) or 2 (sum)",
-                        (long long)red);
-  if (!sg__is_float(x->dtype)) return sg__op_error(op, SG_ERR_DTYPE, "logits %s must be a float type", sx);
-  if (dl->dtype != x->dtype)
-    return sg__op_error(op, SG_ERR_DTYPE, "dloss %s must have the dtype of logits %s", sdl, sx);
-  if (!sg__is_int(y->dtype))
-    return sg__op_error(op, SG_ERR_DTYPE, "labels %s must be i32 or i64 class indices", sy);
-  if (x->ndim != 2) return sg__op_error(op, SG_ERR_SHAPE, "logits %s must be 2-D [N,C]", sx);
-  if (y->ndim != 1 || y->dims[0] != x->dims[0])
-    return sg__op_error(op, SG_ERR_SHAPE, "labels %s must be [%lld] to match logits %s", sy,
-                        (long long)x->dims[0], sx);
   /* dloss has the shape of the forward loss: [N] unreduced, else a scalar. */
   if (red == SG_REDUCTION_NONE && (dl->ndim != 1 || dl->dims[0] != x->dims[0]))
     return sg__op_error(op, SG_ERR_SHAPE, "dloss %s must be [%lld] (reduction none) to match logits %s", sdl,

@@ -97,8 +97,13 @@ sg_gemm_params sg_gemm_params_init(void) { return (sg_gemm_params)SG_GEMM_PARAMS
 
 sg_tensor sg_gemm(sg_graph *g, sg_tensor a, sg_tensor b, sg_tensor c, const sg_gemm_params *p) {
   sg_gemm_params d = SG_GEMM_PARAMS_INIT;
-  if (p == NULL) p = &d;
-  if (!sg__params_ok(g, p->size, sizeof *p, "sg_gemm", "SG_GEMM_PARAMS_INIT")) return SG_NO_TENSOR;
+  sg_status st =
+      sg__params_read("sg_gemm", SG__VERSIONED(sg_gemm_params, trans_a, "SG_GEMM_PARAMS_INIT"), &d, p);
+  if (st != SG_OK) {
+    sg__graph_fail(g, st);
+    return SG_NO_TENSOR;
+  }
+  p = &d;
   sg_attr attrs[] = {SG__AI("trans_a", p->trans_a), SG__AI("trans_b", p->trans_b), SG__AF("alpha", p->alpha),
                      SG__AF("beta", p->beta)};
   sg_tensor in[] = {a, b, c};

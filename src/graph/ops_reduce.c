@@ -87,8 +87,10 @@ static sg_status infer_dropout(const sg_graph *g, const sg__op *op, sg__shape *o
   return SG_OK;
 }
 
-const sg__op_def sg__def_dropout = {SG_OP_DROPOUT, "dropout",    1, 1, 0, 0, SG_ROLE_ACTIVATION, 3,
-                                    dropout_attrs, infer_dropout};
+/* Elementwise, but not offered in place (no SG__OP_INPLACE_INPUT0). */
+const sg__op_def sg__def_dropout = {
+    SG_OP_DROPOUT, "dropout",         1, 1, 0, 0, SG_ROLE_ACTIVATION, 3, dropout_attrs,
+    infer_dropout, SG__OP_ELEMENTWISE};
 
 sg_tensor sg_dropout(sg_graph *g, sg_tensor x, double p, uint64_t seed, int training) {
   /* The seed travels as int64 bits; the cast is undone by the kernel. */

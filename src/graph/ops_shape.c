@@ -3,6 +3,10 @@
 
 #include "graph/graph_internal.h"
 
+/* flatten and reshape: the input's bytes under another shape, so the output
+ * may be the input's buffer. */
+#define VIEW (SG__OP_VIEW | SG__OP_INPLACE_INPUT0)
+
 static const sg__attr_schema flatten_attrs[] = {{"axis", SG_ATTR_INT, false, 1, 0, 0, {0}, 0, 0}};
 
 static sg_status infer_flatten(const sg_graph *g, const sg__op *op, sg__shape *outs, int *n_outs) {
@@ -19,8 +23,8 @@ static sg_status infer_flatten(const sg_graph *g, const sg__op *op, sg__shape *o
   return SG_OK;
 }
 
-const sg__op_def sg__def_flatten = {SG_OP_FLATTEN, "flatten",    1, 1, 0, 0, SG_ROLE_ACTIVATION, 1,
-                                    flatten_attrs, infer_flatten};
+const sg__op_def sg__def_flatten = {SG_OP_FLATTEN, "flatten",     1,   1, 0, 0, SG_ROLE_ACTIVATION, 1,
+                                    flatten_attrs, infer_flatten, VIEW};
 
 sg_tensor sg_flatten(sg_graph *g, sg_tensor x, int axis) {
   sg_attr a[] = {SG__AI("axis", axis)};
@@ -73,8 +77,8 @@ static sg_status infer_reshape(const sg_graph *g, const sg__op *op, sg__shape *o
   return SG_OK;
 }
 
-const sg__op_def sg__def_reshape = {SG_OP_RESHAPE, "reshape",    1, 1, 0, 0, SG_ROLE_ACTIVATION, 1,
-                                    reshape_attrs, infer_reshape};
+const sg__op_def sg__def_reshape = {SG_OP_RESHAPE, "reshape",     1,   1, 0, 0, SG_ROLE_ACTIVATION, 1,
+                                    reshape_attrs, infer_reshape, VIEW};
 
 sg_tensor sg_reshape(sg_graph *g, sg_tensor x, int ndim, const int64_t *shape) {
   sg_attr a[] = {SG__AS("shape", ndim, shape)};

@@ -11,8 +11,10 @@ typedef enum { OPT_SGD, OPT_ADAMW } opt_kind;
 
 typedef struct opt_request {
   opt_kind kind;
-  const char *fn, *init; /* the API function and its params initialiser */
-  size_t size, need;     /* the params' size field and the size expected */
+  const char *fn;         /* the API function */
+  sg__versioned versions; /* of its params struct */
+  const void *given;      /* the caller's params; NULL: the defaults */
+  void *params;           /* holds the defaults and receives the caller's params: sgd or adamw */
   const sg_sgd_params *sgd;
   const sg_adamw_params *adamw;
 } opt_request;
@@ -90,8 +92,9 @@ static sg_status add_updates(sg_graph *g, sg_tensor lr, const opt_request *r) {
   if (g == NULL) return sg__error(SG_ERR_INVALID_ARG, "%s: graph is NULL", r->fn);
   if (g->error != SG_OK) return g->error;
   if (g->finalized) return sg__error(SG_ERR_STATE, "%s: the graph is finalized", r->fn);
-  if (!sg__params_ok(g, r->size, r->need, r->fn, r->init)) return g->error;
-  sg_status st = precheck(g, r, lr);
+  sg_status st = sg__params_read(r->fn, r->versions, r->params, r->given);
+  if (st != SG_OK) return sg__graph_fail(g, st);
+  st = precheck(g, r, lr);
   if (st != SG_OK) return sg__graph_fail(g, st);
   char names[3][SG__MAX_NAME + 24];
   /* Only parameters that existed before: the loop adds state tensors. */
@@ -119,14 +122,20 @@ static sg_status add_updates(sg_graph *g, sg_tensor lr, const opt_request *r) {
 
 sg_status sg_graph_add_sgd(sg_graph *g, sg_tensor lr, const sg_sgd_params *p) {
   sg_sgd_params d = SG_SGD_PARAMS_INIT;
-  if (p == NULL) p = &d;
-  opt_request r = {OPT_SGD, "sg_graph_add_sgd", "SG_SGD_PARAMS_INIT", p->size, sizeof *p, p, NULL};
+  opt_request r = {
+      OPT_SGD, "sg_graph_add_sgd", SG__VERSIONED(sg_sgd_params, momentum, "SG_SGD_PARAMS_INIT"), p, &d, &d,
+      NULL};
   return add_updates(g, lr, &r);
 }
 
 sg_status sg_graph_add_adamw(sg_graph *g, sg_tensor lr, const sg_adamw_params *p) {
   sg_adamw_params d = SG_ADAMW_PARAMS_INIT;
-  if (p == NULL) p = &d;
-  opt_request r = {OPT_ADAMW, "sg_graph_add_adamw", "SG_ADAMW_PARAMS_INIT", p->size, sizeof *p, NULL, p};
+  opt_request r = {OPT_ADAMW,
+                   "sg_graph_add_adamw",
+                   SG__VERSIONED(sg_adamw_params, beta1, "SG_ADAMW_PARAMS_INIT"),
+                   p,
+                   &d,
+                   NULL,
+                   &d};
   return add_updates(g, lr, &r);
 }

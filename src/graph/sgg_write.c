@@ -359,5 +359,3 @@ out:
   layout_free(&L);
   return st;
 }
-
-void sg_free(void *ptr) { sg__free(ptr); }

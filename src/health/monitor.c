@@ -34,11 +34,6 @@ static sg_status check_period(const char *field, int v) {
 }
 
 static sg_status validate_config(const sg_health_config *c) {
-  if (c->size != sizeof(sg_health_config))
-    return sg__error(SG_ERR_INVALID_ARG,
-                     "sg_health_config.size %zu is not sizeof(sg_health_config) %zu (initialise from "
-                     "SG_HEALTH_CONFIG_INIT)",
-                     c->size, sizeof(sg_health_config));
   SG_CHECK(check_period("heartbeat_ms", c->heartbeat_ms));
   SG_CHECK(check_period("checkin_ms", c->checkin_ms));
   SG_CHECK(check_period("unreachable_ms", c->unreachable_ms));
@@ -83,10 +78,9 @@ sg_status sg_health_create(int world_size, int self_rank, const sg_health_config
   if (now_ms < 0)
     return sg__error(SG_ERR_INVALID_ARG, "sg_health_create: now_ms %lld is negative", (long long)now_ms);
   sg_health_config c = SG_HEALTH_CONFIG_INIT;
-  if (cfg != NULL) {
-    SG_CHECK(validate_config(cfg));
-    c = *cfg;
-  }
+  SG_CHECK(sg__params_read("sg_health_create",
+                           SG__VERSIONED(sg_health_config, heartbeat_ms, "SG_HEALTH_CONFIG_INIT"), &c, cfg));
+  SG_CHECK(validate_config(&c));
   sg_health *h = sg__calloc(1, sizeof *h);
   if (h == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg_health_create: out of memory");
   h->world_size = world_size;

@@ -123,13 +123,21 @@ static sg_status check_length(size_t len, size_t need, const char *what) {
  * job, so it maps to -1 and the range check names it. */
 static int wire_rank(uint32_t v) { return v > INT32_MAX ? -1 : (int)v; }
 
-sg_status sg_heartbeat_decode(const void *buf, size_t len, int world_size, sg_heartbeat *out) {
-  if (out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_heartbeat_decode: out is NULL");
-  memset(out, 0, sizeof *out);
-  if (buf == NULL && len > 0) return sg__error(SG_ERR_INVALID_ARG, "sg_heartbeat_decode: buf is NULL");
+/* The argument checks both decoders (`fn`) start with. *out (out_size
+ * bytes) is zeroed first, so that a rejected message leaves it zeroed. */
+static sg_status decode_args(const char *fn, const void *buf, size_t len, int world_size, void *out,
+                             size_t out_size) {
+  if (out == NULL) return sg__error(SG_ERR_INVALID_ARG, "%s: out is NULL", fn);
+  memset(out, 0, out_size);
+  if (buf == NULL && len > 0) return sg__error(SG_ERR_INVALID_ARG, "%s: buf is NULL", fn);
   if (world_size < 1 || world_size > SG__HEALTH_MAX_WORLD)
-    return sg__error(SG_ERR_INVALID_ARG, "sg_heartbeat_decode: world_size %d is outside 1..%d", world_size,
+    return sg__error(SG_ERR_INVALID_ARG, "%s: world_size %d is outside 1..%d", fn, world_size,
                      SG__HEALTH_MAX_WORLD);
+  return SG_OK;
+}
+
+sg_status sg_heartbeat_decode(const void *buf, size_t len, int world_size, sg_heartbeat *out) {
+  SG_CHECK(decode_args("sg_heartbeat_decode", buf, len, world_size, out, sizeof *out));
   const uint8_t *p = buf;
   SG_CHECK(check_header(p, len, HEARTBEAT_MAGIC, "heartbeat"));
   SG_CHECK(check_length(len, SG_HEARTBEAT_BYTES, "heartbeat"));
@@ -176,12 +184,7 @@ sg_status sg_checkin_encode(const sg_checkin *ci, void *buf, size_t cap, size_t 
 }
 
 sg_status sg_checkin_decode(const void *buf, size_t len, int world_size, sg_checkin *out) {
-  if (out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_checkin_decode: out is NULL");
-  memset(out, 0, sizeof *out);
-  if (buf == NULL && len > 0) return sg__error(SG_ERR_INVALID_ARG, "sg_checkin_decode: buf is NULL");
-  if (world_size < 1 || world_size > SG__HEALTH_MAX_WORLD)
-    return sg__error(SG_ERR_INVALID_ARG, "sg_checkin_decode: world_size %d is outside 1..%d", world_size,
-                     SG__HEALTH_MAX_WORLD);
+  SG_CHECK(decode_args("sg_checkin_decode", buf, len, world_size, out, sizeof *out));
   const uint8_t *p = buf;
   SG_CHECK(check_header(p, len, CHECKIN_MAGIC, "check-in"));
   unsigned n_deps = get16(p + 2);

@@ -451,13 +451,10 @@ static sg_status mark_outputs(ox_ctx *c) {
 
 /* ---- the import ------------------------------------------------------------ */
 
-static sg_status check_params(const sg_onnx_params *p, const char *fn) {
-  if (p == NULL) return SG_OK;
-  if (p->size < sizeof(sg_onnx_params))
-    return sg__error(SG_ERR_INVALID_ARG,
-                     "%s: params.size is %zu, expected %zu; initialise params with "
-                     "SG_ONNX_PARAMS_INIT",
-                     fn, p->size, sizeof(sg_onnx_params));
+/* Reads the caller's params (NULL, or an older caller's shorter struct: the defaults for what it lacks) into
+ * *p and validates them. */
+static sg_status read_params(const sg_onnx_params *given, const char *fn, sg_onnx_params *p) {
+  SG_CHECK(sg__params_read(fn, SG__VERSIONED(sg_onnx_params, batch, "SG_ONNX_PARAMS_INIT"), p, given));
   if (p->batch < 0 || p->batch > SG__MAX_NUMEL)
     return sg__error(SG_ERR_INVALID_ARG, "%s: batch is %lld; must be 0 (none) or a size", fn,
                      (long long)p->batch);
@@ -539,23 +536,23 @@ sg_status sg_onnx_import_from_memory(const void *data, size_t size, const sg_onn
   *out = NULL;
   if (data == NULL && size > 0)
     return sg__error(SG_ERR_INVALID_ARG, "sg_onnx_import_from_memory: data is NULL");
-  SG_CHECK(check_params(p, "sg_onnx_import_from_memory"));
-  sg_onnx_params defaults = SG_ONNX_PARAMS_INIT;
+  sg_onnx_params q = SG_ONNX_PARAMS_INIT;
+  SG_CHECK(read_params(p, "sg_onnx_import_from_memory", &q));
   static const uint8_t empty[1];
-  return import(data ? data : empty, size, p ? p : &defaults, out);
+  return import(data ? data : empty, size, &q, out);
 }
 
 sg_status sg_onnx_import(const char *path, const sg_onnx_params *p, sg_graph **out) {
   if (out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_onnx_import: out is NULL");
   *out = NULL;
   if (path == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_onnx_import: path is NULL");
-  SG_CHECK(check_params(p, "sg_onnx_import"));
+  sg_onnx_params q = SG_ONNX_PARAMS_INIT;
+  SG_CHECK(read_params(p, "sg_onnx_import", &q));
   const void *map;
   size_t size;
   SG_CHECK(sg__map_file(path, &map, &size));
-  sg_onnx_params defaults = SG_ONNX_PARAMS_INIT;
   static const uint8_t empty[1];
-  sg_status st = import(map ? map : empty, size, p ? p : &defaults, out);
+  sg_status st = import(map ? map : empty, size, &q, out);
   sg__unmap_file(map, size);
   if (st != SG_OK) {
     char msg[1024];

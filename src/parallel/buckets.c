@@ -8,8 +8,8 @@
 #define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
 #include <xxhash.h>
 
-#include "parallel/dist_internal.h"
 #include "graph/graph.h"
+#include "parallel/dist_internal.h"
 #include "sgrt/train.h"
 
 void sg__dist_plan_free(sg__dist_plan *p) {

@@ -5,9 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "graph/graph.h"
 #include "parallel/dist_internal.h"
 #include "parallel/model.h"
-#include "graph/graph.h"
 
 #define DEFAULT_TRACE_EVENTS ((size_t)1 << 18)
 #define MAX_TRACE_EVENTS ((size_t)1 << 26)
@@ -109,13 +109,13 @@ static sg_status check_params(const sg_dist_params *p) {
 static void find_loss(sg_dist *d) {
   const sg_graph *g = d->g;
   int32_t t = sg__tensor_lookup(g, "loss");
-  d->loss = -1;
+  DP(d)->loss = -1;
   if (t < 0 || g->tensors[t].dtype != SG_F32 || g->tensors[t].nbytes != 4) return;
   for (uint32_t i = 0; i < g->n_outputs; i++)
     if (g->outputs[i] == t) {
       size_t bytes;
-      d->loss_addr = sg__session_tensor_addr(d->s, t, &bytes);
-      if (d->loss_addr != NULL) d->loss = t;
+      DP(d)->loss_addr = sg__session_tensor_addr(d->s, t, &bytes);
+      if (DP(d)->loss_addr != NULL) DP(d)->loss = t;
       return;
     }
 }
@@ -138,18 +138,18 @@ sg_status sg__dist_init_sync(sg_dist *d, const char *fn) {
  * callback the rollback snapshot and the buffer that accumulates the
  * gradients of extra shards. */
 static sg_status prepare_healing(sg_dist *d) {
-  if (!d->rj.joining) { /* a rejoining rank has them from its admission (rejoin.c) */
+  if (!DP(d)->rj.joining) { /* a rejoining rank has them from its admission (rejoin.c) */
     d->orig_rank = d->rank;
     d->orig_size = d->size;
     for (int r = 0; r < d->size && r < SG__DIST_MAX_RANKS; r++) d->members[r] = r;
   }
-  SG_CHECK(sg__comm_env_resolve(&d->comm_params, &d->env));
+  SG_CHECK(sg__comm_env_resolve(&d->comm_params, &DP(d)->env));
   if (d->p.qos == -1) {
     sg_qos q;
     SG_CHECK(sg_qos_from_env(SG_QOS_STRICT, &q));
-    d->qos = (int)q;
+    DP(d)->qos = (int)q;
   } else {
-    d->qos = d->p.qos;
+    DP(d)->qos = d->p.qos;
   }
   SG_CHECK(sg__dist_inject_init(d));
   if (d->p.feed == NULL) return SG_OK;
@@ -160,23 +160,24 @@ static sg_status prepare_healing(sg_dist *d) {
     sg_health_config hc = SG_HEALTH_CONFIG_INIT;
     hc.heartbeat_ms = d->p.heartbeat_ms;
     hc.unreachable_ms = d->p.dead_ms;
-    SG_CHECK(sg_health_create(d->orig_size, d->orig_rank, &hc, sg__now_ms(), &d->health));
+    SG_CHECK(sg_health_create(d->orig_size, d->orig_rank, &hc, sg__now_ms(), &DP(d)->health));
   }
   if (d->orig_size > SG__DIST_MAX_RANKS)
     return sg__error(SG_ERR_UNSUPPORTED,
                      "sg_dist_create: recovery (a feed callback) supports at most %d ranks, not %d",
                      SG__DIST_MAX_RANKS, d->orig_size);
   SG_CHECK(sg__dist_snap_init(d));
-  d->shards = sg__malloc((size_t)sg__dist_n_shards(d) * sizeof *d->shards);
-  if (d->shards == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create: out of memory for the shards");
-  d->accum_off = sg__malloc((d->plan.n_grads ? d->plan.n_grads : 1) * sizeof *d->accum_off);
-  d->accum = sg__malloc(d->plan.total_bytes ? d->plan.total_bytes : 4);
-  if (d->accum_off == NULL || d->accum == NULL)
+  DP(d)->shards = sg__malloc((size_t)sg__dist_n_shards(d) * sizeof *DP(d)->shards);
+  if (DP(d)->shards == NULL)
+    return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create: out of memory for the shards");
+  DP(d)->accum_off = sg__malloc((DP(d)->plan.n_grads ? DP(d)->plan.n_grads : 1) * sizeof *DP(d)->accum_off);
+  DP(d)->accum = sg__malloc(DP(d)->plan.total_bytes ? DP(d)->plan.total_bytes : 4);
+  if (DP(d)->accum_off == NULL || DP(d)->accum == NULL)
     return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create: out of memory for the gradient accumulator");
   size_t off = 0;
-  for (uint32_t i = 0; i < d->plan.n_grads; i++) {
-    d->accum_off[i] = off;
-    off += d->plan.grads[i].bytes / 4;
+  for (uint32_t i = 0; i < DP(d)->plan.n_grads; i++) {
+    DP(d)->accum_off[i] = off;
+    off += DP(d)->plan.grads[i].bytes / 4;
   }
   return SG_OK;
 }
@@ -184,7 +185,7 @@ static sg_status prepare_healing(sg_dist *d) {
 /* Everything after joining that the compute thread prepares. */
 static sg_status prepare(sg_dist *d) {
   const sg_dist_params *p = &d->p;
-  int world = d->rj.joining ? d->orig_size : d->size; /* a joiner's epoch may lack ranks still down */
+  int world = DP(d)->rj.joining ? d->orig_size : d->size; /* a joiner's epoch may lack ranks still down */
   if (p->data != -1 && p->data != world)
     return sg__error(
         SG_ERR_INVALID_ARG,
@@ -198,22 +199,22 @@ static sg_status prepare(sg_dist *d) {
   SG_CHECK(sg_session_create(d->g, &sp, &d->s));
   SG_CHECK(sg__session_set_updates_last(d->s, true));
   /* ZeRO-1: the optimizer state of other ranks' parameters gets no memory. */
-  d->zero.on = p->zero == 1;
-  if (d->zero.on) {
-    SG_CHECK(sg__dist_zero_mask(d->g, d->rank, d->size, &d->zero.mask));
-    SG_CHECK(sg__session_set_unallocated(d->s, d->zero.mask));
+  DP(d)->zero.on = p->zero == 1;
+  if (DP(d)->zero.on) {
+    SG_CHECK(sg__dist_zero_mask(d->g, d->rank, d->size, &DP(d)->zero.mask));
+    SG_CHECK(sg__session_set_unallocated(d->s, DP(d)->zero.mask));
   }
   SG_CHECK(sg_session_compile(d->s));
   /* Before anything takes the state's addresses (buckets, broadcast, snapshots). */
   bool offload;
   sg_gmem_tier tier;
   SG_CHECK(sg__dist_offload_parse(p->offload, &offload, &tier));
-  if (offload) SG_CHECK(sg__dist_offload_start(d->g, d->s, tier, p->offload_path, &d->offload));
-  SG_CHECK(sg__dist_plan_build(d->s, p->bucket_bytes, d->zero.on, &d->plan));
-  if (d->zero.on) SG_CHECK(sg__dist_zero_init(d));
+  if (offload) SG_CHECK(sg__dist_offload_start(d->g, d->s, tier, p->offload_path, &DP(d)->offload));
+  SG_CHECK(sg__dist_plan_build(d->s, p->bucket_bytes, DP(d)->zero.on, &DP(d)->plan));
+  if (DP(d)->zero.on) SG_CHECK(sg__dist_zero_init(d));
   find_loss(d);
-  d->flat = sg__malloc(d->plan.flat_bytes + 64); /* + the loss */
-  if (d->flat == NULL)
+  DP(d)->flat = sg__malloc(DP(d)->plan.flat_bytes + 64); /* + the loss */
+  if (DP(d)->flat == NULL)
     return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create: out of memory for the gradient buffer");
   if (d->tracing) {
     uint64_t cap = p->trace_events ? p->trace_events : DEFAULT_TRACE_EVENTS;
@@ -226,13 +227,13 @@ static sg_status prepare(sg_dist *d) {
   d->stats.original_rank = d->orig_rank;
   d->stats.shards = 1;
   d->stats.world_size = d->size;
-  d->stats.has_loss = d->loss >= 0;
+  d->stats.has_loss = DP(d)->loss >= 0;
   d->stats.loss_mean = NAN;
-  d->stats.buckets = d->plan.n_buckets;
-  d->stats.gradient_bytes = d->plan.total_bytes;
-  d->stats.offload_bytes = d->offload.bytes;
+  d->stats.buckets = DP(d)->plan.n_buckets;
+  d->stats.gradient_bytes = DP(d)->plan.total_bytes;
+  d->stats.offload_bytes = DP(d)->offload.bytes;
   sg__dist_zero_state_stats(d, &d->stats.optimizer_state_bytes, &d->stats.optimizer_state_total);
-  d->loss_mean = NAN;
+  DP(d)->loss_mean = NAN;
   /* Healing is armed from here (issue 15): a peer lost before the first
    * step, in the consistency check, is recovered from like any other
    * failure, its share of every batch spread over the others. A mismatch
@@ -248,34 +249,35 @@ static sg_status prepare(sg_dist *d) {
   }
   /* After the check: every rank agrees on zero, so every rank creates the replicas' global page
    * table (collective). */
-  if (d->zero.on && p->feed != NULL) {
+  if (DP(d)->zero.on && p->feed != NULL) {
     SG_CHECK(sg__dist_replica_init(d));
-    d->stats.replica_bytes = d->zero.replica_bytes;
+    d->stats.replica_bytes = DP(d)->zero.replica_bytes;
   }
   return SG_OK;
 }
 
 static void free_dist(sg_dist *d) {
   sg_session_destroy(d->s);
-  sg__dist_offload_stop(&d->offload); /* after the session that was bound to it */
-  sg__dist_plan_free(&d->plan);
+  sg__dist_offload_stop(&DP(d)->offload); /* after the session that was bound to it */
+  sg__dist_plan_free(&DP(d)->plan);
   sg__dist_ring_free(&d->compute_ring);
   sg__dist_ring_free(&d->sched_ring);
-  sg__free(d->flat);
+  sg__free(DP(d)->flat);
   sg__free(d->trace_path);
-  sg__dist_snap_free(&d->snap);
-  sg__dist_zero_free(&d->zero);
-  sg__free(d->shards);
-  sg__free(d->accum);
-  sg__free(d->accum_off);
+  sg__dist_snap_free(&DP(d)->snap);
+  sg__dist_zero_free(&DP(d)->zero);
+  sg__free(DP(d)->shards);
+  sg__free(DP(d)->accum);
+  sg__free(DP(d)->accum_off);
   sg__free(d->old_comms);
-  sg_fault_plan_destroy(d->inject);
+  sg_fault_plan_destroy(DP(d)->inject);
   sg__dist_rejoin_free(d);
-  sg_health_destroy(d->health);
+  sg_health_destroy(DP(d)->health);
   pthread_cond_destroy(&d->wake_sched);
   pthread_cond_destroy(&d->wake_compute);
   pthread_mutex_destroy(&d->mu);
-  sg_graph_destroy(d->owned_graph); /* sg_dist_create_model's graph: last, everything above may use it */
+  sg_graph_destroy(DP(d)->owned_graph); /* sg_dist_create_model's graph: last, everything above may use it */
+  sg__free(d->impl);
   sg__free(d);
 }
 
@@ -306,7 +308,14 @@ sg_status sg_dist_create(const sg_graph *g, const sg_dist_params *p, sg_dist **o
   SG_CHECK(check_params(p));
 
   sg_dist *d = sg__calloc(1, sizeof *d);
-  if (d == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create: out of memory");
+  sg__par_data *dp = sg__calloc(1, sizeof *dp);
+  if (d == NULL || dp == NULL) {
+    sg__free(d);
+    sg__free(dp);
+    return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create: out of memory");
+  }
+  d->strategy = &sg__par_data_strategy;
+  d->impl = dp;
   d->away = 1; /* until the first sg_dist_step */
   d->g = g;
   d->p = *p;
@@ -317,9 +326,10 @@ sg_status sg_dist_create(const sg_graph *g, const sg_dist_params *p, sg_dist **o
   d->p.hang_ms = p->hang_ms < 0 || p->heartbeat_ms == 0 ? 0 : hang > 86400000 ? 86400000 : (int)hang;
   d->comm_params = p->comm;
   d->rank = -1;
-  d->loss = -1;
+  DP(d)->loss = -1;
   d->tracing = p->trace || p->trace_path != NULL;
   if (p->trace_path && (d->trace_path = sg__strdup(p->trace_path)) == NULL) {
+    sg__free(d->impl);
     sg__free(d);
     return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create: out of memory");
   }
@@ -327,6 +337,7 @@ sg_status sg_dist_create(const sg_graph *g, const sg_dist_params *p, sg_dist **o
   sg_status st = sg__dist_init_sync(d, "sg_dist_create");
   if (st != SG_OK) {
     sg__free(d->trace_path);
+    sg__free(d->impl);
     sg__free(d);
     return st;
   }
@@ -338,9 +349,7 @@ sg_status sg_dist_create(const sg_graph *g, const sg_dist_params *p, sg_dist **o
   return SG_OK;
 }
 
-sg_status sg_dist_destroy(sg_dist *d) {
-  if (d == NULL) return SG_OK;
-  if (d->model != NULL) return sg__dist_model_destroy(d);
+static sg_status data_destroy(sg_dist *d) {
   sg_status st = SG_OK;
   char msg[1024] = "";
   if (d->trace_path != NULL) {
@@ -356,34 +365,17 @@ sg_status sg_dist_destroy(sg_dist *d) {
   return st == SG_OK ? SG_OK : sg__error(st, "%s", msg);
 }
 
-int sg_dist_rank(const sg_dist *d) { return d ? d->rank : -1; }
-int sg_dist_size(const sg_dist *d) { return d ? d->size : 0; }
-sg_session *sg_dist_session(sg_dist *d) { return d ? d->s : NULL; }
-const sg_health *sg_dist_health(const sg_dist *d) { return d ? d->health : NULL; }
-
-sg_status sg_dist_set_input(sg_dist *d, const char *name, sg_dtype dtype, int ndim, const int64_t *dims,
-                            const void *data) {
-  if (d == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_dist_set_input: d is NULL");
-  if (d->model != NULL) return sg__dist_model_set_input(d, name, dtype, ndim, dims, (void *)data, true);
-  return sg_session_set_input(d->s, name, dtype, ndim, dims, data);
+static sg_status data_set_input(sg_dist *d, const char *name, sg_dtype dtype, int ndim, const int64_t *dims,
+                                void *data, bool copy) {
+  return copy ? sg_session_set_input(d->s, name, dtype, ndim, dims, data)
+              : sg_session_bind_input(d->s, name, dtype, ndim, dims, data);
 }
 
-sg_status sg_dist_bind_input(sg_dist *d, const char *name, sg_dtype dtype, int ndim, const int64_t *dims,
-                             void *data) {
-  if (d == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_dist_bind_input: d is NULL");
-  if (d->model != NULL) return sg__dist_model_set_input(d, name, dtype, ndim, dims, data, false);
-  return sg_session_bind_input(d->s, name, dtype, ndim, dims, data);
-}
-
-sg_status sg_dist_read(const sg_dist *d, const char *name, void *out, size_t bytes) {
-  if (d == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_dist_read: d is NULL");
-  if (d->model != NULL) return sg__dist_model_read(d, name, out, bytes);
+static sg_status data_read(const sg_dist *d, const char *name, void *out, size_t bytes) {
   return sg_session_read(d->s, name, out, bytes);
 }
 
-sg_status sg_dist_params_hash(const sg_dist *d, uint64_t *out) {
-  if (d == NULL || out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_dist_params_hash: NULL argument");
-  if (d->model != NULL) return sg__dist_model_params_hash(d, out);
+static sg_status data_params_hash(const sg_dist *d, uint64_t *out) {
   uint64_t h = 1469598103934665603ull;
   for (uint32_t t = 0; t < d->g->n_tensors; t++) {
     const sg__tensor *T = &d->g->tensors[t];
@@ -394,6 +386,66 @@ sg_status sg_dist_params_hash(const sg_dist *d, uint64_t *out) {
   }
   *out = h;
   return SG_OK;
+}
+
+static const sg_health *data_health(const sg_dist *d) { return DP(d)->health; }
+
+static sg_status data_join(sg_dist *d) {
+  /* A restarted rank joins the running job instead (rejoin.c). */
+  return DP(d)->rj.joining ? sg__dist_rejoin_join(d) : sg__par_join(d);
+}
+
+/* The replicas' global page table is collective while healthy, and must go
+ * before its communicator. */
+static void data_sched_fini(sg_dist *d) { sg__dist_replica_gmem_fini(d); }
+
+const sg__par_strategy sg__par_data_strategy = {
+    .name = "data",
+    .set_input = data_set_input,
+    .step = sg__par_data_step,
+    .read = data_read,
+    .params_hash = data_params_hash,
+    .destroy = data_destroy,
+    .health = data_health,
+    .join = data_join,
+    .sched_work_locked = sg__par_data_sched_work_locked,
+    .sched_fini = data_sched_fini,
+};
+
+/* ---- the public functions: the handle's and the strategy's ----------------------- */
+
+sg_status sg_dist_destroy(sg_dist *d) {
+  if (d == NULL) return SG_OK;
+  return d->strategy->destroy(d);
+}
+
+int sg_dist_rank(const sg_dist *d) { return d ? d->rank : -1; }
+int sg_dist_size(const sg_dist *d) { return d ? d->size : 0; }
+sg_session *sg_dist_session(sg_dist *d) { return d ? d->s : NULL; }
+const sg_health *sg_dist_health(const sg_dist *d) {
+  return d != NULL && d->strategy->health != NULL ? d->strategy->health(d) : NULL;
+}
+
+sg_status sg_dist_set_input(sg_dist *d, const char *name, sg_dtype dtype, int ndim, const int64_t *dims,
+                            const void *data) {
+  if (d == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_dist_set_input: d is NULL");
+  return d->strategy->set_input(d, name, dtype, ndim, dims, (void *)data, true);
+}
+
+sg_status sg_dist_bind_input(sg_dist *d, const char *name, sg_dtype dtype, int ndim, const int64_t *dims,
+                             void *data) {
+  if (d == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_dist_bind_input: d is NULL");
+  return d->strategy->set_input(d, name, dtype, ndim, dims, data, false);
+}
+
+sg_status sg_dist_read(const sg_dist *d, const char *name, void *out, size_t bytes) {
+  if (d == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_dist_read: d is NULL");
+  return d->strategy->read(d, name, out, bytes);
+}
+
+sg_status sg_dist_params_hash(const sg_dist *d, uint64_t *out) {
+  if (d == NULL || out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_dist_params_hash: NULL argument");
+  return d->strategy->params_hash(d, out);
 }
 
 sg_status sg_dist_get_stats(const sg_dist *d, sg_dist_stats *out) {

@@ -193,8 +193,6 @@ sg_status sg__dist_job_recover(sg_dist *d, void *arg);
 sg_status sg__dist_recover(sg_dist *d);
 /* Whether the current failure can be healed (a peer's failure, a feed callback, QoS allows). */
 bool sg__dist_healable(sg_dist *d);
-/* Records the time of the failure's detection (called under mu by the first failure). */
-void sg__dist_note_detection(sg_dist *d);
 
 /* ---- shards: micro-batches and recovery (micro.c) ------------------------------- */
 
@@ -378,21 +376,45 @@ typedef struct sg__dist_job {
   bool done;
 } sg__dist_job;
 
+/* How this rank runs its part of the job: data, pipeline or tensor
+ * parallelism (with data-parallel replicas around the latter two), as a
+ * table of functions in the manner of ggml's backend interface. The public
+ * functions of dist.c and sg_dist_step dispatch through it; the scheduler
+ * thread, the failure state, the trace and the statistics are the shared
+ * core, struct sg_dist's. */
+typedef struct sg__par_strategy {
+  const char *name; /* "data", "pipeline", "tensor" */
+  /* sg_dist_set_input (copy) and sg_dist_bind_input. */
+  sg_status (*set_input)(sg_dist *d, const char *name, sg_dtype dtype, int ndim, const int64_t *dims,
+                         void *data, bool copy);
+  /* One training step (compute thread); d->away is handled by the caller. */
+  sg_status (*step)(sg_dist *d);
+  sg_status (*read)(const sg_dist *d, const char *name, void *out, size_t bytes);
+  sg_status (*params_hash)(const sg_dist *d, uint64_t *out);
+  /* Writes the trace if asked, stops the scheduler, frees everything. */
+  sg_status (*destroy)(sg_dist *d);
+  /* optional: the health monitor of the original ranks (NULL when the strategy does not heal). */
+  const sg_health *(*health)(const sg_dist *d);
+  /* optional: the scheduler's first job, joining the job (NULL: sg__par_join, epoch 0). */
+  sg_status (*join)(sg_dist *d);
+  /* optional: scheduler thread, mu held: runs one piece of the strategy's own work (a bucket's
+   * allreduce, a snapshot chunk) and returns true, or returns false when there is none. */
+  bool (*sched_work_locked)(sg_dist *d);
+  /* optional: scheduler thread, at its exit, before the communicator is destroyed. */
+  void (*sched_fini)(sg_dist *d);
+} sg__par_strategy;
+
+extern const sg__par_strategy sg__par_data_strategy, sg__par_pipeline_strategy, sg__par_tensor_strategy;
+
 struct sg_dist {
+  const sg__par_strategy *strategy;
+  void *impl; /* the strategy's state: sg__par_data (DP()), or model.h's sg__dist_model */
   /* Set by create, read-only afterwards. */
   const sg_graph *g;
-  sg_graph *owned_graph;        /* sg_dist_create_model's training graph (data parallelism), freed last */
-  struct sg__dist_model *model; /* sg_dist_create_model's pipeline or tensor mode (model.h), or NULL */
   sg_session *s;
   sg_dist_params p;
   sg_comm_params comm_params;
-  sg__dist_offload offload; /* optimizer state in a memory tier, or zeroed */
-  sg__dist_zero zero;       /* ZeRO-1; its layout changes only in a recovery (compute thread waiting) */
   int rank, size;
-  sg__dist_plan plan;
-  int32_t loss;     /* tensor id of a one-element f32 output named "loss", or -1 */
-  float *loss_addr; /* its slot */
-  void *flat;       /* scheduler's staging buffer: a bucket's small gradients, plus the loss */
   bool tracing;
   char *trace_path;
   int64_t origin_ns; /* trace origin (CLOCK_MONOTONIC) */
@@ -404,38 +426,63 @@ struct sg_dist {
 
   /* Owned by the compute thread. */
   sg__dist_ring compute_ring;
-  int64_t op_t0;
-  uint32_t posted_local; /* buckets handed over this step */
-  bool broadcast_done;
   sg_dist_stats stats;
 
   /* Shared, under mu. */
   pthread_t thread;
   bool thread_started;
   pthread_mutex_t mu;
-  pthread_cond_t wake_sched;   /* work for the scheduler: a bucket, a job, stop */
-  pthread_cond_t wake_compute; /* a bucket done, a job done, a failure */
+  pthread_cond_t wake_sched;   /* work for the scheduler: a job, the strategy's work, stop */
+  pthread_cond_t wake_compute; /* a job done, the strategy's work done, a failure */
   uint64_t step;               /* the step being run, 1-based */
-  uint32_t posted, done;       /* buckets handed over / allreduced in this step */
-  bool busy;                   /* the scheduler is inside a bucket's allreduce */
   sg__dist_job *job;
   bool stop;
   sg_status failed; /* sticky: the job failed (SG_OK while healthy) */
   int failed_flag;  /* atomic copy of failed != SG_OK, for a glance without mu */
   char fail_msg[1024];
+  int healthy; /* atomic: also read without mu */
+  int away;    /* atomic: 1 outside sg_dist_step (set by the compute thread, handed to the comm by the
+                  scheduler: sg__comm_set_away) */
+  sg_status comm_destroy_status;
+  int64_t fail_ns;        /* monotonic time the current failure was detected; 0 while healthy */
+  int64_t pause_until_ns; /* the scheduler does nothing until then (fault injection: a hung
+                             communication thread) */
+
+  /* The membership: the communicator's ranks as original (epoch 0) ranks.
+   * Changed by a recovery job while the compute thread waits for it. */
+  int orig_rank, orig_size;
+  int epoch;
+  int members[SG__DIST_MAX_RANKS]; /* original rank of each current rank */
+  sg_comm **old_comms;             /* aborted communicators of earlier epochs, destroyed at the end */
+  int n_old;
+};
+
+/* The data strategy's state (dist.c, step.c, scheduler.c, buckets.c,
+ * micro.c, zero.c, snapshot.c, replica*.c, recovery.c, membership.c,
+ * rejoin.c, inject.c): gradient buckets, sharded optimizer state, the
+ * healing machinery. */
+typedef struct sg__par_data {
+  sg_graph *owned_graph;    /* sg_dist_create_model's training graph (data parallelism), freed last */
+  sg__dist_offload offload; /* optimizer state in a memory tier, or zeroed */
+  sg__dist_zero zero;       /* ZeRO-1; its layout changes only in a recovery (compute thread waiting) */
+  sg__dist_plan plan;
+  int32_t loss;     /* tensor id of a one-element f32 output named "loss", or -1 */
+  float *loss_addr; /* its slot */
+  void *flat;       /* scheduler's staging buffer: a bucket's small gradients, plus the loss */
+  /* Compute thread. */
+  int64_t op_t0;
+  uint32_t posted_local; /* buckets handed over this step */
+  bool broadcast_done;
+  /* Shared, under the job's mu. */
+  uint32_t posted, done; /* buckets handed over / allreduced in this step */
+  bool busy;             /* the scheduler is inside a bucket's allreduce */
   float loss_mean;
   double comm_ms; /* this step's allreduce time */
-  int healthy;    /* atomic: also read without mu */
-  int away;       /* atomic: 1 outside sg_dist_step (set by the compute thread, handed to the comm by the
-                     scheduler: sg_comm_set_away) */
-  sg_status comm_destroy_status;
-
   /* Self-healing. Set by create: */
-  int orig_rank, orig_size; /* at epoch 0 */
-  int qos;                  /* sg_qos */
-  sg__comm_env env;         /* resolved bootstrap: the store's address and token */
-  sg_fault_plan *inject;    /* SG_INJECT, or NULL */
-  sg_health *health;        /* original ranks' states: failures and epochs (recovery job only), or NULL */
+  int qos;               /* sg_qos */
+  sg__comm_env env;      /* resolved bootstrap: the store's address and token */
+  sg_fault_plan *inject; /* SG_INJECT, or NULL */
+  sg_health *health;     /* original ranks' states: failures and epochs (recovery job only), or NULL */
   /* Compute thread: */
   uint64_t inject_next;   /* faults of steps below this have fired */
   uint64_t inject_behind; /* 1-based step an injected 'behind' fault gives up before its updates; 0: none */
@@ -449,19 +496,14 @@ struct sg_dist {
   bool partial;  /* a shard's forward+backward only: the hooks post nothing */
   bool accum_on; /* add accum (and accum_loss) before each bucket's allreduce */
   float accum_loss;
-  int sum_div; /* > 0: allreduce SUM, then divide by this (the shards); 0: AVG */
-  /* Changed by the recovery job while the compute thread waits for it: */
-  int epoch;
-  int members[SG__DIST_MAX_RANKS]; /* original rank of each current rank */
-  sg_comm **old_comms;             /* aborted communicators of earlier epochs, destroyed at the end */
-  int n_old;
-  bool excluded;
-  /* Under mu: */
-  int64_t fail_ns;       /* monotonic time the current failure was detected; 0 while healthy */
-  int64_t hang_until_ns; /* drop-heartbeats: the scheduler does nothing until then */
+  int sum_div;   /* > 0: allreduce SUM, then divide by this (the shards); 0: AVG */
+  bool excluded; /* a recovery left this rank out */
   /* Rejoin (rejoin.c): */
   sg__dist_rejoin rj;
-};
+} sg__par_data;
+
+/* The data strategy's state of a job the data strategy runs. */
+#define DP(d) ((sg__par_data *)(d)->impl)
 
 /* ---- create (dist.c; model.c's sg_dist_create_model shares them) -------------- */
 
@@ -479,6 +521,12 @@ void sg__dist_give_up(sg_dist *d, sg_status st, char *msg, size_t cap);
 sg_status sg__dist_sched_start(sg_dist *d);
 /* Stops the thread (it destroys the communicator) and joins it. */
 void sg__dist_sched_stop(sg_dist *d);
+/* Scheduler thread: joins epoch 0 (sg_comm_create with the job's params, liveness on). */
+sg_status sg__par_join(sg_dist *d);
+/* Under mu: records the first failure (later ones are its echoes) and wakes the compute thread. */
+void sg__dist_fail_locked(sg_dist *d, sg_status st, const char *msg);
+/* Under mu: a scheduler-thread event of the trace (when tracing). */
+void sg__dist_record_locked(sg_dist *d, sg__dist_ev_kind kind, int64_t t0, int64_t t1, int32_t id);
 /* Runs fn on the scheduler thread and waits; its error (status and
  * message) becomes the caller's. */
 sg_status sg__dist_run_job(sg_dist *d, sg_status (*fn)(sg_dist *d, void *arg), void *arg);
@@ -488,6 +536,9 @@ void sg__dist_fail(sg_dist *d, sg_status st, const char *fmt, ...) __attribute__
 /* The failure as the calling thread's error: SG_ERR_COMM and the message. */
 sg_status sg__dist_failure(sg_dist *d);
 
+/* The data strategy's work on the scheduler thread (data_sched.c): a bucket, a snapshot chunk, a
+ * replica push; false when there is none. mu held. */
+bool sg__par_data_sched_work_locked(sg_dist *d);
 /* Adds the accumulated gradients of earlier shards to gradients [first, first+count) of the plan. */
 void sg__dist_add_accum(const sg_dist *d, uint32_t first, uint32_t count);
 
@@ -497,6 +548,9 @@ sg_status sg__dist_job_broadcast(sg_dist *d, void *arg);
 
 /* ---- step.c ----------------------------------------------------------------- */
 
+/* The data strategy's step: the buckets' allreduces during backward, the
+ * recovery and redo of a failed step, rejoins at the step boundary. */
+sg_status sg__par_data_step(sg_dist *d);
 /* Installs the session hooks of the plan (every position when tracing). */
 sg_status sg__dist_install_hooks(sg_dist *d);
 

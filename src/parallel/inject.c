@@ -32,7 +32,7 @@ sg_status sg__dist_inject_init(sg_dist *d) {
                        s);
     seed = v;
   }
-  sg_status st = sg_fault_plan_parse(spec, d->orig_size, seed, &d->inject);
+  sg_status st = sg_fault_plan_parse(spec, d->orig_size, seed, &DP(d)->inject);
   if (st != SG_OK) {
     char why[512];
     snprintf(why, sizeof why, "%s", sg_last_error()); /* the error buffer is about to be rewritten */
@@ -84,13 +84,13 @@ __attribute__((noreturn)) static void hang(sg_dist *d, uint64_t step) {
   _exit(SG_DIST_EXIT_EXCLUDED);
 }
 
-static sg_status cut_job(sg_dist *d, void *arg) { return sg_comm_cut_peer(d->comm, *(int *)arg); }
+static sg_status cut_job(sg_dist *d, void *arg) { return sg__comm_cut_peer(d->comm, *(int *)arg); }
 
 sg_status sg__dist_inject_step(sg_dist *d, uint64_t step) {
-  if (d->inject == NULL || step < d->inject_next) return SG_OK;
-  d->inject_next = step + 1;
+  if (DP(d)->inject == NULL || step < DP(d)->inject_next) return SG_OK;
+  DP(d)->inject_next = step + 1;
   sg_fault f[8];
-  size_t n = sg_fault_plan_due(d->inject, d->orig_rank, (int64_t)step, f, 8);
+  size_t n = sg_fault_plan_due(DP(d)->inject, d->orig_rank, (int64_t)step, f, 8);
   for (size_t i = 0; i < n && i < 8; i++) {
     fprintf(stderr, "sgrt: rank %d: injected fault '%s' at the start of step %llu\n", d->orig_rank,
             sg_fault_kind_name(f[i].kind), (unsigned long long)step);
@@ -100,7 +100,7 @@ sg_status sg__dist_inject_step(sg_dist *d, uint64_t step) {
       case SG_FAULT_STOP: raise(SIGSTOP); break;
       case SG_FAULT_DROP_HEARTBEATS:
         pthread_mutex_lock(&d->mu);
-        d->hang_until_ns = sg__now_ns() + hang_ns(d);
+        d->pause_until_ns = sg__now_ns() + hang_ns(d);
         pthread_mutex_unlock(&d->mu);
         break;
       case SG_FAULT_PARTITION: {
@@ -113,7 +113,7 @@ sg_status sg__dist_inject_step(sg_dist *d, uint64_t step) {
         break;
       }
       case SG_FAULT_BEHIND: /* fires in step.c, once the step's gradients are averaged */
-        d->inject_behind = step + 1;
+        DP(d)->inject_behind = step + 1;
         break;
       case SG_FAULT_HANG: hang(d, step);
       case SG_FAULT_DEVICE:
@@ -125,10 +125,10 @@ sg_status sg__dist_inject_step(sg_dist *d, uint64_t step) {
 }
 
 sg_status sg__dist_inject_recovery(sg_dist *d, sg_recovery_phase phase) {
-  if (d->inject == NULL || (d->inject_phases_fired >> phase) & 1u) return SG_OK;
+  if (DP(d)->inject == NULL || (DP(d)->inject_phases_fired >> phase) & 1u) return SG_OK;
   sg_fault f;
-  if (sg_fault_plan_due_in_recovery(d->inject, d->orig_rank, phase, &f, 1) == 0) return SG_OK;
-  d->inject_phases_fired |= 1u << phase; /* once per process, in its first recovery to reach the phase */
+  if (sg_fault_plan_due_in_recovery(DP(d)->inject, d->orig_rank, phase, &f, 1) == 0) return SG_OK;
+  DP(d)->inject_phases_fired |= 1u << phase; /* once per process, in its first recovery to reach the phase */
   if (phase == SG_RECOVERY_CREATE)
     fprintf(stderr, "sgrt: rank %d: injected fault 'kill' in sg_dist_create, before the first collective\n",
             d->orig_rank);

@@ -208,7 +208,7 @@ static double detection_ms(sg_dist *d, const members_rec *m) {
     bool kept = false;
     for (int i = 0; i < m->n; i++) kept = kept || m->orig[i] == d->members[r];
     if (kept || d->members[r] == d->orig_rank) continue;
-    int64_t quiet = sg_comm_peer_quiet_ms(d->comm, r);
+    int64_t quiet = sg__comm_peer_quiet_ms(d->comm, r);
     double ms = (double)(quiet - since_detection);
     if (quiet >= 0 && ms > worst) worst = ms;
   }
@@ -219,7 +219,7 @@ static double detection_ms(sg_dist *d, const members_rec *m) {
  * UNREACHABLE (logged with the reason), then the new epoch starts with the
  * members HEALTHY. Best effort: the monitor is a report, not the decider. */
 static void note_health(sg_dist *d, int epoch, const members_rec *m) {
-  if (d->health == NULL) return;
+  if (DP(d)->health == NULL) return;
   int64_t now = sg__now_ms();
   for (int r = 0; r < d->size; r++) {
     int orig = d->members[r];
@@ -231,11 +231,11 @@ static void note_health(sg_dist *d, int epoch, const members_rec *m) {
       snprintf(why, sizeof why, "left out at epoch %d: its link to rank %d was cut", epoch,
                m->cut_from[orig]);
     else snprintf(why, sizeof why, "left out at epoch %d: unreachable", epoch);
-    sg_health_peer_failed(d->health, orig, now, why);
+    sg_health_peer_failed(DP(d)->health, orig, now, why);
   }
   bool me_in = false;
   for (int i = 0; i < m->n; i++) me_in = me_in || m->orig[i] == d->orig_rank;
-  if (me_in) sg_health_reset_epoch(d->health, now, (uint32_t)epoch, m->orig, m->n);
+  if (me_in) sg_health_reset_epoch(DP(d)->health, now, (uint32_t)epoch, m->orig, m->n);
 }
 
 static sg_status watch_peers(void *ctx, int peer) {
@@ -270,7 +270,8 @@ sg_status sg__dist_job_recover(sg_dist *d, void *arg) {
   int me = d->orig_rank, epoch = d->epoch + 1;
   SG_CHECK(sg__dist_inject_recovery(d, SG_RECOVERY_DETECT));
   sg__store *st = NULL;
-  sg_status s = sg__store_connect(d->env.master_addr, d->env.master_port, d->env.token, 2000, &st);
+  sg_status s =
+      sg__store_connect(DP(d)->env.master_addr, DP(d)->env.master_port, DP(d)->env.token, 2000, &st);
   char why[512];
   if (s != SG_OK) {
     snprintf(why, sizeof why, "%s", sg_last_error()); /* the error buffer is about to be rewritten */
@@ -346,10 +347,10 @@ void sg__dist_epoch_params(const sg_dist *d, int idx, int n, int epoch, sg_comm_
   out->size = sizeof *out;
   out->rank = idx;
   out->world_size = n;
-  out->master_addr = d->env.master_addr;
-  out->master_port = d->env.master_port;
-  out->token = d->env.token;
-  out->timeout_ms = d->env.timeout_ms;
+  out->master_addr = DP(d)->env.master_addr;
+  out->master_port = DP(d)->env.master_port;
+  out->token = DP(d)->env.token;
+  out->timeout_ms = DP(d)->env.timeout_ms;
   out->epoch = epoch;
 }
 
@@ -387,7 +388,7 @@ sg_status sg__dist_install_epoch(sg_dist *d, sg_comm *c, int idx, int n, int epo
   d->fail_msg[0] = '\0';
   __atomic_store_n(&d->failed_flag, 0, __ATOMIC_RELEASE);
   d->fail_ns = 0;
-  d->posted = d->done = 0;
+  DP(d)->posted = DP(d)->done = 0;
   d->last_healthy = n;
   __atomic_store_n(&d->healthy, n, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&d->mu);

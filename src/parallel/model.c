@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "parallel/model.h"
 #include "graph/graph.h"
+#include "parallel/model.h"
 #include "runtime/hooks.h"
 #include "sgrt/train.h"
 
@@ -149,7 +149,7 @@ sg_status sg__model_add_optimizer(sg_graph *g, const sg_dist_optimizer *opt) {
 }
 
 sg_status sg__model_broadcast_state(sg_dist *d, const int32_t *skip, int n_skip) {
-  sg__dist_model *m = d->model;
+  sg__dist_model *m = MODEL(d);
   const sg_graph *g = d->g;
   for (uint32_t t = 0; t < g->n_tensors; t++) {
     sg_role r = g->tensors[t].role;
@@ -210,7 +210,7 @@ static sg_status create_dp(const sg_graph *fwd, sg_tensor loss, const sg_dist_op
     sg_graph_destroy(g);
     return sg__error(st, "%s", msg);
   }
-  (*out)->owned_graph = g;
+  DP(*out)->owned_graph = g;
   return SG_OK;
 }
 
@@ -234,7 +234,7 @@ static void free_model(sg__dist_model *m) {
 
 /* Everything but the scheduler thread, which is stopped (or never ran). */
 static void free_dist(sg_dist *d, bool sync_ready) {
-  free_model(d->model); /* its sessions before anything they point to */
+  free_model(MODEL(d)); /* its sessions before anything they point to */
   sg__dist_ring_free(&d->compute_ring);
   sg__dist_ring_free(&d->sched_ring);
   sg__free(d->trace_path);
@@ -255,7 +255,7 @@ static sg_status abandon(sg_dist *d, sg_status st) {
 
 /* The mode, the degrees and the model must agree on every rank (SPEC M5). */
 static sg_status consistency_hash(const sg_dist *d, uint64_t *out) {
-  const sg__dist_model *m = d->model;
+  const sg__dist_model *m = MODEL(d);
   SG_CHECK(sg_graph_hash(m->fwd, 0, out));
   int64_t v[] = {m->kind, m->data, m->pipeline, m->tensor, m->micro};
   for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) *out = (*out ^ (uint64_t)v[i]) * 1099511628211ull;
@@ -267,7 +267,7 @@ static sg_status consistency_hash(const sg_dist *d, uint64_t *out) {
  * origin of their timelines. */
 static sg_status check_job(sg_dist *d, void *arg) {
   const uint64_t *hash = arg;
-  const uint8_t ids[1] = {(uint8_t)d->model->kind};
+  const uint8_t ids[1] = {(uint8_t)MODEL(d)->kind};
   int64_t t0 = sg__now_ns();
   sg_status st = sg_comm_check_consistency(d->comm, *hash, ids, 1);
   if (st == SG_ERR_SHAPE) {
@@ -292,7 +292,7 @@ static sg_status check_job(sg_dist *d, void *arg) {
 }
 
 static sg_status prepare(sg_dist *d, const sg_dist_optimizer *opt) {
-  sg__dist_model *m = d->model;
+  sg__dist_model *m = MODEL(d);
   if (d->size != m->data * m->pipeline * m->tensor)
     return sg__error(SG_ERR_INVALID_ARG, "%s: the communicator has %d ranks, expected %d x %d x %d", FN,
                      d->size, m->data, m->pipeline, m->tensor);
@@ -307,7 +307,6 @@ static sg_status prepare(sg_dist *d, const sg_dist_optimizer *opt) {
   d->stats.shards = 1;
   d->stats.has_loss = 1;
   d->stats.loss_mean = NAN;
-  d->loss_mean = NAN;
   /* Before the build: its collectives (the pipeline's choice of stages)
    * must meet their like on every rank. */
   uint64_t hash;
@@ -326,14 +325,14 @@ static sg_status create_parts(const sg_graph *fwd, sg_tensor loss, const sg_dist
     sg__free(m);
     return sg__error(SG_ERR_NO_MEMORY, "%s: out of memory", FN);
   }
-  d->model = m;
+  d->impl = m;
+  d->strategy = K > 1 ? &sg__par_pipeline_strategy : &sg__par_tensor_strategy;
   d->away = 1; /* until the first sg_dist_step */
   *m = (sg__dist_model){K > 1 ? SG__MODEL_PIPELINE : SG__MODEL_TENSOR, D, K, T, p->micro_batches};
   d->p = *p;
   d->p.size = sizeof(sg_dist_params);
   d->comm_params = p->comm;
   d->rank = -1;
-  d->loss = -1;
   d->tracing = p->trace || p->trace_path != NULL;
   sg_status st = SG_OK;
   if (p->trace_path && (d->trace_path = sg__strdup(p->trace_path)) == NULL)
@@ -378,7 +377,7 @@ sg_status sg_dist_create_model(const sg_graph *fwd, sg_tensor loss, const sg_dis
 
 /* ---- the public functions in these modes -------------------------------------------- */
 
-sg_status sg__dist_model_destroy(sg_dist *d) {
+static sg_status sg__dist_model_destroy(sg_dist *d) {
   sg_status st = SG_OK;
   char msg[1024] = "";
   if (d->trace_path != NULL) {
@@ -386,8 +385,8 @@ sg_status sg__dist_model_destroy(sg_dist *d) {
     if (st != SG_OK) snprintf(msg, sizeof msg, "%s", sg_last_error());
   }
   /* The runners' transfers are jobs of the scheduler: free them first. */
-  free_model(d->model);
-  d->model = NULL;
+  free_model(MODEL(d));
+  d->impl = NULL;
   d->s = NULL;
   sg__dist_sched_stop(d);
   if (st == SG_OK && d->comm_destroy_status != SG_OK) {
@@ -404,10 +403,10 @@ static sg__model_input *find_input(sg__dist_model *m, const char *name) {
   return NULL;
 }
 
-sg_status sg__dist_model_set_input(sg_dist *d, const char *name, sg_dtype dtype, int ndim,
-                                   const int64_t *dims, void *data, bool copy) {
+static sg_status sg__dist_model_set_input(sg_dist *d, const char *name, sg_dtype dtype, int ndim,
+                                          const int64_t *dims, void *data, bool copy) {
   const char *fn = copy ? "sg_dist_set_input" : "sg_dist_bind_input";
-  sg__dist_model *m = d->model;
+  sg__dist_model *m = MODEL(d);
   if (name == NULL || data == NULL || (ndim > 0 && dims == NULL))
     return sg__error(SG_ERR_INVALID_ARG, "%s: NULL argument", fn);
   sg__model_input *in = find_input(m, name);
@@ -450,8 +449,8 @@ static void record_step(sg_dist *d, int64_t t0, int64_t t1) {
   sg__dist_ring_put(&d->compute_ring, &e);
 }
 
-sg_status sg__dist_model_step(sg_dist *d) {
-  sg__dist_model *m = d->model;
+static sg_status sg__dist_model_step(sg_dist *d) {
+  sg__dist_model *m = MODEL(d);
   if (__atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE)) {
     sg__dist_failure(d);
     char why[1024];
@@ -498,8 +497,8 @@ sg_status sg__dist_model_step(sg_dist *d) {
   return SG_OK;
 }
 
-sg_status sg__dist_model_read(const sg_dist *d, const char *name, void *out, size_t bytes) {
-  const sg__dist_model *m = d->model;
+static sg_status sg__dist_model_read(const sg_dist *d, const char *name, void *out, size_t bytes) {
+  const sg__dist_model *m = MODEL(d);
   if (name == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_dist_read: name is NULL");
   if (m->kind == SG__MODEL_PIPELINE) {
     sg_tensor t;
@@ -512,8 +511,8 @@ sg_status sg__dist_model_read(const sg_dist *d, const char *name, void *out, siz
   return sg_session_read(d->s, name, out, bytes);
 }
 
-sg_status sg__dist_model_params_hash(const sg_dist *d, uint64_t *out) {
-  sg__dist_model *m = d->model;
+static sg_status sg__dist_model_params_hash(const sg_dist *d, uint64_t *out) {
+  sg__dist_model *m = MODEL(d);
   const sg_graph *g = d->g;
   uint64_t h = 1469598103934665603ull;
   for (uint32_t t = 0; t < g->n_tensors; t++) {
@@ -542,3 +541,13 @@ sg_status sg__dist_model_params_hash(const sg_dist *d, uint64_t *out) {
   if (st == SG_OK) *out = whole;
   return st;
 }
+
+const sg__par_strategy sg__par_pipeline_strategy = {
+    "pipeline",          sg__dist_model_set_input,   sg__dist_model_step,
+    sg__dist_model_read, sg__dist_model_params_hash, sg__dist_model_destroy};
+const sg__par_strategy sg__par_tensor_strategy = {"tensor",
+                                                  sg__dist_model_set_input,
+                                                  sg__dist_model_step,
+                                                  sg__dist_model_read,
+                                                  sg__dist_model_params_hash,
+                                                  sg__dist_model_destroy};

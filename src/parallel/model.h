@@ -112,6 +112,9 @@ typedef struct sg__dist_model {
   size_t n_flat;
 } sg__dist_model;
 
+/* The pipeline or tensor strategy's state of a job. */
+#define MODEL(d) ((sg__dist_model *)(d)->impl)
+
 /* model_pp.c / model_tp.c: build this rank's part after the scheduler
  * joined the job; d->s and d->g are set on success. */
 sg_status sg__model_pp_build(sg_dist *d, const sg_dist_optimizer *opt);
@@ -134,13 +137,5 @@ sg_status sg__model_add_optimizer(sg_graph *g, const sg_dist_optimizer *opt);
  * part but skip[0..n_skip) goes from replica 0 to the others over m->rctx
  * (collective over the replicas; compute thread). */
 sg_status sg__model_broadcast_state(sg_dist *d, const int32_t *skip, int n_skip);
-
-/* Dispatched from dist.c and step.c when d->model is set. */
-sg_status sg__dist_model_destroy(sg_dist *d);
-sg_status sg__dist_model_set_input(sg_dist *d, const char *name, sg_dtype dtype, int ndim,
-                                   const int64_t *dims, void *data, bool copy);
-sg_status sg__dist_model_step(sg_dist *d);
-sg_status sg__dist_model_read(const sg_dist *d, const char *name, void *out, size_t bytes);
-sg_status sg__dist_model_params_hash(const sg_dist *d, uint64_t *out);
 
 #endif /* SG_DIST_MODEL_H */

@@ -5,8 +5,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "parallel/model.h"
 #include "graph/graph.h"
+#include "parallel/model.h"
 #include "runtime/hooks.h"
 
 /* Stages of equal op counts, in op order (the graph's ops are in a
@@ -38,7 +38,7 @@ static sg_status from_metis(const sg_graph *fwd, int stages, int *stage_of) {
  * through one allreduce, since a split can fail on one stage only (one that
  * sends nothing). */
 static sg_status choose_stages(sg_dist *d, sg_tensor loss) {
-  sg__dist_model *m = d->model;
+  sg__dist_model *m = MODEL(d);
   const sg_graph *fwd = m->fwd;
   int32_t n_ops = sg_graph_num_ops(fwd);
   int K = m->pipeline, k = m->stage;
@@ -70,7 +70,7 @@ static sg_status choose_stages(sg_dist *d, sg_tensor loss) {
 }
 
 sg_status sg__model_pp_build(sg_dist *d, const sg_dist_optimizer *opt) {
-  sg__dist_model *m = d->model;
+  sg__dist_model *m = MODEL(d);
   sg_tensor loss;
   SG_CHECK(sg_graph_find_tensor(m->fwd, m->loss_name, &loss));
   /* Rank layout (dist.h): rank = replica * K + stage. */
@@ -114,7 +114,7 @@ sg_status sg__model_pp_build(sg_dist *d, const sg_dist_optimizer *opt) {
 }
 
 sg_status sg__model_pp_step(sg_dist *d, float *loss) {
-  sg__dist_model *m = d->model;
+  sg__dist_model *m = MODEL(d);
   if (m->data > 1 && !m->broadcast_done) {
     /* The state may be set between create and the first step on replica 0
      * alone. The stage's received activations are parameters only to get

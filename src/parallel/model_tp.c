@@ -6,8 +6,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "parallel/model.h"
 #include "graph/graph.h"
+#include "parallel/model.h"
 #include "runtime/hooks.h"
 #include "sgrt/train.h"
 
@@ -23,7 +23,7 @@ static bool is_update(sg_op_kind k) { return k == SG_OP_SGD_UPDATE || k == SG_OP
  * every parameter gradient's slot, for the average between backward and
  * the updates. */
 static sg_status find_grads(sg_dist *d) {
-  sg__dist_model *m = d->model;
+  sg__dist_model *m = MODEL(d);
   const sg_graph *g = d->g;
   const int32_t *order = sg__session_order(d->s, &m->n_order);
   m->upd_pos = m->n_order;
@@ -54,7 +54,7 @@ static sg_status find_grads(sg_dist *d) {
 }
 
 sg_status sg__model_tp_build(sg_dist *d, const sg_dist_optimizer *opt) {
-  sg__dist_model *m = d->model;
+  sg__dist_model *m = MODEL(d);
   sg_tensor loss;
   SG_CHECK(sg_graph_find_tensor(m->fwd, m->loss_name, &loss));
   sg_tp_params tpp = SG_TP_PARAMS_INIT;
@@ -108,7 +108,7 @@ sg_status sg__model_tp_build(sg_dist *d, const sg_dist_optimizer *opt) {
  * the gradients averaged over the copies of this share in one allreduce
  * (every copy gets the same bits), then the updates. */
 static sg_status replicated_step(sg_dist *d) {
-  sg__dist_model *m = d->model;
+  sg__dist_model *m = MODEL(d);
   if (!m->broadcast_done) {
     SG_CHECK(sg__model_broadcast_state(d, NULL, 0)); /* in the group of copies of this share */
     m->broadcast_done = true;
@@ -129,9 +129,9 @@ static sg_status replicated_step(sg_dist *d) {
 }
 
 sg_status sg__model_tp_step(sg_dist *d, float *loss) {
-  if (d->model->data > 1) SG_CHECK(replicated_step(d));
+  if (MODEL(d)->data > 1) SG_CHECK(replicated_step(d));
   else SG_CHECK(sg_session_step(d->s));
-  return sg_session_read(d->s, d->model->loss_name, loss, sizeof *loss);
+  return sg_session_read(d->s, MODEL(d)->loss_name, loss, sizeof *loss);
 }
 
 void sg__model_tp_free(sg__dist_model *m) {

@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "core/core.h"
-#include "parallel/offload.h"
 #include "graph/graph.h"
+#include "parallel/offload.h"
 
 sg_status sg__dist_offload_parse(const char *name, bool *on, sg_gmem_tier *tier) {
   *on = false;

@@ -27,8 +27,8 @@
 #include <time.h>
 
 #include "comm/wire.h"
-#include "parallel/pp.h"
 #include "graph/graph.h"
+#include "parallel/pp.h"
 #include "runtime/hooks.h"
 
 static size_t msg_bytes(const sg__tensor *x) { return sg__wire_header_size((unsigned)x->ndim) + x->nbytes; }

@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "comm/wire.h"
-#include "parallel/pp.h"
 #include "graph/graph.h"
+#include "parallel/pp.h"
 #include "runtime/hooks.h"
 #include "sgrt/train.h"
 

@@ -17,8 +17,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "parallel/pp.h"
 #include "graph/graph.h"
+#include "parallel/pp.h"
 #include "sgrt/train.h"
 
 typedef struct cut {

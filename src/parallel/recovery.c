@@ -10,13 +10,8 @@
 
 #include "parallel/dist_internal.h"
 
-void sg__dist_note_detection(sg_dist *d) {
-  if (d->fail_ns != 0) return;
-  d->fail_ns = sg__now_ns();
-}
-
 bool sg__dist_healable(sg_dist *d) {
-  if (d->p.feed == NULL || d->excluded) return false;
+  if (d->p.feed == NULL || DP(d)->excluded) return false;
   pthread_mutex_lock(&d->mu);
   /* SG_ERR_COMM: a peer's failure (a local error fails with its own status). */
   bool ok = d->failed == SG_ERR_COMM;
@@ -27,7 +22,7 @@ bool sg__dist_healable(sg_dist *d) {
 sg_status sg__dist_recover(sg_dist *d) {
   pthread_mutex_lock(&d->mu);
   /* The scheduler may still be inside the failed allreduce: let it leave. */
-  while (d->busy) pthread_cond_wait(&d->wake_compute, &d->mu);
+  while (DP(d)->busy) pthread_cond_wait(&d->wake_compute, &d->mu);
   int64_t t0 = d->fail_ns ? d->fail_ns : sg__now_ns();
   char cause[sizeof d->fail_msg];
   snprintf(cause, sizeof cause, "%s", d->fail_msg);
@@ -40,7 +35,7 @@ sg_status sg__dist_recover(sg_dist *d) {
    * and the rollback is at most the latest replica this rank holds as buddy (replica.c). */
   int old_members[SG__DIST_MAX_RANKS], old_size = d->size;
   memcpy(old_members, d->members, (size_t)old_size * sizeof old_members[0]);
-  if (d->zero.gm != NULL) sg__dist_replica_quiesce(d);
+  if (DP(d)->zero.gm != NULL) sg__dist_replica_quiesce(d);
   uint64_t committed;
   sg_status st = sg__dist_replica_committed(d, d->stats.steps, &committed);
   if (st != SG_OK) return st;
@@ -48,7 +43,7 @@ sg_status sg__dist_recover(sg_dist *d) {
   st = sg__dist_run_job(d, sg__dist_job_recover, &h);
   if (st != SG_OK) {
     if (h.excluded) {
-      d->excluded = true;
+      DP(d)->excluded = true;
       d->stats.excluded = 1;
     }
     return st;
@@ -59,17 +54,17 @@ sg_status sg__dist_recover(sg_dist *d) {
                      d->orig_rank, (unsigned long long)h.rollback, (unsigned long long)h.forward,
                      (unsigned long long)d->stats.steps);
   uint64_t resume;
-  if (d->zero.on) {
+  if (DP(d)->zero.on) {
     /* ZeRO-1 rolls back: the snapshot of the rollback step exists when this
      * rank started that step (it may have changed batch-norm statistics, or
      * completed it); otherwise it failed between steps and its state is
      * that step's. */
-    st = sg__dist_snap_restore(&d->snap, h.rollback);
+    st = sg__dist_snap_restore(&DP(d)->snap, h.rollback);
     if (st == SG_OK) d->stats.snapshot_restores++;
     if (st != SG_OK && d->stats.steps != h.rollback)
       return sg__error(SG_ERR_INTERNAL, "rank %d: recovery: no rollback snapshot of step %llu", d->orig_rank,
                        (unsigned long long)h.rollback);
-    if (d->zero.gm != NULL) SG_CHECK(sg__dist_zero_recover(d, old_members, old_size, h.rollback));
+    if (DP(d)->zero.gm != NULL) SG_CHECK(sg__dist_zero_recover(d, old_members, old_size, h.rollback));
     resume = h.rollback;
   } else {
     /* Plain data parallelism rolls forward: every member holds the whole
@@ -79,7 +74,7 @@ sg_status sg__dist_recover(sg_dist *d) {
      * step it was in (the only snapshot kept: forward changes them), then,
      * when some member completed one step more than others, that member
      * broadcasts parameters, state and optimizer state to all. */
-    st = sg__dist_snap_restore(&d->snap, d->stats.steps);
+    st = sg__dist_snap_restore(&DP(d)->snap, d->stats.steps);
     if (st == SG_OK) d->stats.snapshot_restores++;
     if (h.forward > h.rollback) {
       int root = h.donor;
@@ -101,8 +96,8 @@ sg_status sg__dist_recover(sg_dist *d) {
   d->stats.epoch = d->epoch;
   d->stats.world_size = d->size;
   d->stats.detection_ms = h.detection_ms;
-  d->heal_t0_ns = t0;
+  DP(d)->heal_t0_ns = t0;
   fprintf(stderr, "sgrt: rank %d: recovered: epoch %d, rank %d of %d, %s step %llu\n", d->orig_rank, d->epoch,
-          d->rank, d->size, d->zero.on ? "rolled back to" : "resuming after", (unsigned long long)resume);
+          d->rank, d->size, DP(d)->zero.on ? "rolled back to" : "resuming after", (unsigned long long)resume);
   return SG_OK;
 }

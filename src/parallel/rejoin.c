@@ -55,7 +55,7 @@
 #include "parallel/dist_internal.h"
 
 sg_status sg__dist_rejoin_init(sg_dist *d) {
-  d->rj.nreq_seen = -1;
+  DP(d)->rj.nreq_seen = -1;
   const char *v = getenv("SG_REJOIN");
   if (v == NULL || *v == '\0' || strcmp(v, "0") == 0) return SG_OK;
   if (strcmp(v, "1") != 0)
@@ -69,7 +69,7 @@ sg_status sg__dist_rejoin_init(sg_dist *d) {
     return sg__error(SG_ERR_UNSUPPORTED,
                      "sg_dist_create: SG_REJOIN=1 with ZeRO-1 (sg_dist_params.zero): a rejoining rank cannot "
                      "receive its share of the sharded optimizer state; restart the job instead");
-  d->rj.joining = true;
+  DP(d)->rj.joining = true;
   return SG_OK;
 }
 
@@ -77,20 +77,22 @@ static void watch_stop(sg_dist *d);
 
 void sg__dist_rejoin_free(sg_dist *d) {
   /* The cost of watching for joiners (SG_LOG_LEVEL=info), for docs/resilience.md's figures. */
-  if (d->rj.polls > 0 && d->rj.looks > 0)
+  if (DP(d)->rj.polls > 0 && DP(d)->rj.looks > 0)
     SG_INFO("rejoin: rank %d: %llu polls between steps, %.1f us each on average; %llu looks at the store "
             "during the steps, %.1f us each",
-            d->orig_rank, (unsigned long long)d->rj.polls, d->rj.poll_ms * 1e3 / (double)d->rj.polls,
-            (unsigned long long)d->rj.looks, d->rj.look_ms * 1e3 / (double)d->rj.looks);
+            d->orig_rank, (unsigned long long)DP(d)->rj.polls,
+            DP(d)->rj.poll_ms * 1e3 / (double)DP(d)->rj.polls, (unsigned long long)DP(d)->rj.looks,
+            DP(d)->rj.look_ms * 1e3 / (double)DP(d)->rj.looks);
   watch_stop(d);
-  sg__store_close(d->rj.store);
-  d->rj.store = NULL;
+  sg__store_close(DP(d)->rj.store);
+  DP(d)->rj.store = NULL;
 }
 
 /* ---- store helpers ---------------------------------------------------------- */
 
 static sg_status connect_store(sg_dist *d, int timeout_ms, sg__store **out) {
-  sg_status s = sg__store_connect(d->env.master_addr, d->env.master_port, d->env.token, timeout_ms, out);
+  sg_status s =
+      sg__store_connect(DP(d)->env.master_addr, DP(d)->env.master_port, DP(d)->env.token, timeout_ms, out);
   if (s == SG_OK) return SG_OK;
   char why[512];
   snprintf(why, sizeof why, "%s", sg_last_error()); /* the error buffer is about to be rewritten */
@@ -230,10 +232,10 @@ static sg_status agree_up(sg_dist *d, sg__store *st, const sg__dist_adm *a, bool
 }
 
 static void note_health(sg_dist *d, const sg__dist_adm *a) {
-  if (d->health == NULL) return;
+  if (DP(d)->health == NULL) return;
   int orig[SG__DIST_MAX_RANKS];
   for (int i = 0; i < a->n; i++) orig[i] = a->orig[i];
-  sg_health_reset_epoch(d->health, sg__now_ms(), (uint32_t)a->epoch + 1, orig, a->n);
+  sg_health_reset_epoch(DP(d)->health, sg__now_ms(), (uint32_t)a->epoch + 1, orig, a->n);
 }
 
 /* Root: its step count; everyone else receives it. */
@@ -259,7 +261,7 @@ static sg_status wait_decision(sg_dist *d, sg__store *st, int64_t inc, int64_t d
       return sg__error(SG_ERR_TIMEOUT,
                        "rank %d: rejoin: not admitted within %d ms (SG_COMM_TIMEOUT_MS): is the job still "
                        "running, with its rendezvous store hosted by `sgrt launch`?",
-                       d->orig_rank, d->env.timeout_ms);
+                       d->orig_rank, DP(d)->env.timeout_ms);
     usleep(5000);
   }
 }
@@ -284,15 +286,15 @@ static sg_status wait_arrival(sg_dist *d, sg__store *st, const sg__dist_adm *a, 
     if (s != SG_ERR_NOT_FOUND) return s;
     if (sg__now_ms() >= deadline)
       return sg__error(SG_ERR_TIMEOUT, "rank %d: rejoin: the members did not reach step %lld within %d ms",
-                       d->orig_rank, (long long)a->step, d->env.timeout_ms);
+                       d->orig_rank, (long long)a->step, DP(d)->env.timeout_ms);
     usleep(2000);
   }
 }
 
 sg_status sg__dist_rejoin_join(sg_dist *d) {
-  SG_CHECK(sg__comm_env_resolve(&d->comm_params, &d->env));
-  d->orig_rank = d->env.rank;
-  d->orig_size = d->env.world_size;
+  SG_CHECK(sg__comm_env_resolve(&d->comm_params, &DP(d)->env));
+  d->orig_rank = DP(d)->env.rank;
+  d->orig_size = DP(d)->env.world_size;
   if (d->orig_size > SG__DIST_MAX_RANKS)
     return sg__error(SG_ERR_UNSUPPORTED, "sg_dist_create: rejoin supports at most %d ranks, not %d",
                      SG__DIST_MAX_RANKS, d->orig_size);
@@ -300,11 +302,11 @@ sg_status sg__dist_rejoin_join(sg_dist *d) {
     return sg__error(SG_ERR_INVALID_ARG, "sg_dist_create: SG_REJOIN=1 in a job of %d rank: nobody to join",
                      d->orig_size);
   sg__store *st = NULL;
-  SG_CHECK(connect_store(d, d->env.timeout_ms, &st));
-  int64_t deadline = sg__now_ms() + d->env.timeout_ms;
+  SG_CHECK(connect_store(d, DP(d)->env.timeout_ms, &st));
+  int64_t deadline = sg__now_ms() + DP(d)->env.timeout_ms;
   char key[64];
   int64_t inc = 0, q = 0;
-  sg__dist_adm *a = &d->rj.adm;
+  sg__dist_adm *a = &DP(d)->rj.adm;
   sg_comm *c = NULL;
   bool go = false;
   snprintf(key, sizeof key, "rejoin/inc/%d", d->orig_rank);
@@ -318,7 +320,7 @@ sg_status sg__dist_rejoin_join(sg_dist *d) {
             (long long)inc);
     s = wait_decision(d, st, inc, deadline, a);
   }
-  if (s == SG_OK) s = wait_arrival(d, st, a, sg__now_ms() + d->env.timeout_ms);
+  if (s == SG_OK) s = wait_arrival(d, st, a, sg__now_ms() + DP(d)->env.timeout_ms);
   int idx = index_of(a, d->orig_rank);
   if (s == SG_OK) s = create_comm(d, a, idx, &c);
   if (s == SG_OK) {
@@ -328,7 +330,7 @@ sg_status sg__dist_rejoin_join(sg_dist *d) {
     void *v = NULL;
     size_t n = 0;
     int64_t out = 0;
-    s = sg__store_wait_get(st, key, d->env.timeout_ms, &v, &n);
+    s = sg__store_wait_get(st, key, DP(d)->env.timeout_ms, &v, &n);
     if (s == SG_OK) {
       if (n == sizeof out) memcpy(&out, v, sizeof out);
       sg__free(v);
@@ -349,10 +351,10 @@ sg_status sg__dist_rejoin_join(sg_dist *d) {
   int orig[SG__DIST_MAX_RANKS];
   for (int i = 0; i < a->n; i++) orig[i] = a->orig[i];
   SG_CHECK(sg__dist_install_epoch(d, c, idx, a->n, (int)a->epoch + 1, orig));
-  d->rj.wait_ms = (double)(sg__now_ns() - t0) * 1e-6;
-  d->rj.next = a->index + 1;
-  d->rj.nreq_seen = a->nreq;
-  d->rj.seen_epoch = d->epoch;
+  DP(d)->rj.wait_ms = (double)(sg__now_ns() - t0) * 1e-6;
+  DP(d)->rj.next = a->index + 1;
+  DP(d)->rj.nreq_seen = a->nreq;
+  DP(d)->rj.seen_epoch = d->epoch;
   return SG_OK;
 }
 
@@ -369,14 +371,14 @@ static sg_status receive_job(sg_dist *d, void *arg) {
 }
 
 sg_status sg__dist_rejoin_receive(sg_dist *d) {
-  if (!d->rj.joining) return SG_OK;
-  const sg__dist_adm *a = &d->rj.adm;
+  if (!DP(d)->rj.joining) return SG_OK;
+  const sg__dist_adm *a = &DP(d)->rj.adm;
   int64_t t0 = sg__now_ns();
   SG_CHECK(sg__dist_run_job(d, receive_job, (void *)a));
   uint64_t s = (uint64_t)a->step;
-  d->broadcast_done = true;
+  DP(d)->broadcast_done = true;
   d->stats.steps = s;
-  d->inject_next = s; /* SG_INJECT: faults of the steps before the admission are the old incarnation's */
+  DP(d)->inject_next = s; /* SG_INJECT: faults of the steps before the admission are the old incarnation's */
   sg__session_set_steps(d->s, s);
   d->stats.rejoins = 1;
   d->stats.epoch = d->epoch;
@@ -385,7 +387,7 @@ sg_status sg__dist_rejoin_receive(sg_dist *d) {
   fprintf(stderr,
           "sgrt: rank %d: rejoined the job: admitted at step %llu after %.1f ms, epoch %d, rank %d of %d "
           "(state received in %.1f ms)\n",
-          d->orig_rank, (unsigned long long)s, d->rj.wait_ms, d->epoch, d->rank, d->size,
+          d->orig_rank, (unsigned long long)s, DP(d)->rj.wait_ms, d->epoch, d->rank, d->size,
           (double)(sg__now_ns() - t0) * 1e-6);
   return SG_OK;
 }
@@ -428,7 +430,8 @@ static sg_status admit_job(sg_dist *d, void *arg) {
   x->installed = true;
   note_health(d, a);
   /* The joiner's create checks the gradient topology with everyone (SPEC M5). */
-  s = sg_comm_check_consistency(d->comm, d->plan.topology_hash, d->plan.dtype_ids, d->plan.n_grads);
+  s = sg_comm_check_consistency(d->comm, DP(d)->plan.topology_hash, DP(d)->plan.dtype_ids,
+                                DP(d)->plan.n_grads);
   int root = root_of(a);
   if (s == SG_OK) s = bcast_steps(d, root, &x->steps);
   if (s == SG_OK && x->steps != a->step)
@@ -557,7 +560,7 @@ static sg_status look(sg_dist *d, sg__store *st, const look_req *q, look_res *r)
   int64_t claim = 0;
   SG_CHECK(sg__store_add(st, key, 1, &claim));
   if (claim != 1) { /* another member decides; it publishes right after claiming */
-    SG_CHECK(get_adm(d, st, q->next, d->env.timeout_ms, &r->adm));
+    SG_CHECK(get_adm(d, st, q->next, DP(d)->env.timeout_ms, &r->adm));
     r->found = true;
     return SG_OK;
   }
@@ -637,12 +640,12 @@ static sg_status watch_start(sg_dist *d) {
     sg__free(w);
     return sg__error(SG_ERR_NO_MEMORY, "rejoin: cannot start the watcher thread");
   }
-  d->rj.watch = w;
+  DP(d)->rj.watch = w;
   return SG_OK;
 }
 
 static void watch_stop(sg_dist *d) {
-  struct sg__dist_watch *w = d->rj.watch;
+  struct sg__dist_watch *w = DP(d)->rj.watch;
   if (w == NULL) return;
   pthread_mutex_lock(&w->mu);
   w->stop = true;
@@ -653,14 +656,14 @@ static void watch_stop(sg_dist *d) {
   pthread_cond_destroy(&w->cv);
   pthread_mutex_destroy(&w->mu);
   sg__free(w);
-  d->rj.watch = NULL;
+  DP(d)->rj.watch = NULL;
 }
 
 /* Compute thread: the result of the look asked at the previous boundary
  * (waiting for it if it still runs: a decision must be known before the
  * next step starts). false when none was asked. */
 static bool collect(sg_dist *d, look_res *out) {
-  struct sg__dist_watch *w = d->rj.watch;
+  struct sg__dist_watch *w = DP(d)->rj.watch;
   pthread_mutex_lock(&w->mu);
   while (w->asked || w->busy) pthread_cond_wait(&w->cv, &w->mu);
   bool got = w->done;
@@ -679,15 +682,15 @@ static bool collect(sg_dist *d, look_res *out) {
 }
 
 static void ask(sg_dist *d) {
-  struct sg__dist_watch *w = d->rj.watch;
+  struct sg__dist_watch *w = DP(d)->rj.watch;
   pthread_mutex_lock(&w->mu);
   look_req *q = &w->req;
   q->epoch = d->epoch;
   q->size = d->size;
   memcpy(q->members, d->members, sizeof(int) * (size_t)d->size);
   q->steps = d->stats.steps;
-  q->next = d->rj.next;
-  q->nreq_seen = d->rj.nreq_seen;
+  q->next = DP(d)->rj.next;
+  q->nreq_seen = DP(d)->rj.nreq_seen;
   w->asked = true;
   pthread_cond_signal(&w->cv);
   pthread_mutex_unlock(&w->mu);
@@ -696,13 +699,13 @@ static void ask(sg_dist *d) {
 static void turn_off(sg_dist *d, const char *why) {
   fprintf(stderr, "sgrt: rank %d: rejoin is off: %s\n", d->orig_rank, why);
   sg_clear_error();
-  d->rj.off = true;
+  DP(d)->rj.off = true;
 }
 
 sg_status sg__dist_rejoin_poll(sg_dist *d) {
-  sg__dist_rejoin *rj = &d->rj;
+  sg__dist_rejoin *rj = &DP(d)->rj;
   /* ZeRO-1: refused by the joiner's create (see sg__dist_rejoin_init); nothing to look for. */
-  if (d->p.feed == NULL || d->p.zero || rj->off || d->excluded) return SG_OK;
+  if (d->p.feed == NULL || d->p.zero || rj->off || DP(d)->excluded) return SG_OK;
   int64_t t0 = sg__now_ns();
   if (rj->watch == NULL && watch_start(d) != SG_OK) {
     turn_off(d, sg_last_error());

@@ -27,8 +27,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "parallel/dist_internal.h"
 #include "graph/graph.h"
+#include "parallel/dist_internal.h"
 
 #define NO_LABEL UINT64_MAX
 #define TAG 0x5a45 /* point-to-point tag of the state moves */
@@ -37,7 +37,7 @@
  * order (update op inputs), with their offsets in a replica slot's payload.
  * Returns the count; *bytes gets the payload size. ts/offs may be NULL. */
 static uint32_t range_state(const sg_dist *d, int r, int32_t *ts, size_t *offs, size_t *bytes) {
-  const sg__dist_zero *z = &d->zero;
+  const sg__dist_zero *z = &DP(d)->zero;
   uint32_t n_order, n = 0;
   const int32_t *order = sg__session_order(d->s, &n_order);
   size_t at = 0;
@@ -69,7 +69,7 @@ void sg__dist_replica_free(sg__dist_zero *z) {
 /* The slots for the current layout, pushes starting at step `next`: this rank holds rank
  * (rank-1)'s state as buddy, and pushes its own range's state from the snapshot. */
 static sg_status replica_setup(sg_dist *d, uint64_t next) {
-  sg__dist_zero *z = &d->zero;
+  sg__dist_zero *z = &DP(d)->zero;
   int owner = (z->rank + z->size - 1) % z->size;
   size_t mine = 0;
   range_state(d, owner, NULL, NULL, &z->held_bytes);
@@ -90,11 +90,11 @@ static sg_status replica_setup(sg_dist *d, uint64_t next) {
   for (uint32_t j = 0; j < n && st == SG_OK; j++) {
     void *addr = sg__session_tensor_addr(d->s, ts[j], &z->rep_bytes[j]);
     uint32_t i = 0;
-    while (i < d->snap.n && d->snap.addr[i] != addr) i++;
-    if (addr == NULL || i == d->snap.n)
+    while (i < DP(d)->snap.n && DP(d)->snap.addr[i] != addr) i++;
+    if (addr == NULL || i == DP(d)->snap.n)
       st = sg__error(SG_ERR_INTERNAL, "ZeRO-1: state '%s' of this rank's range is not in its snapshot",
                      d->g->tensors[ts[j]].name);
-    else z->rep_snap_off[j] = d->snap.off[i];
+    else z->rep_snap_off[j] = DP(d)->snap.off[i];
   }
   sg__free(ts);
   z->n_rep = n;
@@ -109,29 +109,29 @@ static sg_status replica_setup(sg_dist *d, uint64_t next) {
 sg_status sg__dist_replica_init(sg_dist *d) { return replica_setup(d, d->stats.steps); }
 
 void sg__dist_replica_begin(sg_dist *d, uint64_t label) {
-  if (d->zero.gm == NULL) return;
+  if (DP(d)->zero.gm == NULL) return;
   pthread_mutex_lock(&d->mu);
-  d->zero.rep_label = label;
-  d->zero.rep_pending = true;
+  DP(d)->zero.rep_label = label;
+  DP(d)->zero.rep_pending = true;
   pthread_cond_signal(&d->wake_sched);
   pthread_mutex_unlock(&d->mu);
 }
 
 void sg__dist_replica_wait(sg_dist *d) {
   pthread_mutex_lock(&d->mu);
-  while (d->zero.rep_pending && d->failed == SG_OK) pthread_cond_wait(&d->wake_compute, &d->mu);
+  while (DP(d)->zero.rep_pending && d->failed == SG_OK) pthread_cond_wait(&d->wake_compute, &d->mu);
   pthread_mutex_unlock(&d->mu);
 }
 
 void sg__dist_replica_push_locked(sg_dist *d) {
-  sg__dist_zero *z = &d->zero;
+  sg__dist_zero *z = &DP(d)->zero;
   uint64_t label = z->rep_label;
   /* Scheduler thread: its snapshot of `label` is complete (the caller checked). */
   z->rep_busy = true;
   pthread_mutex_unlock(&d->mu);
   int64_t t0 = sg__now_ns();
   int buddy = (z->rank + 1) % z->size;
-  sg_status st = sg__dist_replica_gmem_push(d, label, d->snap.slot[label % 2]);
+  sg_status st = sg__dist_replica_gmem_push(d, label, DP(d)->snap.slot[label % 2]);
   int64_t t1 = sg__now_ns();
   char msg[sizeof d->fail_msg];
   if (st != SG_OK) {
@@ -154,19 +154,19 @@ void sg__dist_replica_push_locked(sg_dist *d) {
 
 void sg__dist_replica_quiesce(sg_dist *d) {
   pthread_mutex_lock(&d->mu);
-  while (d->zero.rep_busy) pthread_cond_wait(&d->wake_compute, &d->mu);
-  d->zero.rep_pending = false;
+  while (DP(d)->zero.rep_busy) pthread_cond_wait(&d->wake_compute, &d->mu);
+  DP(d)->zero.rep_pending = false;
   pthread_mutex_unlock(&d->mu);
 }
 
 void sg__dist_replica_flush_locked(sg_dist *d) {
-  while (d->snap.pending) sg__dist_snap_chunk_locked(d);
-  if (d->zero.rep_pending && d->failed == SG_OK) sg__dist_replica_push_locked(d);
+  while (DP(d)->snap.pending) sg__dist_snap_chunk_locked(d);
+  if (DP(d)->zero.rep_pending && d->failed == SG_OK) sg__dist_replica_push_locked(d);
 }
 
 sg_status sg__dist_replica_committed(sg_dist *d, uint64_t committed, uint64_t *out) {
   *out = committed;
-  if (d->zero.gm == NULL) return SG_OK;
+  if (DP(d)->zero.gm == NULL) return SG_OK;
   uint64_t l;
   SG_CHECK(sg__dist_replica_latest(d, &l));
   if (l != NO_LABEL && l < committed) *out = l;
@@ -229,14 +229,14 @@ static int new_rank_of(const sg_dist *d, int orig) {
 static sg_status give_memory(sg_dist *d, int32_t t) {
   if (sg__session_tensor_addr(d->s, t, NULL) != NULL) return SG_OK;
   const sg__tensor *x = &d->g->tensors[t];
-  void *mem = sg__arena_alloc(&d->zero.arena, x->nbytes ? x->nbytes : 1, 64);
+  void *mem = sg__arena_alloc(&DP(d)->zero.arena, x->nbytes ? x->nbytes : 1, 64);
   if (mem == NULL)
     return sg__error(SG_ERR_NO_MEMORY, "recovery: out of memory for optimizer state '%s'", x->name);
   return sg_session_bind_state(d->s, x->name, mem, x->nbytes);
 }
 
 sg_status sg__dist_zero_recover(sg_dist *d, const int *old_members, int old_size, uint64_t rollback) {
-  sg__dist_zero *z = &d->zero;
+  sg__dist_zero *z = &DP(d)->zero;
   int old_rank = z->rank;
   /* Who holds each old range's state at `rollback`: its owner, else its buddy. */
   int holder[SG__DIST_MAX_RANKS];
@@ -290,7 +290,7 @@ sg_status sg__dist_zero_recover(sg_dist *d, const int *old_members, int old_size
   for (uint32_t j = 0; j < n && st == SG_OK; j++) {
     uint32_t n_order;
     const int32_t *order = sg__session_order(d->s, &n_order);
-    for (uint32_t i = 0; i < d->plan.n_grads && moves[j].to < 0; i++) {
+    for (uint32_t i = 0; i < DP(d)->plan.n_grads && moves[j].to < 0; i++) {
       const sg__op *op = &d->g->ops[order[z->update_pos[i]]];
       for (int k = 1; k < op->n_inputs; k++)
         if (op->inputs[k] == moves[j].t) moves[j].to = z->owner[i];
@@ -305,7 +305,7 @@ sg_status sg__dist_zero_recover(sg_dist *d, const int *old_members, int old_size
           d->orig_rank, d->size, old_rank, old_size);
   /* The snapshot covers the state this rank has memory for now; the slots the new buddy pairs, over the
    * new communicator (the old sg_gmem goes with the old one), pushes from the rollback step on. */
-  sg__dist_snap_free(&d->snap);
+  sg__dist_snap_free(&DP(d)->snap);
   SG_CHECK(sg__dist_snap_init(d));
   SG_CHECK(replica_setup(d, rollback));
   sg__dist_zero_state_stats(d, &d->stats.optimizer_state_bytes, &d->stats.optimizer_state_total);

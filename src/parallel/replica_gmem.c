@@ -55,7 +55,7 @@ static sg_status commit(sg_gmem *gm, sg_gva gva, sg_gmem_pte *e, uint8_t flags) 
 /* This rank's slots as buddy: allocated closed, then closed again up to the version below their
  * first step. On failure what was allocated stays for sg_gmem_destroy to free. */
 static sg_status alloc_held(sg_dist *d, uint64_t next) {
-  sg__dist_zero *z = &d->zero;
+  sg__dist_zero *z = &DP(d)->zero;
   for (int k = 0; k < 2; k++) {
     SG_CHECK(sg_gmem_alloc(z->gm, SG_GMEM_DRAM, SG_GMEM_PAGE_SIZE, CLOSED, &z->held_hdr[k]));
     z->held_pay[k] = sg_gva_make(0, 0);
@@ -75,7 +75,7 @@ static sg_status alloc_held(sg_dist *d, uint64_t next) {
  * epoch whose communicator was aborted, is freed locally first), this rank's slots, and the
  * buddy's slot GVAs (allgather). arg: the next step to push. */
 static sg_status setup_job(sg_dist *d, void *arg) {
-  sg__dist_zero *z = &d->zero;
+  sg__dist_zero *z = &DP(d)->zero;
   uint64_t next = *(const uint64_t *)arg;
   if (z->gm != NULL) {
     sg_status st = sg_gmem_destroy(z->gm);
@@ -126,12 +126,12 @@ sg_status sg__dist_replica_gmem_setup(sg_dist *d, uint64_t next) {
 }
 
 void sg__dist_replica_gmem_fini(sg_dist *d) {
-  sg_gmem_destroy(d->zero.gm); /* collective while healthy; a local free on an aborted communicator */
-  d->zero.gm = NULL;
+  sg_gmem_destroy(DP(d)->zero.gm); /* collective while healthy; a local free on an aborted communicator */
+  DP(d)->zero.gm = NULL;
 }
 
 sg_status sg__dist_replica_gmem_push(sg_dist *d, uint64_t step, const char *from) {
-  sg__dist_zero *z = &d->zero;
+  sg__dist_zero *z = &DP(d)->zero;
   int k = (int)(step % 2);
   if (step > UINT32_MAX - 2u)
     return sg__error(SG_ERR_RANGE, "step %llu does not fit a 32-bit page version", (unsigned long long)step);
@@ -166,7 +166,7 @@ static sg_status latest_job(sg_dist *d, void *arg) {
   h->latest = UINT64_MAX;
   for (int k = 0; k < 2; k++) {
     sg_gmem_pte e;
-    SG_CHECK(sg_gmem_pte_read(d->zero.gm, d->zero.held_hdr[k], &e));
+    SG_CHECK(sg_gmem_pte_read(DP(d)->zero.gm, DP(d)->zero.held_hdr[k], &e));
     if (!(e.flags & SG_GMEM_READ) || e.version < 2) continue;
     uint64_t s = e.version - 2u;
     if (h->latest == UINT64_MAX || s > h->latest) h->latest = s, h->slot = k;
@@ -184,7 +184,7 @@ sg_status sg__dist_replica_latest(sg_dist *d, uint64_t *step) {
 /* Scheduler job: the held slot of h->step, read at that version (the header's step agrees). */
 static sg_status check_job(sg_dist *d, void *arg) {
   held_arg *h = arg;
-  sg__dist_zero *z = &d->zero;
+  sg__dist_zero *z = &DP(d)->zero;
   int k = (int)(h->step % 2);
   uint64_t got = UINT64_MAX;
   sg_status st = h->step > UINT32_MAX - 2u ? SG_ERR_RANGE
@@ -214,9 +214,10 @@ sg_status sg__dist_replica_check(sg_dist *d, uint64_t step, int *slot) {
 
 sg_status sg__dist_replica_held_ptr(sg_dist *d, int slot, size_t off, size_t bytes, const void **out) {
   void *p = NULL;
-  SG_CHECK(sg_gmem_ptr(d->zero.gm,
-                       sg_gva_make(sg_gva_node(d->zero.held_pay[slot]), d->zero.held_pay[slot].lo + off),
-                       bytes, SG_GMEM_READ, &p));
+  SG_CHECK(
+      sg_gmem_ptr(DP(d)->zero.gm,
+                  sg_gva_make(sg_gva_node(DP(d)->zero.held_pay[slot]), DP(d)->zero.held_pay[slot].lo + off),
+                  bytes, SG_GMEM_READ, &p));
   *out = p;
   return SG_OK;
 }
@@ -225,7 +226,7 @@ sg_status sg__dist_replica_held_ptr(sg_dist *d, int slot, size_t off, size_t byt
 
 static sg_status probe_job(sg_dist *d, void *arg) {
   sg__dist_replica_probe *p = arg;
-  sg__dist_zero *z = &d->zero;
+  sg__dist_zero *z = &DP(d)->zero;
   if (z->gm == NULL) return sg__error(SG_ERR_STATE, "no ZeRO-1 buddy replicas (zero 1 with a feed callback)");
   for (int k = 0; k < 2; k++) {
     sg_gmem_pte e;
@@ -241,7 +242,7 @@ static sg_status probe_job(sg_dist *d, void *arg) {
       p->push_pay_node[k] = loc.node;
     }
     /* What the buddy holds of this rank's snapshot of the slot's step, read back remotely. */
-    p->push_matches[k] = e.version >= 2 && d->snap.valid[k] && d->snap.label[k] == e.version - 2u;
+    p->push_matches[k] = e.version >= 2 && DP(d)->snap.valid[k] && DP(d)->snap.label[k] == e.version - 2u;
     for (uint32_t j = 0; j < z->n_rep && p->push_matches[k]; j++) {
       char *buf = sg__malloc(z->rep_bytes[j] ? z->rep_bytes[j] : 1);
       if (buf == NULL) return sg__error(SG_ERR_NO_MEMORY, "probe: out of memory");
@@ -249,7 +250,7 @@ static sg_status probe_job(sg_dist *d, void *arg) {
           sg_gmem_read(z->gm, sg_gva_make(sg_gva_node(z->push_pay[k]), z->push_pay[k].lo + z->rep_pay_off[j]),
                        buf, z->rep_bytes[j], NULL);
       p->push_matches[k] =
-          st == SG_OK && memcmp(buf, d->snap.slot[k] + z->rep_snap_off[j], z->rep_bytes[j]) == 0;
+          st == SG_OK && memcmp(buf, DP(d)->snap.slot[k] + z->rep_snap_off[j], z->rep_bytes[j]) == 0;
       sg__free(buf);
       SG_CHECK(st);
     }

@@ -21,7 +21,7 @@
 #define CHUNK_BYTES ((size_t)4 << 20)
 
 sg_status sg__dist_snap_init(sg_dist *d) {
-  sg__dist_snap *s = &d->snap;
+  sg__dist_snap *s = &DP(d)->snap;
   int32_t n = sg_graph_num_tensors(d->g);
   size_t cap = n > 0 ? (size_t)n : 1;
   s->addr = sg__calloc(cap, sizeof *s->addr);
@@ -39,7 +39,7 @@ sg_status sg__dist_snap_init(sg_dist *d) {
      * the parameters and optimizer state, so only the state forward changes
      * (batch-norm statistics, small) needs a copy. ZeRO-1 shards the optimizer
      * state, and its recovery rolls back to this snapshot. */
-    if (!d->zero.on && info.role != SG_ROLE_STATE) continue;
+    if (!DP(d)->zero.on && info.role != SG_ROLE_STATE) continue;
     size_t bytes;
     void *addr = sg__session_tensor_addr(d->s, t, &bytes);
     if (addr == NULL || bytes == 0) continue;
@@ -72,7 +72,7 @@ void sg__dist_snap_free(sg__dist_snap *s) {
 }
 
 bool sg__dist_snap_begin(sg_dist *d, uint64_t label) {
-  sg__dist_snap *s = &d->snap;
+  sg__dist_snap *s = &DP(d)->snap;
   int k = (int)(label % 2);
   /* A step that stopped before its updates (a bad input) may have left a copy running. */
   sg__dist_snap_wait(d);
@@ -98,7 +98,7 @@ bool sg__dist_snap_begin(sg_dist *d, uint64_t label) {
 /* Copies up to CHUNK_BYTES of the parameters and optimizer state, resuming
  * at the cursor (a position in the slot); the last chunk completes the slot. */
 void sg__dist_snap_chunk_locked(sg_dist *d) {
-  sg__dist_snap *s = &d->snap;
+  sg__dist_snap *s = &DP(d)->snap;
   int k = s->busy_slot;
   size_t from = s->cursor;
   pthread_mutex_unlock(&d->mu);
@@ -128,7 +128,7 @@ void sg__dist_snap_chunk_locked(sg_dist *d) {
 
 void sg__dist_snap_wait(sg_dist *d) {
   pthread_mutex_lock(&d->mu);
-  while (d->snap.pending) pthread_cond_wait(&d->wake_compute, &d->mu);
+  while (DP(d)->snap.pending) pthread_cond_wait(&d->wake_compute, &d->mu);
   pthread_mutex_unlock(&d->mu);
 }
 

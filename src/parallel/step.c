@@ -18,7 +18,8 @@ static void record(sg_dist *d, sg__dist_ev_kind kind, int64_t t0, int64_t t1, in
 static sg_status wait_buckets(sg_dist *d) {
   int64_t t0 = sg__now_ns();
   pthread_mutex_lock(&d->mu);
-  while (d->done < d->plan.n_buckets && d->failed == SG_OK) pthread_cond_wait(&d->wake_compute, &d->mu);
+  while (DP(d)->done < DP(d)->plan.n_buckets && d->failed == SG_OK)
+    pthread_cond_wait(&d->wake_compute, &d->mu);
   bool failed = d->failed != SG_OK;
   pthread_mutex_unlock(&d->mu);
   int64_t t1 = sg__now_ns();
@@ -40,8 +41,8 @@ static void wait_snapshot(sg_dist *d) {
  * and this rank gives the step up before its updates, as if the last
  * allreduce had failed here only; the others complete the step. */
 static sg_status inject_behind(sg_dist *d) {
-  if (d->inject_behind == 0 || d->inject_behind != d->stats.steps + 1) return SG_OK;
-  d->inject_behind = 0;
+  if (DP(d)->inject_behind == 0 || DP(d)->inject_behind != d->stats.steps + 1) return SG_OK;
+  DP(d)->inject_behind = 0;
   sg__dist_fail(d, SG_ERR_COMM,
                 "rank %d, step %llu: injected fault 'behind': the step is given up after its "
                 "gradients were averaged, before the updates",
@@ -51,24 +52,24 @@ static sg_status inject_behind(sg_dist *d) {
 
 static sg_status before_op(void *ctx, uint32_t pos) {
   sg_dist *d = ctx;
-  if (pos == d->plan.wait_pos) {
+  if (pos == DP(d)->plan.wait_pos) {
     SG_CHECK(wait_buckets(d));
     wait_snapshot(d);
     SG_CHECK(inject_behind(d));
   }
-  if (d->tracing) d->op_t0 = sg__now_ns();
+  if (d->tracing) DP(d)->op_t0 = sg__now_ns();
   return SG_OK;
 }
 
 static sg_status after_op(void *ctx, uint32_t pos) {
   sg_dist *d = ctx;
-  if (d->tracing) record(d, SG__EV_OP, d->op_t0, sg__now_ns(), (int32_t)pos);
-  uint32_t ready = d->plan.posted_after[pos];
+  if (d->tracing) record(d, SG__EV_OP, DP(d)->op_t0, sg__now_ns(), (int32_t)pos);
+  uint32_t ready = DP(d)->plan.posted_after[pos];
   /* An earlier shard's forward+backward: its gradients are accumulated, not sent. */
-  if (!d->partial && ready > d->posted_local) {
-    d->posted_local = ready;
+  if (!DP(d)->partial && ready > DP(d)->posted_local) {
+    DP(d)->posted_local = ready;
     pthread_mutex_lock(&d->mu);
-    d->posted = ready;
+    DP(d)->posted = ready;
     pthread_cond_signal(&d->wake_sched);
     pthread_mutex_unlock(&d->mu);
   }
@@ -76,15 +77,15 @@ static sg_status after_op(void *ctx, uint32_t pos) {
    * (every gradient was averaged) they all run: a recovery rolls forward from
    * a member that completed the step, which needs a step's updates to be all
    * or nothing (recovery.c). */
-  if (pos < d->plan.wait_pos && __atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE))
+  if (pos < DP(d)->plan.wait_pos && __atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE))
     return sg__dist_failure(d);
   return SG_OK;
 }
 
 sg_status sg__dist_install_hooks(sg_dist *d) {
   /* Tracing times every op; otherwise only the positions that matter run a hook. */
-  sg__step_hooks h = {d, before_op, after_op, d->tracing ? NULL : d->plan.before_at,
-                      d->tracing ? NULL : d->plan.after_at};
+  sg__step_hooks h = {d, before_op, after_op, d->tracing ? NULL : DP(d)->plan.before_at,
+                      d->tracing ? NULL : DP(d)->plan.after_at};
   return sg__session_set_hooks(d->s, &h);
 }
 
@@ -95,7 +96,7 @@ static sg_status abandon_step(sg_dist *d, sg_status st) {
   sg__dist_fail(d, st, "rank %d, step %llu failed on this rank: %s", d->rank,
                 (unsigned long long)d->stats.steps + 1, sg_last_error());
   pthread_mutex_lock(&d->mu);
-  while (d->busy) pthread_cond_wait(&d->wake_compute, &d->mu);
+  while (DP(d)->busy) pthread_cond_wait(&d->wake_compute, &d->mu);
   pthread_mutex_unlock(&d->mu);
   return st;
 }
@@ -103,21 +104,21 @@ static sg_status abandon_step(sg_dist *d, sg_status st) {
 /* Forward and backward of an earlier shard, its gradients (and loss) added
  * to accum. */
 static sg_status run_partial_shard(sg_dist *d, bool first) {
-  d->partial = true;
-  sg_status st = sg__session_run_partial(d->s, 0, d->plan.wait_pos);
-  d->partial = false;
+  DP(d)->partial = true;
+  sg_status st = sg__session_run_partial(d->s, 0, DP(d)->plan.wait_pos);
+  DP(d)->partial = false;
   if (st != SG_OK) return st;
-  for (uint32_t i = 0; i < d->plan.n_grads; i++) {
-    const float *g = d->plan.grads[i].addr;
-    float *a = d->accum + d->accum_off[i];
-    size_t n = d->plan.grads[i].bytes / 4;
+  for (uint32_t i = 0; i < DP(d)->plan.n_grads; i++) {
+    const float *g = DP(d)->plan.grads[i].addr;
+    float *a = DP(d)->accum + DP(d)->accum_off[i];
+    size_t n = DP(d)->plan.grads[i].bytes / 4;
     if (first) memcpy(a, g, n * 4);
     else
       for (size_t k = 0; k < n; k++) a[k] += g[k];
   }
   float loss = 0;
-  if (d->loss_addr) memcpy(&loss, d->loss_addr, 4);
-  d->accum_loss = first ? loss : d->accum_loss + loss;
+  if (DP(d)->loss_addr) memcpy(&loss, DP(d)->loss_addr, 4);
+  DP(d)->accum_loss = first ? loss : DP(d)->accum_loss + loss;
   return SG_OK;
 }
 
@@ -125,7 +126,7 @@ static sg_status run_partial_shard(sg_dist *d, bool first) {
  * one's reduce-scatter leaves this rank its range's averaged gradients);
  * then only this rank's updates run, and the parameters are allgathered. */
 static sg_status zero_step(sg_dist *d) {
-  SG_CHECK(sg__session_run_partial(d->s, 0, d->plan.wait_pos));
+  SG_CHECK(sg__session_run_partial(d->s, 0, DP(d)->plan.wait_pos));
   SG_CHECK(wait_buckets(d));
   wait_snapshot(d);
   return sg__dist_zero_update(d);
@@ -145,17 +146,17 @@ static sg_status run_step(sg_dist *d, uint64_t k) {
     sg__dist_replica_begin(d, k);
     sync_ms = (double)(sg__now_ns() - s0) * 1e-6;
   }
-  int *shards = d->shards;
+  int *shards = DP(d)->shards;
   int ns = sg__dist_my_shards(d, shards), n_all = sg__dist_n_shards(d);
   pthread_mutex_lock(&d->mu);
   d->step = k + 1;
-  d->posted = d->done = 0;
-  d->comm_ms = 0;
+  DP(d)->posted = DP(d)->done = 0;
+  DP(d)->comm_ms = 0;
   pthread_mutex_unlock(&d->mu);
-  d->posted_local = 0;
+  DP(d)->posted_local = 0;
   d->stats.wait_ms = 0;
-  d->accum_on = false;
-  d->sum_div = sg__dist_sum_div(d);
+  DP(d)->accum_on = false;
+  DP(d)->sum_div = sg__dist_sum_div(d);
   /* Earlier shards (micro-batches, or a lost rank's) run forward+backward
    * only; the last one runs the whole step, so its backward overlaps the
    * bucket allreduces. Each shard has its own dropout stream (micro.c). */
@@ -163,29 +164,29 @@ static sg_status run_step(sg_dist *d, uint64_t k) {
     st = d->p.feed(d->p.feed_ctx, d, k, shards[i], n_all);
     sg__session_set_stream(d->s, (uint64_t)shards[i] + 1);
     if (st == SG_OK) st = run_partial_shard(d, i == 0);
-    d->accum_on = st == SG_OK;
+    DP(d)->accum_on = st == SG_OK;
   }
   if (st == SG_OK && ns > 0) {
     st = d->p.feed(d->p.feed_ctx, d, k, shards[ns - 1], n_all);
     sg__session_set_stream(d->s, (uint64_t)shards[ns - 1] + 1);
   }
   d->stats.shards = ns > 0 ? ns : 1;
-  if (st == SG_OK) st = d->zero.on ? zero_step(d) : sg_session_step(d->s);
-  if (st == SG_OK && d->plan.wait_pos == d->plan.n_order) {
+  if (st == SG_OK) st = DP(d)->zero.on ? zero_step(d) : sg_session_step(d->s);
+  if (st == SG_OK && DP(d)->plan.wait_pos == DP(d)->plan.n_order) {
     st = wait_buckets(d);
     wait_snapshot(d);
   }
-  d->accum_on = false;
+  DP(d)->accum_on = false;
   if (d->p.feed != NULL && st == SG_OK) {
     pthread_mutex_lock(&d->mu);
-    d->stats.snapshot_ms = sync_ms + (double)d->snap.copy_ns * 1e-6;
+    d->stats.snapshot_ms = sync_ms + (double)DP(d)->snap.copy_ns * 1e-6;
     pthread_mutex_unlock(&d->mu);
   }
   if (st != SG_OK) {
     if (__atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE)) return st; /* the job's failure, reported */
     /* Before the first bucket went out nothing was communicated: the ranks
      * are still in step and the caller may fix the input and retry. */
-    return d->posted_local == 0 ? st : abandon_step(d, st);
+    return DP(d)->posted_local == 0 ? st : abandon_step(d, st);
   }
   return SG_OK;
 }
@@ -194,22 +195,20 @@ static sg_status run_step(sg_dist *d, uint64_t k) {
  * recoveries within one sg_dist_step() call. */
 #define MAX_RECOVERIES_PER_STEP 8
 
-static sg_status step(sg_dist *d);
-
-/* Between calls the rank is "away" (sg_comm_set_away): its program may
+/* Between calls the rank is "away" (sg__comm_set_away): its program may
  * evaluate or write a checkpoint for as long as the communicator's timeout
  * allows without the hang check (SPEC H7) calling it stuck; the scheduler
  * thread hands the flag to its communicator. */
 sg_status sg_dist_step(sg_dist *d) {
   if (d == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_dist_step: d is NULL");
   __atomic_store_n(&d->away, 0, __ATOMIC_RELAXED);
-  sg_status st = d->model != NULL ? sg__dist_model_step(d) : step(d);
+  sg_status st = d->strategy->step(d);
   __atomic_store_n(&d->away, 1, __ATOMIC_RELAXED);
   return st;
 }
 
-static sg_status step(sg_dist *d) {
-  if (d->excluded)
+sg_status sg__par_data_step(sg_dist *d) {
+  if (DP(d)->excluded)
     return sg__error(SG_ERR_COMM, "sg_dist_step: rank %d was excluded from the job earlier", d->orig_rank);
   if (__atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE) && !sg__dist_healable(d)) {
     sg_status st = sg__dist_failure(d);
@@ -217,9 +216,9 @@ static sg_status step(sg_dist *d) {
     snprintf(why, sizeof why, "%s", sg_last_error()); /* sg__error writes the buffer it would read */
     return sg__error(st, "sg_dist_step: the job failed earlier: %s", why);
   }
-  if (!d->broadcast_done) {
+  if (!DP(d)->broadcast_done) {
     SG_CHECK(sg__dist_run_job(d, sg__dist_job_broadcast, NULL));
-    d->broadcast_done = true;
+    DP(d)->broadcast_done = true;
   }
   uint64_t target = d->stats.steps + 1;
   int recoveries = 0;
@@ -244,15 +243,15 @@ static sg_status step(sg_dist *d) {
     int64_t t1 = sg__now_ns();
     if (d->tracing) record(d, SG__EV_STEP, t0, t1, 0);
     pthread_mutex_lock(&d->mu);
-    d->stats.comm_ms = d->comm_ms;
-    d->stats.loss_mean = d->loss_addr ? d->loss_mean : NAN;
+    d->stats.comm_ms = DP(d)->comm_ms;
+    d->stats.loss_mean = DP(d)->loss_addr ? DP(d)->loss_mean : NAN;
     pthread_mutex_unlock(&d->mu);
     d->stats.steps++;
     d->stats.step_ms = (double)(t1 - t0) * 1e-6;
-    if (d->heal_t0_ns != 0) { /* the first step completed after a recovery */
-      d->stats.recovery_ms = (double)(t1 - d->heal_t0_ns) * 1e-6;
+    if (DP(d)->heal_t0_ns != 0) { /* the first step completed after a recovery */
+      d->stats.recovery_ms = (double)(t1 - DP(d)->heal_t0_ns) * 1e-6;
       d->stats.rto_ms = d->stats.detection_ms + d->stats.recovery_ms;
-      d->heal_t0_ns = 0;
+      DP(d)->heal_t0_ns = 0;
     }
   }
   return SG_OK;

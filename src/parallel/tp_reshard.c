@@ -19,8 +19,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "parallel/tp.h"
 #include "graph/graph.h"
+#include "parallel/tp.h"
 
 static sg_status suffixed(char *buf, size_t size, const char *name, const char *suffix) {
   if ((size_t)snprintf(buf, size, "%s%s", name, suffix) >= size)

@@ -10,8 +10,8 @@
  * chain of F/grad ops to the tensor with x's shape. */
 #include <string.h>
 
-#include "parallel/tp.h"
 #include "graph/graph.h"
+#include "parallel/tp.h"
 
 /* "F/grad" or "F/grad_<digits>". */
 static bool is_grad_op_of(const char *name, const char *f) {

@@ -10,8 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "parallel/tp.h"
 #include "graph/graph.h"
+#include "parallel/tp.h"
 #include "partition/partition.h"
 
 typedef struct rw {

@@ -9,8 +9,8 @@
  * sg_dist as its tensor degree. Nothing here allocates during a step. */
 #include <string.h>
 
-#include "parallel/tp.h"
 #include "graph/graph.h"
+#include "parallel/tp.h"
 #include "runtime/hooks.h"
 
 typedef struct tp_slot {

@@ -7,8 +7,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "parallel/dist_internal.h"
 #include "graph/graph.h"
+#include "parallel/dist_internal.h"
 
 /* A user tag of the dist's own communicator that nothing else uses. */
 #define TRACE_TAG 0x7ffffff0u
@@ -128,10 +128,10 @@ static void add_events(const sg_dist *d, cJSON *list, int pid, const sg__dist_ev
         break;
       case SG__EV_BUCKET:
         snprintf(name, sizeof name, "allreduce bucket %d", e->id);
-        if (e->id >= 0 && (uint32_t)e->id < d->plan.n_buckets) {
+        if (d->strategy == &sg__par_data_strategy && e->id >= 0 && (uint32_t)e->id < DP(d)->plan.n_buckets) {
           args = cJSON_CreateObject();
-          cJSON_AddNumberToObject(args, "bytes", (double)d->plan.buckets[e->id].bytes);
-          cJSON_AddNumberToObject(args, "gradients", d->plan.buckets[e->id].count);
+          cJSON_AddNumberToObject(args, "bytes", (double)DP(d)->plan.buckets[e->id].bytes);
+          cJSON_AddNumberToObject(args, "gradients", DP(d)->plan.buckets[e->id].count);
         }
         break;
       case SG__EV_BCAST: snprintf(name, sizeof name, "broadcast from rank 0"); break;

@@ -22,8 +22,8 @@
 #include <string.h>
 
 #include "compile/plan.h"
-#include "parallel/dist_internal.h"
 #include "graph/graph.h"
+#include "parallel/dist_internal.h"
 #include "sgrt/train.h"
 
 /* The order a plan produces the parameters' gradients in: as buckets.c
@@ -148,37 +148,37 @@ static sg_status find_updates(sg_dist *d, sg__dist_zero *z) {
   const sg_graph *g = d->g;
   uint32_t n_order;
   const int32_t *order = sg__session_order(d->s, &n_order);
-  for (uint32_t i = 0; i < d->plan.n_grads; i++) z->update_pos[i] = UINT32_MAX;
-  for (uint32_t p = d->plan.wait_pos; p < n_order; p++) {
+  for (uint32_t i = 0; i < DP(d)->plan.n_grads; i++) z->update_pos[i] = UINT32_MAX;
+  for (uint32_t p = DP(d)->plan.wait_pos; p < n_order; p++) {
     const sg__op *op = &g->ops[order[p]];
     uint32_t i = 0;
     if (is_update(op) && op->n_inputs > 0)
-      while (i < d->plan.n_grads && d->plan.grads[i].param != op->inputs[0]) i++;
-    if (!is_update(op) || op->n_inputs == 0 || i == d->plan.n_grads)
+      while (i < DP(d)->plan.n_grads && DP(d)->plan.grads[i].param != op->inputs[0]) i++;
+    if (!is_update(op) || op->n_inputs == 0 || i == DP(d)->plan.n_grads)
       return sg__error(SG_ERR_UNSUPPORTED,
                        "sg_dist_create: ZeRO-1 runs only the optimizer updates after backward, one per "
                        "parameter, but op '%s' (%s) runs there too",
                        op->name, sg_op_kind_name(op->kind));
     z->update_pos[i] = p;
   }
-  for (uint32_t i = 0; i < d->plan.n_grads; i++) {
-    const sg__tensor *pt = &g->tensors[d->plan.grads[i].param];
+  for (uint32_t i = 0; i < DP(d)->plan.n_grads; i++) {
+    const sg__tensor *pt = &g->tensors[DP(d)->plan.grads[i].param];
     size_t pbytes = 0;
-    z->param_addr[i] = sg__session_tensor_addr(d->s, d->plan.grads[i].param, &pbytes);
+    z->param_addr[i] = sg__session_tensor_addr(d->s, DP(d)->plan.grads[i].param, &pbytes);
     if (z->update_pos[i] == UINT32_MAX)
       return sg__error(SG_ERR_UNSUPPORTED,
                        "sg_dist_create: ZeRO-1: parameter '%s' has a gradient but no update", pt->name);
-    if (z->param_addr[i] == NULL || pbytes != d->plan.grads[i].bytes)
+    if (z->param_addr[i] == NULL || pbytes != DP(d)->plan.grads[i].bytes)
       return sg__error(SG_ERR_UNSUPPORTED,
                        "sg_dist_create: ZeRO-1: parameter '%s' is kept in %zu bytes, its gradient in %zu",
-                       pt->name, pbytes, d->plan.grads[i].bytes);
+                       pt->name, pbytes, DP(d)->plan.grads[i].bytes);
   }
   return SG_OK;
 }
 
 sg_status sg__dist_zero_layout(sg_dist *d, int rank, int size) {
-  sg__dist_zero *z = &d->zero;
-  uint32_t n = d->plan.n_grads;
+  sg__dist_zero *z = &DP(d)->zero;
+  uint32_t n = DP(d)->plan.n_grads;
   size_t *bytes = sg__malloc((n ? n : 1) * sizeof(size_t));
   uint32_t *first = sg__malloc(((size_t)size + 1) * sizeof(uint32_t));
   if (bytes == NULL || first == NULL) {
@@ -186,7 +186,7 @@ sg_status sg__dist_zero_layout(sg_dist *d, int rank, int size) {
     sg__free(first);
     return sg__error(SG_ERR_NO_MEMORY, "ZeRO-1: out of memory for the layout");
   }
-  for (uint32_t i = 0; i < n; i++) bytes[i] = d->g->tensors[d->plan.grads[i].param].nbytes;
+  for (uint32_t i = 0; i < n; i++) bytes[i] = d->g->tensors[DP(d)->plan.grads[i].param].nbytes;
   cut(bytes, n, size, first);
   sg__free(bytes);
   size_t most = 0;
@@ -195,7 +195,7 @@ sg_status sg__dist_zero_layout(sg_dist *d, int rank, int size) {
     for (uint32_t i = first[r]; i < first[r + 1]; i++) {
       z->owner[i] = r;
       z->off[i] = off;
-      off += d->plan.grads[i].bytes / 4;
+      off += DP(d)->plan.grads[i].bytes / 4;
     }
     if (off > most) most = off;
   }
@@ -220,7 +220,7 @@ sg_status sg__dist_zero_layout(sg_dist *d, int rank, int size) {
   if (mine == NULL) return sg__error(SG_ERR_NO_MEMORY, "ZeRO-1: out of memory");
   for (uint32_t i = first[rank]; i < first[rank + 1]; i++) mine[z->update_pos[i]] = 1;
   z->n_runs = 0;
-  for (uint32_t p = d->plan.wait_pos; p < n_order; p++) {
+  for (uint32_t p = DP(d)->plan.wait_pos; p < n_order; p++) {
     if (!mine[p]) continue;
     if (z->n_runs > 0 && z->runs[2 * z->n_runs - 1] == p) z->runs[2 * z->n_runs - 1] = p + 1;
     else {
@@ -234,8 +234,8 @@ sg_status sg__dist_zero_layout(sg_dist *d, int rank, int size) {
 }
 
 sg_status sg__dist_zero_init(sg_dist *d) {
-  sg__dist_zero *z = &d->zero;
-  uint32_t n = d->plan.n_grads ? d->plan.n_grads : 1;
+  sg__dist_zero *z = &DP(d)->zero;
+  uint32_t n = DP(d)->plan.n_grads ? DP(d)->plan.n_grads : 1;
   z->owner = sg__malloc(n * sizeof *z->owner);
   z->off = sg__malloc(n * sizeof *z->off);
   z->update_pos = sg__malloc(n * sizeof *z->update_pos);
@@ -250,7 +250,7 @@ sg_status sg__dist_zero_init(sg_dist *d) {
    * range as cut before compile; the plan's order must have cut the same. */
   uint32_t n_order;
   const int32_t *order = sg__session_order(d->s, &n_order);
-  for (uint32_t i = 0; i < d->plan.n_grads; i++) {
+  for (uint32_t i = 0; i < DP(d)->plan.n_grads; i++) {
     const sg__op *op = &d->g->ops[order[z->update_pos[i]]];
     for (int k = 1; k < op->n_inputs; k++) {
       int32_t t = op->inputs[k];
@@ -268,13 +268,13 @@ sg_status sg__dist_zero_init(sg_dist *d) {
 /* ---- a step: on the scheduler thread ----------------------------------------- */
 
 sg_status sg__dist_zero_bucket(sg_dist *d, uint32_t b, float *loss_mean) {
-  sg__dist_zero *z = &d->zero;
-  const sg__dist_bucket *bk = &d->plan.buckets[b];
-  if (d->accum_on) sg__dist_add_accum(d, bk->first, bk->count);
+  sg__dist_zero *z = &DP(d)->zero;
+  const sg__dist_bucket *bk = &DP(d)->plan.buckets[b];
+  if (DP(d)->accum_on) sg__dist_add_accum(d, bk->first, bk->count);
   for (uint32_t i = bk->first; i < bk->first + bk->count; i++)
-    memcpy(z->buf + (size_t)z->owner[i] * z->count + z->off[i], d->plan.grads[i].addr,
-           d->plan.grads[i].bytes);
-  if (b + 1 < d->plan.n_buckets) return SG_OK; /* the reduce-scatter waits for the whole backward */
+    memcpy(z->buf + (size_t)z->owner[i] * z->count + z->off[i], DP(d)->plan.grads[i].addr,
+           DP(d)->plan.grads[i].bytes);
+  if (b + 1 < DP(d)->plan.n_buckets) return SG_OK; /* the reduce-scatter waits for the whole backward */
   /* With replicas: the step's state is at the buddy before any rank can get past this reduce-scatter
    * (replica.c). */
   if (z->gm != NULL) {
@@ -285,31 +285,31 @@ sg_status sg__dist_zero_bucket(sg_dist *d, uint32_t b, float *loss_mean) {
     if (failed) return sg__dist_failure(d);
   }
   float loss = 0;
-  if (d->loss_addr) memcpy(&loss, d->loss_addr, 4);
-  if (d->loss_addr && d->accum_on) loss += d->accum_loss;
+  if (DP(d)->loss_addr) memcpy(&loss, DP(d)->loss_addr, 4);
+  if (DP(d)->loss_addr && DP(d)->accum_on) loss += DP(d)->accum_loss;
   for (int r = 0; r < z->size; r++) z->buf[(size_t)r * z->count + z->count - 1] = loss;
   float *mine = z->buf + (size_t)z->rank * z->count;
   int64_t t0 = sg__now_ns();
   if (z->size > 1) {
-    sg_reduce_op op = d->sum_div > 0 ? SG_REDUCE_SUM : SG_REDUCE_AVG;
+    sg_reduce_op op = DP(d)->sum_div > 0 ? SG_REDUCE_SUM : SG_REDUCE_AVG;
     SG_CHECK(sg_comm_reduce_scatter(d->comm, z->buf, mine, z->count, SG_F32, op));
   }
   z->rs_ns = sg__now_ns() - t0;
-  if (d->sum_div > 0)
-    for (size_t k = 0; k < z->count; k++) mine[k] /= (float)d->sum_div;
+  if (DP(d)->sum_div > 0)
+    for (size_t k = 0; k < z->count; k++) mine[k] /= (float)DP(d)->sum_div;
   for (uint32_t i = z->first[z->rank]; i < z->first[z->rank + 1]; i++)
-    memcpy(d->plan.grads[i].addr, mine + z->off[i], d->plan.grads[i].bytes);
-  if (d->loss_addr) *loss_mean = mine[z->count - 1];
+    memcpy(DP(d)->plan.grads[i].addr, mine + z->off[i], DP(d)->plan.grads[i].bytes);
+  if (DP(d)->loss_addr) *loss_mean = mine[z->count - 1];
   return SG_OK;
 }
 
 sg_status sg__dist_zero_job_gather(sg_dist *d, void *arg) {
   const uint64_t *step = arg;
-  sg__dist_zero *z = &d->zero;
+  sg__dist_zero *z = &DP(d)->zero;
   float *mine = z->buf + (size_t)z->rank * z->count;
   int64_t t0 = sg__now_ns();
   for (uint32_t i = z->first[z->rank]; i < z->first[z->rank + 1]; i++)
-    memcpy(mine + z->off[i], z->param_addr[i], d->plan.grads[i].bytes);
+    memcpy(mine + z->off[i], z->param_addr[i], DP(d)->plan.grads[i].bytes);
   if (z->size > 1) {
     char label[SG_COMM_LABEL_MAX + 1]; /* hang diagnosis (SPEC H7) */
     snprintf(label, sizeof label, "step %llu: allgather of the updated parameters (ZeRO-1)",
@@ -323,9 +323,10 @@ sg_status sg__dist_zero_job_gather(sg_dist *d, void *arg) {
       return sg__dist_failure(d);
     }
   }
-  for (uint32_t i = 0; i < d->plan.n_grads; i++)
+  for (uint32_t i = 0; i < DP(d)->plan.n_grads; i++)
     if (z->owner[i] != z->rank)
-      memcpy(z->param_addr[i], z->buf + (size_t)z->owner[i] * z->count + z->off[i], d->plan.grads[i].bytes);
+      memcpy(z->param_addr[i], z->buf + (size_t)z->owner[i] * z->count + z->off[i],
+             DP(d)->plan.grads[i].bytes);
   z->ag_ns = sg__now_ns() - t0;
   return SG_OK;
 }
@@ -333,7 +334,7 @@ sg_status sg__dist_zero_job_gather(sg_dist *d, void *arg) {
 /* ---- a step: on the compute thread ----------------------------------------- */
 
 sg_status sg__dist_zero_update(sg_dist *d) {
-  sg__dist_zero *z = &d->zero;
+  sg__dist_zero *z = &DP(d)->zero;
   for (uint32_t k = 0; k < z->n_runs; k++)
     SG_CHECK(sg__session_run_partial(d->s, z->runs[2 * k], z->runs[2 * k + 1]));
   uint64_t step = d->stats.steps + 1;

@@ -134,7 +134,7 @@ sg__op_cost sg__op_cost_of(const sg_graph *g, const sg__op *op) {
   /* Views move nothing; everything else reads its inputs and writes its
    * outputs once, and an update also writes back what it mutates. */
   c.traffic = 0.0;
-  if (op->kind == SG_OP_FLATTEN || op->kind == SG_OP_RESHAPE) return c;
+  if (sg__op_flags(op->kind) & SG__OP_VIEW) return c;
   uint32_t mutated = sg__op_mutated_inputs(op);
   for (int i = 0; i < op->n_inputs; i++) {
     const sg__tensor *t = sg__in(g, op, i);

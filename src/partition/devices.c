@@ -105,11 +105,7 @@ const char *sg_device_kind_name(sg_device_kind kind) {
   return "?";
 }
 
-sg_status sg_device_table_get(const sg_device_table *t, int i, sg_device_info *out) {
-  if (t == NULL || out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_device_table_get: NULL argument");
-  if (i < 0 || i >= t->n)
-    return sg__error(SG_ERR_RANGE, "sg_device_table_get: device %d of a table of %d", i, t->n);
-  const sg__device *d = &t->dev[i];
+void sg__device_info_of(const sg__device *d, sg_device_info *out) {
   out->name = d->name;
   out->kind = d->kind;
   out->peak_flops = d->peak;
@@ -117,6 +113,13 @@ sg_status sg_device_table_get(const sg_device_table *t, int i, sg_device_info *o
   out->memory_bandwidth = d->bw;
   out->link_bandwidth = d->link_bw;
   out->link_latency = d->link_lat;
+}
+
+sg_status sg_device_table_get(const sg_device_table *t, int i, sg_device_info *out) {
+  if (t == NULL || out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_device_table_get: NULL argument");
+  if (i < 0 || i >= t->n)
+    return sg__error(SG_ERR_RANGE, "sg_device_table_get: device %d of a table of %d", i, t->n);
+  sg__device_info_of(&t->dev[i], out);
   return SG_OK;
 }
 

@@ -180,10 +180,10 @@ sg_status sg__pmodel_build(const sg_graph *g, const double *op_seconds, double s
   m->op_traffic = sg__calloc((size_t)n + 1, sizeof *m->op_traffic);
   m->tensor_group = sg__malloc(((size_t)nt + 1) * sizeof *m->tensor_group);
   if (!m->op_group || !m->leader || !m->op_class || !m->op_flops || !m->op_traffic || !m->tensor_group)
-    goto fail;
+    goto out;
   for (uint32_t t = 0; t < nt; t++) m->tensor_group[t] = -1;
-  if ((st = consumers(&b)) != SG_OK) goto fail;
-  if ((st = assign_groups(&b)) != SG_OK) goto fail;
+  if ((st = consumers(&b)) != SG_OK) goto out;
+  if ((st = assign_groups(&b)) != SG_OK) goto out;
   st = SG_ERR_NO_MEMORY;
   int32_t ng = b.n_groups;
   mem = sg__calloc((size_t)ng + 1, sizeof *mem);
@@ -192,7 +192,7 @@ sg_status sg__pmodel_build(const sg_graph *g, const double *op_seconds, double s
   persist = sg__calloc((size_t)ng + 1, sizeof *persist);
   stamp = sg__malloc(((size_t)ng + 1) * sizeof *stamp);
   kept = sg__calloc((size_t)nt + 1, 1);
-  if (!mem || !flops || !traffic || !persist || !stamp || !kept) goto fail;
+  if (!mem || !flops || !traffic || !persist || !stamp || !kept) goto out;
 
   /* Compute. */
   for (int32_t k = 0; k < n; k++) {
@@ -260,7 +260,7 @@ sg_status sg__pmodel_build(const sg_graph *g, const double *op_seconds, double s
   /* Edges, once per consuming group. */
   size_t n_edges = 0;
   edges = sg__malloc(((size_t)b.cons_x[nt] + 1) * sizeof *edges);
-  if (edges == NULL) goto fail;
+  if (edges == NULL) goto out;
   for (int32_t v = 0; v < ng; v++) stamp[v] = -1;
   for (uint32_t t = 0; t < nt; t++) {
     const sg__tensor *x = &g->tensors[t];
@@ -284,18 +284,7 @@ sg_status sg__pmodel_build(const sg_graph *g, const double *op_seconds, double s
     }
   }
   st = sg__pgraph_init(&m->pg, ng, mem, flops, traffic, persist, n_edges, edges);
-  if (st != SG_OK) goto fail;
-  sg__free(mem);
-  sg__free(flops);
-  sg__free(traffic);
-  sg__free(persist);
-  sg__free(edges);
-  sg__free(stamp);
-  sg__free(kept);
-  sg__free(b.cons_x);
-  sg__free(b.cons);
-  return SG_OK;
-fail:
+out: /* the scratch goes on success and failure alike; the model only on failure */
   if (st == SG_ERR_NO_MEMORY) sg__error(st, "partition: out of memory building the cost model");
   sg__free(mem);
   sg__free(flops);
@@ -306,7 +295,7 @@ fail:
   sg__free(kept);
   sg__free(b.cons_x);
   sg__free(b.cons);
-  sg__pmodel_free(m);
+  if (st != SG_OK) sg__pmodel_free(m);
   return st;
 }
 

@@ -155,17 +155,10 @@ fail:
 /* Validates params (NULL: defaults) into *pp and the part count into *k. */
 static sg_status check_params(const sg_partition_params *params, const sg_device_table *devices,
                               sg_partition_params *pp, int *k) {
-  if (params == NULL) {
-    *pp = sg_partition_params_init();
-  } else {
-    if (params->size < sizeof(sg_partition_params))
-      return sg__error(SG_ERR_INVALID_ARG,
-                       "sg_partition_create: params.size is %zu, expected %zu; initialise params with "
-                       "SG_PARTITION_PARAMS_INIT",
-                       params->size, sizeof(sg_partition_params));
-    *pp = *params;
-    pp->size = sizeof *pp;
-  }
+  *pp = sg_partition_params_init();
+  SG_CHECK(sg__params_read("sg_partition_create",
+                           SG__VERSIONED(sg_partition_params, parts, "SG_PARTITION_PARAMS_INIT"), pp,
+                           params));
   if (pp->mode != SG_PARTITION_FREE && pp->mode != SG_PARTITION_PIPELINE)
     return sg__error(SG_ERR_INVALID_ARG, "sg_partition_create: params.mode is %d (free 0, pipeline 1)",
                      (int)pp->mode);
@@ -259,14 +252,7 @@ sg_status sg_partition_device(const sg_partition *p, int part, sg_device_info *o
   if (p == NULL || out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_partition_device: NULL argument");
   if (part < 0 || part >= p->k)
     return sg__error(SG_ERR_RANGE, "sg_partition_device: part %d of %d", part, p->k);
-  const sg__device *d = &p->dev[part];
-  out->name = d->name;
-  out->kind = d->kind;
-  out->peak_flops = d->peak;
-  out->memory_bytes = isinf(d->memory) ? 0.0 : d->memory;
-  out->memory_bandwidth = d->bw;
-  out->link_bandwidth = d->link_bw;
-  out->link_latency = d->link_lat;
+  sg__device_info_of(&p->dev[part], out);
   return SG_OK;
 }
 

@@ -7,10 +7,10 @@
 
 #include "sgrt/ops.h"
 
-/* Elementwise ops of one input that keep a last-dim (column) split intact:
- * the planner pairs a column split with a row split only through these
- * (tp_plan.c), and the tensor-parallel rewrite carries the split through the
- * same ones. */
+/* Elementwise ops of one input that keep a last-dim (column) split intact
+ * (SG__OP_ELEMENTWISE and SG__OP_UNARY in graph/graph.h): the planner
+ * pairs a column split with a row split only through these (tp_plan.c),
+ * and the tensor-parallel rewrite carries the split through the same ones. */
 bool sg__tp_keeps_split(sg_op_kind kind);
 
 #endif /* SG_PARTITION_PARTITION_H */

@@ -85,6 +85,9 @@ sg__device sg__device_host(void);
 /* Deep copy of `n` devices; SG_ERR_NO_MEMORY. */
 sg_status sg__devices_copy(const sg__device *src, int n, sg__device **out);
 void sg__devices_free(sg__device *dev, int n);
+/* The public view of d (sg_device_table_get, sg_partition_device): its name
+ * is borrowed; unlimited memory reads as 0. */
+void sg__device_info_of(const sg__device *d, sg_device_info *out);
 
 /* ---- the solver (solve.c and friends) ----------------------------------- */
 

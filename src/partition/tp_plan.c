@@ -22,18 +22,8 @@ struct sg_tp_plan {
 sg_tp_params sg_tp_params_init(void) { return (sg_tp_params)SG_TP_PARAMS_INIT; }
 
 bool sg__tp_keeps_split(sg_op_kind kind) {
-  switch (kind) {
-    case SG_OP_RELU:
-    case SG_OP_CLIP:
-    case SG_OP_GELU:
-    case SG_OP_SIGMOID:
-    case SG_OP_TANH:
-    case SG_OP_ADD_SCALAR:
-    case SG_OP_MUL_SCALAR:
-    case SG_OP_POW_SCALAR:
-    case SG_OP_DROPOUT: return true;
-    default: return false;
-  }
+  const uint32_t want = SG__OP_ELEMENTWISE | SG__OP_UNARY;
+  return (sg__op_flags(kind) & want) == want;
 }
 
 static int64_t attr_int(const sg__op *op, const char *name) {

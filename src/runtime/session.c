@@ -13,12 +13,9 @@ sg_status sg_session_create(const sg_graph *g, const sg_session_params *p, sg_se
   if (g == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_session_create: graph is NULL");
   if (!g->finalized) return sg__error(SG_ERR_STATE, "sg_session_create: finalize the graph first");
   sg_session_params d = SG_SESSION_PARAMS_INIT;
-  if (p == NULL) p = &d;
-  if (p->size < sizeof(sg_session_params))
-    return sg__error(SG_ERR_INVALID_ARG,
-                     "sg_session_create: params.size is %zu, expected %zu; initialise params "
-                     "with SG_SESSION_PARAMS_INIT",
-                     p->size, sizeof(sg_session_params));
+  SG_CHECK(sg__params_read("sg_session_create",
+                           SG__VERSIONED(sg_session_params, device, "SG_SESSION_PARAMS_INIT"), &d, p));
+  p = &d;
   const char *device = p->device ? p->device : "cpu";
   const sg__backend_i *be = sg__backend_find(device);
   if (be == NULL)
@@ -227,17 +224,21 @@ fail:
 sg_status sg_session_compile_report(const sg_session *s, sg_compile_report *out) {
   if (s == NULL || out == NULL)
     return sg__error(SG_ERR_INVALID_ARG, "sg_session_compile_report: NULL argument");
-  if (out->size < sizeof *out)
-    return sg__error(SG_ERR_INVALID_ARG,
-                     "sg_session_compile_report: initialise the report with SG_COMPILE_REPORT_INIT");
+  sg__versioned v = SG__VERSIONED(sg_compile_report, planned_peak_bytes, "SG_COMPILE_REPORT_INIT");
+  SG_CHECK(sg__out_write("sg_session_compile_report", v, out, NULL));
   if (!s->compiled) return sg__error(SG_ERR_STATE, "sg_session_compile_report: compile the session first");
   const sg__plan *p = &s->plan;
-  *out = (sg_compile_report){sizeof *out,         p->persistent_bytes + p->transient_bytes,
-                             p->persistent_bytes, p->transient_bytes,
-                             p->sum_tensor_bytes, (int32_t)p->n_order,
-                             (int32_t)p->n_eval,  (int32_t)p->n_eliminated,
-                             (int32_t)p->n_fold,  (int32_t)p->n_inplace};
-  return SG_OK;
+  sg_compile_report r = {sizeof r,
+                         p->persistent_bytes + p->transient_bytes,
+                         p->persistent_bytes,
+                         p->transient_bytes,
+                         p->sum_tensor_bytes,
+                         (int32_t)p->n_order,
+                         (int32_t)p->n_eval,
+                         (int32_t)p->n_eliminated,
+                         (int32_t)p->n_fold,
+                         (int32_t)p->n_inplace};
+  return sg__out_write("sg_session_compile_report", v, out, &r);
 }
 
 uint64_t sg_session_steps(const sg_session *s) { return s ? s->steps : 0; }

@@ -150,7 +150,7 @@ sg_status sg_session_bind_input(sg_session *s, const char *name, sg_dtype dtype,
     return sg__error(SG_ERR_INVALID_ARG,
                      "sg_session_bind_input: memory for '%s' must be non-NULL and %d-byte aligned", name,
                      SG__SLOT_ALIGN);
-  if (strcmp(s->be->name, "cpu") != 0)
+  if (!s->be->is_host(s->be_state))
     return sg__error(SG_ERR_STATE, "sg_session_bind_input: binding host memory needs the cpu device, not %s",
                      s->be->name);
   s->bound[id] = data;
@@ -232,7 +232,7 @@ static sg_status run_profiled(sg_session *s, bool poison) {
 sg_status sg_session_step(sg_session *s) {
   SG_CHECK(need_compiled(s, "sg_session_step"));
   SG_CHECK(check_inputs_set(s, "sg_session_step", s->plan.order, s->plan.n_order));
-  bool poison = s->poison && strcmp(s->be->name, "cpu") == 0;
+  bool poison = s->poison && s->be->is_host(s->be_state);
   if (s->hooks.before || s->hooks.after) SG_CHECK(run_hooked(s, 0, s->plan.n_order, poison));
   else if (s->profile) SG_CHECK(run_profiled(s, poison));
   else SG_CHECK(run(s, s->plan.order, s->plan.n_order, s->kernels, poison));
@@ -316,7 +316,7 @@ sg_status sg_session_bind_state(sg_session *s, const char *name, void *data, siz
     return sg__error(SG_ERR_INVALID_ARG,
                      "sg_session_bind_state: memory for '%s' must be non-NULL and %d-byte aligned", name,
                      SG__SLOT_ALIGN);
-  if (strcmp(s->be->name, "cpu") != 0)
+  if (!s->be->is_host(s->be_state))
     return sg__error(SG_ERR_STATE, "sg_session_bind_state: binding host memory needs the cpu device, not %s",
                      s->be->name);
   /* A backend layout wider than the plain tensor would make the caller's

@@ -216,11 +216,8 @@ double params_max_rel_diff(const param_set *a, const param_set *b, param_diff *o
 }
 
 uint64_t params_fnv(const param_set *p) {
-  uint64_t h = 1469598103934665603ull;
-  for (int i = 0; i < p->n; i++) {
-    const unsigned char *b = (const unsigned char *)p->values[i];
-    for (size_t k = 0; k < (size_t)p->numel[i] * sizeof(float); k++) h = (h ^ b[k]) * 1099511628211ull;
-  }
+  uint64_t h = SG__FNV1A64_SEED;
+  for (int i = 0; i < p->n; i++) h = sg__fnv1a64(h, p->values[i], (size_t)p->numel[i] * sizeof(float));
   return h;
 }
 

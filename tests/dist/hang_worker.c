@@ -21,7 +21,7 @@
  *                               step's first collective); 4 steps; every
  *                               rank must finish with 0 recoveries.
  *   hang_worker api             sg_comm_label / sg_comm_set_hang_timeout /
- *                               sg_comm_peer_position on a live communicator,
+ *                               sg__comm_peer_position on a live communicator,
  *                               and hang_ms validation. */
 #include <inttypes.h>
 #include <math.h>
@@ -34,6 +34,7 @@
 
 #define SG_WORKER_FAIL_STATUS 2 /* 1 is a failed step (see main) */
 #include "../worker_check.h"
+#include "comm/comm.h"
 #include "dist_models.h"
 #include "sgrt/sgrt.h"
 
@@ -77,8 +78,8 @@ static int api(void) {
   if (sg_comm_label(c, "tab\there") != SG_ERR_INVALID_ARG || !strstr(sg_last_error(), "byte 3"))
     FAIL("a tab in a label accepted or badly reported");
   sg_comm_position p;
-  if (sg_comm_peer_position(c, n, &p) != SG_ERR_INVALID_ARG) FAIL("rank %d accepted", n);
-  CHECK_OK(sg_comm_peer_position(c, me, &p));
+  if (sg__comm_peer_position(c, n, &p) != SG_ERR_INVALID_ARG) FAIL("rank %d accepted", n);
+  CHECK_OK(sg__comm_peer_position(c, me, &p));
   if (p.collective != 0 || p.inside) FAIL("fresh position #%" PRIu64 " inside %d", p.collective, p.inside);
   /* Three collectives, labelled; the barrier takes the label "third". */
   int32_t v = 1;
@@ -88,7 +89,7 @@ static int api(void) {
   CHECK_OK(sg_comm_allreduce(c, &v, &v, 1, SG_I32, SG_REDUCE_SUM));
   CHECK_OK(sg_comm_label(c, "third"));
   CHECK_OK(sg_comm_barrier(c));
-  CHECK_OK(sg_comm_peer_position(c, me, &p));
+  CHECK_OK(sg__comm_peer_position(c, me, &p));
   if (p.collective != 3 || strcmp(p.label, "third") != 0 || !p.inside)
     FAIL("own position #%" PRIu64 " '%s' inside %d, expected #3 'third' inside", p.collective, p.label,
          p.inside);
@@ -96,14 +97,14 @@ static int api(void) {
   int peer = (me + 1) % n;
   for (int i = 0; i < 500; i++) {
     CHECK_OK(sg_comm_poll(c));
-    CHECK_OK(sg_comm_peer_position(c, peer, &p));
+    CHECK_OK(sg__comm_peer_position(c, peer, &p));
     if (p.known && p.collective == 3 && !p.inside) break;
     usleep(2000);
   }
   if (!p.known || p.collective != 3 || strcmp(p.label, "third") != 0 || p.inside)
     FAIL("peer %d's position #%" PRIu64 " '%s' inside %d known %d, expected #3 'third' finished", peer,
          p.collective, p.label, p.inside, p.known);
-  CHECK_OK(sg_comm_peer_position(c, me, &p));
+  CHECK_OK(sg__comm_peer_position(c, me, &p));
   if (p.inside) FAIL("still inside #3 after sg_comm_poll");
   /* Keep heartbeating "#3, finished" a while: the peer may not have seen it yet
    * (sg_comm_destroy's barrier would make it #4). */
@@ -111,8 +112,8 @@ static int api(void) {
     CHECK_OK(sg_comm_poll(c));
     usleep(5000);
   }
-  if (sg_comm_heartbeats_rejected(c) != 0)
-    FAIL("%" PRIu64 " heartbeats rejected", sg_comm_heartbeats_rejected(c));
+  if (sg__comm_heartbeats_rejected(c) != 0)
+    FAIL("%" PRIu64 " heartbeats rejected", sg__comm_heartbeats_rejected(c));
   CHECK_OK(sg_comm_destroy(c));
   printf("api: rank %d: positions and labels travel in heartbeats\n", me);
   return 0;

@@ -32,8 +32,8 @@
 #include "comm/comm_internal.h"
 #include "compare.h"
 #include "core/core.h"
-#include "parallel/pp.h"
 #include "dist_models.h"
+#include "parallel/pp.h"
 #include "runtime/hooks.h"
 #include "sgrt/sgrt.h"
 
@@ -311,12 +311,6 @@ static void reference(const model *m, int D, int M, const layout *l, float *ref,
 
 /* ---- the pipeline ------------------------------------------------------------------ */
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
-  const uint8_t *b = p;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-  return h;
-}
-
 /* Equal op counts, each cut moved to the nearest end of a residual block
  * (a relu of an add; for the MLP, which has none, any op): a cut inside a
  * bottleneck can leave a batch-norm or pooling op reading a boundary tensor,
@@ -485,7 +479,7 @@ int pp_equiv_main(int argc, char **argv) {
   const char *worst_name = "-", *worst_state_name = "-";
   int64_t n_params = 0;
   int n_bad = 0;
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = SG__FNV1A64_SEED;
   for (int32_t t = 0; t < sg_graph_num_tensors(st->g); t++) {
     sg_tensor_info a;
     OK(sg_graph_tensor_info(st->g, (sg_tensor){t}, &a));
@@ -505,7 +499,7 @@ int pp_equiv_main(int argc, char **argv) {
       if (d > worst_state) worst_state = d, worst_state_name = l.names[k];
     } else {
       if (d > worst) worst = d, worst_name = l.names[k];
-      h = fnv(h, mine, a.nbytes);
+      h = sg__fnv1a64(h, mine, a.nbytes);
       n_params++;
     }
     free(mine);

@@ -139,7 +139,7 @@ set_tests_properties(dist_hang_fail_np4 dist_hang_heal_np4 dist_hang_no_false_po
                      PROPERTIES TIMEOUT 60 LABELS "dist;heal" ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000")
 # A rank whose program works 3 s between steps (outside sg_dist_step: an
 # evaluation, a checkpoint) while the others wait 3 s in the next step's first
-# collective, past the 2 s hang timeout: it is away (sg_comm_set_away), so it
+# collective, past the 2 s hang timeout: it is away (sg__comm_set_away), so it
 # must not be called stuck.
 add_test(NAME dist_hang_away_np4
          COMMAND $<TARGET_FILE:sgrt_cli> launch --heal -n 4 -- $<TARGET_FILE:hang_worker> slow ${_sg_dist_dir})

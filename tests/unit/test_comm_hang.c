@@ -201,8 +201,8 @@ static void test_api_arguments(void **state) {
   assert_status(sg_comm_label(NULL, "x"), SG_ERR_INVALID_ARG, "NULL communicator");
   assert_status(sg_comm_set_hang_timeout(NULL, 100), SG_ERR_INVALID_ARG, "NULL");
   sg_comm_position p;
-  assert_status(sg_comm_peer_position(NULL, 0, &p), SG_ERR_INVALID_ARG, "NULL");
-  assert_int_equal(sg_comm_heartbeats_rejected(NULL), 0);
+  assert_status(sg__comm_peer_position(NULL, 0, &p), SG_ERR_INVALID_ARG, "NULL");
+  assert_int_equal(sg__comm_heartbeats_rejected(NULL), 0);
   assert_true(sg__label_valid("step 1", 6));
   assert_false(sg__label_valid("a\tb", 3));
   char longest[SG_COMM_LABEL_MAX + 2];

@@ -41,6 +41,35 @@ static void test_set_get_add(void **state) {
   sg__store_server_stop(srv);
 }
 
+/* Port 0: the kernel picks the port as the server binds it (no race with
+ * other processes for a port chosen earlier); the getter reports it and a
+ * client reaches the server there. Ports outside 0..65535 are refused. */
+static void test_serve_any_port(void **state) {
+  (void)state;
+  sg_comm_store_server *pub = NULL;
+  assert_status(sg_comm_store_serve("127.0.0.1", -1, "t", &pub), SG_ERR_INVALID_ARG, "-1");
+  assert_status(sg_comm_store_serve("127.0.0.1", 65536, "t", &pub), SG_ERR_INVALID_ARG, "65536");
+  assert_null(pub);
+  assert_int_equal(sg_comm_store_server_port(NULL), -1);
+  sg_comm_store_server *a = NULL, *b = NULL;
+  assert_status(sg_comm_store_serve("127.0.0.1", 0, "t", &a), SG_OK, NULL);
+  assert_status(sg_comm_store_serve("127.0.0.1", 0, "t", &b), SG_OK, NULL);
+  int pa = sg_comm_store_server_port(a), pb = sg_comm_store_server_port(b);
+  assert_true(pa > 0 && pa <= 65535 && pb > 0 && pb <= 65535);
+  assert_int_not_equal(pa, pb);
+  /* the chosen port is really the listening one, and is now taken */
+  sg__store *c;
+  assert_status(sg__store_connect("127.0.0.1", pa, "t", 2000, &c), SG_OK, NULL);
+  int64_t r;
+  assert_status(sg__store_add(c, "n", 3, &r), SG_OK, NULL);
+  assert_int_equal(r, 3);
+  sg__store_close(c);
+  sg_comm_store_server *dup = NULL;
+  assert_status(sg_comm_store_serve("127.0.0.1", pa, "t", &dup), SG_ERR_COMM, "cannot listen");
+  sg_comm_store_stop(a);
+  sg_comm_store_stop(b);
+}
+
 static void test_wait_times_out(void **state) {
   (void)state;
   int port = sg_test_free_port();
@@ -189,8 +218,12 @@ static void test_world_of_one(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_set_get_add), cmocka_unit_test(test_wait_times_out), cmocka_unit_test(test_token),
-      cmocka_unit_test(test_env),         cmocka_unit_test(test_world_of_one),
+      cmocka_unit_test(test_set_get_add),
+      cmocka_unit_test(test_serve_any_port),
+      cmocka_unit_test(test_wait_times_out),
+      cmocka_unit_test(test_token),
+      cmocka_unit_test(test_env),
+      cmocka_unit_test(test_world_of_one),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -177,11 +177,27 @@ static void test_arena(void **state) {
   sg__arena_destroy(&a);
 }
 
+static void test_fnv1a64(void **state) {
+  (void)state;
+  /* The published FNV-1a 64 test vectors (from FNV's offset basis). */
+  const uint64_t basis = 0xcbf29ce484222325ull;
+  assert_true(sg__fnv1a64(basis, "", 0) == basis);
+  assert_true(sg__fnv1a64(basis, "a", 1) == 0xaf63dc4c8601ec8cull);
+  assert_true(sg__fnv1a64(basis, "foobar", 6) == 0x85944171f73967e8ull);
+  /* sgrt's seed, and chaining over pieces. */
+  assert_true(SG__FNV1A64_SEED == 1469598103934665603ull);
+  assert_true(sg__fnv1a64(sg__fnv1a64(SG__FNV1A64_SEED, "foo", 3), "bar", 3) ==
+              sg__fnv1a64(SG__FNV1A64_SEED, "foobar", 6));
+  assert_true(sg__fnv1a64(SG__FNV1A64_SEED, "foobar", 6) == 0x88fad7c0a8ff07f2ull);
+  assert_true(sg__fnv1a64(SG__FNV1A64_SEED, NULL, 0) == SG__FNV1A64_SEED);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_status_names),   cmocka_unit_test(test_last_error_per_thread),
       cmocka_unit_test(test_log_level),      cmocka_unit_test(test_allocator_hooks),
       cmocka_unit_test(test_alloc_injector), cmocka_unit_test(test_arena),
+      cmocka_unit_test(test_fnv1a64),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -829,6 +829,20 @@ static void test_misuse(void **state) {
   assert_int_equal(sg__cpu_backend.version, SG__BACKEND_VERSION);
 }
 
+/* The capabilities the session asks for instead of the backend's name. */
+static void test_capabilities(void **state) {
+  (void)state;
+  sg__backend_config cfg = {.threads = 1, .seed = 1};
+  void *st = NULL;
+  assert_int_equal(sg__cpu_backend.create(&cfg, &st), SG_OK);
+  assert_true(sg__cpu_backend.is_host(st));
+  /* Every op kind has a CPU kernel (docs/backend.md's table); nothing else. */
+  for (int k = 1; k <= SG__OP_KIND_LAST; k++) assert_true(sg__cpu_backend.supports_op(st, (sg_op_kind)k));
+  assert_false(sg__cpu_backend.supports_op(st, (sg_op_kind)0));
+  assert_false(sg__cpu_backend.supports_op(st, (sg_op_kind)(SG__OP_KIND_LAST + 1)));
+  sg__cpu_backend.destroy(st);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_conv_backward),        cmocka_unit_test(test_batch_norm_backward),
@@ -839,6 +853,7 @@ int main(void) {
       cmocka_unit_test(test_inplace_aliasing),     cmocka_unit_test(test_whole_graph_vs_reference),
       cmocka_unit_test(test_no_allocation_in_run), cmocka_unit_test(test_determinism),
       cmocka_unit_test(test_allocation_failures),  cmocka_unit_test(test_misuse),
+      cmocka_unit_test(test_capabilities),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -246,6 +246,16 @@ static sg_status cpu_kernel_create(void *state, const sg_graph *g, int32_t op, s
   return fn(st, g, o, mode, out);
 }
 
+static bool cpu_is_host(void *state) {
+  (void)state;
+  return true;
+}
+
+static bool cpu_supports_op(void *state, sg_op_kind kind) {
+  (void)state;
+  return family(kind) != NULL && sg__op_attr_count(kind) >= 0;
+}
+
 static sg_status cpu_kernel_run(void *state, sg__kernel *k, void *const *in, void *const *out,
                                 const sg__run_ctx *ctx) {
   sg__cpu_state *st = state;
@@ -281,5 +291,7 @@ const sg__backend_i sg__cpu_backend = {
     .kernel_run = cpu_kernel_run,
     .kernel_destroy = cpu_kernel_destroy,
     .synchronize = cpu_synchronize,
+    .is_host = cpu_is_host,
+    .supports_op = cpu_supports_op,
     .plan_layouts = sg__cpu_plan_layouts,
 };

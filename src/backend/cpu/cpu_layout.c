@@ -144,23 +144,16 @@ static bool same_dims(const sg__tensor *a, const sg__tensor *b) {
 }
 
 /* Elementwise kinds that map zero to zero and work on any layout shared by
- * all their operands (see the top of the file). */
+ * all their operands (SG__OP_LAYOUT_AGNOSTIC; see the top of the file), on
+ * f32 operands that all have the output's dims. */
 static bool layout_agnostic(const sg_graph *g, const sg__op *op) {
-  switch (op->kind) {
-    case SG_OP_RELU:
-    case SG_OP_RELU_BACKWARD:
-    case SG_OP_MUL_SCALAR: break;
-    case SG_OP_ADD:
-    case SG_OP_SUB:
-    case SG_OP_MUL:
-      if (op->n_inputs != 2 || op->inputs[0] < 0 || op->inputs[1] < 0) return false;
-      if (!same_dims(&g->tensors[op->inputs[0]], &g->tensors[op->inputs[1]])) return false;
-      break;
-    default: return false;
-  }
-  if (op->n_outputs < 1 || op->inputs[0] < 0) return false;
+  if (!(sg__op_flags(op->kind) & SG__OP_LAYOUT_AGNOSTIC)) return false;
+  if (op->n_outputs < 1 || op->n_inputs < 1 || op->inputs[0] < 0) return false;
+  const sg__tensor *y = &g->tensors[op->outputs[0]];
   if (g->tensors[op->inputs[0]].dtype != SG_F32) return false;
-  return same_dims(&g->tensors[op->inputs[0]], &g->tensors[op->outputs[0]]);
+  for (int i = 0; i < op->n_inputs; i++)
+    if (op->inputs[i] < 0 || !same_dims(&g->tensors[op->inputs[i]], y)) return false;
+  return true;
 }
 
 /* Marks the activation operands (not weights) of the kinds whose oneDNN

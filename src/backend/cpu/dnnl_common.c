@@ -237,6 +237,19 @@ out:
   return st;
 }
 
+sg_status sg__dk_step_user(sg__dk *k, dnnl_primitive_desc_t pd, const dnnl_memory_desc_t *md, int n_in,
+                           const int *arg_kinds) {
+  int mems[SG__DK_MAX_ARGS];
+  sg_status st = SG_OK;
+  SG_ASSERT(n_in >= 0 && n_in < SG__DK_MAX_ARGS);
+  for (int i = 0; i <= n_in; i++)
+    SG_CHECK_GOTO(sg__dk_user(k, md, i < n_in ? SG__DK_IN(i) : SG__DK_OUT(0), &mems[i]), st, fail);
+  return sg__dk_step_add(k, pd, n_in + 1, arg_kinds, mems);
+fail:
+  dnnl_primitive_desc_destroy(pd);
+  return st;
+}
+
 sg_status sg__dk_finish(sg__dk *k) {
   for (int i = 0; i < k->npost; i++) SG_CHECK(reorder_step(k, k->post_src[i], k->post_dst[i]));
   k->npost = 0;

@@ -125,6 +125,12 @@ sg_status sg__dk_output(sg__dk *k, const dnnl_memory_desc_t *user, const dnnl_me
  * ownership of pd (destroys it). */
 sg_status sg__dk_step_add(sg__dk *k, dnnl_primitive_desc_t pd, int nargs, const int *arg_kinds,
                           const int *mem_idx);
+/* sg__dk_step_add for a primitive whose operands all have descriptor md:
+ * the op's inputs 0..n_in-1, then its output 0, bound as user memories in
+ * that order and passed as arguments arg_kinds[0..n_in]. Takes ownership of
+ * pd (destroys it). */
+sg_status sg__dk_step_user(sg__dk *k, dnnl_primitive_desc_t pd, const dnnl_memory_desc_t *md, int n_in,
+                           const int *arg_kinds);
 /* Appends the pending output reorders. */
 sg_status sg__dk_finish(sg__dk *k);
 

@@ -58,16 +58,8 @@ static sg_status build(sg__dk *k, const sg_graph *g, const sg__op *op, sg__exec_
           "eltwise descriptor");
   SG_DNNL(k, dnnl_primitive_desc_create(&fpd, &fd, k->attr, k->engine, NULL), "eltwise forward");
   if (!backward) {
-    int xi, yi;
-    sg_status st = SG_OK;
-    SG_CHECK_GOTO(sg__dk_user(k, &md, SG__DK_IN(0), &xi), st, ffail);
-    SG_CHECK_GOTO(sg__dk_user(k, &md, SG__DK_OUT(0), &yi), st, ffail);
-    int kinds[] = {DNNL_ARG_SRC, DNNL_ARG_DST};
-    int mems[] = {xi, yi};
-    return sg__dk_step_add(k, fpd, 2, kinds, mems);
-  ffail:
-    dnnl_primitive_desc_destroy(fpd);
-    return st;
+    const int kinds[] = {DNNL_ARG_SRC, DNNL_ARG_DST}; /* x -> y */
+    return sg__dk_step_user(k, fpd, &md, 1, kinds);
   }
   /* Backward: inputs (dy, y) for the use_dst variants, (dy, x) otherwise. */
   bool use_dst = alg == dnnl_eltwise_relu_use_dst_for_bwd || alg == dnnl_eltwise_logistic_use_dst_for_bwd ||
@@ -78,17 +70,8 @@ static sg_status build(sg__dk *k, const sg_graph *g, const sg__op *op, sg__exec_
   if (ds == dnnl_success) ds = dnnl_primitive_desc_create(&bpd, &bd, k->attr, k->engine, fpd);
   dnnl_primitive_desc_destroy(fpd);
   if (ds != dnnl_success) return sg__dnnl_fail(k->op, ds, "eltwise backward");
-  int dyi, vi, dxi;
-  sg_status st = SG_OK;
-  SG_CHECK_GOTO(sg__dk_user(k, &md, SG__DK_IN(0), &dyi), st, bfail);
-  SG_CHECK_GOTO(sg__dk_user(k, &md, SG__DK_IN(1), &vi), st, bfail);
-  SG_CHECK_GOTO(sg__dk_user(k, &md, SG__DK_OUT(0), &dxi), st, bfail);
-  int kinds[] = {DNNL_ARG_DIFF_DST, use_dst ? DNNL_ARG_DST : DNNL_ARG_SRC, DNNL_ARG_DIFF_SRC};
-  int mems[] = {dyi, vi, dxi};
-  return sg__dk_step_add(k, bpd, 3, kinds, mems);
-bfail:
-  dnnl_primitive_desc_destroy(bpd);
-  return st;
+  const int kinds[] = {DNNL_ARG_DIFF_DST, use_dst ? DNNL_ARG_DST : DNNL_ARG_SRC, DNNL_ARG_DIFF_SRC};
+  return sg__dk_step_user(k, bpd, &md, 2, kinds); /* dy, y or x -> dx */
 }
 
 sg_status sg__cpu_create_eltwise(sg__cpu_state *st, const sg_graph *g, const sg__op *op, sg__exec_mode mode,

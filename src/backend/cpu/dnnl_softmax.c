@@ -23,17 +23,9 @@ static sg_status build(sg__dk *k, const sg_graph *g, const sg__op *op, sg__exec_
                                             alg, &md, &md, 1),
           "softmax descriptor");
   SG_DNNL(k, dnnl_primitive_desc_create(&fpd, &fd, k->attr, k->engine, NULL), "softmax forward");
-  sg_status st = SG_OK;
   if (!backward) {
-    int xi, yi;
-    SG_CHECK_GOTO(sg__dk_user(k, &md, SG__DK_IN(0), &xi), st, ffail);
-    SG_CHECK_GOTO(sg__dk_user(k, &md, SG__DK_OUT(0), &yi), st, ffail);
-    int kinds[] = {DNNL_ARG_SRC, DNNL_ARG_DST};
-    int mems[] = {xi, yi};
-    return sg__dk_step_add(k, fpd, 2, kinds, mems);
-  ffail:
-    dnnl_primitive_desc_destroy(fpd);
-    return st;
+    const int kinds[] = {DNNL_ARG_SRC, DNNL_ARG_DST}; /* x -> y */
+    return sg__dk_step_user(k, fpd, &md, 1, kinds);
   }
   dnnl_softmax_v2_desc_t bd;
   dnnl_primitive_desc_t bpd;
@@ -41,16 +33,8 @@ static sg_status build(sg__dk *k, const sg_graph *g, const sg__op *op, sg__exec_
   if (ds == dnnl_success) ds = dnnl_primitive_desc_create(&bpd, &bd, k->attr, k->engine, fpd);
   dnnl_primitive_desc_destroy(fpd);
   if (ds != dnnl_success) return sg__dnnl_fail(k->op, ds, "softmax backward");
-  int dyi, yi, dxi;
-  SG_CHECK_GOTO(sg__dk_user(k, &md, SG__DK_IN(0), &dyi), st, bfail);
-  SG_CHECK_GOTO(sg__dk_user(k, &md, SG__DK_IN(1), &yi), st, bfail);
-  SG_CHECK_GOTO(sg__dk_user(k, &md, SG__DK_OUT(0), &dxi), st, bfail);
-  int kinds[] = {DNNL_ARG_DIFF_DST, DNNL_ARG_DST, DNNL_ARG_DIFF_SRC};
-  int mems[] = {dyi, yi, dxi};
-  return sg__dk_step_add(k, bpd, 3, kinds, mems);
-bfail:
-  dnnl_primitive_desc_destroy(bpd);
-  return st;
+  const int kinds[] = {DNNL_ARG_DIFF_DST, DNNL_ARG_DST, DNNL_ARG_DIFF_SRC};
+  return sg__dk_step_user(k, bpd, &md, 2, kinds); /* dy, y -> dx */
 }
 
 sg_status sg__cpu_create_softmax(sg__cpu_state *st, const sg_graph *g, const sg__op *op, sg__exec_mode mode,

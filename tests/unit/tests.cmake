@@ -1,0 +1,20 @@
+# The worked example that opens include/sgrt/sgrt.h: cut out of the header
+# comment at build time (extract_example.cmake), built like a user's program
+# (the shared library and the public headers only, the project's warnings as
+# errors) and run under `sgrt launch` (which picks a free port for the
+# rendezvous) as a job of one rank and of two. It must exit 0: the example
+# cannot fall behind the API unnoticed.
+set(_sg_example_c ${CMAKE_CURRENT_BINARY_DIR}/sgrt_h_example.c)
+add_custom_command(
+  OUTPUT ${_sg_example_c}
+  COMMAND ${CMAKE_COMMAND} -DHEADER=${PROJECT_SOURCE_DIR}/include/sgrt/sgrt.h -DOUT=${_sg_example_c} -P
+          ${CMAKE_CURRENT_LIST_DIR}/extract_example.cmake
+  DEPENDS ${PROJECT_SOURCE_DIR}/include/sgrt/sgrt.h ${CMAKE_CURRENT_LIST_DIR}/extract_example.cmake
+  COMMENT "Extracting the worked example of include/sgrt/sgrt.h")
+add_executable(sgrt_h_example ${_sg_example_c})
+target_link_libraries(sgrt_h_example PRIVATE sgrt)
+target_compile_options(sgrt_h_example PRIVATE ${SG_WARNINGS})
+add_test(NAME sgrt_h_example_np1 COMMAND $<TARGET_FILE:sgrt_cli> launch -n 1 -- $<TARGET_FILE:sgrt_h_example>)
+add_test(NAME sgrt_h_example_np2 COMMAND $<TARGET_FILE:sgrt_cli> launch -n 2 -- $<TARGET_FILE:sgrt_h_example>)
+set_tests_properties(sgrt_h_example_np1 sgrt_h_example_np2 PROPERTIES TIMEOUT 120 LABELS examples
+                     ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000")
