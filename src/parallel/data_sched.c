@@ -8,24 +8,6 @@
 
 #include "parallel/dist_internal.h"
 
-sg_status sg__dist_job_check(sg_dist *d, void *arg) {
-  (void)arg;
-  int64_t t0 = sg__now_ns();
-  sg_comm_label(d->comm, "consistency check at create"); /* hang diagnosis (SPEC H7) */
-  sg_status st = sg_comm_check_consistency(d->comm, DP(d)->plan.topology_hash, DP(d)->plan.dtype_ids,
-                                           DP(d)->plan.n_grads);
-  if (st != SG_OK) return st;
-  /* Every rank leaves the allgather at about the same moment: the common
-   * origin of the ranks' timelines. */
-  int64_t t1 = sg__now_ns();
-  pthread_mutex_lock(&d->mu);
-  d->origin_ns = t1;
-  sg__dist_record_locked(d, SG__EV_CHECK, t0, t1, 0);
-  sg__dist_record_locked(d, SG__EV_HEALTH, t1, t1, d->last_healthy); /* the counter's first sample */
-  pthread_mutex_unlock(&d->mu);
-  return SG_OK;
-}
-
 /* A tensor's slot as i64 elements, its last bytes through an 8-byte bounce
  * buffer: broadcast moves bytes, whatever the tensor's dtype. */
 static sg_status broadcast_bytes(sg_comm *c, void *addr, size_t bytes, int root) {

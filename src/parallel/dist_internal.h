@@ -376,14 +376,33 @@ typedef struct sg__dist_job {
   bool done;
 } sg__dist_job;
 
+/* What a create hands to its strategy (sg__par_create): the checked
+ * parameters and, per mode, the graph. */
+typedef struct sg__par_create_args {
+  const char *fn;               /* "sg_dist_create", "sg_dist_create_model": for messages */
+  const sg_dist_params *p;      /* checked (sg__par_check_params and the strategy's own) */
+  const sg_graph *g;            /* data: the training graph; pipeline, tensor: the forward graph */
+  sg_tensor loss;               /* pipeline, tensor: the loss in g */
+  const sg_dist_optimizer *opt; /* pipeline, tensor */
+  int data, pipeline, tensor;   /* the degrees, resolved against the world size */
+} sg__par_create_args;
+
 /* How this rank runs its part of the job: data, pipeline or tensor
  * parallelism (with data-parallel replicas around the latter two), as a
  * table of functions in the manner of ggml's backend interface. The public
- * functions of dist.c and sg_dist_step dispatch through it; the scheduler
- * thread, the failure state, the trace and the statistics are the shared
- * core, struct sg_dist's. */
+ * functions of lifecycle.c and sg_dist_step dispatch through it; the
+ * scheduler thread, the membership, the failure state, the trace and the
+ * statistics are the shared core, struct sg_dist's. Each strategy keeps its
+ * own state in d->impl. */
 typedef struct sg__par_strategy {
-  const char *name; /* "data", "pipeline", "tensor" */
+  const char *name;  /* "data", "pipeline", "tensor" */
+  uint8_t id;        /* in the consistency check: every rank of a job runs the same strategy */
+  size_t impl_bytes; /* its state (d->impl), zeroed by create */
+  /* optional: create, before the scheduler thread starts (checks that need d, the environment). */
+  sg_status (*init)(sg_dist *d, const sg__par_create_args *a);
+  /* Create, after joining (compute thread): builds and compiles this rank's part (d->s and d->g set),
+   * checks with the peers that they run the same job. */
+  sg_status (*build)(sg_dist *d, const sg__par_create_args *a);
   /* sg_dist_set_input (copy) and sg_dist_bind_input. */
   sg_status (*set_input)(sg_dist *d, const char *name, sg_dtype dtype, int ndim, const int64_t *dims,
                          void *data, bool copy);
@@ -391,8 +410,10 @@ typedef struct sg__par_strategy {
   sg_status (*step)(sg_dist *d);
   sg_status (*read)(const sg_dist *d, const char *name, void *out, size_t bytes);
   sg_status (*params_hash)(const sg_dist *d, uint64_t *out);
-  /* Writes the trace if asked, stops the scheduler, frees everything. */
-  sg_status (*destroy)(sg_dist *d);
+  /* optional: destroy, before the scheduler thread stops: releases what still runs scheduler jobs. */
+  void (*quiesce)(sg_dist *d);
+  /* Frees the strategy's state (not d->impl itself): the scheduler thread stopped or never ran. */
+  void (*free)(sg_dist *d);
   /* optional: the health monitor of the original ranks (NULL when the strategy does not heal). */
   const sg_health *(*health)(const sg_dist *d);
   /* optional: the scheduler's first job, joining the job (NULL: sg__par_join, epoch 0). */
@@ -408,7 +429,7 @@ extern const sg__par_strategy sg__par_data_strategy, sg__par_pipeline_strategy, 
 
 struct sg_dist {
   const sg__par_strategy *strategy;
-  void *impl; /* the strategy's state: sg__par_data (DP()), or model.h's sg__dist_model */
+  void *impl; /* the strategy's state: sg__par_data (DP()), model.h's sg__par_pipeline or sg__par_tensor */
   /* Set by create, read-only afterwards. */
   const sg_graph *g;
   sg_session *s;
@@ -505,14 +526,32 @@ typedef struct sg__par_data {
 /* The data strategy's state of a job the data strategy runs. */
 #define DP(d) ((sg__par_data *)(d)->impl)
 
-/* ---- create (dist.c; model.c's sg_dist_create_model shares them) -------------- */
+/* ---- the lifecycle every strategy shares (lifecycle.c) ------------------------- */
 
-/* The scheduler's lock and condition variables; `fn` names the create in errors. */
-sg_status sg__dist_init_sync(sg_dist *d, const char *fn);
-/* A create that failed after init_sync, before freeing d: keeps the cause
- * (this thread's error) in msg[0..cap) across the teardown, makes the peers
- * fail now with it and stops the scheduler thread. Compute thread. */
-void sg__dist_give_up(sg_dist *d, sg_status st, char *msg, size_t cap);
+/* The checks of sg_dist_params that hold in every mode (sizes, degrees,
+ * threads, heartbeats, hang diagnosis, QoS, tracing); the strategies check
+ * what only they read. `fn` names the create in messages. */
+sg_status sg__par_check_params(const sg_dist_params *p, const char *fn);
+/* Creates the job: the handle and the strategy's state, the scheduler
+ * thread (which joins the job), then the strategy's build. On failure the
+ * peers are told, everything is freed, and the error is the caller's. */
+sg_status sg__par_create(const sg__par_strategy *s, const sg__par_create_args *a, sg_dist **out);
+/* Scheduler thread (a job): the consistency check of a new job or epoch
+ * (sg_comm_check_consistency over the hash and the ids); the ranks leave it
+ * together, which makes it the origin of their timelines. `what`: when set,
+ * a mismatch's message says what the hash covers. */
+typedef struct sg__par_check {
+  uint64_t hash;
+  const uint8_t *ids;
+  uint32_t n_ids;
+  const char *what;
+} sg__par_check;
+sg_status sg__par_job_check(sg_dist *d, void *check);
+/* A step after the job failed and cannot heal: SG_ERR_COMM "the job failed
+ * earlier" with the failure's message. */
+sg_status sg__par_failed_earlier(sg_dist *d);
+/* Compute thread: an event of the timeline (when tracing), in the step being run. */
+void sg__par_record(sg_dist *d, sg__dist_ev_kind kind, int64_t t0, int64_t t1, int32_t id);
 
 /* ---- scheduler.c ------------------------------------------------------------ */
 
@@ -543,7 +582,6 @@ bool sg__par_data_sched_work_locked(sg_dist *d);
 void sg__dist_add_accum(const sg_dist *d, uint32_t first, uint32_t count);
 
 /* Jobs run on the scheduler thread. */
-sg_status sg__dist_job_check(sg_dist *d, void *arg);
 sg_status sg__dist_job_broadcast(sg_dist *d, void *arg);
 
 /* ---- step.c ----------------------------------------------------------------- */

@@ -1,10 +1,9 @@
 /* sg_dist_create_model (include/sgrt/dist.h): one forward graph, and each
  * rank builds and runs its own part of it. Data parallelism goes down the
- * sg_dist_create path (model.c); pipeline (model_pp.c) and tensor
- * parallelism (model_tp.c) reuse sg_dist's scheduler thread, which owns the
- * communicator and runs every transfer the runners ask for (xfer_sched.c),
- * and hang their state off sg_dist.model. The public functions of dist.c and
- * step.c dispatch here when sg_dist.model is set. Internal. */
+ * sg_dist_create path (model.c); the pipeline (model_pp.c) and tensor
+ * (model_tp.c) strategies share sg_dist's core, whose scheduler thread owns
+ * the communicator and runs every transfer their runners ask for
+ * (xfer_sched.c), and keep their state in sg_dist.impl. Internal. */
 #ifndef SG_DIST_MODEL_H
 #define SG_DIST_MODEL_H
 
@@ -51,9 +50,7 @@ sg_status sg__xfer_sched_bcast(sg__xfer_sched *ctx, void *buf, size_t bytes);
  * the scheduler thread (the per-step loss, the choice of stages). */
 sg_status sg__dist_world_allreduce(sg_dist *d, void *buf, size_t count, sg_dtype dtype, sg_reduce_op op);
 
-/* ---- the mode ------------------------------------------------------------------ */
-
-typedef enum sg__model_kind { SG__MODEL_PIPELINE = 1, SG__MODEL_TENSOR = 2 } sg__model_kind;
+/* ---- what the pipeline and tensor strategies share (model.c) ------------------- */
 
 /* An input of the source graph as the user sets it on every rank. */
 typedef struct sg__model_input {
@@ -68,65 +65,94 @@ typedef struct sg__model_input {
   void *copy;   /* pipeline, batched: sg_dist_set_input's copy (the runner keeps a pointer) */
 } sg__model_input;
 
-/* Lists the source graph's inputs (and the learning rate when the source
- * graph lacks it) into m->inputs; `part` is this rank's graph, for `here`. */
-struct sg__dist_model;
-sg_status sg__model_list_inputs(struct sg__dist_model *m, const sg_graph *part, const char *lr_name);
-
-typedef struct sg__dist_model {
-  sg__model_kind kind;
-  int data, pipeline, tensor, micro;
+/* The state both model strategies keep: the first member of each one's
+ * state (sg__par_pipeline, sg__par_tensor), so MODEL(d) reaches it. */
+typedef struct sg__par_model {
+  int data, pipeline, tensor, micro; /* the job's shape: data x pipeline x tensor ranks */
   /* A copy of the source graph (the user's may go away): names, shapes and
    * which stage holds what. */
   sg_graph *fwd;
   char *loss_name;
   sg__model_input *inputs;
   int n_inputs;
-  sg__xfer_sched xctx; /* the part's group: the pipeline's stages, or the tensor group */
+  /* Rank layout (dist.h): rank = replica * width + index, width the pipeline's stages or the tensor
+   * group's shares. */
+  int replica;         /* 0..data-1 */
+  int index;           /* the stage (pipeline) or the share (tensor) */
+  int *group;          /* the part's group: world ranks of this replica's stages or shares */
+  sg__xfer_sched xctx; /* ... as a transport */
   sg__xfer xfer;
-  int *group;          /* its members' world ranks */
-  sg__xfer_sched rctx; /* pipeline with data > 1: this stage's replicas */
+  int *replicas;       /* world ranks of this stage's or share's copies */
+  sg__xfer_sched rctx; /* ... as a transport */
   sg__xfer rxfer;
-  int *replicas; /* their world ranks */
-  int replica;   /* this rank's replica (0..data-1), stage (0..pipeline-1) */
-  int stage;
   bool broadcast_done;      /* data > 1: the replicas took replica 0's state (first step) */
   sg_session *part_session; /* this rank's part, compiled (sg_dist.s points to it) */
-  /* Pipeline. */
+} sg__par_model;
+
+#define MODEL(d) ((sg__par_model *)(d)->impl)
+
+/* The pipeline strategy's state (model_pp.c). */
+typedef struct sg__par_pipeline {
+  sg__par_model m;
   int *stage_of_op; /* per op of fwd */
   bool metis;       /* the stages came from the partitioner (else: evenly by op count) */
   sg__pp_stage *st;
   sg__pp_runner *pp;
-  /* Tensor. */
+} sg__par_pipeline;
+
+#define PIPELINE(d) ((sg__par_pipeline *)(d)->impl)
+
+/* The tensor strategy's state (model_tp.c). */
+typedef struct sg__par_tensor {
+  sg__par_model m;
   sg_graph *tp_g; /* the rewritten training graph */
   sg__tp_sync *syncs;
   int n_syncs;
   sg__tp_runner *tp;
-  int32_t tp_loss; /* the loss in tp_g */
-  /* Tensor with data > 1: the gradients averaged between backward and the updates. */
+  /* With data > 1: the gradients averaged between backward and the updates. */
   uint32_t upd_pos, n_order; /* the first update's schedule position; the schedule's length */
   float **grad_addr;         /* per parameter gradient: its slot */
   size_t *grad_count;        /* its floats */
   int n_grads;
   float *flat; /* all of them, for one allreduce */
   size_t n_flat;
-} sg__dist_model;
+} sg__par_tensor;
 
-/* The pipeline or tensor strategy's state of a job. */
-#define MODEL(d) ((sg__dist_model *)(d)->impl)
+#define TENSOR(d) ((sg__par_tensor *)(d)->impl)
 
-/* model_pp.c / model_tp.c: build this rank's part after the scheduler
- * joined the job; d->s and d->g are set on success. */
-sg_status sg__model_pp_build(sg_dist *d, const sg_dist_optimizer *opt);
-sg_status sg__model_tp_build(sg_dist *d, const sg_dist_optimizer *opt);
-/* One step of the part (compute thread); *loss: the last stage's (pipeline)
- * or every rank's (tensor) loss, NaN where there is none. */
-sg_status sg__model_pp_step(sg_dist *d, float *loss);
-sg_status sg__model_tp_step(sg_dist *d, float *loss);
-void sg__model_pp_free(sg__dist_model *m);
-void sg__model_tp_free(sg__dist_model *m);
-/* The stage that holds tensor `name` of the source graph (pipeline), -1 when none. */
-int sg__model_pp_stage_of(const sg__dist_model *m, const char *name);
+/* The first half of both strategies' build: the shape and the model from
+ * the create's arguments, the check that every rank runs the same mode,
+ * degrees and forward graph (SPEC M5). The part is built after it, so its
+ * collectives (the pipeline's choice of stages) meet their like on every
+ * rank. */
+sg_status sg__model_prepare(sg_dist *d, const sg__par_create_args *a);
+/* This rank's place: replica and index for a group of `width` (stages or
+ * shares), the group's and the replicas' world ranks. */
+sg_status sg__model_place(sg_dist *d, int width);
+/* Creates and compiles the session of this rank's part (the updates last):
+ * d->s and d->g. */
+sg_status sg__model_compile(sg_dist *d, const sg_graph *part);
+/* Lists the source graph's inputs (and the learning rate when the source
+ * graph lacks it) into m->inputs; `part` is this rank's graph, for `here`. */
+sg_status sg__model_list_inputs(sg__par_model *m, const sg_graph *part, const char *lr_name);
+/* Destroys the part's session (d->s): after what runs it, before the graph it was compiled from. */
+void sg__model_release_session(sg_dist *d);
+/* Frees what sg__model_prepare, _place and _list_inputs made, and the session if still there, last:
+ * after the strategy freed its own state. Idempotent. */
+void sg__model_release(sg_dist *d);
+/* The checks of sg_dist_set_input/bind_input: the input exists and has the
+ * source graph's dtype and shape. *in: the input, NULL when this rank's part
+ * does not read it (it is then marked set). */
+sg_status sg__model_check_input(sg_dist *d, const char *fn, const char *name, sg_dtype dtype, int ndim,
+                                const int64_t *dims, const void *data, sg__model_input **in);
+/* One step: refuses a step before every input was set, runs the part's
+ * step (`part`: its loss, NaN where there is none), and makes the loss known
+ * to every rank: with `reduce`, the world's sum of the ranks' losses (NaN
+ * counting 0) divided by `copies`. */
+sg_status sg__model_step(sg_dist *d, sg_status (*part)(sg_dist *d, float *loss), bool reduce, int copies);
+/* sg_dist_params_hash: the parameters of this rank's part but skip[0..n_skip), digested, then every
+ * rank's digest in rank order (one value for the whole model, the same on every rank). */
+sg_status sg__model_params_hash(const sg_dist *d, const int32_t *skip, int n_skip, uint64_t *out);
 
 /* Appends `opt` to an editable training graph (its "lr" input added when
  * missing) and finalizes it. */

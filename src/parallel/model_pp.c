@@ -1,7 +1,7 @@
-/* sg_dist_create_model's pipeline mode (model.h): rank k builds stage k of
- * the forward graph (pp_split.c), appends the optimizer, compiles with the
- * updates last and drives the stage with the 1F1B runner (pp_run.c) over
- * the scheduler's transport (xfer_sched.c). */
+/* The pipeline strategy (sg_dist_create_model with pipeline > 1, model.h):
+ * rank k builds stage k of the forward graph (pp_split.c), appends the
+ * optimizer, compiles with the updates last and drives the stage with the
+ * 1F1B runner (pp_run.c) over the scheduler's transport (xfer_sched.c). */
 #include <math.h>
 #include <string.h>
 
@@ -38,15 +38,16 @@ static sg_status from_metis(const sg_graph *fwd, int stages, int *stage_of) {
  * through one allreduce, since a split can fail on one stage only (one that
  * sends nothing). */
 static sg_status choose_stages(sg_dist *d, sg_tensor loss) {
-  sg__dist_model *m = MODEL(d);
+  sg__par_pipeline *P = PIPELINE(d);
+  sg__par_model *m = &P->m;
   const sg_graph *fwd = m->fwd;
   int32_t n_ops = sg_graph_num_ops(fwd);
-  int K = m->pipeline, k = m->stage;
-  m->stage_of_op = sg__calloc((size_t)n_ops + 1, sizeof *m->stage_of_op);
-  if (m->stage_of_op == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create_model: out of memory");
+  int K = m->pipeline, k = m->index;
+  P->stage_of_op = sg__calloc((size_t)n_ops + 1, sizeof *P->stage_of_op);
+  if (P->stage_of_op == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create_model: out of memory");
   sg__pp_stage *st = NULL;
-  sg_status st_metis = from_metis(fwd, K, m->stage_of_op);
-  if (st_metis == SG_OK) st_metis = sg__pp_split(fwd, loss, m->stage_of_op, n_ops, K, k, m->micro, &st);
+  sg_status st_metis = from_metis(fwd, K, P->stage_of_op);
+  if (st_metis == SG_OK) st_metis = sg__pp_split(fwd, loss, P->stage_of_op, n_ops, K, k, m->micro, &st);
   if (st_metis == SG_ERR_NO_MEMORY) return st_metis;
   int64_t ok = st_metis == SG_OK;
   sg_status cst = sg__dist_world_allreduce(d, &ok, 1, SG_I64, SG_REDUCE_MIN);
@@ -55,53 +56,39 @@ static sg_status choose_stages(sg_dist *d, sg_tensor loss) {
     return cst;
   }
   if (ok) {
-    m->metis = true;
-    m->st = st;
+    P->metis = true;
+    P->st = st;
     SG_INFO("rank %d: pipeline stage %d of %d from the partitioner (%d ops of %d)", d->rank, k, K,
-            count_ops(m->stage_of_op, n_ops, k), n_ops);
+            count_ops(P->stage_of_op, n_ops, k), n_ops);
     return SG_OK;
   }
   sg__pp_stage_destroy(st);
-  spread(n_ops, K, m->stage_of_op);
+  spread(n_ops, K, P->stage_of_op);
   SG_INFO("rank %d: pipeline stage %d of %d by op count (%d ops of %d): the partitioner's stages were not "
           "usable on every rank",
-          d->rank, k, K, count_ops(m->stage_of_op, n_ops, k), n_ops);
-  return sg__pp_split(fwd, loss, m->stage_of_op, n_ops, K, k, m->micro, &m->st);
+          d->rank, k, K, count_ops(P->stage_of_op, n_ops, k), n_ops);
+  return sg__pp_split(fwd, loss, P->stage_of_op, n_ops, K, k, m->micro, &P->st);
 }
 
-sg_status sg__model_pp_build(sg_dist *d, const sg_dist_optimizer *opt) {
-  sg__dist_model *m = MODEL(d);
+static sg_status pipeline_build(sg_dist *d, const sg__par_create_args *a) {
+  SG_CHECK(sg__model_prepare(d, a));
+  sg__par_pipeline *P = PIPELINE(d);
+  sg__par_model *m = &P->m;
   sg_tensor loss;
   SG_CHECK(sg_graph_find_tensor(m->fwd, m->loss_name, &loss));
-  /* Rank layout (dist.h): rank = replica * K + stage. */
   int K = m->pipeline, D = m->data;
-  m->stage = d->rank % K;
-  m->replica = d->rank / K;
-  m->group = sg__calloc((size_t)K, sizeof *m->group);
-  m->replicas = sg__calloc((size_t)D, sizeof *m->replicas);
-  if (m->group == NULL || m->replicas == NULL)
-    return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create_model: out of memory");
-  for (int j = 0; j < K; j++) m->group[j] = m->replica * K + j;
-  for (int e = 0; e < D; e++) m->replicas[e] = e * K + m->stage;
+  SG_CHECK(sg__model_place(d, K)); /* rank = replica * K + stage */
   SG_CHECK(choose_stages(d, loss));
-  sg__pp_stage *st = m->st;
-  SG_CHECK(sg__model_add_optimizer(st->g, opt));
-  sg_session_params sp = SG_SESSION_PARAMS_INIT;
-  sp.device = d->p.device;
-  sp.threads = d->p.threads;
-  sp.seed = d->p.seed;
-  SG_CHECK(sg_session_create(st->g, &sp, &m->part_session));
-  d->s = m->part_session;
-  d->g = st->g;
-  SG_CHECK(sg__session_set_updates_last(d->s, true));
-  SG_CHECK(sg_session_compile(d->s));
+  sg__pp_stage *st = P->st;
+  SG_CHECK(sg__model_add_optimizer(st->g, a->opt));
+  SG_CHECK(sg__model_compile(d, st->g));
   /* The transports' ranks are member indices: the stage in the pipeline,
    * the replica among the stage's copies. */
-  sg__xfer_sched_init(&m->xctx, d, m->group, K, m->stage, "pipeline", &m->xfer);
+  sg__xfer_sched_init(&m->xctx, d, m->group, K, m->index, "pipeline", &m->xfer);
   sg__xfer_sched_init(&m->rctx, d, m->replicas, D, m->replica, "replica", &m->rxfer);
   sg__pp_dp dp = {&m->rxfer, m->replica, D};
-  SG_CHECK(sg__pp_runner_create(st, d->s, &m->xfer, m->stage - 1, m->stage + 1, &dp, &m->pp));
-  SG_CHECK(sg__model_list_inputs(m, st->g, opt->lr_input));
+  SG_CHECK(sg__pp_runner_create(st, d->s, &m->xfer, m->index - 1, m->index + 1, &dp, &P->pp));
+  SG_CHECK(sg__model_list_inputs(m, st->g, a->opt->lr_input));
   for (int i = 0; i < m->n_inputs; i++) {
     sg__model_input *in = &m->inputs[i];
     int32_t t = sg__tensor_lookup(st->g, in->name);
@@ -113,35 +100,55 @@ sg_status sg__model_pp_build(sg_dist *d, const sg_dist_optimizer *opt) {
   return SG_OK;
 }
 
-sg_status sg__model_pp_step(sg_dist *d, float *loss) {
-  sg__dist_model *m = MODEL(d);
-  if (m->data > 1 && !m->broadcast_done) {
+static sg_status pipeline_part_step(sg_dist *d, float *loss) {
+  sg__par_pipeline *P = PIPELINE(d);
+  if (P->m.data > 1 && !P->m.broadcast_done) {
     /* The state may be set between create and the first step on replica 0
      * alone. The stage's received activations are parameters only to get
      * their gradient: nothing to send. */
-    SG_CHECK(sg__model_broadcast_state(d, m->st->recv, m->st->n_recv));
-    m->broadcast_done = true;
+    SG_CHECK(sg__model_broadcast_state(d, P->st->recv, P->st->n_recv));
+    P->m.broadcast_done = true;
   }
-  return sg__pp_step(m->pp, loss);
+  return sg__pp_step(P->pp, loss);
 }
 
-void sg__model_pp_free(sg__dist_model *m) {
-  sg__pp_runner_destroy(m->pp);
-  m->pp = NULL;
-  /* The session before the stage graph it was compiled from. */
-  sg_session_destroy(m->part_session);
-  m->part_session = NULL;
-  sg__pp_stage_destroy(m->st);
-  m->st = NULL;
-  sg__free(m->stage_of_op);
-  m->stage_of_op = NULL;
-  sg__xfer_sched_free(&m->rctx);
-  sg__free(m->replicas);
-  m->replicas = NULL;
+/* Only the last stage has the loss: the world's sum over the replicas. */
+static sg_status pipeline_step(sg_dist *d) {
+  return sg__model_step(d, pipeline_part_step, true, MODEL(d)->data);
 }
 
-int sg__model_pp_stage_of(const sg__dist_model *m, const char *name) {
-  const sg_graph *g = m->fwd;
+/* The runner's transfers are jobs of the scheduler: it goes while the scheduler runs (destroy's
+ * quiesce), or after it stopped (a failed create). Idempotent. */
+static void pipeline_free(sg_dist *d) {
+  sg__par_pipeline *P = PIPELINE(d);
+  sg__pp_runner_destroy(P->pp);
+  P->pp = NULL;
+  sg__model_release_session(d); /* before the stage graph it was compiled from */
+  sg__pp_stage_destroy(P->st);
+  P->st = NULL;
+  sg__free(P->stage_of_op);
+  P->stage_of_op = NULL;
+  sg__model_release(d);
+}
+
+static sg_status pipeline_set_input(sg_dist *d, const char *name, sg_dtype dtype, int ndim,
+                                    const int64_t *dims, void *data, bool copy) {
+  sg__model_input *in;
+  SG_CHECK(sg__model_check_input(d, copy ? "sg_dist_set_input" : "sg_dist_bind_input", name, dtype, ndim,
+                                 dims, data, &in));
+  if (in == NULL) return SG_OK; /* another stage reads it */
+  if (in->batched && copy) {
+    /* The runner reads the batch during the step: keep a copy, as
+     * sg_session_set_input would. */
+    memcpy(in->copy, data, in->bytes);
+    return sg__pp_set_input(PIPELINE(d)->pp, name, in->copy, in->bytes);
+  }
+  return sg__pp_set_input(PIPELINE(d)->pp, name, data, in->bytes);
+}
+
+/* The stage that holds tensor `name` of the source graph, -1 when none. */
+static int stage_of(const sg__par_pipeline *P, const char *name) {
+  const sg_graph *g = P->m.fwd;
   char buf[SG__MAX_NAME];
   if (strlen(name) >= sizeof buf) return -1;
   strcpy(buf, name);
@@ -152,9 +159,39 @@ int sg__model_pp_stage_of(const sg__dist_model *m, const char *name) {
     if (dot == NULL) return -1;
     *dot = '\0';
   }
-  if (g->tensors[t].producer >= 0) return m->stage_of_op[g->tensors[t].producer];
+  if (g->tensors[t].producer >= 0) return P->stage_of_op[g->tensors[t].producer];
   for (uint32_t o = 0; o < g->n_ops; o++)
     for (int i = 0; i < g->ops[o].n_inputs; i++)
-      if (g->ops[o].inputs[i] == t) return m->stage_of_op[o];
+      if (g->ops[o].inputs[i] == t) return P->stage_of_op[o];
   return -1;
 }
+
+static sg_status pipeline_read(const sg_dist *d, const char *name, void *out, size_t bytes) {
+  const sg__par_pipeline *P = PIPELINE(d);
+  sg_tensor t;
+  int k = stage_of(P, name);
+  if (sg_graph_find_tensor(d->g, name, &t) != SG_OK && k >= 0 && k != P->st->stage)
+    return sg__error(SG_ERR_NOT_FOUND,
+                     "sg_dist_read: '%s' is on pipeline stage %d (rank %d); this rank runs stage %d", name, k,
+                     P->m.replica * P->m.pipeline + k, P->st->stage);
+  return sg_session_read(d->s, name, out, bytes);
+}
+
+/* A stage's received activations are parameters only to get their gradient. */
+static sg_status pipeline_params_hash(const sg_dist *d, uint64_t *out) {
+  const sg__par_pipeline *P = PIPELINE(d);
+  return sg__model_params_hash(d, P->st->recv, P->st->n_recv, out);
+}
+
+const sg__par_strategy sg__par_pipeline_strategy = {
+    .name = "pipeline",
+    .id = 1,
+    .impl_bytes = sizeof(sg__par_pipeline),
+    .build = pipeline_build,
+    .set_input = pipeline_set_input,
+    .step = pipeline_step,
+    .read = pipeline_read,
+    .params_hash = pipeline_params_hash,
+    .quiesce = pipeline_free,
+    .free = pipeline_free,
+};

@@ -1,4 +1,4 @@
-/* sg_dist_create_model's tensor mode (model.h): rank t rewrites the
+/* The tensor strategy (sg_dist_create_model with tensor > 1, model.h): rank t rewrites the
  * forward graph into its share by the graph's sg_tp_plan (tp_rewrite.c),
  * appends backward and the optimizer, and runs the share with the hooks
  * that all-reduce the split's partial results (tp_run.c) over the
@@ -23,7 +23,7 @@ static bool is_update(sg_op_kind k) { return k == SG_OP_SGD_UPDATE || k == SG_OP
  * every parameter gradient's slot, for the average between backward and
  * the updates. */
 static sg_status find_grads(sg_dist *d) {
-  sg__dist_model *m = MODEL(d);
+  sg__par_tensor *m = TENSOR(d);
   const sg_graph *g = d->g;
   const int32_t *order = sg__session_order(d->s, &m->n_order);
   m->upd_pos = m->n_order;
@@ -53,65 +53,49 @@ static sg_status find_grads(sg_dist *d) {
   return SG_OK;
 }
 
-sg_status sg__model_tp_build(sg_dist *d, const sg_dist_optimizer *opt) {
-  sg__dist_model *m = MODEL(d);
+static sg_status tensor_build(sg_dist *d, const sg__par_create_args *a) {
+  SG_CHECK(sg__model_prepare(d, a));
+  sg__par_tensor *P = TENSOR(d);
+  sg__par_model *m = &P->m;
   sg_tensor loss;
   SG_CHECK(sg_graph_find_tensor(m->fwd, m->loss_name, &loss));
+  int T = m->tensor, D = m->data;
+  SG_CHECK(sg__model_place(d, T)); /* rank = replica * T + share */
   sg_tp_params tpp = SG_TP_PARAMS_INIT;
-  tpp.ways = m->tensor;
+  tpp.ways = T;
   sg_tp_plan *plan;
   SG_CHECK(sg_tp_plan_create(m->fwd, &tpp, &plan));
-  /* Rank layout (dist.h): rank = replica * T + share. */
-  int T = m->tensor, D = m->data;
-  m->stage = d->rank % T; /* the share */
-  m->replica = d->rank / T;
-  m->group = sg__calloc((size_t)T, sizeof *m->group);
-  m->replicas = sg__calloc((size_t)D, sizeof *m->replicas);
-  if (m->group == NULL || m->replicas == NULL) {
-    sg_tp_plan_destroy(plan);
-    return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create_model: out of memory");
-  }
-  for (int j = 0; j < T; j++) m->group[j] = m->replica * T + j;
-  for (int e = 0; e < D; e++) m->replicas[e] = e * T + m->stage;
-  sg_status st = sg__tp_rewrite(m->fwd, loss, plan, T, m->stage, &m->tp_g, &m->syncs, &m->n_syncs);
+  sg_status st = sg__tp_rewrite(m->fwd, loss, plan, T, m->index, &P->tp_g, &P->syncs, &P->n_syncs);
   sg_tp_plan_destroy(plan);
   SG_CHECK(st);
-  sg_graph *g = m->tp_g;
-  m->tp_loss = sg__tensor_lookup(g, m->loss_name);
-  if (m->tp_loss < 0)
+  sg_graph *g = P->tp_g;
+  int32_t tp_loss = sg__tensor_lookup(g, m->loss_name);
+  if (tp_loss < 0)
     return sg__error(SG_ERR_INTERNAL, "sg_dist_create_model: the rewritten graph lost the loss '%s'",
                      m->loss_name);
-  SG_CHECK(mark_output(g, m->tp_loss)); /* readable after the step */
-  SG_CHECK(sg_graph_backward(g, (sg_tensor){m->tp_loss}));
-  SG_CHECK(sg__model_add_optimizer(g, opt));
-  SG_CHECK(sg__tp_resolve_backward(g, m->syncs, m->n_syncs));
-  sg_session_params sp = SG_SESSION_PARAMS_INIT;
-  sp.device = d->p.device;
-  sp.threads = d->p.threads;
-  sp.seed = d->p.seed;
-  SG_CHECK(sg_session_create(g, &sp, &m->part_session));
-  d->s = m->part_session;
-  d->g = g;
-  SG_CHECK(sg__session_set_updates_last(d->s, true));
-  SG_CHECK(sg_session_compile(d->s));
+  SG_CHECK(mark_output(g, tp_loss)); /* readable after the step */
+  SG_CHECK(sg_graph_backward(g, (sg_tensor){tp_loss}));
+  SG_CHECK(sg__model_add_optimizer(g, a->opt));
+  SG_CHECK(sg__tp_resolve_backward(g, P->syncs, P->n_syncs));
+  SG_CHECK(sg__model_compile(d, g));
   /* One copy: the world is the group, and its collectives are the
    * communicator's own; with replicas, a group of world ranks. */
   if (D == 1) sg__xfer_sched_init(&m->xctx, d, NULL, 0, 0, "tensor", &m->xfer);
-  else sg__xfer_sched_init(&m->xctx, d, m->group, T, m->stage, "tensor", &m->xfer);
+  else sg__xfer_sched_init(&m->xctx, d, m->group, T, m->index, "tensor", &m->xfer);
   sg__xfer_sched_init(&m->rctx, d, m->replicas, D, m->replica, "replica", &m->rxfer);
-  SG_CHECK(sg__tp_runner_create(d->s, &m->xfer, m->syncs, m->n_syncs, &m->tp));
+  SG_CHECK(sg__tp_runner_create(d->s, &m->xfer, P->syncs, P->n_syncs, &P->tp));
   if (D > 1) SG_CHECK(find_grads(d));
-  return sg__model_list_inputs(m, g, opt->lr_input);
+  return sg__model_list_inputs(m, g, a->opt->lr_input);
 }
 
 /* With replicas: forward and backward (the group's syncs run in the hooks),
  * the gradients averaged over the copies of this share in one allreduce
  * (every copy gets the same bits), then the updates. */
 static sg_status replicated_step(sg_dist *d) {
-  sg__dist_model *m = MODEL(d);
-  if (!m->broadcast_done) {
+  sg__par_tensor *m = TENSOR(d);
+  if (!m->m.broadcast_done) {
     SG_CHECK(sg__model_broadcast_state(d, NULL, 0)); /* in the group of copies of this share */
-    m->broadcast_done = true;
+    m->m.broadcast_done = true;
   }
   SG_CHECK(sg__session_run_partial(d->s, 0, m->upd_pos));
   size_t off = 0;
@@ -119,35 +103,73 @@ static sg_status replicated_step(sg_dist *d) {
     memcpy(m->flat + off, m->grad_addr[i], m->grad_count[i] * sizeof(float));
     off += m->grad_count[i];
   }
-  SG_CHECK(m->rxfer.allreduce(m->rxfer.ctx, m->flat, m->n_flat, SG_F32, SG_REDUCE_SUM));
+  SG_CHECK(m->m.rxfer.allreduce(m->m.rxfer.ctx, m->flat, m->n_flat, SG_F32, SG_REDUCE_SUM));
   off = 0;
   for (int i = 0; i < m->n_grads; i++)
-    for (size_t k = 0; k < m->grad_count[i]; k++) m->grad_addr[i][k] = m->flat[off++] / (float)m->data;
+    for (size_t k = 0; k < m->grad_count[i]; k++) m->grad_addr[i][k] = m->flat[off++] / (float)m->m.data;
   SG_CHECK(sg__session_run_partial(d->s, m->upd_pos, m->n_order));
   sg__session_set_steps(d->s, sg_session_steps(d->s) + 1); /* a whole step (dropout masks) */
   return SG_OK;
 }
 
-sg_status sg__model_tp_step(sg_dist *d, float *loss) {
+static sg_status tensor_part_step(sg_dist *d, float *loss) {
   if (MODEL(d)->data > 1) SG_CHECK(replicated_step(d));
   else SG_CHECK(sg_session_step(d->s));
   return sg_session_read(d->s, MODEL(d)->loss_name, loss, sizeof *loss);
 }
 
-void sg__model_tp_free(sg__dist_model *m) {
+/* Every share of a copy holds its copy's loss: with replicas the world's sum counts each T times. */
+static sg_status tensor_step(sg_dist *d) {
+  const sg__par_model *m = MODEL(d);
+  return sg__model_step(d, tensor_part_step, m->data > 1, m->data * m->tensor);
+}
+
+/* The runner's transfers are jobs of the scheduler: it goes while the scheduler runs (destroy's
+ * quiesce), or after it stopped (a failed create). Idempotent. */
+static void tensor_free(sg_dist *d) {
+  sg__par_tensor *m = TENSOR(d);
   sg__free(m->flat);
   sg__free(m->grad_addr);
   sg__free(m->grad_count);
   m->flat = NULL, m->grad_addr = NULL, m->grad_count = NULL;
-  sg__xfer_sched_free(&m->rctx);
-  sg__free(m->replicas);
-  m->replicas = NULL;
   sg__tp_runner_destroy(m->tp);
   m->tp = NULL;
-  sg_session_destroy(m->part_session); /* before the graph it was compiled from */
-  m->part_session = NULL;
+  sg__model_release_session(d); /* before the graph it was compiled from */
   sg__tp_syncs_free(m->syncs, m->n_syncs);
   m->syncs = NULL;
+  m->n_syncs = 0;
   sg_graph_destroy(m->tp_g);
   m->tp_g = NULL;
+  sg__model_release(d);
 }
+
+static sg_status tensor_set_input(sg_dist *d, const char *name, sg_dtype dtype, int ndim, const int64_t *dims,
+                                  void *data, bool copy) {
+  sg__model_input *in;
+  SG_CHECK(sg__model_check_input(d, copy ? "sg_dist_set_input" : "sg_dist_bind_input", name, dtype, ndim,
+                                 dims, data, &in));
+  if (in == NULL) return SG_OK;
+  return copy ? sg_session_set_input(d->s, name, dtype, ndim, dims, data)
+              : sg_session_bind_input(d->s, name, dtype, ndim, dims, data);
+}
+
+static sg_status tensor_read(const sg_dist *d, const char *name, void *out, size_t bytes) {
+  return sg_session_read(d->s, name, out, bytes);
+}
+
+static sg_status tensor_params_hash(const sg_dist *d, uint64_t *out) {
+  return sg__model_params_hash(d, NULL, 0, out);
+}
+
+const sg__par_strategy sg__par_tensor_strategy = {
+    .name = "tensor",
+    .id = 2,
+    .impl_bytes = sizeof(sg__par_tensor),
+    .build = tensor_build,
+    .set_input = tensor_set_input,
+    .step = tensor_step,
+    .read = tensor_read,
+    .params_hash = tensor_params_hash,
+    .quiesce = tensor_free,
+    .free = tensor_free,
+};

@@ -138,6 +138,10 @@ sg_status sg__par_join(sg_dist *d) {
   d->comm = c;
   d->rank = sg_comm_rank(c);
   d->size = sg_comm_size(c);
+  /* Epoch 0: the original ranks are the communicator's. */
+  d->orig_rank = d->rank;
+  d->orig_size = d->size;
+  for (int r = 0; r < d->size && r < SG__DIST_MAX_RANKS; r++) d->members[r] = r;
   d->last_healthy = d->size;
   __atomic_store_n(&d->healthy, d->size, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&d->mu);

@@ -9,12 +9,6 @@
 #include "parallel/dist_internal.h"
 #include "parallel/model.h"
 
-static void record(sg_dist *d, sg__dist_ev_kind kind, int64_t t0, int64_t t1, int32_t id) {
-  sg__dist_event e = {
-      t0 - d->origin_ns, t1 - d->origin_ns, id, (uint32_t)d->stats.steps + 1, (uint8_t)kind, 0, {0}};
-  sg__dist_ring_put(&d->compute_ring, &e);
-}
-
 static sg_status wait_buckets(sg_dist *d) {
   int64_t t0 = sg__now_ns();
   pthread_mutex_lock(&d->mu);
@@ -24,7 +18,7 @@ static sg_status wait_buckets(sg_dist *d) {
   pthread_mutex_unlock(&d->mu);
   int64_t t1 = sg__now_ns();
   d->stats.wait_ms += (double)(t1 - t0) * 1e-6;
-  if (d->tracing) record(d, SG__EV_WAIT, t0, t1, 0);
+  if (d->tracing) sg__par_record(d, SG__EV_WAIT, t0, t1, 0);
   return failed ? sg__dist_failure(d) : SG_OK;
 }
 
@@ -63,7 +57,7 @@ static sg_status before_op(void *ctx, uint32_t pos) {
 
 static sg_status after_op(void *ctx, uint32_t pos) {
   sg_dist *d = ctx;
-  if (d->tracing) record(d, SG__EV_OP, DP(d)->op_t0, sg__now_ns(), (int32_t)pos);
+  if (d->tracing) sg__par_record(d, SG__EV_OP, DP(d)->op_t0, sg__now_ns(), (int32_t)pos);
   uint32_t ready = DP(d)->plan.posted_after[pos];
   /* An earlier shard's forward+backward: its gradients are accumulated, not sent. */
   if (!DP(d)->partial && ready > DP(d)->posted_local) {
@@ -195,27 +189,11 @@ static sg_status run_step(sg_dist *d, uint64_t k) {
  * recoveries within one sg_dist_step() call. */
 #define MAX_RECOVERIES_PER_STEP 8
 
-/* Between calls the rank is "away" (sg__comm_set_away): its program may
- * evaluate or write a checkpoint for as long as the communicator's timeout
- * allows without the hang check (SPEC H7) calling it stuck; the scheduler
- * thread hands the flag to its communicator. */
-sg_status sg_dist_step(sg_dist *d) {
-  if (d == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_dist_step: d is NULL");
-  __atomic_store_n(&d->away, 0, __ATOMIC_RELAXED);
-  sg_status st = d->strategy->step(d);
-  __atomic_store_n(&d->away, 1, __ATOMIC_RELAXED);
-  return st;
-}
-
 sg_status sg__par_data_step(sg_dist *d) {
   if (DP(d)->excluded)
     return sg__error(SG_ERR_COMM, "sg_dist_step: rank %d was excluded from the job earlier", d->orig_rank);
-  if (__atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE) && !sg__dist_healable(d)) {
-    sg_status st = sg__dist_failure(d);
-    char why[1024];
-    snprintf(why, sizeof why, "%s", sg_last_error()); /* sg__error writes the buffer it would read */
-    return sg__error(st, "sg_dist_step: the job failed earlier: %s", why);
-  }
+  if (__atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE) && !sg__dist_healable(d))
+    return sg__par_failed_earlier(d);
   if (!DP(d)->broadcast_done) {
     SG_CHECK(sg__dist_run_job(d, sg__dist_job_broadcast, NULL));
     DP(d)->broadcast_done = true;
@@ -241,7 +219,7 @@ sg_status sg__par_data_step(sg_dist *d) {
       return st;
     }
     int64_t t1 = sg__now_ns();
-    if (d->tracing) record(d, SG__EV_STEP, t0, t1, 0);
+    if (d->tracing) sg__par_record(d, SG__EV_STEP, t0, t1, 0);
     pthread_mutex_lock(&d->mu);
     d->stats.comm_ms = DP(d)->comm_ms;
     d->stats.loss_mean = DP(d)->loss_addr ? DP(d)->loss_mean : NAN;
