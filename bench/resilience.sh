@@ -28,7 +28,7 @@ prog=$build/examples/resnet50_dist
 [ -x "$sgrt" ] || sgrt=$(find "$build" -name sgrt -type f -perm -u+x | head -1)
 [ -x "$prog" ] || prog=$(find "$build" -name resnet50_dist -type f -perm -u+x | head -1)
 if [ ! -x "$sgrt" ] || [ ! -x "$prog" ]; then
-  echo "resilience.sh: build $build first (sgrt and resnet50_dist)" >&2
+  echo "resilience.sh: build $build first (sgrt and resnet50_dist, configured with -DSG_FAULT_INJECTION=ON)" >&2
   exit 2
 fi
 args=(--steps "$steps" --warmup 1 --res 32 --batch 4 --width 16 --threads 1 --heartbeat-ms "$hb" --dead-ms "$dead" --json)

@@ -38,7 +38,8 @@ done
 
 bash scripts/install-deps.sh
 echo "=== build"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# SG_FAULT_INJECTION: the demo's fault comes from `sgrt launch --inject`.
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSG_FAULT_INJECTION=ON >/dev/null
 cmake --build build -j "$jobs" --target sgrt_cli resnet50_dist
 
 mkdir -p build/demo

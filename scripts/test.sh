@@ -48,7 +48,7 @@ run_suite() {
   local name=$1 dir=$2
   shift 2
   echo "=== $name: configure $dir"
-  if ! cmake -S "$root" -B "$root/$dir" -G Ninja -DSG_WERROR=ON "$@"; then
+  if ! cmake -S "$root" -B "$root/$dir" -G Ninja -DSG_WERROR=ON -DSG_FAULT_INJECTION=ON "$@"; then
     summaries+=("$name: configure FAILED")
     total_failed=$((total_failed + 1))
     return
@@ -93,6 +93,21 @@ run_ctest() {
 }
 
 run_suite "gcc" build -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo
+# A library as users build it, without fault injection from the environment:
+# SG_INJECT is refused there, sg_dist_params.inject still works (one test; the
+# library and the two programs it needs only).
+echo "=== no fault injection: configure build-noinject"
+if cmake -S "$root" -B "$root/build-noinject" -G Ninja -DSG_WERROR=ON -DSG_FAULT_INJECTION=OFF \
+     -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSG_BUILD_EXAMPLES=OFF >/dev/null; then
+  noinject_failed=0
+  cmake --build "$root/build-noinject" -j "$jobs" --target sgrt_cli heal_worker || noinject_failed=1
+  ctest_args=(-R "^dist_inject_gate$")
+  run_ctest "gcc, no fault injection" build-noinject "$noinject_failed"
+  ctest_args=()
+else
+  summaries+=("gcc, no fault injection: configure FAILED")
+  total_failed=$((total_failed + 1))
+fi
 if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
   # The same numerics with oneDNN's AVX2 kernels (8-channel blocks), as on
   # this machine kind's hosts without AVX-512.

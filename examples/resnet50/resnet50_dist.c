@@ -277,8 +277,10 @@ int main(int argc, char **argv) {
   dp.feed_ctx = &fd;
   dp.pipeline = o.pipeline;
   dp.tensor = o.tensor;
+  sg_sgd_params sgd = SG_SGD_PARAMS_INIT;
+  sgd.momentum = 0.9;
   sg_dist_optimizer opt = SG_DIST_OPTIMIZER_INIT; /* SGD, momentum 0.9, from the input "lr" */
-  opt.sgd.momentum = 0.9;
+  opt.sgd = &sgd;
   if (parts) dp.micro_batches = o.micro;
   sg_dist *d;
   if ((st = parts ? sg_dist_create_model(g, loss, &opt, &dp, &d) : sg_dist_create(g, &dp, &d)) != SG_OK)

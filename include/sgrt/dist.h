@@ -114,7 +114,10 @@ typedef struct sg_dist sg_dist;
 typedef sg_status (*sg_dist_feed_fn)(void *ctx, sg_dist *d, uint64_t step, int shard, int n_shards);
 
 /**
- * Parameters of sg_dist_create(). Initialise from SG_DIST_PARAMS_INIT.
+ * Parameters of sg_dist_create() and sg_dist_create_model(). Initialise from
+ * SG_DIST_PARAMS_INIT; the create functions read the first `size` bytes
+ * (a program built against an older header gets the defaults of the fields
+ * it lacks).
  *
  * "Unset" values differ by field, and the same value can mean different
  * things: -1 means "from the environment" for qos (and for comm.rank and
@@ -124,14 +127,15 @@ typedef sg_status (*sg_dist_feed_fn)(void *ctx, sg_dist *d, uint64_t step, int s
  * default for the strings (device "cpu", no trace file, no offload).
  */
 typedef struct sg_dist_params {
-  size_t size;         /**< sizeof(sg_dist_params) */
-  sg_comm_params comm; /**< rank, world size, master, token, timeout (SG_COMM_PARAMS_INIT: environment) */
-  const char *device;  /**< "cpu" (NULL means "cpu") */
-  int threads;         /**< compute threads of this rank; 0 = all online CPUs (as sg_session) */
-  uint64_t seed;       /**< session seed (dropout masks); use the same on every rank */
-  int data;            /**< data-parallel degree; -1 = the world size */
-  int pipeline;        /**< pipeline-parallel degree K: sg_dist_create_model() only (sg_dist_create: 1) */
-  int tensor;          /**< tensor-parallel degree T: sg_dist_create_model() only (sg_dist_create: 1) */
+  size_t size;                /**< sizeof(sg_dist_params) */
+  const sg_comm_params *comm; /**< rank, world size, master, token, timeout; NULL: SG_COMM_PARAMS_INIT (the
+                                   environment). Read by create only */
+  const char *device;         /**< "cpu" (NULL means "cpu") */
+  int threads;                /**< compute threads of this rank; 0 = all online CPUs (as sg_session) */
+  uint64_t seed;              /**< session seed (dropout masks); use the same on every rank */
+  int data;                   /**< data-parallel degree; -1 = the world size */
+  int pipeline; /**< pipeline-parallel degree K: sg_dist_create_model() only (sg_dist_create: 1) */
+  int tensor;   /**< tensor-parallel degree T: sg_dist_create_model() only (sg_dist_create: 1) */
   /** micro-batches per step; with sg_dist_create_model() and pipeline > 1 the pipeline's M (it must divide
    *  the batch); tensor > 1 takes only 1; data parallelism (sg_dist_create): M micro-batches per rank and
    *  step, gradients accumulated over them (needs feed, which then sets each micro-batch's inputs; see
@@ -169,12 +173,21 @@ typedef struct sg_dist_params {
    *  positions; the step fails with SG_ERR_COMM, or heals without them with a feed callback.
    *  0 = max(10 x dead_ms, 10000); -1 = off; else heartbeat_ms < hang_ms <= 86400000. Needs heartbeats. */
   int hang_ms;
+  /** Fault injection, a debug facility for resilience tests (docs/resilience.md "Fault injection"):
+   *  a fault plan such as "kill:rank=2,step=20"; NULL: none, or the environment's SG_INJECT in a
+   *  library built with -DSG_FAULT_INJECTION=ON (in any other build SG_INJECT is refused, never
+   *  ignored). Data parallelism only. */
+  const char *inject;
+  uint64_t inject_seed; /**< draws the steps of inject's random(a-b) faults */
 } sg_dist_params;
 
 #define SG_DIST_PARAMS_INIT                                                                                \
   {                                                                                                        \
-    sizeof(sg_dist_params), SG_COMM_PARAMS_INIT, "cpu", 0, 0, -1, 1, 1, 1, (size_t)25 << 20, 100, 1000, 0, \
-        NULL, 0, NULL, NULL, -1, NULL, NULL, 0, 0                                                          \
+    .size = sizeof(sg_dist_params), .comm = NULL, .device = "cpu", .threads = 0, .seed = 0, .data = -1,    \
+    .pipeline = 1, .tensor = 1, .micro_batches = 1, .bucket_bytes = (size_t)25 << 20, .heartbeat_ms = 100, \
+    .dead_ms = 1000, .trace = 0, .trace_path = NULL, .trace_events = 0, .feed = NULL, .feed_ctx = NULL,    \
+    .qos = -1, .offload = NULL, .offload_path = NULL, .zero = 0, .hang_ms = 0, .inject = NULL,             \
+    .inject_seed = 0                                                                                       \
   }
 SG_API sg_dist_params sg_dist_params_init(void);
 
@@ -227,14 +240,15 @@ SG_API sg_status sg_dist_create(const sg_graph *g, const sg_dist_params *p, sg_d
 /** The optimizer sg_dist_create_model() appends to each rank's part. Initialise from
  *  SG_DIST_OPTIMIZER_INIT (SGD, no momentum, learning rate from the input "lr"). */
 typedef struct sg_dist_optimizer {
-  size_t size;           /**< sizeof(sg_dist_optimizer) */
-  int kind;              /**< SG_DIST_OPT_SGD or SG_DIST_OPT_ADAMW */
-  const char *lr_input;  /**< the learning rate: a scalar f32 input of the graph, added when missing ("lr") */
-  sg_sgd_params sgd;     /**< for SG_DIST_OPT_SGD */
-  sg_adamw_params adamw; /**< for SG_DIST_OPT_ADAMW */
+  size_t size;                  /**< sizeof(sg_dist_optimizer) */
+  int kind;                     /**< SG_DIST_OPT_SGD or SG_DIST_OPT_ADAMW */
+  const char *lr_input;         /**< the learning rate: a scalar f32 input of the graph, added when missing
+                                     ("lr") */
+  const sg_sgd_params *sgd;     /**< for SG_DIST_OPT_SGD; NULL: SG_SGD_PARAMS_INIT */
+  const sg_adamw_params *adamw; /**< for SG_DIST_OPT_ADAMW; NULL: SG_ADAMW_PARAMS_INIT */
 } sg_dist_optimizer;
 #define SG_DIST_OPTIMIZER_INIT \
-  { sizeof(sg_dist_optimizer), SG_DIST_OPT_SGD, "lr", SG_SGD_PARAMS_INIT, SG_ADAMW_PARAMS_INIT }
+  { .size = sizeof(sg_dist_optimizer), .kind = SG_DIST_OPT_SGD, .lr_input = "lr", .sgd = NULL, .adamw = NULL }
 SG_API sg_dist_optimizer sg_dist_optimizer_init(void);
 
 /**

@@ -143,14 +143,18 @@
  * // The same model, data parallel: run the program once per rank with
  * // `sgrt launch -n 4 ./example`; started alone, it is a job of one rank.
  * static sg_status train_distributed(const sg_graph *fwd, sg_tensor loss) {
- *   sg_dist_params dp = SG_DIST_PARAMS_INIT; // rank, size, master: from the environment
- *   dp.threads = 1;
+ *   sg_comm_params cp = SG_COMM_PARAMS_INIT; // rank, size, master: from the environment
  *   if (getenv("SG_WORLD_SIZE") == NULL && getenv("WORLD_SIZE") == NULL) {
- *     dp.comm.rank = 0; // not launched: a world of one
- *     dp.comm.world_size = 1;
+ *     cp.rank = 0; // not launched: a world of one
+ *     cp.world_size = 1;
  *   }
+ *   sg_dist_params dp = SG_DIST_PARAMS_INIT;
+ *   dp.comm = &cp;
+ *   dp.threads = 1;
+ *   sg_sgd_params sgd = SG_SGD_PARAMS_INIT;
+ *   sgd.momentum = 0.9;
  *   sg_dist_optimizer opt = SG_DIST_OPTIMIZER_INIT; // SGD; the learning rate is the input "lr"
- *   opt.sgd.momentum = 0.9;
+ *   opt.sgd = &sgd;
  *   sg_dist *d;
  *   // Collective (every rank calls it): copies the graph, appends backward and
  *   // the optimizer, compiles, and checks that every rank has the same model.

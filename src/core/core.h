@@ -172,8 +172,10 @@ typedef struct sg__versioned {
 /* Reads a caller's params struct: `dst` holds the defaults (the struct's
  * SG_X_PARAMS_INIT) and receives the first src->size bytes of `src`, so the
  * fields an older caller does not have keep their defaults; dst->size is then
- * this library's size. src NULL: the defaults. A size below the first
- * version's or above this library's is refused: SG_ERR_INVALID_ARG
+ * this library's size. src NULL: the defaults. A size above this library's
+ * (a newer caller) is read up to this library's size, with a warning that
+ * the rest is ignored (UCX ignores the field_mask bits it does not know). A
+ * size below the first version's is refused: SG_ERR_INVALID_ARG
  * "FN: TYPE.size is N; this library reads TYPE of MIN..MAX bytes (initialise
  * it from INIT)"; dst is left as it was. */
 sg_status sg__params_read(const char *fn, sg__versioned v, void *dst, const void *src);

@@ -17,7 +17,16 @@ sg_status sg__params_read(const char *fn, sg__versioned v, void *dst, const void
   if (src == NULL) return SG_OK;
   size_t size;
   memcpy(&size, src, sizeof size);
-  if (size < v.min_size || size > v.max_size) return bad_size(fn, v, size);
+  if (size < v.min_size) return bad_size(fn, v, size);
+  if (size > v.max_size) {
+    /* A caller built against a newer header: its fields beyond ours are not
+     * read. Said once per call, never silently (a newer option would be
+     * ignored); the bytes are not looked at, since size may be garbage. */
+    SG_WARN("%s: %s.size is %zu, larger than this library's %zu bytes: the fields beyond them are "
+            "ignored (a newer sgrt header than the library?)",
+            fn, v.type, size, v.max_size);
+    size = v.max_size;
+  }
   memcpy(dst, src, size);
   memcpy(dst, &v.max_size, sizeof v.max_size);
   return SG_OK;

@@ -278,8 +278,10 @@ sg_status sg_dist_create(const sg_graph *g, const sg_dist_params *p, sg_dist **o
   *out = NULL;
   if (g == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_dist_create: graph is NULL");
   if (!g->finalized) return sg__error(SG_ERR_STATE, "sg_dist_create: finalize the graph first");
-  sg_dist_params defaults = SG_DIST_PARAMS_INIT;
-  if (p == NULL) p = &defaults;
+  sg_dist_params q;
+  sg_comm_params comm;
+  SG_CHECK(sg__par_read_params("sg_dist_create", p, &q, &comm));
+  p = &q;
   SG_CHECK(sg__par_check_params(p, "sg_dist_create"));
   SG_CHECK(check_params(p));
   sg__par_create_args a = {

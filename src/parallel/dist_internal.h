@@ -142,8 +142,12 @@ sg_status sg__dist_snap_restore(sg__dist_snap *s, uint64_t label);
 
 /* ---- fault injection (inject.c) ----------------------------------------------- */
 
-/* Reads SG_INJECT / SG_INJECT_SEED (create). SG_ERR_INVALID_ARG naming the variable. */
+/* The fault plan of sg_dist_params.inject, else of SG_INJECT / SG_INJECT_SEED (create):
+ * SG_ERR_INVALID_ARG naming where it came from; SG_ERR_UNSUPPORTED for SG_INJECT in a library
+ * built without SG_FAULT_INJECTION. */
 sg_status sg__dist_inject_init(sg_dist *d);
+/* SG_INJECT when set and not empty, else NULL (for the modes that refuse faults). */
+const char *sg__dist_inject_env(void);
 /* Fires this rank's faults due at the start of 0-based step `step` (once per step, not again when the
  * step is redone). A device fault returns its error; the others return SG_OK (or never return). */
 sg_status sg__dist_inject_step(sg_dist *d, uint64_t step);
@@ -478,7 +482,7 @@ struct sg_dist {
   int n_old;
 };
 
-/* The data strategy's state (dist.c, step.c, scheduler.c, buckets.c,
+/* The data strategy's state (data.c, step.c, data_sched.c, buckets.c,
  * micro.c, zero.c, snapshot.c, replica*.c, recovery.c, membership.c,
  * rejoin.c, inject.c): gradient buckets, sharded optimizer state, the
  * healing machinery. */
@@ -528,6 +532,11 @@ typedef struct sg__par_data {
 
 /* ---- the lifecycle every strategy shares (lifecycle.c) ------------------------- */
 
+/* Reads the caller's params (NULL: the defaults) as far as its size goes,
+ * and the communicator's params they point to, into p and comm (p->comm
+ * points to comm). `fn` names the create in messages. */
+sg_status sg__par_read_params(const char *fn, const sg_dist_params *given, sg_dist_params *p,
+                              sg_comm_params *comm);
 /* The checks of sg_dist_params that hold in every mode (sizes, degrees,
  * threads, heartbeats, hang diagnosis, QoS, tracing); the strategies check
  * what only they read. `fn` names the create in messages. */

@@ -1,6 +1,7 @@
 /* Fault injection inside the library (SPEC H6, docs/resilience.md): the
- * plan comes from SG_INJECT (parsed by sg_fault_plan_parse, steps drawn from
- * SG_INJECT_SEED), and this rank's faults fire at the start of their step,
+ * plan comes from sg_dist_params.inject, or from SG_INJECT in a library
+ * built with SG_FAULT_INJECTION (parsed by sg_fault_plan_parse, steps drawn
+ * from inject_seed or SG_INJECT_SEED), and this rank's faults fire at the start of their step,
  * where a real failure would hit a running job: kill (SIGKILL), stop
  * (SIGSTOP: a hang), drop-heartbeats (the scheduler thread, which sends
  * heartbeats and runs the collectives, stops doing anything for a while: a
@@ -18,25 +19,50 @@
 
 #include "parallel/dist_internal.h"
 
-sg_status sg__dist_inject_init(sg_dist *d) {
+const char *sg__dist_inject_env(void) {
   const char *spec = getenv("SG_INJECT");
-  if (spec == NULL || *spec == '\0') return SG_OK;
-  uint64_t seed = 0;
+  return spec != NULL && *spec != '\0' ? spec : NULL;
+}
+
+#ifdef SG_FAULT_INJECTION
+/* SG_INJECT_SEED: an unsigned integer, 0 when unset. */
+static sg_status env_seed(uint64_t *seed) {
+  *seed = 0;
   const char *s = getenv("SG_INJECT_SEED");
-  if (s != NULL && *s != '\0') {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno != 0 || *end != '\0' || s[0] == '-')
-      return sg__error(SG_ERR_INVALID_ARG, "sg_dist_create: SG_INJECT_SEED='%s' is not an unsigned integer",
-                       s);
-    seed = v;
+  if (s == NULL || *s == '\0') return SG_OK;
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno != 0 || *end != '\0' || s[0] == '-')
+    return sg__error(SG_ERR_INVALID_ARG, "sg_dist_create: SG_INJECT_SEED='%s' is not an unsigned integer", s);
+  *seed = v;
+  return SG_OK;
+}
+#endif
+
+sg_status sg__dist_inject_init(sg_dist *d) {
+  const char *spec = d->p.inject, *from = "sg_dist_params.inject";
+  uint64_t seed = d->p.inject_seed;
+  if (spec == NULL && (spec = sg__dist_inject_env()) != NULL) {
+#ifndef SG_FAULT_INJECTION
+    /* Fault injection is a debug facility: a variable alone must not arm it
+     * in a production library, and a fault asked for is never ignored. */
+    return sg__error(SG_ERR_UNSUPPORTED,
+                     "sg_dist_create: SG_INJECT='%.64s' is set, but this libsgrt was built without fault "
+                     "injection from the environment: configure it with -DSG_FAULT_INJECTION=ON (as "
+                     "scripts/test.sh does), or give the plan in sg_dist_params.inject",
+                     spec);
+#else
+    from = "SG_INJECT";
+    SG_CHECK(env_seed(&seed));
+#endif
   }
+  if (spec == NULL || *spec == '\0') return SG_OK;
   sg_status st = sg_fault_plan_parse(spec, d->orig_size, seed, &DP(d)->inject);
   if (st != SG_OK) {
     char why[512];
     snprintf(why, sizeof why, "%s", sg_last_error()); /* the error buffer is about to be rewritten */
-    return sg__error(st, "sg_dist_create: SG_INJECT: %s", why);
+    return sg__error(st, "sg_dist_create: %s: %s", from, why);
   }
   return SG_OK;
 }
@@ -117,7 +143,7 @@ sg_status sg__dist_inject_step(sg_dist *d, uint64_t step) {
         break;
       case SG_FAULT_HANG: hang(d, step);
       case SG_FAULT_DEVICE:
-        return sg__error(SG_ERR_INTERNAL, "rank %d, step %llu: injected device failure (SG_INJECT)",
+        return sg__error(SG_ERR_INTERNAL, "rank %d, step %llu: injected device failure (fault injection)",
                          d->orig_rank, (unsigned long long)step);
     }
   }

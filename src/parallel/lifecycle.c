@@ -18,15 +18,17 @@ sg_dist_params sg_dist_params_init(void) { return (sg_dist_params)SG_DIST_PARAMS
 
 /* ---- checks ------------------------------------------------------------------ */
 
+sg_status sg__par_read_params(const char *fn, const sg_dist_params *given, sg_dist_params *p,
+                              sg_comm_params *comm) {
+  *p = (sg_dist_params)SG_DIST_PARAMS_INIT;
+  *comm = (sg_comm_params)SG_COMM_PARAMS_INIT;
+  SG_CHECK(sg__params_read(fn, SG__VERSIONED(sg_dist_params, comm, "SG_DIST_PARAMS_INIT"), p, given));
+  SG_CHECK(sg__params_read(fn, SG__COMM_PARAMS_VERSIONS, comm, p->comm));
+  p->comm = comm;
+  return SG_OK;
+}
+
 sg_status sg__par_check_params(const sg_dist_params *p, const char *fn) {
-  if (p->size < sizeof(sg_dist_params))
-    return sg__error(SG_ERR_INVALID_ARG,
-                     "%s: params.size is %zu, expected %zu; initialise params with SG_DIST_PARAMS_INIT", fn,
-                     p->size, sizeof(sg_dist_params));
-  if (p->comm.size < sizeof(sg_comm_params))
-    return sg__error(SG_ERR_INVALID_ARG,
-                     "%s: params.comm.size is %zu, expected %zu; initialise it with SG_COMM_PARAMS_INIT", fn,
-                     p->comm.size, sizeof(sg_comm_params));
   if (p->threads < 0)
     return sg__error(SG_ERR_INVALID_ARG, "%s: threads is %d (0 = all CPUs)", fn, p->threads);
   if (p->data == 0 || p->data < -1)
@@ -136,9 +138,9 @@ sg_status sg__par_create(const sg__par_strategy *s, const sg__par_create_args *a
   d->impl = impl;
   d->away = 1; /* until the first sg_dist_step */
   d->p = *p;
-  d->p.size = sizeof(sg_dist_params);
   d->p.hang_ms = resolve_hang_ms(p);
-  d->comm_params = p->comm;
+  d->comm_params = *p->comm;
+  d->p.comm = &d->comm_params;
   d->rank = -1;
   d->tracing = p->trace || p->trace_path != NULL;
   sg_status st = SG_OK;
@@ -160,7 +162,7 @@ sg_status sg__par_create(const sg__par_strategy *s, const sg__par_create_args *a
   if ((st = s->build(d, a)) != SG_OK) return abandon(d, st);
   /* The caller's strings were needed by create only. */
   d->p.device = NULL;
-  d->p.offload = d->p.offload_path = NULL;
+  d->p.offload = d->p.offload_path = d->p.inject = NULL;
   *out = d;
   return SG_OK;
 }
@@ -267,16 +269,13 @@ sg_status sg_dist_params_hash(const sg_dist *d, uint64_t *out) {
 
 sg_status sg_dist_get_stats(const sg_dist *d, sg_dist_stats *out) {
   if (d == NULL || out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_dist_get_stats: NULL argument");
-  if (out->size < sizeof(sg_dist_stats))
-    return sg__error(
-        SG_ERR_INVALID_ARG,
-        "sg_dist_get_stats: out->size is %zu, expected %zu; initialise it with SG_DIST_STATS_INIT", out->size,
-        sizeof(sg_dist_stats));
-  *out = d->stats;
-  out->healthy_ranks = __atomic_load_n(&d->healthy, __ATOMIC_RELAXED);
-  out->epoch = d->epoch;
-  out->world_size = d->size;
-  return SG_OK;
+  sg_dist_stats now = d->stats;
+  now.size = sizeof now;
+  now.healthy_ranks = __atomic_load_n(&d->healthy, __ATOMIC_RELAXED);
+  now.epoch = d->epoch;
+  now.world_size = d->size;
+  return sg__out_write("sg_dist_get_stats", SG__VERSIONED(sg_dist_stats, steps, "SG_DIST_STATS_INIT"), out,
+                       &now);
 }
 
 sg_status sg_dist_write_trace(sg_dist *d, const char *path) {

@@ -19,11 +19,17 @@ sg_dist_optimizer sg_dist_optimizer_init(void) { return (sg_dist_optimizer)SG_DI
 
 static const char *FN = "sg_dist_create_model";
 
-static sg_status check_opt(const sg_dist_optimizer *o) {
-  if (o->size < sizeof(sg_dist_optimizer))
-    return sg__error(SG_ERR_INVALID_ARG,
-                     "%s: opt->size is %zu, expected %zu; initialise it with SG_DIST_OPTIMIZER_INIT", FN,
-                     o->size, sizeof(sg_dist_optimizer));
+/* Reads the caller's optimizer (NULL: the defaults) as far as its size goes, and checks it. */
+static sg_status read_opt(const sg_dist_optimizer *given, sg_dist_optimizer *o) {
+  const sg__versioned v = SG__VERSIONED(sg_dist_optimizer, kind, "SG_DIST_OPTIMIZER_INIT");
+  *o = (sg_dist_optimizer)SG_DIST_OPTIMIZER_INIT;
+  if (given != NULL && given->size < v.min_size)
+    return sg__error(
+        SG_ERR_INVALID_ARG,
+        "%s: opt->size is %zu; this library reads sg_dist_optimizer of %zu..%zu bytes (initialise "
+        "it from SG_DIST_OPTIMIZER_INIT)",
+        FN, given->size, v.min_size, v.max_size);
+  SG_CHECK(sg__params_read(FN, v, o, given));
   if (o->kind != SG_DIST_OPT_SGD && o->kind != SG_DIST_OPT_ADAMW)
     return sg__error(SG_ERR_INVALID_ARG, "%s: opt->kind is %d; SG_DIST_OPT_SGD (1) or SG_DIST_OPT_ADAMW (2)",
                      FN, o->kind);
@@ -80,6 +86,11 @@ static sg_status check_params(const sg_dist_params *p) {
                      p->offload, mode, mode, deg);
   /* Hang diagnosis names a rank stuck in a collective; the runners'
    * transfers are point-to-point, which it does not cover yet. */
+  if (p->inject != NULL || sg__dist_inject_env() != NULL)
+    return sg__error(SG_ERR_UNSUPPORTED,
+                     "%s: fault injection (%s) is not supported with %s parallelism (%s=%d): its faults need "
+                     "self-healing",
+                     FN, p->inject != NULL ? "sg_dist_params.inject" : "SG_INJECT", mode, mode, deg);
   if (p->hang_ms > 0)
     return sg__error(
         SG_ERR_UNSUPPORTED,
@@ -94,7 +105,7 @@ static sg_status check_params(const sg_dist_params *p) {
  * nobody waits for a peer that gave up. */
 static sg_status resolve_degrees(const sg_dist_params *p, int *D, int *K, int *T) {
   sg__comm_env env;
-  SG_CHECK(sg__comm_env_resolve(&p->comm, &env));
+  SG_CHECK(sg__comm_env_resolve(p->comm, &env));
   int world = env.world_size;
   *K = p->pipeline, *T = p->tensor;
   *D = p->data == -1 ? world / (*K * *T) : p->data;
@@ -125,8 +136,8 @@ sg_status sg__model_add_optimizer(sg_graph *g, const sg_dist_optimizer *opt) {
     lr = sg_input(g, opt->lr_input, SG_F32, 0, NULL);
     SG_CHECK(sg_graph_status(g));
   }
-  if (opt->kind == SG_DIST_OPT_ADAMW) SG_CHECK(sg_graph_add_adamw(g, lr, &opt->adamw));
-  else SG_CHECK(sg_graph_add_sgd(g, lr, &opt->sgd));
+  if (opt->kind == SG_DIST_OPT_ADAMW) SG_CHECK(sg_graph_add_adamw(g, lr, opt->adamw));
+  else SG_CHECK(sg_graph_add_sgd(g, lr, opt->sgd));
   return sg_graph_finalize(g);
 }
 
@@ -386,11 +397,13 @@ sg_status sg_dist_create_model(const sg_graph *fwd, sg_tensor loss, const sg_dis
   if (out == NULL) return sg__error(SG_ERR_INVALID_ARG, "%s: out is NULL", FN);
   *out = NULL;
   if (fwd == NULL) return sg__error(SG_ERR_INVALID_ARG, "%s: graph is NULL", FN);
-  sg_dist_optimizer def_opt = SG_DIST_OPTIMIZER_INIT;
-  sg_dist_params def_p = SG_DIST_PARAMS_INIT;
-  if (opt == NULL) opt = &def_opt;
-  if (p == NULL) p = &def_p;
-  SG_CHECK(check_opt(opt));
+  sg_dist_optimizer o;
+  sg_dist_params q;
+  sg_comm_params comm;
+  SG_CHECK(read_opt(opt, &o));
+  opt = &o;
+  SG_CHECK(sg__par_read_params(FN, p, &q, &comm));
+  p = &q;
   SG_CHECK(sg__par_check_params(p, FN));
   SG_CHECK(check_params(p));
   SG_CHECK(check_fwd(fwd, loss));

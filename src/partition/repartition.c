@@ -136,14 +136,9 @@ sg_status sg_partition_repartition(const sg_partition *cur, const double *op_sec
   if (cur == NULL || op_seconds == NULL || out == NULL)
     return sg__error(SG_ERR_INVALID_ARG, "sg_partition_repartition: NULL argument");
   sg_repartition_params rp = sg_repartition_params_init();
-  if (params) {
-    if (params->size < sizeof rp)
-      return sg__error(SG_ERR_INVALID_ARG,
-                       "sg_partition_repartition: params.size is %zu, expected %zu; initialise params with "
-                       "SG_REPARTITION_PARAMS_INIT",
-                       params->size, sizeof rp);
-    rp = *params;
-  }
+  SG_CHECK(sg__params_read("sg_partition_repartition",
+                           SG__VERSIONED(sg_repartition_params, migration_cost, "SG_REPARTITION_PARAMS_INIT"),
+                           &rp, params));
   if (!(rp.migration_cost >= 0.0 && isfinite(rp.migration_cost)))
     return sg__error(SG_ERR_INVALID_ARG,
                      "sg_partition_repartition: params.migration_cost is %g (finite, >= 0)",
@@ -309,14 +304,10 @@ sg_status sg_repartition_trigger(const sg_profile_sample *samples, size_t n,
   if (fire == NULL || node == NULL || (samples == NULL && n > 0))
     return sg__error(SG_ERR_INVALID_ARG, "sg_repartition_trigger: NULL argument");
   sg_repartition_trigger_params p = sg_repartition_trigger_params_init();
-  if (params) {
-    if (params->size < sizeof p)
-      return sg__error(SG_ERR_INVALID_ARG,
-                       "sg_repartition_trigger: params.size is %zu, expected %zu; initialise params with "
-                       "SG_REPARTITION_TRIGGER_PARAMS_INIT",
-                       params->size, sizeof p);
-    p = *params;
-  }
+  SG_CHECK(sg__params_read(
+      "sg_repartition_trigger",
+      SG__VERSIONED(sg_repartition_trigger_params, cpu_util, "SG_REPARTITION_TRIGGER_PARAMS_INIT"), &p,
+      params));
   if (!(p.cpu_util >= 0.0 && p.cpu_util <= 1.0))
     return sg__error(SG_ERR_INVALID_ARG, "sg_repartition_trigger: params.cpu_util is %g (0..1)", p.cpu_util);
   if (!(p.latency_p99_ms >= 0.0 && isfinite(p.latency_p99_ms)))

@@ -59,14 +59,8 @@ sg_status sg_tp_plan_create(const sg_graph *g, const sg_tp_params *params, sg_tp
   if (out) *out = NULL;
   if (g == NULL || out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_tp_plan_create: NULL argument");
   sg_tp_params tp = sg_tp_params_init();
-  if (params) {
-    if (params->size < sizeof tp)
-      return sg__error(
-          SG_ERR_INVALID_ARG,
-          "sg_tp_plan_create: params.size is %zu, expected %zu; initialise params with SG_TP_PARAMS_INIT",
-          params->size, sizeof tp);
-    tp = *params;
-  }
+  SG_CHECK(sg__params_read("sg_tp_plan_create", SG__VERSIONED(sg_tp_params, ways, "SG_TP_PARAMS_INIT"), &tp,
+                           params));
   if (tp.ways < 2 || tp.ways > SG_PARTITION_MAX_PARTS)
     return sg__error(SG_ERR_INVALID_ARG, "sg_tp_plan_create: params.ways is %d; it must be in 2..%d", tp.ways,
                      SG_PARTITION_MAX_PARTS);

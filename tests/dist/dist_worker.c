@@ -668,7 +668,9 @@ static int run_badargs(void) {
   CHECK_ERR(sg_dist_create(g, &bad, &d), SG_ERR_INVALID_ARG, "SG_DIST_PARAMS_INIT");
   bad = dp;
   bad.size = 12345678; /* garbage: larger than any version; accepted as "at least ours" */
-  bad.comm.size = 3;
+  sg_comm_params bad_comm = SG_COMM_PARAMS_INIT;
+  bad_comm.size = 3;
+  bad.comm = &bad_comm;
   CHECK_ERR(sg_dist_create(g, &bad, &d), SG_ERR_INVALID_ARG, "SG_COMM_PARAMS_INIT");
   bad = dp;
   bad.pipeline = 2;
@@ -724,8 +726,10 @@ static int run_badargs(void) {
   bad.device = "tpu";
   CHECK_ERR(sg_dist_create(g, &bad, &d), SG_ERR_NOT_FOUND, "tpu");
   bad = dp;
-  bad.comm.world_size = 1;
-  bad.comm.rank = 5;
+  bad_comm = (sg_comm_params)SG_COMM_PARAMS_INIT;
+  bad_comm.world_size = 1;
+  bad_comm.rank = 5;
+  bad.comm = &bad_comm;
   CHECK_ERR(sg_dist_create(g, &bad, &d), SG_ERR_INVALID_ARG, "rank");
   /* ZeRO-1 runs only the optimizer's updates after backward: a graph without one is refused. */
   {

@@ -22,7 +22,11 @@
  *                           create was admitted at (stats.steps).
  *   heal_worker badargs     checks the validation of the recovery parameters
  *                           (run with SG_INJECT set to a bad spec).
- *   heal_worker rejoin_badargs  checks the validation of SG_REJOIN. */
+ *   heal_worker rejoin_badargs  checks the validation of SG_REJOIN.
+ *   heal_worker inject_gate  fault injection: sg_dist_params.inject arms it
+ *                           in every build; SG_INJECT only in a library built
+ *                           with SG_FAULT_INJECTION, and is refused in any
+ *                           other (sgrt launch -n 1). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdbool.h>
@@ -107,6 +111,54 @@ static int rejoin_badargs(sg_graph *g) {
   return 0;
 }
 
+/* The job's one rank fails with the injected device fault in its call `at` of sg_dist_step (a plan's
+ * step=S fires at the start of step S, 0-based: call S + 1). */
+static void expect_device_fault(sg_dist *d, int at, const char *what) {
+  for (int s = 1; s <= at; s++) {
+    sg_status st = sg_dist_step(d);
+    if (s < at && st != SG_OK) FAIL("%s: step %d: %s", what, s, sg_last_error());
+    if (s == at && (st == SG_OK || strstr(sg_last_error(), "injected device failure") == NULL))
+      FAIL("%s: step %d did not fail with the injected device fault (%s)", what, s,
+           st == SG_OK ? "it succeeded" : sg_last_error());
+  }
+  printf("inject_gate: %s: step %d failed as injected: %s\n", what, at, sg_last_error());
+}
+
+static int inject_gate(sg_graph *g) {
+  sg_dist_params dp = SG_DIST_PARAMS_INIT; /* a job of one rank (sgrt launch -n 1) */
+  dp.threads = 1;
+  dp.feed = mlp_feed;
+  dp.feed_ctx = &feed_ctx;
+  sg_dist *d = NULL;
+  setenv("SG_INJECT", "device:rank=0,step=2", 1);
+  sg_status st = sg_dist_create(g, &dp, &d);
+#ifdef SG_TEST_FAULT_INJECTION
+  if (st != SG_OK) FAIL("SG_INJECT refused in a build with SG_FAULT_INJECTION: %s", sg_last_error());
+  expect_device_fault(d, 3, "SG_INJECT");
+  sg_dist_destroy(d);
+#else
+  if (st != SG_ERR_UNSUPPORTED || strstr(sg_last_error(), "-DSG_FAULT_INJECTION=ON") == NULL || d != NULL)
+    FAIL("SG_INJECT accepted or badly reported in a build without SG_FAULT_INJECTION (%s)", sg_last_error());
+  printf("inject_gate: %s\n", sg_last_error());
+#endif
+  /* The API arms it in every build, and a plan given there wins over the environment's. */
+  setenv("SG_INJECT", "not a plan", 1);
+  dp.inject = "device:rank=0,step=1";
+  d = NULL;
+  if (sg_dist_create(g, &dp, &d) != SG_OK) FAIL("sg_dist_params.inject: %s", sg_last_error());
+  expect_device_fault(d, 2, "sg_dist_params.inject");
+  sg_dist_destroy(d);
+  d = NULL;
+  dp.inject = "device:rank=4,step=1"; /* a world of one has no rank 4 */
+  if (sg_dist_create(g, &dp, &d) != SG_ERR_INVALID_ARG ||
+      strstr(sg_last_error(), "sg_dist_params.inject") == NULL || d != NULL)
+    FAIL("a bad sg_dist_params.inject accepted or badly reported (%s)", sg_last_error());
+  printf("inject_gate: %s\n", sg_last_error());
+  unsetenv("SG_INJECT");
+  sg_graph_destroy(g);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: heal_worker DIR [REF_DIR]\n");
@@ -123,6 +175,7 @@ int main(int argc, char **argv) {
   CHECK_OK(mlp_build(&c, &g));
   if (strcmp(dir, "badargs") == 0) return badargs(g);
   if (strcmp(dir, "rejoin_badargs") == 0) return rejoin_badargs(g);
+  if (strcmp(dir, "inject_gate") == 0) return inject_gate(g);
   sg_dist_params dp = SG_DIST_PARAMS_INIT;
   dp.threads = 1;
   dp.bucket_bytes = 4096; /* several buckets */

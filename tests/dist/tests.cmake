@@ -39,6 +39,9 @@ add_executable(heal_worker ${CMAKE_CURRENT_LIST_DIR}/heal_worker.c ${CMAKE_CURRE
                            ${PROJECT_SOURCE_DIR}/examples/resnet50/resnet50_model.c)
 target_link_libraries(heal_worker PRIVATE sgrt_internal)
 target_compile_options(heal_worker PRIVATE ${SG_WARNINGS})
+if(SG_FAULT_INJECTION)
+  target_compile_definitions(heal_worker PRIVATE SG_TEST_FAULT_INJECTION=1)
+endif()
 set(_sg_heal bash ${CMAKE_CURRENT_LIST_DIR}/run_heal.sh $<TARGET_FILE:sgrt_cli> $<TARGET_FILE:heal_worker>)
 add_test(NAME dist_heal_kill_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_kill "kill:rank=2,step=5")
 add_test(NAME dist_heal_kill_rank0_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_kill0 "kill:rank=0,step=3")
@@ -58,6 +61,10 @@ add_test(NAME dist_heal_behind_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_behi
 add_test(NAME dist_heal_behind_rank0_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_behind0 "behind:rank=0,step=6")
 set_tests_properties(dist_heal_degrade_np4 PROPERTIES TIMEOUT 60 LABELS "dist;heal"
                      ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000;SG_QOS=graceful-degrade")
+# Fault injection is a debug facility: sg_dist_params.inject in every build,
+# SG_INJECT only with SG_FAULT_INJECTION (refused otherwise). Both builds run it.
+add_test(NAME dist_inject_gate COMMAND $<TARGET_FILE:sgrt_cli> launch -n 1 -- $<TARGET_FILE:heal_worker> inject_gate)
+set_tests_properties(dist_inject_gate PROPERTIES TIMEOUT 60 LABELS "dist;heal")
 add_test(NAME dist_heal_badargs COMMAND $<TARGET_FILE:sgrt_cli> launch -n 2 -- $<TARGET_FILE:heal_worker> badargs)
 set_tests_properties(dist_heal_badargs PROPERTIES TIMEOUT 60 LABELS "dist;heal"
                      ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000;SG_INJECT=kil:rank=1,step=2")

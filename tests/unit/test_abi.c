@@ -7,6 +7,7 @@
  * change an observable default. Output structs are written only up to the
  * caller's size. Sizes below a struct's first version or above this
  * library's are refused with a message naming the struct and both sizes. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -50,7 +51,44 @@ typedef struct old_pool2d_params {
   int64_t kernel[2];
 } old_pool2d_params;
 
+/* sg_dist_params before fault injection's fields. */
+typedef struct old_dist_params {
+  size_t size;
+  const sg_comm_params *comm;
+  const char *device;
+  int threads;
+  uint64_t seed;
+  int data, pipeline, tensor, micro_batches;
+  size_t bucket_bytes;
+  int heartbeat_ms, dead_ms, trace;
+  const char *trace_path;
+  size_t trace_events;
+  sg_dist_feed_fn feed;
+  void *feed_ctx;
+  int qos;
+  const char *offload, *offload_path;
+  int zero, hang_ms;
+} old_dist_params;
+
+/* sg_dist_optimizer with its kind and learning rate only (SGD's defaults). */
+typedef struct old_dist_optimizer {
+  size_t size;
+  int kind;
+  const char *lr_input;
+} old_dist_optimizer;
+
+/* sg_dist_stats through the loss. */
+typedef struct old_dist_stats {
+  size_t size;
+  uint64_t steps;
+  int world_size, healthy_ranks, has_loss;
+  float loss_mean;
+} old_dist_stats;
+
 /* Each older layout is a prefix of today's struct. */
+_Static_assert(sizeof(old_dist_params) == offsetof(sg_dist_params, inject), "dist prefix");
+_Static_assert(sizeof(old_dist_optimizer) == offsetof(sg_dist_optimizer, sgd), "optimizer prefix");
+_Static_assert(offsetof(old_dist_stats, loss_mean) == offsetof(sg_dist_stats, loss_mean), "stats prefix");
 _Static_assert(sizeof(old_session_params) == offsetof(sg_session_params, seed), "session prefix");
 _Static_assert(sizeof(old_partition_params) == offsetof(sg_partition_params, imbalance), "partition prefix");
 _Static_assert(sizeof(old_gmem_params) == offsetof(sg_gmem_params, pmem_bytes), "gmem prefix");
@@ -113,6 +151,59 @@ static void test_session_older_params(void **state) {
   assert_memory_equal(old, seed0, sizeof old);
   assert_memory_not_equal(old, other, sizeof old);
   sg_graph_destroy(g);
+}
+
+/* ---- a parallel job from an older sg_dist_params and sg_dist_optimizer ---------------- */
+
+static sg_graph *mlp_graph(void);
+
+/* A job of one rank, created from the older layouts with garbage behind
+ * them (read as a fault plan or optimizer pointers, it would crash or be
+ * refused); one step, and the older stats filled up to their size. */
+static void test_dist_older_params(void **state) {
+  (void)state;
+  sg_graph *fwd = mlp_graph();
+  sg_tensor loss;
+  assert_status(sg_graph_find_tensor(fwd, "loss", &loss), SG_OK, NULL);
+  sg_comm_params cp = SG_COMM_PARAMS_INIT;
+  cp.rank = 0;
+  cp.world_size = 1;
+  cp.master_port = sg_test_free_port();
+  CALLER(old_dist_params) caller;
+  FILL_GARBAGE(caller);
+  sg_dist_params today = SG_DIST_PARAMS_INIT;
+  memcpy(&caller.p, &today, sizeof caller.p); /* the older header's SG_DIST_PARAMS_INIT */
+  caller.p.size = sizeof caller.p;
+  caller.p.comm = &cp;
+  caller.p.threads = 1;
+  CALLER(old_dist_optimizer) opt;
+  FILL_GARBAGE(opt);
+  opt.p.size = sizeof opt.p;
+  opt.p.kind = SG_DIST_OPT_SGD;
+  opt.p.lr_input = "lr";
+  sg_dist *d = NULL;
+  assert_status(
+      sg_dist_create_model(fwd, loss, (const sg_dist_optimizer *)&opt, (const sg_dist_params *)&caller, &d),
+      SG_OK, NULL);
+  float x[8 * 32], lr = 0.1f;
+  int64_t y[8], xs[] = {8, 32}, ys[] = {8};
+  sg_test_fill(x, 8 * 32, 4);
+  for (int i = 0; i < 8; i++) y[i] = i % 10;
+  assert_status(sg_dist_set_input(d, "x", SG_F32, 2, xs, x), SG_OK, NULL);
+  assert_status(sg_dist_set_input(d, "y", SG_I64, 1, ys, y), SG_OK, NULL);
+  assert_status(sg_dist_set_input(d, "lr", SG_F32, 0, NULL, &lr), SG_OK, NULL);
+  assert_status(sg_dist_step(d), SG_OK, NULL);
+  CALLER(old_dist_stats) st;
+  FILL_GARBAGE(st);
+  st.p.size = sizeof st.p;
+  assert_status(sg_dist_get_stats(d, (sg_dist_stats *)&st), SG_OK, NULL);
+  assert_int_equal(st.p.size, sizeof st.p);
+  assert_int_equal(st.p.steps, 1);
+  assert_int_equal(st.p.world_size, 1);
+  assert_true(st.p.has_loss == 1 && isfinite(st.p.loss_mean) && st.p.loss_mean > 0);   /* cross-entropy */
+  for (size_t i = 0; i < sizeof st.after; i++) assert_int_equal(st.after[i], GARBAGE); /* not written */
+  assert_status(sg_dist_destroy(d), SG_OK, NULL);
+  sg_graph_destroy(fwd);
 }
 
 /* ---- a partition from an older sg_partition_params ------------------------------ */
@@ -243,7 +334,7 @@ static void test_sizes_refused(void **state) {
   (void)state;
   sg_graph *g = dropout_graph();
   const size_t session_min = offsetof(sg_session_params, device) + sizeof(const char *);
-  const size_t bad[] = {0, 1, session_min - 1, sizeof(sg_session_params) + 1};
+  const size_t bad[] = {0, 1, session_min - 1}; /* larger than ours is a newer caller: read (below) */
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     CALLER(sg_session_params) caller;
     FILL_GARBAGE(caller);
@@ -261,13 +352,30 @@ static void test_sizes_refused(void **state) {
   assert_int_equal(sg_graph_create(&g), SG_OK);
   int64_t xs[] = {1, 3, 8, 8}, ws[] = {4, 3, 3, 3};
   sg_conv2d_params conv = SG_CONV2D_PARAMS_INIT;
-  conv.size = sizeof conv + 8;
+  conv.size = offsetof(sg_conv2d_params, stride);
   sg_tensor y = sg_conv2d(g, sg_input(g, "x", SG_F32, 4, xs), sg_parameter(g, "w", SG_F32, 4, ws, NULL),
                           SG_NO_TENSOR, &conv);
   assert_true(y.id < 0);
   assert_status(sg_graph_finalize(g), SG_ERR_INVALID_ARG, "sg_conv2d: sg_conv2d_params.size is");
-  assert_size_message("sg_conv2d_params", sizeof conv + 8, offsetof(sg_conv2d_params, padding),
-                      sizeof(sg_conv2d_params), "SG_CONV2D_PARAMS_INIT");
+  assert_size_message("sg_conv2d_params", offsetof(sg_conv2d_params, stride),
+                      offsetof(sg_conv2d_params, padding), sizeof(sg_conv2d_params), "SG_CONV2D_PARAMS_INIT");
+  sg_graph_destroy(g);
+
+  /* A newer caller's larger struct: read up to this library's size (with a
+   * warning), as if the caller had this library's header. */
+  assert_int_equal(sg_graph_create(&g), SG_OK);
+  struct {
+    sg_conv2d_params p;
+    int64_t newer_field;
+  } newer = {SG_CONV2D_PARAMS_INIT, 7};
+  newer.p.size = sizeof newer;
+  newer.p.padding[0] = newer.p.padding[1] = newer.p.padding[2] = newer.p.padding[3] = 1;
+  y = sg_conv2d(g, sg_input(g, "x", SG_F32, 4, xs), sg_parameter(g, "w", SG_F32, 4, ws, NULL), SG_NO_TENSOR,
+                &newer.p);
+  assert_status(sg_graph_finalize(g), SG_OK, NULL);
+  sg_tensor_info yi;
+  assert_status(sg_graph_tensor_info(g, y, &yi), SG_OK, NULL);
+  assert_int_equal(yi.dims[2], 8); /* padding 1 with a 3x3 kernel keeps 8x8: the field was read */
   sg_graph_destroy(g);
 
   /* Refused before anything else happens: no rendezvous, no thread. */
@@ -278,7 +386,7 @@ static void test_sizes_refused(void **state) {
   assert_size_message("sg_comm_params", 1, offsetof(sg_comm_params, rank) + sizeof(int),
                       sizeof(sg_comm_params), "SG_COMM_PARAMS_INIT");
   sg_health_config hc = SG_HEALTH_CONFIG_INIT;
-  hc.size = sizeof hc + 1;
+  hc.size = offsetof(sg_health_config, heartbeat_ms);
   sg_health *h = NULL;
   assert_status(sg_health_create(2, 0, &hc, 0, &h), SG_ERR_INVALID_ARG, "sg_health_config.size is");
   sg_onnx_params op = SG_ONNX_PARAMS_INIT;
@@ -352,9 +460,13 @@ static void test_params_read(void **state) {
   three given = {offsetof(three, b), 10, 20, 30.0}; /* an older caller: only `a` */
   assert_int_equal(sg__params_read("f", v, &d, &given), SG_OK);
   assert_true(d.size == sizeof d && d.a == 10 && d.b == 2 && d.c == 3.0);
-  given.size = sizeof given + 1;
+  given.size = offsetof(three, a); /* below the first version */
   assert_status(sg__params_read("f", v, &d, &given), SG_ERR_INVALID_ARG, "f: three.size is");
   assert_true(d.a == 10 && d.b == 2); /* untouched */
+  /* A newer caller: read up to this library's size (the garbage size is not trusted with the copy). */
+  three newer = {(size_t)1 << 40, 11, 21, 31.0};
+  assert_int_equal(sg__params_read("f", v, &d, &newer), SG_OK);
+  assert_true(d.size == sizeof d && d.a == 11 && d.b == 21 && d.c == 31.0);
 }
 
 int main(void) {
@@ -362,7 +474,7 @@ int main(void) {
       cmocka_unit_test(test_session_older_params), cmocka_unit_test(test_partition_older_params),
       cmocka_unit_test(test_gmem_older_params),    cmocka_unit_test(test_ops_older_params),
       cmocka_unit_test(test_sizes_refused),        cmocka_unit_test(test_report_sizes),
-      cmocka_unit_test(test_params_read),
+      cmocka_unit_test(test_params_read),          cmocka_unit_test(test_dist_older_params),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
