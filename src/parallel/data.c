@@ -233,13 +233,13 @@ static sg_status data_read(const sg_dist *d, const char *name, void *out, size_t
 }
 
 static sg_status data_params_hash(const sg_dist *d, uint64_t *out) {
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = SG__FNV1A64_SEED;
   for (uint32_t t = 0; t < d->g->n_tensors; t++) {
     const sg__tensor *T = &d->g->tensors[t];
     if (T->role != SG_ROLE_PARAMETER) continue;
     const unsigned char *b = sg__session_tensor_addr(d->s, (int32_t)t, NULL);
     if (b == NULL) continue;
-    for (size_t k = 0; k < T->nbytes; k++) h = (h ^ b[k]) * 1099511628211ull;
+    h = sg__fnv1a64(h, b, T->nbytes);
   }
   *out = h;
   return SG_OK;

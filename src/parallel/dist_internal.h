@@ -569,6 +569,9 @@ void sg__par_record(sg_dist *d, sg__dist_ev_kind kind, int64_t t0, int64_t t1, i
 sg_status sg__dist_sched_start(sg_dist *d);
 /* Stops the thread (it destroys the communicator) and joins it. */
 void sg__dist_sched_stop(sg_dist *d);
+/* The scheduler sends and reads nothing (no heartbeats, no jobs) for `ns`; a stop is still
+ * honoured. Fault injection's hung communication thread. Any thread. */
+void sg__dist_sched_pause(sg_dist *d, int64_t ns);
 /* Scheduler thread: joins epoch 0 (sg_comm_create with the job's params, liveness on). */
 sg_status sg__par_join(sg_dist *d);
 /* Under mu: records the first failure (later ones are its echoes) and wakes the compute thread. */

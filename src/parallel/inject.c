@@ -125,9 +125,7 @@ sg_status sg__dist_inject_step(sg_dist *d, uint64_t step) {
       case SG_FAULT_KILL: raise(SIGKILL); break;
       case SG_FAULT_STOP: raise(SIGSTOP); break;
       case SG_FAULT_DROP_HEARTBEATS:
-        pthread_mutex_lock(&d->mu);
-        d->pause_until_ns = sg__now_ns() + hang_ns(d);
-        pthread_mutex_unlock(&d->mu);
+        sg__dist_sched_pause(d, hang_ns(d));
         break;
       case SG_FAULT_PARTITION: {
         int other = f[i].rank == d->orig_rank ? f[i].peer : f[i].rank;

@@ -219,6 +219,12 @@ static void *sched_main(void *arg) {
   return NULL;
 }
 
+void sg__dist_sched_pause(sg_dist *d, int64_t ns) {
+  pthread_mutex_lock(&d->mu);
+  d->pause_until_ns = sg__now_ns() + ns;
+  pthread_mutex_unlock(&d->mu);
+}
+
 sg_status sg__dist_sched_start(sg_dist *d) {
   sg__dist_job job = {join_job, NULL, SG_OK, "", false};
   d->job = &job;
