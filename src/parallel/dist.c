@@ -200,10 +200,7 @@ static sg_status prepare(sg_dist *d) {
   SG_CHECK(sg__session_set_updates_last(d->s, true));
   /* ZeRO-1: the optimizer state of other ranks' parameters gets no memory. */
   DP(d)->zero.on = p->zero == 1;
-  if (DP(d)->zero.on) {
-    SG_CHECK(sg__dist_zero_mask(d->g, d->rank, d->size, &DP(d)->zero.mask));
-    SG_CHECK(sg__session_set_unallocated(d->s, DP(d)->zero.mask));
-  }
+  if (DP(d)->zero.on) SG_CHECK(sg__dist_zero_unback(d));
   SG_CHECK(sg_session_compile(d->s));
   /* Before anything takes the state's addresses (buckets, broadcast, snapshots). */
   bool offload;
@@ -221,7 +218,6 @@ static sg_status prepare(sg_dist *d) {
     SG_CHECK(sg__dist_ring_init(&d->compute_ring, cap));
     SG_CHECK(sg__dist_ring_init(&d->sched_ring, cap));
   }
-  SG_CHECK(sg__dist_install_hooks(d));
   SG_CHECK(prepare_healing(d));
   d->stats = (sg_dist_stats)SG_DIST_STATS_INIT;
   d->stats.original_rank = d->orig_rank;

@@ -152,8 +152,8 @@ sg_status sg__pp_set_input(sg__pp_runner *r, const char *name, const void *data,
  * draw one mask, and the recomputation with frozen running statistics, so
  * these move once per micro-batch, in micro-batch order: what one process
  * accumulating gradients over the same micro-batches with those streams
- * computes. Afterwards the session is back on stream 0, unfrozen, and its
- * step count (which seeds the masks) is one higher, as after
+ * computes (each pass says so itself: sg__session_pass). Afterwards the
+ * session's step count (which seeds the masks) is one higher, as after
  * sg_session_step. *loss (may be NULL) receives the mean of this replica's
  * micro-batch losses on the last stage, NaN elsewhere. Communication blocks
  * this thread (first version). Errors of the transport, the wire decoder
