@@ -260,7 +260,7 @@ sg_status sg__session_set_unbacked(sg_session *s, const uint8_t *mask) {
       sg_role r = g->tensors[t].role;
       if (mask[t] && r != SG_ROLE_PARAMETER && r != SG_ROLE_STATE && r != SG_ROLE_OPTIMIZER_STATE)
         return sg__error(SG_ERR_INVALID_ARG,
-                         "session: '%s' is a %s; only parameters and state may be left without memory",
+                         "session: only parameters and state may be left without memory, not '%s' (%s)",
                          g->tensors[t].name, sg_role_name(r));
     }
     copy = sg__malloc(g->n_tensors ? g->n_tensors : 1);
