@@ -202,7 +202,7 @@ struct sg__pp_runner {
   sg__xfer x; /* the transport (a copy) */
   int prev, next;
   uint32_t fwd_end,
-      bwd_end;   /* run_partial(0, fwd_end) computes what is sent; (0, bwd_end) forward+backward */
+      bwd_end;   /* a pass over [0, fwd_end) computes what is sent; [0, bwd_end) forward+backward */
   uint32_t *upd; /* schedule positions of the updates to run (not the boundary inputs') */
   int n_upd;
   sg__pp_grad *grads;
