@@ -2,8 +2,10 @@
  * @file gmem.h
  * Global memory mapping: global virtual addresses (GVAs), a
  * page table sharded by owner node, a software TLB, memory tiers (DRAM, PMEM,
- * VRAM), coherent pages, tier migration, ZeRO-style sharding and optimizer
- * state offload. docs/gmem.md describes the design and the protocols.
+ * VRAM), coherent pages, tier migration and ZeRO-style sharding: memory,
+ * nothing of what is kept in it (putting a session's optimizer state in a
+ * tier is sgrt/offload.h). docs/gmem.md describes the design and the
+ * protocols.
  *
  * @code
  *   sg_gmem_params gp = SG_GMEM_PARAMS_INIT;
@@ -38,8 +40,6 @@
 
 #include "sgrt/comm.h"
 #include "sgrt/export.h"
-#include "sgrt/graph.h"
-#include "sgrt/session.h"
 #include "sgrt/status.h"
 
 SG_EXTERN_C_BEGIN
@@ -368,34 +368,6 @@ SG_API sg_status sg_gmem_shard_local(const sg_gmem_shard *sh, void **ptr, size_t
 /** Reads / writes [offset, offset+bytes) of the logical buffer, piece by piece from the owners. */
 SG_API sg_status sg_gmem_shard_read(sg_gmem_shard *sh, size_t offset, void *dst, size_t bytes);
 SG_API sg_status sg_gmem_shard_write(sg_gmem_shard *sh, size_t offset, const void *src, size_t bytes);
-
-/* ---- optimizer state offload --------------------------------------------------- */
-
-typedef struct sg_gmem_offload sg_gmem_offload;
-
-/**
- * Moves every optimizer-state tensor (role SG_ROLE_OPTIMIZER_STATE) of a
- * compiled session into `tier` through the page table: one allocation per
- * tensor, bound with sg_session_bind_state(), so steps update it in place.
- * `g` is the graph the session was created from. The session must be
- * destroyed before the offload.
- * @return SG_OK; SG_ERR_NOT_FOUND when the graph has no optimizer state;
- *   errors of sg_gmem_alloc() and sg_session_bind_state() (naming the tensor).
- *   On error nothing stays allocated, but tensors bound before the failure
- *   stay in their (freed) tier memory: destroy the session.
- */
-SG_API sg_status sg_gmem_offload_optimizer_state(sg_gmem *gm, sg_session *s, const sg_graph *g,
-                                                 sg_gmem_tier tier, sg_gmem_offload **out);
-/** Number of tensors offloaded, and the name, GVA and size of one. */
-SG_API int sg_gmem_offload_count(const sg_gmem_offload *off);
-SG_API sg_status sg_gmem_offload_info(const sg_gmem_offload *off, int i, const char **name, sg_gva *gva,
-                                      size_t *bytes);
-/** Makes the offloaded state durable (PMEM tier; nothing for DRAM): call after a step. */
-SG_API sg_status sg_gmem_offload_persist(sg_gmem_offload *off);
-/** Moves every offloaded tensor to another tier (same GVAs) and rebinds it. */
-SG_API sg_status sg_gmem_offload_migrate(sg_gmem_offload *off, sg_gmem_tier tier);
-/** Frees the tensors' memory. Destroy the session first. Accepts NULL. */
-SG_API sg_status sg_gmem_offload_destroy(sg_gmem_offload *off);
 
 SG_EXTERN_C_END
 

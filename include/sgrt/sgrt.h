@@ -22,7 +22,8 @@
  *                diagnosis
  *   dist.h       training over ranks: data, pipeline and tensor parallelism,
  *                self-healing
- *   gmem.h       global memory: addresses, a page table, memory tiers, offload
+ *   gmem.h       global memory: addresses, a page table, memory tiers
+ *   offload.h    a session's optimizer state kept in a memory tier
  *   health.h     the health monitor, heartbeat payloads, QoS tiers, fault plans
  *
  * The path of a model:
@@ -199,6 +200,7 @@
 #include "sgrt/gmem.h"
 #include "sgrt/graph.h"
 #include "sgrt/health.h"
+#include "sgrt/offload.h"
 #include "sgrt/onnx.h"
 #include "sgrt/ops.h"
 #include "sgrt/partition.h"

@@ -12,8 +12,10 @@
 
 /* Bumped on any change to the table's layout or contract.
  * 2: the optional plan_layouts entry (tensor storage layouts).
- * 3: the is_host and supports_op entries. */
-#define SG__BACKEND_VERSION 3u
+ * 3: the is_host and supports_op entries.
+ * 4: the run context speaks of random draws (rng_subsequence) and batch
+ *    statistics (batch_stats_only), no longer of a runtime's passes. */
+#define SG__BACKEND_VERSION 4u
 
 /* A compiled op: backend-defined (oneDNN primitives, a C function, ...). */
 typedef struct sg__kernel sg__kernel;
@@ -33,15 +35,21 @@ typedef struct sg__backend_config {
 
 /* What every kernel run gets besides its buffers. */
 typedef struct sg__run_ctx {
-  uint64_t step; /* number of completed steps; dropout masks depend on it */
-  uint64_t seed; /* session seed */
-  /* Dropout stream within a step (0 by default): a runtime that runs one
-   * step as several micro-batches or shards gives each its own stream, so
-   * their masks differ and a recomputed or redone pass draws the same ones. */
-  uint64_t stream;
-  /* Training-form batch norm leaves its running statistics alone: a
-   * recomputation of a forward pass already run must not update them twice. */
-  bool freeze_stats;
+  /* Training steps completed before this run: SGD's dampened momentum
+   * treats step 0 specially, and random draws count with it. */
+  uint64_t step;
+  /* Random draws (dropout masks) are counter-based: a function of the op's
+   * own seed, `seed`, `step`, `rng_subsequence` and the element index, and
+   * of nothing else (not threads, not earlier runs). Repeating the values
+   * repeats the draws; a different subsequence at the same (seed, step)
+   * draws independently (cuRAND's Philox takes the same three: seed,
+   * subsequence, offset). Subsequence 0 is the plain sequence. */
+  uint64_t seed;
+  uint64_t rng_subsequence;
+  /* Training-form batch norm normalises with the batch statistics and,
+   * when this is set, leaves its running statistics as they are (PyTorch's
+   * batch_norm in training mode without running buffers). */
+  bool batch_stats_only;
 } sg__run_ctx;
 
 typedef struct sg__backend_i {

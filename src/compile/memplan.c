@@ -58,8 +58,8 @@ static sg_status place(group *gs, uint32_t n, size_t *offsets, size_t *peak) {
   return SG_OK;
 }
 
-sg_status sg__memplan(const sg_graph *g, sg__plan *p, const bool *folded, const sg__backend_i *be,
-                      void *be_state) {
+sg_status sg__memplan(const sg_graph *g, sg__plan *p, const bool *folded, const uint8_t *no_memory,
+                      const sg__backend_i *be, void *be_state) {
   uint32_t nt = g->n_tensors;
   size_t ntt = nt ? nt : 1;
   p->buf_kind = sg__calloc(ntt, 1);
@@ -144,7 +144,9 @@ sg_status sg__memplan(const sg_graph *g, sg__plan *p, const bool *folded, const 
   /* One group per slot: a tensor and everything that reuses it in place. */
   uint32_t n_groups = 0;
   for (uint32_t t = 0; t < nt; t++) {
-    if (p->buf_kind[t] == SG__BUF_PERSISTENT) {
+    if (p->buf_kind[t] == SG__BUF_PERSISTENT && no_memory && no_memory[t]) {
+      p->offset[t] = SG__NO_OFFSET;
+    } else if (p->buf_kind[t] == SG__BUF_PERSISTENT) {
       p->offset[t] = p->persistent_bytes;
       p->persistent_bytes += align_up(g->tensors[t].nbytes);
     }

@@ -2,23 +2,6 @@
 #include "compile/plan.h"
 #include "compile/plan_internal.h"
 
-/* Lays the persistent region out again without the unallocated optimizer
- * state (same order and alignment as memplan): those tensors keep their
- * kind but have no offset, and the region shrinks by their bytes. */
-static void drop_unallocated(const sg_graph *g, const uint8_t *unallocated, sg__plan *p) {
-  size_t at = 0;
-  for (uint32_t t = 0; t < g->n_tensors; t++) {
-    if (p->buf_kind[t] != SG__BUF_PERSISTENT) continue;
-    if (unallocated[t] && g->tensors[t].role == SG_ROLE_OPTIMIZER_STATE) {
-      p->offset[t] = SG__NO_OFFSET;
-      continue;
-    }
-    p->offset[t] = at;
-    at += (g->tensors[t].nbytes + SG__SLOT_ALIGN - 1) / SG__SLOT_ALIGN * SG__SLOT_ALIGN;
-  }
-  p->persistent_bytes = at;
-}
-
 sg_status sg__plan_build(const sg_graph *g, const sg__backend_i *be, void *be_state,
                          const sg__plan_options *opt, sg__plan *out) {
   sg__plan_options none = {0};
@@ -27,10 +10,28 @@ sg_status sg__plan_build(const sg_graph *g, const sg__backend_i *be, void *be_st
   bool *folded = sg__calloc(g->n_ops ? g->n_ops : 1, sizeof(bool));
   if (folded == NULL) return sg__error(SG_ERR_NO_MEMORY, "compile: out of memory");
   sg_status st = sg__schedule(g, opt ? opt : &none, out, folded);
-  if (st == SG_OK) st = sg__memplan(g, out, folded, be, be_state);
-  if (st == SG_OK && opt && opt->unallocated) drop_unallocated(g, opt->unallocated, out);
+  if (st == SG_OK) st = sg__memplan(g, out, folded, opt ? opt->no_memory : NULL, be, be_state);
   sg__free(folded);
   if (st != SG_OK) sg__plan_free(out);
+  return st;
+}
+
+sg_status sg__plan_schedule(const sg_graph *g, const sg__plan_options *opt, int32_t **order, uint32_t *n) {
+  sg__plan_options none = {0};
+  sg__plan p = {0};
+  *order = NULL;
+  *n = 0;
+  if (!g->finalized) return sg__error(SG_ERR_STATE, "compile: the graph must be finalized");
+  bool *folded = sg__calloc(g->n_ops ? g->n_ops : 1, sizeof(bool));
+  if (folded == NULL) return sg__error(SG_ERR_NO_MEMORY, "compile: out of memory");
+  sg_status st = sg__schedule(g, opt ? opt : &none, &p, folded);
+  sg__free(folded);
+  if (st == SG_OK) {
+    *order = p.order;
+    *n = p.n_order;
+    p.order = NULL;
+  }
+  sg__plan_free(&p);
   return st;
 }
 

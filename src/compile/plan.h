@@ -54,14 +54,15 @@ typedef struct sg__plan_options {
    * this: an update must wait for its gradient's allreduce, which overlaps
    * the rest of backward (SPEC C5). */
   bool updates_last;
-  /* Per tensor, or NULL: optimizer state that gets no slot (offset
-   * SG__NO_OFFSET), because the updates that read it never run on this
-   * session: ZeRO-1 keeps each parameter's optimizer state on one rank only
-   * (src/parallel/zero.c). Read during sg__plan_build only. */
-  const uint8_t *unallocated;
+  /* Per tensor, or NULL: persistent tensors that get no slot (buf_kind
+   * stays SG__BUF_PERSISTENT, offset is SG__NO_OFFSET) and no bytes of the
+   * persistent region. The caller gives them memory of its own before an op
+   * that reads them runs, or never runs such an op. A mark on any other
+   * tensor is ignored. Read during sg__plan_build only. */
+  const uint8_t *no_memory;
 } sg__plan_options;
 
-/* plan.offset of a persistent tensor left without a slot (unallocated). */
+/* plan.offset of a persistent tensor left without a slot (no_memory). */
 #define SG__NO_OFFSET SIZE_MAX
 
 /* Builds the plan of a finalized graph for a backend (`be` may be NULL:
@@ -72,6 +73,13 @@ typedef struct sg__plan_options {
 sg_status sg__plan_build(const sg_graph *g, const sg__backend_i *be, void *be_state,
                          const sg__plan_options *opt, sg__plan *out);
 void sg__plan_free(sg__plan *p);
+
+/* The training order that sg__plan_build gives `g` with `opt` (its
+ * plan.order), without planning memory: for a caller that decides a layout
+ * option from the schedule, such as which tensors get no memory. *order is
+ * allocated with sg__malloc (the caller frees it). Errors as sg__plan_build's
+ * scheduling: SG_ERR_STATE (not finalized), SG_ERR_NO_MEMORY, SG_ERR_CYCLE. */
+sg_status sg__plan_schedule(const sg_graph *g, const sg__plan_options *opt, int32_t **order, uint32_t *n);
 
 /* Alignment of every slot: a cache line, and what oneDNN prefers. */
 #define SG__SLOT_ALIGN 64

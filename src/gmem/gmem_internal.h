@@ -17,7 +17,9 @@
  *   coherence.c  coherent pages: copies with per-line valid bits (A3 level 3), MESI-like states (A4)
  *   replica.c    table pages pushed to a neighbour's replica (A2 put, A5)
  *   shard.c      ZeRO-style sharding (A5)
- *   offload.c    optimizer state offload (A5) */
+ * gmem/gmem.h is what the layers above use besides the public API (the
+ * optimizer state offload that binds a session to tier memory lives above,
+ * in src/parallel/offload.c). */
 #ifndef SG_GMEM_INTERNAL_H
 #define SG_GMEM_INTERNAL_H
 
@@ -26,6 +28,7 @@
 #include <stdint.h>
 
 #include "core/core.h"
+#include "gmem/gmem.h"
 #include "sgrt/gmem.h"
 
 #define SG__GM_PAGE ((uint64_t)SG_GMEM_PAGE_SIZE)
@@ -181,8 +184,7 @@ bool sg__bits_find_run(const uint64_t *bits, uint64_t nbits, uint64_t n, uint64_
 void sg__bits_set(uint64_t *bits, uint64_t first, uint64_t n, bool on);
 bool sg__bits_test(const uint64_t *bits, uint64_t i);
 
-/* ---- tier.c / tier_pmem.c / tier_vram.c ------------------------------------- */
-const char *sg__tier_name(sg_gmem_tier t);
+/* ---- tier.c / tier_pmem.c / tier_vram.c (sg__tier_name: gmem/gmem.h) --------- */
 sg_status sg__tier_dram_init(sg__tier *t, size_t bytes);
 sg_status sg__tier_pmem_init(sg__tier *t, const char *path, size_t bytes);
 sg_status sg__tier_vram_init(sg__tier *t, int device, size_t bytes);
@@ -308,11 +310,7 @@ void sg__gm_fill_loc(const sg_gmem *gm, const sg__tlb_entry *e, sg_gva gva, sg_g
 /* The allocation of this node that starts at gva. */
 sg_status sg__gm_find_alloc(sg_gmem *gm, sg_gva gva, const char *what, sg__gm_alloc **out);
 
-/* ---- migrate.c --------------------------------------------------------------- */
-/* Migration with a hook that runs once the new frames hold the data and
- * before the entries switch to them (offload rebinds there). */
-typedef sg_status (*sg__gm_moved_fn)(void *ctx, void *new_ptr);
-sg_status sg__gm_migrate(sg_gmem *gm, sg_gva gva, sg_gmem_tier tier, sg__gm_moved_fn moved, void *ctx);
+/* ---- migrate.c: sg__gm_migrate (gmem/gmem.h) ------------------------------------- */
 
 /* ---- replica.c --------------------------------------------------------------- */
 /* Collective (after the exchange of sizes): replica buffer, shadow, window. */

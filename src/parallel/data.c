@@ -144,10 +144,7 @@ static sg_status data_build(sg_dist *d, const sg__par_create_args *a) {
   SG_CHECK(sg__session_set_updates_last(d->s, true));
   /* ZeRO-1: the optimizer state of other ranks' parameters gets no memory. */
   DP(d)->zero.on = p->zero == 1;
-  if (DP(d)->zero.on) {
-    SG_CHECK(sg__dist_zero_mask(d->g, d->rank, d->size, &DP(d)->zero.mask));
-    SG_CHECK(sg__session_set_unallocated(d->s, DP(d)->zero.mask));
-  }
+  if (DP(d)->zero.on) SG_CHECK(sg__dist_zero_unback(d));
   SG_CHECK(sg_session_compile(d->s));
   /* Before anything takes the state's addresses (buckets, broadcast, snapshots). */
   bool offload;
@@ -160,7 +157,6 @@ static sg_status data_build(sg_dist *d, const sg__par_create_args *a) {
   DP(d)->flat = sg__malloc(DP(d)->plan.flat_bytes + 64); /* + the loss */
   if (DP(d)->flat == NULL)
     return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create: out of memory for the gradient buffer");
-  SG_CHECK(sg__dist_install_hooks(d));
   SG_CHECK(prepare_healing(d));
   d->stats.has_loss = DP(d)->loss >= 0;
   d->stats.buckets = DP(d)->plan.n_buckets;

@@ -277,7 +277,6 @@ typedef struct sg__dist_zero {
   uint32_t n_runs;
   size_t count;         /* floats per rank's segment: the largest range + 1 (the loss) */
   float *buf;           /* size * count: reduce-scatter in, allgather out, in place */
-  uint8_t *mask;        /* optimizer state left without memory (given to the session at compile) */
   int64_t rs_ns, ag_ns; /* the last step's reduce-scatter (scheduler) and allgather (copies included) */
   /* Buddy replicas (replica.c, replica_gmem.c), with a feed callback: slots in the global page table;
    * the sg_gmem and the pushes are the scheduler's. A slot is a header page (its entry's version: the
@@ -302,10 +301,11 @@ typedef struct sg__dist_zero {
   int64_t rep_ns;     /* the last push's time */
 } sg__dist_zero;
 
-/* Before compile: the optimizer state the session of `rank` of `size` leaves
- * without memory (per tensor; sg__free it). From a plan of the same schedule. */
-sg_status sg__dist_zero_mask(const sg_graph *g, int rank, int size, uint8_t **mask);
-/* After the plan: the updates' positions, the layout for this rank; checks the mask's cut. */
+/* Before compile: leaves the optimizer state of the parameters other ranks
+ * own without memory in d->s (sg__session_set_unbacked), cut from the
+ * schedule the session will run. */
+sg_status sg__dist_zero_unback(sg_dist *d);
+/* After the plan: the updates' positions, the layout for this rank; checks the unbacked state's cut. */
 sg_status sg__dist_zero_init(sg_dist *d);
 /* The ranges cut over `size` ranks, this rank `rank` (again after a recovery). */
 sg_status sg__dist_zero_layout(sg_dist *d, int rank, int size);
@@ -601,8 +601,9 @@ sg_status sg__dist_job_broadcast(sg_dist *d, void *arg);
 /* The data strategy's step: the buckets' allreduces during backward, the
  * recovery and redo of a failed step, rejoins at the step boundary. */
 sg_status sg__par_data_step(sg_dist *d);
-/* Installs the session hooks of the plan (every position when tracing). */
-sg_status sg__dist_install_hooks(sg_dist *d);
+/* The hooks of a data-parallel pass: at the plan's positions (every
+ * position when tracing), bucket hand-off and the wait before the updates. */
+sg__step_hooks sg__dist_step_hooks(sg_dist *d);
 
 /* ---- trace.c ---------------------------------------------------------------- */
 

@@ -97,7 +97,7 @@ static sg_status replicated_step(sg_dist *d) {
     SG_CHECK(sg__model_broadcast_state(d, NULL, 0)); /* in the group of copies of this share */
     m->m.broadcast_done = true;
   }
-  SG_CHECK(sg__session_run_partial(d->s, 0, m->upd_pos));
+  SG_CHECK(sg__tp_runner_run(m->tp, 0, m->upd_pos, false));
   size_t off = 0;
   for (int i = 0; i < m->n_grads; i++) {
     memcpy(m->flat + off, m->grad_addr[i], m->grad_count[i] * sizeof(float));
@@ -107,14 +107,13 @@ static sg_status replicated_step(sg_dist *d) {
   off = 0;
   for (int i = 0; i < m->n_grads; i++)
     for (size_t k = 0; k < m->grad_count[i]; k++) m->grad_addr[i][k] = m->flat[off++] / (float)m->m.data;
-  SG_CHECK(sg__session_run_partial(d->s, m->upd_pos, m->n_order));
-  sg__session_set_steps(d->s, sg_session_steps(d->s) + 1); /* a whole step (dropout masks) */
+  SG_CHECK(sg__tp_runner_run(m->tp, m->upd_pos, m->n_order, true)); /* counts the whole step */
   return SG_OK;
 }
 
 static sg_status tensor_part_step(sg_dist *d, float *loss) {
   if (MODEL(d)->data > 1) SG_CHECK(replicated_step(d));
-  else SG_CHECK(sg_session_step(d->s));
+  else SG_CHECK(sg__tp_runner_step(TENSOR(d)->tp));
   return sg_session_read(d->s, MODEL(d)->loss_name, loss, sizeof *loss);
 }
 

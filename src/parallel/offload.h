@@ -5,6 +5,7 @@
 #include <stdbool.h>
 
 #include "sgrt/gmem.h"
+#include "sgrt/offload.h"
 #include "sgrt/session.h"
 
 typedef struct sg__dist_offload {

@@ -152,8 +152,8 @@ sg_status sg__pp_set_input(sg__pp_runner *r, const char *name, const void *data,
  * draw one mask, and the recomputation with frozen running statistics, so
  * these move once per micro-batch, in micro-batch order: what one process
  * accumulating gradients over the same micro-batches with those streams
- * computes. Afterwards the session is back on stream 0, unfrozen, and its
- * step count (which seeds the masks) is one higher, as after
+ * computes (each pass says so itself: sg__session_pass). Afterwards the
+ * session's step count (which seeds the masks) is one higher, as after
  * sg_session_step. *loss (may be NULL) receives the mean of this replica's
  * micro-batch losses on the last stage, NaN elsewhere. Communication blocks
  * this thread (first version). Errors of the transport, the wire decoder
@@ -202,7 +202,7 @@ struct sg__pp_runner {
   sg__xfer x; /* the transport (a copy) */
   int prev, next;
   uint32_t fwd_end,
-      bwd_end;   /* run_partial(0, fwd_end) computes what is sent; (0, bwd_end) forward+backward */
+      bwd_end;   /* a pass over [0, fwd_end) computes what is sent; [0, bwd_end) forward+backward */
   uint32_t *upd; /* schedule positions of the updates to run (not the boundary inputs') */
   int n_upd;
   sg__pp_grad *grads;

@@ -15,8 +15,7 @@
  *
  * Batch norm and dropout: each micro-batch's passes run with its own
  * dropout stream, and a recomputation with frozen running statistics
- * (begin_pass), so masks and statistics are those of one pass per
- * micro-batch.
+ * (run), so masks and statistics are those of one pass per micro-batch.
  *
  * First version: the sends and receives block the thread that calls
  * sg__pp_step (DESIGN.md gives communication to the scheduler thread; it
@@ -103,25 +102,22 @@ static sg_status feed(sg__pp_runner *r, int m) {
   return SG_OK;
 }
 
-static sg_status run(sg__pp_runner *r, uint32_t end) {
+/* Micro-batch m's pass over schedule positions [0, end). Micro-batch m of
+ * this replica is micro-batch g = replica*M + m of the global step; its
+ * passes draw dropout stream g+1 (0 is a plain step), the same for its
+ * FORWARD and its recomputation, so both see one mask, and the mask a single
+ * process accumulating the same micro-batches with those streams draws.
+ * `recompute` freezes the batch-norm running statistics: they move once per
+ * micro-batch, in micro-batch order (FORWARDs, and the last stage's single
+ * passes, run in that order). */
+static sg_status run(sg__pp_runner *r, int m, uint32_t end, bool recompute) {
+  uint64_t g = (uint64_t)r->replica * (uint64_t)r->st->micro_batches + (uint64_t)m;
+  sg__session_pass pass = {.begin = 0, .end = end, .stream = g + 1, .freeze_stats = recompute};
   int64_t t0 = sg__now_ns();
-  sg_status st = sg__session_run_partial(r->s, 0, end);
+  sg_status st = sg__session_run_pass(r->s, &pass);
   r->stats.busy_ms += (double)(sg__now_ns() - t0) * 1e-6;
   r->stats.forwards++;
   return st;
-}
-
-/* Micro-batch m of this replica is micro-batch g = replica*M + m of the
- * global step; its passes draw dropout stream g+1 (0 is a plain step), the
- * same for its FORWARD and its recomputation, so both see one mask, and the
- * mask a single process accumulating the same micro-batches with those
- * streams draws. `recompute` freezes the batch-norm running statistics: they
- * move once per micro-batch, in micro-batch order (FORWARDs, and the last
- * stage's single passes, run in that order). */
-static void begin_pass(sg__pp_runner *r, int m, bool recompute) {
-  uint64_t g = (uint64_t)r->replica * (uint64_t)r->st->micro_batches + (uint64_t)m;
-  sg__session_set_stream(r->s, g + 1);
-  sg__session_set_freeze_stats(r->s, recompute);
 }
 
 static void accumulate(sg__pp_runner *r, bool first) {
@@ -144,10 +140,7 @@ static sg_status act(sg__pp_runner *r, sg__pp_slot a, int *backwards_done) {
         SG_CHECK(recv_tensor(r, r->prev, 0, j, m, st->recv[j], r->fwd_msg[k], &r->fwd_data[k]));
       }
       return SG_OK;
-    case SG__PP_FORWARD:
-      SG_CHECK(feed(r, m));
-      begin_pass(r, m, false);
-      return run(r, r->fwd_end);
+    case SG__PP_FORWARD: SG_CHECK(feed(r, m)); return run(r, m, r->fwd_end, false);
     case SG__PP_SEND_FWD:
       for (int j = 0; j < st->n_send; j++)
         SG_CHECK(send_tensor(r, r->next, 0, j, m, st->send[j], r->send_addr[j]));
@@ -164,8 +157,7 @@ static sg_status act(sg__pp_runner *r, sg__pp_slot a, int *backwards_done) {
       SG_CHECK(feed(r, m));
       /* Stages before the last ran this micro-batch's FORWARD already: this
        * pass recomputes it, so it must not move the running statistics. */
-      begin_pass(r, m, st->stage + 1 < st->stages);
-      SG_CHECK(run(r, r->bwd_end));
+      SG_CHECK(run(r, m, r->bwd_end, st->stage + 1 < st->stages));
       accumulate(r, (*backwards_done)++ == 0);
       return SG_OK;
     case SG__PP_SEND_BWD:
@@ -210,7 +202,15 @@ static sg_status step(sg__pp_runner *r) {
   int64_t t1 = sg__now_ns();
   double idle = r->stats.idle_ms; /* the allreduce's wait is idle time */
   SG_CHECK(average(r));
-  for (int i = 0; i < r->n_upd; i++) SG_CHECK(sg__session_run_partial(r->s, r->upd[i], r->upd[i] + 1));
+  for (int i = 0; i < r->n_upd; i++) {
+    sg__session_pass update = {.begin = r->upd[i], .end = r->upd[i] + 1};
+    SG_CHECK(sg__session_run_pass(r->s, &update));
+  }
+  /* The step ran in parts: count it, as sg_session_step does (dropout masks
+   * are drawn per (step, stream) and SGD's dampened first step reads the
+   * count). An empty pass counts without running anything. */
+  sg__session_pass count = {.count_step = true};
+  SG_CHECK(sg__session_run_pass(r->s, &count));
   r->stats.busy_ms += (double)(sg__now_ns() - t1) * 1e-6 - (r->stats.idle_ms - idle);
   return SG_OK;
 }
@@ -220,15 +220,7 @@ sg_status sg__pp_step(sg__pp_runner *r, float *loss) {
   if (r == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg__pp_step: runner is NULL");
   int64_t t0 = sg__now_ns();
   r->stats = (sg__pp_stats){0};
-  sg_status st = step(r);
-  /* Whatever happened, later plain passes of the session see a plain step. */
-  sg__session_set_stream(r->s, 0);
-  sg__session_set_freeze_stats(r->s, false);
-  if (st != SG_OK) return st;
-  /* Partial runs do not count steps; a step must, as sg_session_step does:
-   * dropout masks are drawn per (step, stream) and SGD's dampened first
-   * step reads the count. */
-  sg__session_set_steps(r->s, sg_session_steps(r->s) + 1);
+  SG_CHECK(step(r));
   r->stats.step_ms = (double)(sg__now_ns() - t0) * 1e-6;
   r->step++;
   if (loss && r->loss_addr) *loss = (float)(r->loss_sum / r->st->micro_batches);

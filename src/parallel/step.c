@@ -76,11 +76,18 @@ static sg_status after_op(void *ctx, uint32_t pos) {
   return SG_OK;
 }
 
-sg_status sg__dist_install_hooks(sg_dist *d) {
+sg__step_hooks sg__dist_step_hooks(sg_dist *d) {
   /* Tracing times every op; otherwise only the positions that matter run a hook. */
-  sg__step_hooks h = {d, before_op, after_op, d->tracing ? NULL : DP(d)->plan.before_at,
-                      d->tracing ? NULL : DP(d)->plan.after_at};
-  return sg__session_set_hooks(d->s, &h);
+  return (sg__step_hooks){d, before_op, after_op, d->tracing ? NULL : DP(d)->plan.before_at,
+                          d->tracing ? NULL : DP(d)->plan.after_at};
+}
+
+/* Schedule positions [begin, end) of shard `stream - 1` (stream 0: no
+ * shards) with the data-parallel hooks; `count_step` ends the step. */
+static sg_status run_pass(sg_dist *d, uint32_t begin, uint32_t end, uint64_t stream, bool count_step) {
+  sg__step_hooks h = sg__dist_step_hooks(d);
+  sg__session_pass p = {.begin = begin, .end = end, .stream = stream, .hooks = &h, .count_step = count_step};
+  return sg__session_run_pass(d->s, &p);
 }
 
 /* After a local error in the middle of a step: the peers cannot finish the
@@ -97,9 +104,9 @@ static sg_status abandon_step(sg_dist *d, sg_status st) {
 
 /* Forward and backward of an earlier shard, its gradients (and loss) added
  * to accum. */
-static sg_status run_partial_shard(sg_dist *d, bool first) {
+static sg_status run_partial_shard(sg_dist *d, bool first, uint64_t stream) {
   DP(d)->partial = true;
-  sg_status st = sg__session_run_partial(d->s, 0, DP(d)->plan.wait_pos);
+  sg_status st = run_pass(d, 0, DP(d)->plan.wait_pos, stream, false);
   DP(d)->partial = false;
   if (st != SG_OK) return st;
   for (uint32_t i = 0; i < DP(d)->plan.n_grads; i++) {
@@ -119,8 +126,8 @@ static sg_status run_partial_shard(sg_dist *d, bool first) {
 /* ZeRO-1 (zero.c): forward and backward post the buckets as usual (the last
  * one's reduce-scatter leaves this rank its range's averaged gradients);
  * then only this rank's updates run, and the parameters are allgathered. */
-static sg_status zero_step(sg_dist *d) {
-  SG_CHECK(sg__session_run_partial(d->s, 0, DP(d)->plan.wait_pos));
+static sg_status zero_step(sg_dist *d, uint64_t stream) {
+  SG_CHECK(run_pass(d, 0, DP(d)->plan.wait_pos, stream, false));
   SG_CHECK(wait_buckets(d));
   wait_snapshot(d);
   return sg__dist_zero_update(d);
@@ -156,16 +163,17 @@ static sg_status run_step(sg_dist *d, uint64_t k) {
    * bucket allreduces. Each shard has its own dropout stream (micro.c). */
   for (int i = 0; i + 1 < ns && st == SG_OK; i++) {
     st = d->p.feed(d->p.feed_ctx, d, k, shards[i], n_all);
-    sg__session_set_stream(d->s, (uint64_t)shards[i] + 1);
-    if (st == SG_OK) st = run_partial_shard(d, i == 0);
+    if (st == SG_OK) st = run_partial_shard(d, i == 0, (uint64_t)shards[i] + 1);
     DP(d)->accum_on = st == SG_OK;
   }
+  uint64_t stream = 0; /* without a feed callback, the program's one shard: a plain step */
   if (st == SG_OK && ns > 0) {
     st = d->p.feed(d->p.feed_ctx, d, k, shards[ns - 1], n_all);
-    sg__session_set_stream(d->s, (uint64_t)shards[ns - 1] + 1);
+    stream = (uint64_t)shards[ns - 1] + 1;
   }
   d->stats.shards = ns > 0 ? ns : 1;
-  if (st == SG_OK) st = DP(d)->zero.on ? zero_step(d) : sg_session_step(d->s);
+  if (st == SG_OK)
+    st = DP(d)->zero.on ? zero_step(d, stream) : run_pass(d, 0, DP(d)->plan.n_order, stream, true);
   if (st == SG_OK && DP(d)->plan.wait_pos == DP(d)->plan.n_order) {
     st = wait_buckets(d);
     wait_snapshot(d);

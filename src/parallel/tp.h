@@ -81,15 +81,20 @@ sg_status sg__tp_slice_last(sg_graph *g, sg_tensor whole, int ways, int rank, co
 
 typedef struct sg__tp_runner sg__tp_runner;
 
-/* Installs hooks on compiled session `s` (of the rewritten training graph)
- * that all-reduce every sync tensor right after the op producing it, over
- * `comm` (the TP group: its size is the number of ways). Runs on the thread
- * that calls sg_session_step(). Replaces any hooks of `s`. SG_ERR_INVALID_ARG,
+/* A runner of compiled session `s` (of the rewritten training graph) whose
+ * passes all-reduce every sync tensor right after the op producing it, over
+ * `x` (the TP group: its size is the number of ways). SG_ERR_INVALID_ARG,
  * SG_ERR_STATE (not compiled, backward unresolved), SG_ERR_NOT_FOUND (a sync
  * tensor without a slot or producer), SG_ERR_NO_MEMORY. */
 sg_status sg__tp_runner_create(sg_session *s, const sg__xfer *x, const sg__tp_sync *syncs, int n_syncs,
                                sg__tp_runner **out);
-/* Removes the hooks and frees. Accepts NULL. */
+/* Runs schedule positions [begin, end) of the session with the syncs, on
+ * the calling thread, and counts a step after them with `count_step`
+ * (sg__session_run_pass; its errors and the transport's). */
+sg_status sg__tp_runner_run(sg__tp_runner *r, uint32_t begin, uint32_t end, bool count_step);
+/* A whole training step with the syncs: sg_session_step's counterpart. */
+sg_status sg__tp_runner_step(sg__tp_runner *r);
+/* Frees. Accepts NULL. */
 void sg__tp_runner_destroy(sg__tp_runner *r);
 /* Number of all-reduces per step and the elements they move (for reports). */
 void sg__tp_runner_stats(const sg__tp_runner *r, int *n_allreduce, int64_t *elements);

@@ -1,6 +1,6 @@
-/* Running the tensor-parallel syncs (tp.h): session hooks that all-reduce
- * each sync tensor in its slot right after the op that produces it, so its
- * consumers read the group's sum.
+/* Running the tensor-parallel syncs (tp.h): passes of the session whose
+ * hooks all-reduce each sync tensor in its slot right after the op that
+ * produces it, so its consumers read the group's sum.
  *
  * First version: the all-reduces run on the stepping thread, blocking, in
  * schedule order -- every rank of the group runs the same schedule, so they
@@ -26,6 +26,8 @@ struct sg__tp_runner {
   tp_slot *slots; /* sorted by pos */
   int n_slots;
   uint8_t *after_at;
+  sg__step_hooks hooks; /* after_op at after_at */
+  uint32_t n_order;
   int64_t elements;
 };
 
@@ -87,8 +89,9 @@ static sg_status setup(sg__tp_runner *r, const sg__tp_sync *syncs, int n_syncs) 
                        s->op ? s->op : "?");
     if (s->tensor) SG_CHECK(add_slot(r, g, order, n_order, s->tensor));
   }
-  sg__step_hooks h = {r, NULL, after_op, NULL, r->after_at};
-  return sg__session_set_hooks(r->s, &h);
+  r->hooks = (sg__step_hooks){r, NULL, after_op, NULL, r->after_at};
+  r->n_order = n_order;
+  return SG_OK;
 }
 
 sg_status sg__tp_runner_create(sg_session *s, const sg__xfer *x, const sg__tp_sync *syncs, int n_syncs,
@@ -111,11 +114,19 @@ sg_status sg__tp_runner_create(sg_session *s, const sg__xfer *x, const sg__tp_sy
   return SG_OK;
 }
 
+sg_status sg__tp_runner_run(sg__tp_runner *r, uint32_t begin, uint32_t end, bool count_step) {
+  if (r == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg__tp_runner_run: runner is NULL");
+  sg__session_pass p = {.begin = begin, .end = end, .hooks = &r->hooks, .count_step = count_step};
+  return sg__session_run_pass(r->s, &p);
+}
+
+sg_status sg__tp_runner_step(sg__tp_runner *r) {
+  if (r == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg__tp_runner_step: runner is NULL");
+  return sg__tp_runner_run(r, 0, r->n_order, true);
+}
+
 void sg__tp_runner_destroy(sg__tp_runner *r) {
   if (r == NULL) return;
-  /* The hooks point into r: take them off before freeing. Cannot fail after
-   * compile, which setup required. */
-  (void)sg__session_set_hooks(r->s, NULL);
   sg__free(r->slots);
   sg__free(r->after_at);
   sg__free(r);

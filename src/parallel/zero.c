@@ -14,9 +14,10 @@
  * loss for every rank, without a message of its own.
  *
  * The optimizer state of parameters another rank owns gets no memory: the
- * ownership is decided before the session compiles (from a plan of the same
- * schedule), and the session leaves those slots out of its memory
- * (sg__session_set_unallocated). */
+ * ownership is cut before the session compiles, from the schedule it will
+ * run (sg__plan_schedule, which plans no memory), and the session is created
+ * with those tensors unbacked (sg__session_set_unbacked): the compiler only
+ * learns that some persistent tensors get no slot, not why. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,25 +65,26 @@ static void cut(const size_t *bytes, uint32_t n, int ranks, uint32_t *first) {
   while (r < ranks) first[++r] = n;
 }
 
-sg_status sg__dist_zero_mask(const sg_graph *g, int rank, int size, uint8_t **mask_out) {
-  *mask_out = NULL;
-  sg__plan_options opt = {0};
-  opt.updates_last = true;
-  sg__plan plan;
-  SG_CHECK(sg__plan_build(g, NULL, NULL, &opt, &plan));
+/* The optimizer state that rank `rank` of `size` leaves without memory (per
+ * tensor, into mask): the state read by the updates of the parameters
+ * outside its range, the ranges cut as sg__dist_zero_layout cuts them once
+ * the session is compiled, over the gradients in the order that schedule
+ * produces them. */
+static sg_status zero_mask(const sg_graph *g, const int32_t *order, uint32_t n_order, int rank, int size,
+                           uint8_t *mask) {
   size_t nt = g->n_tensors ? g->n_tensors : 1;
   int32_t *pos_of_op = sg__malloc((g->n_ops ? g->n_ops : 1) * sizeof(int32_t));
   pg *grads = sg__malloc(nt * sizeof(pg));
   size_t *bytes = sg__malloc(nt * sizeof(size_t));
   uint32_t *first = sg__malloc(((size_t)size + 1) * sizeof(uint32_t));
-  uint8_t *owned = sg__calloc(nt, 1), *mask = sg__calloc(nt, 1);
+  uint8_t *owned = sg__calloc(nt, 1);
   sg_status st = SG_OK;
-  if (!pos_of_op || !grads || !bytes || !first || !owned || !mask) {
+  if (!pos_of_op || !grads || !bytes || !first || !owned) {
     st = sg__error(SG_ERR_NO_MEMORY, "sg_dist_create: out of memory for the ZeRO-1 layout");
     goto out;
   }
   for (uint32_t k = 0; k < g->n_ops; k++) pos_of_op[k] = -1;
-  for (uint32_t i = 0; i < plan.n_order; i++) pos_of_op[plan.order[i]] = (int32_t)i;
+  for (uint32_t i = 0; i < n_order; i++) pos_of_op[order[i]] = (int32_t)i;
   uint32_t n = 0;
   for (uint32_t t = 0; t < g->n_tensors; t++) {
     if (g->tensors[t].role != SG_ROLE_PARAMETER) continue;
@@ -97,22 +99,35 @@ sg_status sg__dist_zero_mask(const sg_graph *g, int rank, int size, uint8_t **ma
   cut(bytes, n, size, first);
   for (uint32_t i = first[rank]; i < first[rank + 1]; i++) owned[grads[i].param] = 1;
   /* The optimizer state an update op of a parameter this rank does not own reads. */
-  for (uint32_t i = 0; i < plan.n_order; i++) {
-    const sg__op *op = &g->ops[plan.order[i]];
+  for (uint32_t i = 0; i < n_order; i++) {
+    const sg__op *op = &g->ops[order[i]];
     if (!is_update(op) || op->n_inputs < 1 || op->inputs[0] < 0 || owned[op->inputs[0]]) continue;
     for (int k = 1; k < op->n_inputs; k++)
       if (op->inputs[k] >= 0 && g->tensors[op->inputs[k]].role == SG_ROLE_OPTIMIZER_STATE)
         mask[op->inputs[k]] = 1;
   }
-  *mask_out = mask;
-  mask = NULL;
 out:
-  sg__plan_free(&plan);
   sg__free(pos_of_op);
   sg__free(grads);
   sg__free(bytes);
   sg__free(first);
   sg__free(owned);
+  return st;
+}
+
+sg_status sg__dist_zero_unback(sg_dist *d) {
+  const sg_graph *g = d->g;
+  sg__plan_options opt = {0};
+  opt.updates_last = true; /* as the session's (sg__session_set_updates_last) */
+  int32_t *order;
+  uint32_t n_order;
+  SG_CHECK(sg__plan_schedule(g, &opt, &order, &n_order));
+  uint8_t *mask = sg__calloc(g->n_tensors ? g->n_tensors : 1, 1);
+  sg_status st = mask == NULL
+                     ? sg__error(SG_ERR_NO_MEMORY, "sg_dist_create: out of memory for the ZeRO-1 layout")
+                     : zero_mask(g, order, n_order, d->rank, d->size, mask);
+  if (st == SG_OK) st = sg__session_set_unbacked(d->s, mask); /* copies it */
+  sg__free(order);
   sg__free(mask);
   return st;
 }
@@ -136,7 +151,6 @@ void sg__dist_zero_free(sg__dist_zero *z) {
   sg__free(z->param_addr);
   sg__free(z->runs);
   sg__free(z->buf);
-  sg__free(z->mask);
   *z = (sg__dist_zero){0};
 }
 
@@ -335,12 +349,16 @@ sg_status sg__dist_zero_job_gather(sg_dist *d, void *arg) {
 
 sg_status sg__dist_zero_update(sg_dist *d) {
   sg__dist_zero *z = &DP(d)->zero;
-  for (uint32_t k = 0; k < z->n_runs; k++)
-    SG_CHECK(sg__session_run_partial(d->s, z->runs[2 * k], z->runs[2 * k + 1]));
+  sg__step_hooks h = sg__dist_step_hooks(d);
+  for (uint32_t k = 0; k < z->n_runs; k++) {
+    sg__session_pass updates = {.begin = z->runs[2 * k], .end = z->runs[2 * k + 1], .hooks = &h};
+    SG_CHECK(sg__session_run_pass(d->s, &updates));
+  }
   uint64_t step = d->stats.steps + 1;
   SG_CHECK(sg__dist_run_job(d, sg__dist_zero_job_gather, &step));
   /* A whole step ran, in parts: count it (dropout masks follow the count). */
-  sg__session_set_steps(d->s, sg_session_steps(d->s) + 1);
+  sg__session_pass count = {.count_step = true};
+  SG_CHECK(sg__session_run_pass(d->s, &count));
   /* rs_ns was written before the last bucket was marked done, under mu. */
   d->stats.reduce_scatter_ms = (double)z->rs_ns * 1e-6;
   d->stats.allgather_ms = (double)z->ag_ns * 1e-6;

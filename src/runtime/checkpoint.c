@@ -28,7 +28,7 @@ sg_status sg_session_save_checkpoint(const sg_session *s, const char *path) {
   }
   memcpy(tensors, g->tensors, g->n_tensors * sizeof *tensors);
   for (uint32_t t = 0; t < g->n_tensors; t++) {
-    /* State without memory (ZeRO-1: another rank keeps it) is saved without a value. */
+    /* State without memory (left unbacked, hooks.h: another rank keeps it, say) is saved without a value. */
     if (!is_checkpointed(tensors[t].role) || s->plan.buf_kind[t] != SG__BUF_PERSISTENT ||
         s->tensor_ptr[t] == NULL)
       continue;

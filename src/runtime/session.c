@@ -74,7 +74,6 @@ static void release_compiled(sg_session *s) {
   s->poison_start = NULL;
   s->poison_tensor = NULL;
   sg__profile_free(s);
-  s->hooks = (sg__step_hooks){0};
   s->compiled = false;
 }
 
@@ -82,6 +81,7 @@ void sg_session_destroy(sg_session *s) {
   if (s == NULL) return;
   release_compiled(s);
   s->be->destroy(s->be_state);
+  sg__free(s->unbacked);
   sg__free(s);
 }
 
@@ -141,7 +141,7 @@ static sg_status allocate(sg_session *s) {
 
 /* Runs the ops whose inputs are all constant, once; then drops their kernels. */
 static sg_status fold_constants(sg_session *s) {
-  sg__run_ctx ctx = {0, s->seed, 0, false};
+  sg__run_ctx ctx = {.step = 0, .seed = s->seed};
   for (uint32_t i = 0; i < s->plan.n_fold; i++) {
     int32_t k = s->plan.fold_order[i];
     sg__kernel *kern = NULL;
@@ -243,7 +243,7 @@ sg_status sg_session_compile_report(const sg_session *s, sg_compile_report *out)
 
 uint64_t sg_session_steps(const sg_session *s) { return s ? s->steps : 0; }
 
-/* ---- hooks.h: what the distributed runtime needs from a session --------- */
+/* ---- hooks.h: the layout and the slots (passes: step.c) -------------------- */
 
 sg_status sg__session_set_updates_last(sg_session *s, bool updates_last) {
   if (s->compiled) return sg__error(SG_ERR_STATE, "session: schedule options must be set before compile");
@@ -251,9 +251,25 @@ sg_status sg__session_set_updates_last(sg_session *s, bool updates_last) {
   return SG_OK;
 }
 
-sg_status sg__session_set_hooks(sg_session *s, const sg__step_hooks *hooks) {
-  if (!s->compiled) return sg__error(SG_ERR_STATE, "session: step hooks need a compiled session");
-  s->hooks = hooks ? *hooks : (sg__step_hooks){0};
+sg_status sg__session_set_unbacked(sg_session *s, const uint8_t *mask) {
+  if (s->compiled) return sg__error(SG_ERR_STATE, "session: unbacked state must be set before compile");
+  const sg_graph *g = s->g;
+  uint8_t *copy = NULL;
+  if (mask != NULL) {
+    for (uint32_t t = 0; t < g->n_tensors; t++) {
+      sg_role r = g->tensors[t].role;
+      if (mask[t] && r != SG_ROLE_PARAMETER && r != SG_ROLE_STATE && r != SG_ROLE_OPTIMIZER_STATE)
+        return sg__error(SG_ERR_INVALID_ARG,
+                         "session: only parameters and state may be left without memory, not '%s' (%s)",
+                         g->tensors[t].name, sg_role_name(r));
+    }
+    copy = sg__malloc(g->n_tensors ? g->n_tensors : 1);
+    if (copy == NULL) return sg__error(SG_ERR_NO_MEMORY, "session: out of memory");
+    memcpy(copy, mask, g->n_tensors);
+  }
+  sg__free(s->unbacked);
+  s->unbacked = copy;
+  s->plan_options.no_memory = copy;
   return SG_OK;
 }
 
@@ -265,16 +281,6 @@ const int32_t *sg__session_order(const sg_session *s, uint32_t *n) {
 const sg_graph *sg__session_graph(const sg_session *s) { return s->g; }
 
 void sg__session_set_steps(sg_session *s, uint64_t steps) { s->steps = steps; }
-
-void sg__session_set_stream(sg_session *s, uint64_t stream) { s->stream = stream; }
-
-sg_status sg__session_set_unallocated(sg_session *s, const uint8_t *mask) {
-  if (s->compiled) return sg__error(SG_ERR_STATE, "session: unallocated state must be set before compile");
-  s->plan_options.unallocated = mask;
-  return SG_OK;
-}
-
-void sg__session_set_freeze_stats(sg_session *s, bool freeze) { s->freeze_stats = freeze; }
 
 void *sg__session_tensor_addr(const sg_session *s, int32_t t, size_t *bytes) {
   if (!s->compiled || t < 0 || (uint32_t)t >= s->g->n_tensors || s->tensor_ptr[t] == NULL) {

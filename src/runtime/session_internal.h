@@ -17,10 +17,8 @@ struct sg_session {
   int poison;
   bool compiled;
   uint64_t steps;
-  uint64_t stream;               /* dropout stream of the passes run now (hooks.h) */
-  bool freeze_stats;             /* batch norm keeps its running statistics (hooks.h) */
-  sg__plan_options plan_options; /* set before compile (hooks.h) */
-  sg__step_hooks hooks;          /* installed after compile; no-ops when both callbacks are NULL */
+  sg__plan_options plan_options; /* the layout, set before compile (hooks.h) */
+  uint8_t *unbacked;             /* per tensor, or NULL: plan_options.no_memory, the session's copy */
 
   sg__plan plan;
   void *persistent;  /* device memory of the persistent slots */

@@ -1,5 +1,6 @@
-/* Inputs, steps, evaluation passes, reading and writing tensors. Nothing
- * here allocates: a step only reads the arrays that compile built. */
+/* Inputs, steps and the passes of hooks.h, evaluation passes, reading and
+ * writing tensors. Nothing here allocates: a step only reads the arrays that
+ * compile built. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,29 +183,36 @@ static void poison_after(sg_session *s, uint32_t pos) {
   }
 }
 
-static sg_status run(sg_session *s, const int32_t *order, uint32_t n, sg__kernel **kernels, bool poison) {
-  sg__run_ctx ctx = {s->steps, s->seed, s->stream, s->freeze_stats};
+/* The run context of a pass, in the backend's terms: the pass's dropout
+ * stream picks the subsequence of random draws, and a pass with frozen
+ * statistics runs batch norm on the batch statistics only. */
+static sg__run_ctx run_ctx(const sg_session *s, const sg__session_pass *p) {
+  return (sg__run_ctx){
+      .step = s->steps, .seed = s->seed, .rng_subsequence = p->stream, .batch_stats_only = p->freeze_stats};
+}
+
+/* An evaluation pass: no hooks, no poisoning. */
+static sg_status run(sg_session *s, const int32_t *order, uint32_t n, sg__kernel **kernels) {
+  sg__run_ctx ctx = {.step = s->steps, .seed = s->seed};
   for (uint32_t i = 0; i < n; i++) {
     int32_t k = order[i];
-    sg_status st = s->be->kernel_run(s->be_state, kernels[i], s->op_in[k], s->op_out[k], &ctx);
-    if (st != SG_OK) return st;
-    if (poison) poison_after(s, i);
+    SG_CHECK(s->be->kernel_run(s->be_state, kernels[i], s->op_in[k], s->op_out[k], &ctx));
   }
   return s->be->synchronize(s->be_state);
 }
 
-/* A training step with the hooks of hooks.h around its ops. The backend is
+/* Schedule positions [begin, end) with the hooks, if any. The backend is
  * synchronized before each `after` hook, so that what the hook reads (a
  * gradient to allreduce, a time stamp) is complete. */
-static sg_status run_hooked(sg_session *s, uint32_t begin, uint32_t end, bool poison) {
-  const sg__step_hooks *h = &s->hooks;
-  sg__run_ctx ctx = {s->steps, s->seed, s->stream, s->freeze_stats};
-  for (uint32_t i = begin; i < end; i++) {
+static sg_status run_range(sg_session *s, const sg__session_pass *p, bool poison) {
+  const sg__step_hooks *h = p->hooks;
+  sg__run_ctx ctx = run_ctx(s, p);
+  for (uint32_t i = p->begin; i < p->end; i++) {
     int32_t k = s->plan.order[i];
-    if (h->before && (h->before_at == NULL || h->before_at[i])) SG_CHECK(h->before(h->ctx, i));
+    if (h && h->before && (h->before_at == NULL || h->before_at[i])) SG_CHECK(h->before(h->ctx, i));
     SG_CHECK(s->be->kernel_run(s->be_state, s->kernels[i], s->op_in[k], s->op_out[k], &ctx));
     if (poison) poison_after(s, i);
-    if (h->after && (h->after_at == NULL || h->after_at[i])) {
+    if (h && h->after && (h->after_at == NULL || h->after_at[i])) {
       SG_CHECK(s->be->synchronize(s->be_state));
       SG_CHECK(h->after(h->ctx, i));
     }
@@ -212,10 +220,10 @@ static sg_status run_hooked(sg_session *s, uint32_t begin, uint32_t end, bool po
   return s->be->synchronize(s->be_state);
 }
 
-/* A training step with every kernel timed (SG_PROFILE). */
-static sg_status run_profiled(sg_session *s, bool poison) {
+/* A whole training step with every kernel timed (SG_PROFILE). */
+static sg_status run_profiled(sg_session *s, const sg__session_pass *p, bool poison) {
   sg__profile *pr = s->profile;
-  sg__run_ctx ctx = {s->steps, s->seed, s->stream, s->freeze_stats};
+  sg__run_ctx ctx = run_ctx(s, p);
   for (uint32_t i = 0; i < s->plan.n_order; i++) {
     int32_t k = s->plan.order[i];
     double t0 = seconds_now(pr->clock);
@@ -229,32 +237,39 @@ static sg_status run_profiled(sg_session *s, bool poison) {
   return SG_OK;
 }
 
-sg_status sg_session_step(sg_session *s) {
-  SG_CHECK(need_compiled(s, "sg_session_step"));
-  SG_CHECK(check_inputs_set(s, "sg_session_step", s->plan.order, s->plan.n_order));
-  bool poison = s->poison && s->be->is_host(s->be_state);
-  if (s->hooks.before || s->hooks.after) SG_CHECK(run_hooked(s, 0, s->plan.n_order, poison));
-  else if (s->profile) SG_CHECK(run_profiled(s, poison));
-  else SG_CHECK(run(s, s->plan.order, s->plan.n_order, s->kernels, poison));
-  s->steps++;
+/* A pass of a compiled session (sg_session_step's is the whole schedule, counted). */
+static sg_status run_pass(sg_session *s, const char *what, const sg__session_pass *p) {
+  if (p->begin > p->end || p->end > s->plan.n_order)
+    return sg__error(SG_ERR_RANGE, "%s: pass [%u, %u) outside the %u scheduled ops", what, p->begin, p->end,
+                     s->plan.n_order);
+  SG_CHECK(check_inputs_set(s, what, s->plan.order + p->begin, p->end - p->begin));
+  /* Poisoning and profiling assume whole steps (a slot dies at its last
+   * reader of the step; times are per step), so a part of one does without. */
+  bool whole = p->begin == 0 && p->end == s->plan.n_order;
+  bool poison = whole && s->poison && s->be->is_host(s->be_state);
+  bool hooked = p->hooks && (p->hooks->before || p->hooks->after);
+  if (whole && !hooked && s->profile) SG_CHECK(run_profiled(s, p, poison));
+  else if (p->begin < p->end) SG_CHECK(run_range(s, p, poison));
+  if (p->count_step) s->steps++;
   return SG_OK;
 }
 
-sg_status sg__session_run_partial(sg_session *s, uint32_t begin, uint32_t end) {
-  SG_CHECK(need_compiled(s, "session: partial step"));
-  if (begin > end || end > s->plan.n_order)
-    return sg__error(SG_ERR_RANGE, "session: partial step [%u, %u) outside the %u scheduled ops", begin, end,
-                     s->plan.n_order);
-  SG_CHECK(check_inputs_set(s, "session: partial step", s->plan.order + begin, end - begin));
-  /* Poisoning assumes whole steps (a slot dies at its last reader of the
-   * step), so it is left out here. */
-  return run_hooked(s, begin, end, false);
+sg_status sg_session_step(sg_session *s) {
+  SG_CHECK(need_compiled(s, "sg_session_step"));
+  sg__session_pass p = {.begin = 0, .end = s->plan.n_order, .count_step = true};
+  return run_pass(s, "sg_session_step", &p);
+}
+
+sg_status sg__session_run_pass(sg_session *s, const sg__session_pass *p) {
+  if (s == NULL || p == NULL) return sg__error(SG_ERR_INVALID_ARG, "session: pass: NULL session or pass");
+  if (!s->compiled) return sg__error(SG_ERR_STATE, "session: a pass needs a compiled session");
+  return run_pass(s, "session: pass", p);
 }
 
 sg_status sg_session_forward(sg_session *s) {
   SG_CHECK(need_compiled(s, "sg_session_forward"));
   SG_CHECK(check_inputs_set(s, "sg_session_forward", s->plan.eval_order, s->plan.n_eval));
-  return run(s, s->plan.eval_order, s->plan.n_eval, s->eval_kernels, false);
+  return run(s, s->plan.eval_order, s->plan.n_eval, s->eval_kernels);
 }
 
 /* A tensor the session keeps between calls, with `bytes` its exact size. */
@@ -268,8 +283,8 @@ static sg_status kept_tensor(const sg_session *s, const char *what, const char *
                      what, name);
   if (s->tensor_ptr[*id] == NULL && s->bound[*id] == NULL && strcmp(what, "sg_session_bind_state") != 0)
     return sg__error(SG_ERR_STATE,
-                     "%s: tensor '%s' has no memory in this session (optimizer state of a parameter that "
-                     "another rank updates, ZeRO-1)",
+                     "%s: tensor '%s' has no memory in this session (state its creator left unbacked, "
+                     "such as the optimizer state of a parameter that another rank updates)",
                      what, name);
   if (bytes != t->nbytes) {
     char sh[SG__SHAPE_STR];
@@ -326,7 +341,7 @@ sg_status sg_session_bind_state(sg_session *s, const char *name, void *data, siz
                      "sg_session_bind_state: '%s' is kept in a %zu-byte device layout, not %zu bytes", name,
                      s->plan.bytes[id], t->nbytes);
   if (data != s->tensor_ptr[id]) {
-    /* State left without memory at compile (sg__session_set_unallocated) starts at zero, as a session
+    /* State left without memory at compile (sg__session_set_unbacked) starts at zero, as a session
      * starts every state tensor without initializer. */
     if (s->tensor_ptr[id] == NULL) memset(data, 0, bytes);
     else memmove(data, s->tensor_ptr[id], bytes);

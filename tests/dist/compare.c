@@ -75,6 +75,11 @@ void stages_from_metis(const sg_graph *fwd, int stages, int *stage_of) {
 }
 
 void train_mlp(sg_session *s, int batch, int in, int classes, float lr, int steps, float *losses) {
+  train_mlp_tp(s, NULL, batch, in, classes, lr, steps, losses);
+}
+
+void train_mlp_tp(sg_session *s, sg__tp_runner *tp, int batch, int in, int classes, float lr, int steps,
+                  float *losses) {
   float *x = malloc(sizeof(float) * (size_t)batch * (size_t)in);
   int64_t *y = malloc(sizeof(int64_t) * (size_t)batch), xd[] = {batch, in}, yd[] = {batch};
   CHECK(x && y, "out of memory");
@@ -83,7 +88,7 @@ void train_mlp(sg_session *s, int batch, int in, int classes, float lr, int step
     OK(sg_session_set_input(s, "x", SG_F32, 2, xd, x));
     OK(sg_session_set_input(s, "y", SG_I64, 1, yd, y));
     OK(sg_session_set_input(s, "lr", SG_F32, 0, NULL, &lr));
-    OK(sg_session_step(s));
+    OK(tp ? sg__tp_runner_step(tp) : sg_session_step(s));
     OK(sg_session_read(s, "loss", &losses[step], sizeof(float)));
   }
   free(x);

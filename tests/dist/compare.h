@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "parallel/tp.h"
 #include "sgrt/sgrt.h"
 
 /* Layer l's parameters "fc<l>.weight" ([out_f, fan_in], or [fan_in, out_f]
@@ -41,6 +42,10 @@ void stages_from_metis(const sg_graph *fwd, int stages, int *stage_of);
  * sg_worker_mlp_batch(batch, in, classes, step) at learning rate `lr`,
  * reading each step's "loss" into losses[]. */
 void train_mlp(sg_session *s, int batch, int in, int classes, float lr, int steps, float *losses);
+/* train_mlp with each step run by the tensor-parallel runner `tp` of `s`
+ * (its syncs), or by sg_session_step when tp is NULL. */
+void train_mlp_tp(sg_session *s, sg__tp_runner *tp, int batch, int in, int classes, float lr, int steps,
+                  float *losses);
 
 /* max|a-b| / max|b| over n values (max|a-b| when b is all 0). */
 double rel_diff(const float *a, const float *b, size_t n);

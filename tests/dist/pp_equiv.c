@@ -12,8 +12,9 @@
  * The reference (rank 0, then broadcast) is one process running the whole,
  * un-split training graph at micro-batch size: forward and backward of the
  * D*M micro-batches in that order with the same streams (gradient
- * accumulation through sg__session_run_partial), each replica's sum scaled
- * by 1/M, their sum divided by D (the pipeline's own order of operations),
+ * accumulation through partial passes, sg__session_run_pass), each
+ * replica's sum scaled by 1/M, their sum divided by D (the pipeline's own
+ * order of operations),
  * then one update; batch norm's running statistics are carried per replica
  * (each copy of a pipeline sees only its own micro-batches). Every rank
  * compares its stage's parameters and running statistics with it (per
@@ -266,8 +267,8 @@ static void reference(const model *m, int D, int M, const layout *l, float *ref,
         size_t gm = (size_t)r * (size_t)M + (size_t)mi;
         OK(sg_session_set_input(s, m->x, SG_F32, xi.ndim, xi.dims, x + gm * (size_t)mb * (size_t)m->x_row));
         OK(sg_session_set_input(s, m->y, SG_I64, yi.ndim, yi.dims, y + gm * (size_t)mb));
-        sg__session_set_stream(s, gm + 1);
-        OK(sg__session_run_partial(s, 0, first_upd));
+        sg__session_pass mb_pass = {.begin = 0, .end = first_upd, .stream = gm + 1};
+        OK(sg__session_run_pass(s, &mb_pass));
         for (int i = 0; i < n_sl; i++) {
           if (mi == 0) memcpy(sl[i].acc, sl[i].addr, sl[i].n * 4);
           else
@@ -292,9 +293,8 @@ static void reference(const model *m, int D, int M, const layout *l, float *ref,
     }
     for (int i = 0; i < n_sl; i++)
       for (size_t k = 0; k < sl[i].n; k++) sl[i].addr[k] = D > 1 ? sl[i].tot[k] / (float)D : sl[i].tot[k];
-    sg__session_set_stream(s, 0);
-    OK(sg__session_run_partial(s, first_upd, n_order));
-    sg__session_set_steps(s, sg_session_steps(s) + 1);
+    sg__session_pass update_pass = {.begin = first_upd, .end = n_order, .count_step = true};
+    OK(sg__session_run_pass(s, &update_pass));
   }
   for (int k = 0; k < l->n; k++)
     if (!l->state[k]) OK(sg_session_read(s, l->names[k], ref + l->off[k], l->numel[k] * 4));

@@ -77,7 +77,9 @@ static void make_training(sg_graph *g) {
   add_optimizer(g);
 }
 
-static void train(sg_session *s, float *losses) { train_mlp(s, BATCH, IN, CLASSES, 0.05f, STEPS, losses); }
+static void train(sg_session *s, sg__tp_runner *tp, float *losses) {
+  train_mlp_tp(s, tp, BATCH, IN, CLASSES, 0.05f, STEPS, losses);
+}
 
 /* ---- the TP run against the reference ---------------------------------------- */
 
@@ -151,7 +153,7 @@ static int run_tp(int use_matmul, int layers, int mutate) {
   make_training(ref_g);
   sg_session *ref = open_session(ref_g);
   float ref_loss[STEPS], tp_loss[STEPS];
-  train(ref, ref_loss);
+  train(ref, NULL, ref_loss);
 
   sg_graph *tp_g;
   sg__tp_sync *syncs;
@@ -179,7 +181,7 @@ static int run_tp(int use_matmul, int layers, int mutate) {
   for (int i = 0; i < n_syncs; i++)
     if (!mutate || syncs[i].kind != dropped) run_syncs[n_run++] = syncs[i];
   OK(sg__tp_runner_create(tp, &x, run_syncs, n_run, &runner));
-  train(tp, tp_loss);
+  train(tp, runner, tp_loss);
 
   if (!mutate) compare_losses(NULL, tp_loss, ref_loss, STEPS, TOL);
   int n_split = 0, n_repl = 0;

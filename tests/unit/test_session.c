@@ -511,7 +511,8 @@ static void test_hooks_and_bound_state(void **state) {
   assert_true(seen_update);
   hook_log log = {0, 0, 0, n, true, UINT32_MAX};
   sg__step_hooks h = {&log, log_before, log_after, NULL, NULL};
-  assert_status(sg__session_set_hooks(b, &h), SG_OK, NULL);
+  /* A whole step as one pass with the hooks, counted as sg_session_step counts. */
+  sg__session_pass hooked = {.begin = 0, .end = n, .hooks = &h, .count_step = true};
 
   /* c: every parameter, state and optimizer state in caller memory. */
   void *mem[64];
@@ -530,7 +531,7 @@ static void test_hooks_and_bound_state(void **state) {
   for (int k = 0; k < 3; k++) {
     feed_cnn(a, k), feed_cnn(b, k), feed_cnn(c, k);
     assert_status(sg_session_step(a), SG_OK, NULL);
-    assert_status(sg_session_step(b), SG_OK, NULL);
+    assert_status(sg__session_run_pass(b, &hooked), SG_OK, NULL);
     assert_status(sg_session_step(c), SG_OK, NULL);
   }
   assert_true(log.in_order);
@@ -554,9 +555,9 @@ static void test_hooks_and_bound_state(void **state) {
   /* A failing hook stops the step with its status. */
   log = (hook_log){0, 0, 0, n, true, 2};
   feed_cnn(b, 3);
-  assert_status(sg_session_step(b), SG_ERR_COMM, "hook failed at 2");
+  assert_status(sg__session_run_pass(b, &hooked), SG_ERR_COMM, "hook failed at 2");
   assert_int_equal(log.n_after, 3);
-  assert_status(sg__session_set_hooks(b, NULL), SG_OK, NULL);
+  /* Hooks belong to a pass: a plain step after it runs none. */
   assert_status(sg_session_step(b), SG_OK, NULL);
 
   /* A step run as two partial runs, [0, first update) and the rest, is the
@@ -572,8 +573,10 @@ static void test_hooks_and_bound_state(void **state) {
     assert_true(first_update > 0 && first_update < ne);
     for (int k = 0; k < 2; k++) {
       feed_cnn(e, k), feed_cnn(f, k);
-      assert_status(sg__session_run_partial(e, 0, first_update), SG_OK, NULL);
-      assert_status(sg__session_run_partial(e, first_update, ne), SG_OK, NULL);
+      sg__session_pass fwd_bwd = {.begin = 0, .end = first_update},
+                       updates = {.begin = first_update, .end = ne};
+      assert_status(sg__session_run_pass(e, &fwd_bwd), SG_OK, NULL);
+      assert_status(sg__session_run_pass(e, &updates), SG_OK, NULL);
       assert_status(sg_session_step(f), SG_OK, NULL);
     }
     size_t n_e, n_f;
@@ -582,8 +585,9 @@ static void test_hooks_and_bound_state(void **state) {
     assert_memory_equal(se, sf, n_e);
     free(se);
     free(sf);
-    assert_status(sg__session_run_partial(e, 3, 2), SG_ERR_RANGE, "outside");
-    assert_status(sg__session_run_partial(e, 0, ne + 1), SG_ERR_RANGE, "outside");
+    sg__session_pass backwards = {.begin = 3, .end = 2}, too_far = {.begin = 0, .end = ne + 1};
+    assert_status(sg__session_run_pass(e, &backwards), SG_ERR_RANGE, "outside");
+    assert_status(sg__session_run_pass(e, &too_far), SG_ERR_RANGE, "outside");
     sg_session_destroy(e);
     sg_session_destroy(f);
   }
@@ -597,7 +601,7 @@ static void test_hooks_and_bound_state(void **state) {
   sg_session *fresh;
   assert_status(sg_session_create(g, &p, &fresh), SG_OK, NULL);
   assert_status(sg_session_bind_state(fresh, "block0.conv", buf, sizeof w), SG_ERR_STATE, "compile");
-  assert_status(sg__session_set_hooks(fresh, &h), SG_ERR_STATE, "compiled");
+  assert_status(sg__session_run_pass(fresh, &hooked), SG_ERR_STATE, "compiled");
   sg_session_destroy(fresh);
 
   free(sa);

@@ -1,12 +1,15 @@
-/* The per-pass knobs of runtime/hooks.h that pipeline recomputation relies
- * on: dropout streams (sg__session_set_stream) and frozen batch-norm running
- * statistics (sg__session_set_freeze_stats). Masks are checked against the
- * key formula of ref_ops.c (stream 0) and its documented extension (other
- * streams); running statistics against PyTorch's update, computed by hand. */
+/* Passes of runtime/hooks.h (sg__session_run_pass): the per-pass knobs that
+ * pipeline recomputation relies on -- dropout streams and frozen batch-norm
+ * running statistics -- and what a pass is: a range of the schedule (a bad
+ * one refused), hooks called at their positions of the range only, a step
+ * counted only when asked. Masks are checked against the key formula of
+ * ref_ops.c (stream 0) and its documented extension (other streams);
+ * running statistics against PyTorch's update, computed by hand. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "core/core.h"
 #include "runtime/hooks.h"
 #include "test_util.h"
 /* After test_util.h (cmocka's includes first). */
@@ -56,9 +59,11 @@ static void mask_of(sg_session *s, uint64_t step, uint64_t stream, uint8_t *mask
   for (int i = 0; i < N; i++) x[i] = 1.0f;
   assert_status(sg_session_set_input(s, "x", SG_F32, 1, d, x), SG_OK, NULL);
   assert_status(sg_session_set_input(s, "lr", SG_F32, 0, NULL, &lr), SG_OK, NULL);
+  uint32_t n;
+  sg__session_order(s, &n);
   sg__session_set_steps(s, step);
-  sg__session_set_stream(s, stream);
-  assert_status(sg_session_step(s), SG_OK, NULL);
+  sg__session_pass pass = {.begin = 0, .end = n, .stream = stream, .count_step = true};
+  assert_status(sg__session_run_pass(s, &pass), SG_OK, NULL);
   assert_status(sg_session_read(s, "y", y, sizeof y), SG_OK, NULL);
   for (int i = 0; i < N; i++) {
     assert_true(y[i] == 0.0f || y[i] == 2.0f); /* 1 / (1 - 0.5) */
@@ -140,12 +145,16 @@ static sg_graph *bn_graph(void) {
   return g;
 }
 
-static void bn_step(sg_session *s, float *y, float *rm, float *rv) {
+/* A whole step as one pass, with the statistics frozen or not. */
+static void bn_step(sg_session *s, bool freeze, float *y, float *rm, float *rv) {
   int64_t xd[] = {2, 2, 1, 2};
   float lr = 0;
   assert_status(sg_session_set_input(s, "x", SG_F32, 4, xd, BN_X), SG_OK, NULL);
   assert_status(sg_session_set_input(s, "lr", SG_F32, 0, NULL, &lr), SG_OK, NULL);
-  assert_status(sg_session_step(s), SG_OK, NULL);
+  uint32_t n;
+  sg__session_order(s, &n);
+  sg__session_pass pass = {.begin = 0, .end = n, .freeze_stats = freeze, .count_step = true};
+  assert_status(sg__session_run_pass(s, &pass), SG_OK, NULL);
   assert_status(sg_session_read(s, "y", y, 8 * sizeof(float)), SG_OK, NULL);
   assert_status(sg_session_read(s, "running_mean", rm, 2 * sizeof(float)), SG_OK, NULL);
   assert_status(sg_session_read(s, "running_var", rv, 2 * sizeof(float)), SG_OK, NULL);
@@ -156,13 +165,11 @@ static void test_frozen_batch_norm(void **state) {
   sg_graph *g = bn_graph();
   sg_session *s = open_session(g);
   float y_frozen[8], y[8], rm[2], rv[2];
-  sg__session_set_freeze_stats(s, true);
-  bn_step(s, y_frozen, rm, rv);
+  bn_step(s, true, y_frozen, rm, rv);
   /* Frozen: the statistics are exactly what they were. */
   assert_memory_equal(rm, RM0, sizeof rm);
   assert_memory_equal(rv, RV0, sizeof rv);
-  sg__session_set_freeze_stats(s, false);
-  bn_step(s, y, rm, rv);
+  bn_step(s, false, y, rm, rv);
   /* The output normalises with the batch statistics either way. */
   assert_memory_equal(y, y_frozen, sizeof y);
   /* By hand: channel 0 has mean 4, biased variance 5, unbiased 20/3;
@@ -186,8 +193,109 @@ static void test_frozen_batch_norm(void **state) {
       }
   /* A second unfrozen pass moves them again (not latched off). */
   float rm2[2], rv2[2];
-  bn_step(s, y, rm2, rv2);
+  bn_step(s, false, y, rm2, rv2);
   assert_true(fabs(rm2[0] - (0.9 * rm[0] + 0.1 * 4)) <= 1e-6);
+  sg_session_destroy(s);
+  sg_graph_destroy(g);
+}
+
+/* The positions the hooks of a pass were called at. */
+typedef struct pass_log {
+  uint32_t before[64], after[64];
+  int n_before, n_after;
+  uint32_t fail_at; /* `before` fails here (UINT32_MAX: never) */
+} pass_log;
+
+static sg_status rec_before(void *ctx, uint32_t pos) {
+  pass_log *l = ctx;
+  if (l->n_before < 64) l->before[l->n_before] = pos;
+  l->n_before++;
+  return pos == l->fail_at ? sg__error(SG_ERR_COMM, "before %u failed", pos) : SG_OK;
+}
+
+static sg_status rec_after(void *ctx, uint32_t pos) {
+  pass_log *l = ctx;
+  if (l->n_after < 64) l->after[l->n_after] = pos;
+  l->n_after++;
+  return SG_OK;
+}
+
+static void test_pass_range_hooks_count(void **state) {
+  (void)state;
+  sg_graph *g = dropout_graph();
+  sg__session_pass empty = {0};
+  {
+    sg_session_params p = SG_SESSION_PARAMS_INIT;
+    p.threads = 1;
+    sg_session *raw;
+    assert_status(sg_session_create(g, &p, &raw), SG_OK, NULL);
+    assert_status(sg__session_run_pass(raw, &empty), SG_ERR_STATE, "compiled");
+    sg_session_destroy(raw);
+  }
+  sg_session *s = open_session(g);
+  float x[N], lr = 0;
+  int64_t d[] = {N};
+  for (int i = 0; i < N; i++) x[i] = 1.0f;
+  assert_status(sg_session_set_input(s, "x", SG_F32, 1, d, x), SG_OK, NULL);
+  assert_status(sg_session_set_input(s, "lr", SG_F32, 0, NULL, &lr), SG_OK, NULL);
+  uint32_t n;
+  sg__session_order(s, &n);
+  assert_true(n >= 4 && n < 64);
+
+  /* Refused: no pass, a range backwards or past the schedule; nothing counted. */
+  assert_status(sg__session_run_pass(s, NULL), SG_ERR_INVALID_ARG, "NULL");
+  sg__session_pass bad = {.begin = 2, .end = 1, .count_step = true};
+  assert_status(sg__session_run_pass(s, &bad), SG_ERR_RANGE, "outside");
+  bad = (sg__session_pass){.begin = 0, .end = n + 1, .count_step = true};
+  assert_status(sg__session_run_pass(s, &bad), SG_ERR_RANGE, "outside");
+  assert_int_equal(sg_session_steps(s), 0);
+
+  /* Hooks run at their marked positions inside the range only, in order. */
+  uint8_t before_at[64] = {0}, after_at[64] = {0};
+  before_at[0] = before_at[1] = before_at[n - 1] = 1; /* 0 and n-1 are outside [1, n-1) */
+  after_at[1] = after_at[n - 2] = 1;
+  pass_log log = {.fail_at = UINT32_MAX};
+  sg__step_hooks h = {&log, rec_before, rec_after, before_at, after_at};
+  sg__session_pass mid = {.begin = 1, .end = n - 1, .hooks = &h};
+  assert_status(sg__session_run_pass(s, &mid), SG_OK, NULL);
+  assert_int_equal(log.n_before, 1);
+  assert_int_equal(log.before[0], 1);
+  assert_int_equal(log.n_after, 2);
+  assert_int_equal(log.after[0], 1);
+  assert_int_equal(log.after[1], n - 2);
+  assert_int_equal(sg_session_steps(s), 0); /* not asked to count */
+
+  /* Without position arrays: every position of the range. */
+  h.before_at = h.after_at = NULL;
+  log = (pass_log){.fail_at = UINT32_MAX};
+  assert_status(sg__session_run_pass(s, &mid), SG_OK, NULL);
+  assert_int_equal(log.n_before, n - 2);
+  assert_int_equal(log.n_after, n - 2);
+  for (uint32_t i = 0; i < n - 2; i++) {
+    assert_int_equal(log.before[i], 1 + i);
+    assert_int_equal(log.after[i], 1 + i);
+  }
+
+  /* An empty pass runs nothing, and counts a step when asked to. */
+  log = (pass_log){.fail_at = UINT32_MAX};
+  sg__session_pass count = {.begin = n, .end = n, .hooks = &h, .count_step = true};
+  assert_status(sg__session_run_pass(s, &empty), SG_OK, NULL);
+  assert_int_equal(sg_session_steps(s), 0);
+  assert_status(sg__session_run_pass(s, &count), SG_OK, NULL);
+  assert_int_equal(sg_session_steps(s), 1);
+  assert_int_equal(log.n_before + log.n_after, 0);
+
+  /* A failing hook ends the pass at its position, uncounted. */
+  log = (pass_log){.fail_at = 2};
+  sg__session_pass whole = {.begin = 0, .end = n, .hooks = &h, .count_step = true};
+  assert_status(sg__session_run_pass(s, &whole), SG_ERR_COMM, "before 2 failed");
+  assert_int_equal(log.n_before, 3);
+  assert_int_equal(log.n_after, 2);
+  assert_int_equal(sg_session_steps(s), 1);
+  log = (pass_log){.fail_at = UINT32_MAX};
+  assert_status(sg__session_run_pass(s, &whole), SG_OK, NULL);
+  assert_int_equal(log.n_before, n);
+  assert_int_equal(sg_session_steps(s), 2);
   sg_session_destroy(s);
   sg_graph_destroy(g);
 }
@@ -196,6 +304,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dropout_streams),
       cmocka_unit_test(test_frozen_batch_norm),
+      cmocka_unit_test(test_pass_range_hooks_count),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

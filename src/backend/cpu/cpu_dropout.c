@@ -2,9 +2,9 @@
  *
  * Training (attribute training = 1 and SG__MODE_TRAIN): element i is kept
  * when sg__cpu_dropout_bits(key, i) >= ceil(p * 2^24), with
- * key = sg__cpu_dropout_key(op seed, session seed, step) (cpu_internal.h):
- * a counter-based hash, so the mask depends on nothing but those values and
- * the index (not on threads or on earlier runs). y = x * mask / (1 - p), with
+ * key = sg__cpu_dropout_key(op seed, seed, step, rng_subsequence) (the run
+ * context's, cpu_internal.h): a counter-based hash, so the mask depends on
+ * nothing but those values and the index (not on threads or on earlier runs). y = x * mask / (1 - p), with
  * the scale rounded to f32 once; output 1 is the mask (u8, 1 = kept).
  * Otherwise dropout is the identity and the mask output is left untouched.
  * dropout_backward: dx = dy * mask / (1 - p); dx may alias dy. */
@@ -65,7 +65,7 @@ static sg_status dropout_run(sg__cpu_state *st, sg__kernel *base, void *const *i
     return SG_OK;
   }
   j.mask = out[1];
-  j.key = sg__cpu_dropout_key(k->seed, ctx->seed, ctx->step, ctx->stream);
+  j.key = sg__cpu_dropout_key(k->seed, ctx->seed, ctx->step, ctx->rng_subsequence);
   sg__cpu_parallel_for(k->n, 32768, dropout_range, &j);
   return SG_OK;
 }

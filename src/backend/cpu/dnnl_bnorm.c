@@ -9,6 +9,7 @@
  * and the running statistics are computed as PyTorch does:
  *   running_mean = (1 - m) running_mean + m mean
  *   running_var  = (1 - m) running_var  + m var n/(n-1)   (unbiased)
+ * unless the run context asks for the batch statistics only.
  * Backward training form: var = 1/invstd^2 - eps (in double) into the workspace
  * buffer before the primitive runs.
  *
@@ -58,7 +59,7 @@ static sg_status bn_run(sg__cpu_state *st, sg__kernel *base, void *const *in, vo
     const double m = k->momentum, unbias = (double)k->n / (double)(k->n - 1);
     for (int64_t c = 0; c < k->C; c++) {
       invstd[c] = (float)(1.0 / sqrt((double)var[c] + k->eps));
-      if (ctx->freeze_stats) continue;
+      if (ctx->batch_stats_only) continue;
       rm[c] = (float)((1.0 - m) * rm[c] + m * mean[c]);
       rv[c] = (float)((1.0 - m) * rv[c] + m * var[c] * unbias);
     }

@@ -1,12 +1,19 @@
-/* Optimizer state offload (SPEC A5): every optimizer-state tensor of a
- * compiled session gets its own allocation in a tier, addressed by GVA, and
- * the session is bound to it (sg_session_bind_state), so each step updates
- * the state where it lives -- a PMEM file mapping, say -- with no copies.
- * Everything is allocated before anything is bound, so running out of tier
- * memory leaves the session untouched. */
+/* Optimizer state offload (SPEC A5, include/sgrt/offload.h): every
+ * optimizer-state tensor of a compiled session gets its own allocation in a
+ * tier of a global page table, addressed by GVA, and the session is bound to
+ * it (sg_session_bind_state), so each step updates the state where it lives
+ * -- a PMEM file mapping, say -- with no copies. Everything is allocated
+ * before anything is bound, so running out of tier memory leaves the session
+ * untouched.
+ *
+ * It lives beside the parallel runtime, not in src/gmem: the memory service
+ * knows tiers and addresses, not sessions; this file joins the two, and
+ * moves the session's binding itself when gmem migrates the memory. */
 #include <string.h>
 
-#include "gmem/gmem_internal.h"
+#include "core/core.h"
+#include "gmem/gmem.h"
+#include "sgrt/offload.h"
 
 typedef struct off_tensor {
   char *name;
