@@ -44,7 +44,7 @@ static size_t n_segs(size_t elems, size_t esize) {
  * collective takes its tags here, so no two collectives in flight share one
  * (a broadcast root may run several collectives ahead of the others). */
 static uint32_t coll_tag(sg_comm *c) {
-  sg__ucx_coll_enter(c->ucx); /* our position in the schedule, for hang diagnosis (SPEC H7) */
+  sg__det_coll_enter(c->det); /* our position in the schedule, for hang diagnosis (SPEC H7) */
   return (c->coll_seq++ & 0x7fffffffu) << 1;
 }
 

@@ -53,7 +53,7 @@ static sg_status begin(sg_comm *comm, const char *what, int all) {
     return sg__error(SG_ERR_STATE, "%s on rank %d: the communicator failed earlier (%s: %s); destroy it",
                      what, comm->rank, sg_status_str(comm->failed), comm->fail_msg);
   comm->deadline = sg__now_ms() + comm->env.timeout_ms;
-  if (comm->ucx) sg__ucx_scope_all(comm->ucx, all);
+  if (comm->det) sg__det_scope_all(comm->det, all);
   return SG_OK;
 }
 
@@ -174,7 +174,8 @@ static sg_status create(const sg_comm_params *params, const char *group, sg__com
                      c->env.timeout_ms, c->env.master_addr, c->env.master_port);
     goto fail;
   }
-  SG_CHECK_GOTO(sg__ucx_create(c->rank, c->size, c->env.timeout_ms, &c->ucx), st, fail);
+  SG_CHECK_GOTO(sg__det_create(c->rank, c->size, &c->det), st, fail);
+  SG_CHECK_GOTO(sg__ucx_create(c->rank, c->size, c->env.timeout_ms, c->det, &c->ucx), st, fail);
   SG_CHECK_GOTO(wire_up(c, deadline, watch, ctx), st, fail);
   SG_DEBUG("comm: rank %d of %d up (from %s, store %s:%d)", c->rank, c->size, c->env.source,
            c->env.master_addr, c->env.master_port);
@@ -226,6 +227,7 @@ sg_status sg_comm_destroy(sg_comm *comm) {
   if (comm->failed == SG_OK && !sg__comm_aborted(comm) && comm->ucx) st = sg_comm_barrier(comm);
   sg__nccl_destroy(comm);
   sg__ucx_destroy(comm->ucx);
+  sg__det_destroy(comm->det);
   sg__store_close(comm->store);
   sg__store_server_stop(comm->server);
   sg__free(comm->scratch);
@@ -255,13 +257,13 @@ sg_status sg__comm_cut_peer(sg_comm *comm, int peer) {
   if (peer < 0 || peer >= comm->size || peer == comm->rank)
     return sg__error(SG_ERR_INVALID_ARG, "sg__comm_cut_peer: peer rank %d is not another rank of %d", peer,
                      comm->size);
-  sg__ucx_cut(comm->ucx, peer);
+  sg__det_cut(comm->det, peer);
   return SG_OK;
 }
 
 int sg_comm_peer_unreachable(const sg_comm *comm, int peer) {
   if (comm == NULL || comm->ucx == NULL || peer < 0 || peer >= comm->size || peer == comm->rank) return -1;
-  return sg__ucx_peer_dead(comm->ucx, peer);
+  return sg__det_peer_dead(comm->det, peer);
 }
 
 int sg_comm_rank(const sg_comm *comm) { return comm ? comm->rank : -1; }
@@ -387,7 +389,7 @@ sg_status sg_comm_window_destroy(sg_comm_window *w) {
   sg_status st = SG_OK;
   if (comm->failed == SG_OK && !sg__comm_aborted(comm)) {
     comm->deadline = sg__now_ms() + comm->env.timeout_ms;
-    sg__ucx_scope_all(comm->ucx, 1); /* collective */
+    sg__det_scope_all(comm->det, 1); /* collective */
     st = sg__comm_fail(comm, sg__ucx_flush(comm->ucx, comm->deadline));
     /* No peer may still be reading or writing our memory when it is unmapped. */
     if (st == SG_OK) st = sg_comm_barrier(comm);

@@ -24,7 +24,9 @@ int sg__store_server_port(const sg__store_server *srv);
 typedef struct sg__ucx sg__ucx;
 typedef struct sg__ucx_req sg__ucx_req; /* an outstanding operation */
 
-sg_status sg__ucx_create(int rank, int world_size, int timeout_ms, sg__ucx **out);
+typedef struct sg__detector sg__detector;
+/* The transport reports to `det` (owned by the caller, outliving u). */
+sg_status sg__ucx_create(int rank, int world_size, int timeout_ms, sg__detector *det, sg__ucx **out);
 void sg__ucx_destroy(sg__ucx *u);
 /* This worker's address (owned by u). */
 sg_status sg__ucx_address(sg__ucx *u, const void **addr, size_t *len);
@@ -49,29 +51,17 @@ int sg__ucx_test(sg__ucx *u, sg__ucx_req *req);
 void sg__ucx_abandon(sg__ucx *u, sg__ucx_req **req);
 void sg__ucx_progress(sg__ucx *u);
 
-/* Liveness (SPEC H1): heartbeats on an internal AM id and silence detection.
- * Every wait loop sends due heartbeats and fails with SG_ERR_COMM naming the
- * peer when the peer it waits on (every peer in scope_all mode) has been
- * silent for dead_ms, or when UCX reported its endpoint failed. */
+/* Liveness (SPEC H1): the transport carries heartbeats and failure notices
+ * on internal AM ids and reports what happens to the failure detector
+ * (below); every wait loop sends due heartbeats and fails with SG_ERR_COMM
+ * naming the peer when the detector finds the peer it waits on (every peer
+ * in a collective) unreachable. */
 #define SG_UCX_NOBODY (-2) /* sg__ucx_poll: check no peer, only the abort flag */
-void sg__ucx_set_liveness(sg__ucx *u, int heartbeat_ms, int dead_ms);
-/* Collectives involve every peer: their waits check all of them. */
-void sg__ucx_scope_all(sg__ucx *u, int on);
 /* One non-blocking progress: take arrivals, send due heartbeats; then the
  * liveness check of `peer` (-1: every peer; SG_UCX_NOBODY). */
 sg_status sg__ucx_poll(sg__ucx *u, int peer);
-/* Silence of peer in ms (-1 for self or an invalid rank). */
-int64_t sg__ucx_silence_ms(const sg__ucx *u, int peer);
-/* Milliseconds since anything was heard from peer, time away included. */
-int64_t sg__ucx_quiet_ms(const sg__ucx *u, int peer);
 /* Makes every wait fail with SG_ERR_COMM at its next check. Any thread. */
 void sg__ucx_abort(sg__ucx *u);
-/* Declares `peer` unreachable as a cut link (fault injection); the others are told. */
-void sg__ucx_cut(sg__ucx *u, int peer);
-/* Whether `peer` was declared unreachable: 0 no; 1 by this rank (silence, endpoint error, cut); 2 on
- * another rank's report. */
-int sg__ucx_peer_dead(const sg__ucx *u, int peer);
-
 /* RMA and atomics. */
 typedef struct sg__ucx_mem sg__ucx_mem;
 typedef struct sg__ucx_rkey sg__ucx_rkey;
@@ -101,6 +91,7 @@ struct sg_comm {
   int rank, size;
   sg__store_server *server; /* rank 0 only */
   sg__store *store;
+  sg__detector *det; /* the failure detector the transport reports to */
   sg__ucx *ucx;
   uint32_t coll_seq; /* one per collective call: keeps tags of consecutive collectives apart */
   int64_t deadline;  /* of the operation in progress */
@@ -182,16 +173,64 @@ typedef struct sg__hang_view {
  * needed (as snprintf). */
 size_t sg__hang_text(const sg__hang_view *v, char *buf, size_t cap);
 
-/* The transport's side (ucx.c). A collective entering its message phase
- * calls sg__ucx_coll_enter: position + 1, inside, the current label bound to
- * it. Any later call on the communicator (sg__ucx_scope_all at begin) means
- * the collective is over: inside = 0. */
-void sg__ucx_coll_enter(sg__ucx *u);
-void sg__ucx_set_label(sg__ucx *u, const char *text); /* validated by the caller */
-void sg__ucx_set_hang(sg__ucx *u, int hang_ms);
-void sg__ucx_set_away(sg__ucx *u, bool away);
+/* ---- the failure detector (detector.c) -------------------------------------- */
+/* One rank's view of which peers are alive, stuck or given up, and why (SPEC
+ * H1, H7): pure logic fed with the transport's raw events; no thread, no
+ * UCX. The scheduler thread owns it, except sg__det_set_away (any thread). */
+/* Sends a failure notice (`bytes` at `notice`, stable until the detector is
+ * destroyed) to rank `to`, best effort: the transport's one service to the
+ * detector. */
+typedef void (*sg__det_notify_fn)(void *ctx, int to, const void *notice, size_t bytes);
+sg_status sg__det_create(int rank, int world_size, sg__detector **out);
+void sg__det_destroy(sg__detector *d);
+void sg__det_set_notifier(sg__detector *d, sg__det_notify_fn fn, void *ctx);
+/* heartbeat_ms 0: liveness off (silence is never fatal). */
+void sg__det_set_liveness(sg__detector *d, int heartbeat_ms, int dead_ms);
+/* Called as every operation begins; on: a collective, every peer is involved
+ * (its waits check all of them). Whatever collective we were in is over. */
+void sg__det_scope_all(sg__detector *d, int on);
+/* The peers [lo, hi) an operation with `peer` involves (-1: every peer). */
+void sg__det_scope(const sg__detector *d, int peer, int *lo, int *hi);
+/* Raw events. A message or a completed receive from `peer`: */
+void sg__det_heard(sg__detector *d, int peer);
+/* A heartbeat or a failure notice as it arrived (validated here; a malformed
+ * heartbeat is counted, sg__det_rejected): */
+void sg__det_on_heartbeat(sg__detector *d, const void *header, size_t header_len, const void *data,
+                          size_t len);
+void sg__det_on_notice(sg__detector *d, const void *header, size_t header_len, size_t len);
+void sg__det_reject(sg__detector *d); /* a heartbeat the transport could not deliver whole */
+uint64_t sg__det_rejected(const sg__detector *d);
+/* The endpoint to `peer` failed; `what` (a static string) says how. Sticky. */
+void sg__det_endpoint_failed(sg__detector *d, int peer, const char *what);
+/* Declares `peer` unreachable as a cut link (fault injection); the others are told. */
+void sg__det_cut(sg__detector *d, int peer);
+/* Heartbeats: credits time away and says whether heartbeats are due now;
+ * then, per peer, whether it gets one, and the header (2 words, stable) and
+ * payload (into buf[SG__HB_MAX_BYTES]; returns its length) to send. */
+bool sg__det_tick(sg__detector *d, int64_t now);
+bool sg__det_wants_heartbeat(const sg__detector *d, int peer);
+const uint32_t *sg__det_heartbeat_header(const sg__detector *d);
+size_t sg__det_heartbeat_payload(sg__detector *d, uint8_t *buf);
+/* SG_ERR_COMM naming the peer when `peer` (every peer when -1 or in a
+ * collective; nobody for SG_UCX_NOBODY) is unreachable, silent for dead_ms
+ * or stuck, or when a peer gave this rank up; SG_OK otherwise. */
+sg_status sg__det_check(sg__detector *d, int peer, int64_t now);
+/* The error of the likely root cause among the peers an operation with
+ * `peer` involves (SG_OK when none is unreachable); of `peer` itself. */
+sg_status sg__det_root_cause(const sg__detector *d, int peer);
+sg_status sg__det_peer_error(const sg__detector *d, int peer);
+/* 0 alive; 1 declared by this rank (silence, endpoint error, cut); 2 on another rank's report. */
+int sg__det_peer_dead(const sg__detector *d, int peer);
+/* Silence of peer in ms (-1 for self or an invalid rank); since anything
+ * was heard, time away included. */
+int64_t sg__det_silence_ms(const sg__detector *d, int peer);
+int64_t sg__det_quiet_ms(const sg__detector *d, int peer);
+/* A collective entering its message phase: position + 1, inside, the
+ * current label bound to it. The next sg__det_scope_all ends it. */
+void sg__det_coll_enter(sg__detector *d);
+void sg__det_set_label(sg__detector *d, const char *text); /* validated by the caller */
+void sg__det_set_hang(sg__detector *d, int hang_ms);
+void sg__det_set_away(sg__detector *d, bool away);
 /* peer's last reported position (self: our own). */
-void sg__ucx_position(const sg__ucx *u, int peer, sg_comm_position *out);
-uint64_t sg__ucx_hb_rejected(const sg__ucx *u);
-
+void sg__det_position(const sg__detector *d, int peer, sg_comm_position *out);
 #endif /* SG_COMM_INTERNAL_H */

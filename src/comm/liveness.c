@@ -1,6 +1,7 @@
-/* Peer liveness (SPEC H1) at the communicator level: the public switches.
- * The mechanism (heartbeat active messages, silence accounting, the checks in
- * every wait loop) lives in ucx.c next to the waits it guards. */
+/* Peer liveness (SPEC H1) at the communicator level: the public switches,
+ * checked here and handed to the failure detector (detector.c), which the
+ * transport (ucx.c) consults in every wait loop; and the heartbeat payload's
+ * codec. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,7 +24,7 @@ sg_status sg_comm_set_liveness(sg_comm *comm, int heartbeat_ms, int dead_ms) {
                      dead_ms, heartbeat_ms, LIVENESS_MAX_MS);
   if (heartbeat_ms == 0 && dead_ms < 0)
     return sg__error(SG_ERR_INVALID_ARG, "sg_comm_set_liveness: negative dead_ms %d", dead_ms);
-  sg__ucx_set_liveness(comm->ucx, heartbeat_ms, heartbeat_ms > 0 ? dead_ms : 0);
+  sg__det_set_liveness(comm->det, heartbeat_ms, heartbeat_ms > 0 ? dead_ms : 0);
   return SG_OK;
 }
 
@@ -37,12 +38,12 @@ sg_status sg_comm_poll(sg_comm *comm) {
 
 int64_t sg_comm_peer_silence_ms(const sg_comm *comm, int peer) {
   if (comm == NULL || comm->ucx == NULL) return -1;
-  return sg__ucx_silence_ms(comm->ucx, peer);
+  return sg__det_silence_ms(comm->det, peer);
 }
 
 int64_t sg__comm_peer_quiet_ms(const sg_comm *comm, int peer) {
   if (comm == NULL || comm->ucx == NULL) return -1;
-  return sg__ucx_quiet_ms(comm->ucx, peer);
+  return sg__det_quiet_ms(comm->det, peer);
 }
 
 void sg_comm_abort(sg_comm *comm, const char *reason) {
@@ -149,14 +150,14 @@ sg_status sg_comm_label(sg_comm *comm, const char *text) {
       return sg__error(SG_ERR_INVALID_ARG,
                        "sg_comm_label: byte %zu of the label is 0x%02x, not printable ASCII (0x20..0x7e)", i,
                        (unsigned char)text[i]);
-  sg__ucx_set_label(comm->ucx, text);
+  sg__det_set_label(comm->det, text);
   return SG_OK;
 }
 
 sg_status sg__comm_set_away(sg_comm *comm, int away) {
   if (comm == NULL || comm->ucx == NULL)
     return sg__error(SG_ERR_INVALID_ARG, "sg__comm_set_away: NULL communicator");
-  sg__ucx_set_away(comm->ucx, away != 0);
+  sg__det_set_away(comm->det, away != 0);
   return SG_OK;
 }
 
@@ -166,7 +167,7 @@ sg_status sg_comm_set_hang_timeout(sg_comm *comm, int hang_ms) {
     return sg__error(SG_ERR_INVALID_ARG,
                      "sg_comm_set_hang_timeout: hang_ms %d is not in 0..%d (0 turns it off)", hang_ms,
                      LIVENESS_MAX_MS);
-  sg__ucx_set_hang(comm->ucx, hang_ms);
+  sg__det_set_hang(comm->det, hang_ms);
   return SG_OK;
 }
 
@@ -176,10 +177,10 @@ sg_status sg__comm_peer_position(const sg_comm *comm, int peer, sg_comm_position
   if (peer < 0 || peer >= comm->size)
     return sg__error(SG_ERR_INVALID_ARG, "sg__comm_peer_position: rank %d is not a rank of %d", peer,
                      comm->size);
-  sg__ucx_position(comm->ucx, peer, out);
+  sg__det_position(comm->det, peer, out);
   return SG_OK;
 }
 
 uint64_t sg__comm_heartbeats_rejected(const sg_comm *comm) {
-  return comm && comm->ucx ? sg__ucx_hb_rejected(comm->ucx) : 0;
+  return comm && comm->ucx ? sg__det_rejected(comm->det) : 0;
 }

@@ -14,7 +14,9 @@
  * connection at the first wrong token byte would tell a prober how many
  * leading bytes were right, and so give the token away byte by byte. At most
  * MAX_UNAUTH connections wait for authentication; a newer one pushes out the
- * oldest, whose deadline is nearest anyway. An authenticated connection may
+ * oldest, whose deadline is nearest anyway. Connections are accepted
+ * ACCEPT_BATCH at a time, each batch read before the next, so a flood of
+ * connections cannot push out one whose HELLO already arrived unread. An authenticated connection may
  * idle between requests for as long as it likes (ranks keep theirs for the
  * whole job), but a frame, from its first byte to the last byte of its
  * reply, must complete within FRAME_MS.
@@ -35,11 +37,12 @@
 #include "comm/comm_internal.h"
 #include "comm/store_frame.h"
 
-#define MAX_CONNS 4100 /* every connection */
-#define MAX_UNAUTH 64  /* connections that have not authenticated yet */
-#define MAX_TOKEN 255  /* bytes (sg_comm_store_serve refuses longer) */
-#define AUTH_MS 2000   /* from accept to the last byte of the HELLO reply */
-#define FRAME_MS 5000  /* from a request's first byte to its reply's last */
+#define MAX_CONNS 4100  /* every connection */
+#define MAX_UNAUTH 64   /* connections that have not authenticated yet */
+#define ACCEPT_BATCH 16 /* accepted per wake-up, fewer than MAX_UNAUTH (accept_all) */
+#define MAX_TOKEN 255   /* bytes (sg_comm_store_serve refuses longer) */
+#define AUTH_MS 2000    /* from accept to the last byte of the HELLO reply */
+#define FRAME_MS 5000   /* from a request's first byte to its reply's last */
 
 typedef struct kv {
   char *key;
@@ -296,8 +299,12 @@ static bool on_readable(sg__store_server *s, conn *c, int64_t now) {
   return true; /* a reply is still going out: read on once it is sent */
 }
 
+/* Accepts what is pending, at most ACCEPT_BATCH: the connections accepted
+ * are read (their HELLO answered) at the next wake-up, before a flood
+ * behind them can push them out as the oldest waiting ones; the listening
+ * socket stays readable, so the rest come at once. */
 static void accept_all(sg__store_server *s, int64_t now) {
-  for (;;) {
+  for (int accepted = 0; accepted < ACCEPT_BATCH; accepted++) {
     int fd = accept(s->listen_fd, NULL, NULL);
     if (fd < 0) {
       if (errno == EINTR) continue;
