@@ -76,17 +76,25 @@ static sg_status setup_local(sg_gmem *gm, const sg_gmem_params *p) {
   return sg__copy_init(gm, p->copy_pages);
 }
 
+sg_status sg__gmem_gather(sg_gmem *gm, const uint64_t *rec, int words, sg_status local, const char *what,
+                          uint64_t **all) {
+  size_t bytes = sizeof *rec * (size_t)words;
+  *all = sg__malloc(bytes * (size_t)gm->nodes);
+  if (*all == NULL) return sg__error(SG_ERR_NO_MEMORY, "%s: out of memory", what);
+  sg_status st = SG_OK;
+  if (gm->comm != NULL) st = sg_comm_allgather(gm->comm, rec, *all, (size_t)words, SG_I64);
+  else memcpy(*all, rec, bytes);
+  return st != SG_OK ? st : local;
+}
+
 /* Every node's sizes; a node that failed locally reports its status. */
 static sg_status exchange(sg_gmem *gm, sg_status local) {
   uint64_t rec[REC_WORDS] = {REC_MAGIC, (uint64_t)(int64_t)local, gm->table_pages};
   for (int t = 0; t < SG__GM_TIERS; t++) rec[3 + t] = gm->tier[t].bytes;
   rec[6] = SG_GMEM_PAGE_SIZE | (uint64_t)SG__GM_BUCKETS << 32;
-  uint64_t *all = sg__malloc(sizeof rec * (size_t)gm->nodes);
-  if (all == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg_gmem_create: out of memory");
-  sg_status st = SG_OK;
-  if (gm->comm != NULL) st = sg_comm_allgather(gm->comm, rec, all, REC_WORDS, SG_I64);
-  else memcpy(all, rec, sizeof rec);
-  if (st == SG_OK && local != SG_OK) st = local;
+  uint64_t *all;
+  sg_status st = sg__gmem_gather(gm, rec, REC_WORDS, local, "sg_gmem_create", &all);
+  if (all == NULL) return st;
   for (int n = 0; n < gm->nodes && st == SG_OK; n++) {
     const uint64_t *r = all + (size_t)n * REC_WORDS;
     /* A peer's record is input like any other (SPEC S1). */

@@ -182,6 +182,13 @@ const char *sg__gva_str(sg_gva gva, char buf[SG_GVA_STR_MAX + 24]);
 /* First run of `n` clear bits in [0, nbits); false when there is none. */
 bool sg__bits_find_run(const uint64_t *bits, uint64_t nbits, uint64_t n, uint64_t *first);
 void sg__bits_set(uint64_t *bits, uint64_t first, uint64_t n, bool on);
+/* Every node's record of `words` u64 (this node's is rec) into *all (nodes
+ * records; free with sg__free), gathered even when this node failed
+ * (`local`), so that the others learn it: returns the gather's status, else
+ * local. *all is NULL only when it could not be allocated. `what` names the
+ * caller in the message. */
+sg_status sg__gmem_gather(sg_gmem *gm, const uint64_t *rec, int words, sg_status local, const char *what,
+                          uint64_t **all);
 bool sg__bits_test(const uint64_t *bits, uint64_t i);
 
 /* ---- tier.c / tier_pmem.c / tier_vram.c (sg__tier_name: gmem/gmem.h) --------- */

@@ -28,12 +28,9 @@ static sg_status exchange(sg_gmem_shard *sh, sg_status local, sg_gva mine) {
   sg_gmem *gm = sh->gm;
   enum { W = 5 };
   uint64_t rec[W] = {(uint64_t)(int64_t)local, mine.hi, mine.lo, sh->bytes, sh->chunk};
-  uint64_t *all = sg__malloc(sizeof rec * (size_t)gm->nodes);
-  if (all == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg_gmem_shard_create: out of memory");
-  sg_status st = SG_OK;
-  if (gm->comm != NULL) st = sg_comm_allgather(gm->comm, rec, all, W, SG_I64);
-  else memcpy(all, rec, sizeof rec);
-  if (st == SG_OK && local != SG_OK) st = local;
+  uint64_t *all;
+  sg_status st = sg__gmem_gather(gm, rec, W, local, "sg_gmem_shard_create", &all);
+  if (all == NULL) return st;
   for (int n = 0; n < gm->nodes && st == SG_OK; n++) {
     const uint64_t *r = all + W * (size_t)n;
     sg_gva g = {r[1], r[2]};

@@ -40,6 +40,10 @@ sg_status sg__graph_fail(sg_graph *g, sg_status st) {
   return st;
 }
 
+sg_status sg__graph_params(sg_graph *g, const char *fn, sg__versioned v, void *dst, const void *src) {
+  return sg__graph_fail(g, sg__params_read(fn, v, dst, src));
+}
+
 sg_status sg__graph_sticky_error(const sg_graph *g) {
   if (g->error_message[0] != '\0') return sg__error(g->error, "%s", g->error_message);
   return sg__error(g->error, "the graph has an earlier builder error (%s)", sg_status_str(g->error));

@@ -121,6 +121,10 @@ uint32_t sg__op_flags(sg_op_kind kind);
 int sg__op_attr_count(sg_op_kind kind);
 /* Bit i set: this op updates input i in place (depends on attributes). */
 uint32_t sg__op_mutated_inputs(const sg__op *op);
+/* An error about op: "KIND 'NAME': " and the formatted text (shape
+ * inference, kernels). */
+sg_status sg__op_error(const sg__op *op, sg_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* Attribute accessors by schema index (attributes are canonical). */
 static inline int64_t sg__attr_i(const sg__op *op, int k) { return op->attrs[k].i; }

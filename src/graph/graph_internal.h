@@ -134,6 +134,9 @@ sg_status sg__cross_entropy_check(const sg__op *op, const sg__tensor *x, const s
 /* Records st as the graph's sticky error (the first one wins) with the
  * message that the failing call just set through sg__error(); returns st. */
 sg_status sg__graph_fail(sg_graph *g, sg_status st);
+/* A builder's versioned params (sg__params_read into dst, defaults first);
+ * a failure becomes the graph's sticky error. */
+sg_status sg__graph_params(sg_graph *g, const char *fn, sg__versioned v, void *dst, const void *src);
 /* Sets the last error to the graph's sticky error and its first message. */
 sg_status sg__graph_sticky_error(const sg_graph *g);
 
@@ -154,9 +157,5 @@ sg_status sg__canon_attrs(sg_graph *g, const sg__op_def *def, const char *op_nam
 void sg__shape_of(const sg__tensor *t, sg__shape *s);
 /* NumPy broadcast of two shapes; SG_ERR_SHAPE with both shapes named. */
 sg_status sg__broadcast(const sg__op *op, const sg__tensor *a, const sg__tensor *b, sg__shape *out);
-
-/* Shape-inference error with the op's kind and name prefixed. */
-sg_status sg__op_error(const sg__op *op, sg_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 #endif /* SG_GRAPH_INTERNAL_H */

@@ -85,12 +85,9 @@ sg_conv2d_params sg_conv2d_params_init(void) { return (sg_conv2d_params)SG_CONV2
 
 sg_tensor sg_conv2d(sg_graph *g, sg_tensor x, sg_tensor w, sg_tensor bias, const sg_conv2d_params *p) {
   sg_conv2d_params d = SG_CONV2D_PARAMS_INIT;
-  sg_status st =
-      sg__params_read("sg_conv2d", SG__VERSIONED(sg_conv2d_params, stride, "SG_CONV2D_PARAMS_INIT"), &d, p);
-  if (st != SG_OK) {
-    sg__graph_fail(g, st);
+  if (sg__graph_params(g, "sg_conv2d", SG__VERSIONED(sg_conv2d_params, stride, "SG_CONV2D_PARAMS_INIT"), &d,
+                       p) != SG_OK)
     return SG_NO_TENSOR;
-  }
   p = &d;
   sg_attr attrs[] = {SG__AS("stride", 2, p->stride), SG__AS("padding", 4, p->padding),
                      SG__AS("dilation", 2, p->dilation), SG__AI("groups", p->groups)};

@@ -97,12 +97,9 @@ sg_gemm_params sg_gemm_params_init(void) { return (sg_gemm_params)SG_GEMM_PARAMS
 
 sg_tensor sg_gemm(sg_graph *g, sg_tensor a, sg_tensor b, sg_tensor c, const sg_gemm_params *p) {
   sg_gemm_params d = SG_GEMM_PARAMS_INIT;
-  sg_status st =
-      sg__params_read("sg_gemm", SG__VERSIONED(sg_gemm_params, trans_a, "SG_GEMM_PARAMS_INIT"), &d, p);
-  if (st != SG_OK) {
-    sg__graph_fail(g, st);
+  if (sg__graph_params(g, "sg_gemm", SG__VERSIONED(sg_gemm_params, trans_a, "SG_GEMM_PARAMS_INIT"), &d, p) !=
+      SG_OK)
     return SG_NO_TENSOR;
-  }
   p = &d;
   sg_attr attrs[] = {SG__AI("trans_a", p->trans_a), SG__AI("trans_b", p->trans_b), SG__AF("alpha", p->alpha),
                      SG__AF("beta", p->beta)};

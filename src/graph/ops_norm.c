@@ -59,12 +59,9 @@ sg_batch_norm_params sg_batch_norm_params_init(void) {
 sg_tensor sg_batch_norm(sg_graph *g, sg_tensor x, sg_tensor gamma, sg_tensor beta, sg_tensor running_mean,
                         sg_tensor running_var, const sg_batch_norm_params *p) {
   sg_batch_norm_params d = SG_BATCH_NORM_PARAMS_INIT;
-  sg_status st = sg__params_read(
-      "sg_batch_norm", SG__VERSIONED(sg_batch_norm_params, eps, "SG_BATCH_NORM_PARAMS_INIT"), &d, p);
-  if (st != SG_OK) {
-    sg__graph_fail(g, st);
+  if (sg__graph_params(g, "sg_batch_norm",
+                       SG__VERSIONED(sg_batch_norm_params, eps, "SG_BATCH_NORM_PARAMS_INIT"), &d, p) != SG_OK)
     return SG_NO_TENSOR;
-  }
   p = &d;
   sg_attr attrs[] = {SG__AF("eps", p->eps), SG__AF("momentum", p->momentum), SG__AI("training", p->training)};
   sg_tensor in[] = {x, gamma, beta, running_mean, running_var};

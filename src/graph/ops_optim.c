@@ -87,12 +87,9 @@ sg_sgd_params sg_sgd_params_init(void) { return (sg_sgd_params)SG_SGD_PARAMS_INI
 sg_status sg_sgd_update(sg_graph *g, sg_tensor param, sg_tensor grad, sg_tensor lr, sg_tensor momentum_buf,
                         const sg_sgd_params *p) {
   sg_sgd_params d = SG_SGD_PARAMS_INIT;
-  sg_status st =
-      sg__params_read("sg_sgd_update", SG__VERSIONED(sg_sgd_params, momentum, "SG_SGD_PARAMS_INIT"), &d, p);
-  if (st != SG_OK) {
-    sg__graph_fail(g, st);
+  if (sg__graph_params(g, "sg_sgd_update", SG__VERSIONED(sg_sgd_params, momentum, "SG_SGD_PARAMS_INIT"), &d,
+                       p) != SG_OK)
     return sg_graph_status(g);
-  }
   p = &d;
   sg_attr attrs[] = {SG__AF("momentum", p->momentum), SG__AF("dampening", p->dampening),
                      SG__AF("weight_decay", p->weight_decay), SG__AI("nesterov", p->nesterov)};
@@ -147,12 +144,9 @@ sg_adamw_params sg_adamw_params_init(void) { return (sg_adamw_params)SG_ADAMW_PA
 sg_status sg_adamw_update(sg_graph *g, sg_tensor param, sg_tensor grad, sg_tensor lr, sg_tensor m,
                           sg_tensor v, sg_tensor step, const sg_adamw_params *p) {
   sg_adamw_params d = SG_ADAMW_PARAMS_INIT;
-  sg_status st = sg__params_read("sg_adamw_update",
-                                 SG__VERSIONED(sg_adamw_params, beta1, "SG_ADAMW_PARAMS_INIT"), &d, p);
-  if (st != SG_OK) {
-    sg__graph_fail(g, st);
+  if (sg__graph_params(g, "sg_adamw_update", SG__VERSIONED(sg_adamw_params, beta1, "SG_ADAMW_PARAMS_INIT"),
+                       &d, p) != SG_OK)
     return sg_graph_status(g);
-  }
   p = &d;
   sg_attr attrs[] = {SG__AF("beta1", p->beta1), SG__AF("beta2", p->beta2), SG__AF("eps", p->eps),
                      SG__AF("weight_decay", p->weight_decay)};

@@ -70,12 +70,9 @@ sg_pool2d_params sg_pool2d_params_init(void) { return (sg_pool2d_params)SG_POOL2
 
 static sg_tensor pool2d(sg_graph *g, sg_op_kind kind, sg_tensor x, const sg_pool2d_params *p) {
   sg_pool2d_params d = SG_POOL2D_PARAMS_INIT;
-  sg_status st = sg__params_read(kind == SG_OP_MAX_POOL2D ? "sg_max_pool2d" : "sg_avg_pool2d",
-                                 SG__VERSIONED(sg_pool2d_params, kernel, "SG_POOL2D_PARAMS_INIT"), &d, p);
-  if (st != SG_OK) {
-    sg__graph_fail(g, st);
+  if (sg__graph_params(g, kind == SG_OP_MAX_POOL2D ? "sg_max_pool2d" : "sg_avg_pool2d",
+                       SG__VERSIONED(sg_pool2d_params, kernel, "SG_POOL2D_PARAMS_INIT"), &d, p) != SG_OK)
     return SG_NO_TENSOR;
-  }
   p = &d;
   /* A zero stride means "same as the kernel", PyTorch's default. */
   int64_t stride[2] = {p->stride[0] ? p->stride[0] : p->kernel[0],

@@ -102,14 +102,6 @@ static int64_t numel_of(int ndim, const int64_t *dims) {
   return n;
 }
 
-static const char *dims_str(char *buf, size_t cap, int ndim, const int64_t *dims) {
-  size_t o = (size_t)snprintf(buf, cap, "[");
-  for (int i = 0; i < ndim && o < cap; i++)
-    o += (size_t)snprintf(buf + o, cap - o, "%s%lld", i ? "," : "", (long long)dims[i]);
-  if (o < cap) snprintf(buf + o, cap - o, "]");
-  return buf;
-}
-
 /* Row-major strides of a shape, in elements. */
 static void strides_of(int ndim, const int64_t *dims, int64_t *st) {
   int64_t s = 1;
@@ -450,35 +442,36 @@ static sg_status cv_reshape(ox_ctx *c, const Onnx__NodeProto *n) {
     if (s == 0) {
       if (i >= nd)
         return sg__ox_node_error(c, SG_ERR_SHAPE, "shape %s copies dim %d of %s, which has no such dim",
-                                 dims_str(b1, sizeof b1, ns, shape), i, dims_str(b2, sizeof b2, nd, in));
+                                 sg__onnx_dims_text(b1, sizeof b1, ns, shape), i,
+                                 sg__onnx_dims_text(b2, sizeof b2, nd, in));
       s = in[i];
     } else if (s == -1) {
       if (infer >= 0)
         return sg__ox_node_error(c, SG_ERR_SHAPE, "shape %s has more than one -1",
-                                 dims_str(b1, sizeof b1, ns, shape));
+                                 sg__onnx_dims_text(b1, sizeof b1, ns, shape));
       infer = i;
       dims[i] = 1;
       continue;
     } else if (s < 0 || s > SG__MAX_NUMEL) {
       return sg__ox_node_error(c, SG_ERR_SHAPE, "shape %s has the invalid dim %lld",
-                               dims_str(b1, sizeof b1, ns, shape), (long long)s);
+                               sg__onnx_dims_text(b1, sizeof b1, ns, shape), (long long)s);
     }
     dims[i] = s;
     if (s > 0 && known_numel > SG__MAX_NUMEL / s)
       return sg__ox_node_error(c, SG_ERR_RANGE, "shape %s has more than 2^56 elements",
-                               dims_str(b1, sizeof b1, ns, shape));
+                               sg__onnx_dims_text(b1, sizeof b1, ns, shape));
     known_numel *= s;
   }
   if (infer >= 0) {
     if (known_numel == 0 || numel % known_numel != 0)
       return sg__ox_node_error(c, SG_ERR_SHAPE, "cannot reshape %s (%lld elements) to %s",
-                               dims_str(b2, sizeof b2, nd, in), (long long)numel,
-                               dims_str(b1, sizeof b1, ns, shape));
+                               sg__onnx_dims_text(b2, sizeof b2, nd, in), (long long)numel,
+                               sg__onnx_dims_text(b1, sizeof b1, ns, shape));
     dims[infer] = numel / known_numel;
   } else if (known_numel != numel) {
     return sg__ox_node_error(c, SG_ERR_SHAPE, "cannot reshape %s (%lld elements) to %s",
-                             dims_str(b2, sizeof b2, nd, in), (long long)numel,
-                             dims_str(b1, sizeof b1, ns, shape));
+                             sg__onnx_dims_text(b2, sizeof b2, nd, in), (long long)numel,
+                             sg__onnx_dims_text(b1, sizeof b1, ns, shape));
   }
   return set_reshaped(c, x, ns, dims);
 }
@@ -521,8 +514,8 @@ static sg_status cv_concat(ox_ctx *c, const Onnx__NodeProto *n) {
     if (!ok) {
       char b1[256], b2[256];
       return sg__ox_node_error(c, SG_ERR_SHAPE, "cannot concatenate %s and %s along axis %d",
-                               dims_str(b1, sizeof b1, x0->ndim, x0->dims),
-                               dims_str(b2, sizeof b2, v->ndim, v->dims), axis);
+                               sg__onnx_dims_text(b1, sizeof b1, x0->ndim, x0->dims),
+                               sg__onnx_dims_text(b2, sizeof b2, v->ndim, v->dims), axis);
     }
     dims[axis] += v->dims[axis];
   }
@@ -626,8 +619,8 @@ sg_status sg__ox_fold_binary(ox_ctx *c, char op, const ox_value *a, const ox_val
     if (da != db && da != 1 && db != 1) {
       char b1[256], b2[256];
       return sg__ox_node_error(c, SG_ERR_SHAPE, "cannot broadcast %s and %s",
-                               dims_str(b1, sizeof b1, a->ndim, a->dims),
-                               dims_str(b2, sizeof b2, b->ndim, b->dims));
+                               sg__onnx_dims_text(b1, sizeof b1, a->ndim, a->dims),
+                               sg__onnx_dims_text(b2, sizeof b2, b->ndim, b->dims));
     }
     dims[i] = da == 1 ? db : da;
     sa[i] = ia >= 0 && da != 1 ? ta[ia] : 0;

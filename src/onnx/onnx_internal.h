@@ -222,4 +222,8 @@ bool sg__ox_foldable(const ox_value *v);
  * constants of one type; *folded says whether it did. */
 sg_status sg__ox_fold_binary(ox_ctx *c, char op, const ox_value *a, const ox_value *b, bool *folded);
 
+/* dims as "[2,3,4]" into buf[cap] (always terminated; cut short when it
+ * does not fit); returns buf, for error messages. */
+const char *sg__onnx_dims_text(char *buf, size_t cap, int ndim, const int64_t *dims);
+
 #endif /* SG_ONNX_INTERNAL_H */

@@ -369,14 +369,6 @@ static sg_status convert_node(ox_ctx *c, int32_t i) {
 
 /* ---- graph outputs --------------------------------------------------------- */
 
-static const char *shape_text(char *buf, size_t cap, int ndim, const int64_t *dims) {
-  size_t o = (size_t)snprintf(buf, cap, "[");
-  for (int i = 0; i < ndim && o < cap; i++)
-    o += (size_t)snprintf(buf + o, cap - o, "%s%lld", i ? "," : "", (long long)dims[i]);
-  if (o < cap) snprintf(buf + o, cap - o, "]");
-  return buf;
-}
-
 /* What the model declares about an output must match what sgrt inferred. */
 static sg_status check_declared(ox_ctx *c, const Onnx__ValueInfoProto *vi, const sg__tensor *t) {
   const Onnx__TypeProto *tp = vi->type;
@@ -405,7 +397,8 @@ static sg_status check_declared(ox_ctx *c, const Onnx__ValueInfoProto *vi, const
                   : -1;
   (void)c;
   return sg__error(SG_ERR_SHAPE, "graph output '%s' is %s but the model declares %s (-1: symbolic)", vi->name,
-                   shape_text(b1, sizeof b1, t->ndim, t->dims), shape_text(b2, sizeof b2, nd, decl));
+                   sg__onnx_dims_text(b1, sizeof b1, t->ndim, t->dims),
+                   sg__onnx_dims_text(b2, sizeof b2, nd, decl));
 }
 
 static sg_status mark_outputs(ox_ctx *c) {

@@ -688,3 +688,11 @@ sg_status sg__ox_check_attrs(ox_ctx *c, const char *const *known) {
   }
   return SG_OK;
 }
+
+const char *sg__onnx_dims_text(char *buf, size_t cap, int ndim, const int64_t *dims) {
+  size_t o = (size_t)snprintf(buf, cap, "[");
+  for (int i = 0; i < ndim && o < cap; i++)
+    o += (size_t)snprintf(buf + o, cap - o, "%s%lld", i ? "," : "", (long long)dims[i]);
+  if (o < cap) snprintf(buf + o, cap - o, "]");
+  return buf;
+}

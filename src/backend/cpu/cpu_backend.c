@@ -2,7 +2,6 @@
  * oneDNN primitives (convolution, matmul/gemm, batch norm, pooling, eltwise
  * activations, softmax) and plain C (everything else). docs/backend.md has
  * the kernel table, the layout decisions and the threading rules. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -62,26 +61,17 @@ void sg__cpu_aligned_free(void *p) {
   if (p) sg__free(((void **)p)[-1]);
 }
 
-sg_status sg__cpu_op_fail(const sg__op *op, sg_status st, const char *fmt, ...) {
-  char msg[768];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  return sg__error(st, "%s '%s': %s", sg_op_kind_name(op->kind), op->name ? op->name : "?", msg);
-}
-
 sg_status sg__cpu_unsupported(const sg_graph *g, const sg__op *op, const char *why) {
   const sg__tensor *x = op->n_inputs > 0 && op->inputs[0] >= 0 ? &g->tensors[op->inputs[0]] : NULL;
-  return sg__cpu_op_fail(
-      op, SG_ERR_UNSUPPORTED, "the cpu backend has no kernel for op kind %d (%s) with %s%s", (int)op->kind,
-      sg_op_kind_name(op->kind), x ? sg_dtype_name(x->dtype) : "no inputs", why ? why : "");
+  return sg__op_error(op, SG_ERR_UNSUPPORTED, "the cpu backend has no kernel for op kind %d (%s) with %s%s",
+                      (int)op->kind, sg_op_kind_name(op->kind), x ? sg_dtype_name(x->dtype) : "no inputs",
+                      why ? why : "");
 }
 
 sg_status sg__cpu_kernel_new(const sg__op *op, size_t size, sg__cpu_run_fn run, sg__kernel **out) {
   SG_ASSERT(size >= sizeof(sg__kernel));
   sg__kernel *k = sg__calloc(1, size);
-  if (k == NULL) return sg__cpu_op_fail(op, SG_ERR_NO_MEMORY, "out of memory creating its kernel");
+  if (k == NULL) return sg__op_error(op, SG_ERR_NO_MEMORY, "out of memory creating its kernel");
   k->run = run;
   k->kind = op->kind;
   snprintf(k->name, sizeof k->name, "%s", op->name ? op->name : "?");
@@ -226,8 +216,7 @@ static sg_status cpu_kernel_create(void *state, const sg_graph *g, int32_t op, s
   int n_attrs = sg__op_attr_count(o->kind);
   if (fn == NULL || n_attrs < 0) return sg__cpu_unsupported(g, o, "");
   if (o->n_attrs != n_attrs)
-    return sg__cpu_op_fail(o, SG_ERR_ATTRIBUTE, "has %d attributes, its kind defines %d", o->n_attrs,
-                           n_attrs);
+    return sg__op_error(o, SG_ERR_ATTRIBUTE, "has %d attributes, its kind defines %d", o->n_attrs, n_attrs);
   /* One float dtype (f32) everywhere in this backend; integer dtypes only
    * where a family accepts them (it checks its inputs itself). */
   for (int i = 0; i < o->n_inputs + o->n_outputs; i++) {

@@ -117,10 +117,8 @@ sg_status sg__cpu_kernel_new(const sg__op *op, size_t size, sg__cpu_run_fn run, 
 void *sg__cpu_aligned_alloc(size_t bytes);
 void sg__cpu_aligned_free(void *p);
 
-/* Messages: "<kind> '<name>': ..." */
+/* Messages: "<kind> '<name>': ..." (an op's own failure: sg__op_error, graph/graph.h) */
 sg_status sg__cpu_unsupported(const sg_graph *g, const sg__op *op, const char *why);
-sg_status sg__cpu_op_fail(const sg__op *op, sg_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 /* Convenience accessors. */
 static inline const sg__tensor *sg__cpu_in(const sg_graph *g, const sg__op *op, int i) {

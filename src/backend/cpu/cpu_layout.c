@@ -368,21 +368,21 @@ static sg_status adapt_build(adapt_kernel *k, sg__cpu_state *st, const sg_graph 
     c->to_block = !input || updated;
     c->off = ws;
     if (!sg__add_size(ws, (x->nbytes + 63) & ~(size_t)63, &ws))
-      return sg__cpu_op_fail(op, SG_ERR_NO_MEMORY, "scratch size overflows");
+      return sg__op_error(op, SG_ERR_NO_MEMORY, "scratch size overflows");
     dnnl_dim_t d[4] = {x->dims[0], x->dims[1], x->dims[2], x->dims[3]};
     dnnl_memory_desc_t bm, pm;
     sg__dk_blocked_md(&bm, d, st->block);
     sg__dk_plain_md(&pm, 4, d);
     if (dnnl_memory_create(&c->blk, &bm, st->engine, DNNL_MEMORY_NONE) != dnnl_success ||
         dnnl_memory_create(&c->pln, &pm, st->engine, DNNL_MEMORY_NONE) != dnnl_success)
-      return sg__cpu_op_fail(op, SG_ERR_NO_MEMORY, "could not create oneDNN memories");
+      return sg__op_error(op, SG_ERR_NO_MEMORY, "could not create oneDNN memories");
     if (c->to_plain) SG_CHECK(make_reorder(op, st->engine, &bm, &pm, &c->in_prim));
     if (c->to_block) SG_CHECK(make_reorder(op, st->engine, &pm, &bm, &c->out_prim));
   }
   if (ws > st->ws2_size) {
     unsigned char *p = sg__cpu_aligned_alloc(ws);
     if (p == NULL)
-      return sg__cpu_op_fail(op, SG_ERR_NO_MEMORY, "out of memory for %zu bytes of layout scratch", ws);
+      return sg__op_error(op, SG_ERR_NO_MEMORY, "out of memory for %zu bytes of layout scratch", ws);
     sg__cpu_aligned_free(st->ws2);
     st->ws2 = p;
     st->ws2_size = ws;
@@ -404,7 +404,7 @@ sg_status sg__cpu_create_adapted(sg__cpu_state *st, const sg_graph *g, const sg_
   k->in = sg__calloc((size_t)op->n_inputs + (size_t)op->n_outputs + 1, sizeof(void *));
   k->conv = sg__calloc((size_t)op->n_inputs + (size_t)op->n_outputs + 1, sizeof(adapt_conv));
   sg_status s =
-      k->in && k->conv ? SG_OK : sg__cpu_op_fail(op, SG_ERR_NO_MEMORY, "out of memory creating its kernel");
+      k->in && k->conv ? SG_OK : sg__op_error(op, SG_ERR_NO_MEMORY, "out of memory creating its kernel");
   if (s == SG_OK) {
     k->out = k->in + op->n_inputs;
     s = adapt_build(k, st, g, op);

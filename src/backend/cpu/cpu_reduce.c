@@ -125,7 +125,7 @@ sg_status sg__cpu_create_reduce(sg__cpu_state *st, const sg_graph *g, const sg__
       for (int i = 0; i < n; i++) {
         int a;
         if (!sg__norm_axis(axes[i], x->ndim, &a))
-          return sg__cpu_op_fail(op, SG_ERR_ATTRIBUTE, "axis out of range");
+          return sg__op_error(op, SG_ERR_ATTRIBUTE, "axis out of range");
         reduced[a] = true;
       }
       if (n == 0)

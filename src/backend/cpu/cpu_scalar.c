@@ -115,11 +115,10 @@ sg_status sg__cpu_create_scalar(sg__cpu_state *st, const sg_graph *g, const sg__
     return sg__cpu_unsupported(
         g, op, op->kind == SG_OP_POW_SCALAR ? " (pow_scalar takes f32)" : " (takes f32, i32, i64)");
   if (is_int && (v != floor(v) || !(fabs(v) < 9.2e18)))
-    return sg__cpu_op_fail(
-        op, SG_ERR_UNSUPPORTED,
-        "value %g is not an integer, which %s (%s) cannot combine with an integer tensor of "
-        "dtype %s on the cpu backend",
-        v, sg_op_kind_name(op->kind), op->name, sg_dtype_name(x->dtype));
+    return sg__op_error(op, SG_ERR_UNSUPPORTED,
+                        "value %g is not an integer, which %s (%s) cannot combine with an integer tensor of "
+                        "dtype %s on the cpu backend",
+                        v, sg_op_kind_name(op->kind), op->name, sg_dtype_name(x->dtype));
   sg__kernel *kb;
   SG_CHECK(sg__cpu_kernel_new(op, sizeof(scalar_kernel), scalar_run, &kb));
   scalar_kernel *k = (scalar_kernel *)kb;

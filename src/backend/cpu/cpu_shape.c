@@ -143,14 +143,14 @@ sg_status sg__cpu_create_shape(sg__cpu_state *st, const sg_graph *g, const sg__o
       int axis;
       if (!sg__norm_axis(sg__attr_i(op, 0), y->ndim, &axis)) {
         sg__free(kb);
-        return sg__cpu_op_fail(op, SG_ERR_ATTRIBUTE, "axis out of range");
+        return sg__op_error(op, SG_ERR_ATTRIBUTE, "axis out of range");
       }
       k->outer = sg__numel(axis, y->dims);
       k->n_inputs = op->n_inputs;
       k->inners = sg__malloc(sizeof(int64_t) * (size_t)op->n_inputs);
       if (k->inners == NULL) {
         sg__free(kb);
-        return sg__cpu_op_fail(op, SG_ERR_NO_MEMORY, "out of memory");
+        return sg__op_error(op, SG_ERR_NO_MEMORY, "out of memory");
       }
       for (int i = 0; i < op->n_inputs; i++) {
         const sg__tensor *t = sg__cpu_in(g, op, i);
@@ -167,7 +167,7 @@ sg_status sg__cpu_create_shape(sg__cpu_state *st, const sg_graph *g, const sg__o
       int axis;
       if (!sg__norm_axis(sg__attr_i(op, 0), x->ndim, &axis)) {
         sg__free(kb);
-        return sg__cpu_op_fail(op, SG_ERR_ATTRIBUTE, "axis out of range");
+        return sg__op_error(op, SG_ERR_ATTRIBUTE, "axis out of range");
       }
       int64_t inner = sg__numel(x->ndim - axis - 1, x->dims + axis + 1);
       k->outer = sg__numel(axis, x->dims);

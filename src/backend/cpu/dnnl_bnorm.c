@@ -97,10 +97,9 @@ static sg_status build(sg__dk *dk, const sg_graph *g, const sg__op *op, sg__exec
   else k->mode = training_form ? BWD_BATCH : BWD_RUNNING;
   bool batch = k->mode == FWD_BATCH || k->mode == BWD_BATCH;
   if (k->mode == FWD_BATCH && k->n < 2)
-    return sg__cpu_op_fail(
-        op, SG_ERR_SHAPE,
-        "training needs more than one value per channel (x has %lld per channel), as PyTorch",
-        (long long)k->n);
+    return sg__op_error(op, SG_ERR_SHAPE,
+                        "training needs more than one value per channel (x has %lld per channel), as PyTorch",
+                        (long long)k->n);
   unsigned flags = dnnl_use_scale | dnnl_use_shift | (batch ? 0u : (unsigned)dnnl_use_global_stats);
   float eps = (float)k->eps;
   dnnl_batch_normalization_desc_t fd;

@@ -49,7 +49,7 @@ sg_status sg__dnnl_fail(const sg__op *op, dnnl_status_t s, const char *what) {
                  : s == dnnl_unimplemented ? SG_ERR_UNSUPPORTED
                                            : SG_ERR_INTERNAL;
   if (op == NULL) return sg__error(st, "cpu backend: oneDNN %s failed: %s", what, dnnl_status_name(s));
-  return sg__cpu_op_fail(op, st, "oneDNN %s failed: %s", what, dnnl_status_name(s));
+  return sg__op_error(op, st, "oneDNN %s failed: %s", what, dnnl_status_name(s));
 }
 
 static void dk_destroy(sg__kernel *base) {
@@ -130,7 +130,7 @@ void sg__dk_strided_md(dnnl_memory_desc_t *md, int ndims, const dnnl_dim_t *dims
 
 static sg_status mem_add(sg__dk *k, const dnnl_memory_desc_t *md, int bind, int *idx) {
   if (k->nmems >= SG__DK_MAX_MEMS)
-    return sg__cpu_op_fail(k->op, SG_ERR_INTERNAL, "too many oneDNN memories in one kernel");
+    return sg__op_error(k->op, SG_ERR_INTERNAL, "too many oneDNN memories in one kernel");
   int i = k->nmems;
   dnnl_status_t s = dnnl_memory_create(&k->mems[i], md, k->engine, DNNL_MEMORY_NONE);
   if (s != dnnl_success) {
@@ -143,7 +143,7 @@ static sg_status mem_add(sg__dk *k, const dnnl_memory_desc_t *md, int bind, int 
     size_t bytes = (dnnl_memory_desc_get_size(md) + 63) & ~(size_t)63;
     k->off[i] = k->ws_need;
     if (!sg__add_size(k->ws_need, bytes, &k->ws_need))
-      return sg__cpu_op_fail(k->op, SG_ERR_NO_MEMORY, "scratch size overflows");
+      return sg__op_error(k->op, SG_ERR_NO_MEMORY, "scratch size overflows");
   }
   k->nmems++;
   *idx = i;
@@ -194,7 +194,7 @@ sg_status sg__dk_output(sg__dk *k, const dnnl_memory_desc_t *user, const dnnl_me
     *idx = u;
     return SG_OK;
   }
-  if (k->npost >= 4) return sg__cpu_op_fail(k->op, SG_ERR_INTERNAL, "too many output reorders");
+  if (k->npost >= 4) return sg__op_error(k->op, SG_ERR_INTERNAL, "too many output reorders");
   int w;
   SG_CHECK(sg__dk_scratch(k, want, &w));
   k->post_src[k->npost] = w;
@@ -209,7 +209,7 @@ sg_status sg__dk_step_add(sg__dk *k, dnnl_primitive_desc_t pd, int nargs, const 
   sg_status st = SG_OK;
   if (k->nsteps >= SG__DK_MAX_STEPS || nargs + 1 > SG__DK_MAX_ARGS) {
     dnnl_primitive_desc_destroy(pd);
-    return sg__cpu_op_fail(k->op, SG_ERR_INTERNAL, "too many oneDNN steps or arguments in one kernel");
+    return sg__op_error(k->op, SG_ERR_INTERNAL, "too many oneDNN steps or arguments in one kernel");
   }
   sg__dk_step *s = &k->steps[k->nsteps];
   for (int i = 0; i < nargs; i++) {

@@ -8,7 +8,7 @@ static sg_status build(sg__dk *k, const sg_graph *g, const sg__op *op, sg__exec_
   const sg__tensor *x = sg__cpu_in(g, op, 0);
   int axis;
   if (!sg__norm_axis(sg__attr_i(op, 0), x->ndim, &axis))
-    return sg__cpu_op_fail(op, SG_ERR_ATTRIBUTE, "axis %lld out of range", (long long)sg__attr_i(op, 0));
+    return sg__op_error(op, SG_ERR_ATTRIBUTE, "axis %lld out of range", (long long)sg__attr_i(op, 0));
   dnnl_dim_t dims[3] = {sg__numel(axis, x->dims), x->dims[axis],
                         sg__numel(x->ndim - axis - 1, x->dims + axis + 1)};
   dnnl_memory_desc_t md;
