@@ -15,7 +15,7 @@
 /* ---- errors -------------------------------------------------------------- */
 
 /* The most negative status this library knows (the enum is append-only). */
-#define SG__STATUS_LAST SG_ERR_STALE
+#define SG__STATUS_LAST SG_ERR_COMPILER
 
 /* Records `status` and a formatted message as the calling thread's last error
  * and returns `status`, so call sites read `return sg__error(SG_ERR_X, ...)`.
@@ -112,6 +112,16 @@ typedef struct sg__writer {
   size_t cap, len;
 } sg__writer;
 void sg__put(sg__writer *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A growing string (reports, generated source): printf-style appends into
+ * s (len bytes plus a NUL). An allocation failure is sticky (failed) and
+ * later appends do nothing. Zero-initialise; free s with sg__free. */
+typedef struct sg__strbuf {
+  char *s;
+  size_t len, cap;
+  bool failed;
+} sg__strbuf;
+void sg__strbuf_put(sg__strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- hashing (hash.c) ------------------------------------------------------ */
 

@@ -32,6 +32,7 @@ const char *sg_status_str(sg_status status) {
     SG_NAME(SG_ERR_COMM);
     SG_NAME(SG_ERR_DENIED);
     SG_NAME(SG_ERR_STALE);
+    SG_NAME(SG_ERR_COMPILER);
 #undef SG_NAME
   }
   return "SG_ERR_UNKNOWN";

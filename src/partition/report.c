@@ -323,39 +323,6 @@ sg_status sg_partition_report_json(const sg_partition *p, char **out) {
 
 /* ---- text table ----------------------------------------------------------- */
 
-typedef struct strbuf {
-  char *s;
-  size_t len, cap;
-  bool failed;
-} strbuf;
-
-static void sb_printf(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(strbuf *b, const char *fmt, ...) {
-  if (b->failed) return;
-  for (;;) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-      b->failed = true;
-      return;
-    }
-    if (b->s && b->len + (size_t)n < b->cap) {
-      b->len += (size_t)n;
-      return;
-    }
-    size_t cap = (b->cap ? b->cap * 2 : 1024) + (size_t)n;
-    char *s = sg__realloc(b->s, cap);
-    if (s == NULL) {
-      b->failed = true;
-      return;
-    }
-    b->s = s;
-    b->cap = cap;
-  }
-}
-
 /* Decimal units, as the seed's "128.4 MB". */
 static const char *human(double x, const char *unit, char *buf, size_t cap) {
   static const char *const prefix[] = {"", "k", "M", "G", "T", "P"};
@@ -365,12 +332,12 @@ static const char *human(double x, const char *unit, char *buf, size_t cap) {
   return buf;
 }
 
-static void figures_row(strbuf *b, const char *label, const sg_partition *p) {
+static void figures_row(sg__strbuf *b, const char *label, const sg_partition *p) {
   const sg_partition_report *r = &p->report;
   char cut[32];
-  sb_printf(b, "%-10s %12s %10.1f%% %11.1f%% %11.2f %8s %9d\n", label,
-            human(r->cut_bytes, "B", cut, sizeof cut), r->imbalance_pct, r->compute_imbalance_pct,
-            r->bottleneck_ratio, r->acyclic ? "yes" : "no", (int)r->boundary_tensors);
+  sg__strbuf_put(b, "%-10s %12s %10.1f%% %11.1f%% %11.2f %8s %9d\n", label,
+                 human(r->cut_bytes, "B", cut, sizeof cut), r->imbalance_pct, r->compute_imbalance_pct,
+                 r->bottleneck_ratio, r->acyclic ? "yes" : "no", (int)r->boundary_tensors);
 }
 
 sg_status sg_partition_report_text(const sg_partition *p, char **out) {
@@ -378,28 +345,28 @@ sg_status sg_partition_report_text(const sg_partition *p, char **out) {
   if (p == NULL || out == NULL)
     return sg__error(SG_ERR_INVALID_ARG, "sg_partition_report_text: NULL argument");
   const sg_partition_report *r = &p->report;
-  strbuf b = {0};
+  sg__strbuf b = {0};
   char x[32], y[32], z[32], w[32], v[32];
-  sb_printf(&b, "%d parts, %s mode: %d ops in %d groups (%s graph), %s of memory, %s per step, %.3f s\n",
-            r->parts, mode_name(r->mode), (int)r->ops, (int)r->groups, r->training ? "training" : "forward",
-            human(r->total_memory_bytes, "B", x, sizeof x), human(r->total_flops, "FLOP", y, sizeof y),
-            r->seconds);
-  sb_printf(&b, "\n%-10s %12s %11s %12s %11s %8s %9s\n", "", "cut", "memory imb.", "compute imb.",
-            "bottleneck", "acyclic", "boundary");
+  sg__strbuf_put(&b, "%d parts, %s mode: %d ops in %d groups (%s graph), %s of memory, %s per step, %.3f s\n",
+                 r->parts, mode_name(r->mode), (int)r->ops, (int)r->groups,
+                 r->training ? "training" : "forward", human(r->total_memory_bytes, "B", x, sizeof x),
+                 human(r->total_flops, "FLOP", y, sizeof y), r->seconds);
+  sg__strbuf_put(&b, "\n%-10s %12s %11s %12s %11s %8s %9s\n", "", "cut", "memory imb.", "compute imb.",
+                 "bottleneck", "acyclic", "boundary");
   figures_row(&b, "partition", p);
   if (p->baseline) figures_row(&b, "random", p->baseline);
-  sb_printf(&b, "\n%4s  %-16s %6s %11s %11s %11s %12s %10s %11s %11s %6s\n", "part", "device", "ops",
-            "memory", "target", "capacity", "compute", "est. time", "send", "recv", "score");
+  sg__strbuf_put(&b, "\n%4s  %-16s %6s %11s %11s %11s %12s %10s %11s %11s %6s\n", "part", "device", "ops",
+                 "memory", "target", "capacity", "compute", "est. time", "send", "recv", "score");
   for (int q = 0; q < p->k; q++) {
     const sg__part_stats *ps = &p->parts[q];
     char cap[32], t[32];
     if (isinf(p->solve.cap[q])) snprintf(cap, sizeof cap, "-");
     else human(p->solve.cap[q], "B", cap, sizeof cap);
     snprintf(t, sizeof t, "%.3g s", ps->est_seconds);
-    sb_printf(&b, "%4d  %-16.16s %6d %11s %11s %11s %12s %10s %11s %11s %6.3f\n", q, p->dev[q].name,
-              (int)ps->ops, human(ps->mem, "B", x, sizeof x), human(p->solve.mem_target[q], "B", y, sizeof y),
-              cap, human(ps->comp, "FLOP", z, sizeof z), t, human(ps->send, "B", w, sizeof w),
-              human(ps->recv, "B", v, sizeof v), ps->score);
+    sg__strbuf_put(&b, "%4d  %-16.16s %6d %11s %11s %11s %12s %10s %11s %11s %6.3f\n", q, p->dev[q].name,
+                   (int)ps->ops, human(ps->mem, "B", x, sizeof x),
+                   human(p->solve.mem_target[q], "B", y, sizeof y), cap, human(ps->comp, "FLOP", z, sizeof z),
+                   t, human(ps->send, "B", w, sizeof w), human(ps->recv, "B", v, sizeof v), ps->score);
   }
   if (b.failed || b.s == NULL) {
     sg__free(b.s);

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "backend/kernel_ir.h"
 
 typedef struct sg__cpu_state sg__cpu_state;
 
@@ -235,5 +236,32 @@ static inline uint64_t sg__cpu_dropout_key(uint64_t op_seed, uint64_t seed, uint
 static inline uint32_t sg__cpu_dropout_bits(uint64_t key, uint64_t i) {
   return (uint32_t)(sg__cpu_mix64(key ^ sg__cpu_mix64(i)) >> 40);
 }
+
+/* ---- generated kernels (cpu_emit.c, cpu_jit.c) ------------------------------ */
+
+/* One C translation unit for `n` finished kernels (backend/kernel_ir.h);
+ * *src (free with sg__free) holds *len bytes plus a NUL. */
+sg_status sg__cpu_emit_c(const sg__kir_kernel *const *kernels, int n, char **src, size_t *len);
+
+/* A shared object built from generated C and loaded (RTLD_NOW | RTLD_LOCAL). */
+typedef struct sg__jit_lib sg__jit_lib;
+/* The compiler: $SG_CC when set, else the C compiler sgrt was built with. */
+const char *sg__jit_compiler(void);
+/* The flags it is given (without -o and file names), one string. */
+const char *sg__jit_flags(void);
+/* Compiles src[len] with the compiler into a shared object under a private
+ * temporary directory, renames it into place and loads it. A missing
+ * compiler or a failed compile: SG_ERR_COMPILER naming the command, its exit
+ * status and the first lines of its stderr. */
+sg_status sg__jit_build(const char *src, size_t len, sg__jit_lib **out);
+/* Loads an existing shared object (a compile cache entry). */
+sg_status sg__jit_open(const char *path, sg__jit_lib **out);
+/* The shared object's path (its directory is removed at close unless the
+ * object came from sg__jit_open). */
+const char *sg__jit_path(const sg__jit_lib *lib);
+/* An exported kernel, or NULL with SG_ERR_NOT_FOUND set. */
+typedef void (*sg__jit_kernel_fn)(int64_t begin, int64_t end, const void *const *in, void *const *out);
+sg__jit_kernel_fn sg__jit_symbol(sg__jit_lib *lib, const char *name);
+void sg__jit_close(sg__jit_lib *lib); /* accepts NULL */
 
 #endif /* SG_BACKEND_CPU_INTERNAL_H */

@@ -1,0 +1,133 @@
+/* The kernel IR: one fused elementwise kernel as a straight-line program
+ * over one output index space, independent of the device. The compiler's
+ * fusion pass builds it; each backend has an emitter (C for the CPU,
+ * cpu_emit.c; CUDA C later) — only the emitter differs between devices.
+ *
+ * A kernel has an iteration shape (ndim dims, at most SG__KIR_MAX_DIMS,
+ * row-major), inputs read through their own element strides over that
+ * shape (0 where an input is broadcast; all 0 for a scalar), and outputs
+ * of exactly the iteration shape, contiguous. Its body is a list of
+ * instructions in SSA form: each defines value number = its position, and
+ * operands name earlier values. A value has one dtype (f32, i32, i64 or
+ * bool); arithmetic takes operands of one dtype, comparisons give bool,
+ * CAST converts.
+ *
+ * Semantics are the reference ops' (docs/compiler.md has the table):
+ * IEEE-754 f32 as C computes it, no contraction into FMA, NaN propagated
+ * by MAX/MIN; integer add/sub/mul wrap, integer div truncates with x/0 = 0
+ * and MIN/-1 = MIN (as cpu_binary.c). Building never fails halfway
+ * silently: the first error is kept (sticky, as the graph builder's) and
+ * sg__kir_finish reports it. */
+#ifndef SG_KERNEL_IR_H
+#define SG_KERNEL_IR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sgrt/graph.h"
+#include "sgrt/status.h"
+
+/* Bumped whenever the generated code for the same IR changes: part of the
+ * compile cache's key. */
+#define SG__CODEGEN_VERSION 1
+#define SG__CODEGEN_VERSION_STR "1"
+
+#define SG__KIR_MAX_DIMS 8
+#define SG__KIR_MAX_INPUTS 32
+#define SG__KIR_MAX_OUTPUTS 8
+#define SG__KIR_MAX_INSTRS 4096
+#define SG__KIR_NAME_MAX 47
+
+typedef enum sg__kir_op {
+  SG__KIR_LOAD = 1, /* a: input number */
+  SG__KIR_CONST,    /* imm, in the instruction's dtype */
+  /* unary: a */
+  SG__KIR_NEG,
+  SG__KIR_ABS,
+  SG__KIR_EXP, /* f32 only, as are the rest of the transcendental ones */
+  SG__KIR_LOG,
+  SG__KIR_SQRT,
+  SG__KIR_RECIP,
+  SG__KIR_TANH,
+  SG__KIR_ERF,
+  SG__KIR_SIGMOID,
+  SG__KIR_CAST, /* a to the instruction's dtype (f32 -> int truncates; NaN/out of range -> 0) */
+  SG__KIR_NOT,  /* bool */
+  /* binary: a, b of one dtype */
+  SG__KIR_ADD,
+  SG__KIR_SUB,
+  SG__KIR_MUL,
+  SG__KIR_DIV,
+  SG__KIR_MAX,
+  SG__KIR_MIN,
+  SG__KIR_POW, /* f32 */
+  SG__KIR_LT,  /* comparisons: bool result */
+  SG__KIR_LE,
+  SG__KIR_EQ,
+  SG__KIR_AND, /* bool */
+  SG__KIR_OR,
+  SG__KIR_SELECT, /* a (bool) ? b : c, b and c of the instruction's dtype */
+  SG__KIR_STORE,  /* a: value, b: output number */
+  SG__KIR_OP_COUNT
+} sg__kir_op;
+
+typedef struct sg__kir_instr {
+  uint8_t op;      /* sg__kir_op */
+  uint8_t dtype;   /* sg_dtype of the value defined (STORE: the output's) */
+  int32_t a, b, c; /* operands: value numbers (LOAD: input; STORE b: output) */
+  double imm;      /* CONST */
+} sg__kir_instr;
+
+typedef struct sg__kir_input {
+  sg_dtype dtype;
+  int64_t strides[SG__KIR_MAX_DIMS]; /* in elements, per iteration dim; 0 = broadcast */
+} sg__kir_input;
+
+typedef struct sg__kir_kernel {
+  char name[SG__KIR_NAME_MAX + 1]; /* a C identifier: the exported symbol */
+  int ndim;
+  int64_t dims[SG__KIR_MAX_DIMS];
+  int64_t numel;
+  int n_in, n_out;
+  sg__kir_input in[SG__KIR_MAX_INPUTS];
+  sg_dtype out[SG__KIR_MAX_OUTPUTS];
+  int8_t out_over[SG__KIR_MAX_OUTPUTS]; /* the input an output is written over (in place), or -1 */
+  sg__kir_instr *ins;
+  uint32_t n_ins, cap_ins;
+  sg_status error;     /* sticky: the first builder error */
+  char error_msg[320]; /* and its message */
+} sg__kir_kernel;
+
+/* Starts a kernel over dims[ndim] (ndim 0: one element); name must be a C
+ * identifier of at most SG__KIR_NAME_MAX bytes. Free with sg__kir_free. */
+void sg__kir_init(sg__kir_kernel *k, const char *name, int ndim, const int64_t *dims);
+void sg__kir_free(sg__kir_kernel *k);
+/* An input read with `strides` (ndim of them; NULL: contiguous over the
+ * iteration shape). Returns its number, -1 on error (kept in k->error). */
+int sg__kir_input_add(sg__kir_kernel *k, sg_dtype dtype, const int64_t *strides);
+/* Instructions; each returns the value number, -1 on error (sticky). */
+int sg__kir_load(sg__kir_kernel *k, int input);
+int sg__kir_const(sg__kir_kernel *k, sg_dtype dtype, double value);
+int sg__kir_unary(sg__kir_kernel *k, sg__kir_op op, int a);
+int sg__kir_cast(sg__kir_kernel *k, sg_dtype to, int a);
+int sg__kir_binary(sg__kir_kernel *k, sg__kir_op op, int a, int b);
+int sg__kir_select(sg__kir_kernel *k, int cond, int a, int b);
+/* Stores value v into a new output; returns the output's number. */
+int sg__kir_store(sg__kir_kernel *k, int v);
+/* Declares that output `out` is written over input `input` (the same
+ * buffer, in place): both contiguous, of one dtype. Every other pair of
+ * buffers is distinct — the emitter may tell the compiler so. */
+int sg__kir_set_inplace(sg__kir_kernel *k, int out, int input);
+/* The builder's first error, or SG_OK when the kernel is complete (at least
+ * one output); re-checks every instruction (a kernel read back from a
+ * cache file is validated the same way). */
+sg_status sg__kir_finish(sg__kir_kernel *k);
+
+/* "add", "erf", ...; "?" for other values. */
+const char *sg__kir_op_name(sg__kir_op op);
+/* Whether an input is contiguous over the iteration shape / a scalar. */
+bool sg__kir_input_contiguous(const sg__kir_kernel *k, int input);
+bool sg__kir_input_scalar(const sg__kir_kernel *k, int input);
+
+#endif /* SG_KERNEL_IR_H */
