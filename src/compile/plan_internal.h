@@ -2,6 +2,7 @@
 #ifndef SG_PLAN_INTERNAL_H
 #define SG_PLAN_INTERNAL_H
 
+#include "backend/kernel_ir.h"
 #include "compile/plan.h"
 
 /* Fills order, eval_order, fold_order and n_eliminated; marks folded ops. */
@@ -10,5 +11,14 @@ sg_status sg__schedule(const sg_graph *g, const sg__plan_options *opt, sg__plan 
  * persistent tensors marked in no_memory (may be NULL) get no slot. */
 sg_status sg__memplan(const sg_graph *g, sg__plan *p, const bool *folded, const uint8_t *no_memory,
                       const sg__backend_i *be, void *be_state);
+
+/* ---- fusion rules (fuse_rules.c) -------------------------------------------- */
+
+/* Whether an op kind has an expression in the kernel IR. */
+bool sg__fuse_has_rule(sg_op_kind kind);
+/* Appends op's expression to k over the values in[] (its inputs, in order);
+ * returns the value of its output, -1 on error (k's sticky error, or
+ * SG_ERR_UNSUPPORTED for a kind without a rule). */
+int sg__fuse_op_expr(sg__kir_kernel *k, const sg__op *op, const int *in);
 
 #endif /* SG_PLAN_INTERNAL_H */

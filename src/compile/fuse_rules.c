@@ -1,0 +1,128 @@
+/* Each elementwise op as an expression in the kernel IR (backend/kernel_ir.h):
+ * what the fusion pass strings together into one kernel. Which ops fuse is
+ * the op table's SG__OP_ELEMENTWISE flag; this table says how each one is
+ * computed, in the formulas of the reference kernels (oneDNN's eltwise
+ * definitions, cpu_binary.c, cpu_scalar.c), so that a fused kernel and the
+ * ops it replaces agree: bitwise for IEEE arithmetic, within a few ulp where
+ * oneDNN evaluates erf, exp or tanh by its own approximations
+ * (tests/unit/test_fuse_rules.c runs every rule against the unfused op). */
+#include <math.h>
+
+#include "compile/plan_internal.h"
+
+/* Shorthands over one kernel. */
+#define C(v) sg__kir_const(k, SG_F32, (v))
+#define ADD(a, b) sg__kir_binary(k, SG__KIR_ADD, (a), (b))
+#define SUB(a, b) sg__kir_binary(k, SG__KIR_SUB, (a), (b))
+#define MUL(a, b) sg__kir_binary(k, SG__KIR_MUL, (a), (b))
+#define DIV(a, b) sg__kir_binary(k, SG__KIR_DIV, (a), (b))
+#define LT(a, b) sg__kir_binary(k, SG__KIR_LT, (a), (b))
+#define LE(a, b) sg__kir_binary(k, SG__KIR_LE, (a), (b))
+#define AND(a, b) sg__kir_binary(k, SG__KIR_AND, (a), (b))
+#define SEL(c, a, b) sg__kir_select(k, (c), (a), (b))
+#define U(op, a) sg__kir_unary(k, SG__KIR_##op, (a))
+
+/* GELU, erf form: 0.5 x (1 + erf(x / sqrt 2)); its derivative
+ * 0.5 (1 + erf(x / sqrt 2)) + x exp(-x^2 / 2) / sqrt(2 pi). */
+static int gelu_erf(sg__kir_kernel *k, int x) {
+  return MUL(MUL(C(0.5), x), ADD(C(1), U(ERF, MUL(x, C(M_SQRT1_2)))));
+}
+static int gelu_erf_grad(sg__kir_kernel *k, int x) {
+  int cdf = MUL(C(0.5), ADD(C(1), U(ERF, MUL(x, C(M_SQRT1_2)))));
+  int pdf = MUL(U(EXP, MUL(C(-0.5), MUL(x, x))), C(0.5 * M_2_SQRTPI * M_SQRT1_2));
+  return ADD(cdf, MUL(x, pdf));
+}
+
+/* GELU, tanh form: 0.5 x (1 + tanh(u)), u = sqrt(2 / pi) (x + 0.044715 x^3);
+ * derivative 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2 / pi) (1 + 3 * 0.044715 x^2). */
+static int gelu_tanh_u(sg__kir_kernel *k, int x) {
+  return MUL(C(M_2_SQRTPI * M_SQRT1_2), ADD(x, MUL(C(0.044715), MUL(x, MUL(x, x)))));
+}
+static int gelu_tanh(sg__kir_kernel *k, int x) {
+  return MUL(MUL(C(0.5), x), ADD(C(1), U(TANH, gelu_tanh_u(k, x))));
+}
+static int gelu_tanh_grad(sg__kir_kernel *k, int x) {
+  int t = U(TANH, gelu_tanh_u(k, x));
+  int du = MUL(C(M_2_SQRTPI * M_SQRT1_2), ADD(C(1), MUL(C(3 * 0.044715), MUL(x, x))));
+  return ADD(MUL(C(0.5), ADD(C(1), t)), MUL(MUL(MUL(C(0.5), x), SUB(C(1), MUL(t, t))), du));
+}
+
+bool sg__fuse_has_rule(sg_op_kind kind) {
+  switch (kind) {
+    case SG_OP_RELU:
+    case SG_OP_CLIP:
+    case SG_OP_GELU:
+    case SG_OP_SIGMOID:
+    case SG_OP_TANH:
+    case SG_OP_RELU_BACKWARD:
+    case SG_OP_CLIP_BACKWARD:
+    case SG_OP_GELU_BACKWARD:
+    case SG_OP_SIGMOID_BACKWARD:
+    case SG_OP_TANH_BACKWARD:
+    case SG_OP_ADD:
+    case SG_OP_SUB:
+    case SG_OP_MUL:
+    case SG_OP_DIV:
+    case SG_OP_ADD_SCALAR:
+    case SG_OP_MUL_SCALAR:
+    case SG_OP_POW_SCALAR: return true;
+    default: return false;
+  }
+}
+
+int sg__fuse_op_expr(sg__kir_kernel *k, const sg__op *op, const int *in) {
+  int x = in[0];
+  switch (op->kind) {
+    /* oneDNN's relu is max(x, 0): NaN and negatives give +0. */
+    case SG_OP_RELU: return SEL(LT(C(0), x), x, C(0));
+    case SG_OP_CLIP: {
+      /* oneDNN clip_v2: min(max(x, lo), hi) with the x86 max/min, which
+       * give the second operand when either is NaN: NaN becomes lo. */
+      int lo = C(sg__attr_f(op, 0)), hi = C(sg__attr_f(op, 1));
+      int y = SEL(LT(lo, x), x, lo);
+      return SEL(LT(y, hi), y, hi);
+    }
+    case SG_OP_GELU: return sg__attr_i(op, 0) ? gelu_tanh(k, x) : gelu_erf(k, x);
+    case SG_OP_SIGMOID: return U(SIGMOID, x);
+    case SG_OP_TANH: return U(TANH, x);
+    /* Backward ops take (dy, y) or (dy, x): in[0] is dy. */
+    /* oneDNN: y > 0 ? dy : dy * 0 (alpha 0), so a NaN or infinite dy stays NaN. */
+    case SG_OP_RELU_BACKWARD: return SEL(LT(C(0), in[1]), x, MUL(x, C(0)));
+    case SG_OP_CLIP_BACKWARD: {
+      int v = in[1], lo = C(sg__attr_f(op, 0)), hi = C(sg__attr_f(op, 1));
+      /* oneDNN: dy * (lo < x <= hi), so a NaN dy stays NaN. */
+      return MUL(x, SEL(AND(LT(lo, v), LE(v, hi)), C(1), C(0)));
+    }
+    case SG_OP_GELU_BACKWARD:
+      return MUL(x, sg__attr_i(op, 0) ? gelu_tanh_grad(k, in[1]) : gelu_erf_grad(k, in[1]));
+    case SG_OP_SIGMOID_BACKWARD: return MUL(x, MUL(in[1], SUB(C(1), in[1])));
+    case SG_OP_TANH_BACKWARD: return MUL(x, SUB(C(1), MUL(in[1], in[1])));
+    case SG_OP_ADD: return ADD(x, in[1]);
+    case SG_OP_SUB: return SUB(x, in[1]);
+    case SG_OP_MUL: return MUL(x, in[1]);
+    case SG_OP_DIV: return DIV(x, in[1]);
+    case SG_OP_ADD_SCALAR:
+    case SG_OP_MUL_SCALAR: {
+      int t = k->ins[x].dtype;
+      int s = sg__kir_const(k, (sg_dtype)t, sg__attr_f(op, 0));
+      return op->kind == SG_OP_ADD_SCALAR ? ADD(x, s) : MUL(x, s);
+    }
+    case SG_OP_POW_SCALAR: {
+      /* cpu_scalar.c's special cases, as PyTorch's. */
+      double v = sg__attr_f(op, 0);
+      if (v == 1) return MUL(x, C(1));
+      if (v == 2) return MUL(x, x);
+      if (v == 3) return MUL(MUL(x, x), x);
+      if (v == 0.5) return U(SQRT, x);
+      if (v == -0.5) return DIV(C(1), U(SQRT, x));
+      if (v == -1) return DIV(C(1), x);
+      if (v == -2) return DIV(C(1), MUL(x, x));
+      return sg__kir_binary(k, SG__KIR_POW, x, C(v));
+    }
+    default:
+      if (k->error == SG_OK)
+        sg__error(SG_ERR_UNSUPPORTED, "fusion: %s '%s' has no rule", sg_op_kind_name(op->kind),
+                  op->name ? op->name : "?");
+      return -1;
+  }
+}

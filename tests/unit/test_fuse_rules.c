@@ -1,0 +1,218 @@
+/* Every fusion rule (src/compile/fuse_rules.c) against the op it stands for:
+ * the op alone in a graph, run by a CPU session (the unfused reference:
+ * oneDNN eltwise, cpu_binary.c, cpu_scalar.c), and the same op as one
+ * generated kernel (IR -> C -> compiler -> dlopen), on the same random
+ * inputs with NaN, infinities and -0 among them, over 1, 7 and 1009
+ * elements, binary ops also with a broadcast operand. Equal within a few
+ * f32 ulp (oneDNN computes erf, exp and tanh by its own approximations);
+ * exactly where the arithmetic is IEEE (add, sub, mul, div, relu, clip, the
+ * scalar ops). NaN must stay NaN. */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/cpu_internal.h"
+#include "compile/plan_internal.h"
+#include "sgrt/sgrt.h"
+#include "test_util.h"
+
+typedef struct rule_case {
+  sg_op_kind kind;
+  int n_in;
+  int n_attrs;
+  sg_attr attrs[2];
+  double tol;        /* relative, in units of FLT_EPSILON; 0: exact */
+  bool positive_in1; /* the second input is an output in (0, 1) (sigmoid's y) or (-1, 1) */
+} rule_case;
+
+static uint64_t rng = 0x243f6a8885a308d3ull;
+static float uniform(float lo, float hi) {
+  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+  return lo + (hi - lo) * (float)(rng >> 40) / 16777216.0f;
+}
+
+static void fill(float *x, int64_t n, float lo, float hi, bool specials) {
+  static const float special[] = {NAN, INFINITY, -INFINITY, -0.0f, 0.0f};
+  for (int64_t i = 0; i < n; i++) {
+    x[i] = uniform(lo, hi);
+    if (specials && i % 11 == 3) x[i] = special[(i / 11) % 5];
+  }
+}
+
+/* The reference: the op alone in a session. dims_b: the second input's
+ * shape (broadcast when it differs). */
+static void reference(const rule_case *c, int ndim, const int64_t *dims, int ndim_b, const int64_t *dims_b,
+                      const float *a, const float *b, float *y) {
+  sg_graph *g;
+  assert_int_equal(sg_graph_create(&g), SG_OK);
+  sg_tensor in[2] = {sg_input(g, "a", SG_F32, ndim, dims), SG_NO_TENSOR};
+  if (c->n_in == 2) in[1] = sg_input(g, "b", SG_F32, ndim_b, dims_b);
+  sg_tensor out;
+  assert_status(sg_graph_add_op(g, c->kind, c->n_in, in, c->n_attrs, c->attrs, 1, &out, NULL), SG_OK, NULL);
+  assert_status(sg_tensor_set_name(g, out, "y"), SG_OK, NULL);
+  assert_status(sg_graph_mark_output(g, out), SG_OK, NULL);
+  assert_status(sg_graph_finalize(g), SG_OK, NULL);
+  sg_session_params sp = SG_SESSION_PARAMS_INIT;
+  sp.threads = 1;
+  sg_session *s;
+  assert_status(sg_session_create(g, &sp, &s), SG_OK, NULL);
+  assert_status(sg_session_compile(s), SG_OK, NULL);
+  assert_status(sg_session_set_input(s, "a", SG_F32, ndim, dims, a), SG_OK, NULL);
+  if (c->n_in == 2) assert_status(sg_session_set_input(s, "b", SG_F32, ndim_b, dims_b, b), SG_OK, NULL);
+  /* A step runs every op (the evaluation pass, sg_session_forward, only
+   * the forward ones); with no parameters it updates nothing. */
+  assert_status(sg_session_step(s), SG_OK, NULL);
+  int64_t n = 1;
+  for (int d = 0; d < ndim; d++) n *= dims[d];
+  assert_status(sg_session_read(s, "y", y, (size_t)n * sizeof(float)), SG_OK, NULL);
+  sg_session_destroy(s);
+  sg_graph_destroy(g);
+}
+
+/* The same op as one generated kernel. */
+static void generated(const rule_case *c, int ndim, const int64_t *dims, int ndim_b, const int64_t *dims_b,
+                      const float *a, const float *b, float *y) {
+  /* The op itself, for its kind and attributes: from a graph like the
+   * reference's. */
+  sg_graph *g;
+  assert_int_equal(sg_graph_create(&g), SG_OK);
+  sg_tensor in[2] = {sg_input(g, "a", SG_F32, ndim, dims), SG_NO_TENSOR};
+  if (c->n_in == 2) in[1] = sg_input(g, "b", SG_F32, ndim_b, dims_b);
+  sg_tensor out;
+  assert_status(sg_graph_add_op(g, c->kind, c->n_in, in, c->n_attrs, c->attrs, 1, &out, NULL), SG_OK, NULL);
+  const sg__op *op = &g->ops[0];
+  sg__kir_kernel k;
+  sg__kir_init(&k, "rule", ndim, dims);
+  int v[2];
+  v[0] = sg__kir_load(&k, sg__kir_input_add(&k, SG_F32, NULL));
+  if (c->n_in == 2) {
+    /* NumPy broadcasting: b's dims align to the right; 0 stride where b has 1. */
+    int64_t strides[SG__KIR_MAX_DIMS] = {0}, s = 1;
+    for (int d = ndim - 1, e = ndim_b - 1; d >= 0; d--, e--) {
+      int64_t len = e >= 0 ? dims_b[e] : 1;
+      strides[d] = len == 1 ? 0 : s;
+      s *= len;
+    }
+    v[1] = sg__kir_load(&k, sg__kir_input_add(&k, SG_F32, strides));
+  }
+  assert_true(sg__fuse_has_rule(c->kind));
+  int r = sg__fuse_op_expr(&k, op, v);
+  assert_true(r >= 0);
+  sg__kir_store(&k, r);
+  assert_status(sg__kir_finish(&k), SG_OK, NULL);
+  const sg__kir_kernel *ks[] = {&k};
+  char *src;
+  size_t len;
+  assert_status(sg__cpu_emit_c(ks, 1, &src, &len), SG_OK, NULL);
+  sg__jit_lib *lib;
+  assert_status(sg__jit_build(src, len, &lib), SG_OK, NULL);
+  sg__free(src);
+  const void *ins[] = {a, b};
+  void *outs[] = {y};
+  sg__jit_symbol(lib, "rule")(0, k.numel, ins, outs);
+  sg__jit_close(lib);
+  sg__kir_free(&k);
+  sg_graph_destroy(g);
+}
+
+static void check(const rule_case *c, int ndim, const int64_t *dims, int ndim_b, const int64_t *dims_b) {
+  int64_t n = 1, nb = 1;
+  for (int d = 0; d < ndim; d++) n *= dims[d];
+  for (int d = 0; d < ndim_b; d++) nb *= dims_b[d];
+  float *a = malloc((size_t)n * 4), *b = malloc((size_t)nb * 4), *want = malloc((size_t)n * 4),
+        *got = malloc((size_t)n * 4);
+  fill(a, n, -4, 4, true);
+  if (c->positive_in1) fill(b, nb, c->kind == SG_OP_TANH_BACKWARD ? -0.999f : 0.001f, 0.999f, false);
+  else fill(b, nb, c->kind == SG_OP_DIV ? 0.25f : -4, 4, true);
+  reference(c, ndim, dims, ndim_b, dims_b, a, b, want);
+  generated(c, ndim, dims, ndim_b, dims_b, a, b, got);
+  int bad = 0;
+  for (int64_t i = 0; i < n && bad < 5; i++) {
+    bool ok;
+    if (isnan(want[i])) ok = isnan(got[i]);
+    else if (isinf(want[i])) ok = got[i] == want[i];
+    else if (c->tol == 0) ok = got[i] == want[i];
+    else /* relative to the result, or to dy for gradients (cancellation in f'(x)) */
+      ok = fabsf(got[i] - want[i]) <=
+           (float)c->tol * FLT_EPSILON * fmaxf(1.0f, fmaxf(fabsf(want[i]), fabsf(a[i])));
+    if (!ok) {
+      print_error("%s over %lld elements: element %lld (a %a, b %a): generated %a, reference %a\n",
+                  sg_op_kind_name(c->kind), (long long)n, (long long)i, (double)a[i], (double)b[i % nb],
+                  (double)got[i], (double)want[i]);
+      bad++;
+    }
+  }
+  free(a), free(b), free(want), free(got);
+  if (bad) fail_msg("%s: %d mismatches", sg_op_kind_name(c->kind), bad);
+}
+
+#define AF(n, v) \
+  { .name = (n), .type = SG_ATTR_FLOAT, .f = (v) }
+#define AI(n, v) \
+  { .name = (n), .type = SG_ATTR_INT, .i = (v) }
+static const rule_case cases[] = {
+    {SG_OP_RELU, 1, 0, {{0}}, 0, false},
+    {SG_OP_CLIP, 1, 2, {AF("min", -1.5), AF("max", 2.25)}, 0, false},
+    {SG_OP_GELU, 1, 1, {AI("approximate", 0)}, 8, false},
+    {SG_OP_GELU, 1, 1, {AI("approximate", 1)}, 8, false},
+    {SG_OP_SIGMOID, 1, 0, {{0}}, 8, false},
+    {SG_OP_TANH, 1, 0, {{0}}, 8, false},
+    {SG_OP_RELU_BACKWARD, 2, 0, {{0}}, 0, false},
+    {SG_OP_CLIP_BACKWARD, 2, 2, {AF("min", -1.5), AF("max", 2.25)}, 0, false},
+    {SG_OP_GELU_BACKWARD, 2, 1, {AI("approximate", 0)}, 16, false},
+    {SG_OP_GELU_BACKWARD, 2, 1, {AI("approximate", 1)}, 16, false},
+    {SG_OP_SIGMOID_BACKWARD, 2, 0, {{0}}, 4, true},
+    {SG_OP_TANH_BACKWARD, 2, 0, {{0}}, 4, true},
+    {SG_OP_ADD, 2, 0, {{0}}, 0, false},
+    {SG_OP_SUB, 2, 0, {{0}}, 0, false},
+    {SG_OP_MUL, 2, 0, {{0}}, 0, false},
+    {SG_OP_DIV, 2, 0, {{0}}, 0, false},
+    {SG_OP_ADD_SCALAR, 1, 1, {AF("value", 0.3)}, 0, false},
+    {SG_OP_MUL_SCALAR, 1, 1, {AF("value", -1.7)}, 0, false},
+    {SG_OP_POW_SCALAR, 1, 1, {AF("value", 2)}, 0, false},
+    {SG_OP_POW_SCALAR, 1, 1, {AF("value", -0.5)}, 0, false},
+    {SG_OP_POW_SCALAR, 1, 1, {AF("value", 1.5)}, 0, false},
+};
+
+static void test_rules_flat(void **state) {
+  (void)state;
+  const int64_t sizes[] = {1, 7, 1009};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+    for (size_t s = 0; s < 3; s++) check(&cases[i], 1, &sizes[s], 1, &sizes[s]);
+}
+
+/* Binary ops with the second operand broadcast: per column, per row, a scalar. */
+static void test_rules_broadcast(void **state) {
+  (void)state;
+  const int64_t dims[2] = {7, 1009}, col[1] = {1009}, row[2] = {7, 1}, one[1] = {1};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    const rule_case *c = &cases[i];
+    if (c->kind < SG_OP_ADD || c->kind > SG_OP_DIV) continue;
+    check(c, 2, dims, 1, col);
+    check(c, 2, dims, 2, row);
+    check(c, 2, dims, 1, one);
+  }
+}
+
+/* Every kind the op table marks elementwise has a rule, except dropout and
+ * its backward (counter-based random masks, kept in their own kernel). */
+static void test_every_elementwise_kind(void **state) {
+  (void)state;
+  for (int kind = 1; kind < 128; kind++) {
+    if (strcmp(sg_op_kind_name((sg_op_kind)kind), "?") == 0) continue;
+    if (!(sg__op_flags((sg_op_kind)kind) & SG__OP_ELEMENTWISE)) continue;
+    if (kind == SG_OP_DROPOUT || kind == SG_OP_DROPOUT_BACKWARD) continue;
+    if (!sg__fuse_has_rule((sg_op_kind)kind))
+      fail_msg("elementwise %s has no fusion rule", sg_op_kind_name(kind));
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_rules_flat),
+      cmocka_unit_test(test_rules_broadcast),
+      cmocka_unit_test(test_every_elementwise_kind),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
