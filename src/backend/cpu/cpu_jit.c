@@ -35,11 +35,9 @@
 
 extern char **environ;
 
-static const char *const jit_flags[] = {"-std=c11",        "-O3",
-                                        "-march=native",   "-fPIC",
-                                        "-shared",         "-ffp-contract=off",
-                                        "-fno-math-errno", "-fvisibility=hidden",
-                                        "-fno-plt",        NULL};
+/* One string (the compile cache will key on it), split into words at run. */
+#define JIT_FLAGS \
+  "-std=c11 -O3 -march=native -fPIC -shared -ffp-contract=off -fno-math-errno -fvisibility=hidden -fno-plt"
 
 struct sg__jit_lib {
   void *handle;
@@ -52,14 +50,7 @@ const char *sg__jit_compiler(void) {
   return cc && *cc ? cc : SG_JIT_CC;
 }
 
-const char *sg__jit_flags(void) {
-  static char text[256];
-  if (text[0] == '\0') {
-    sg__writer w = {text, sizeof text, 0};
-    for (int i = 0; jit_flags[i]; i++) sg__put(&w, "%s%s", i ? " " : "", jit_flags[i]);
-  }
-  return text;
-}
+const char *sg__jit_flags(void) { return JIT_FLAGS; }
 
 static void remove_dir(const char *dir) {
   if (dir[0] == '\0') return;
@@ -111,10 +102,12 @@ static sg_status run_compiler(const char *dir) {
   snprintf(src, sizeof src, "%s/kernels.c", dir);
   snprintf(obj, sizeof obj, "%s/kernels.so.tmp", dir);
   snprintf(log, sizeof log, "%s/compile.log", dir);
+  char flags[] = JIT_FLAGS;
   const char *argv[32];
   int argc = 0;
   argv[argc++] = cc;
-  for (int i = 0; jit_flags[i]; i++) argv[argc++] = jit_flags[i];
+  for (char *save = NULL, *w = strtok_r(flags, " ", &save); w && argc < 27; w = strtok_r(NULL, " ", &save))
+    argv[argc++] = w;
   argv[argc++] = "-o";
   argv[argc++] = obj;
   argv[argc++] = src;
