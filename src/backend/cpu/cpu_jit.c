@@ -126,11 +126,9 @@ static sg_status run_compiler(const char *dir) {
   posix_spawn_file_actions_destroy(&fa);
   close(logfd);
   if (e != 0)
-    return sg__error(
-        SG_ERR_COMPILER,
-        "the C compiler '%s' could not be started: %s (set SG_CC to a C compiler, or SG_FUSION=0 "
-        "to run without generated kernels)",
-        cc, strerror(e));
+    return sg__error(SG_ERR_COMPILER,
+                     "the C compiler '%s' could not be started: %s (set SG_CC to a C compiler)", cc,
+                     strerror(e));
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
     if (errno == EINTR) continue;
