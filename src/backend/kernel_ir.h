@@ -1,7 +1,9 @@
 /* The kernel IR: one fused elementwise kernel as a straight-line program
- * over one output index space, independent of the device. The compiler's
- * fusion pass builds it; each backend has an emitter (C for the CPU,
- * cpu_emit.c; CUDA C later) — only the emitter differs between devices.
+ * over one output index space, independent of the device. It is built from
+ * the fusion rules (compile/fuse_rules.c; the fusion pass that groups a
+ * graph's ops into kernels is still to come); each backend has an emitter
+ * (C for the CPU, cpu_emit.c; CUDA C later) — only the emitter differs
+ * between devices.
  *
  * A kernel has an iteration shape (ndim dims, at most SG__KIR_MAX_DIMS,
  * row-major), inputs read through their own element strides over that
