@@ -40,7 +40,8 @@ typedef enum sg_status {
   SG_ERR_COMM = -21,       /**< the transport failed, or a peer went away (see the message) */
   SG_ERR_DENIED = -22,     /**< refused: wrong job token, or a permission the object does not grant */
   SG_ERR_STALE = -23, /**< the data changed under us: a newer version exists (global memory, docs/gmem.md) */
-  SG_ERR_COMPILER = -24, /**< the system C compiler is missing or failed on generated kernels (see the message) */
+  SG_ERR_COMPILER =
+      -24, /**< the system C compiler is missing or failed on generated kernels (see the message) */
 } sg_status;
 
 /** Short constant name of a status, e.g. "SG_ERR_SHAPE". Never NULL. Any thread. */

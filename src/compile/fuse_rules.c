@@ -48,27 +48,11 @@ static int gelu_tanh_grad(sg__kir_kernel *k, int x) {
   return ADD(MUL(C(0.5), ADD(C(1), t)), MUL(MUL(MUL(C(0.5), x), SUB(C(1), MUL(t, t))), du));
 }
 
+/* Every kind the op table marks elementwise, from the table itself, except
+ * dropout and its backward: dropout draws counter-based random masks and
+ * its backward reads the u8 mask; both keep their own kernel. */
 bool sg__fuse_has_rule(sg_op_kind kind) {
-  switch (kind) {
-    case SG_OP_RELU:
-    case SG_OP_CLIP:
-    case SG_OP_GELU:
-    case SG_OP_SIGMOID:
-    case SG_OP_TANH:
-    case SG_OP_RELU_BACKWARD:
-    case SG_OP_CLIP_BACKWARD:
-    case SG_OP_GELU_BACKWARD:
-    case SG_OP_SIGMOID_BACKWARD:
-    case SG_OP_TANH_BACKWARD:
-    case SG_OP_ADD:
-    case SG_OP_SUB:
-    case SG_OP_MUL:
-    case SG_OP_DIV:
-    case SG_OP_ADD_SCALAR:
-    case SG_OP_MUL_SCALAR:
-    case SG_OP_POW_SCALAR: return true;
-    default: return false;
-  }
+  return (sg__op_flags(kind) & SG__OP_ELEMENTWISE) && kind != SG_OP_DROPOUT && kind != SG_OP_DROPOUT_BACKWARD;
 }
 
 int sg__fuse_op_expr(sg__kir_kernel *k, const sg__op *op, const int *in) {

@@ -124,9 +124,7 @@ sg_status sg__dist_inject_step(sg_dist *d, uint64_t step) {
     switch (f[i].kind) {
       case SG_FAULT_KILL: raise(SIGKILL); break;
       case SG_FAULT_STOP: raise(SIGSTOP); break;
-      case SG_FAULT_DROP_HEARTBEATS:
-        sg__dist_sched_pause(d, hang_ns(d));
-        break;
+      case SG_FAULT_DROP_HEARTBEATS: sg__dist_sched_pause(d, hang_ns(d)); break;
       case SG_FAULT_PARTITION: {
         int other = f[i].rank == d->orig_rank ? f[i].peer : f[i].rank;
         int cur = -1;
