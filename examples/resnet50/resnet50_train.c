@@ -29,6 +29,7 @@
 
 #include "example_digest.h"
 #include "example_opts.h"
+#include "example_report.h"
 #include "resnet50_data.h"
 #include "resnet50_model.h"
 
@@ -134,8 +135,10 @@ int main(int argc, char **argv) {
   if (!o.json)
     printf("resnet50: %" PRId64
            " parameters, %d classes, %dx%d images, batch %d, %d threads; compiled in %.2f s: "
-           "%d ops per step, planned memory %.1f MB (%.1f MB without reuse)\n",
-           n_params, o.classes, o.res, o.res, o.batch, o.threads, compile_s, rep.ops_scheduled,
+           "%d ops per step (%d fused into %d generated kernels, %d compiled, %d from the cache), "
+           "planned memory %.1f MB (%.1f MB without reuse)\n",
+           n_params, o.classes, o.res, o.res, o.batch, o.threads, compile_s, rep.ops_scheduled, rep.ops_fused,
+           rep.fused_kernels, rep.kernels_generated, rep.cache_hits ? rep.fused_kernels : 0,
            rep.planned_peak_bytes / 1e6, rep.sum_tensor_bytes / 1e6);
 
   resnet50_dataset data;
@@ -223,6 +226,7 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(j, "until_accuracy", o.until);
     cJSON_AddNumberToObject(j, "reached_at_step", reached);
     cJSON_AddNumberToObject(j, "compile_seconds", compile_s);
+    example_compile_json(j, &rep);
     cJSON_AddNumberToObject(j, "train_seconds", train_s);
     cJSON_AddNumberToObject(j, "planned_peak_bytes", (double)rep.planned_peak_bytes);
     cJSON_AddNumberToObject(j, "sum_tensor_bytes", (double)rep.sum_tensor_bytes);

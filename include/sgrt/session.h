@@ -47,9 +47,13 @@ typedef struct sg_session_params {
   int threads;        /**< compute threads; 0 (default) = all online CPUs */
   uint64_t seed;      /**< seeds dropout masks; default 0 (a seed like any other, not "unset") */
   int poison;         /**< debug: fill each transient buffer with NaN bytes when its tensor dies; default 0 */
+  /** Fusion of elementwise ops into generated kernels (docs/compiler.md):
+   * 0 (default) or 1 on, -1 off. The environment's SG_FUSION=0 turns it off
+   * too (for comparisons). */
+  int fusion;
 } sg_session_params;
 #define SG_SESSION_PARAMS_INIT \
-  { sizeof(sg_session_params), "cpu", 0, 0, 0 }
+  { sizeof(sg_session_params), "cpu", 0, 0, 0, 0 }
 /** SG_SESSION_PARAMS_INIT as a function (for ctypes). Any thread. */
 SG_API sg_session_params sg_session_params_init(void);
 
@@ -77,16 +81,23 @@ SG_API sg_status sg_session_compile(sg_session *s);
 
 /** What compile decided. An output: the caller sets `size` (SG_COMPILE_REPORT_INIT). */
 typedef struct sg_compile_report {
-  size_t size;               /**< set by the caller; on return the bytes filled */
-  size_t planned_peak_bytes; /**< persistent slots + the planned transient region */
-  size_t persistent_bytes;   /**< parameters, state, inputs, outputs, folded constants */
-  size_t transient_bytes;    /**< peak of the planned region */
-  size_t sum_tensor_bytes;   /**< every tensor in its own buffer, for comparison */
-  int32_t ops_scheduled;     /**< ops a training step runs */
-  int32_t ops_eval;          /**< ops an evaluation pass runs */
-  int32_t ops_eliminated;    /**< dead code */
-  int32_t ops_folded;        /**< constant-folded at compile time */
-  int32_t ops_inplace;       /**< outputs that reuse their input's buffer */
+  size_t size;                  /**< set by the caller; on return the bytes filled */
+  size_t planned_peak_bytes;    /**< persistent slots + the planned transient region */
+  size_t persistent_bytes;      /**< parameters, state, inputs, outputs, folded constants */
+  size_t transient_bytes;       /**< peak of the planned region */
+  size_t sum_tensor_bytes;      /**< every tensor in its own buffer, for comparison */
+  int32_t ops_scheduled;        /**< ops a training step runs */
+  int32_t ops_eval;             /**< ops an evaluation pass runs */
+  int32_t ops_eliminated;       /**< dead code */
+  int32_t ops_folded;           /**< constant-folded at compile time */
+  int32_t ops_inplace;          /**< outputs that reuse their input's buffer */
+  int32_t ops_fused;            /**< ops (of ops_scheduled) that run inside generated kernels */
+  int32_t fused_kernels;        /**< the generated kernels they form */
+  double compile_seconds;       /**< wall time of sg_session_compile */
+  int32_t kernels_generated;    /**< kernels compiled by this compile (not loaded from the compile cache) */
+  int32_t compiler_invocations; /**< C compiler runs */
+  int32_t cache_hits;           /**< compile cache entries used */
+  int32_t cache_misses;         /**< compile cache lookups that found no valid entry */
 } sg_compile_report;
 #define SG_COMPILE_REPORT_INIT \
   { sizeof(sg_compile_report) }

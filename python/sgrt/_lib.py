@@ -134,6 +134,7 @@ class sg_session_params(ctypes.Structure):
         ("threads", c_int),
         ("seed", c_uint64),
         ("poison", c_int),
+        ("fusion", c_int),
     ]
 
 
@@ -149,6 +150,13 @@ class sg_compile_report(ctypes.Structure):
         ("ops_eliminated", c_int32),
         ("ops_folded", c_int32),
         ("ops_inplace", c_int32),
+        ("ops_fused", c_int32),
+        ("fused_kernels", c_int32),
+        ("compile_seconds", c_double),
+        ("kernels_generated", c_int32),
+        ("compiler_invocations", c_int32),
+        ("cache_hits", c_int32),
+        ("cache_misses", c_int32),
     ]
 
 

@@ -39,11 +39,12 @@ class Session(Closeable):
 
     Session(graph, threads=0, seed=0, device="cpu") compiles at once unless
     compile=False (then call compile() before running). threads=0 uses every
-    online CPU. The session keeps the C graph alive until it is closed, even if
+    online CPU. fusion=False runs every op as its own kernel (the environment's
+    SG_FUSION=0 does the same). The session keeps the C graph alive until it is closed, even if
     the Graph object is closed first. Use it from one thread at a time.
     """
 
-    def __init__(self, graph, threads=0, seed=0, device="cpu", compile=True, poison=False):
+    def __init__(self, graph, threads=0, seed=0, device="cpu", compile=True, poison=False, fusion=True):
         if not isinstance(graph, Graph):
             raise _lib.error("SG_ERR_INVALID_ARG", "Session needs a sgrt.Graph, not %s" % type(graph).__name__)
         self._s = None
@@ -60,6 +61,7 @@ class Session(Closeable):
             prm.threads = int(threads)
             prm.seed = int(seed)
             prm.poison = 1 if poison else 0
+            prm.fusion = 1 if fusion else -1
             out = ctypes.c_void_p()
             fn.sg_clear_error()
             _lib.check(fn.sg_session_create(self._g.ptr, ctypes.byref(prm), ctypes.byref(out)))

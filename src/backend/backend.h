@@ -8,17 +8,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/kernel_ir.h"
 #include "graph/graph.h"
 
 /* Bumped on any change to the table's layout or contract.
  * 2: the optional plan_layouts entry (tensor storage layouts).
  * 3: the is_host and supports_op entries.
  * 4: the run context speaks of random draws (rng_subsequence) and batch
- *    statistics (batch_stats_only), no longer of a runtime's passes. */
-#define SG__BACKEND_VERSION 4u
+ *    statistics (batch_stats_only), no longer of a runtime's passes.
+ * 5: the optional module entries (generated kernels of fused ops). */
+#define SG__BACKEND_VERSION 5u
 
 /* A compiled op: backend-defined (oneDNN primitives, a C function, ...). */
 typedef struct sg__kernel sg__kernel;
+/* The generated kernels of one graph, compiled together (backend-defined:
+ * a loaded shared object on the CPU). */
+typedef struct sg__module sg__module;
 
 /* Training runs batch norm on batch statistics (updating running stats) and
  * applies dropout; evaluation uses running stats and makes dropout the
@@ -105,6 +110,28 @@ typedef struct sg__backend_i {
    * Kernels of ops whose output may share an input's slot
    * (sg__op_inplace_input) stay correct whatever layouts it picks. */
   sg_status (*plan_layouts)(void *state, const sg_graph *g, const uint8_t *may_relayout, size_t *bytes);
+
+  /* optional, all or none (NULL: the backend runs no generated kernels and
+   * the compiler does not fuse for it). Kernels of the IR
+   * (backend/kernel_ir.h) compiled into one module per graph. */
+  /* What the generated code depends on besides the IR: the compiler, its
+   * flags, the device (ISA, layouts): NUL-terminated text in buf[cap], part
+   * of the compile cache's key. */
+  sg_status (*module_identity)(void *state, char *buf, size_t cap);
+  /* Generates and compiles kernels[0..n) into a module, or when `artifact`
+   * is not NULL, loads that file instead (what module_artifact gave for the
+   * same kernels and identity, kept by the compile cache). Errors:
+   * SG_ERR_COMPILER (the compiler is missing or failed, naming the command
+   * and its output), SG_ERR_IO, SG_ERR_NO_MEMORY. */
+  sg_status (*module_build)(void *state, const sg__kir_kernel *kernels, uint32_t n, const char *artifact,
+                            sg__module **out);
+  /* The file that module_build can load again (the compiled object). */
+  const char *(*module_artifact)(void *state, const sg__module *m);
+  /* A kernel that runs kernels[i] of the module (kernel_run then takes its
+   * inputs and outputs in the IR's order); `op_name` names it in messages. */
+  sg_status (*module_kernel)(void *state, sg__module *m, const sg__kir_kernel *k, const char *op_name,
+                             sg__kernel **out);
+  void (*module_free)(void *state, sg__module *m); /* accepts NULL; after its kernels are destroyed */
 } sg__backend_i;
 
 extern const sg__backend_i sg__cpu_backend;

@@ -81,15 +81,17 @@ sg_status sg__memplan(const sg_graph *g, sg__plan *p, const bool *folded, const 
 
   /* Persistent: every source an op reads, graph outputs, folded results. */
   for (uint32_t i = 0; i < p->n_order; i++) {
-    const sg__op *op = &g->ops[p->order[i]];
-    for (int k = 0; k < op->n_inputs; k++) {
-      int32_t t = op->inputs[k];
+    const int32_t *ins, *outs;
+    int n_in, n_out;
+    sg__plan_io(p, g, p->order[i], &ins, &n_in, &outs, &n_out);
+    for (int k = 0; k < n_in; k++) {
+      int32_t t = ins[k];
       if (t < 0) continue;
       if (g->tensors[t].producer < 0 || folded[g->tensors[t].producer]) p->buf_kind[t] = SG__BUF_PERSISTENT;
       p->last_use[t] = (int32_t)i;
     }
-    for (int k = 0; k < op->n_outputs; k++) {
-      int32_t t = op->outputs[k];
+    for (int k = 0; k < n_out; k++) {
+      int32_t t = outs[k];
       p->buf_kind[t] = SG__BUF_TRANSIENT;
       first[t] = (int32_t)i;
       if (p->last_use[t] < (int32_t)i) p->last_use[t] = (int32_t)i;
@@ -115,12 +117,13 @@ sg_status sg__memplan(const sg_graph *g, sg__plan *p, const bool *folded, const 
       goto out;
     }
     for (uint32_t t = 0; t < nt; t++) may[t] = p->buf_kind[t] == SG__BUF_TRANSIENT;
+    sg__fuse_layouts(g, p, may);
     st = be->plan_layouts(be_state, g, may, p->bytes);
     sg__free(may);
     if (st != SG_OK) goto out;
     for (uint32_t t = 0; t < nt; t++)
       if (p->bytes[t] < g->tensors[t].nbytes ||
-          (p->buf_kind[t] != SG__BUF_TRANSIENT && p->bytes[t] != g->tensors[t].nbytes)) {
+          (p->buf_kind[t] == SG__BUF_PERSISTENT && p->bytes[t] != g->tensors[t].nbytes)) {
         st = sg__error(SG_ERR_INTERNAL,
                        "compile: backend %s gave tensor '%s' a slot of %zu bytes (nbytes %zu)", be->name,
                        g->tensors[t].name, p->bytes[t], g->tensors[t].nbytes);
@@ -132,6 +135,10 @@ sg_status sg__memplan(const sg_graph *g, sg__plan *p, const bool *folded, const 
    * transient tensor read for the last time by this op. */
   for (uint32_t i = 0; i < p->n_order; i++) {
     const sg__op *op = &g->ops[p->order[i]];
+    if (p->group_of && p->group_of[p->order[i]] >= 0) {
+      p->n_inplace += sg__fuse_inplace(g, p, p->group_of[p->order[i]], (int32_t)i);
+      continue;
+    }
     int j = sg__op_inplace_input(g, op);
     if (j < 0) continue;
     int32_t in = op->inputs[j], out = op->outputs[0];

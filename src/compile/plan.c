@@ -9,8 +9,12 @@ sg_status sg__plan_build(const sg_graph *g, const sg__backend_i *be, void *be_st
   if (!g->finalized) return sg__error(SG_ERR_STATE, "compile: the graph must be finalized");
   bool *folded = sg__calloc(g->n_ops ? g->n_ops : 1, sizeof(bool));
   if (folded == NULL) return sg__error(SG_ERR_NO_MEMORY, "compile: out of memory");
-  sg_status st = sg__schedule(g, opt ? opt : &none, out, folded);
-  if (st == SG_OK) st = sg__memplan(g, out, folded, opt ? opt->no_memory : NULL, be, be_state);
+  if (opt == NULL) opt = &none;
+  sg_status st = sg__schedule(g, opt, out, folded);
+  /* Fusion needs a backend that runs generated kernels. */
+  if (st == SG_OK && opt->fuse && be != NULL && be->module_build != NULL) st = sg__fuse_plan(g, out);
+  if (st == SG_OK) st = sg__memplan(g, out, folded, opt->no_memory, be, be_state);
+  if (st == SG_OK) st = sg__fuse_kernels(g, out);
   sg__free(folded);
   if (st != SG_OK) sg__plan_free(out);
   return st;
@@ -44,5 +48,12 @@ void sg__plan_free(sg__plan *p) {
   sg__free(p->last_use);
   sg__free(p->alias_of);
   sg__free(p->bytes);
+  sg__free(p->groups);
+  sg__free(p->group_of);
+  sg__free(p->fused_ops);
+  sg__free(p->fused_io);
+  sg__free(p->fused_over);
+  for (uint32_t i = 0; p->kernels != NULL && i < p->n_groups; i++) sg__kir_free(&p->kernels[i]);
+  sg__free(p->kernels);
   *p = (sg__plan){0};
 }

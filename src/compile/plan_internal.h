@@ -12,6 +12,20 @@ sg_status sg__schedule(const sg_graph *g, const sg__plan_options *opt, sg__plan 
 sg_status sg__memplan(const sg_graph *g, sg__plan *p, const bool *folded, const uint8_t *no_memory,
                       const sg__backend_i *be, void *be_state);
 
+/* ---- fusion (fuse.c, fuse_kernels.c) ------------------------------------------ */
+
+/* Groups the scheduled elementwise ops (fills p's fusion fields and drops
+ * the members other than anchors from order and eval_order). */
+sg_status sg__fuse_plan(const sg_graph *g, sg__plan *p);
+/* Memory planning of groups: which tensors may take a backend layout
+ * (clears may[t] for the operands of a group that computes in the plain
+ * index space; sets it for the values inside groups), and the in-place
+ * outputs of group gi at schedule position pos (returns how many). */
+void sg__fuse_layouts(const sg_graph *g, const sg__plan *p, uint8_t *may);
+uint32_t sg__fuse_inplace(const sg_graph *g, sg__plan *p, int32_t gi, int32_t pos);
+/* Builds plan.kernels, one per group, once memory is planned. */
+sg_status sg__fuse_kernels(const sg_graph *g, sg__plan *p);
+
 /* ---- fusion rules (fuse_rules.c) -------------------------------------------- */
 
 /* Whether an op kind has an expression in the kernel IR. */

@@ -25,7 +25,9 @@
 
 /* Run optimizer updates after the whole backward pass (sg__plan_options.
  * updates_last): a data-parallel update waits for its gradient's allreduce
- * while the rest of backward runs. SG_ERR_STATE once compiled. */
+ * while the rest of backward runs. Such a session runs unfused (every op
+ * its own kernel at its own schedule position, as the passes' hooks
+ * expect). SG_ERR_STATE once compiled. */
 sg_status sg__session_set_updates_last(sg_session *s, bool updates_last);
 
 /* Per tensor (or NULL: none), parameters, state or optimizer state that

@@ -1,6 +1,8 @@
 /* Session lifecycle and compilation: plan, device memory, initial values,
  * constant folding, kernels. */
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "runtime/session_internal.h"
@@ -33,6 +35,12 @@ sg_status sg_session_create(const sg_graph *g, const sg_session_params *p, sg_se
   s->threads = threads;
   s->seed = p->seed;
   s->poison = p->poison;
+  if (p->fusion < -1 || p->fusion > 1)
+    return sg__error(SG_ERR_INVALID_ARG, "sg_session_create: fusion is %d (0 default, 1 on, -1 off)",
+                     p->fusion);
+  /* SG_FUSION=0 turns fusion off for comparisons, whatever the parameters say. */
+  const char *env = getenv("SG_FUSION");
+  s->fusion = p->fusion >= 0 && !(env && strcmp(env, "0") == 0);
   sg__backend_config cfg = {threads, p->seed};
   sg_status st = be->create(&cfg, &s->be_state);
   if (st != SG_OK) {
@@ -56,6 +64,8 @@ static void destroy_kernels(sg_session *s) {
 /* Frees everything compile made, leaving the session as created. */
 static void release_compiled(sg_session *s) {
   destroy_kernels(s);
+  if (s->module) s->be->module_free(s->be_state, s->module);
+  s->module = NULL;
   s->be->buffer_free(s->be_state, s->persistent);
   s->be->buffer_free(s->be_state, s->transient);
   s->persistent = s->transient = NULL;
@@ -88,12 +98,14 @@ void sg_session_destroy(sg_session *s) {
 void sg__session_wire(sg_session *s) {
   const sg_graph *g = s->g;
   for (uint32_t k = 0; k < g->n_ops; k++) {
-    const sg__op *op = &g->ops[k];
-    for (int i = 0; i < op->n_inputs; i++) {
-      int32_t t = op->inputs[i];
+    const int32_t *in, *out;
+    int n_in, n_out;
+    sg__plan_io(&s->plan, g, (int32_t)k, &in, &n_in, &out, &n_out);
+    for (int i = 0; i < n_in; i++) {
+      int32_t t = in[i];
       s->op_in[k][i] = t < 0 ? NULL : s->bound[t] ? s->bound[t] : s->tensor_ptr[t];
     }
-    for (int i = 0; i < op->n_outputs; i++) s->op_out[k][i] = s->tensor_ptr[op->outputs[i]];
+    for (int i = 0; i < n_out; i++) s->op_out[k][i] = s->tensor_ptr[out[i]];
   }
 }
 
@@ -108,7 +120,12 @@ sg_status sg__session_tensor(const sg_session *s, const char *name, const char *
 static sg_status allocate(sg_session *s) {
   const sg_graph *g = s->g;
   size_t nt = g->n_tensors ? g->n_tensors : 1, no = g->n_ops ? g->n_ops : 1, n_io = 0;
-  for (uint32_t k = 0; k < g->n_ops; k++) n_io += (size_t)g->ops[k].n_inputs + (size_t)g->ops[k].n_outputs;
+  const int32_t *in, *out;
+  int n_in, n_out;
+  for (uint32_t k = 0; k < g->n_ops; k++) {
+    sg__plan_io(&s->plan, g, (int32_t)k, &in, &n_in, &out, &n_out);
+    n_io += (size_t)n_in + (size_t)n_out;
+  }
   s->tensor_ptr = sg__calloc(nt, sizeof(void *));
   s->bound = sg__calloc(nt, sizeof(void *));
   s->input_set = sg__calloc(nt, sizeof(bool));
@@ -119,10 +136,11 @@ static sg_status allocate(sg_session *s) {
     return sg__error(SG_ERR_NO_MEMORY, "compile: out of memory");
   size_t at = 0;
   for (uint32_t k = 0; k < g->n_ops; k++) {
+    sg__plan_io(&s->plan, g, (int32_t)k, &in, &n_in, &out, &n_out);
     s->op_in[k] = s->flat + at;
-    at += (size_t)g->ops[k].n_inputs;
+    at += (size_t)n_in;
     s->op_out[k] = s->flat + at;
-    at += (size_t)g->ops[k].n_outputs;
+    at += (size_t)n_out;
   }
   SG_CHECK(s->be->buffer_alloc(s->be_state, s->plan.persistent_bytes, &s->persistent));
   SG_CHECK(s->be->buffer_alloc(s->be_state, s->plan.transient_bytes, &s->transient));
@@ -153,15 +171,22 @@ static sg_status fold_constants(sg_session *s) {
   return s->be->synchronize(s->be_state);
 }
 
+/* Op k's kernel, or its group's generated one when k anchors a group. */
+static sg_status create_kernel(sg_session *s, int32_t k, sg__exec_mode mode, sg__kernel **out) {
+  int32_t gi = s->plan.group_of ? s->plan.group_of[k] : -1;
+  if (gi < 0) return s->be->kernel_create(s->be_state, s->g, k, mode, out);
+  return s->be->module_kernel(s->be_state, s->module, &s->plan.kernels[gi], s->g->ops[k].name, out);
+}
+
 static sg_status create_kernels(sg_session *s) {
   const sg__plan *p = &s->plan;
   s->kernels = sg__calloc(p->n_order ? p->n_order : 1, sizeof(sg__kernel *));
   s->eval_kernels = sg__calloc(p->n_eval ? p->n_eval : 1, sizeof(sg__kernel *));
   if (!s->kernels || !s->eval_kernels) return sg__error(SG_ERR_NO_MEMORY, "compile: out of memory");
   for (uint32_t i = 0; i < p->n_order; i++)
-    SG_CHECK(s->be->kernel_create(s->be_state, s->g, p->order[i], SG__MODE_TRAIN, &s->kernels[i]));
+    SG_CHECK(create_kernel(s, p->order[i], SG__MODE_TRAIN, &s->kernels[i]));
   for (uint32_t i = 0; i < p->n_eval; i++)
-    SG_CHECK(s->be->kernel_create(s->be_state, s->g, p->eval_order[i], SG__MODE_EVAL, &s->eval_kernels[i]));
+    SG_CHECK(create_kernel(s, p->eval_order[i], SG__MODE_EVAL, &s->eval_kernels[i]));
   return SG_OK;
 }
 
@@ -200,19 +225,49 @@ static sg_status plan_poison(sg_session *s) {
   return SG_OK;
 }
 
+static double seconds_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The plan, with fusion when it is on and its kernels build; a compiler
+ * that is missing or fails costs only the fusion (a warning, then the plan
+ * again without it). */
+static sg_status plan(sg_session *s) {
+  /* A session laid out for a runtime's passes (updates last: src/parallel)
+   * runs unfused: the passes' hooks run at single ops' positions and read
+   * the tensors between ops (gradients, activations), which fusion would
+   * keep inside generated kernels. */
+  s->plan_options.fuse = s->fusion && !s->plan_options.updates_last;
+  SG_CHECK(sg__plan_build(s->g, s->be, s->be_state, &s->plan_options, &s->plan));
+  sg_status st =
+      sg__compile_module(s->g, &s->plan, &s->plan_options, s->be, s->be_state, &s->module, &s->cstats);
+  if (st == SG_OK || st == SG_ERR_NO_MEMORY) return st;
+  SG_WARN("fusion is off for this session: %s; running the unfused kernels", sg_last_error());
+  sg__plan_free(&s->plan);
+  s->plan_options.fuse = false;
+  return sg__plan_build(s->g, s->be, s->be_state, &s->plan_options, &s->plan);
+}
+
 sg_status sg_session_compile(sg_session *s) {
   if (s == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_session_compile: session is NULL");
   if (s->compiled) return sg__error(SG_ERR_STATE, "sg_session_compile: the session is already compiled");
   sg_status st;
-  SG_CHECK_GOTO(sg__plan_build(s->g, s->be, s->be_state, &s->plan_options, &s->plan), st, fail);
+  double t0 = seconds_now();
+  s->cstats = (sg__compile_stats){0};
+  SG_CHECK_GOTO(plan(s), st, fail);
   SG_CHECK_GOTO(allocate(s), st, fail);
   SG_CHECK_GOTO(fold_constants(s), st, fail);
   SG_CHECK_GOTO(create_kernels(s), st, fail);
   if (s->poison) SG_CHECK_GOTO(plan_poison(s), st, fail);
   SG_CHECK_GOTO(sg__profile_init(s), st, fail);
   s->compiled = true;
-  SG_INFO("compiled: %u ops per step (%u eliminated, %u folded, %u in place), planned peak %zu bytes of %zu",
-          s->plan.n_order, s->plan.n_eliminated, s->plan.n_fold, s->plan.n_inplace,
+  s->compile_seconds = seconds_now() - t0;
+  SG_INFO("compiled in %.2f s: %u ops per step (%u eliminated, %u folded, %u in place, %u fused into %u "
+          "generated kernels), planned peak %zu bytes of %zu",
+          s->compile_seconds, s->plan.n_order + s->plan.n_fused_ops - s->plan.n_groups, s->plan.n_eliminated,
+          s->plan.n_fold, s->plan.n_inplace, s->plan.n_fused_ops, s->plan.n_groups,
           s->plan.persistent_bytes + s->plan.transient_bytes, s->plan.sum_tensor_bytes);
   return SG_OK;
 fail:
@@ -228,16 +283,26 @@ sg_status sg_session_compile_report(const sg_session *s, sg_compile_report *out)
   SG_CHECK(sg__out_write("sg_session_compile_report", v, out, NULL));
   if (!s->compiled) return sg__error(SG_ERR_STATE, "sg_session_compile_report: compile the session first");
   const sg__plan *p = &s->plan;
+  /* Ops count once whether they run alone or inside a generated kernel. */
+  uint32_t n_eval_fused = 0;
+  for (uint32_t i = 0; i < p->n_groups; i++) n_eval_fused += p->groups[i].eval ? p->groups[i].n_ops - 1 : 0;
   sg_compile_report r = {sizeof r,
                          p->persistent_bytes + p->transient_bytes,
                          p->persistent_bytes,
                          p->transient_bytes,
                          p->sum_tensor_bytes,
-                         (int32_t)p->n_order,
-                         (int32_t)p->n_eval,
+                         (int32_t)(p->n_order + p->n_fused_ops - p->n_groups),
+                         (int32_t)(p->n_eval + n_eval_fused),
                          (int32_t)p->n_eliminated,
                          (int32_t)p->n_fold,
-                         (int32_t)p->n_inplace};
+                         (int32_t)p->n_inplace,
+                         (int32_t)p->n_fused_ops,
+                         (int32_t)p->n_groups,
+                         s->compile_seconds,
+                         (int32_t)s->cstats.kernels_generated,
+                         (int32_t)s->cstats.compiler_invocations,
+                         (int32_t)s->cstats.cache_hits,
+                         (int32_t)s->cstats.cache_misses};
   return sg__out_write("sg_session_compile_report", v, out, &r);
 }
 

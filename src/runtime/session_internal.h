@@ -15,6 +15,7 @@ struct sg_session {
   int threads;
   uint64_t seed;
   int poison;
+  bool fusion; /* fuse elementwise ops into generated kernels (plan_options.fuse at compile) */
   bool compiled;
   uint64_t steps;
   sg__plan_options plan_options; /* the layout, set before compile (hooks.h) */
@@ -33,6 +34,9 @@ struct sg_session {
   void ***op_out;
   void **flat;
 
+  sg__module *module;        /* the generated kernels of the plan's fused groups, or NULL */
+  sg__compile_stats cstats;  /* what building it cost */
+  double compile_seconds;    /* the whole of the last compile */
   sg__kernel **kernels;      /* per position in plan.order */
   sg__kernel **eval_kernels; /* per position in plan.eval_order */
 

@@ -164,9 +164,11 @@ sg_status sg_session_bind_input(sg_session *s, const char *name, sg_dtype dtype,
  * evaluation pass does not need the learning rate, a step does. */
 static sg_status check_inputs_set(const sg_session *s, const char *what, const int32_t *order, uint32_t n) {
   for (uint32_t i = 0; i < n; i++) {
-    const sg__op *op = &s->g->ops[order[i]];
-    for (int k = 0; k < op->n_inputs; k++) {
-      int32_t t = op->inputs[k];
+    const int32_t *in, *out;
+    int n_in, n_out;
+    sg__plan_io(&s->plan, s->g, order[i], &in, &n_in, &out, &n_out);
+    for (int k = 0; k < n_in; k++) {
+      int32_t t = in[k];
       if (t >= 0 && s->g->tensors[t].role == SG_ROLE_INPUT && !s->input_set[t])
         return sg__error(SG_ERR_STATE, "%s: input '%s' has not been set (sg_session_set_input)", what,
                          s->g->tensors[t].name);

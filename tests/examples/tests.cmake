@@ -23,6 +23,16 @@ if(TARGET resnet50_train)
     set_tests_properties(example_resnet50_defaults_learn PROPERTIES TIMEOUT 600 LABELS examples)
   endif()
 endif()
+# Fusion and the compile cache through the ResNet-50 example: fused and
+# unfused training agree bitwise, cold and warm starts, 4 cold processes on
+# one cache, corrupted entries, a refused and a full cache directory.
+if(TARGET resnet50_train)
+  foreach(m parity concurrent corrupt denied nospace)
+    add_test(NAME example_fusion_${m}
+             COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_fusion.sh ${m} $<TARGET_FILE:resnet50_train>)
+    set_tests_properties(example_fusion_${m} PROPERTIES TIMEOUT 600 LABELS "examples;fusion" SKIP_RETURN_CODE 77)
+  endforeach()
+endif()
 if(TARGET resnet50_onnx_check)
   add_test(NAME example_resnet50_onnx
            COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_resnet50.sh onnx $<TARGET_FILE:resnet50_onnx_check>

@@ -283,4 +283,9 @@ const sg__backend_i sg__cpu_backend = {
     .is_host = cpu_is_host,
     .supports_op = cpu_supports_op,
     .plan_layouts = sg__cpu_plan_layouts,
+    .module_identity = sg__cpu_module_identity,
+    .module_build = sg__cpu_module_build,
+    .module_artifact = sg__cpu_module_artifact,
+    .module_kernel = sg__cpu_module_kernel,
+    .module_free = sg__cpu_module_free,
 };

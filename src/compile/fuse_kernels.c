@@ -1,0 +1,159 @@
+/* Fused groups after grouping (fuse.c): their place in memory planning
+ * (layouts, in-place outputs) and their kernels in the IR.
+ *
+ * Index space. A group computes over its anchor's output shape, reading
+ * inputs of other shapes broadcast. A group whose members are all
+ * layout-agnostic (SG__OP_LAYOUT_AGNOSTIC: same dims everywhere, zeros to
+ * zeros) may instead run over whatever storage layout the backend picked
+ * for its operands -- they then share one (the CPU backend joins the
+ * operands of such ops into one layout group) -- as a flat array of the
+ * slot's elements, padding included. Every other group computes in the
+ * plain index space, so its operands must stay plain. */
+#include <stdio.h>
+#include <string.h>
+
+#include "compile/plan_internal.h"
+
+static const int32_t *members(const sg__plan *p, const sg__fused_group *gr) {
+  return p->fused_ops + gr->first_op;
+}
+
+static bool same_dims(const sg__tensor *a, const sg__tensor *b) {
+  if (a->ndim != b->ndim) return false;
+  for (int i = 0; i < a->ndim; i++)
+    if (a->dims[i] != b->dims[i]) return false;
+  return true;
+}
+
+/* Whether every member runs unchanged on any layout its operands share. */
+static bool layout_agnostic(const sg_graph *g, const sg__plan *p, const sg__fused_group *gr) {
+  for (uint32_t j = 0; j < gr->n_ops; j++) {
+    const sg__op *op = &g->ops[members(p, gr)[j]];
+    const sg__tensor *y = &g->tensors[op->outputs[0]];
+    if (!(sg__op_flags(op->kind) & SG__OP_LAYOUT_AGNOSTIC) || y->dtype != SG_F32) return false;
+    for (int i = 0; i < op->n_inputs; i++)
+      if (!same_dims(&g->tensors[op->inputs[i]], y) || g->tensors[op->inputs[i]].dtype != SG_F32)
+        return false;
+  }
+  return true;
+}
+
+void sg__fuse_layouts(const sg_graph *g, const sg__plan *p, uint8_t *may) {
+  for (uint32_t gi = 0; gi < p->n_groups; gi++) {
+    const sg__fused_group *gr = &p->groups[gi];
+    for (uint32_t j = 0; j < gr->n_ops; j++) may[g->ops[members(p, gr)[j]].outputs[0]] = 1;
+    if (layout_agnostic(g, p, gr)) continue;
+    for (uint32_t i = 0; i < gr->n_in + gr->n_out; i++) may[p->fused_io[gr->first_io + i]] = 0;
+  }
+  /* The outputs read outside were set above as member outputs; an operand
+   * that is not transient must stay plain whatever its group. */
+  for (uint32_t gi = 0; gi < p->n_groups; gi++) {
+    const sg__fused_group *gr = &p->groups[gi];
+    for (uint32_t i = 0; i < gr->n_in + gr->n_out; i++) {
+      int32_t t = p->fused_io[gr->first_io + i];
+      if (p->buf_kind[t] != SG__BUF_TRANSIENT) may[t] = 0;
+    }
+  }
+}
+
+uint32_t sg__fuse_inplace(const sg_graph *g, sg__plan *p, int32_t gi, int32_t pos) {
+  const sg__fused_group *gr = &p->groups[gi];
+  const int32_t *in = p->fused_io + gr->first_io, *out = in + gr->n_in;
+  int8_t *over = p->fused_over + gr->first_io + gr->n_in;
+  uint32_t n = 0;
+  bool taken[SG__KIR_MAX_INPUTS] = {0};
+  for (uint32_t o = 0; o < gr->n_out; o++) {
+    const sg__tensor *y = &g->tensors[out[o]];
+    if (p->buf_kind[out[o]] != SG__BUF_TRANSIENT) continue;
+    for (uint32_t i = 0; i < gr->n_in && i < SG__KIR_MAX_INPUTS; i++) {
+      const sg__tensor *x = &g->tensors[in[i]];
+      if (taken[i] || p->buf_kind[in[i]] != SG__BUF_TRANSIENT || p->last_use[in[i]] != pos) continue;
+      if (x->dtype != y->dtype || !same_dims(x, y) || p->bytes[in[i]] != p->bytes[out[o]]) continue;
+      taken[i] = true;
+      over[o] = (int8_t)i;
+      p->alias_of[out[o]] = p->alias_of[in[i]] >= 0 ? p->alias_of[in[i]] : in[i];
+      n++;
+      break;
+    }
+  }
+  return n;
+}
+
+/* Element strides of `t` read over the iteration dims (right-aligned
+ * broadcasting: 0 along a dim it lacks or has as 1). */
+static void broadcast_strides(const sg__tensor *t, int nd, const int64_t *dims, int64_t *strides) {
+  int64_t s = 1;
+  for (int d = nd - 1; d >= 0; d--) {
+    int td = d - (nd - t->ndim);
+    if (td < 0 || (t->dims[td] == 1 && dims[d] != 1)) {
+      strides[d] = 0;
+    } else {
+      strides[d] = s;
+    }
+    if (td >= 0) s *= t->dims[td];
+  }
+}
+
+static sg_status build_one(const sg_graph *g, const sg__plan *p, uint32_t gi, sg__kir_kernel *k) {
+  const sg__fused_group *gr = &p->groups[gi];
+  const int32_t *mem = members(p, gr), *io = p->fused_io + gr->first_io;
+  const sg__tensor *y = &g->tensors[g->ops[gr->anchor].outputs[0]];
+  char name[SG__KIR_NAME_MAX + 1];
+  snprintf(name, sizeof name, "sgk_%u", gi);
+  /* Flat over the slots when the operands share a backend layout. */
+  bool flat = layout_agnostic(g, p, gr);
+  int64_t n_flat = (int64_t)(p->bytes[io[0]] / sizeof(float));
+  for (uint32_t i = 0; flat && i < gr->n_in + gr->n_out; i++) flat = p->bytes[io[i]] == p->bytes[io[0]];
+  if (flat) sg__kir_init(k, name, 1, &n_flat);
+  else sg__kir_init(k, name, y->ndim, y->dims);
+  int32_t tensor_of[SG__KIR_MAX_INSTRS < 256 ? SG__KIR_MAX_INSTRS : 256];
+  int value_of[sizeof tensor_of / sizeof tensor_of[0]];
+  int n_map = 0;
+  for (uint32_t i = 0; i < gr->n_in; i++) {
+    const sg__tensor *x = &g->tensors[io[i]];
+    int64_t strides[SG__KIR_MAX_DIMS];
+    if (!flat) broadcast_strides(x, y->ndim, y->dims, strides);
+    sg__kir_input_add(k, x->dtype, flat ? NULL : strides);
+  }
+  for (uint32_t j = 0; j < gr->n_ops; j++) {
+    const sg__op *op = &g->ops[mem[j]];
+    int vals[8];
+    if (op->n_inputs > 8) return sg__error(SG_ERR_INTERNAL, "fusion: %s has too many inputs", op->name);
+    for (int i = 0; i < op->n_inputs; i++) {
+      int32_t t = op->inputs[i];
+      vals[i] = -1;
+      for (int m = 0; m < n_map && vals[i] < 0; m++)
+        if (tensor_of[m] == t) vals[i] = value_of[m];
+      if (vals[i] >= 0) continue;
+      for (uint32_t e = 0; e < gr->n_in && vals[i] < 0; e++)
+        if (io[e] == t) vals[i] = sg__kir_load(k, (int)e);
+      /* A builder error (out of memory) is sticky: sg__kir_finish reports it. */
+      if (k->error != SG_OK) return sg__kir_finish(k);
+      if (vals[i] < 0 || n_map >= (int)(sizeof tensor_of / sizeof tensor_of[0]))
+        return sg__error(SG_ERR_INTERNAL, "fusion: group %u: operand of %s not found", gi, op->name);
+      tensor_of[n_map] = t;
+      value_of[n_map++] = vals[i];
+    }
+    int v = sg__fuse_op_expr(k, op, vals);
+    if (v < 0 || n_map >= (int)(sizeof tensor_of / sizeof tensor_of[0])) break;
+    tensor_of[n_map] = op->outputs[0];
+    value_of[n_map++] = v;
+  }
+  for (uint32_t o = 0; o < gr->n_out && k->error == SG_OK; o++) {
+    int v = -1;
+    for (int m = 0; m < n_map && v < 0; m++)
+      if (tensor_of[m] == io[gr->n_in + o]) v = value_of[m];
+    sg__kir_store(k, v);
+    int8_t over = p->fused_over[gr->first_io + gr->n_in + o];
+    if (over >= 0) sg__kir_set_inplace(k, (int)o, over);
+  }
+  return sg__kir_finish(k);
+}
+
+sg_status sg__fuse_kernels(const sg_graph *g, sg__plan *p) {
+  if (p->n_groups == 0) return SG_OK;
+  p->kernels = sg__calloc(p->n_groups, sizeof(sg__kir_kernel));
+  if (p->kernels == NULL) return sg__error(SG_ERR_NO_MEMORY, "compile: out of memory");
+  for (uint32_t gi = 0; gi < p->n_groups; gi++) SG_CHECK(build_one(g, p, gi, &p->kernels[gi]));
+  return SG_OK;
+}

@@ -1,0 +1,339 @@
+/* The fusion pass end to end (src/compile/fuse.c, module.c): graphs whose
+ * elementwise ops fuse, run by a session with fusion and by one without
+ * (params.fusion = -1, every op its own reference kernel), on the same
+ * random inputs with NaN, infinities and -0 among them, over odd sizes and
+ * broadcast operands. IEEE arithmetic must agree bitwise (same evaluation
+ * order); oneDNN's transcendental functions within a few ulp. Also: the
+ * counts of the compile report, a training graph's parameters after 5 steps,
+ * the compile cache (a warm start compiles nothing; a corrupted entry is
+ * rebuilt), and a missing compiler (fusion off with a warning, same
+ * results). */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "compile/plan.h"
+#include "sgrt/sgrt.h"
+#include "test_util.h"
+
+static uint64_t rng = 0x13198a2e03707344ull;
+static float uniform(float lo, float hi) {
+  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+  return lo + (hi - lo) * (float)(rng >> 40) / 16777216.0f;
+}
+
+static void fill(float *x, int64_t n, bool specials) {
+  static const float special[] = {NAN, INFINITY, -INFINITY, -0.0f, 0.0f};
+  for (int64_t i = 0; i < n; i++) {
+    x[i] = uniform(-3, 3);
+    if (specials && i % 13 == 5) x[i] = special[(i / 13) % 5];
+  }
+}
+
+static char cache_dir[] = "/tmp/sgrt-fusion-test-XXXXXX";
+
+/* y1 = relu((a + bias) * 0.5) (kept: an output), y2 = (y1 - a) / col,
+ * y3 = tanh(y1 * y2) + a: one tree of elementwise ops over [rows, cols]
+ * with a per-column bias and a per-row divisor. `transcendental` adds the
+ * tanh (else y3 = y1 * y2 + a). */
+static sg_graph *tree_graph(int64_t rows, int64_t cols, bool transcendental) {
+  sg_graph *g;
+  assert_int_equal(sg_graph_create(&g), SG_OK);
+  int64_t d[] = {rows, cols}, db[] = {cols}, dc[] = {rows, 1};
+  sg_tensor a = sg_input(g, "a", SG_F32, 2, d);
+  sg_tensor bias = sg_input(g, "bias", SG_F32, 1, db);
+  sg_tensor col = sg_input(g, "col", SG_F32, 2, dc);
+  sg_tensor y1 = sg_relu(g, sg_mul_scalar(g, sg_add(g, a, bias), 0.5));
+  sg_tensor y2 = sg_div(g, sg_sub(g, y1, a), col);
+  sg_tensor p = sg_mul(g, y1, y2);
+  sg_tensor y3 = sg_add(g, transcendental ? sg_tanh(g, p) : p, a);
+  assert_status(sg_tensor_set_name(g, y1, "y1"), SG_OK, NULL);
+  assert_status(sg_tensor_set_name(g, y2, "y2"), SG_OK, NULL);
+  assert_status(sg_tensor_set_name(g, y3, "y3"), SG_OK, NULL);
+  assert_status(sg_graph_mark_output(g, y1), SG_OK, NULL);
+  assert_status(sg_graph_mark_output(g, y2), SG_OK, NULL);
+  assert_status(sg_graph_mark_output(g, y3), SG_OK, NULL);
+  assert_status(sg_graph_finalize(g), SG_OK, NULL);
+  return g;
+}
+
+static sg_session *session(const sg_graph *g, int fusion, sg_compile_report *rep) {
+  sg_session_params sp = SG_SESSION_PARAMS_INIT;
+  sp.threads = 2;
+  sp.fusion = fusion;
+  sg_session *s;
+  assert_status(sg_session_create(g, &sp, &s), SG_OK, NULL);
+  assert_status(sg_session_compile(s), SG_OK, NULL);
+  *rep = (sg_compile_report)SG_COMPILE_REPORT_INIT;
+  assert_status(sg_session_compile_report(s, rep), SG_OK, NULL);
+  return s;
+}
+
+/* Runs the tree graph and reads y1, y2, y3 into y[3][n]. */
+static void run_tree(const sg_graph *g, int fusion, int64_t rows, int64_t cols, const float *a,
+                     const float *bias, const float *col, float *y, sg_compile_report *rep) {
+  sg_session *s = session(g, fusion, rep);
+  int64_t d[] = {rows, cols}, db[] = {cols}, dc[] = {rows, 1};
+  assert_status(sg_session_set_input(s, "a", SG_F32, 2, d, a), SG_OK, NULL);
+  assert_status(sg_session_set_input(s, "bias", SG_F32, 1, db, bias), SG_OK, NULL);
+  assert_status(sg_session_set_input(s, "col", SG_F32, 2, dc, col), SG_OK, NULL);
+  assert_status(sg_session_forward(s), SG_OK, NULL);
+  size_t n = (size_t)(rows * cols);
+  assert_status(sg_session_read(s, "y1", y, n * sizeof(float)), SG_OK, NULL);
+  assert_status(sg_session_read(s, "y2", y + n, n * sizeof(float)), SG_OK, NULL);
+  assert_status(sg_session_read(s, "y3", y + 2 * n, n * sizeof(float)), SG_OK, NULL);
+  sg_session_destroy(s);
+}
+
+/* Equal within `ulps` f32 ulp of the larger of the result and `scale`. */
+static bool close_enough(float got, float want, double ulps, double scale) {
+  if (isnan(want)) return isnan(got);
+  if (ulps == 0) return memcmp(&got, &want, sizeof got) == 0;
+  if (isinf(want)) return got == want;
+  double tol = ulps * FLT_EPSILON * fmax(fabs(want), scale);
+  return fabs((double)got - (double)want) <= tol;
+}
+
+static void check_tree(int64_t rows, int64_t cols, bool transcendental) {
+  size_t n = (size_t)(rows * cols);
+  float *a = malloc(n * sizeof *a), *bias = malloc((size_t)cols * sizeof *bias),
+        *col = malloc((size_t)rows * sizeof *col);
+  float *want = malloc(3 * n * sizeof *want), *got = malloc(3 * n * sizeof *got);
+  fill(a, (int64_t)n, true);
+  fill(bias, cols, true);
+  fill(col, rows, rows > 1);
+  sg_graph *g = tree_graph(rows, cols, transcendental);
+  sg_compile_report ref, fused;
+  run_tree(g, -1, rows, cols, a, bias, col, want, &ref);
+  run_tree(g, 1, rows, cols, a, bias, col, got, &fused);
+  assert_int_equal(ref.ops_fused, 0);
+  assert_int_equal(ref.fused_kernels, 0);
+  /* All 7 (8 with tanh) ops in one kernel; the report still counts them. */
+  assert_int_equal(fused.fused_kernels, 1);
+  assert_int_equal(fused.ops_fused, transcendental ? 8 : 7);
+  assert_int_equal(fused.ops_scheduled, ref.ops_scheduled);
+  assert_int_equal(fused.ops_eval, ref.ops_eval);
+  for (size_t i = 0; i < 3 * n; i++) {
+    /* y3 = tanh(p) + a passes through oneDNN's tanh in the reference,
+     * libm's in the kernel: within a few ulp of |tanh| <= 1 (the sum may
+     * cancel to a much smaller result). */
+    double ulps = transcendental && i >= 2 * n ? 16 : 0;
+    if (!close_enough(got[i], want[i], ulps, 1.0))
+      fail_msg("[%lld x %lld] output y%zu[%zu]: fused %.9g, unfused %.9g", (long long)rows, (long long)cols,
+               i / n + 1, i % n, (double)got[i], (double)want[i]);
+  }
+  sg_graph_destroy(g);
+  free(a), free(bias), free(col), free(want), free(got);
+}
+
+static void test_tree_matches_unfused(void **state) {
+  (void)state;
+  const int64_t shapes[][2] = {{1, 1}, {1, 7}, {7, 1}, {3, 1009}, {7, 1009}};
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    check_tree(shapes[i][0], shapes[i][1], false);
+    check_tree(shapes[i][0], shapes[i][1], true);
+  }
+}
+
+/* A small MLP with GELU and a residual sum, trained 5 steps with SGD and
+ * momentum: the parameters with and without fusion. */
+static sg_graph *train_graph(void) {
+  sg_graph *g;
+  assert_int_equal(sg_graph_create(&g), SG_OK);
+  enum { B = 16, F = 24, H = 40, C = 5 };
+  int64_t xs[] = {B, F}, ys[] = {B}, w1s[] = {H, F}, b1s[] = {H}, w2s[] = {C, H};
+  float w1[H * F], b1[H], w2[C * H];
+  sg_test_fill(w1, H * F, 1);
+  sg_test_fill(b1, H, 2);
+  sg_test_fill(w2, C * H, 3);
+  sg_tensor x = sg_input(g, "x", SG_F32, 2, xs), y = sg_input(g, "y", SG_I64, 1, ys);
+  sg_tensor lr = sg_input(g, "lr", SG_F32, 0, NULL);
+  sg_tensor W1 = sg_parameter(g, "w1", SG_F32, 2, w1s, w1), B1 = sg_parameter(g, "b1", SG_F32, 1, b1s, b1);
+  sg_tensor W2 = sg_parameter(g, "w2", SG_F32, 2, w2s, w2);
+  sg_tensor h = sg_linear(g, x, W1, SG_NO_TENSOR);
+  /* bias, scale, relu and a residual: elementwise chains forward and back. */
+  sg_tensor a = sg_relu(g, sg_mul_scalar(g, sg_add(g, h, B1), 0.7));
+  sg_tensor r = sg_add(g, sg_sigmoid(g, a), a);
+  sg_tensor loss = sg_cross_entropy(g, sg_linear(g, r, W2, SG_NO_TENSOR), y, SG_REDUCTION_MEAN);
+  assert_status(sg_tensor_set_name(g, loss, "loss"), SG_OK, NULL);
+  assert_status(sg_graph_mark_output(g, loss), SG_OK, NULL);
+  assert_status(sg_graph_backward(g, loss), SG_OK, NULL);
+  sg_sgd_params sgd = SG_SGD_PARAMS_INIT;
+  sgd.momentum = 0.9;
+  sgd.weight_decay = 1e-3;
+  assert_status(sg_graph_add_sgd(g, lr, &sgd), SG_OK, NULL);
+  assert_status(sg_graph_finalize(g), SG_OK, NULL);
+  return g;
+}
+
+static void train(const sg_graph *g, int fusion, float *params, sg_compile_report *rep) {
+  sg_session *s = session(g, fusion, rep);
+  enum { B = 16, F = 24, H = 40, C = 5 };
+  float x[B * F], lr = 0.05f;
+  int64_t y[B], xs[] = {B, F}, ys[] = {B};
+  for (int step = 0; step < 5; step++) {
+    sg_test_fill(x, B * F, 100 + (uint64_t)step);
+    for (int i = 0; i < B; i++) y[i] = (i * 7 + step) % C;
+    assert_status(sg_session_set_input(s, "x", SG_F32, 2, xs, x), SG_OK, NULL);
+    assert_status(sg_session_set_input(s, "y", SG_I64, 1, ys, y), SG_OK, NULL);
+    assert_status(sg_session_set_input(s, "lr", SG_F32, 0, NULL, &lr), SG_OK, NULL);
+    assert_status(sg_session_step(s), SG_OK, NULL);
+  }
+  assert_status(sg_session_read(s, "w1", params, H * F * sizeof(float)), SG_OK, NULL);
+  assert_status(sg_session_read(s, "b1", params + H * F, H * sizeof(float)), SG_OK, NULL);
+  assert_status(sg_session_read(s, "w2", params + H * F + H, C * H * sizeof(float)), SG_OK, NULL);
+  sg_session_destroy(s);
+}
+
+static void test_training_matches_unfused(void **state) {
+  (void)state;
+  enum { N = 40 * 24 + 40 + 5 * 40 };
+  float want[N], got[N];
+  sg_graph *g = train_graph();
+  sg_compile_report ref, fused;
+  train(g, -1, want, &ref);
+  train(g, 0, got, &fused);
+  assert_true(fused.fused_kernels >= 2); /* forward and backward chains */
+  assert_true(fused.ops_fused >= 4);
+  assert_int_equal(fused.ops_scheduled, ref.ops_scheduled);
+  /* The sigmoid goes through oneDNN unfused, libm fused: a few ulp, then 5
+   * steps of training; every other op is IEEE arithmetic in the same order. */
+  double num = 0, den = 0;
+  for (int i = 0; i < N; i++) {
+    num += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
+    den += (double)want[i] * want[i];
+  }
+  assert_true(sqrt(num / den) < 1e-6);
+  sg_graph_destroy(g);
+}
+
+/* The compile cache: the first session compiles and stores, the second
+ * loads (no compiler), a corrupted entry is a warning and a rebuild. */
+static void test_cache_warm_start(void **state) {
+  (void)state;
+  /* A shape no other case compiled: a fresh key. */
+  int64_t rows = 5, cols = 333;
+  size_t n = (size_t)(rows * cols);
+  float *a = malloc(n * sizeof *a), bias[333], col[5];
+  float *y0 = malloc(3 * n * sizeof *y0), *y1 = malloc(3 * n * sizeof *y1);
+  fill(a, (int64_t)n, true);
+  fill(bias, cols, false);
+  fill(col, rows, false);
+  sg_graph *g = tree_graph(rows, cols, false);
+  sg_compile_report cold, warm, again;
+  run_tree(g, 1, rows, cols, a, bias, col, y0, &cold);
+  assert_int_equal(cold.cache_misses, 1);
+  assert_int_equal(cold.cache_hits, 0);
+  assert_int_equal(cold.compiler_invocations, 1);
+  assert_int_equal(cold.kernels_generated, 1);
+  run_tree(g, 1, rows, cols, a, bias, col, y1, &warm);
+  assert_int_equal(warm.cache_hits, 1);
+  assert_int_equal(warm.cache_misses, 0);
+  assert_int_equal(warm.compiler_invocations, 0);
+  assert_int_equal(warm.kernels_generated, 0);
+  assert_memory_equal(y0, y1, 3 * n * sizeof(float));
+  /* Flip a byte in the middle of the stored object of every entry. */
+  char cmd[512];
+  snprintf(
+      cmd, sizeof cmd,
+      "for f in %s/*/kernels.so; do printf '\\377' | dd of=$f bs=1 seek=1000 conv=notrunc status=none; done",
+      cache_dir);
+  assert_int_equal(system(cmd), 0);
+  memset(y1, 0, 3 * n * sizeof(float));
+  run_tree(g, 1, rows, cols, a, bias, col, y1, &again);
+  assert_int_equal(again.cache_hits, 0);
+  assert_int_equal(again.cache_misses, 1);
+  assert_int_equal(again.compiler_invocations, 1);
+  assert_memory_equal(y0, y1, 3 * n * sizeof(float));
+  /* A different compiler (the same one under another name) is another key. */
+  setenv("SG_CC", "gcc", 1);
+  run_tree(g, 1, rows, cols, a, bias, col, y1, &again);
+  unsetenv("SG_CC");
+  assert_int_equal(again.cache_misses, 1);
+  assert_int_equal(again.compiler_invocations, 1);
+  assert_memory_equal(y0, y1, 3 * n * sizeof(float));
+  sg_graph_destroy(g);
+  free(a), free(y0), free(y1);
+}
+
+/* The key covers sgrt's version and the compiler's flags. */
+static void test_key_inputs(void **state) {
+  (void)state;
+  sg__cache_key k0 = sg__compile_key_text("1.0.0", "cpu cc=/usr/bin/cc flags=-O3", "graph");
+  sg__cache_key k1 = sg__compile_key_text("1.0.1", "cpu cc=/usr/bin/cc flags=-O3", "graph");
+  sg__cache_key k2 = sg__compile_key_text("1.0.0", "cpu cc=/usr/bin/cc flags=-O2", "graph");
+  sg__cache_key k3 = sg__compile_key_text("1.0.0", "cpu cc=/usr/bin/cc flags=-O3", "graph");
+  assert_true(k0.hi != k1.hi || k0.lo != k1.lo);
+  assert_true(k0.hi != k2.hi || k0.lo != k2.lo);
+  assert_true(k0.hi == k3.hi && k0.lo == k3.lo);
+}
+
+/* No compiler: a warning, fusion off, the same results. */
+static void test_missing_compiler_falls_back(void **state) {
+  (void)state;
+  int64_t rows = 7, cols = 7;
+  size_t n = (size_t)(rows * cols);
+  float a[49], bias[7], col[7], want[3 * 49], got[3 * 49];
+  fill(a, (int64_t)n, true);
+  fill(bias, cols, false);
+  fill(col, rows, false);
+  sg_graph *g = tree_graph(rows, cols, false);
+  sg_compile_report ref, rep;
+  run_tree(g, -1, rows, cols, a, bias, col, want, &ref);
+  setenv("SG_CC", "/nonexistent/sgrt-cc", 1);
+  setenv("SG_CACHE", "0", 1);
+  run_tree(g, 1, rows, cols, a, bias, col, got, &rep);
+  unsetenv("SG_CC");
+  unsetenv("SG_CACHE");
+  assert_int_equal(rep.ops_fused, 0);
+  assert_int_equal(rep.fused_kernels, 0);
+  assert_int_equal(rep.compiler_invocations, 1);
+  assert_memory_equal(want, got, sizeof want);
+  sg_graph_destroy(g);
+}
+
+/* SG_FUSION=0 turns fusion off whatever the parameters say. */
+static void test_env_switch(void **state) {
+  (void)state;
+  sg_graph *g = tree_graph(2, 3, false);
+  setenv("SG_FUSION", "0", 1);
+  sg_compile_report rep;
+  sg_session *s = session(g, 1, &rep);
+  unsetenv("SG_FUSION");
+  assert_int_equal(rep.ops_fused, 0);
+  sg_session_destroy(s);
+  sg_session_params sp = SG_SESSION_PARAMS_INIT;
+  sp.fusion = 2;
+  assert_status(sg_session_create(g, &sp, &s), SG_ERR_INVALID_ARG, "fusion is 2");
+  sg_graph_destroy(g);
+}
+
+static int setup(void **state) {
+  (void)state;
+  if (mkdtemp(cache_dir) == NULL) return -1;
+  setenv("SG_CACHE_DIR", cache_dir, 1);
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", cache_dir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_tree_matches_unfused),
+      cmocka_unit_test(test_training_matches_unfused),
+      cmocka_unit_test(test_cache_warm_start),
+      cmocka_unit_test(test_key_inputs),
+      cmocka_unit_test(test_missing_compiler_falls_back),
+      cmocka_unit_test(test_env_switch),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
