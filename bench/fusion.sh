@@ -128,7 +128,7 @@ measure() {
   return $rc
 }
 
-# sgrt NAME FUSION CMD...: one sgrt run with SG_FUSION=FUSION and an empty
+# sgrt_run NAME FUSION CMD...: one sgrt run with SG_FUSION=FUSION and an empty
 # compile cache; ends the bench if the program fails (it is the thing measured).
 sgrt_run() {
   local name=$1 fusion=$2
@@ -144,7 +144,7 @@ sgrt_run() {
   say "  $(cat "$runs/$name.json")"
 }
 
-# peer NAME CMD...: one PyTorch run; a failure is noted, not fatal.
+# peer_run NAME CMD...: one PyTorch run; a failure is noted, not fatal.
 peer_run() {
   local name=$1
   shift
@@ -159,8 +159,8 @@ peer_run() {
   fi
 }
 
-# One repetition of a workload: W is its name; sgrt_args and the peer
-# commands are set by the caller.
+# repetition W R: repetition R of workload W (mlp or resnet50-RESxBATCH); the
+# caller sets sgrt_cmd, and mlp_args or res and batch.
 repetition() {
   local w=$1 r=$2 order=(0 1) f p l side py_p mode
   [ $((r % 2)) = 1 ] && order=(1 0)
