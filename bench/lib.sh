@@ -1,8 +1,10 @@
-# shellcheck shell=bash disable=SC2154  # bench: set by the sourcing script
-# Shared by the benchmarks of resnet50_dist under the launcher
-# (bench/dist_scaling.sh, bench/replication_cost.sh). Source it after
-# `set -euo pipefail` with `bench` set to the script's name (it starts every
-# error message); then set the script's own defaults and parse its options:
+# shellcheck shell=bash disable=SC2154  # bench, json, quiet: set by the sourcing script
+# Shared by the benchmarks: those of resnet50_dist under the launcher
+# (bench/dist_scaling.sh, bench/replication_cost.sh) use all of it; those
+# against PyTorch (bench/resnet50_vs_torch.sh, bench/fusion.sh) use the part
+# from bench_progress on. Source it after `set -euo pipefail` with `bench` set
+# to the script's name (it starts every error message); then set the script's
+# own defaults and parse its options:
 #
 #   while [ $# -gt 0 ]; do
 #     case $1 in
@@ -47,11 +49,41 @@ bench_start() {
   for f in "$bin" "$sgrt"; do
     [ -x "$f" ] || { echo "$bench: no $f; build first (cmake --build $build)" >&2; exit 1; }
   done
+  bench_progress
+}
+
+# Progress goes to fd 3: stdout, or stderr with --json (json=1).
+bench_progress() {
   if [ "$json" = 1 ]; then exec 3>&2; else exec 3>&1; fi
 }
 
 say() { echo "$*" >&3; }
 load1() { cut -d' ' -f1 /proc/loadavg; }
+
+# Waits until the 1-minute load average is below $quiet (0: no wait), at most
+# 10 minutes (--quiet-load X).
+wait_quiet() {
+  [ "$quiet" = 0 ] && return 0
+  local waited=0
+  while "$py" -c 'import sys; sys.exit(float(sys.argv[1]) < float(sys.argv[2]))' "$(load1)" "$quiet" && [ $waited -lt 600 ]; do
+    sleep 10
+    waited=$((waited + 10))
+  done
+}
+
+# The PyTorch peer of ResNet-50's training step (../shared/bench, beside the
+# repo): torchvision's resnet50, SGD lr 0.01 momentum 0.9, median ms per step
+# after one warm-up step. torch_resnet50 PYTHON RES BATCH STEPS THREADS LAYOUT
+# prints its JSON line (nothing if it failed; its stderr is dropped).
+torch_resnet50_peer=$repo/../shared/bench/torch_resnet50_step.py
+torch_resnet50_check() {
+  [ -f "$torch_resnet50_peer" ] || { echo "$bench: no peer script at $torch_resnet50_peer (the shared folder beside the repo)" >&2; exit 1; }
+}
+torch_resnet50() {
+  local python=$1
+  shift
+  "$python" "$torch_resnet50_peer" "$@" 2> /dev/null | tail -n 1
+}
 
 # Runs `sgrt launch -n N -- resnet50_dist ARGS...` (said first, with the load
 # average) and sets bench_json to rank 0's --json line (which the launcher

@@ -22,15 +22,15 @@
 # one run (the load average before each run is recorded).
 set -euo pipefail
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=$repo/build
+bench=resnet50_vs_torch
+# shellcheck source=bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 steps=5
 threads=2
 repeat=1
 quiet=0
 configs="224x8 64x16"
 json=0
-py=/usr/bin/python3
 while [ $# -gt 0 ]; do
   case $1 in
     --build) build=$(cd "$2" && pwd); shift 2 ;;
@@ -40,26 +40,14 @@ while [ $# -gt 0 ]; do
     --quiet-load) quiet=$2; shift 2 ;;
     --configs) configs=$2; shift 2 ;;
     --json) json=1; shift ;;
-    -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "resnet50_vs_torch: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 sgrt_bin=$build/examples/resnet50_train
-peer=$repo/../shared/bench/torch_resnet50_step.py
 [ -x "$sgrt_bin" ] || { echo "resnet50_vs_torch: no $sgrt_bin; build first (cmake --build $build)" >&2; exit 1; }
-[ -f "$peer" ] || { echo "resnet50_vs_torch: no peer script at $peer (the shared folder beside the repo)" >&2; exit 1; }
-
-say() { [ "$json" = 1 ] && echo "$*" >&2 || echo "$*"; }
-load1() { cut -d' ' -f1 /proc/loadavg; }
-# Waits until the 1-minute load average is below $quiet (0: no wait), at most 10 minutes.
-wait_quiet() {
-  [ "$quiet" = 0 ] && return 0
-  local waited=0
-  while "$py" -c 'import sys; sys.exit(float(sys.argv[1]) < float(sys.argv[2]))' "$(load1)" "$quiet" && [ $waited -lt 600 ]; do
-    sleep 10
-    waited=$((waited + 10))
-  done
-}
+torch_resnet50_check
+bench_progress
 results=()
 say "load average before: $(cut -d' ' -f1-3 /proc/loadavg); $threads threads, $steps timed steps after 1 warm-up, best of $repeat"
 for cfg in $configs; do
@@ -75,11 +63,11 @@ for cfg in $configs; do
     say "sgrt:          $sg"
     wait_quiet
     say "load average: $(load1)"
-    cl=$("$py" "$peer" "$res" "$batch" "$steps" "$threads" cl 2>/dev/null | tail -n 1)
+    cl=$(torch_resnet50 "$py" "$res" "$batch" "$steps" "$threads" cl)
     say "pytorch cl:    $cl"
     wait_quiet
     say "load average: $(load1)"
-    nchw=$("$py" "$peer" "$res" "$batch" "$steps" "$threads" nchw 2>/dev/null | tail -n 1)
+    nchw=$(torch_resnet50 "$py" "$res" "$batch" "$steps" "$threads" nchw)
     say "pytorch nchw:  $nchw"
     runs+=("$sg" "$cl" "$nchw")
   done
