@@ -1,7 +1,7 @@
 /* The kernel IR: one fused elementwise kernel as a straight-line program
  * over one output index space, independent of the device. It is built from
- * the fusion rules (compile/fuse_rules.c; the fusion pass that groups a
- * graph's ops into kernels is still to come); each backend has an emitter
+ * the fusion rules (compile/fuse_rules.c) by the fusion pass that groups a
+ * graph's ops into kernels (compile/fuse.c); each backend has an emitter
  * (C for the CPU, cpu_emit.c; CUDA C later) — only the emitter differs
  * between devices.
  *

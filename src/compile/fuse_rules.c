@@ -1,6 +1,6 @@
 /* Each elementwise op as an expression in the kernel IR (backend/kernel_ir.h):
- * what a fusion pass strings together into one kernel (the pass itself is
- * still to come; docs/compiler.md). Which ops fuse is
+ * what the fusion pass (fuse.c) strings together into one kernel
+ * (docs/compiler.md). Which ops fuse is
  * the op table's SG__OP_ELEMENTWISE flag; this table says how each one is
  * computed, in the formulas of the reference kernels (oneDNN's eltwise
  * definitions, cpu_binary.c, cpu_scalar.c), so that a fused kernel and the

@@ -240,7 +240,9 @@ static sg_status plan(sg_session *s) {
    * the tensors between ops (gradients, activations), which fusion would
    * keep inside generated kernels. */
   s->plan_options.fuse = s->fusion && !s->plan_options.updates_last;
+  double t0 = seconds_now();
   SG_CHECK(sg__plan_build(s->g, s->be, s->be_state, &s->plan_options, &s->plan));
+  SG_DEBUG("planned in %.1f ms: %u generated kernels", 1e3 * (seconds_now() - t0), s->plan.n_groups);
   sg_status st =
       sg__compile_module(s->g, &s->plan, &s->plan_options, s->be, s->be_state, &s->module, &s->cstats);
   if (st == SG_OK || st == SG_ERR_NO_MEMORY) return st;
