@@ -23,6 +23,9 @@ sg_status sg_session_create(const sg_graph *g, const sg_session_params *p, sg_se
   if (be == NULL)
     return sg__error(SG_ERR_NOT_FOUND, "sg_session_create: no device '%s' (available: cpu)", device);
   if (p->threads < 0) return sg__error(SG_ERR_INVALID_ARG, "sg_session_create: threads is %d", p->threads);
+  if (p->fusion < -1 || p->fusion > 1)
+    return sg__error(SG_ERR_INVALID_ARG, "sg_session_create: fusion is %d (0 default, 1 on, -1 off)",
+                     p->fusion);
   int threads = p->threads;
   if (threads == 0) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -35,9 +38,6 @@ sg_status sg_session_create(const sg_graph *g, const sg_session_params *p, sg_se
   s->threads = threads;
   s->seed = p->seed;
   s->poison = p->poison;
-  if (p->fusion < -1 || p->fusion > 1)
-    return sg__error(SG_ERR_INVALID_ARG, "sg_session_create: fusion is %d (0 default, 1 on, -1 off)",
-                     p->fusion);
   /* SG_FUSION=0 turns fusion off for comparisons, whatever the parameters say. */
   const char *env = getenv("SG_FUSION");
   s->fusion = p->fusion >= 0 && !(env && strcmp(env, "0") == 0);

@@ -25,8 +25,10 @@ if(TARGET resnet50_train)
 endif()
 # Fusion and the compile cache through the ResNet-50 example: fused and
 # unfused training agree bitwise, cold and warm starts, 4 cold processes on
-# one cache, corrupted entries, a refused and a full cache directory.
-if(TARGET resnet50_train)
+# one cache, corrupted entries, a refused and a full cache directory. Not in
+# the sanitizer builds (minutes of instrumented ResNet-50 each; the same code
+# paths run there through tests/unit/test_fusion.c).
+if(TARGET resnet50_train AND NOT SG_SANITIZE)
   foreach(m parity concurrent corrupt denied nospace)
     add_test(NAME example_fusion_${m}
              COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_fusion.sh ${m} $<TARGET_FILE:resnet50_train>)
