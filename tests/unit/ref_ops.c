@@ -297,7 +297,7 @@ static sg_status ref_math(const rctx *c) {
       default: { /* SG_OP_CAST */
         sg_dtype to = (sg_dtype)ai(c, 0);
         if (to == SG_BOOL) y[i] = v != 0;
-        else if (to == SG_F32) y[i] = (float)v;
+        else if (to == SG_F32) y[i] = v; /* f32 values are held as doubles */
         else y[i] = isnan(v) ? 0 : trunc(v);
         break;
       }

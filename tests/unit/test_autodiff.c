@@ -375,6 +375,15 @@ static void test_every_rule(void **state) {
   SUM(sg_pow_scalar(g, cc, 0.0));
   SUM(sg_clip(g, sg_gelu(g, sg_tanh(g, sg_sigmoid(g, a)), 1), -0.5, 0.5));
   SUM(sg_gelu(g, a, 0));
+  /* Elementwise math, max/min, where, cast, layer norm (issue 17). */
+  SUM(sg_erf(g, sg_neg(g, sg_abs(g, sg_reciprocal(g, sg_sqrt(g, sg_log(g, sg_exp(g, a))))))));
+  SUM(sg_add(g, sg_max(g, a, b), sg_min(g, b, cc)));
+  static const uint8_t conds[4] = {1, 0, 0, 1};
+  SUM(sg_where(g, sg_constant(g, "cond", SG_BOOL, 1, D(4), conds), a, b));
+  SUM(sg_mul(g, sg_sign(g, a), sg_cast(g, a, SG_F32)));
+  sg_tensor lx = P(2, 3, 4);
+  SUM(sg_layer_norm(g, lx, P(3, 4), P(3, 4), 1, 1e-5));
+  SUM(sg_layer_norm(g, lx, SG_NO_TENSOR, SG_NO_TENSOR, -1, 1e-3));
   /* matmul: plain, 1-D on either side and both, batched with broadcasting. */
   sg_tensor m1 = P(3, 4), m2 = P(4, 5), v4 = P(4), bm = P(2, 1, 3, 4), bn = P(5, 4, 6);
   SUM(sg_matmul(g, m1, m2));
@@ -441,6 +450,7 @@ static void test_every_rule(void **state) {
   assert_int_equal(count_kind(g, SG_OP_DROPOUT_BACKWARD, n_ops), 1);
   assert_int_equal(count_kind(g, SG_OP_SLICE, n_ops), 2); /* the fixed part of the concat gets none */
   assert_int_equal(count_kind(g, SG_OP_CROSS_ENTROPY_BACKWARD, n_ops), 2);
+  assert_int_equal(count_kind(g, SG_OP_LAYER_NORM_BACKWARD, n_ops), 2);
   assert_status(sg_graph_finalize(g), SG_OK, NULL);
 #undef SUM
 #undef P
@@ -871,6 +881,30 @@ static void test_rules_against_finite_differences(void **state) {
          NULL);
   c = nbegin();
   ncheck(&c, "gelu erf", sg_gelu(c.g, NP(&c, 3, 4), 0), NULL);
+  c = nbegin();
+  ncheck(&c, "exp, log, sqrt, reciprocal",
+         sg_add(c.g, sg_reciprocal(c.g, sg_sqrt(c.g, NPOS(&c, 3, 4))), sg_log(c.g, sg_exp(c.g, NPOS(&c, 4)))),
+         NULL);
+  c = nbegin();
+  ncheck(&c, "neg, abs, erf, sign",
+         sg_add(c.g, sg_erf(c.g, sg_neg(c.g, sg_abs(c.g, NP(&c, 2, 5)))), sg_sign(c.g, NP(&c, 5))), NULL);
+  c = nbegin();
+  ncheck(&c, "max, min",
+         sg_sub(c.g, sg_max(c.g, NP(&c, 2, 3, 4), NP(&c, 3, 1)), sg_min(c.g, NP(&c, 4), NP(&c, 3, 4))), NULL);
+  c = nbegin();
+  static const uint8_t cond[3 * 4] = {1, 0, 0, 1, 1, 1, 0, 0, 0, 1, 0, 1};
+  sg_tensor cnd = sg_constant(c.g, "cond", SG_BOOL, 2, D(3, 4), cond);
+  ncheck(&c, "where", sg_where(c.g, cnd, NP(&c, 2, 1, 4), NP(&c, 3, 1)), NULL);
+  c = nbegin();
+  ncheck(&c, "cast f32 to f32", sg_cast(c.g, sg_tanh(c.g, NP(&c, 3, 2)), SG_F32), NULL);
+  c = nbegin();
+  ncheck(&c, "layer_norm, last dim", sg_layer_norm(c.g, NP(&c, 3, 5), NP(&c, 5), NP(&c, 5), -1, 1e-5), NULL);
+  c = nbegin();
+  ncheck(&c, "layer_norm, two dims", sg_layer_norm(c.g, NP(&c, 2, 3, 4), NP(&c, 3, 4), SG_NO_TENSOR, 1, 1e-2),
+         NULL);
+  c = nbegin();
+  ncheck(&c, "layer_norm, no affine", sg_layer_norm(c.g, NP(&c, 4, 3), SG_NO_TENSOR, SG_NO_TENSOR, -1, 1e-5),
+         NULL);
   c = nbegin();
   ncheck(&c, "add, sub", sg_sub(c.g, sg_add(c.g, NP(&c, 2, 3, 4), NP(&c, 3, 1)), NP(&c, 4)), NULL);
   c = nbegin();
