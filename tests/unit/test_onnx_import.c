@@ -436,6 +436,29 @@ static void test_reduce_opset18(void **state) {
   sg_graph_destroy(g);
 }
 
+/* ReduceSum/ReduceMean: axes as an input and as an attribute, negative,
+ * none with and without noop_with_empty_axes. */
+static void test_reduce_axes(void **state) {
+  (void)state;
+  sg_graph *g = import("reduce_axes_opset13.onnx", 0, SG_ONNX_TRAINING_AS_EXPORTED);
+  assert_int_equal(count_ops(g, SG_OP_REDUCE_SUM), 2); /* the noop one is no op */
+  assert_int_equal(count_ops(g, SG_OP_REDUCE_MEAN), 1);
+  static const int64_t dims[] = {2, 3, 4};
+  sg_session *s = session(g);
+  float *x = read_f32("reduce_axes_x.f32", 24), *ref = read_f32("reduce_axes_y.f32", 6 + 8 + 24 + 1), got[39];
+  assert_status(sg_session_set_input(s, "x", SG_F32, 3, dims, x), SG_OK, NULL);
+  assert_status(sg_session_forward(s), SG_OK, NULL);
+  static const char *const names[] = {"s_last", "m_mid", "noop", "s_all"};
+  static const size_t counts[] = {6, 8, 24, 1};
+  for (size_t i = 0, off = 0; i < 4; off += counts[i], i++)
+    assert_status(sg_session_read(s, names[i], got + off, counts[i] * sizeof(float)), SG_OK, NULL);
+  expect_close(got, ref, 39, "reductions");
+  free(x);
+  free(ref);
+  sg_session_destroy(s);
+  sg_graph_destroy(g);
+}
+
 /* The elementwise ops of issue 17 and LayerNormalization with its Mean and
  * InvStdDev outputs, against numpy in float64. */
 static void test_math_opset17(void **state) {
@@ -795,6 +818,7 @@ int main(void) {
       cmocka_unit_test(test_fold_chain),
       cmocka_unit_test(test_reduce_opset18),
       cmocka_unit_test(test_math_opset17),
+      cmocka_unit_test(test_reduce_axes),
       cmocka_unit_test(test_train_imported),
       cmocka_unit_test(test_bad_models),
       cmocka_unit_test(test_bad_attributes),

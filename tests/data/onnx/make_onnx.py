@@ -45,6 +45,9 @@ Hand-written models (onnx.helper; references computed with numpy):
   fold_chain.onnx       ConstantOfShape, Slice, Gather, Cast, Mul and Add on
                         int64 constants feeding a Reshape; ReduceSum; Identity
   reduce_opset18.onnx   ReduceMean with its axes as an input (opset 18)
+  reduce_axes_opset13.onnx  ReduceSum (axes input, negative; no axes with and
+                        without noop_with_empty_axes) and ReduceMean (negative axes
+                        attribute) at opset 13 (reduce_axes_x.f32, reduce_axes_y.f32)
   math_opset17.onnx     Abs, Neg, Exp, Log, Sqrt, Reciprocal, Sign, Erf, Max, Min
                         (three inputs), Pow, Where, Cast (run time) summed into y,
                         and LayerNormalization over the last two dims with its Mean
@@ -357,6 +360,30 @@ def make_math_opset17():
     save_f32("math_ln.f32", np.concatenate([ln.ravel(), mean.ravel(), inv.ravel()]))
 
 
+def make_reduce_axes():
+    # ReduceSum/ReduceMean at opset 13: ReduceSum's axes as an input (negative),
+    # ReduceMean's as an attribute (negative), noop_with_empty_axes with no axes
+    # (identity) and without it (every axis).
+    f32 = onnx.TensorProto.FLOAT
+    x = oh.make_tensor_value_info("x", f32, [2, 3, 4])
+    outs = [oh.make_tensor_value_info(n, f32, s) for n, s in
+            (("s_last", [2, 3]), ("m_mid", [2, 1, 4]), ("noop", [2, 3, 4]), ("s_all", [1, 1, 1]))]
+    axes = onh.from_array(np.array([-1], np.int64), "axes")
+    nodes = [oh.make_node("ReduceSum", ["x", "axes"], ["s_last"], name="sum_last", keepdims=0),
+             oh.make_node("ReduceMean", ["x"], ["m_mid"], name="mean_mid", axes=[-2]),
+             oh.make_node("ReduceSum", ["x"], ["noop"], name="sum_noop", noop_with_empty_axes=1),
+             oh.make_node("ReduceSum", ["x"], ["s_all"], name="sum_all")]
+    m = oh.make_model(oh.make_graph(nodes, "reduce13", [x], outs, [axes]),
+                      opset_imports=[oh.make_opsetid("", 13)])
+    onnx.checker.check_model(m)
+    save_model("reduce_axes_opset13.onnx", m)
+    a = np.random.RandomState(12).randn(2, 3, 4).astype(np.float32)
+    d = a.astype(np.float64)
+    save_f32("reduce_axes_x.f32", a)
+    save_f32("reduce_axes_y.f32", np.concatenate([d.sum(axis=-1).ravel(), d.mean(axis=-2).ravel(), d.ravel(),
+                                                  [d.sum()]]))
+
+
 def bad_models_math():
     f32 = onnx.TensorProto.FLOAT
 
@@ -536,6 +563,7 @@ def main():
     make_fold_chain()
     make_reduce_opset18()
     make_math_opset17()
+    make_reduce_axes()
     bad_models()
     bad_models_math()
     os.makedirs(CORPUS, exist_ok=True)
