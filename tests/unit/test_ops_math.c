@@ -7,10 +7,13 @@
  *  - the gradient of max/min at ties (half to each operand, as PyTorch);
  *  - builder errors: dtypes, shapes and attributes, with messages naming
  *    the op and the operands.
- * Finite-difference checks of their gradients are in test_autodiff.c. */
+ *  - every gradient rule against central finite differences of the loss
+ *    evaluated with the double-precision reference (test_ncheck.h, shared
+ *    with test_autodiff.c). */
 #include <float.h>
 
 #include "test_cpu_harness.h"
+#include "test_ncheck.h"
 
 #define F32_EW 1e-6, 1e-7
 
@@ -222,6 +225,35 @@ static void test_minmax_ties(void **state) {
   }
 }
 
+static void test_gradients_against_finite_differences(void **state) {
+  (void)state;
+  ncase c;
+  c = nbegin();
+  ncheck(&c, "exp, log, sqrt, reciprocal",
+         sg_add(c.g, sg_reciprocal(c.g, sg_sqrt(c.g, NPOS(&c, 3, 4))), sg_log(c.g, sg_exp(c.g, NPOS(&c, 4)))),
+         NULL);
+  c = nbegin();
+  ncheck(&c, "neg, abs, erf, sign",
+         sg_add(c.g, sg_erf(c.g, sg_neg(c.g, sg_abs(c.g, NP(&c, 2, 5)))), sg_sign(c.g, NP(&c, 5))), NULL);
+  c = nbegin();
+  ncheck(&c, "max, min",
+         sg_sub(c.g, sg_max(c.g, NP(&c, 2, 3, 4), NP(&c, 3, 1)), sg_min(c.g, NP(&c, 4), NP(&c, 3, 4))), NULL);
+  c = nbegin();
+  static const uint8_t cond[3 * 4] = {1, 0, 0, 1, 1, 1, 0, 0, 0, 1, 0, 1};
+  sg_tensor cnd = sg_constant(c.g, "cond", SG_BOOL, 2, D(3, 4), cond);
+  ncheck(&c, "where", sg_where(c.g, cnd, NP(&c, 2, 1, 4), NP(&c, 3, 1)), NULL);
+  c = nbegin();
+  ncheck(&c, "cast f32 to f32", sg_cast(c.g, sg_tanh(c.g, NP(&c, 3, 2)), SG_F32), NULL);
+  c = nbegin();
+  ncheck(&c, "layer_norm, last dim", sg_layer_norm(c.g, NP(&c, 3, 5), NP(&c, 5), NP(&c, 5), -1, 1e-5), NULL);
+  c = nbegin();
+  ncheck(&c, "layer_norm, two dims", sg_layer_norm(c.g, NP(&c, 2, 3, 4), NP(&c, 3, 4), SG_NO_TENSOR, 1, 1e-2),
+         NULL);
+  c = nbegin();
+  ncheck(&c, "layer_norm, no affine", sg_layer_norm(c.g, NP(&c, 4, 3), SG_NO_TENSOR, SG_NO_TENSOR, -1, 1e-5),
+         NULL);
+}
+
 /* ---- kernels against the reference ------------------------------------------ */
 
 static void test_kernels_against_reference(void **state) {
@@ -394,6 +426,7 @@ int main(void) {
       cmocka_unit_test(test_hand_computed_minmax_where_cast),
       cmocka_unit_test(test_hand_computed_layer_norm),
       cmocka_unit_test(test_minmax_ties),
+      cmocka_unit_test(test_gradients_against_finite_differences),
       cmocka_unit_test(test_kernels_against_reference),
       cmocka_unit_test(test_layer_norm_kernels),
       cmocka_unit_test(test_builder_errors),
