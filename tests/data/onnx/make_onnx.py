@@ -568,8 +568,8 @@ def main():
     bad_models_math()
     os.makedirs(CORPUS, exist_ok=True)
     for name in ("mlp_eval", "mlp_train", "cnn_eval", "cnn_train", "cnn_train_opset9", "ops_opset11",
-                 "softmax_opset11", "fold_chain", "reduce_opset18", "bad_cycle", "bad_attr_ints_in_i",
-                 "bad_conv_kernel_too_large"):
+                 "softmax_opset11", "fold_chain", "reduce_opset18", "math_opset17", "bad_cycle",
+                 "bad_attr_ints_in_i", "bad_conv_kernel_too_large"):
         with open(os.path.join(HERE, name + ".onnx"), "rb") as f:
             data = f.read()
         with open(os.path.join(CORPUS, name + ".onnx"), "wb") as f:
