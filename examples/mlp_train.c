@@ -1,18 +1,29 @@
-/* mlp_train: trains a two-layer MLP on a generated, learnable dataset with
- * sgrt's single-process session (SPEC U1).
+/* mlp_train: trains an MLP on a generated, learnable dataset with sgrt's
+ * single-process session (SPEC U1).
  *
  *   mlp_train [--epochs N] [--batch N] [--threads N] [--lr X]
  *             [--optimizer sgd|adamw] [--seed N] [--json]
+ *             [--features N] [--hidden N] [--depth N]
+ *             [--activation relu|gelu|gelu-tanh] [--layernorm] [--steps N]
  *
- * The data: 10 classes, each a random template vector in R^64; a sample is
- * its class template plus Gaussian noise (sigma 1.0), so the classes
- * overlap but are separable. 4096 training samples, 1024 held out. The net:
- * linear(64->128) - relu - linear(128->10) - cross_entropy, trained with SGD
- * (momentum 0.9) or AdamW; the graph is forward + backward + update, built
- * once, compiled once. One progress line per epoch; with --json the last
- * line of stdout is one JSON object (final accuracy, params_hash, ...). */
+ * The data: 10 classes, each a random template vector in R^features (64); a
+ * sample is its class template plus Gaussian noise (sigma 1.0), so the
+ * classes overlap but are separable. 4096 training samples, 1024 held out.
+ * The net: `depth` (1) hidden layers, each linear(in->hidden (128)), then
+ * with --layernorm a LayerNorm(hidden) (weight 1, bias 0, both trained),
+ * then the activation (relu; gelu is the erf form, gelu-tanh the tanh
+ * approximation); then linear(hidden->10) and cross_entropy. Trained with
+ * SGD (momentum 0.9) or AdamW; the graph is forward + backward + update,
+ * built once, compiled once. --steps stops after that many training steps
+ * in all (0: no limit; the epoch in progress is then evaluated and is the
+ * last). The default options give the same net, numbers and params_hash as
+ * before the options existed. One progress line per epoch; with --json the
+ * last line of stdout is one JSON object (final accuracy, params_hash,
+ * ms_per_step = the median wall time of sg_session_step over the
+ * training steps after the first, ...). The fusion benchmark's PyTorch peer builds the same net. */
 #include <inttypes.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,14 +35,18 @@
 #include "example_digest.h"
 #include "example_opts.h"
 
-enum { FEATURES = 64, HIDDEN = 128, CLASSES = 10, N_TRAIN = 4096, N_TEST = 1024 };
+enum { CLASSES = 10, N_TRAIN = 4096, N_TEST = 1024, MAX_DEPTH = 64 };
 
 typedef struct options {
   int epochs, batch, threads, json;
   double lr;
   const char *optimizer;
   uint64_t seed;
+  int features, hidden, depth, layernorm, steps;
+  const char *activation;
 } options;
+
+static int n_features = 64; /* --features: the data generators read it */
 
 static uint64_t rng;
 static double uniform01(void) {
@@ -50,7 +65,8 @@ static void make_data(float *x, int64_t *y, int n, const float *templates) {
   for (int i = 0; i < n; i++) {
     int c = (int)(uniform01() * CLASSES) % CLASSES;
     y[i] = c;
-    for (int f = 0; f < FEATURES; f++) x[i * FEATURES + f] = templates[c * FEATURES + f] + (float)gaussian();
+    for (int f = 0; f < n_features; f++)
+      x[i * n_features + f] = templates[c * n_features + f] + (float)gaussian();
   }
 }
 
@@ -67,20 +83,53 @@ static sg_tensor linear_param(sg_graph *g, const char *name, int ndim, const int
   return t;
 }
 
+/* LayerNorm's affine parameters as torch.nn.LayerNorm starts them. */
+static sg_tensor constant_param(sg_graph *g, const char *name, int64_t n, float v) {
+  float *p = malloc((size_t)n * sizeof *p);
+  if (p == NULL) return SG_NO_TENSOR;
+  for (int64_t i = 0; i < n; i++) p[i] = v;
+  sg_tensor t = sg_parameter(g, name, SG_F32, 1, &n, p);
+  free(p);
+  return t;
+}
+
 static sg_status build(const options *o, sg_graph **out) {
   sg_graph *g;
   sg_status st = sg_graph_create(&g);
   if (st != SG_OK) return st;
-  int64_t xd[] = {o->batch, FEATURES}, yd[] = {o->batch};
-  int64_t w1d[] = {HIDDEN, FEATURES}, b1d[] = {HIDDEN}, w2d[] = {CLASSES, HIDDEN}, b2d[] = {CLASSES};
+  const int64_t H = o->hidden;
+  int64_t xd[] = {o->batch, n_features}, yd[] = {o->batch};
   sg_tensor x = sg_input(g, "x", SG_F32, 2, xd);
   sg_tensor y = sg_input(g, "y", SG_I64, 1, yd);
   sg_tensor lr = sg_input(g, "lr", SG_F32, 0, NULL);
-  sg_tensor w1 = linear_param(g, "fc1.weight", 2, w1d, FEATURES);
-  sg_tensor b1 = linear_param(g, "fc1.bias", 1, b1d, FEATURES);
-  sg_tensor w2 = linear_param(g, "fc2.weight", 2, w2d, HIDDEN);
-  sg_tensor b2 = linear_param(g, "fc2.bias", 1, b2d, HIDDEN);
-  sg_tensor h = sg_relu(g, sg_linear(g, x, w1, b1));
+  /* Hidden layers fc1..fc<depth>, then fc<depth+1> to the classes; the
+   * parameters are drawn in this order (weight, then bias, layer by layer). */
+  sg_tensor h = x;
+  int64_t in = n_features;
+  char name[64];
+  for (int l = 1; l <= o->depth; l++) {
+    int64_t wd[] = {H, in};
+    snprintf(name, sizeof name, "fc%d.weight", l);
+    sg_tensor w = linear_param(g, name, 2, wd, in);
+    snprintf(name, sizeof name, "fc%d.bias", l);
+    sg_tensor b = linear_param(g, name, 1, &H, in);
+    h = sg_linear(g, h, w, b);
+    if (o->layernorm) {
+      snprintf(name, sizeof name, "ln%d.weight", l);
+      sg_tensor lw = constant_param(g, name, H, 1.0f);
+      snprintf(name, sizeof name, "ln%d.bias", l);
+      sg_tensor lb = constant_param(g, name, H, 0.0f);
+      h = sg_layer_norm(g, h, lw, lb, -1, 1e-5);
+    }
+    if (strcmp(o->activation, "relu") == 0) h = sg_relu(g, h);
+    else h = sg_gelu(g, h, strcmp(o->activation, "gelu-tanh") == 0);
+    in = H;
+  }
+  int64_t wd[] = {CLASSES, H}, bd[] = {CLASSES};
+  snprintf(name, sizeof name, "fc%d.weight", o->depth + 1);
+  sg_tensor w2 = linear_param(g, name, 2, wd, H);
+  snprintf(name, sizeof name, "fc%d.bias", o->depth + 1);
+  sg_tensor b2 = linear_param(g, name, 1, bd, H);
   sg_tensor logits = sg_linear(g, h, w2, b2);
   sg_tensor loss = sg_cross_entropy(g, logits, y, SG_REDUCTION_MEAN);
   sg_tensor_set_name(g, logits, "logits");
@@ -116,8 +165,13 @@ static double now(void) {
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
 static int parse(int argc, char **argv, options *o) {
-  *o = (options){5, 64, 2, 0, 0.05, "sgd", 1};
+  *o = (options){5, 64, 2, 0, 0.05, "sgd", 1, 64, 128, 1, 0, 0, "relu"};
   /* The ranges are in the usage text and docs/examples.md. */
   const example_opt opts[] = {
       {"--epochs", EXAMPLE_OPT_INT, &o->epochs, 1, 100000},
@@ -127,14 +181,28 @@ static int parse(int argc, char **argv, options *o) {
       {"--seed", EXAMPLE_OPT_U64, &o->seed},
       {"--optimizer", EXAMPLE_OPT_STRING, &o->optimizer},
       {"--json", EXAMPLE_OPT_FLAG, &o->json},
+      {"--features", EXAMPLE_OPT_INT, &o->features, 1, 65536},
+      {"--hidden", EXAMPLE_OPT_INT, &o->hidden, 1, 65536},
+      {"--depth", EXAMPLE_OPT_INT, &o->depth, 1, MAX_DEPTH},
+      {"--activation", EXAMPLE_OPT_STRING, &o->activation},
+      {"--layernorm", EXAMPLE_OPT_FLAG, &o->layernorm},
+      {"--steps", EXAMPLE_OPT_INT, &o->steps, 0, 2147483647},
   };
   int rc = example_parse_opts(
       "mlp_train",
       "usage: mlp_train [--epochs N] [--batch N] [--threads N] [--lr X] [--optimizer sgd|adamw] [--seed N] "
       "[--json]\n"
-      "       epochs 1..100000, batch 1..1024, threads 1..4096, lr in (0, 100], seed 0..2^64-1\n",
+      "                 [--features N] [--hidden N] [--depth N] [--activation relu|gelu|gelu-tanh] "
+      "[--layernorm] [--steps N]\n"
+      "       epochs 1..100000, batch 1..1024, threads 1..4096, lr in (0, 100], seed 0..2^64-1,\n"
+      "       features 1..65536, hidden 1..65536, depth 1..64, steps 0..2^31-1 (0: no limit)\n",
       argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
   if (rc != 0) return rc;
+  if (strcmp(o->activation, "relu") != 0 && strcmp(o->activation, "gelu") != 0 &&
+      strcmp(o->activation, "gelu-tanh") != 0) {
+    fprintf(stderr, "mlp_train: --activation '%s' is not relu, gelu or gelu-tanh\n", o->activation);
+    return 2;
+  }
   if (strcmp(o->optimizer, "sgd") != 0 && strcmp(o->optimizer, "adamw") != 0) {
     fprintf(stderr, "mlp_train: --optimizer '%s' is not sgd or adamw\n", o->optimizer);
     return 2;
@@ -147,14 +215,16 @@ int main(int argc, char **argv) {
   int rc = parse(argc, argv, &o);
   if (rc) return rc;
   rng = 0x9E3779B97F4A7C15ull ^ o.seed;
+  n_features = o.features;
 
-  float *templates = malloc(sizeof(float) * CLASSES * FEATURES);
-  float *xtr = malloc(sizeof(float) * N_TRAIN * FEATURES), *xte = malloc(sizeof(float) * N_TEST * FEATURES);
+  float *templates = malloc(sizeof(float) * CLASSES * (size_t)n_features);
+  float *xtr = malloc(sizeof(float) * N_TRAIN * (size_t)n_features),
+        *xte = malloc(sizeof(float) * N_TEST * (size_t)n_features);
   int64_t *ytr = malloc(sizeof(int64_t) * N_TRAIN), *yte = malloc(sizeof(int64_t) * N_TEST);
   float *logits = malloc(sizeof(float) * (size_t)o.batch * CLASSES);
   if (!templates || !xtr || !xte || !ytr || !yte || !logits)
     return fail("allocating the data", SG_ERR_NO_MEMORY);
-  for (int i = 0; i < CLASSES * FEATURES; i++) templates[i] = (float)(gaussian() * 0.5);
+  for (int i = 0; i < CLASSES * n_features; i++) templates[i] = (float)(gaussian() * 0.5);
   make_data(xtr, ytr, N_TRAIN, templates);
   make_data(xte, yte, N_TEST, templates);
 
@@ -173,27 +243,54 @@ int main(int argc, char **argv) {
     printf("compiled: %d ops per step, planned memory %zu bytes (%zu without reuse)\n", rep.ops_scheduled,
            rep.planned_peak_bytes, rep.sum_tensor_bytes);
 
-  int64_t xd[] = {o.batch, FEATURES}, yd[] = {o.batch};
+  int64_t xd[] = {o.batch, n_features}, yd[] = {o.batch};
   float lr = (float)o.lr;
   double acc = 0, last_loss = 0, t0 = now();
-  int batches = N_TRAIN / o.batch;
-  for (int e = 0; e < o.epochs; e++) {
+  int batches = N_TRAIN / o.batch, epochs_run = 0;
+  int64_t steps_done = 0;
+  /* Wall time of every sg_session_step after the first (not feeding the
+   * batch or reading the loss, as resnet50_train), for ms_per_step. */
+  double *step_ms = NULL;
+  size_t n_ms = 0, cap_ms = 0;
+  bool stop = false;
+  for (int e = 0; e < o.epochs && !stop; e++) {
     double loss_sum = 0, te = now();
+    int done = 0;
     for (int b = 0; b < batches; b++) {
+      if (o.steps > 0 && steps_done >= o.steps) {
+        stop = true;
+        break;
+      }
       float loss;
-      if ((st = sg_session_set_input(s, "x", SG_F32, 2, xd, xtr + (size_t)b * o.batch * FEATURES)) != SG_OK ||
+      double ts = 0, t_step = 0;
+      if ((st = sg_session_set_input(s, "x", SG_F32, 2, xd, xtr + (size_t)b * o.batch * n_features)) !=
+              SG_OK ||
           (st = sg_session_set_input(s, "y", SG_I64, 1, yd, ytr + (size_t)b * o.batch)) != SG_OK ||
-          (st = sg_session_set_input(s, "lr", SG_F32, 0, NULL, &lr)) != SG_OK ||
-          (st = sg_session_step(s)) != SG_OK ||
+          (st = sg_session_set_input(s, "lr", SG_F32, 0, NULL, &lr)) != SG_OK || (ts = now(), false) ||
+          (st = sg_session_step(s)) != SG_OK || (t_step = now() - ts, false) ||
           (st = sg_session_read(s, "loss", &loss, sizeof loss)) != SG_OK)
         return fail("training", st);
+      if (steps_done > 0) {
+        if (n_ms == cap_ms) {
+          cap_ms = cap_ms ? 2 * cap_ms : 1024;
+          double *p = realloc(step_ms, cap_ms * sizeof *p);
+          if (p == NULL) return fail("recording step times", SG_ERR_NO_MEMORY);
+          step_ms = p;
+        }
+        step_ms[n_ms++] = t_step * 1e3;
+      }
+      steps_done++;
+      done++;
       loss_sum += loss;
     }
-    last_loss = loss_sum / batches;
+    if (o.steps > 0 && steps_done >= o.steps) stop = true;
+    if (done == 0) break;
+    epochs_run++;
+    last_loss = loss_sum / done;
     /* Held-out accuracy, evaluation pass. */
     int correct = 0, seen = 0;
     for (int b = 0; b + o.batch <= N_TEST; b += o.batch) {
-      if ((st = sg_session_set_input(s, "x", SG_F32, 2, xd, xte + (size_t)b * FEATURES)) != SG_OK ||
+      if ((st = sg_session_set_input(s, "x", SG_F32, 2, xd, xte + (size_t)b * n_features)) != SG_OK ||
           (st = sg_session_set_input(s, "y", SG_I64, 1, yd, yte + b)) != SG_OK ||
           (st = sg_session_forward(s)) != SG_OK ||
           (st = sg_session_read(s, "logits", logits, sizeof(float) * (size_t)o.batch * CLASSES)) != SG_OK)
@@ -209,7 +306,7 @@ int main(int argc, char **argv) {
     acc = (double)correct / seen;
     if (!o.json)
       printf("epoch %d  loss %.4f  test accuracy %.2f%%  %.0f samples/s\n", e + 1, last_loss, 100 * acc,
-             batches * o.batch / (now() - te));
+             done * o.batch / (now() - te));
   }
   double seconds = now() - t0;
   uint64_t hash;
@@ -221,14 +318,26 @@ int main(int argc, char **argv) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "example", "mlp_train");
     cJSON_AddStringToObject(j, "optimizer", o.optimizer);
-    cJSON_AddNumberToObject(j, "epochs", o.epochs);
+    cJSON_AddNumberToObject(j, "epochs", epochs_run);
     cJSON_AddNumberToObject(j, "batch", o.batch);
     cJSON_AddNumberToObject(j, "threads", o.threads);
     cJSON_AddNumberToObject(j, "steps", (double)sg_session_steps(s));
     cJSON_AddNumberToObject(j, "final_loss", last_loss);
     cJSON_AddNumberToObject(j, "accuracy", acc);
     cJSON_AddNumberToObject(j, "seconds", seconds);
-    cJSON_AddNumberToObject(j, "samples_per_second", o.epochs * batches * o.batch / seconds);
+    cJSON_AddNumberToObject(j, "samples_per_second", (double)steps_done * o.batch / seconds);
+    if (n_ms > 0) {
+      qsort(step_ms, n_ms, sizeof *step_ms, cmp_double);
+      double med = n_ms % 2 ? step_ms[n_ms / 2] : 0.5 * (step_ms[n_ms / 2 - 1] + step_ms[n_ms / 2]);
+      cJSON_AddNumberToObject(j, "ms_per_step", med);
+    } else {
+      cJSON_AddNullToObject(j, "ms_per_step"); /* a single step: none after the first */
+    }
+    cJSON_AddNumberToObject(j, "features", o.features);
+    cJSON_AddNumberToObject(j, "hidden", o.hidden);
+    cJSON_AddNumberToObject(j, "depth", o.depth);
+    cJSON_AddStringToObject(j, "activation", o.activation);
+    cJSON_AddBoolToObject(j, "layernorm", o.layernorm);
     cJSON_AddNumberToObject(j, "planned_peak_bytes", (double)rep.planned_peak_bytes);
     cJSON_AddNumberToObject(j, "sum_tensor_bytes", (double)rep.sum_tensor_bytes);
     cJSON_AddStringToObject(j, "params_hash", hex);
@@ -250,5 +359,6 @@ int main(int argc, char **argv) {
   free(ytr);
   free(yte);
   free(logits);
+  free(step_ms);
   return 0;
 }

@@ -101,6 +101,21 @@ typedef enum sg_op_kind {
   SG_OP_SUM_TO = 46,       /**< sum broadcast dims away: the adjoint of broadcasting */
   SG_OP_BROADCAST_TO = 47, /**< NumPy broadcast to a shape: the adjoint of a reduction */
   SG_OP_SLICE = 48,        /**< a contiguous range along one axis: the adjoint of concat */
+  /* Elementwise math, min/max, select and casts (issue 17). */
+  SG_OP_EXP = 49,
+  SG_OP_LOG = 50,
+  SG_OP_SQRT = 51,
+  SG_OP_RECIPROCAL = 52,
+  SG_OP_NEG = 53,
+  SG_OP_ABS = 54,
+  SG_OP_SIGN = 55, /**< -1, 0 or 1 (NaN and -0 pass through): the derivative of abs */
+  SG_OP_ERF = 56,
+  SG_OP_MAX = 57,   /**< elementwise maximum of two operands, with broadcasting */
+  SG_OP_MIN = 58,   /**< elementwise minimum of two operands, with broadcasting */
+  SG_OP_WHERE = 59, /**< cond ? a : b, elementwise with broadcasting */
+  SG_OP_CAST = 60,  /**< convert to another dtype */
+  SG_OP_LAYER_NORM = 61,
+  SG_OP_LAYER_NORM_BACKWARD = 62,
 } sg_op_kind;
 
 /** Opaque graph. */

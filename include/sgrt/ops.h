@@ -95,6 +95,31 @@ SG_API sg_tensor sg_add_scalar(sg_graph *g, sg_tensor x, double s);
 SG_API sg_tensor sg_mul_scalar(sg_graph *g, sg_tensor x, double s);
 SG_API sg_tensor sg_pow_scalar(sg_graph *g, sg_tensor x, double s);
 
+/** Elementwise math on floats: e^x, natural log, square root, 1/x and the
+ * error function. */
+SG_API sg_tensor sg_exp(sg_graph *g, sg_tensor x);
+SG_API sg_tensor sg_log(sg_graph *g, sg_tensor x);
+SG_API sg_tensor sg_sqrt(sg_graph *g, sg_tensor x);
+SG_API sg_tensor sg_reciprocal(sg_graph *g, sg_tensor x);
+SG_API sg_tensor sg_erf(sg_graph *g, sg_tensor x);
+/** -x, |x| and the sign (-1, 0 or 1; NaN and -0 pass through) of a float or
+ * integer tensor (integers wrap: -MIN is MIN). */
+SG_API sg_tensor sg_neg(sg_graph *g, sg_tensor x);
+SG_API sg_tensor sg_abs(sg_graph *g, sg_tensor x);
+SG_API sg_tensor sg_sign(sg_graph *g, sg_tensor x);
+
+/** Elementwise maximum / minimum with NumPy broadcasting, like
+ * torch.maximum / torch.minimum: a NaN operand gives NaN. */
+SG_API sg_tensor sg_max(sg_graph *g, sg_tensor a, sg_tensor b);
+SG_API sg_tensor sg_min(sg_graph *g, sg_tensor a, sg_tensor b);
+/** cond ? a : b elementwise; cond is bool, a and b share one dtype; all
+ * three broadcast (NumPy). */
+SG_API sg_tensor sg_where(sg_graph *g, sg_tensor cond, sg_tensor a, sg_tensor b);
+/** Converts x to dtype `to`; both among f32, i32, i64 and bool. Floats to
+ * integers truncate toward zero (NaN and out-of-range values give 0), to
+ * bool is x != 0, i64 to i32 wraps. */
+SG_API sg_tensor sg_cast(sg_graph *g, sg_tensor x, sg_dtype to);
+
 /* ---- matrix products ---------------------------------------------------- */
 
 /** NumPy matmul: 1-D operands are promoted, batch dims broadcast. */
@@ -163,6 +188,17 @@ SG_API sg_tensor sg_cross_entropy(sg_graph *g, sg_tensor logits, sg_tensor label
 /** Mean / sum over `axes` (all when naxes == 0); keepdims keeps them as 1. */
 SG_API sg_tensor sg_reduce_mean(sg_graph *g, sg_tensor x, int naxes, const int64_t *axes, int keepdims);
 SG_API sg_tensor sg_reduce_sum(sg_graph *g, sg_tensor x, int naxes, const int64_t *axes, int keepdims);
+
+/**
+ * Layer normalization over the trailing dims of x from `axis` (may be
+ * negative; -1 = the last dim), like torch.nn.LayerNorm and ONNX
+ * LayerNormalization: y = (x - mean) / sqrt(var + epsilon) * scale + bias
+ * with the biased variance. scale and bias (each SG_NO_TENSOR or of the
+ * normalised dims x.dims[axis:]) default to 1 and 0. Outputs 1 and 2 are the
+ * mean and 1 / sqrt(var + epsilon), of x's dims with the normalised ones 1.
+ */
+SG_API sg_tensor sg_layer_norm(sg_graph *g, sg_tensor x, sg_tensor scale, sg_tensor bias, int axis,
+                               double epsilon);
 
 /** Inverted dropout with probability p in [0, 1); the mask (u8, output 1) is
  * drawn from `seed` and the step number, so runs are reproducible. */

@@ -672,6 +672,54 @@ class Graph(Closeable):
     def pow_scalar(self, x, s):
         return self._unary(fn.sg_pow_scalar, x, float(s))
 
+    def exp(self, x):
+        return self._unary(fn.sg_exp, x)
+
+    def log(self, x):
+        return self._unary(fn.sg_log, x)
+
+    def sqrt(self, x):
+        return self._unary(fn.sg_sqrt, x)
+
+    def reciprocal(self, x):
+        return self._unary(fn.sg_reciprocal, x)
+
+    def erf(self, x):
+        return self._unary(fn.sg_erf, x)
+
+    def neg(self, x):
+        return self._unary(fn.sg_neg, x)
+
+    def abs(self, x):
+        return self._unary(fn.sg_abs, x)
+
+    def sign(self, x):
+        return self._unary(fn.sg_sign, x)
+
+    def maximum(self, a, b):
+        """Elementwise maximum with broadcasting (NaN propagates), as torch.maximum."""
+        return self._binary(fn.sg_max, a, b)
+
+    def minimum(self, a, b):
+        """Elementwise minimum with broadcasting (NaN propagates), as torch.minimum."""
+        return self._binary(fn.sg_min, a, b)
+
+    def where(self, cond, a, b):
+        """cond (bool) ? a : b, all three broadcast."""
+        tc, ta, tb = self._t(cond), self._t(a), self._t(b)
+        p = self._begin()
+        return self._result(fn.sg_where(p, tc, ta, tb))
+
+    def cast(self, x, dtype):
+        """x converted to dtype ("f32", "i32", "i64" or "bool")."""
+        return self._unary(fn.sg_cast, x, D.dtype_code(dtype))
+
+    def layer_norm(self, x, weight=None, bias=None, axis=-1, eps=1e-5):
+        """Layer normalization over the dims of x from `axis` on (torch.nn.LayerNorm)."""
+        tx, tw, tb = self._t(x), self._t(weight, optional=True), self._t(bias, optional=True)
+        p = self._begin()
+        return self._result(fn.sg_layer_norm(p, tx, tw, tb, int(axis), float(eps)))
+
     def matmul(self, a, b):
         return self._binary(fn.sg_matmul, a, b)
 

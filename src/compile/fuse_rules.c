@@ -3,7 +3,7 @@
  * (docs/compiler.md). Which ops fuse is
  * the op table's SG__OP_ELEMENTWISE flag; this table says how each one is
  * computed, in the formulas of the reference kernels (oneDNN's eltwise
- * definitions, cpu_binary.c, cpu_scalar.c), so that a fused kernel and the
+ * definitions, cpu_binary.c, cpu_scalar.c, cpu_math.c), so that a fused kernel and the
  * ops it replaces agree: bitwise for IEEE arithmetic, within a few ulp where
  * oneDNN evaluates erf, exp or tanh by its own approximations
  * (tests/unit/test_fuse_rules.c runs every rule against the unfused op). */
@@ -104,6 +104,26 @@ int sg__fuse_op_expr(sg__kir_kernel *k, const sg__op *op, const int *in) {
       if (v == -2) return DIV(C(1), MUL(x, x));
       return sg__kir_binary(k, SG__KIR_POW, x, C(v));
     }
+    /* cpu_math.c: libm's expf, logf, sqrtf, erff; 1.0f / x. */
+    case SG_OP_EXP: return U(EXP, x);
+    case SG_OP_LOG: return U(LOG, x);
+    case SG_OP_SQRT: return U(SQRT, x);
+    case SG_OP_RECIPROCAL: return U(RECIP, x);
+    case SG_OP_ERF: return U(ERF, x);
+    /* Integers wrap: -MIN is MIN, |MIN| is MIN. */
+    case SG_OP_NEG: return U(NEG, x);
+    case SG_OP_ABS: return U(ABS, x);
+    case SG_OP_SIGN: {
+      /* x > 0 ? 1 : x < 0 ? -1 : x: 0, -0 and NaN pass through. */
+      sg_dtype t = (sg_dtype)k->ins[x].dtype;
+      int zero = sg__kir_const(k, t, 0), one = sg__kir_const(k, t, 1), minus = sg__kir_const(k, t, -1);
+      return SEL(LT(zero, x), one, SEL(LT(x, zero), minus, x));
+    }
+    /* cpu_binary.c: NaN propagates, as torch.maximum / torch.minimum. */
+    case SG_OP_MAX: return sg__kir_binary(k, SG__KIR_MAX, x, in[1]);
+    case SG_OP_MIN: return sg__kir_binary(k, SG__KIR_MIN, x, in[1]);
+    case SG_OP_WHERE: return SEL(x, in[1], in[2]);
+    case SG_OP_CAST: return sg__kir_cast(k, (sg_dtype)sg__attr_i(op, 0), x);
     default:
       if (k->error == SG_OK)
         sg__error(SG_ERR_UNSUPPORTED, "fusion: %s '%s' has no rule", sg_op_kind_name(op->kind),

@@ -127,6 +127,16 @@ static sg_status rule_batch_norm(sg__ad *c, const sg__op *op, sg_tensor dy) {
   return SG_OK;
 }
 
+static sg_status rule_layer_norm(sg__ad *c, const sg__op *op, sg_tensor dy) {
+  sg_tensor in[] = {dy, in_t(op, 0), in_t(op, 1), out_t(op, 1), out_t(op, 2)};
+  sg_attr axis = SG__AI("axis", sg__attr_i(op, 0));
+  sg_tensor out[3] = {SG_NO_TENSOR, SG_NO_TENSOR, SG_NO_TENSOR};
+  if (dy.id >= 0) sg__ad_emit(c, SG_OP_LAYER_NORM_BACKWARD, 5, in, 1, &axis, 3, out);
+  for (int i = 0; i < 3; i++)
+    if (NEEDS(i)) SG_CHECK(sg__ad_give(c, op, i, out[i]));
+  return SG_OK;
+}
+
 /* ---- elementwise -------------------------------------------------------- */
 
 /* relu, sigmoid, tanh: the derivative is cheapest from the output y. */
@@ -200,6 +210,79 @@ static sg_status rule_pow_scalar(sg__ad *c, const sg__op *op, sg_tensor dy) {
     x = emit(c, SG_OP_POW_SCALAR, 1, &x, 1, &a);
   }
   return sg__ad_give(c, op, 0, mul_scalar(c, binary(c, SG_OP_MUL, dy, x), s));
+}
+
+/* ---- elementwise math --------------------------------------------------- */
+
+static sg_tensor unary(sg__ad *c, sg_op_kind kind, sg_tensor x) { return emit(c, kind, 1, &x, 0, NULL); }
+static sg_tensor add_scalar(sg__ad *c, sg_tensor x, double s) {
+  sg_attr a = SG__AF("value", s);
+  return emit(c, SG_OP_ADD_SCALAR, 1, &x, 1, &a);
+}
+
+/* exp: dy*y; log: dy/x; sqrt: (dy/y)*0.5; reciprocal: -(dy*y*y); neg: -dy;
+ * abs: dy*sign(x) (0 at 0, as PyTorch); sign: 0; erf: dy*(2/sqrt(pi))*exp(-x^2). */
+static sg_status rule_math(sg__ad *c, const sg__op *op, sg_tensor dy) {
+  sg_tensor x = in_t(op, 0), y = out_t(op, 0), dx;
+  switch (op->kind) {
+    case SG_OP_EXP: dx = binary(c, SG_OP_MUL, dy, y); break;
+    case SG_OP_LOG: dx = binary(c, SG_OP_DIV, dy, x); break;
+    case SG_OP_SQRT: dx = mul_scalar(c, binary(c, SG_OP_DIV, dy, y), 0.5); break;
+    case SG_OP_RECIPROCAL:
+      dx = mul_scalar(c, binary(c, SG_OP_MUL, dy, binary(c, SG_OP_MUL, y, y)), -1.0);
+      break;
+    case SG_OP_NEG: dx = mul_scalar(c, dy, -1.0); break;
+    case SG_OP_ABS: dx = binary(c, SG_OP_MUL, dy, unary(c, SG_OP_SIGN, x)); break;
+    case SG_OP_SIGN: dx = mul_scalar(c, dy, 0.0); break;
+    default: { /* SG_OP_ERF */
+      sg_tensor e = unary(c, SG_OP_EXP, mul_scalar(c, binary(c, SG_OP_MUL, x, x), -1.0));
+      dx = binary(c, SG_OP_MUL, dy, mul_scalar(c, e, 1.1283791670955126)); /* 2/sqrt(pi) */
+      break;
+    }
+  }
+  return sg__ad_give(c, op, 0, dx);
+}
+
+/* max/min: the selected operand gets dy, ties split it half and half (as
+ * torch.maximum / torch.minimum). With s = sign(a - b), a's share is
+ * (1 + s) / 2 for max and (1 - s) / 2 for min, b's the rest. */
+static sg_status rule_minmax(sg__ad *c, const sg__op *op, sg_tensor dy) {
+  sg_tensor s = unary(c, SG_OP_SIGN, binary(c, SG_OP_SUB, in_t(op, 0), in_t(op, 1)));
+  double sa = op->kind == SG_OP_MAX ? 0.5 : -0.5;
+  if (NEEDS(0)) {
+    sg_tensor share = add_scalar(c, mul_scalar(c, s, sa), 0.5);
+    SG_CHECK(sg__ad_give(c, op, 0, sum_to_input(c, op, 0, binary(c, SG_OP_MUL, dy, share))));
+  }
+  if (NEEDS(1)) {
+    sg_tensor share = add_scalar(c, mul_scalar(c, s, -sa), 0.5);
+    SG_CHECK(sg__ad_give(c, op, 1, sum_to_input(c, op, 1, binary(c, SG_OP_MUL, dy, share))));
+  }
+  return SG_OK;
+}
+
+/* where(cond, a, b): dy goes to a where cond holds, to b elsewhere, through
+ * the condition as 0/1 in dy's dtype; then summed to each operand's shape. */
+static sg_status rule_where(sg__ad *c, const sg__op *op, sg_tensor dy) {
+  sg__tensor t = tensor_of(c, op->outputs[0]);
+  sg_tensor cond = in_t(op, 0);
+  sg_attr to = SG__AI("to", (int64_t)t.dtype);
+  sg_tensor mask = emit(c, SG_OP_CAST, 1, &cond, 1, &to);
+  if (NEEDS(1)) SG_CHECK(sg__ad_give(c, op, 1, sum_to_input(c, op, 1, binary(c, SG_OP_MUL, dy, mask))));
+  if (NEEDS(2)) {
+    sg_tensor inv = add_scalar(c, mul_scalar(c, mask, -1.0), 1.0);
+    SG_CHECK(sg__ad_give(c, op, 2, sum_to_input(c, op, 2, binary(c, SG_OP_MUL, dy, inv))));
+  }
+  return SG_OK;
+}
+
+/* cast between float dtypes passes the gradient back (cast to the input's
+ * dtype when it differs); from an integer or bool there is none (the
+ * driver differentiates float inputs only). */
+static sg_status rule_cast(sg__ad *c, const sg__op *op, sg_tensor dy) {
+  sg__tensor x = tensor_of(c, op->inputs[0]), y = tensor_of(c, op->outputs[0]);
+  if (x.dtype == y.dtype) return sg__ad_give(c, op, 0, dy);
+  sg_attr to = SG__AI("to", (int64_t)x.dtype);
+  return sg__ad_give(c, op, 0, emit(c, SG_OP_CAST, 1, &dy, 1, &to));
 }
 
 /* ---- matrix products ---------------------------------------------------- */
@@ -427,6 +510,20 @@ static const sg__grad_def rules[] = {
     [SG_OP_DROPOUT] = {rule_dropout, ALL_INPUTS},
     [SG_OP_SUM_TO] = {rule_sum_to, ALL_INPUTS},
     [SG_OP_BROADCAST_TO] = {rule_broadcast_to, ALL_INPUTS},
+    [SG_OP_EXP] = {rule_math, ALL_INPUTS},
+    [SG_OP_LOG] = {rule_math, ALL_INPUTS},
+    [SG_OP_SQRT] = {rule_math, ALL_INPUTS},
+    [SG_OP_RECIPROCAL] = {rule_math, ALL_INPUTS},
+    [SG_OP_NEG] = {rule_math, ALL_INPUTS},
+    [SG_OP_ABS] = {rule_math, ALL_INPUTS},
+    [SG_OP_SIGN] = {rule_math, ALL_INPUTS},
+    [SG_OP_ERF] = {rule_math, ALL_INPUTS},
+    [SG_OP_MAX] = {rule_minmax, ALL_INPUTS},
+    [SG_OP_MIN] = {rule_minmax, ALL_INPUTS},
+    /* Not the condition (input 0). */
+    [SG_OP_WHERE] = {rule_where, 0x6u},
+    [SG_OP_CAST] = {rule_cast, ALL_INPUTS},
+    [SG_OP_LAYER_NORM] = {rule_layer_norm, ALL_INPUTS},
 };
 
 const sg__grad_def *sg__grad_def_get(sg_op_kind kind) {

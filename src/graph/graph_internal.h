@@ -82,6 +82,11 @@ extern const sg__op_def sg__def_max_pool2d_backward, sg__def_avg_pool2d_backward
 extern const sg__op_def sg__def_softmax_backward, sg__def_log_softmax_backward;
 extern const sg__op_def sg__def_cross_entropy_backward;
 extern const sg__op_def sg__def_sum_to, sg__def_broadcast_to, sg__def_slice;
+/* Elementwise math, min/max, where, cast (ops_math.c); layer norm (ops_norm.c,
+ * ops_grad_norm.c). */
+extern const sg__op_def sg__def_exp, sg__def_log, sg__def_sqrt, sg__def_reciprocal, sg__def_neg;
+extern const sg__op_def sg__def_abs, sg__def_sign, sg__def_erf, sg__def_max, sg__def_min;
+extern const sg__op_def sg__def_where, sg__def_cast, sg__def_layer_norm, sg__def_layer_norm_backward;
 
 /* conv2d's attribute schema entries, in order (stride, padding, dilation,
  * groups); its backward ops start their schemas with the same entries. */
@@ -128,6 +133,13 @@ sg_status sg__pool2d_window(const sg__op *op, bool avg, const int64_t *x, const 
 sg_status sg__softmax_axis_check(const sg__op *op, const sg__tensor *t, const char *what);
 sg_status sg__cross_entropy_check(const sg__op *op, const sg__tensor *x, const sg__tensor *y,
                                   const sg__tensor *dl);
+
+/* The checks layer_norm and its backward share: x a float tensor of rank
+ * >= 1, the axis attribute (schema index 0) in range, normalised into
+ * *axis, and scale and bias (each may be NULL) of x's dtype and its dims
+ * from the axis on (ops_norm.c). */
+sg_status sg__layer_norm_check(const sg_graph *g, const sg__op *op, const sg__tensor *x,
+                               const sg__tensor *scale, const sg__tensor *bias, int *axis);
 
 /* ---- graph internals (graph.c) ----------------------------------------- */
 

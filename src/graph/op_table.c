@@ -52,6 +52,20 @@ static const sg__op_def *const table[] = {
     [SG_OP_SUM_TO] = &sg__def_sum_to,
     [SG_OP_BROADCAST_TO] = &sg__def_broadcast_to,
     [SG_OP_SLICE] = &sg__def_slice,
+    [SG_OP_EXP] = &sg__def_exp,
+    [SG_OP_LOG] = &sg__def_log,
+    [SG_OP_SQRT] = &sg__def_sqrt,
+    [SG_OP_RECIPROCAL] = &sg__def_reciprocal,
+    [SG_OP_NEG] = &sg__def_neg,
+    [SG_OP_ABS] = &sg__def_abs,
+    [SG_OP_SIGN] = &sg__def_sign,
+    [SG_OP_ERF] = &sg__def_erf,
+    [SG_OP_MAX] = &sg__def_max,
+    [SG_OP_MIN] = &sg__def_min,
+    [SG_OP_WHERE] = &sg__def_where,
+    [SG_OP_CAST] = &sg__def_cast,
+    [SG_OP_LAYER_NORM] = &sg__def_layer_norm,
+    [SG_OP_LAYER_NORM_BACKWARD] = &sg__def_layer_norm_backward,
 };
 
 const sg__op_def *sg__op_def_get(sg_op_kind kind) {

@@ -51,3 +51,44 @@ static sg_status infer_bn_backward(const sg_graph *g, const sg__op *op, sg__shap
 const sg__op_def sg__def_batch_norm_backward = {
     SG_OP_BATCH_NORM_BACKWARD, "batch_norm_backward", 5, 5, 0, 0, SG_ROLE_GRADIENT, 2,
     bn_backward_attrs,         infer_bn_backward};
+
+/* layer_norm_backward (dy, x, scale, mean, invstd) -> (dx, dscale, dbias):
+ * the gradients of layer_norm from the statistics it saved. scale may be
+ * absent (then 1); dscale and dbias have the normalised dims of x. */
+static const sg__attr_schema ln_backward_attrs[] = {{"axis", SG_ATTR_INT, false, -1, 0, 0, {0}, 0, 0}};
+
+static sg_status infer_ln_backward(const sg_graph *g, const sg__op *op, sg__shape *outs, int *n_outs) {
+  const sg__tensor *dy = sg__in(g, op, 0), *x = sg__in(g, op, 1);
+  char sdy[SG__SHAPE_STR], sx[SG__SHAPE_STR], s[SG__SHAPE_STR];
+  sg__tstr(sdy, dy);
+  sg__tstr(sx, x);
+  int axis;
+  SG_CHECK(sg__layer_norm_check(g, op, x, sg__in(g, op, 2), NULL, &axis));
+  if (dy->dtype != x->dtype)
+    return sg__op_error(op, SG_ERR_DTYPE, "dy %s must have the dtype of x %s", sdy, sx);
+  bool same = dy->ndim == x->ndim;
+  for (int i = 0; same && i < x->ndim; i++) same = dy->dims[i] == x->dims[i];
+  if (!same) return sg__op_error(op, SG_ERR_SHAPE, "dy %s must have the shape of x %s", sdy, sx);
+  static const char *const names[] = {"mean", "invstd"};
+  for (int k = 0; k < 2; k++) {
+    const sg__tensor *t = sg__in(g, op, 3 + k);
+    sg__tstr(s, t);
+    if (t->dtype != x->dtype)
+      return sg__op_error(op, SG_ERR_DTYPE, "%s %s must have the dtype of x %s", names[k], s, sx);
+    bool ok = t->ndim == x->ndim;
+    for (int i = 0; ok && i < x->ndim; i++) ok = t->dims[i] == (i < axis ? x->dims[i] : 1);
+    if (!ok)
+      return sg__op_error(op, SG_ERR_SHAPE, "%s %s must have the dims of x %s before axis %d and 1 after",
+                          names[k], s, sx, axis);
+  }
+  sg__shape_of(x, &outs[0]);
+  outs[1] = (sg__shape){x->dtype, x->ndim - axis, {0}};
+  for (int i = axis; i < x->ndim; i++) outs[1].dims[i - axis] = x->dims[i];
+  outs[2] = outs[1];
+  *n_outs = 3;
+  return SG_OK;
+}
+
+const sg__op_def sg__def_layer_norm_backward = {
+    SG_OP_LAYER_NORM_BACKWARD, "layer_norm_backward", 5, 5, 1u << 2, 0, SG_ROLE_GRADIENT, 1,
+    ln_backward_attrs,         infer_ln_backward};

@@ -542,20 +542,29 @@ static sg_status cv_cast(ox_ctx *c, const Onnx__NodeProto *n) {
   int64_t to = 0;
   SG_CHECK(sg__ox_attr_int(c, "to", 0, &to));
   if (to != OX_FLOAT && to != OX_INT64 && to != OX_INT32 && to != OX_BOOL)
-    return sg__ox_node_error(c, SG_ERR_UNSUPPORTED, "cast to data type %lld (only FLOAT, INT64, INT32, BOOL)",
+    return sg__ox_node_error(c, SG_ERR_UNSUPPORTED, "cast to data type %lld (only FLOAT, INT32, INT64, BOOL)",
                              (long long)to);
   ox_value *x = sg__ox_input(c, n, 0);
   if (x->kind == OX_V_UNAVAILABLE) return unavailable(c, x);
   int from = x->elem;
   if (x->kind == OX_V_TENSOR) {
     sg_dtype dt = c->g->tensors[x->tensor].dtype;
-    from = dt == SG_F32 ? OX_FLOAT : dt == SG_I64 ? OX_INT64 : 0;
+    from = dt == SG_F32    ? OX_FLOAT
+           : dt == SG_I64  ? OX_INT64
+           : dt == SG_I32  ? OX_INT32
+           : dt == SG_BOOL ? OX_BOOL
+                           : 0;
   }
   if (from == to) return sg__ox_set_alias(c, 0, x);
-  if (!sg__ox_foldable(x))
-    return sg__ox_node_error(c, SG_ERR_UNSUPPORTED,
-                             "cast of '%s', which is not an import-time constant, to type %lld", x->name,
-                             (long long)to);
+  if (!sg__ox_foldable(x)) {
+    /* A tensor computed at run time (or a parameter): the cast op. */
+    sg_tensor t;
+    SG_CHECK(sg__ox_tensor(c, x, &t));
+    sg_dtype dt = to == OX_FLOAT ? SG_F32 : to == OX_INT64 ? SG_I64 : to == OX_INT32 ? SG_I32 : SG_BOOL;
+    sg_tensor y = sg_cast(c->g, t, dt);
+    SG_CHECK(sg__ox_built(c, y));
+    return sg__ox_set_tensor(c, 0, y);
+  }
   void *out;
   SG_CHECK(sg__ox_fold_alloc(c, x->numel, esize((int)to), &out));
   for (int64_t i = 0; i < x->numel; i++) {

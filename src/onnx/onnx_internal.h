@@ -4,6 +4,8 @@
  *   onnx_values.c  the value table (ONNX name -> tensor or constant),
  *                  initializer decoding, attributes, naming
  *   onnx_nodes.c   converters of the ops that become sgrt ops
+ *   onnx_nodes_math.c  those of the elementwise math ops, Pow, Max/Min,
+ *                  Where, Gelu and LayerNormalization
  *   onnx_fold.c    constants and the shape computations folded at import
  *
  * Every ONNX tensor name maps to one value: a tensor of the graph being
@@ -32,7 +34,7 @@ enum {
 
 /* Opsets this importer implements (default domain). */
 #define OX_OPSET_MIN 7
-#define OX_OPSET_MAX 18
+#define OX_OPSET_MAX 20
 
 /* Limits on constants computed at import time, so that a hostile model
  * cannot make the importer allocate without bound (shape computations are a
@@ -197,6 +199,8 @@ extern const ox_op sg__ox_nn_ops[];
 extern const int sg__ox_n_nn_ops;
 extern const ox_op sg__ox_fold_ops[];
 extern const int sg__ox_n_fold_ops;
+extern const ox_op sg__ox_math_ops[];
+extern const int sg__ox_n_math_ops;
 
 /* Normalises a possibly negative axis against rank; SG_ERR_ATTRIBUTE naming
  * `what` when out of range. */

@@ -337,7 +337,10 @@ static sg_status pool(ox_ctx *c, bool max) {
                                           "pads",     "strides",   "storage_order", NULL};
   static const char *const known_avg[] = {
       "auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides", NULL};
-  SG_CHECK(sg__ox_check_attrs(c, max ? known_max : known_avg));
+  /* AveragePool has dilations from opset 19 (only 1 is supported, as for MaxPool). */
+  static const char *const known_avg19[] = {"auto_pad",     "ceil_mode", "count_include_pad", "dilations",
+                                            "kernel_shape", "pads",      "strides",           NULL};
+  SG_CHECK(sg__ox_check_attrs(c, max ? known_max : c->opset >= 19 ? known_avg19 : known_avg));
   sg_tensor x;
   SG_CHECK(in_tensor(c, 0, "X", &x));
   SG_CHECK(need_4d(c, x));
@@ -579,5 +582,7 @@ const ox_op *sg__ox_op_get(const char *op_type) {
     if (strcmp(sg__ox_nn_ops[i].op_type, op_type) == 0) return &sg__ox_nn_ops[i];
   for (int i = 0; i < sg__ox_n_fold_ops; i++)
     if (strcmp(sg__ox_fold_ops[i].op_type, op_type) == 0) return &sg__ox_fold_ops[i];
+  for (int i = 0; i < sg__ox_n_math_ops; i++)
+    if (strcmp(sg__ox_math_ops[i].op_type, op_type) == 0) return &sg__ox_math_ops[i];
   return NULL;
 }

@@ -292,7 +292,13 @@ const char *sg__ox_message(ox_ctx *c, const char *msg, char *buf, size_t cap) {
 }
 
 static sg_dtype to_dtype(int elem) {
-  return elem == OX_FLOAT ? SG_F32 : elem == OX_INT64 ? SG_I64 : (sg_dtype)0;
+  switch (elem) {
+    case OX_FLOAT: return SG_F32;
+    case OX_INT64: return SG_I64;
+    case OX_INT32: return SG_I32;
+    case OX_BOOL: return SG_BOOL;
+  }
+  return (sg_dtype)0;
 }
 
 sg_status sg__ox_tensor(ox_ctx *c, ox_value *v, sg_tensor *out) {
@@ -309,15 +315,27 @@ sg_status sg__ox_tensor(ox_ctx *c, ox_value *v, sg_tensor *out) {
   sg_dtype dt = to_dtype(v->elem);
   if (dt == 0)
     return sg__ox_node_error(c, SG_ERR_UNSUPPORTED,
-                             "constant '%s' of type %s would become a graph tensor; sgrt imports float32 "
-                             "tensors (int64 for shapes)",
+                             "constant '%s' of type %s would become a graph tensor; sgrt imports float32, "
+                             "int32, int64 and bool tensors",
                              v->name, elem_name(v->elem));
   if (v->numel == 0)
     return sg__ox_node_error(c, SG_ERR_UNSUPPORTED, "tensor '%s' has a zero-sized dim; sgrt needs dims >= 1",
                              v->name);
+  /* int32 and bool constants are held widened to int64: narrow them back. */
+  const void *data = v->data;
+  if (dt == SG_I32 || dt == SG_BOOL) {
+    void *narrow;
+    SG_CHECK(sg__ox_fold_alloc(c, v->numel, sg_dtype_size(dt), &narrow));
+    for (int64_t i = 0; i < v->numel; i++) {
+      int64_t x = sg__ox_i64(v, i);
+      if (dt == SG_I32) ((int32_t *)narrow)[i] = (int32_t)x;
+      else ((uint8_t *)narrow)[i] = x != 0;
+    }
+    data = narrow;
+  }
   const char *tmp = sg__ox_tmp_name(c, v->name);
   if (tmp == NULL) return sg__error(SG_ERR_NO_MEMORY, "ONNX import: out of memory");
-  sg_tensor t = sg_graph_add_tensor(c->g, tmp, dt, v->role, v->ndim, v->dims, v->data);
+  sg_tensor t = sg_graph_add_tensor(c->g, tmp, dt, v->role, v->ndim, v->dims, data);
   if (t.id < 0)
     return sg__ox_node_error(c, sg_graph_status(c->g), "tensor '%s': %s", v->name, sg_last_error());
   v->tensor = t.id;

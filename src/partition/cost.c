@@ -73,6 +73,20 @@ static double flops_of(const sg_graph *g, const sg__op *op) {
     case SG_OP_ADD_SCALAR:
     case SG_OP_MUL_SCALAR: return n_out;
     case SG_OP_POW_SCALAR: return 4.0 * n_out;
+    case SG_OP_NEG:
+    case SG_OP_ABS:
+    case SG_OP_SIGN:
+    case SG_OP_MAX:
+    case SG_OP_MIN:
+    case SG_OP_WHERE:
+    case SG_OP_CAST: return n_out;
+    case SG_OP_RECIPROCAL:
+    case SG_OP_SQRT: return 2.0 * n_out;
+    case SG_OP_EXP:
+    case SG_OP_LOG:
+    case SG_OP_ERF: return 6.0 * n_out;
+    case SG_OP_LAYER_NORM: return 7.0 * n_in; /* mean, variance, then scale and shift */
+    case SG_OP_LAYER_NORM_BACKWARD: return 10.0 * n_in;
     case SG_OP_MATMUL: {
       /* Every output element is a dot product over a's last dim. */
       double kdim = x && x->ndim > 0 ? (double)x->dims[x->ndim - 1] : 1.0;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The MLP example must learn its generated dataset: >= 90% held-out accuracy,
-# with SGD and with AdamW, and print one JSON object as its last line.
+# with SGD and with AdamW, and print one JSON object as its last line; also
+# deeper, with LayerNorm and GELU (both forms), and stopped by --steps.
 set -euo pipefail
 bin=$1
 for opt in sgd adamw; do
@@ -18,3 +19,22 @@ assert r["planned_peak_bytes"] < r["sum_tensor_bytes"], r
 print("ok: %s accuracy %.4f" % (r["optimizer"], r["accuracy"]))
 '
 done
+for act in gelu gelu-tanh; do
+  out=$("$bin" --depth 2 --hidden 64 --layernorm --activation "$act" --epochs 3 --threads 2 --json)
+  echo "$out" | tail -n 1
+  echo "$out" | tail -n 1 | /usr/bin/python3 -c '
+import json, sys
+r = json.loads(sys.stdin.read())
+assert r["depth"] == 2 and r["layernorm"] is True and r["hidden"] == 64, r
+assert r["accuracy"] >= 0.90, "accuracy %.4f < 0.90" % r["accuracy"]
+assert r["ms_per_step"] > 0, r
+print("ok: %s with layernorm, accuracy %.4f" % (r["activation"], r["accuracy"]))
+'
+done
+out=$("$bin" --steps 10 --features 16 --threads 2 --json)
+echo "$out" | tail -n 1 | /usr/bin/python3 -c '
+import json, sys
+r = json.loads(sys.stdin.read())
+assert r["steps"] == 10 and r["epochs"] == 1 and r["features"] == 16 and r["ms_per_step"] > 0, r
+print("ok: --steps 10")
+'

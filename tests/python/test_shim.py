@@ -1,6 +1,7 @@
 """Tests of the ctypes shim (python/sgrt) against independent references:
 numpy computed from the same weights, and PyTorch doing the same steps."""
 import gc
+import math
 import os
 
 import numpy as np
@@ -111,6 +112,11 @@ def test_builder_ops_match_numpy():
         "concat": g.concat([x, x * 2.0], axis=1),
         "maxpool": g.max_pool2d(x, 2), "avgpool": g.avg_pool2d(x, 3, stride=1, padding=1, count_include_pad=False),
         "matmul": g.matmul(x, g.transpose(x, (0, 1, 3, 2))),
+        "exp": g.exp(x), "log": g.log(g.add_scalar(g.abs(x), 0.5)), "sqrt": g.sqrt(g.abs(x)),
+        "recip": g.reciprocal(g.add_scalar(g.abs(x), 1.0)), "erf": g.erf(x), "neg": g.neg(x), "sign": g.sign(x),
+        "max": g.maximum(x, k), "min": g.minimum(x, k), "where": g.where(g.cast(k, "bool"), x, g.neg(x)),
+        "cast": g.cast(g.cast(x * 4.0, "i32"), "f32"),
+        "ln": g.layer_norm(x, g.constant("lw", rng.standard_normal(6).astype(np.float32)), None, axis=-1),
     }
     for name, t in outs.items():
         g.mark_output(t, name)
@@ -140,6 +146,12 @@ def test_builder_ops_match_numpy():
         "transpose": x64.transpose(0, 2, 3, 1), "concat": np.concatenate([x64, 2 * x64], axis=1),
         "maxpool": x64.reshape(2, 3, 3, 2, 3, 2).max(axis=(3, 5)), "avgpool": avgpool_excl(x64),
         "matmul": x64 @ x64.transpose(0, 1, 3, 2),
+        "exp": np.exp(x64), "log": np.log(np.abs(x64) + 0.5), "sqrt": np.sqrt(np.abs(x64)),
+        "recip": 1 / (np.abs(x64) + 1), "erf": np.vectorize(math.erf)(x64), "neg": -x64, "sign": np.sign(x64),
+        "max": np.maximum(x64, k64), "min": np.minimum(x64, k64), "where": np.where(k64 != 0, x64, -x64),
+        "cast": np.trunc((xv * np.float32(4)).astype(np.float64)),
+        "ln": (x64 - x64.mean(axis=-1, keepdims=True)) / np.sqrt(x64.var(axis=-1, keepdims=True) + 1e-5)
+        * g["lw"].value().astype(np.float64),
     }
     with sgrt.Session(g, threads=1) as s:
         s.forward({"x": xv})

@@ -279,6 +279,91 @@ static sg_status ref_act_bwd(const rctx *c) {
   return SG_OK;
 }
 
+/* exp, log, sqrt, reciprocal, neg, abs, sign, erf; max, min; where; cast. */
+static sg_status ref_math(const rctx *c) {
+  const double *x = c->x[0];
+  double *y = c->y[0];
+  for (int64_t i = 0; i < c->out[0].numel; i++) {
+    double v = x[i];
+    switch (c->info.kind) {
+      case SG_OP_EXP: y[i] = exp(v); break;
+      case SG_OP_LOG: y[i] = log(v); break;
+      case SG_OP_SQRT: y[i] = sqrt(v); break;
+      case SG_OP_RECIPROCAL: y[i] = 1.0 / v; break;
+      case SG_OP_NEG: y[i] = -v; break;
+      case SG_OP_ABS: y[i] = fabs(v); break;
+      case SG_OP_SIGN: y[i] = v > 0 ? 1 : v < 0 ? -1 : v; break;
+      case SG_OP_ERF: y[i] = erf(v); break;
+      default: { /* SG_OP_CAST */
+        sg_dtype to = (sg_dtype)ai(c, 0);
+        if (to == SG_BOOL) y[i] = v != 0;
+        else if (to == SG_F32) y[i] = v; /* f32 values are held as doubles */
+        else y[i] = isnan(v) ? 0 : trunc(v);
+        break;
+      }
+    }
+  }
+  return SG_OK;
+}
+
+static sg_status ref_select(const rctx *c) {
+  const tinfo *o = &c->out[0];
+  int64_t idx[SG_MAX_DIMS];
+  bool where = c->info.kind == SG_OP_WHERE;
+  for (int64_t i = 0; i < o->numel; i++) {
+    unravel(i, o->ndim, o->dims, idx);
+    double v[3];
+    for (int k = 0; k < (where ? 3 : 2); k++)
+      v[k] = c->x[k][bcast_off(o->ndim, idx, c->in[k].ndim, c->in[k].dims)];
+    if (where) c->y[0][i] = v[0] != 0 ? v[1] : v[2];
+    else if (isnan(v[0]) || isnan(v[1])) c->y[0][i] = NAN;
+    else c->y[0][i] = c->info.kind == SG_OP_MAX ? fmax(v[0], v[1]) : fmin(v[0], v[1]);
+  }
+  return SG_OK;
+}
+
+/* layer_norm (x, scale, bias) -> (y, mean, invstd) and its backward
+ * (dy, x, scale, mean, invstd) -> (dx, dscale, dbias), over rows of the
+ * trailing dims from the axis. */
+static sg_status ref_layer_norm(const rctx *c) {
+  bool fwd = c->info.kind == SG_OP_LAYER_NORM;
+  const tinfo *xt = &c->in[fwd ? 0 : 1];
+  int axis = norm_axis(ai(c, 0), xt->ndim);
+  int64_t R = prod(axis, xt->dims), D = prod(xt->ndim - axis, xt->dims + axis);
+  const double *x = c->x[fwd ? 0 : 1], *scale = c->x[fwd ? 1 : 2];
+  if (fwd) {
+    const double *bias = c->x[2];
+    for (int64_t r = 0; r < R; r++) {
+      double m = 0, v = 0;
+      for (int64_t i = 0; i < D; i++) m += x[r * D + i] / (double)D;
+      for (int64_t i = 0; i < D; i++) v += (x[r * D + i] - m) * (x[r * D + i] - m) / (double)D;
+      double is = 1.0 / sqrt(v + af(c, 1));
+      for (int64_t i = 0; i < D; i++)
+        c->y[0][r * D + i] = (x[r * D + i] - m) * is * (scale ? scale[i] : 1) + (bias ? bias[i] : 0);
+      if (c->y[1]) c->y[1][r] = m;
+      if (c->y[2]) c->y[2][r] = is;
+    }
+    return SG_OK;
+  }
+  const double *dy = c->x[0], *mean = c->x[3], *invstd = c->x[4];
+  for (int64_t i = 0; i < D; i++) c->y[1][i] = c->y[2][i] = 0;
+  for (int64_t r = 0; r < R; r++) {
+    double a = 0, b = 0;
+    for (int64_t i = 0; i < D; i++) {
+      double xh = (x[r * D + i] - mean[r]) * invstd[r], gi = dy[r * D + i] * (scale ? scale[i] : 1);
+      a += gi / (double)D;
+      b += gi * xh / (double)D;
+      c->y[1][i] += dy[r * D + i] * xh;
+      c->y[2][i] += dy[r * D + i];
+    }
+    for (int64_t i = 0; i < D; i++) {
+      double xh = (x[r * D + i] - mean[r]) * invstd[r], gi = dy[r * D + i] * (scale ? scale[i] : 1);
+      c->y[0][r * D + i] = invstd[r] * (gi - a - xh * b);
+    }
+  }
+  return SG_OK;
+}
+
 /* ---- matrix products -------------------------------------------------------- */
 
 static sg_status ref_gemm(const rctx *c) {
@@ -684,6 +769,20 @@ sg_status ref_run_op(const sg_graph *g, int32_t op, int train, double *const *in
     case SG_OP_DROPOUT: return ref_dropout(&c);
     case SG_OP_SGD_UPDATE: return ref_sgd(&c);
     case SG_OP_ADAMW_UPDATE: return ref_adamw(&c);
+    case SG_OP_EXP:
+    case SG_OP_LOG:
+    case SG_OP_SQRT:
+    case SG_OP_RECIPROCAL:
+    case SG_OP_NEG:
+    case SG_OP_ABS:
+    case SG_OP_SIGN:
+    case SG_OP_ERF:
+    case SG_OP_CAST: return ref_math(&c);
+    case SG_OP_MAX:
+    case SG_OP_MIN:
+    case SG_OP_WHERE: return ref_select(&c);
+    case SG_OP_LAYER_NORM:
+    case SG_OP_LAYER_NORM_BACKWARD: return ref_layer_norm(&c);
   }
   return SG_ERR_UNSUPPORTED;
 }

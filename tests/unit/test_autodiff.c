@@ -14,6 +14,7 @@
 
 #include "core/core.h"
 #include "ref_ops.h"
+#include "test_ncheck.h"
 #include "test_util.h"
 
 #define D(...) ((const int64_t[]){__VA_ARGS__})
@@ -375,6 +376,15 @@ static void test_every_rule(void **state) {
   SUM(sg_pow_scalar(g, cc, 0.0));
   SUM(sg_clip(g, sg_gelu(g, sg_tanh(g, sg_sigmoid(g, a)), 1), -0.5, 0.5));
   SUM(sg_gelu(g, a, 0));
+  /* Elementwise math, max/min, where, cast, layer norm (issue 17). */
+  SUM(sg_erf(g, sg_neg(g, sg_abs(g, sg_reciprocal(g, sg_sqrt(g, sg_log(g, sg_exp(g, a))))))));
+  SUM(sg_add(g, sg_max(g, a, b), sg_min(g, b, cc)));
+  static const uint8_t conds[4] = {1, 0, 0, 1};
+  SUM(sg_where(g, sg_constant(g, "cond", SG_BOOL, 1, D(4), conds), a, b));
+  SUM(sg_mul(g, sg_sign(g, a), sg_cast(g, a, SG_F32)));
+  sg_tensor lx = P(2, 3, 4);
+  SUM(sg_layer_norm(g, lx, P(3, 4), P(3, 4), 1, 1e-5));
+  SUM(sg_layer_norm(g, lx, SG_NO_TENSOR, SG_NO_TENSOR, -1, 1e-3));
   /* matmul: plain, 1-D on either side and both, batched with broadcasting. */
   sg_tensor m1 = P(3, 4), m2 = P(4, 5), v4 = P(4), bm = P(2, 1, 3, 4), bn = P(5, 4, 6);
   SUM(sg_matmul(g, m1, m2));
@@ -441,6 +451,7 @@ static void test_every_rule(void **state) {
   assert_int_equal(count_kind(g, SG_OP_DROPOUT_BACKWARD, n_ops), 1);
   assert_int_equal(count_kind(g, SG_OP_SLICE, n_ops), 2); /* the fixed part of the concat gets none */
   assert_int_equal(count_kind(g, SG_OP_CROSS_ENTROPY_BACKWARD, n_ops), 2);
+  assert_int_equal(count_kind(g, SG_OP_LAYER_NORM_BACKWARD, n_ops), 2);
   assert_status(sg_graph_finalize(g), SG_OK, NULL);
 #undef SUM
 #undef P
@@ -759,91 +770,7 @@ static void test_allocation_failures(void **state) {
   }
 }
 
-/* ---- numeric check of every rule ------------------------------------------ */
-
-typedef struct ncase {
-  sg_graph *g;
-  sg_tensor params[4];
-  int n_params;
-  uint64_t seed;
-} ncase;
-
-/* A parameter with values in +-[0.1, 1] (or [0.2, 1.2] when positive), away
- * from the kinks of relu, clip and max. */
-static sg_tensor nparam(ncase *c, int positive, int ndim, const int64_t *dims) {
-  char name[16];
-  snprintf(name, sizeof name, "p%d", c->n_params);
-  int64_t n = 1;
-  for (int i = 0; i < ndim; i++) n *= dims[i];
-  float *v = malloc((size_t)n * sizeof *v);
-  assert_non_null(v);
-  sg_test_fill(v, (size_t)n, ++c->seed);
-  for (int64_t i = 0; i < n; i++) {
-    v[i] = v[i] >= 0 ? v[i] * 0.9f + 0.1f : v[i] * 0.9f - 0.1f;
-    if (positive) v[i] = fabsf(v[i]) + 0.1f;
-  }
-  sg_tensor t = sg_parameter(c->g, name, SG_F32, ndim, dims, v);
-  free(v);
-  c->params[c->n_params++] = t;
-  return t;
-}
-#define NP(c, ...) nparam(c, 0, NDIM(__VA_ARGS__), D(__VA_ARGS__))
-#define NPOS(c, ...) nparam(c, 1, NDIM(__VA_ARGS__), D(__VA_ARGS__))
-
-static ncase nbegin(void) {
-  ncase c = {.g = fresh()};
-  return c;
-}
-
-/* loss = sum(out * R) for a fixed random R; differentiates, evaluates the
- * training graph in double precision and compares every parameter's
- * gradient with central differences of the loss. `labels` (may be NULL)
- * feeds the input "labels". */
-static void ncheck(ncase *c, const char *what, sg_tensor out, const int64_t *labels) {
-  sg_graph *g = c->g;
-  sg_tensor_info oi;
-  if (sg_graph_tensor_info(g, out, &oi) != SG_OK) fail_msg("%s: building failed: %s", what, sg_last_error());
-  float *r = malloc(oi.nbytes);
-  assert_non_null(r);
-  sg_test_fill(r, (size_t)oi.numel, 777);
-  sg_tensor R = sg_constant(g, "R", SG_F32, oi.ndim, oi.dims, r);
-  free(r);
-  sg_tensor loss = sg_reduce_sum(g, sg_mul(g, out, R), 0, NULL, 0);
-  assert_status(sg_graph_backward(g, loss), SG_OK, NULL);
-  assert_status(sg_graph_finalize(g), SG_OK, NULL);
-  ref_values *rv = NULL;
-  assert_int_equal(ref_values_create(g, &rv), SG_OK);
-  sg_tensor lab;
-  if (labels && sg_graph_find_tensor(g, "labels", &lab) == SG_OK) ref_values_set_i64(rv, lab, labels);
-  assert_status(ref_run_graph(g, 1, 0, 0, rv), SG_OK, NULL);
-  for (int p = 0; p < c->n_params; p++) {
-    sg_tensor gt;
-    assert_status(sg_graph_grad(g, c->params[p], &gt), SG_OK, NULL);
-    int32_t id = c->params[p].id;
-    double max_num = 0, max_err = 0;
-    for (int64_t i = 0; i < rv->numel[id]; i++) {
-      ref_values *pert = NULL;
-      assert_int_equal(ref_values_clone(rv, &pert), SG_OK);
-      const double v = rv->v[id][i], h = 1e-5;
-      pert->v[id][i] = v + h;
-      assert_int_equal(ref_run_graph(g, 1, 0, 0, pert), SG_OK);
-      double lp = pert->v[loss.id][0];
-      pert->v[id][i] = v - h;
-      assert_int_equal(ref_run_graph(g, 1, 0, 0, pert), SG_OK);
-      double num = (lp - pert->v[loss.id][0]) / (2 * h);
-      ref_values_destroy(pert);
-      max_num = fmax(max_num, fabs(num));
-      max_err = fmax(max_err, fabs(num - rv->v[gt.id][i]));
-    }
-    if (max_err / fmax(max_num, 1e-3) > 1e-6) {
-      sg_tensor_info pi = info_of(g, c->params[p]);
-      fail_msg("%s: gradient of '%s' (rank %d, %lld elements) is off by %.3g (largest |numeric| %.3g)", what,
-               pi.name, pi.ndim, (long long)pi.numel, max_err, max_num);
-    }
-  }
-  ref_values_destroy(rv);
-  sg_graph_destroy(g);
-}
+/* ---- numeric check of every rule (test_ncheck.h) ----------------------------- */
 
 static void test_rules_against_finite_differences(void **state) {
   (void)state;

@@ -58,7 +58,8 @@ static double h_get(const sg_graph *g, const h_host *h, int32_t t, int64_t i) {
     case SG_F32: return ((const float *)h->p[t])[i];
     case SG_I32: return ((const int32_t *)h->p[t])[i];
     case SG_I64: return (double)((const int64_t *)h->p[t])[i];
-    case SG_U8: return ((const uint8_t *)h->p[t])[i];
+    case SG_U8:
+    case SG_BOOL: return ((const uint8_t *)h->p[t])[i];
     default: fail_msg("unexpected dtype");
   }
   return 0;
@@ -71,7 +72,8 @@ static void h_set(const sg_graph *g, h_host *h, int32_t t, int64_t i, double v) 
     case SG_F32: ((float *)h->p[t])[i] = (float)v; break;
     case SG_I32: ((int32_t *)h->p[t])[i] = (int32_t)v; break;
     case SG_I64: ((int64_t *)h->p[t])[i] = (int64_t)v; break;
-    case SG_U8: ((uint8_t *)h->p[t])[i] = (uint8_t)v; break;
+    case SG_U8:
+    case SG_BOOL: ((uint8_t *)h->p[t])[i] = (uint8_t)v; break;
     default: fail_msg("unexpected dtype");
   }
 }

@@ -63,7 +63,19 @@ static void test_op_flags(void **state) {
                                            SG_OP_GELU_BACKWARD,
                                            SG_OP_SIGMOID_BACKWARD,
                                            SG_OP_TANH_BACKWARD,
-                                           SG_OP_DROPOUT_BACKWARD};
+                                           SG_OP_DROPOUT_BACKWARD,
+                                           SG_OP_EXP,
+                                           SG_OP_LOG,
+                                           SG_OP_SQRT,
+                                           SG_OP_RECIPROCAL,
+                                           SG_OP_NEG,
+                                           SG_OP_ABS,
+                                           SG_OP_SIGN,
+                                           SG_OP_ERF,
+                                           SG_OP_MAX,
+                                           SG_OP_MIN,
+                                           SG_OP_WHERE,
+                                           SG_OP_CAST};
   static const sg_op_kind views[] = {SG_OP_FLATTEN, SG_OP_RESHAPE};
   static const sg_op_kind layout_agnostic[] = {SG_OP_RELU, SG_OP_RELU_BACKWARD, SG_OP_MUL_SCALAR,
                                                SG_OP_ADD,  SG_OP_SUB,           SG_OP_MUL};

@@ -24,7 +24,10 @@ typedef struct rule_case {
   sg_attr attrs[2];
   double tol;        /* relative, in units of FLT_EPSILON; 0: exact */
   bool positive_in1; /* the second input is an output in (0, 1) (sigmoid's y) or (-1, 1) */
+  sg_dtype dt[3];    /* input dtypes; 0: f32 */
 } rule_case;
+
+static sg_dtype in_dtype(const rule_case *c, int i) { return c->dt[i] ? c->dt[i] : SG_F32; }
 
 static uint64_t rng = 0x243f6a8885a308d3ull;
 static float uniform(float lo, float hi) {
@@ -33,10 +36,32 @@ static float uniform(float lo, float hi) {
 }
 
 static void fill(float *x, int64_t n, float lo, float hi, bool specials) {
-  static const float special[] = {NAN, INFINITY, -INFINITY, -0.0f, 0.0f};
+  static const float special[] = {NAN, INFINITY, -INFINITY, -0.0f, 0.0f, 3e9f, -3e9f, 2.5e19f};
   for (int64_t i = 0; i < n; i++) {
     x[i] = uniform(lo, hi);
-    if (specials && i % 11 == 3) x[i] = special[(i / 11) % 5];
+    if (specials && i % 11 == 3) x[i] = special[(i / 11) % 8];
+  }
+}
+
+/* Integers in -50..50 with the extremes among them (wrap-around of neg and
+ * abs, i64 -> i32); bools 0 or 1. */
+static void fill_typed(void *p, sg_dtype dt, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    int64_t v = (int64_t)uniform(-50, 50);
+    if (i % 13 == 5) v = i % 2 ? INT32_MIN : INT64_MIN;
+    if (i % 13 == 9) v = i % 2 ? INT32_MAX : (int64_t)1 << 40;
+    if (dt == SG_I32) ((int32_t *)p)[i] = (int32_t)(v < INT32_MIN || v > INT32_MAX ? 7 : v);
+    else if (dt == SG_I64) ((int64_t *)p)[i] = v;
+    else ((uint8_t *)p)[i] = uniform(0, 1) < 0.5f;
+  }
+}
+
+static double get(const void *p, sg_dtype dt, int64_t i) {
+  switch (dt) {
+    case SG_F32: return ((const float *)p)[i];
+    case SG_I32: return ((const int32_t *)p)[i];
+    case SG_I64: return (double)((const int64_t *)p)[i];
+    default: return ((const uint8_t *)p)[i];
   }
 }
 
@@ -46,8 +71,9 @@ static sg_graph *one_op(const rule_case *c, int ndim, const int64_t *dims, int n
                         const int64_t *dims_b) {
   sg_graph *g;
   assert_int_equal(sg_graph_create(&g), SG_OK);
-  sg_tensor in[2] = {sg_input(g, "a", SG_F32, ndim, dims), SG_NO_TENSOR};
-  if (c->n_in == 2) in[1] = sg_input(g, "b", SG_F32, ndim_b, dims_b);
+  sg_tensor in[3] = {sg_input(g, "a", in_dtype(c, 0), ndim, dims), SG_NO_TENSOR, SG_NO_TENSOR};
+  if (c->n_in >= 2) in[1] = sg_input(g, "b", in_dtype(c, 1), ndim_b, dims_b);
+  if (c->n_in == 3) in[2] = sg_input(g, "c", in_dtype(c, 2), ndim, dims);
   sg_tensor out;
   assert_status(sg_graph_add_op(g, c->kind, c->n_in, in, c->n_attrs, c->attrs, 1, &out, NULL), SG_OK, NULL);
   assert_status(sg_tensor_set_name(g, out, "y"), SG_OK, NULL);
@@ -58,35 +84,35 @@ static sg_graph *one_op(const rule_case *c, int ndim, const int64_t *dims, int n
 
 /* The reference: the op alone in a session. */
 static void reference(const rule_case *c, int ndim, const int64_t *dims, int ndim_b, const int64_t *dims_b,
-                      const float *a, const float *b, float *y) {
+                      const void *a, const void *b, const void *cc, void *y, size_t ybytes) {
   sg_graph *g = one_op(c, ndim, dims, ndim_b, dims_b);
   sg_session_params sp = SG_SESSION_PARAMS_INIT;
   sp.threads = 1;
   sg_session *s;
   assert_status(sg_session_create(g, &sp, &s), SG_OK, NULL);
   assert_status(sg_session_compile(s), SG_OK, NULL);
-  assert_status(sg_session_set_input(s, "a", SG_F32, ndim, dims, a), SG_OK, NULL);
-  if (c->n_in == 2) assert_status(sg_session_set_input(s, "b", SG_F32, ndim_b, dims_b, b), SG_OK, NULL);
+  assert_status(sg_session_set_input(s, "a", in_dtype(c, 0), ndim, dims, a), SG_OK, NULL);
+  if (c->n_in >= 2)
+    assert_status(sg_session_set_input(s, "b", in_dtype(c, 1), ndim_b, dims_b, b), SG_OK, NULL);
+  if (c->n_in == 3) assert_status(sg_session_set_input(s, "c", in_dtype(c, 2), ndim, dims, cc), SG_OK, NULL);
   /* A step runs every op (the evaluation pass, sg_session_forward, only
    * the forward ones); with no parameters it updates nothing. */
   assert_status(sg_session_step(s), SG_OK, NULL);
-  int64_t n = 1;
-  for (int d = 0; d < ndim; d++) n *= dims[d];
-  assert_status(sg_session_read(s, "y", y, (size_t)n * sizeof(float)), SG_OK, NULL);
+  assert_status(sg_session_read(s, "y", y, ybytes), SG_OK, NULL);
   sg_session_destroy(s);
   sg_graph_destroy(g);
 }
 
 /* The same op as one generated kernel. */
 static void generated(const rule_case *c, int ndim, const int64_t *dims, int ndim_b, const int64_t *dims_b,
-                      const float *a, const float *b, float *y) {
+                      const void *a, const void *b, const void *cc, void *y) {
   sg_graph *g = one_op(c, ndim, dims, ndim_b, dims_b); /* for the op's kind and attributes */
   const sg__op *op = &g->ops[0];
   sg__kir_kernel k;
   sg__kir_init(&k, "rule", ndim, dims);
-  int v[2];
-  v[0] = sg__kir_load(&k, sg__kir_input_add(&k, SG_F32, NULL));
-  if (c->n_in == 2) {
+  int v[3];
+  v[0] = sg__kir_load(&k, sg__kir_input_add(&k, in_dtype(c, 0), NULL));
+  if (c->n_in >= 2) {
     /* NumPy broadcasting: b's dims align to the right; 0 stride where b has 1. */
     int64_t strides[SG__KIR_MAX_DIMS] = {0}, s = 1;
     for (int d = ndim - 1, e = ndim_b - 1; d >= 0; d--, e--) {
@@ -94,8 +120,9 @@ static void generated(const rule_case *c, int ndim, const int64_t *dims, int ndi
       strides[d] = len == 1 ? 0 : s;
       s *= len;
     }
-    v[1] = sg__kir_load(&k, sg__kir_input_add(&k, SG_F32, strides));
+    v[1] = sg__kir_load(&k, sg__kir_input_add(&k, in_dtype(c, 1), strides));
   }
+  if (c->n_in == 3) v[2] = sg__kir_load(&k, sg__kir_input_add(&k, in_dtype(c, 2), NULL));
   assert_true(sg__fuse_has_rule(c->kind));
   int r = sg__fuse_op_expr(&k, op, v);
   assert_true(r >= 0);
@@ -108,7 +135,7 @@ static void generated(const rule_case *c, int ndim, const int64_t *dims, int ndi
   sg__jit_lib *lib;
   assert_status(sg__jit_build(src, len, &lib), SG_OK, NULL);
   sg__free(src);
-  const void *ins[] = {a, b};
+  const void *ins[] = {a, b, cc};
   void *outs[] = {y};
   sg__jit_symbol(lib, "rule")(0, k.numel, ins, outs);
   sg__jit_close(lib);
@@ -120,30 +147,48 @@ static void check(const rule_case *c, int ndim, const int64_t *dims, int ndim_b,
   int64_t n = 1, nb = 1;
   for (int d = 0; d < ndim; d++) n *= dims[d];
   for (int d = 0; d < ndim_b; d++) nb *= dims_b[d];
-  float *a = malloc((size_t)n * 4), *b = malloc((size_t)nb * 4), *want = malloc((size_t)n * 4),
-        *got = malloc((size_t)n * 4);
-  fill(a, n, -4, 4, true);
-  if (c->positive_in1) fill(b, nb, c->kind == SG_OP_TANH_BACKWARD ? -0.999f : 0.001f, 0.999f, false);
-  else fill(b, nb, c->kind == SG_OP_DIV ? 0.25f : -4, 4, true);
-  reference(c, ndim, dims, ndim_b, dims_b, a, b, want);
-  generated(c, ndim, dims, ndim_b, dims_b, a, b, got);
+  sg_graph *g = one_op(c, ndim, dims, ndim_b, dims_b);
+  sg_tensor_info yi;
+  assert_status(sg_graph_tensor_info(g, (sg_tensor){g->ops[0].outputs[0]}, &yi), SG_OK, NULL);
+  sg_graph_destroy(g);
+  sg_dtype ydt = yi.dtype;
+  void *in[3];
+  for (int i = 0; i < 3; i++) {
+    int64_t m = i == 1 ? nb : n;
+    sg_dtype dt = in_dtype(c, i);
+    in[i] = malloc((size_t)m * 8);
+    if (dt != SG_F32) fill_typed(in[i], dt, m);
+    else if (i == 1 && c->positive_in1)
+      fill(in[i], m, c->kind == SG_OP_TANH_BACKWARD ? -0.999f : 0.001f, 0.999f, false);
+    else if (i == 1) fill(in[i], m, c->kind == SG_OP_DIV ? 0.25f : -4, 4, true);
+    else fill(in[i], m, -4, 4, true);
+  }
+  /* Equal operands (ties of max and min) now and then. */
+  if (c->n_in >= 2 && n == nb && in_dtype(c, 0) == in_dtype(c, 1))
+    for (int64_t i = 0; i < n; i += 5)
+      memcpy((char *)in[1] + i * sg_dtype_size(in_dtype(c, 1)),
+             (char *)in[0] + i * sg_dtype_size(in_dtype(c, 0)), sg_dtype_size(in_dtype(c, 0)));
+  void *want = malloc((size_t)n * 8), *got = malloc((size_t)n * 8);
+  reference(c, ndim, dims, ndim_b, dims_b, in[0], in[1], in[2], want, (size_t)n * sg_dtype_size(ydt));
+  generated(c, ndim, dims, ndim_b, dims_b, in[0], in[1], in[2], got);
   int bad = 0;
   for (int64_t i = 0; i < n && bad < 5; i++) {
+    double w = get(want, ydt, i), o = get(got, ydt, i), a = get(in[0], in_dtype(c, 0), i);
     bool ok;
-    if (isnan(want[i])) ok = isnan(got[i]);
-    else if (isinf(want[i])) ok = got[i] == want[i];
-    else if (c->tol == 0) ok = got[i] == want[i];
+    if (isnan(w)) ok = isnan(o);
+    else if (isinf(w)) ok = o == w;
+    else if (c->tol == 0) ok = o == w && signbit(o) == signbit(w);
     else /* relative to the result, or to dy for gradients (cancellation in f'(x)) */
-      ok = fabsf(got[i] - want[i]) <=
-           (float)c->tol * FLT_EPSILON * fmaxf(1.0f, fmaxf(fabsf(want[i]), fabsf(a[i])));
+      ok = fabs(o - w) <= c->tol * FLT_EPSILON * fmax(1.0, fmax(fabs(w), fabs(a)));
     if (!ok) {
       print_error("%s over %lld elements: element %lld (a %a, b %a): generated %a, reference %a\n",
-                  sg_op_kind_name(c->kind), (long long)n, (long long)i, (double)a[i], (double)b[i % nb],
-                  (double)got[i], (double)want[i]);
+                  sg_op_kind_name(c->kind), (long long)n, (long long)i, a, get(in[1], in_dtype(c, 1), i % nb),
+                  o, w);
       bad++;
     }
   }
-  free(a), free(b), free(want), free(got);
+  for (int i = 0; i < 3; i++) free(in[i]);
+  free(want), free(got);
   if (bad) fail_msg("%s: %d mismatches", sg_op_kind_name(c->kind), bad);
 }
 
@@ -173,6 +218,31 @@ static const rule_case cases[] = {
     {SG_OP_POW_SCALAR, 1, 1, {AF("value", 2)}, 0, false},
     {SG_OP_POW_SCALAR, 1, 1, {AF("value", -0.5)}, 0, false},
     {SG_OP_POW_SCALAR, 1, 1, {AF("value", 1.5)}, 0, false},
+    {SG_OP_EXP, 1, 0, {{0}}, 0, false},
+    {SG_OP_LOG, 1, 0, {{0}}, 0, false},
+    {SG_OP_SQRT, 1, 0, {{0}}, 0, false},
+    {SG_OP_RECIPROCAL, 1, 0, {{0}}, 0, false},
+    {SG_OP_ERF, 1, 0, {{0}}, 0, false},
+    {SG_OP_NEG, 1, 0, {{0}}, 0, false},
+    {SG_OP_NEG, 1, 0, {{0}}, 0, false, {SG_I32}},
+    {SG_OP_ABS, 1, 0, {{0}}, 0, false},
+    {SG_OP_ABS, 1, 0, {{0}}, 0, false, {SG_I64}},
+    {SG_OP_SIGN, 1, 0, {{0}}, 0, false},
+    {SG_OP_SIGN, 1, 0, {{0}}, 0, false, {SG_I32}},
+    {SG_OP_MAX, 2, 0, {{0}}, 0, false},
+    {SG_OP_MIN, 2, 0, {{0}}, 0, false},
+    {SG_OP_MAX, 2, 0, {{0}}, 0, false, {SG_I64, SG_I64}},
+    {SG_OP_MIN, 2, 0, {{0}}, 0, false, {SG_I32, SG_I32}},
+    {SG_OP_WHERE, 3, 0, {{0}}, 0, false, {SG_BOOL, SG_F32, SG_F32}},
+    {SG_OP_WHERE, 3, 0, {{0}}, 0, false, {SG_BOOL, SG_I64, SG_I64}},
+    {SG_OP_CAST, 1, 1, {AI("to", SG_I32)}, 0, false},
+    {SG_OP_CAST, 1, 1, {AI("to", SG_I64)}, 0, false},
+    {SG_OP_CAST, 1, 1, {AI("to", SG_BOOL)}, 0, false},
+    {SG_OP_CAST, 1, 1, {AI("to", SG_F32)}, 0, false, {SG_I64}},
+    {SG_OP_CAST, 1, 1, {AI("to", SG_I32)}, 0, false, {SG_I64}},
+    {SG_OP_CAST, 1, 1, {AI("to", SG_F32)}, 0, false, {SG_BOOL}},
+    {SG_OP_CAST, 1, 1, {AI("to", SG_I64)}, 0, false, {SG_I32}},
+    {SG_OP_CAST, 1, 1, {AI("to", SG_BOOL)}, 0, false, {SG_I64}},
 };
 
 static void test_rules_flat(void **state) {
@@ -188,7 +258,9 @@ static void test_rules_broadcast(void **state) {
   const int64_t dims[2] = {7, 1009}, col[1] = {1009}, row[2] = {7, 1}, one[1] = {1};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     const rule_case *c = &cases[i];
-    if (c->kind < SG_OP_ADD || c->kind > SG_OP_DIV) continue;
+    bool binary = (c->kind >= SG_OP_ADD && c->kind <= SG_OP_DIV) || c->kind == SG_OP_MAX ||
+                  c->kind == SG_OP_MIN || c->kind == SG_OP_WHERE;
+    if (!binary) continue;
     check(c, 2, dims, 1, col);
     check(c, 2, dims, 2, row);
     check(c, 2, dims, 1, one);

@@ -127,6 +127,8 @@ static void run_case(gcase *c) {
     assert_non_null(vals[t]);
     if (x->data && x->dtype == SG_F32)
       for (int64_t i = 0; i < n; i++) vals[t][i] = ((const float *)x->data)[i];
+    if (x->data && x->dtype == SG_BOOL) /* where's condition */
+      for (int64_t i = 0; i < n; i++) vals[t][i] = ((const uint8_t *)x->data)[i];
     if (c->label_name && strcmp(x->name, c->label_name) == 0)
       for (int64_t i = 0; i < n; i++) vals[t][i] = (double)c->labels[i];
   }
@@ -393,6 +395,49 @@ static void test_softmax_losses_reductions(void **state) {
 
 /* A small network end to end: conv-BN-relu-pool-linear-CE with fan-out
  * (a weight used twice). */
+/* The ops of issue 17 through their CPU kernels and gradient rules. */
+static void test_math_and_layer_norm(void **state) {
+  (void)state;
+  gcase c;
+  const char *unary[] = {"exp", "log", "sqrt", "reciprocal", "neg", "abs", "erf", "sign"};
+  for (int i = 0; i < 8; i++) {
+    begin(&c, unary[i]);
+    sg_tensor x = PARAM(&c, 3, 4), pos = sg_exp(c.g, x); /* exp(x) > 0 for log, sqrt */
+    switch (i) {
+      case 0: c.out = sg_exp(c.g, x); break;
+      case 1: c.out = sg_log(c.g, pos); break;
+      case 2: c.out = sg_sqrt(c.g, pos); break;
+      case 3: c.out = sg_reciprocal(c.g, pos); break;
+      case 4: c.out = sg_neg(c.g, x); break;
+      case 5: c.out = sg_abs(c.g, x); break;
+      case 6: c.out = sg_erf(c.g, x); break;
+      default: c.out = sg_add(c.g, sg_sign(c.g, x), x); break;
+    }
+    run_case(&c);
+  }
+  for (int i = 0; i < 3; i++) {
+    begin(&c, i == 0 ? "max broadcast" : i == 1 ? "min broadcast" : "where broadcast");
+    sg_tensor a = PARAM(&c, 2, 3, 4), b = PARAM(&c, 3, 1);
+    static const uint8_t cond[4] = {1, 0, 0, 1};
+    if (i == 0) c.out = sg_max(c.g, a, b);
+    else if (i == 1) c.out = sg_min(c.g, b, a);
+    else c.out = sg_where(c.g, sg_constant(c.g, "cond", SG_BOOL, 1, D(4), cond), a, b);
+    run_case(&c);
+  }
+  begin(&c, "layer_norm last dim");
+  sg_tensor x = PARAM(&c, 4, 6);
+  c.out = sg_layer_norm(c.g, x, PARAM(&c, 6), PARAM(&c, 6), -1, 1e-5);
+  run_case(&c);
+  begin(&c, "layer_norm two dims, no bias");
+  x = PARAM(&c, 2, 3, 4);
+  c.out = sg_layer_norm(c.g, x, PARAM(&c, 3, 4), SG_NO_TENSOR, 1, 1e-3);
+  run_case(&c);
+  begin(&c, "linear-layer_norm-gelu");
+  x = sg_linear(c.g, PARAM(&c, 3, 5), PARAM(&c, 4, 5), SG_NO_TENSOR);
+  c.out = sg_gelu(c.g, sg_layer_norm(c.g, x, PARAM(&c, 4), PARAM(&c, 4), -1, 1e-5), 0);
+  run_case(&c);
+}
+
 static void test_network(void **state) {
   (void)state;
   gcase c;
@@ -430,6 +475,7 @@ int main(void) {
       cmocka_unit_test(test_matmul_gemm),
       cmocka_unit_test(test_shape_ops),
       cmocka_unit_test(test_softmax_losses_reductions),
+      cmocka_unit_test(test_math_and_layer_norm),
       cmocka_unit_test(test_network),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

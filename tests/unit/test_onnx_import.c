@@ -436,6 +436,55 @@ static void test_reduce_opset18(void **state) {
   sg_graph_destroy(g);
 }
 
+/* ReduceSum/ReduceMean: axes as an input and as an attribute, negative,
+ * none with and without noop_with_empty_axes. */
+static void test_reduce_axes(void **state) {
+  (void)state;
+  sg_graph *g = import("reduce_axes_opset13.onnx", 0, SG_ONNX_TRAINING_AS_EXPORTED);
+  assert_int_equal(count_ops(g, SG_OP_REDUCE_SUM), 2); /* the noop one is no op */
+  assert_int_equal(count_ops(g, SG_OP_REDUCE_MEAN), 1);
+  static const int64_t dims[] = {2, 3, 4};
+  sg_session *s = session(g);
+  float *x = read_f32("reduce_axes_x.f32", 24), *ref = read_f32("reduce_axes_y.f32", 6 + 8 + 24 + 1), got[39];
+  assert_status(sg_session_set_input(s, "x", SG_F32, 3, dims, x), SG_OK, NULL);
+  assert_status(sg_session_forward(s), SG_OK, NULL);
+  static const char *const names[] = {"s_last", "m_mid", "noop", "s_all"};
+  static const size_t counts[] = {6, 8, 24, 1};
+  for (size_t i = 0, off = 0; i < 4; off += counts[i], i++)
+    assert_status(sg_session_read(s, names[i], got + off, counts[i] * sizeof(float)), SG_OK, NULL);
+  expect_close(got, ref, 39, "reductions");
+  free(x);
+  free(ref);
+  sg_session_destroy(s);
+  sg_graph_destroy(g);
+}
+
+/* The elementwise ops of issue 17 and LayerNormalization with its Mean and
+ * InvStdDev outputs, against numpy in float64. */
+static void test_math_opset17(void **state) {
+  (void)state;
+  sg_graph *g = import("math_opset17.onnx", 0, SG_ONNX_TRAINING_AS_EXPORTED);
+  static const sg_op_kind kinds[] = {SG_OP_EXP, SG_OP_LOG,  SG_OP_SQRT, SG_OP_RECIPROCAL, SG_OP_NEG,
+                                     SG_OP_ABS, SG_OP_SIGN, SG_OP_ERF,  SG_OP_WHERE,      SG_OP_LAYER_NORM};
+  for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) assert_int_equal(count_ops(g, kinds[i]), 1);
+  assert_int_equal(count_ops(g, SG_OP_MAX), 1);
+  assert_int_equal(count_ops(g, SG_OP_MIN), 2); /* Min of three inputs */
+  assert_int_equal(count_ops(g, SG_OP_POW_SCALAR), 2);
+  assert_int_equal(count_ops(g, SG_OP_CAST), 2);
+  assert_int_equal(info_of(g, "ln_mean").ndim, 3);
+  static const int64_t dims[] = {2, 3, 4};
+  sg_session *s = session(g);
+  run_and_compare(s, "x", 3, dims, "math_x.f32", 24, "y", "math_y.f32", 24, false);
+  float *ref = read_f32("math_ln.f32", 28), got[28];
+  assert_status(sg_session_read(s, "ln_y", got, 24 * sizeof(float)), SG_OK, NULL);
+  assert_status(sg_session_read(s, "ln_mean", got + 24, 2 * sizeof(float)), SG_OK, NULL);
+  assert_status(sg_session_read(s, "ln_invstd", got + 26, 2 * sizeof(float)), SG_OK, NULL);
+  expect_close(got, ref, 28, "LayerNormalization outputs");
+  free(ref);
+  sg_session_destroy(s);
+  sg_graph_destroy(g);
+}
+
 /* ---- training an imported model ---------------------------------------------- */
 
 /* Clones an import, adds cross entropy against `labels`, backward and SGD,
@@ -504,6 +553,9 @@ static void expect_fail(const char *file, sg_status st, const char *needle, cons
 static void test_bad_models(void **state) {
   (void)state;
   expect_fail("bad_unsupported_op.onnx", SG_ERR_UNSUPPORTED, "node 'lrelu1' (LeakyRelu)", "'LeakyRelu'");
+  expect_fail("bad_cast_type.onnx", SG_ERR_UNSUPPORTED, "node 'cast16' (Cast)", "data type 10");
+  expect_fail("bad_gelu_opset.onnx", SG_ERR_UNSUPPORTED, "node 'gelu' (Gelu)", "opset 20");
+  expect_fail("bad_pow_exponent.onnx", SG_ERR_UNSUPPORTED, "node 'pw' (Pow)", "computed at run time");
   expect_fail("bad_missing_initializer.onnx", SG_ERR_NOT_FOUND, "node 'fc' (Gemm): input 1 'fc.weight'",
               "not produced");
   expect_fail("bad_cycle.onnx", SG_ERR_CYCLE, "cycle", "node '");
@@ -765,6 +817,8 @@ int main(void) {
       cmocka_unit_test(test_softmax_opset11),
       cmocka_unit_test(test_fold_chain),
       cmocka_unit_test(test_reduce_opset18),
+      cmocka_unit_test(test_math_opset17),
+      cmocka_unit_test(test_reduce_axes),
       cmocka_unit_test(test_train_imported),
       cmocka_unit_test(test_bad_models),
       cmocka_unit_test(test_bad_attributes),

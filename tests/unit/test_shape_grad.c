@@ -542,7 +542,12 @@ static void test_table_and_roundtrip(void **state) {
     assert_string_not_equal(sg_op_kind_name((sg_op_kind)k), "?");
   }
   assert_string_equal(sg_op_kind_name(SG_OP_SUM_TO), "sum_to");
-  assert_string_equal(sg_op_kind_name((sg_op_kind)(SG_OP_SLICE + 1)), "?");
+  assert_string_equal(sg_op_kind_name((sg_op_kind)(SG__OP_KIND_LAST + 1)), "?");
+  /* layer_norm_backward (appended later) is a backward op too; its scale is optional. */
+  const sg__op_def *ln = sg__op_def_get(SG_OP_LAYER_NORM_BACKWARD);
+  assert_int_equal(ln->output_role, SG_ROLE_GRADIENT);
+  assert_int_equal(ln->mutated_inputs, 0);
+  assert_int_equal(ln->optional_inputs, 1u << 2);
 
   sg_graph *g = fresh();
   sg_tensor dy4 = MK(g, SG_F32, 1, 4, 6, 6), w = MK(g, SG_F32, 4, 3, 3, 3), x = MK(g, SG_F32, 1, 3, 8, 8);

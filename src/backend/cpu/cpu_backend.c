@@ -165,7 +165,21 @@ static sg__cpu_create_fn family(sg_op_kind kind) {
     case SG_OP_ADD:
     case SG_OP_SUB:
     case SG_OP_MUL:
-    case SG_OP_DIV: return sg__cpu_create_binary;
+    case SG_OP_DIV:
+    case SG_OP_MAX:
+    case SG_OP_MIN: return sg__cpu_create_binary;
+    case SG_OP_EXP:
+    case SG_OP_LOG:
+    case SG_OP_SQRT:
+    case SG_OP_RECIPROCAL:
+    case SG_OP_NEG:
+    case SG_OP_ABS:
+    case SG_OP_SIGN:
+    case SG_OP_ERF:
+    case SG_OP_WHERE:
+    case SG_OP_CAST: return sg__cpu_create_math;
+    case SG_OP_LAYER_NORM:
+    case SG_OP_LAYER_NORM_BACKWARD: return sg__cpu_create_layer_norm;
     case SG_OP_ADD_SCALAR:
     case SG_OP_MUL_SCALAR:
     case SG_OP_POW_SCALAR: return sg__cpu_create_scalar;

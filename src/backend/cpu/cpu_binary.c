@@ -1,8 +1,11 @@
-/* add, sub, mul, div with NumPy broadcasting, for f32, i32 and i64.
+/* add, sub, mul, div, max, min with NumPy broadcasting, for f32, i32 and i64.
  *
  * Integer semantics (no undefined behaviour on any input): add, sub and mul
  * wrap around (two's complement); div truncates toward zero, x / 0 is 0 and
  * MIN / -1 wraps to MIN. Floats follow IEEE-754 as C computes them in f32.
+ * f32 max and min propagate NaN (torch.maximum / torch.minimum) and
+ * otherwise pick a > b ? a : b (a < b ? a : b), exactly the kernel IR's
+ * MAX and MIN (cpu_emit.c), so that fused kernels agree bit for bit.
  *
  * out[0] may be the buffer of input 0 (sg__op_inplace_input): every output
  * element is computed from the inputs at the same position only, and the
@@ -78,6 +81,12 @@ ROW_FN_F32(add_f32, x + z)
 ROW_FN_F32(sub_f32, x - z)
 ROW_FN_F32(mul_f32, x *z)
 ROW_FN_F32(div_f32, x / z)
+ROW_FN(max_f32, float, x != x ? x : z != z ? z : x > z ? x : z)
+ROW_FN(min_f32, float, x != x ? x : z != z ? z : x < z ? x : z)
+ROW_FN(max_i32, int32_t, x > z ? x : z)
+ROW_FN(min_i32, int32_t, x < z ? x : z)
+ROW_FN(max_i64, int64_t, x > z ? x : z)
+ROW_FN(min_i64, int64_t, x < z ? x : z)
 ROW_FN(add_i32, int32_t, (int32_t)((uint32_t)x + (uint32_t)z))
 ROW_FN(sub_i32, int32_t, (int32_t)((uint32_t)x - (uint32_t)z))
 ROW_FN(mul_i32, int32_t, (int32_t)((uint32_t)x *(uint32_t)z))
@@ -123,16 +132,17 @@ sg_status sg__cpu_create_binary(sg__cpu_state *st, const sg_graph *g, const sg__
                                 sg__kernel **out) {
   (void)mode;
   const sg__tensor *a = sg__cpu_in(g, op, 0), *b = sg__cpu_in(g, op, 1), *y = sg__cpu_out(g, op, 0);
-  static const row_fn fns[3][4] = {{add_f32, sub_f32, mul_f32, div_f32},
-                                   {add_i32, sub_i32, mul_i32, div_i32},
-                                   {add_i64, sub_i64, mul_i64, div_i64}};
+  static const row_fn fns[3][6] = {{add_f32, sub_f32, mul_f32, div_f32, max_f32, min_f32},
+                                   {add_i32, sub_i32, mul_i32, div_i32, max_i32, min_i32},
+                                   {add_i64, sub_i64, mul_i64, div_i64, max_i64, min_i64}};
   int t = a->dtype == SG_F32 ? 0 : a->dtype == SG_I32 ? 1 : a->dtype == SG_I64 ? 2 : -1;
   if (t < 0 || b->dtype != a->dtype)
-    return sg__cpu_unsupported(g, op, " (add/sub/mul/div take f32, i32, i64)");
+    return sg__cpu_unsupported(g, op, " (add/sub/mul/div/max/min take f32, i32, i64)");
+  int f = op->kind == SG_OP_MAX ? 4 : op->kind == SG_OP_MIN ? 5 : (int)(op->kind - SG_OP_ADD);
   sg__kernel *kb;
   SG_CHECK(sg__cpu_kernel_new(op, sizeof(binary_kernel), binary_run, &kb));
   binary_kernel *k = (binary_kernel *)kb;
-  k->fn = fns[t][op->kind - SG_OP_ADD];
+  k->fn = fns[t][f];
   k->esize = sg_dtype_size(a->dtype);
   int64_t strides[3][SG_MAX_DIMS];
   if (sg__cpu_tensor_layout(st, g, op->outputs[0]) != SG__CPU_PLAIN) {

@@ -184,6 +184,10 @@ typedef sg_status (*sg__cpu_create_fn)(sg__cpu_state *st, const sg_graph *g, con
 /* Plain C kernels. */
 sg_status sg__cpu_create_binary(sg__cpu_state *st, const sg_graph *g, const sg__op *op, sg__exec_mode mode,
                                 sg__kernel **out);
+sg_status sg__cpu_create_math(sg__cpu_state *st, const sg_graph *g, const sg__op *op, sg__exec_mode mode,
+                              sg__kernel **out);
+sg_status sg__cpu_create_layer_norm(sg__cpu_state *st, const sg_graph *g, const sg__op *op,
+                                    sg__exec_mode mode, sg__kernel **out);
 sg_status sg__cpu_create_scalar(sg__cpu_state *st, const sg_graph *g, const sg__op *op, sg__exec_mode mode,
                                 sg__kernel **out);
 sg_status sg__cpu_create_shape(sg__cpu_state *st, const sg_graph *g, const sg__op *op, sg__exec_mode mode,

@@ -45,6 +45,14 @@ Hand-written models (onnx.helper; references computed with numpy):
   fold_chain.onnx       ConstantOfShape, Slice, Gather, Cast, Mul and Add on
                         int64 constants feeding a Reshape; ReduceSum; Identity
   reduce_opset18.onnx   ReduceMean with its axes as an input (opset 18)
+  reduce_axes_opset13.onnx  ReduceSum (axes input, negative; no axes with and
+                        without noop_with_empty_axes) and ReduceMean (negative axes
+                        attribute) at opset 13 (reduce_axes_x.f32, reduce_axes_y.f32)
+  math_opset17.onnx     Abs, Neg, Exp, Log, Sqrt, Reciprocal, Sign, Erf, Max, Min
+                        (three inputs), Pow, Where, Cast (run time) summed into y,
+                        and LayerNormalization over the last two dims with its Mean
+                        and InvStdDev outputs (math_x.f32 in, math_y.f32 and
+                        math_ln.f32 = ln_y, ln_mean, ln_invstd out)
   bad_*.onnx            one defect each (see the C test for the expected error)
 """
 import copy
@@ -285,6 +293,114 @@ def make_reduce_opset18():
     save_f32("reduce_y.f32", a.astype(np.float64).mean(axis=1))
 
 
+def make_math_opset17():
+    # Every elementwise op of issue 17 at once, plus LayerNormalization with its
+    # Mean and InvStdDev outputs; references in float64 numpy.
+    f32, i32, b = onnx.TensorProto.FLOAT, onnx.TensorProto.INT32, onnx.TensorProto.BOOL
+    x = oh.make_tensor_value_info("x", f32, [2, 3, 4])
+    outs = [oh.make_tensor_value_info(n, f32, s) for n, s in
+            (("y", [2, 3, 4]), ("ln_y", [2, 3, 4]), ("ln_mean", [2, 1, 1]), ("ln_invstd", [2, 1, 1]))]
+
+    def const(name, a):
+        return oh.make_node("Constant", [], [name], value=onh.from_array(a, name + "_v"))
+    rng = np.random.RandomState(9)
+    cond = rng.rand(3, 1) > 0.5
+    lo, hi = rng.randn(4).astype(np.float32), rng.randn(3, 1).astype(np.float32)
+    nodes = [
+        const("half", np.array(0.5, np.float32)), const("one", np.array(1.0, np.float32)),
+        const("two", np.array(2.0, np.float32)), const("onehalf", np.array(1.5, np.float32)),
+        const("lo", lo), const("hi", hi), const("cond", cond),
+        oh.make_node("Abs", ["x"], ["ax"], name="abs"),
+        oh.make_node("Neg", ["ax"], ["nax"], name="neg"),
+        oh.make_node("Exp", ["nax"], ["e"], name="exp"),
+        oh.make_node("Add", ["ax", "half"], ["axh"], name="add_half"),
+        oh.make_node("Log", ["axh"], ["l"], name="log"),
+        oh.make_node("Sqrt", ["ax"], ["s"], name="sqrt"),
+        oh.make_node("Add", ["ax", "one"], ["ax1"], name="add_one"),
+        oh.make_node("Reciprocal", ["ax1"], ["r"], name="reciprocal"),
+        oh.make_node("Sign", ["x"], ["sg"], name="sign"),
+        oh.make_node("Erf", ["x"], ["er"], name="erf"),
+        oh.make_node("Max", ["x", "lo"], ["mx"], name="max"),
+        oh.make_node("Min", ["x", "hi", "lo"], ["mn"], name="min3"),
+        oh.make_node("Pow", ["x", "two"], ["p2"], name="pow2"),
+        oh.make_node("Pow", ["ax", "onehalf"], ["p15"], name="pow15"),
+        oh.make_node("Where", ["cond", "x", "e"], ["w"], name="where"),
+        oh.make_node("Mul", ["x", "two"], ["x2"], name="mul_two"),
+        oh.make_node("Cast", ["x2"], ["xi"], name="to_int", to=i32),
+        oh.make_node("Cast", ["xi"], ["xf"], name="to_float", to=f32),
+    ]
+    terms = ["e", "l", "s", "r", "sg", "er", "mx", "mn", "p2", "p15", "w", "xf"]
+    acc = terms[0]
+    for i, t in enumerate(terms[1:]):
+        out = "y" if i == len(terms) - 2 else "acc%d" % i
+        nodes.append(oh.make_node("Add", [acc, t], [out], name="sum%d" % i))
+        acc = out
+    scale = onh.from_array((1 + 0.3 * rng.randn(3, 4)).astype(np.float32), "ln.weight")
+    bias = onh.from_array((0.2 * rng.randn(3, 4)).astype(np.float32), "ln.bias")
+    nodes.append(oh.make_node("LayerNormalization", ["x", "ln.weight", "ln.bias"], ["ln_y", "ln_mean", "ln_invstd"],
+                              name="ln", axis=-2, epsilon=1e-3))
+    g = oh.make_graph(nodes, "math17", [x], outs, [scale, bias])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
+    onnx.checker.check_model(m)
+    save_model("math_opset17.onnx", m)
+    a = rng.randn(2, 3, 4).astype(np.float32)
+    a[0, 0, :2] = [2.75, -1.25]  # exact truncations in the casts
+    d = a.astype(np.float64)
+    ad = np.abs(d)
+    from math import erf
+    y = (np.exp(-ad) + np.log(ad + 0.5) + np.sqrt(ad) + 1 / (ad + 1) + np.sign(d) + np.vectorize(erf)(d)
+         + np.maximum(d, lo) + np.minimum(np.minimum(d, hi), lo) + d ** 2 + ad ** 1.5
+         + np.where(cond, d, np.exp(-ad)) + np.trunc((a * np.float32(2)).astype(np.float64)))
+    mean = d.reshape(2, -1).mean(axis=1).reshape(2, 1, 1)
+    var = ((d - mean) ** 2).reshape(2, -1).mean(axis=1).reshape(2, 1, 1)
+    inv = 1 / np.sqrt(var + 1e-3)
+    ln = (d - mean) * inv * onh.to_array(scale) + onh.to_array(bias)
+    save_f32("math_x.f32", a)
+    save_f32("math_y.f32", y)
+    save_f32("math_ln.f32", np.concatenate([ln.ravel(), mean.ravel(), inv.ravel()]))
+
+
+def make_reduce_axes():
+    # ReduceSum/ReduceMean at opset 13: ReduceSum's axes as an input (negative),
+    # ReduceMean's as an attribute (negative), noop_with_empty_axes with no axes
+    # (identity) and without it (every axis).
+    f32 = onnx.TensorProto.FLOAT
+    x = oh.make_tensor_value_info("x", f32, [2, 3, 4])
+    outs = [oh.make_tensor_value_info(n, f32, s) for n, s in
+            (("s_last", [2, 3]), ("m_mid", [2, 1, 4]), ("noop", [2, 3, 4]), ("s_all", [1, 1, 1]))]
+    axes = onh.from_array(np.array([-1], np.int64), "axes")
+    nodes = [oh.make_node("ReduceSum", ["x", "axes"], ["s_last"], name="sum_last", keepdims=0),
+             oh.make_node("ReduceMean", ["x"], ["m_mid"], name="mean_mid", axes=[-2]),
+             oh.make_node("ReduceSum", ["x"], ["noop"], name="sum_noop", noop_with_empty_axes=1),
+             oh.make_node("ReduceSum", ["x"], ["s_all"], name="sum_all")]
+    m = oh.make_model(oh.make_graph(nodes, "reduce13", [x], outs, [axes]),
+                      opset_imports=[oh.make_opsetid("", 13)])
+    onnx.checker.check_model(m)
+    save_model("reduce_axes_opset13.onnx", m)
+    a = np.random.RandomState(12).randn(2, 3, 4).astype(np.float32)
+    d = a.astype(np.float64)
+    save_f32("reduce_axes_x.f32", a)
+    save_f32("reduce_axes_y.f32", np.concatenate([d.sum(axis=-1).ravel(), d.mean(axis=-2).ravel(), d.ravel(),
+                                                  [d.sum()]]))
+
+
+def bad_models_math():
+    f32 = onnx.TensorProto.FLOAT
+
+    def vi(name, shape):
+        return oh.make_tensor_value_info(name, f32, shape)
+
+    def model(node, opset):
+        g = oh.make_graph([node], "bad", [vi("x", [2, 4])], [vi("y", [2, 4])])
+        return oh.make_model(g, opset_imports=[oh.make_opsetid("", opset)]).SerializeToString()
+    # A Cast to a type sgrt does not have (FLOAT16).
+    write("bad_cast_type.onnx", model(oh.make_node("Cast", ["x"], ["y"], name="cast16", to=10), 13))
+    # Gelu in a model of an opset that does not have it.
+    write("bad_gelu_opset.onnx", model(oh.make_node("Gelu", ["x"], ["y"], name="gelu"), 17))
+    # Pow with an exponent computed at run time.
+    write("bad_pow_exponent.onnx", model(oh.make_node("Pow", ["x", "x"], ["y"], name="pw"), 13))
+
+
 def bad_models():
     f32 = onnx.TensorProto.FLOAT
 
@@ -446,11 +562,14 @@ def main():
     make_softmax_opset11()
     make_fold_chain()
     make_reduce_opset18()
+    make_math_opset17()
+    make_reduce_axes()
     bad_models()
+    bad_models_math()
     os.makedirs(CORPUS, exist_ok=True)
     for name in ("mlp_eval", "mlp_train", "cnn_eval", "cnn_train", "cnn_train_opset9", "ops_opset11",
-                 "softmax_opset11", "fold_chain", "reduce_opset18", "bad_cycle", "bad_attr_ints_in_i",
-                 "bad_conv_kernel_too_large"):
+                 "softmax_opset11", "fold_chain", "reduce_opset18", "math_opset17", "bad_cycle",
+                 "bad_attr_ints_in_i", "bad_conv_kernel_too_large"):
         with open(os.path.join(HERE, name + ".onnx"), "rb") as f:
             data = f.read()
         with open(os.path.join(CORPUS, name + ".onnx"), "wb") as f:

@@ -1,0 +1,172 @@
+/* Converters of the ONNX elementwise math ops, Pow, Max/Min, Where, Gelu
+ * and LayerNormalization (issue 17; docs/onnx.md has the mapping table).
+ * PyTorch exports GELU before opset 20 as x * 0.5 * (1 + Erf(x / sqrt 2))
+ * (or its tanh form with Pow and Tanh) and LayerNorm before opset 17 as
+ * ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add: those import
+ * op by op through the converters here and in onnx_nodes.c. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "onnx/onnx_internal.h"
+
+static const char *const no_attrs[] = {NULL};
+
+static sg_status in_tensor(ox_ctx *c, int i, const char *what, sg_tensor *t) {
+  ox_value *v = sg__ox_input(c, c->node, i);
+  if (v == NULL) return sg__ox_node_error(c, SG_ERR_ARITY, "input %d (%s) is missing", i, what);
+  return sg__ox_tensor(c, v, t);
+}
+
+static sg_status out0(ox_ctx *c, sg_tensor t) {
+  SG_CHECK(sg__ox_built(c, t));
+  return sg__ox_set_tensor(c, 0, t);
+}
+
+/* ---- unary math ------------------------------------------------------------ */
+
+static sg_status unary(ox_ctx *c, sg_tensor (*fn)(sg_graph *, sg_tensor)) {
+  SG_CHECK(sg__ox_check_attrs(c, no_attrs));
+  sg_tensor x;
+  SG_CHECK(in_tensor(c, 0, "X", &x));
+  return out0(c, fn(c->g, x));
+}
+
+#define UNARY_CV(cvname, fn)                                     \
+  static sg_status cvname(ox_ctx *c, const Onnx__NodeProto *n) { \
+    (void)n;                                                     \
+    return unary(c, fn);                                         \
+  }
+UNARY_CV(cv_exp, sg_exp)
+UNARY_CV(cv_log, sg_log)
+UNARY_CV(cv_sqrt, sg_sqrt)
+UNARY_CV(cv_reciprocal, sg_reciprocal)
+UNARY_CV(cv_neg, sg_neg)
+UNARY_CV(cv_abs, sg_abs)
+UNARY_CV(cv_sign, sg_sign)
+UNARY_CV(cv_erf, sg_erf)
+
+/* Pow(X, Y) with Y a constant scalar (PyTorch's x ** 2, x ** 3, x ** 0.5). */
+static sg_status cv_pow(ox_ctx *c, const Onnx__NodeProto *n) {
+  SG_CHECK(sg__ox_check_attrs(c, no_attrs));
+  ox_value *y = sg__ox_input(c, n, 1);
+  if (y == NULL) return sg__ox_node_error(c, SG_ERR_ARITY, "input 1 (Y) is missing");
+  double e;
+  SG_CHECK(sg__ox_const_scalar(c, y, "exponent", &e));
+  if (!isfinite(e)) return sg__ox_node_error(c, SG_ERR_UNSUPPORTED, "exponent %g is not finite", e);
+  sg_tensor x;
+  SG_CHECK(in_tensor(c, 0, "X", &x));
+  /* The exponent of a float base is read as the float32 it is (2.0, 0.5 exact). */
+  return out0(c, sg_pow_scalar(c->g, x, y->elem == OX_FLOAT ? sg__ox_snap_float(e) : e));
+}
+
+/* ---- Max, Min, Where ------------------------------------------------------- */
+
+/* Max and Min take one or more inputs, broadcast together. */
+static sg_status minmax(ox_ctx *c, const Onnx__NodeProto *n, bool max) {
+  SG_CHECK(sg__ox_check_attrs(c, no_attrs));
+  sg_tensor acc;
+  SG_CHECK(in_tensor(c, 0, "data_0", &acc));
+  for (size_t i = 1; i < n->n_input; i++) {
+    sg_tensor t;
+    char what[32];
+    snprintf(what, sizeof what, "data_%zu", i);
+    SG_CHECK(in_tensor(c, (int)i, what, &t));
+    acc = (max ? sg_max : sg_min)(c->g, acc, t);
+    SG_CHECK(sg__ox_built(c, acc));
+  }
+  return sg__ox_set_tensor(c, 0, acc);
+}
+static sg_status cv_max(ox_ctx *c, const Onnx__NodeProto *n) { return minmax(c, n, true); }
+static sg_status cv_min(ox_ctx *c, const Onnx__NodeProto *n) { return minmax(c, n, false); }
+
+static sg_status cv_where(ox_ctx *c, const Onnx__NodeProto *n) {
+  (void)n;
+  SG_CHECK(sg__ox_check_attrs(c, no_attrs));
+  sg_tensor cond, a, b;
+  SG_CHECK(in_tensor(c, 0, "condition", &cond));
+  SG_CHECK(in_tensor(c, 1, "X", &a));
+  SG_CHECK(in_tensor(c, 2, "Y", &b));
+  return out0(c, sg_where(c->g, cond, a, b));
+}
+
+/* ---- Gelu (opset 20) -------------------------------------------------------- */
+
+static sg_status cv_gelu(ox_ctx *c, const Onnx__NodeProto *n) {
+  (void)n;
+  static const char *const known[] = {"approximate", NULL};
+  SG_CHECK(sg__ox_check_attrs(c, known));
+  if (c->opset < 20)
+    return sg__ox_node_error(c, SG_ERR_UNSUPPORTED, "Gelu is an op of opset 20; the model imports opset %lld",
+                             (long long)c->opset);
+  char mode[16];
+  SG_CHECK(sg__ox_attr_string(c, "approximate", "none", mode, sizeof mode));
+  int tanh_form = strcmp(mode, "tanh") == 0;
+  if (!tanh_form && strcmp(mode, "none") != 0)
+    return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "approximate is '%s'; must be 'none' or 'tanh'", mode);
+  sg_tensor x;
+  SG_CHECK(in_tensor(c, 0, "X", &x));
+  return out0(c, sg_gelu(c->g, x, tanh_form));
+}
+
+/* ---- LayerNormalization (opset 17) ------------------------------------------ */
+
+static sg_status cv_layer_norm(ox_ctx *c, const Onnx__NodeProto *n) {
+  static const char *const known[] = {"axis", "epsilon", "stash_type", NULL};
+  SG_CHECK(sg__ox_check_attrs(c, known));
+  if (c->opset < 17)
+    return sg__ox_node_error(c, SG_ERR_UNSUPPORTED,
+                             "LayerNormalization is an op of opset 17; the model imports opset %lld",
+                             (long long)c->opset);
+  int64_t axis = -1, stash = 1;
+  double eps = 1e-5;
+  SG_CHECK(sg__ox_attr_int(c, "axis", -1, &axis));
+  SG_CHECK(sg__ox_attr_float(c, "epsilon", 1e-5, &eps));
+  SG_CHECK(sg__ox_attr_int(c, "stash_type", 1, &stash));
+  /* The statistics are computed in double precision and kept as float32. */
+  if (stash != OX_FLOAT)
+    return sg__ox_node_error(c, SG_ERR_UNSUPPORTED, "stash_type %lld (only 1, FLOAT)", (long long)stash);
+  sg_tensor in[3] = {SG_NO_TENSOR, SG_NO_TENSOR, SG_NO_TENSOR};
+  SG_CHECK(in_tensor(c, 0, "X", &in[0]));
+  SG_CHECK(in_tensor(c, 1, "Scale", &in[1]));
+  if (sg__ox_input(c, n, 2)) SG_CHECK(in_tensor(c, 2, "B", &in[2]));
+  int rank = c->g->tensors[in[0].id].ndim, ax;
+  SG_CHECK(sg__ox_axis(c, axis, rank, "axis", &ax));
+  sg_attr attrs[] = {SG__AI("axis", ax), SG__AF("epsilon", sg__ox_snap_float(eps))};
+  sg_tensor outs[3];
+  if (sg_graph_add_op(c->g, SG_OP_LAYER_NORM, 3, in, 2, attrs, 3, outs, NULL) != SG_OK)
+    return sg__ox_built(c, SG_NO_TENSOR);
+  SG_CHECK(sg__ox_set_tensor(c, 0, outs[0]));
+  /* Mean and InvStdDev: the op's saved statistics, named after Y when the
+   * model does not use them. */
+  const char *y = sg__ox_has_output(c, 0) ? n->output[0] : "layer_norm";
+  static const char *const suffix[] = {"mean", "invstd"};
+  for (int k = 1; k < 3; k++) {
+    if (sg__ox_has_output(c, k)) {
+      SG_CHECK(sg__ox_set_tensor(c, k, outs[k]));
+    } else {
+      char buf[SG__MAX_NAME];
+      snprintf(buf, sizeof buf, "%.4000s.%s", y, suffix[k - 1]);
+      SG_CHECK(sg__ox_want_name(c, outs[k].id, buf, 1));
+    }
+  }
+  return SG_OK;
+}
+
+const ox_op sg__ox_math_ops[] = {
+    {"Exp", cv_exp, 1, 1, 1, 1},
+    {"Log", cv_log, 1, 1, 1, 1},
+    {"Sqrt", cv_sqrt, 1, 1, 1, 1},
+    {"Reciprocal", cv_reciprocal, 1, 1, 1, 1},
+    {"Neg", cv_neg, 1, 1, 1, 1},
+    {"Abs", cv_abs, 1, 1, 1, 1},
+    {"Sign", cv_sign, 1, 1, 1, 1},
+    {"Erf", cv_erf, 1, 1, 1, 1},
+    {"Pow", cv_pow, 2, 2, 1, 1},
+    {"Max", cv_max, 1, SG__MAX_OP_IO, 1, 1},
+    {"Min", cv_min, 1, SG__MAX_OP_IO, 1, 1},
+    {"Where", cv_where, 3, 3, 1, 1},
+    {"Gelu", cv_gelu, 1, 1, 1, 1},
+    {"LayerNormalization", cv_layer_norm, 2, 3, 1, 3},
+};
+const int sg__ox_n_math_ops = (int)(sizeof sg__ox_math_ops / sizeof *sg__ox_math_ops);
