@@ -4,7 +4,8 @@
  *   mlp_train [--epochs N] [--batch N] [--threads N] [--lr X]
  *             [--optimizer sgd|adamw] [--seed N] [--json]
  *             [--features N] [--hidden N] [--depth N]
- *             [--activation relu|gelu|gelu-tanh] [--layernorm] [--steps N]
+ *             [--activation relu|gelu|gelu-tanh] [--layernorm] [--decomposed]
+ *             [--steps N]
  *
  * The data: 10 classes, each a random template vector in R^features (64); a
  * sample is its class template plus Gaussian noise (sigma 1.0), so the
@@ -12,7 +13,10 @@
  * The net: `depth` (1) hidden layers, each linear(in->hidden (128)), then
  * with --layernorm a LayerNorm(hidden) (weight 1, bias 0, both trained),
  * then the activation (relu; gelu is the erf form, gelu-tanh the tanh
- * approximation); then linear(hidden->10) and cross_entropy. Trained with
+ * approximation); with --decomposed both LayerNorm and GELU (erf form) are
+ * built from elementwise ops and reductions, as torch.onnx.export writes them
+ * below opset 17 (what the fusion pass fuses); then linear(hidden->10) and
+ * cross_entropy. Trained with
  * SGD (momentum 0.9) or AdamW; the graph is forward + backward + update,
  * built once, compiled once. --steps stops after that many training steps
  * in all (0: no limit; the epoch in progress is then evaluated and is the
@@ -34,6 +38,7 @@
 
 #include "example_digest.h"
 #include "example_opts.h"
+#include "example_report.h"
 
 enum { CLASSES = 10, N_TRAIN = 4096, N_TEST = 1024, MAX_DEPTH = 64 };
 
@@ -42,7 +47,7 @@ typedef struct options {
   double lr;
   const char *optimizer;
   uint64_t seed;
-  int features, hidden, depth, layernorm, steps;
+  int features, hidden, depth, layernorm, decomposed, steps;
   const char *activation;
 } options;
 
@@ -93,6 +98,22 @@ static sg_tensor constant_param(sg_graph *g, const char *name, int64_t n, float 
   return t;
 }
 
+/* --decomposed: LayerNorm over the last dim and GELU (erf form) as the
+ * elementwise ops and reductions that torch.onnx.export writes below opset
+ * 17 (ReduceMean, Sub, Pow, Sqrt, Div, Mul, Add; Div, Erf, Add, Mul, Mul):
+ * the same functions, for the fusion benchmark. */
+static sg_tensor layer_norm_ops(sg_graph *g, sg_tensor x, sg_tensor w, sg_tensor b) {
+  int64_t last = -1;
+  sg_tensor d = sg_sub(g, x, sg_reduce_mean(g, x, 1, &last, 1));
+  sg_tensor var = sg_reduce_mean(g, sg_pow_scalar(g, d, 2), 1, &last, 1);
+  sg_tensor n = sg_div(g, d, sg_sqrt(g, sg_add_scalar(g, var, 1e-5)));
+  return sg_add(g, sg_mul(g, n, w), b);
+}
+static sg_tensor gelu_ops(sg_graph *g, sg_tensor x) {
+  sg_tensor e = sg_add_scalar(g, sg_erf(g, sg_mul_scalar(g, x, M_SQRT1_2)), 1);
+  return sg_mul_scalar(g, sg_mul(g, x, e), 0.5);
+}
+
 static sg_status build(const options *o, sg_graph **out) {
   sg_graph *g;
   sg_status st = sg_graph_create(&g);
@@ -119,9 +140,10 @@ static sg_status build(const options *o, sg_graph **out) {
       sg_tensor lw = constant_param(g, name, H, 1.0f);
       snprintf(name, sizeof name, "ln%d.bias", l);
       sg_tensor lb = constant_param(g, name, H, 0.0f);
-      h = sg_layer_norm(g, h, lw, lb, -1, 1e-5);
+      h = o->decomposed ? layer_norm_ops(g, h, lw, lb) : sg_layer_norm(g, h, lw, lb, -1, 1e-5);
     }
     if (strcmp(o->activation, "relu") == 0) h = sg_relu(g, h);
+    else if (o->decomposed) h = gelu_ops(g, h);
     else h = sg_gelu(g, h, strcmp(o->activation, "gelu-tanh") == 0);
     in = H;
   }
@@ -171,7 +193,7 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 static int parse(int argc, char **argv, options *o) {
-  *o = (options){5, 64, 2, 0, 0.05, "sgd", 1, 64, 128, 1, 0, 0, "relu"};
+  *o = (options){5, 64, 2, 0, 0.05, "sgd", 1, 64, 128, 1, 0, 0, 0, "relu"};
   /* The ranges are in the usage text and docs/examples.md. */
   const example_opt opts[] = {
       {"--epochs", EXAMPLE_OPT_INT, &o->epochs, 1, 100000},
@@ -186,6 +208,7 @@ static int parse(int argc, char **argv, options *o) {
       {"--depth", EXAMPLE_OPT_INT, &o->depth, 1, MAX_DEPTH},
       {"--activation", EXAMPLE_OPT_STRING, &o->activation},
       {"--layernorm", EXAMPLE_OPT_FLAG, &o->layernorm},
+      {"--decomposed", EXAMPLE_OPT_FLAG, &o->decomposed},
       {"--steps", EXAMPLE_OPT_INT, &o->steps, 0, 2147483647},
   };
   int rc = example_parse_opts(
@@ -193,7 +216,7 @@ static int parse(int argc, char **argv, options *o) {
       "usage: mlp_train [--epochs N] [--batch N] [--threads N] [--lr X] [--optimizer sgd|adamw] [--seed N] "
       "[--json]\n"
       "                 [--features N] [--hidden N] [--depth N] [--activation relu|gelu|gelu-tanh] "
-      "[--layernorm] [--steps N]\n"
+      "[--layernorm] [--decomposed] [--steps N]\n"
       "       epochs 1..100000, batch 1..1024, threads 1..4096, lr in (0, 100], seed 0..2^64-1,\n"
       "       features 1..65536, hidden 1..65536, depth 1..64, steps 0..2^31-1 (0: no limit)\n",
       argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
@@ -201,6 +224,10 @@ static int parse(int argc, char **argv, options *o) {
   if (strcmp(o->activation, "relu") != 0 && strcmp(o->activation, "gelu") != 0 &&
       strcmp(o->activation, "gelu-tanh") != 0) {
     fprintf(stderr, "mlp_train: --activation '%s' is not relu, gelu or gelu-tanh\n", o->activation);
+    return 2;
+  }
+  if (o->decomposed && strcmp(o->activation, "gelu-tanh") == 0) {
+    fprintf(stderr, "mlp_train: --decomposed builds the erf form of GELU only, not gelu-tanh\n");
     return 2;
   }
   if (strcmp(o->optimizer, "sgd") != 0 && strcmp(o->optimizer, "adamw") != 0) {
@@ -338,6 +365,9 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(j, "depth", o.depth);
     cJSON_AddStringToObject(j, "activation", o.activation);
     cJSON_AddBoolToObject(j, "layernorm", o.layernorm);
+    cJSON_AddBoolToObject(j, "decomposed", o.decomposed);
+    cJSON_AddNumberToObject(j, "compile_seconds", rep.compile_seconds);
+    example_compile_json(j, &rep);
     cJSON_AddNumberToObject(j, "planned_peak_bytes", (double)rep.planned_peak_bytes);
     cJSON_AddNumberToObject(j, "sum_tensor_bytes", (double)rep.sum_tensor_bytes);
     cJSON_AddStringToObject(j, "params_hash", hex);

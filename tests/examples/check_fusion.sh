@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fusion and the compile cache through a training example (docs/compiler.md).
 #
-#   check_fusion.sh MODE RESNET50_TRAIN
+#   check_fusion.sh MODE RESNET50_TRAIN   (mlp: MLP_TRAIN)
 #
 #   parity      5 steps of ResNet-50 (width 16, 32x32) with fusion and with
 #               SG_FUSION=0: the same params_hash (fusing relu and residual
@@ -16,6 +16,9 @@
 #               message naming it, the run goes on uncached
 #   nospace     (root) the cache on a full tmpfs: "running uncached", the
 #               same params_hash
+#   mlp         an MLP whose LayerNorm and GELU are elementwise ops and
+#               reductions (mlp_train --decomposed), 5 AdamW steps with and
+#               without fusion: params_l2 within 1e-6 relative
 set -euo pipefail
 mode=$1
 bin=$2
@@ -127,6 +130,19 @@ case $mode in
     }
     run ref SG_CACHE=0
     expect "params_hash on a full cache" "$(field full params_hash)" "$(field ref params_hash)"
+    ;;
+  mlp)
+    args=(--hidden 96 --depth 2 --activation gelu --layernorm --decomposed --optimizer adamw --lr 0.003
+      --steps 5 --threads 2 --json)
+    run fused SG_CACHE_DIR="$work/cache"
+    run unfused SG_CACHE_DIR="$work/cache" SG_FUSION=0
+    [ "$(field fused fused_kernels)" -gt 4 ] || { echo "FAIL: too little fused" >&2; exit 1; }
+    /usr/bin/python3 - "$(field fused params_l2)" "$(field unfused params_l2)" <<'PY'
+import sys
+a, b = float(sys.argv[1]), float(sys.argv[2])
+assert abs(a - b) <= 1e-6 * abs(b), (a, b)
+print("ok: params_l2 fused %.9g, unfused %.9g" % (a, b))
+PY
     ;;
   *)
     echo "check_fusion.sh: unknown mode $mode" >&2

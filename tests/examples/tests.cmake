@@ -35,6 +35,10 @@ if(TARGET resnet50_train AND NOT SG_SANITIZE)
     set_tests_properties(example_fusion_${m} PROPERTIES TIMEOUT 600 LABELS "examples;fusion" SKIP_RETURN_CODE 77)
   endforeach()
 endif()
+if(TARGET mlp_train)
+  add_test(NAME example_fusion_mlp COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_fusion.sh mlp $<TARGET_FILE:mlp_train>)
+  set_tests_properties(example_fusion_mlp PROPERTIES TIMEOUT 300 LABELS "examples;fusion")
+endif()
 if(TARGET resnet50_onnx_check)
   add_test(NAME example_resnet50_onnx
            COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_resnet50.sh onnx $<TARGET_FILE:resnet50_onnx_check>
