@@ -56,10 +56,13 @@ static void profile_report(const sg_session *s) {
   const sg__profile *pr = s->profile;
   const sg_graph *g = s->g;
   double steps = pr->steps > 1 ? (double)(pr->steps - 1) : 1.0, total = 0;
-  double kind_s[SG__OP_KIND_LAST + 1] = {0};
-  int kind_n[SG__OP_KIND_LAST + 1] = {0};
+  /* Kinds, and one more row for the generated kernels of fused groups. */
+  enum { FUSED = SG__OP_KIND_LAST + 1 };
+  double kind_s[FUSED + 1] = {0};
+  int kind_n[FUSED + 1] = {0};
   for (uint32_t i = 0; i < s->plan.n_order; i++) {
-    sg_op_kind k = g->ops[s->plan.order[i]].kind;
+    int32_t op = s->plan.order[i];
+    int k = s->plan.group_of && s->plan.group_of[op] >= 0 ? FUSED : (int)g->ops[op].kind;
     kind_s[k] += pr->op_s[i];
     kind_n[k]++;
     total += pr->op_s[i];
@@ -70,10 +73,11 @@ static void profile_report(const sg_session *s) {
   fprintf(stderr, "  %-28s %6s %10s %6s\n", "op kind", "ops", "ms/step", "share");
   for (;;) {
     int best = 0;
-    for (int k = 1; k <= SG__OP_KIND_LAST; k++)
+    for (int k = 1; k <= FUSED; k++)
       if (kind_n[k] > 0 && (best == 0 || kind_s[k] > kind_s[best])) best = k;
     if (best == 0) break;
-    fprintf(stderr, "  %-28s %6d %10.2f %5.1f%%\n", sg_op_kind_name((sg_op_kind)best), kind_n[best],
+    fprintf(stderr, "  %-28s %6d %10.2f %5.1f%%\n",
+            best == FUSED ? "(generated kernels)" : sg_op_kind_name((sg_op_kind)best), kind_n[best],
             1e3 * kind_s[best] / steps, total > 0 ? 100.0 * kind_s[best] / total : 0.0);
     kind_n[best] = 0;
   }
@@ -95,8 +99,9 @@ static void profile_report(const sg_session *s) {
     char shape[SG__SHAPE_STR] = "";
     int32_t t = op->n_outputs > 0 ? op->outputs[0] : (op->n_inputs > 0 ? op->inputs[0] : -1);
     if (t >= 0) sg__shape_str(shape, g->tensors[t].dtype, g->tensors[t].ndim, g->tensors[t].dims);
-    fprintf(stderr, "    %8.2f ms  %-24s %s %s\n", 1e3 * pr->op_s[top[j]] / steps, sg_op_kind_name(op->kind),
-            op->name ? op->name : "?", shape);
+    bool fused = s->plan.group_of && s->plan.group_of[s->plan.order[top[j]]] >= 0;
+    fprintf(stderr, "    %8.2f ms  %-24s %s %s\n", 1e3 * pr->op_s[top[j]] / steps,
+            fused ? "(generated, ends at)" : sg_op_kind_name(op->kind), op->name ? op->name : "?", shape);
   }
 }
 
