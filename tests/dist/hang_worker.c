@@ -119,6 +119,25 @@ static int api(void) {
   return 0;
 }
 
+/* `sgrt launch` stops every rank once one exits non-zero, as torchrun does: a survivor that
+ * reported its failure waits (a marker file per survivor in DIR, up to the hang timeout and 2 s)
+ * until the others have reported theirs too, so a slower survivor is not killed first. */
+static void wait_for_survivors(const char *dir, int rank, int size, int hang_ms) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/hangfail.%d", dir, rank);
+  FILE *f = fopen(path, "w");
+  if (f) fclose(f);
+  for (int waited = 0; waited < hang_ms + 2000; waited += 20) {
+    int n = 0;
+    for (int r = 0; r < size; r++) {
+      snprintf(path, sizeof path, "%s/hangfail.%d", dir, r);
+      n += access(path, F_OK) == 0;
+    }
+    if (n >= size - 1) return; /* every rank but the stuck one */
+    usleep(20000);
+  }
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: hang_worker heal|fail|slow DIR [REF] | hang_worker api\n");
@@ -165,6 +184,7 @@ int main(int argc, char **argv) {
       if (fail) {
         printf("HANGFAIL rank %d wall %.3f: %s\n", rank, wall_s(), sg_last_error());
         fflush(stdout);
+        wait_for_survivors(dir, rank, sg_dist_size(d), dp.hang_ms);
       }
       fprintf(stderr, "rank %d: step %d: %s\n", rank, s + 1, sg_last_error());
       int excluded = st.excluded;
