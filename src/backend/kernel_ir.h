@@ -32,8 +32,8 @@
 
 /* Bumped whenever the generated code for the same IR changes: part of the
  * compile cache's key. */
-#define SG__CODEGEN_VERSION 1
-#define SG__CODEGEN_VERSION_STR "1"
+#define SG__CODEGEN_VERSION 2
+#define SG__CODEGEN_VERSION_STR "2"
 
 #define SG__KIR_MAX_DIMS 8
 #define SG__KIR_MAX_INPUTS 32

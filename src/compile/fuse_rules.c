@@ -104,7 +104,7 @@ int sg__fuse_op_expr(sg__kir_kernel *k, const sg__op *op, const int *in) {
       if (v == -2) return DIV(C(1), MUL(x, x));
       return sg__kir_binary(k, SG__KIR_POW, x, C(v));
     }
-    /* cpu_math.c: libm's expf, logf, sqrtf, erff; 1.0f / x. */
+    /* cpu_math.c: exp and erf of sgk_math.h, libm's logf and sqrtf; 1.0f / x. */
     case SG_OP_EXP: return U(EXP, x);
     case SG_OP_LOG: return U(LOG, x);
     case SG_OP_SQRT: return U(SQRT, x);

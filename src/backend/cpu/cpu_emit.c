@@ -13,13 +13,17 @@
  * unsigned arithmetic, integer division by zero gives 0 and MIN / -1 gives
  * MIN, f32 max/min propagate NaN, casts from f32 to integers give 0 for NaN
  * and out-of-range values. Constants are written exactly (hexadecimal
- * floats). docs/compiler.md shows the output for one kernel. */
+ * floats). exp, erf, tanh and sigmoid are sgk_math.h's, whose text starts
+ * every translation unit (the C kernels include the same file), so that
+ * loops over them vectorize and agree bit for bit with cpu_math.c.
+ * docs/compiler.md shows the output for one kernel. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "backend/cpu/cpu_internal.h"
+#include "sgk_math_text.h" /* sgk_math_text: sgk_math.h as a string (src/CMakeLists.txt) */
 
 static const char *ctype(int dtype) {
   switch (dtype) {
@@ -41,7 +45,6 @@ static const char prelude[] =
     "#define SGK_EXPORT __attribute__((visibility(\"default\")))\n"
     "static inline float sgk_maxf(float a, float b) { return a != a ? a : b != b ? b : a > b ? a : b; }\n"
     "static inline float sgk_minf(float a, float b) { return a != a ? a : b != b ? b : a < b ? a : b; }\n"
-    "static inline float sgk_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }\n"
     "static inline int32_t sgk_div32(int32_t a, int32_t b) {\n"
     "  return b == 0 ? 0 : (a == INT32_MIN && b == -1) ? a : a / b;\n"
     "}\n"
@@ -94,12 +97,12 @@ static void put_expr(sg__strbuf *b, const sg__kir_kernel *k, uint32_t i) {
       if (f) sg__strbuf_put(b, "fabsf(v%u)", a);
       else sg__strbuf_put(b, "(v%u < 0 ? (%s)(0u - (%s)v%u) : v%u)", a, ctype(t), utype(t), a, a);
       return;
-    case SG__KIR_EXP: sg__strbuf_put(b, "expf(v%u)", a); return;
+    case SG__KIR_EXP: sg__strbuf_put(b, "sgk_expf(v%u)", a); return;
     case SG__KIR_LOG: sg__strbuf_put(b, "logf(v%u)", a); return;
     case SG__KIR_SQRT: sg__strbuf_put(b, "sqrtf(v%u)", a); return;
     case SG__KIR_RECIP: sg__strbuf_put(b, "(1.0f / v%u)", a); return;
-    case SG__KIR_TANH: sg__strbuf_put(b, "tanhf(v%u)", a); return;
-    case SG__KIR_ERF: sg__strbuf_put(b, "erff(v%u)", a); return;
+    case SG__KIR_TANH: sg__strbuf_put(b, "sgk_tanhf(v%u)", a); return;
+    case SG__KIR_ERF: sg__strbuf_put(b, "sgk_erff(v%u)", a); return;
     case SG__KIR_SIGMOID: sg__strbuf_put(b, "sgk_sigmoidf(v%u)", a); return;
     case SG__KIR_CAST: put_cast(b, x->dtype, t, a); return;
     case SG__KIR_NOT: sg__strbuf_put(b, "(uint8_t)!v%u", a); return;
@@ -282,7 +285,7 @@ sg_status sg__cpu_emit_c(const sg__kir_kernel *const *kernels, int n, char **src
   *src = NULL;
   *len = 0;
   sg__strbuf b = {0};
-  sg__strbuf_put(&b, "%s", prelude);
+  sg__strbuf_put(&b, "%s%s", prelude, sgk_math_text);
   for (int i = 0; i < n; i++) {
     const sg__kir_kernel *k = kernels[i];
     if (k->error != SG_OK || k->n_out == 0)

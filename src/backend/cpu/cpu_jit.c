@@ -9,8 +9,11 @@
  * kernels'). Never -ffast-math: with gcc it links crtfastmath.o, whose
  * constructor turns on flush-to-zero for the whole process when the object
  * loads; as a guard, MXCSR is compared around dlopen and restored with a
- * warning if a wrapper compiler ($SG_CC) changed it. -fno-math-errno is not
- * fast-math: it only lets sqrtf be one instruction. */
+ * warning if a wrapper compiler ($SG_CC) changed it. -fno-math-errno and
+ * -fno-trapping-math are not fast-math and change no result: the first
+ * lets sqrtf be one instruction, the second lets GCC compute both sides of
+ * a select (FP exceptions are masked in sgrt's threads), without which it
+ * keeps the selects of sgk_math.h as branches and does not vectorize. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -36,8 +39,9 @@
 extern char **environ;
 
 /* One string (the compile cache will key on it), split into words at run. */
-#define JIT_FLAGS \
-  "-std=c11 -O3 -march=native -fPIC -shared -ffp-contract=off -fno-math-errno -fvisibility=hidden -fno-plt"
+#define JIT_FLAGS                                                                                  \
+  "-std=c11 -O3 -march=native -fPIC -shared -ffp-contract=off -fno-math-errno -fno-trapping-math " \
+  "-fvisibility=hidden -fno-plt"
 
 struct sg__jit_lib {
   void *handle;

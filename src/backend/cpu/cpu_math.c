@@ -3,7 +3,8 @@
  * broadcasting.
  *
  * The formulas are the kernel IR's (backend/kernel_ir.h, cpu_emit.c), so a
- * fused kernel agrees bit for bit: expf, logf, sqrtf, erff from libm, 1/x
+ * fused kernel agrees bit for bit: exp and erf from sgk_math.h (vectorizable,
+ * computed in double), logf and sqrtf from libm, 1/x
  * as 1.0f / x, sign(x) = x > 0 ? 1 : x < 0 ? -1 : x (0, -0 and NaN pass
  * through); integer neg and abs wrap (-MIN is MIN). Casts: f32 to an
  * integer truncates toward zero, NaN and out-of-range values give 0 (C
@@ -15,6 +16,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_internal.h"
+#include "backend/cpu/sgk_math.h"
 
 typedef struct math_kernel {
   sg__kernel base;
@@ -33,7 +35,7 @@ static inline float sign_f32(float x) { return x > 0 ? 1.0f : x < 0 ? -1.0f : x;
 static void f32_range(const math_kernel *k, const float *x, float *y, int64_t n) {
   switch (k->base.kind) {
     case SG_OP_EXP:
-      for (int64_t i = 0; i < n; i++) y[i] = expf(x[i]);
+      for (int64_t i = 0; i < n; i++) y[i] = sgk_expf(x[i]);
       break;
     case SG_OP_LOG:
       for (int64_t i = 0; i < n; i++) y[i] = logf(x[i]);
@@ -45,7 +47,7 @@ static void f32_range(const math_kernel *k, const float *x, float *y, int64_t n)
       for (int64_t i = 0; i < n; i++) y[i] = 1.0f / x[i];
       break;
     case SG_OP_ERF:
-      for (int64_t i = 0; i < n; i++) y[i] = erff(x[i]);
+      for (int64_t i = 0; i < n; i++) y[i] = sgk_erff(x[i]);
       break;
     case SG_OP_NEG:
       for (int64_t i = 0; i < n; i++) y[i] = -x[i];

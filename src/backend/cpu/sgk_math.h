@@ -1,0 +1,142 @@
+/* Vectorizable float math: exp, erf, tanh and sigmoid, shared by the C
+ * kernels (cpu_math.c) and every generated translation unit (cpu_emit.c
+ * embeds this file's text), so a fused kernel and an op's own kernel agree
+ * bit for bit.
+ *
+ * libm's expf, erff and tanhf are calls the auto-vectorizer cannot see
+ * into: a loop over them runs one element at a time. These functions are
+ * straight-line code (selects, no branches, no calls) that computes in
+ * double precision: the double result is within about 1e-13 relative of the
+ * exact value, so the float it rounds to is the correctly rounded one
+ * except within that distance of a rounding boundary -- libm's result,
+ * practically (tests/unit/test_sgk_math.c counts the differences). NaN
+ * passes through; infinities, overflow, underflow to subnormals and signed
+ * zeros follow C's functions.
+ *
+ * No FMA contraction: the library and the generated code are both compiled
+ * with -ffp-contract=off, so every compiler and ISA computes the same bits.
+ * Plain C11, this file alone: it is also the start of generated code. */
+#ifndef SGK_MATH_H
+#define SGK_MATH_H
+
+#include <stdint.h>
+#include <string.h>
+
+/* e^x for |x| <= 700: x = n ln2 + r with |r| <= ln2 / 2, e^r by its Taylor
+ * series to r^11 / 11! (truncation under 1e-14), 2^n built from its bits.
+ * Adding 1.5 * 2^52 rounds x / ln2 to the integer n and leaves n in the low
+ * bits of the sum, so no float-to-integer conversion is needed (one that
+ * AVX2 lacks for 64-bit lanes). */
+static inline double sgk_exp_d(double x) {
+  const double shift = 0x1.8p52;
+  double t = x * 0x1.71547652b82fep0 + shift; /* x / ln2 + shift */
+  double n = t - shift;
+  double r = x - n * 0x1.62e42fefa39efp-1;
+  double p = 0x1.ae64567f544e4p-26;  /* 1/11! */
+  p = p * r + 0x1.27e4fb7789f5cp-22; /* 1/10! */
+  p = p * r + 0x1.71de3a556c734p-19; /* 1/9! */
+  p = p * r + 0x1.a01a01a01a01ap-16; /* 1/8! */
+  p = p * r + 0x1.a01a01a01a01ap-13; /* 1/7! */
+  p = p * r + 0x1.6c16c16c16c17p-10; /* 1/6! */
+  p = p * r + 0x1.1111111111111p-7;  /* 1/5! */
+  p = p * r + 0x1.5555555555555p-5;  /* 1/4! */
+  p = p * r + 0x1.5555555555555p-3;  /* 1/3! */
+  p = p * r + 0.5;
+  p = p * r + 1.0;
+  p = p * r + 1.0;
+  uint64_t bits;
+  memcpy(&bits, &t, sizeof bits);
+  uint64_t scale_bits = (bits - UINT64_C(0x4338000000000000) + 1023u) << 52; /* 2^n */
+  double scale;
+  memcpy(&scale, &scale_bits, sizeof scale);
+  return p * scale;
+}
+
+static inline float sgk_expf(float x) {
+  /* Clamped where the float result is 0 or infinite already (e^89 is
+   * finite as a double and rounds to infinity as a float). Every value is
+   * computed and then selected, never branched on: a loop over this stays
+   * one basic block, which GCC needs to vectorize it. */
+  double d = x;
+  d = d < -104.0 ? -104.0 : d;
+  d = d > 89.0 ? 89.0 : d;
+  d = x != x ? 0.0 : d;
+  float y = (float)sgk_exp_d(d);
+  return x != x ? x : y;
+}
+
+/* erf: for |x| < 1 its Taylor series (to x^27, truncation under 1e-11:
+ * alternating, terms 2 / sqrt(pi) x^(2n+1) / (n! (2n+1))); for 1 <= |x| < 4,
+ * 1 - e^(-x^2) g(|x|), g(a) = erfc(a) e^(a^2) fitted by a polynomial of
+ * degree 14 in (a - 2.5) / 1.5 (relative error 2.4e-10 in g, so under 4e-11
+ * absolute in erf); from 4 on, +-1 (erf(x) rounds to 1 in float from 3.92).
+ * x^2 is exact in double. */
+static inline float sgk_erff(float x) {
+  double d = x != x ? 0.0 : (double)x;
+  double a = d < 0 ? -d : d, z = d * d;
+  double sign = d < 0 ? -1.0 : 1.0;
+  double s = -0x1.d8453cb0c46eap-38;  /* n = 13 */
+  s = s * z + 0x1.9e6ad5e55a730p-34;  /* n = 12 */
+  s = s * z + -0x1.51d7181c5d36dp-30; /* n = 11 */
+  s = s * z + 0x1.fcc5720624c1cp-27;  /* n = 10 */
+  s = s * z + -0x1.5f742ec43e71ap-23; /* n = 9 */
+  s = s * z + 0x1.b9e6c9dc651a3p-20;  /* n = 8 */
+  s = s * z + -0x1.f4d25c3e0c2ebp-17; /* n = 7 */
+  s = s * z + 0x1.f9a326f9b89b7p-14;  /* n = 6 */
+  s = s * z + -0x1.c02db40040b86p-11; /* n = 5 */
+  s = s * z + 0x1.565bcd0e6a53fp-8;   /* n = 4 */
+  s = s * z + -0x1.b82ce31288b51p-6;  /* n = 3 */
+  s = s * z + 0x1.ce2f21a042be2p-4;   /* n = 2 */
+  s = s * z + -0x1.812746b0379e7p-2;  /* n = 1 */
+  s = s * z + 0x1.20dd750429b6dp+0;   /* n = 0: 2 / sqrt(pi) */
+  s = s * d;
+  double c = a < 1.0 ? 1.0 : a;
+  c = c > 4.0 ? 4.0 : c;
+  double u = (c - 2.5) * 0x1.5555555555555p-1; /* (c - 2.5) / 1.5 */
+  double g = 1.8130110085989185e-06;
+  g = g * u + -5.0581802294316407e-06;
+  g = g * u + 7.4735500648067752e-06;
+  g = g * u + -2.0489638039971951e-05;
+  g = g * u + 6.3672364834328529e-05;
+  g = g * u + -0.00016449745452498389;
+  g = g * u + 0.00040855915427951252;
+  g = g * u + -0.0010047884605097499;
+  g = g * u + 0.0024037838258736681;
+  g = g * u + -0.0055709289593257284;
+  g = g * u + 0.012489356649700811;
+  g = g * u + -0.027005275783523287;
+  g = g * u + 0.056110494273150124;
+  g = g * u + -0.11152102074917533;
+  g = g * u + 0.21080636405462364;
+  double l = 1.0 - sgk_exp_d(-(c * c)) * g;
+  l = a < 4.0 ? l : 1.0;
+  double r = a < 1.0 ? s : sign * l;
+  float y = (float)r;
+  return x != x ? x : y;
+}
+
+/* tanh(x) = 1 - 2 / (e^(2|x|) + 1), with x's sign: in double the
+ * cancellation for small |x| still leaves 1e-12 relative at 2^-12, below
+ * which tanh(x) rounds to x itself (which keeps -0 and subnormals). */
+static inline float sgk_tanhf(float x) {
+  double d = x != x ? 0.0 : (double)x;
+  double a = d < 0 ? -d : d;
+  double e = sgk_exp_d(2.0 * (a > 20.0 ? 20.0 : a));
+  double t = 1.0 - 2.0 / (e + 1.0);
+  t = d < 0 ? -t : t;
+  float y = (float)t;
+  y = a < 0x1p-12 ? x : y;
+  return x != x ? x : y;
+}
+
+/* 1 / (1 + e^-x); beyond +-104 the float result is 1 or 0 already. */
+static inline float sgk_sigmoidf(float x) {
+  double d = x;
+  d = d < -104.0 ? -104.0 : d;
+  d = d > 104.0 ? 104.0 : d;
+  d = x != x ? 0.0 : d;
+  float y = (float)(1.0 / (1.0 + sgk_exp_d(-d)));
+  return x != x ? x : y;
+}
+
+#endif /* SGK_MATH_H */
