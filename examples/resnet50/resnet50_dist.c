@@ -17,7 +17,9 @@
  * set by the program (no self-healing in those modes).
  *
  * --batch is per rank (the graph is built with it, as with PyTorch DDP); the
- * global batch is batch x ranks. Every rank draws its own shard of each step
+ * global batch is batch x ranks, times M with --micro-batches M in plain data
+ * parallelism (each rank accumulates the gradients of M batches before the
+ * allreduce, sg_dist_params.micro_batches). Every rank draws its own shard of each step
  * (the dataset's classes are the same everywhere, the samples are seeded by
  * step and rank). Rank 0 prints one line per step: the loss averaged over
  * the ranks, images/s of the whole job, and how many ranks are healthy; with
@@ -281,13 +283,15 @@ int main(int argc, char **argv) {
   sgd.momentum = 0.9;
   sg_dist_optimizer opt = SG_DIST_OPTIMIZER_INIT; /* SGD, momentum 0.9, from the input "lr" */
   opt.sgd = &sgd;
-  if (parts) dp.micro_batches = o.micro;
+  dp.micro_batches = o.micro; /* data parallelism: gradient accumulation through the feed */
   sg_dist *d;
   if ((st = parts ? sg_dist_create_model(g, loss, &opt, &dp, &d) : sg_dist_create(g, &dp, &d)) != SG_OK)
     return fail(-1, "joining the job", st);
   int rank = sg_dist_rank(d), world = sg_dist_size(d);
   /* Copies of the model, each fed its own batch: the ranks (data parallelism), or the pipelines. */
   int copies = world / (o.pipeline * o.tensor), copy = rank / (o.pipeline * o.tensor);
+  /* Images per step: each copy's batch, M of them per rank with micro-batches in data parallelism. */
+  int global_batch = o.batch * copies * (parts ? 1 : o.micro);
   sg_dist_stats stats = SG_DIST_STATS_INIT;
   sg_dist_get_stats(d, &stats);
   /* A rank restarted by `sgrt launch --heal --restart-failed` (SG_REJOIN=1) joined the running job
@@ -304,7 +308,7 @@ int main(int argc, char **argv) {
     printf("resnet50_dist: %d ranks x batch %d (global batch %d), %dx%d images, %d classes, width %d, %d "
            "thread%s "
            "per rank; %" PRId64 " parameters, %u gradient buckets (%.1f MB per step); ready in %.2f s\n",
-           world, o.batch, o.batch * copies, o.res, o.res, o.classes, o.width, o.threads,
+           world, o.batch, global_batch, o.res, o.res, o.classes, o.width, o.threads,
            o.threads == 1 ? "" : "s", n_params, stats.buckets, stats.gradient_bytes / 1e6, setup_s);
 
   double *times = calloc((size_t)o.steps + 1, sizeof(double)),
@@ -353,7 +357,7 @@ int main(int argc, char **argv) {
     if (rank == 0 && !o.json)
       printf("step %d/%d  loss %.4f  %.1f images/s  healthy %d/%d  (%.0f ms; allreduce %.0f ms, %.0f ms not "
              "hidden by backward; snapshot %.1f ms, %.1f ms not hidden)%s\n",
-             step + 1, o.steps, stats.loss_mean, o.batch * copies / times[step], stats.healthy_ranks, world,
+             step + 1, o.steps, stats.loss_mean, global_batch / times[step], stats.healthy_ranks, world,
              1e3 * times[step], stats.comm_ms, stats.wait_ms, stats.snapshot_ms, stats.snapshot_wait_ms,
              healed);
     fflush(stdout);
@@ -365,7 +369,7 @@ int main(int argc, char **argv) {
   int timed = o.steps - first;
   double med = median(times + first, timed), med_comm = median(comm + first, timed);
   double med_wait = median(waits + first, timed), med_cpu = median(cpu + first, timed);
-  double ips = med > 0 ? o.batch * copies / med : 0.0;
+  double ips = med > 0 ? global_batch / med : 0.0;
   double med_snap = median(snap + first, timed), med_snap_wait = median(snap_wait + first, timed);
   uint64_t hash = 0;
   double psum = 0, pl2 = 0;
@@ -384,7 +388,7 @@ int main(int argc, char **argv) {
     cJSON_AddStringToObject(j, "example", "resnet50_dist");
     cJSON_AddNumberToObject(j, "world_size", world);
     cJSON_AddNumberToObject(j, "batch", o.batch);
-    cJSON_AddNumberToObject(j, "global_batch", o.batch * copies);
+    cJSON_AddNumberToObject(j, "global_batch", global_batch);
     cJSON_AddNumberToObject(j, "res", o.res);
     cJSON_AddNumberToObject(j, "classes", o.classes);
     cJSON_AddNumberToObject(j, "width", o.width);

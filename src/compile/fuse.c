@@ -14,7 +14,9 @@
  *     member, the anchor) changes no value: no op in between reads a
  *     member's output or updates in place a tensor a member reads,
  *   - the group stays within the kernel IR's limits.
- * A group of one op is no group: that op keeps its own kernel. After memory
+ * An op that reads or writes a tensor of the caller's barrier
+ * (sg__plan_options.fuse_barrier: what a runtime's hooks touch between ops)
+ * joins no group. A group of one op is no group: that op keeps its own kernel. After memory
  * planning, sg__fuse_kernels turns each group into a kernel of the IR. */
 #include <string.h>
 
@@ -30,7 +32,8 @@ typedef struct fuse_ctx {
   bool *eval;           /* per op: in p->eval_order */
   uint32_t *cons_start; /* per tensor: its readers among the scheduled ops (CSR) */
   int32_t *cons;
-  uint8_t *kept; /* per tensor: a graph output or input, always in memory */
+  uint8_t *kept;          /* per tensor: a graph output or input, always in memory */
+  const uint8_t *barrier; /* per tensor, or NULL: no op touching one fuses */
   /* Groups while growing: members per group, in schedule order. */
   int32_t (*members)[MAX_MEMBERS];
   int32_t *n_members;
@@ -61,10 +64,11 @@ static bool fusible(const fuse_ctx *c, int32_t k) {
   const sg__op *op = &c->g->ops[k];
   if (c->pos[k] < 0 || !sg__fuse_has_rule(op->kind) || op->n_outputs != 1 || sg__op_mutated_inputs(op))
     return false;
+  if (c->barrier && c->barrier[op->outputs[0]]) return false;
   const sg__tensor *y = &c->g->tensors[op->outputs[0]];
   if (y->ndim > SG__KIR_MAX_DIMS || !ir_dtype(y->dtype)) return false;
   for (int i = 0; i < op->n_inputs; i++) {
-    if (op->inputs[i] < 0) return false;
+    if (op->inputs[i] < 0 || (c->barrier && c->barrier[op->inputs[i]])) return false;
     const sg__tensor *x = &c->g->tensors[op->inputs[i]];
     if (!ir_dtype(x->dtype) || !broadcasts_to(x, y)) return false;
   }
@@ -175,9 +179,9 @@ static void grow(fuse_ctx *c, int32_t k) {
   for (int m = 0; m < n_cur; m++) c->grp[cur[m]] = gi;
 }
 
-sg_status sg__fuse_plan(const sg_graph *g, sg__plan *p) {
+sg_status sg__fuse_plan(const sg_graph *g, const uint8_t *barrier, sg__plan *p) {
   uint32_t no = g->n_ops ? g->n_ops : 1, nt = g->n_tensors ? g->n_tensors : 1;
-  fuse_ctx c = {.g = g, .p = p};
+  fuse_ctx c = {.g = g, .p = p, .barrier = barrier};
   size_t n_edges = 0;
   for (uint32_t k = 0; k < g->n_ops; k++) n_edges += (size_t)g->ops[k].n_inputs;
   c.pos = sg__malloc(no * sizeof(int32_t));

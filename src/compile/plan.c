@@ -12,7 +12,8 @@ sg_status sg__plan_build(const sg_graph *g, const sg__backend_i *be, void *be_st
   if (opt == NULL) opt = &none;
   sg_status st = sg__schedule(g, opt, out, folded);
   /* Fusion needs a backend that runs generated kernels. */
-  if (st == SG_OK && opt->fuse && be != NULL && be->module_build != NULL) st = sg__fuse_plan(g, out);
+  if (st == SG_OK && opt->fuse && be != NULL && be->module_build != NULL)
+    st = sg__fuse_plan(g, opt->fuse_barrier, out);
   if (st == SG_OK) st = sg__memplan(g, out, folded, opt->no_memory, be, be_state);
   if (st == SG_OK) st = sg__fuse_kernels(g, out);
   sg__free(folded);

@@ -90,6 +90,12 @@ typedef struct sg__plan_options {
   /* Fuse chains of elementwise ops into generated kernels (when the
    * backend runs them: module_build). */
   bool fuse;
+  /* Per tensor, or NULL: tensors a caller reads or writes between ops (the
+   * parallel runtime's hooks: gradients to allreduce). No op that reads or
+   * writes one joins a group, so each such tensor is in memory, produced
+   * and read by ops at their own positions of the order. Read during
+   * sg__plan_build only. */
+  const uint8_t *fuse_barrier;
 } sg__plan_options;
 
 /* plan.offset of a persistent tensor left without a slot (no_memory). */

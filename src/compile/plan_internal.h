@@ -16,7 +16,7 @@ sg_status sg__memplan(const sg_graph *g, sg__plan *p, const bool *folded, const 
 
 /* Groups the scheduled elementwise ops (fills p's fusion fields and drops
  * the members other than anchors from order and eval_order). */
-sg_status sg__fuse_plan(const sg_graph *g, sg__plan *p);
+sg_status sg__fuse_plan(const sg_graph *g, const uint8_t *barrier, sg__plan *p);
 /* Memory planning of groups: which tensors may take a backend layout
  * (clears may[t] for the operands of a group that computes in the plain
  * index space; sets it for the values inside groups), and the in-place

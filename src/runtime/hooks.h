@@ -27,8 +27,18 @@
  * updates_last): a data-parallel update waits for its gradient's allreduce
  * while the rest of backward runs. Such a session runs unfused (every op
  * its own kernel at its own schedule position, as the passes' hooks
- * expect). SG_ERR_STATE once compiled. */
+ * expect) unless the caller sets a fusion barrier (below). SG_ERR_STATE
+ * once compiled. */
 sg_status sg__session_set_updates_last(sg_session *s, bool updates_last);
+
+/* Per tensor (or NULL: none, and no fusion with updates last): the tensors
+ * the caller's hooks read or write between ops. With a barrier, a session
+ * with updates last fuses elementwise ops too, but no op that touches a
+ * barrier tensor joins a generated kernel: each such tensor has a slot, and
+ * its producer and readers keep their own schedule positions (the order then
+ * holds only one position per generated kernel, which the hooks never
+ * name). The mask is copied. SG_ERR_STATE once compiled. */
+sg_status sg__session_set_fuse_barrier(sg_session *s, const uint8_t *mask);
 
 /* Per tensor (or NULL: none), parameters, state or optimizer state that
  * compile gives no memory, for a caller that never runs an op reading such

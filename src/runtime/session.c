@@ -92,6 +92,7 @@ void sg_session_destroy(sg_session *s) {
   release_compiled(s);
   s->be->destroy(s->be_state);
   sg__free(s->unbacked);
+  sg__free(s->fuse_barrier);
   sg__free(s);
 }
 
@@ -236,10 +237,11 @@ static double seconds_now(void) {
  * again without it). */
 static sg_status plan(sg_session *s) {
   /* A session laid out for a runtime's passes (updates last: src/parallel)
-   * runs unfused: the passes' hooks run at single ops' positions and read
-   * the tensors between ops (gradients, activations), which fusion would
-   * keep inside generated kernels. */
-  s->plan_options.fuse = s->fusion && !s->plan_options.updates_last;
+   * fuses only when the runtime has named the tensors its hooks touch
+   * between ops (sg__session_set_fuse_barrier): fusion would otherwise keep
+   * them inside generated kernels, and move their producers to a group's
+   * position. */
+  s->plan_options.fuse = s->fusion && (!s->plan_options.updates_last || s->fuse_barrier != NULL);
   double t0 = seconds_now();
   SG_CHECK(sg__plan_build(s->g, s->be, s->be_state, &s->plan_options, &s->plan));
   SG_DEBUG("planned in %.1f ms: %u generated kernels", 1e3 * (seconds_now() - t0), s->plan.n_groups);
@@ -337,6 +339,20 @@ sg_status sg__session_set_unbacked(sg_session *s, const uint8_t *mask) {
   sg__free(s->unbacked);
   s->unbacked = copy;
   s->plan_options.no_memory = copy;
+  return SG_OK;
+}
+
+sg_status sg__session_set_fuse_barrier(sg_session *s, const uint8_t *mask) {
+  if (s->compiled) return sg__error(SG_ERR_STATE, "session: the fusion barrier must be set before compile");
+  uint8_t *copy = NULL;
+  if (mask != NULL) {
+    copy = sg__malloc(s->g->n_tensors ? s->g->n_tensors : 1);
+    if (copy == NULL) return sg__error(SG_ERR_NO_MEMORY, "session: out of memory");
+    memcpy(copy, mask, s->g->n_tensors);
+  }
+  sg__free(s->fuse_barrier);
+  s->fuse_barrier = copy;
+  s->plan_options.fuse_barrier = copy;
   return SG_OK;
 }
 

@@ -20,6 +20,7 @@ struct sg_session {
   uint64_t steps;
   sg__plan_options plan_options; /* the layout, set before compile (hooks.h) */
   uint8_t *unbacked;             /* per tensor, or NULL: plan_options.no_memory, the session's copy */
+  uint8_t *fuse_barrier;         /* per tensor, or NULL: plan_options.fuse_barrier, the session's copy */
 
   sg__plan plan;
   void *persistent;  /* device memory of the persistent slots */
