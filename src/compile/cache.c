@@ -390,7 +390,7 @@ sg_status sg__cache_remove(sg__cache *c, const char *name) {
   struct stat sb;
   if (lstat(path, &sb) != 0) {
     if (errno == ENOENT)
-      return sg__error(SG_ERR_NOT_FOUND, "compile cache: no entry '%s' in '%s'", name, c->dir);
+      return sg__error(SG_ERR_NOT_FOUND, "compile cache: no entry %s in '%s'", name, c->dir);
     return sg__error(SG_ERR_IO, "compile cache: cannot stat '%s': %s", path, strerror(errno));
   }
   if (!S_ISDIR(sb.st_mode))
@@ -406,7 +406,7 @@ sg_status sg__cache_remove(sg__cache *c, const char *name) {
     snprintf(trash, sizeof trash, "%s/trash-%s-%d", c->dir, name, (int)getpid());
     if (rename(path, trash) == 0) victim = trash;
     else if (errno == ENOENT)
-      return sg__error(SG_ERR_NOT_FOUND, "compile cache: no entry '%s' in '%s'", name, c->dir);
+      return sg__error(SG_ERR_NOT_FOUND, "compile cache: no entry %s in '%s'", name, c->dir);
   }
   int e = remove_entry(victim);
   if (e != 0 && !(e == ENOENT && victim == path))
