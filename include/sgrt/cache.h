@@ -50,7 +50,7 @@ typedef struct sg_cache_info {
   char dir[SG_CACHE_DIR_MAX]; /**< the cache directory */
   int enabled;          /**< 0 when SG_CACHE=0 turns the cache off for sessions (it can still be cleared) */
   int exists;           /**< the directory exists (0: an empty cache) */
-  uint64_t entries;     /**< entry directories, valid or not */
+  uint64_t entries;     /**< names of entries (32 hex digits), valid or not, as sg_cache_list lists them */
   uint64_t bytes;       /**< bytes of the regular files in them (manifests included) */
   uint64_t temporaries; /**< temporary directories (stores in progress or abandoned, removals) */
 } sg_cache_info;
