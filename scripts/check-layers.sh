@@ -31,7 +31,7 @@ done
 declare -A public=(
   [core.h]=core [status.h]=core [export.h]=core [graph.h]=graph [ops.h]=graph [train.h]=graph [sgg.h]=graph
   [onnx.h]=onnx [session.h]=runtime [partition.h]=partition [comm.h]=comm [gmem.h]=gmem [health.h]=health
-  [dist.h]=parallel [offload.h]=parallel
+  [dist.h]=parallel [offload.h]=parallel [cache.h]=compile
 )
 
 bad=${bad:-0}

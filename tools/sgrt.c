@@ -13,11 +13,12 @@
 extern const cli_command cli_cmd_run;       /* tools/cmd_run.c */
 extern const cli_command cli_cmd_partition; /* tools/cmd_partition.c */
 extern const cli_command cli_cmd_launch, cli_cmd_devices,
-    cli_cmd_bench; /* tools/cmd_{launch,devices,bench}.c */
+    cli_cmd_bench;                      /* tools/cmd_{launch,devices,bench}.c */
+extern const cli_command cli_cmd_cache; /* tools/cmd_cache.c */
 
 static const cli_command *const commands[] = {
-    &cli_cmd_inspect,   &cli_cmd_verify, &cli_cmd_dot,     &cli_cmd_run,
-    &cli_cmd_partition, &cli_cmd_launch, &cli_cmd_devices, &cli_cmd_bench,
+    &cli_cmd_inspect, &cli_cmd_verify,  &cli_cmd_dot,   &cli_cmd_run,   &cli_cmd_partition,
+    &cli_cmd_launch,  &cli_cmd_devices, &cli_cmd_bench, &cli_cmd_cache,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -16,6 +16,7 @@
  *   onnx.h       import ONNX models (torchvision ResNets, MLPs)
  *   train.h      the backward pass (sg_graph_backward) and optimizers as ops
  *   session.h    compile a graph and run steps in one process
+ *   cache.h      the on-disk compile cache: its entries, clearing them
  *   partition.h  split a graph over devices: METIS, pipeline stages, device
  *                tables, reports, tensor-parallel plans
  *   comm.h       communicators: bootstrap, collectives, RMA, liveness, hang
@@ -195,6 +196,7 @@
 #define SGRT_SGRT_H
 
 #include "sgrt/comm.h"
+#include "sgrt/cache.h"
 #include "sgrt/core.h"
 #include "sgrt/dist.h"
 #include "sgrt/gmem.h"

@@ -29,12 +29,12 @@ sg__cache_key sg__cache_key_of(const void *data, size_t bytes) {
   return (sg__cache_key){h.high64, h.low64};
 }
 
-static void key_hex(sg__cache_key k, char out[33]) {
+void sg__cache_key_hex(sg__cache_key k, char out[33]) {
   snprintf(out, 33, "%016" PRIx64 "%016" PRIx64, k.hi, k.lo);
 }
 
 /* The directory a user's cache lives in, from the environment. */
-static sg_status default_dir(char *out, size_t cap) {
+sg_status sg__cache_default_dir(char *out, size_t cap) {
   const char *d = getenv("SG_CACHE_DIR");
   int n;
   if (d && *d) n = snprintf(out, cap, "%s", d);
@@ -80,10 +80,10 @@ static sg_status check_private(const struct stat *st, const char *path) {
   return SG_OK;
 }
 
-sg_status sg__cache_open(const char *dir, sg__cache **out) {
+/* create: make missing directories (a session's open); else a missing
+ * directory is SG_OK with *out NULL (management creates nothing). */
+static sg_status open_dir(const char *dir, bool create, sg__cache **out) {
   *out = NULL;
-  const char *off = getenv("SG_CACHE");
-  if (dir == NULL && off && strcmp(off, "0") == 0) return SG_OK;
   sg__cache *c = sg__calloc(1, sizeof *c);
   if (c == NULL) return sg__error(SG_ERR_NO_MEMORY, "compile cache: out of memory");
   sg_status st = SG_OK;
@@ -92,12 +92,17 @@ sg_status sg__cache_open(const char *dir, sg__cache **out) {
       st = sg__error(SG_ERR_RANGE, "compile cache: the path is too long");
     else snprintf(c->dir, sizeof c->dir, "%s", dir);
   } else {
-    st = default_dir(c->dir, sizeof c->dir);
+    st = sg__cache_default_dir(c->dir, sizeof c->dir);
   }
-  if (st == SG_OK) st = make_dirs(c->dir);
+  if (st == SG_OK && create) st = make_dirs(c->dir);
   struct stat sb;
-  if (st == SG_OK && stat(c->dir, &sb) != 0)
+  if (st == SG_OK && stat(c->dir, &sb) != 0) {
+    if (!create && errno == ENOENT) {
+      sg__free(c);
+      return SG_OK;
+    }
     st = sg__error(SG_ERR_IO, "compile cache: cannot stat '%s': %s", c->dir, strerror(errno));
+  }
   if (st == SG_OK) st = check_private(&sb, c->dir);
   if (st != SG_OK) {
     sg__free(c);
@@ -106,6 +111,15 @@ sg_status sg__cache_open(const char *dir, sg__cache **out) {
   *out = c;
   return SG_OK;
 }
+
+sg_status sg__cache_open(const char *dir, sg__cache **out) {
+  *out = NULL;
+  const char *off = getenv("SG_CACHE");
+  if (dir == NULL && off && strcmp(off, "0") == 0) return SG_OK;
+  return open_dir(dir, true, out);
+}
+
+sg_status sg__cache_open_existing(const char *dir, sg__cache **out) { return open_dir(dir, false, out); }
 
 void sg__cache_close(sg__cache *c) { sg__free(c); }
 
@@ -120,18 +134,22 @@ static bool plain_name(const char *n) {
   return strcmp(n, MANIFEST) != 0;
 }
 
+/* What a check found: good, bad (why says what is wrong), or nothing for
+ * want of memory (then the entry is neither used nor removed). */
+enum { CHECK_OOM = -1, CHECK_BAD = 0, CHECK_OK = 1 };
+
 /* Reads a regular file of ours inside an entry, without following links,
- * into a new buffer (at most `max` bytes). why[cap] says what is wrong. */
-static bool read_own(const char *path, size_t max, void **data, size_t *bytes, char *why, size_t cap) {
+ * into a new buffer (at most `max` bytes): CHECK_*. */
+static int read_own(const char *path, size_t max, void **data, size_t *bytes, char *why, size_t cap) {
   *data = NULL;
   int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return snprintf(why, cap, "cannot open '%s': %s", path, strerror(errno)), false;
+  if (fd < 0) return snprintf(why, cap, "cannot open '%s': %s", path, strerror(errno)), CHECK_BAD;
   struct stat sb;
   bool ok = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_uid == geteuid() && (sb.st_mode & 022) == 0 &&
             (uint64_t)sb.st_size <= max;
   if (!ok) {
     close(fd);
-    return snprintf(why, cap, "'%s' is not a regular file of this user's, or too large", path), false;
+    return snprintf(why, cap, "'%s' is not a regular file of this user's, or too large", path), CHECK_BAD;
   }
   size_t n = (size_t)sb.st_size, got = 0;
   unsigned char *p = sg__malloc(n ? n : 1);
@@ -142,49 +160,63 @@ static bool read_own(const char *path, size_t max, void **data, size_t *bytes, c
     got += (size_t)r;
   }
   close(fd);
-  if (p == NULL || got != n) {
+  if (p == NULL) return snprintf(why, cap, "out of memory reading '%s'", path), CHECK_OOM;
+  if (got != n) {
     sg__free(p);
-    return snprintf(why, cap, "cannot read '%s'", path), false;
+    return snprintf(why, cap, "cannot read '%s'", path), CHECK_BAD;
   }
   *data = p;
   *bytes = n;
-  return true;
+  return CHECK_OK;
 }
 
-/* Removes an entry directory and its files (best effort). */
-static void remove_entry(const char *path) {
-  DIR *d = opendir(path);
-  if (d) {
-    struct dirent *e;
-    char p[2 * PATH_MAX];
-    while ((e = readdir(d)) != NULL) {
-      if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-      snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-      unlink(p);
-    }
-    closedir(d);
+/* Removes a directory and the files in it, following no link: a link in
+ * its place is removed itself, never what it points to (a link named like
+ * an entry must not empty its target). Returns 0 or the first errno. */
+static int remove_entry(const char *path) {
+  int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOTDIR || errno == ELOOP) return unlink(path) == 0 ? 0 : errno;
+    return errno;
   }
-  rmdir(path);
+  DIR *d = fdopendir(fd);
+  if (d == NULL) {
+    int e = errno;
+    close(fd);
+    return e;
+  }
+  int err = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    /* Flags 0: a directory inside is not removed (the cache makes none). */
+    if (unlinkat(fd, e->d_name, 0) != 0 && err == 0) err = errno;
+  }
+  closedir(d);
+  if (rmdir(path) != 0 && err == 0) err = errno;
+  return err;
 }
 
-/* Checks an entry against its manifest. */
-static bool entry_valid(const char *entry, char *why, size_t cap) {
+/* Checks an entry against its manifest: CHECK_*. */
+static int entry_valid(const char *entry, char *why, size_t cap) {
   struct stat sb;
-  if (lstat(entry, &sb) != 0) return snprintf(why, cap, "absent"), false;
+  if (lstat(entry, &sb) != 0) return snprintf(why, cap, "absent"), CHECK_BAD;
   if (!S_ISDIR(sb.st_mode) || sb.st_uid != geteuid() || (sb.st_mode & 022))
-    return snprintf(why, cap, "not a private directory of this user's"), false;
+    return snprintf(why, cap, "%s, not a private directory of this user's", sg__file_kind(sb.st_mode)),
+           CHECK_BAD;
   char path[2 * PATH_MAX];
   snprintf(path, sizeof path, "%s/" MANIFEST, entry);
   void *m;
   size_t mlen;
-  if (!read_own(path, MANIFEST_MAX, &m, &mlen, why, cap)) return false;
+  int r = read_own(path, MANIFEST_MAX, &m, &mlen, why, cap);
+  if (r != CHECK_OK) return r;
   char text[MANIFEST_MAX + 1];
   memcpy(text, m, mlen);
   text[mlen] = '\0';
   sg__free(m);
   char *save = NULL, *line = strtok_r(text, "\n", &save);
   if (line == NULL || strcmp(line, MANIFEST_MAGIC) != 0)
-    return snprintf(why, cap, "the manifest's header is wrong"), false;
+    return snprintf(why, cap, "the manifest's header is wrong"), CHECK_BAD;
   int files = 0;
   while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
     char name[65];
@@ -192,29 +224,31 @@ static bool entry_valid(const char *entry, char *why, size_t cap) {
     int used = 0;
     if (sscanf(line, "%64s %llu %16llx%n", name, &size, &sum, &used) != 3 || line[used] != '\0' ||
         !plain_name(name))
-      return snprintf(why, cap, "manifest line '%.80s' is malformed", line), false;
+      return snprintf(why, cap, "manifest line '%.80s' is malformed", line), CHECK_BAD;
     snprintf(path, sizeof path, "%s/%s", entry, name);
     void *d;
     size_t n;
-    if (!read_own(path, (size_t)1 << 30, &d, &n, why, cap)) return false;
+    if ((r = read_own(path, (size_t)1 << 30, &d, &n, why, cap)) != CHECK_OK) return r;
     uint64_t h = XXH3_64bits(d, n);
     sg__free(d);
     if (n != size)
-      return snprintf(why, cap, "'%s' has %zu bytes, the manifest says %llu", name, n, size), false;
-    if (h != sum) return snprintf(why, cap, "'%s' does not match its checksum", name), false;
+      return snprintf(why, cap, "'%s' has %zu bytes, the manifest says %llu", name, n, size), CHECK_BAD;
+    if (h != sum) return snprintf(why, cap, "'%s' does not match its checksum", name), CHECK_BAD;
     files++;
   }
-  if (files == 0) return snprintf(why, cap, "the manifest lists no file"), false;
-  return true;
+  if (files == 0) return snprintf(why, cap, "the manifest lists no file"), CHECK_BAD;
+  return CHECK_OK;
 }
 
 sg_status sg__cache_get(sg__cache *c, sg__cache_key key, char *path, size_t cap) {
   char hex[33];
-  key_hex(key, hex);
+  sg__cache_key_hex(key, hex);
   char entry[PATH_MAX + 128];
   snprintf(entry, sizeof entry, "%s/%s", c->dir, hex);
   char why[2 * PATH_MAX + 256];
-  if (!entry_valid(entry, why, sizeof why)) {
+  int r = entry_valid(entry, why, sizeof why);
+  if (r == CHECK_OOM) return sg__error(SG_ERR_NO_MEMORY, "compile cache: entry %s: %s", hex, why);
+  if (r != CHECK_OK) {
     if (strcmp(why, "absent") != 0) {
       SG_WARN("compile cache: entry %s is invalid (%s): rebuilding it", hex, why);
       /* Move it aside first, so a concurrent reader sees it absent, never half removed. */
@@ -266,7 +300,7 @@ sg_status sg__cache_put(sg__cache *c, sg__cache_key key, const sg__cache_file *f
       return sg__error(SG_ERR_INVALID_ARG, "compile cache: file %d ('%s') has a bad name or no data", i,
                        files[i].name ? files[i].name : "(null)");
   char hex[33];
-  key_hex(key, hex);
+  sg__cache_key_hex(key, hex);
   char tmp[PATH_MAX + 128], entry[PATH_MAX + 128], path[2 * PATH_MAX];
   snprintf(tmp, sizeof tmp, "%s/tmp-%s-XXXXXX", c->dir, hex);
   snprintf(entry, sizeof entry, "%s/%s", c->dir, hex);
@@ -300,4 +334,83 @@ sg_status sg__cache_put(sg__cache *c, sg__cache_key key, const sg__cache_file *f
   }
   remove_entry(tmp);
   return st;
+}
+
+/* ---- management ---------------------------------------------------------- */
+
+static bool hex_digits(const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return false;
+  return true;
+}
+
+sg__cache_name sg__cache_name_of(const char *name) {
+  size_t n = strlen(name);
+  if (n == 32 && hex_digits(name, 32)) return SG__CACHE_NAME_ENTRY;
+  /* mkdtemp's six letters and digits, or a process id. */
+  const char *rest = NULL;
+  bool digits_only = false;
+  if (strncmp(name, "tmp-", 4) == 0) rest = name + 4;
+  else if (strncmp(name, "trash-", 6) == 0) rest = name + 6, digits_only = true;
+  if (rest == NULL || strlen(rest) < 34 || !hex_digits(rest, 32) || rest[32] != '-')
+    return SG__CACHE_NAME_OTHER;
+  const char *tail = rest + 33;
+  size_t len = strlen(tail);
+  if (digits_only
+          ? (len < 1 || len > 10 || strspn(tail, "0123456789") != len)
+          : (len != 6 || strspn(tail, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") != 6))
+    return SG__CACHE_NAME_OTHER;
+  return SG__CACHE_NAME_TEMP;
+}
+
+sg_status sg__cache_check(const sg__cache *c, const char *name, bool *valid, char *why, size_t cap) {
+  char entry[PATH_MAX + 128];
+  snprintf(entry, sizeof entry, "%s/%s", c->dir, name);
+  int r = entry_valid(entry, why, cap);
+  *valid = r == CHECK_OK;
+  return r == CHECK_OOM ? sg__error(SG_ERR_NO_MEMORY, "compile cache: entry %s: %s", name, why) : SG_OK;
+}
+
+sg_status sg__cache_read(const sg__cache *c, const char *name, const char *file, size_t max, void **data,
+                         size_t *bytes, char *why, size_t cap) {
+  char path[2 * PATH_MAX];
+  snprintf(path, sizeof path, "%s/%s/%s", c->dir, name, file);
+  int r = read_own(path, max, data, bytes, why, cap);
+  if (r == CHECK_OOM) return sg__error(SG_ERR_NO_MEMORY, "compile cache: %s", why);
+  return r == CHECK_OK ? SG_OK : SG_ERR_IO;
+}
+
+sg_status sg__cache_remove(sg__cache *c, const char *name) {
+  sg__cache_name kind = sg__cache_name_of(name);
+  if (kind == SG__CACHE_NAME_OTHER)
+    return sg__error(SG_ERR_INVALID_ARG, "compile cache: '%.64s' is not a name the cache makes: left alone",
+                     name);
+  char path[PATH_MAX + 128], trash[PATH_MAX + 128];
+  snprintf(path, sizeof path, "%s/%s", c->dir, name);
+  struct stat sb;
+  if (lstat(path, &sb) != 0) {
+    if (errno == ENOENT)
+      return sg__error(SG_ERR_NOT_FOUND, "compile cache: no entry %s in '%s'", name, c->dir);
+    return sg__error(SG_ERR_IO, "compile cache: cannot stat '%s': %s", path, strerror(errno));
+  }
+  if (!S_ISDIR(sb.st_mode))
+    return sg__error(SG_ERR_DENIED, "compile cache: '%s' is %s, not a directory the cache made: left alone",
+                     path, sg__file_kind(sb.st_mode));
+  if (sb.st_uid != geteuid())
+    return sg__error(SG_ERR_DENIED,
+                     "compile cache: '%s' is owned by user %u, not by this user (%u): left alone", path,
+                     (unsigned)sb.st_uid, (unsigned)geteuid());
+  const char *victim = path;
+  if (kind == SG__CACHE_NAME_ENTRY) {
+    /* As sg__cache_get: a concurrent reader sees it absent, never half removed. */
+    snprintf(trash, sizeof trash, "%s/trash-%s-%d", c->dir, name, (int)getpid());
+    if (rename(path, trash) == 0) victim = trash;
+    else if (errno == ENOENT)
+      return sg__error(SG_ERR_NOT_FOUND, "compile cache: no entry %s in '%s'", name, c->dir);
+  }
+  int e = remove_entry(victim);
+  if (e != 0 && !(e == ENOENT && victim == path))
+    return sg__error(SG_ERR_IO, "compile cache: cannot remove '%s': %s", victim, strerror(e));
+  sync_dir(c->dir);
+  return SG_OK;
 }

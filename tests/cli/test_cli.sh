@@ -2,8 +2,8 @@
 # Tests of the sgrt command-line tool. One CTest test per case:
 #   test_cli.sh CASE SGRT DATA_DIR [BUILD_GRAPH]
 # CASE: inspect_mlp | inspect_cnn | inspect_onnx | verify | dot | bad_input | help | example | run |
-#       partition | not_regular | numbers | example_numbers (the last two need BUILD_GRAPH: the
-#       examples it names sit next to it)
+#       partition | not_regular | numbers | example_numbers | cache (the last three need BUILD_GRAPH:
+#       the examples it names sit next to it)
 # Expected numbers are derived by hand from the graph definitions in
 # tests/data/sample_graphs.c and examples/build_graph.c (see the comments),
 # not from an earlier run of the tool.
@@ -751,6 +751,122 @@ example_numbers)
   check_json 'expect(j["epochs"] == 1 and j["batch"] == 256 and j["threads"] == 1, "mlp_train options")'
   run_prog 0 "$exdir/resnet50_train" --steps 0 --res 32 --width 1 --batch 2 --threads 1 --lr 1e-2 --json
   check_json 'expect(j["res"] == 32 and j["batch"] == 2 and abs(j["lr"] - 0.01) < 1e-12, "resnet50_train options")'
+  ;;
+
+cache)
+  # `sgrt cache`: a cache filled by real sessions (examples/mlp_train with --decomposed LayerNorm and
+  # GELU, whose elementwise ops fuse into generated kernels), two graphs -> two entries. What the
+  # tool says is checked against the examples' own reports (fused_kernels, ops_fused), the files on
+  # disk (sizes summed here) and `sgrt --version`, not against an earlier run of the tool.
+  exdir=$(dirname "$build_graph")
+  [ -x "$exdir/mlp_train" ] || fail "$exdir/mlp_train was not built"
+  cache="$work/cache"
+  export SG_CACHE_DIR="$cache"
+  unset SG_CACHE
+  run 0 cache list --json
+  check_json 'expect(j["count"] == 0 and j["entries"] == [] and j["bytes"] == 0, "an empty cache")'
+  run 0 cache info --json
+  check_json 'expect(j["exists"] is False and j["entries"] == 0 and j["enabled"] is True, "no directory yet")'
+  [ ! -e "$cache" ] || fail "sgrt cache info created the cache directory"
+  for h in 16 24; do
+    run_prog 0 "$exdir/mlp_train" --decomposed --layernorm --activation gelu --features 16 --hidden $h \
+      --steps 1 --threads 1 --json
+    tail -n 1 "$work/out" >"$work/train$h.json"
+  done
+  libv=$("$sgrt" --version | sed -E 's/.*libsgrt ([0-9.]+),.*/\1/')
+  # A file and a directory that are not the cache's: clear must leave them.
+  echo "mine" >"$cache/notes.txt"
+  mkdir "$cache/keep"
+  run 0 cache list --json
+  check_json '
+import os, time
+cache = os.environ["SG_CACHE_DIR"]
+runs = [json.load(open(os.path.join(os.path.dirname(sys.argv[1]), "train%d.json" % h))) for h in (16, 24)]
+expect(all(r["kernels_generated"] > 0 and r["cache_misses"] == 1 for r in runs), "the examples stored entries")
+names = sorted(n for n in os.listdir(cache) if re.fullmatch("[0-9a-f]{32}", n))
+expect(len(names) == 2 and j["count"] == 2, "two entries: %s" % names)
+expect(sorted(e["key"] for e in j["entries"]) == names, "keys are the directory names")
+expect(j["dir"] == cache, "dir")
+total = 0
+for e in j["entries"]:
+    d = os.path.join(cache, e["key"])
+    size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
+    expect(e["bytes"] == size, "bytes of %s: %d, files sum to %d" % (e["key"], e["bytes"], size))
+    total += size
+    expect(e["valid"] is True and e["problem"] is None, "valid")
+    expect(e["device"] == "cpu" and e["sgrt_version"] == "'"$libv"'", "device and version")
+    expect(re.fullmatch("[0-9a-f]{16}", e["graph_hash"]), "graph hash")
+    expect(e["graph_ops"] > 0 and e["graph_tensors"] > e["graph_ops"] // 2, "graph counts")
+    expect(abs(e["created"] - time.time()) < 600, "created now")
+    expect(e["compiler"], "compiler")
+expect(j["bytes"] == total, "total bytes")
+expect(sorted((e["kernels"], e["fused_ops"]) for e in j["entries"]) ==
+       sorted((r["fused_kernels"], r["ops_fused"]) for r in runs), "kernels and fused ops as the sessions reported")
+c = j["entries"]
+expect(c[0]["created"] >= c[1]["created"], "newest first")
+'
+  keys=$(tail -n 1 "$work/out" | "$PY" -c 'import json,sys; print(" ".join(e["key"] for e in json.load(sys.stdin)["entries"]))')
+  k1=${keys%% *} k2=${keys##* }
+  bytes1=$(stat -c %s "$cache/$k1"/* | awk '{s += $1} END {print s}')
+  run 0 cache info --json
+  check_json 'expect(j["exists"] is True and j["entries"] == 2 and j["temporaries"] == 0, "info counts")
+expect(j["bytes"] == '"$(stat -c %s "$cache/$k1"/* "$cache/$k2"/* | awk '{s += $1} END {print s}')"', "info bytes")'
+  SG_CACHE=0 "$sgrt" cache info --json >"$work/out" 2>"$work/err" || fail "cache info with SG_CACHE=0"
+  check_json 'expect(j["enabled"] is False and j["entries"] == 2, "SG_CACHE=0: off for sessions, still listed")'
+  run 0 cache info "$k1" --json
+  check_json 'expect(j["key"] == "'"$k1"'" and j["valid"] is True and j["bytes"] == '"$bytes1"', "info KEY")'
+  # The text forms: a table with a header, and the fields of one entry.
+  run 0 cache list
+  grep -Eq '^KEY +SIZE +CREATED +GRAPH +KERNELS +DEVICE +STATUS$' "$work/out" || fail "list header: $(cat "$work/out")"
+  grep -Eq "^$k1 .* cpu +ok\$" "$work/out" || fail "list row of $k1: $(cat "$work/out")"
+  grep -Eq "^2 entries, .* in $(re "$cache")\$" "$work/out" || fail "list total: $(cat "$work/out")"
+  run 0 cache info "$k1"
+  grep -Eq '^valid: +yes$' "$work/out" && grep -Eq '^device: +cpu$' "$work/out" || fail "info KEY text: $(cat "$work/out")"
+  # A flipped byte in a kernel: listed as invalid, and left for the next session to replace.
+  "$PY" -c 'import sys; f = open(sys.argv[1], "r+b"); f.seek(100); b = f.read(1); f.seek(100); f.write(bytes([b[0] ^ 0x40]))' \
+    "$cache/$k2/kernels.so"
+  run 0 cache info "$k2" --json
+  check_json 'expect(j["valid"] is False and "does not match its checksum" in j["problem"], "a corrupt entry")'
+  run 0 cache list
+  grep -Eq "^$k2 .*invalid: 'kernels.so' does not match its checksum\$" "$work/out" || fail "list: $(cat "$work/out")"
+  [ -d "$cache/$k2" ] || fail "listing removed the corrupt entry"
+  # Mistakes: exit 2 with one line for a bad command line, 1 for an entry that does not exist.
+  run 2 cache clear xyz
+  expect_one_error_line "^sgrt: cache: KEY 'xyz' is not 32 hex digits"
+  run 2 cache info 0123456789abcdef0123456789abcdeg
+  expect_one_error_line "is not 32 hex digits"
+  run 2 cache list "$k1"
+  expect_one_error_line "list takes no KEY"
+  run 2 cache frob
+  expect_one_error_line "unknown action 'frob'"
+  run 2 cache
+  run 1 cache clear 00000000000000000000000000000000
+  expect_one_error_line '^sgrt: cache clear 0{32}: SG_ERR_NOT_FOUND: .*no entry 0{32}'
+  run 1 cache info 00000000000000000000000000000000
+  expect_one_error_line 'SG_ERR_NOT_FOUND'
+  # A cache others may write to is refused, and nothing is removed.
+  chmod 777 "$cache"
+  run 1 cache clear
+  expect_one_error_line 'SG_ERR_DENIED: .*may be written by others \(mode 777\)'
+  chmod 700 "$cache"
+  [ -d "$cache/$k1" ] || fail "a refused clear removed an entry"
+  # Clear one (by key in upper case, through --dir), then the rest.
+  unset SG_CACHE_DIR
+  run 0 cache clear "$(tr a-f A-F <<<"$k1")" --dir "$cache" --json
+  check_json 'expect(j["removed"] == 1 and j["key"] is not None, "clear KEY")'
+  [ ! -e "$cache/$k1" ] || fail "$k1 is still there"
+  run 0 cache list --dir "$cache" --json
+  check_json 'expect([e["key"] for e in j["entries"]] == ["'"$k2"'"], "one entry left")'
+  run 0 cache clear --dir "$cache"
+  grep -Eq "^removed 1 entry from $(re "$cache")\$" "$work/out" || fail "clear: $(cat "$work/out")"
+  [ "$(ls -A "$cache" | sort | tr '\n' ' ')" = "keep notes.txt " ] || fail "clear left: $(ls -A "$cache")"
+  run 0 cache clear --dir "$cache" --json
+  check_json 'expect(j["removed"] == 0, "nothing left to clear")'
+  # `--help` lists the command.
+  run 0 --help
+  grep -Eq '^  cache ' "$work/out" || fail "--help does not list cache"
+  run 0 cache --help
+  grep -q '^usage: sgrt cache list' "$work/out" && grep -q '^exit status:' "$work/out" || fail "cache --help"
   ;;
 
 *)
