@@ -73,7 +73,7 @@ for n in "$steps" "$mlp_steps" "$threads" "$repeat"; do
   [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "fusion: --steps, --mlp-steps, --threads and --repeat take a positive integer, got '$n'" >&2; exit 2; }
 done
 for m in $models; do
-  case $m in mlp | resnet50) ;; *) echo "fusion: unknown model '$m' (mlp, resnet50)" >&2; exit 2 ;; esac
+  case $m in mlp | mlp-decomposed | resnet50) ;; *) echo "fusion: unknown model '$m' (mlp, mlp-decomposed, resnet50)" >&2; exit 2 ;; esac
 done
 for p in $peers; do
   case $p in 1.13 | eager | compile) ;; *) echo "fusion: unknown peer '$p' (1.13, eager, compile)" >&2; exit 2 ;; esac
