@@ -201,6 +201,8 @@ extern const ox_op sg__ox_fold_ops[];
 extern const int sg__ox_n_fold_ops;
 extern const ox_op sg__ox_math_ops[];
 extern const int sg__ox_n_math_ops;
+extern const ox_op sg__ox_act_ops[];
+extern const int sg__ox_n_act_ops;
 
 /* Normalises a possibly negative axis against rank; SG_ERR_ATTRIBUTE naming
  * `what` when out of range. */

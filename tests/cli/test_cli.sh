@@ -194,7 +194,7 @@ expect([(t["name"], t["shape"]) for t in j["outputs"]] == [("logits", [5, 5])], 
   grep -q 'label="x\\n\[2,3,4\] f32' "$work/mlp.dot" || fail "dot of mlp_eval.onnx lacks the input x [2,3,4]"
   # An unsupported op: exit 1, one line naming the op and its node.
   run 1 verify "$data/onnx/bad_unsupported_op.onnx"
-  expect_one_error_line "^sgrt: cannot load '.*': SG_ERR_UNSUPPORTED: .*node 'lrelu1' \(LeakyRelu\)"
+  expect_one_error_line "^sgrt: cannot load '.*': SG_ERR_UNSUPPORTED: .*node 'hardmax1' \(Hardmax\)"
   ;;
 
 verify)

@@ -14,7 +14,7 @@ set(_sg_py_env "SGRT_LIBRARY=$<TARGET_FILE:sgrt>" "SGRT_CLI=$<TARGET_FILE:sgrt_c
 if(SG_SANITIZE)
   set(_sg_py_files test_cli_run)
 else()
-  set(_sg_py_files test_shim test_cli_run test_parity test_parity_ops)
+  set(_sg_py_files test_shim test_cli_run test_parity test_parity_ops test_parity_act)
 endif()
 foreach(f ${_sg_py_files})
   add_test(NAME python_${f}

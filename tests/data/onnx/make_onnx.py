@@ -414,7 +414,7 @@ def bad_models():
     w = onh.from_array(np.ones((3, 4), np.float32), "fc.weight")
     # An op sgrt does not have.
     write("bad_unsupported_op.onnx", model(
-        [oh.make_node("LeakyRelu", ["x"], ["y"], name="lrelu1", alpha=0.1)],
+        [oh.make_node("Hardmax", ["x"], ["y"], name="hardmax1", axis=1)],
         [vi("x", [2, 4])], [vi("y", [2, 4])]).SerializeToString())
     # A Gemm whose weight initializer is missing.
     write("bad_missing_initializer.onnx", model(
