@@ -21,6 +21,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "backend/cpu/cpu_internal.h"
 #include "sgk_math_text.h" /* sgk_math_text: sgk_math.h as a string (src/CMakeLists.txt) */
@@ -57,6 +58,10 @@ static const char prelude[] =
     "static inline int64_t sgk_f2i64(float x) {\n"
     "  return x == x && x >= -9223372036854775808.0f && x < 9223372036854775808.0f ? (int64_t)x : 0;\n"
     "}\n";
+
+uint64_t sg__cpu_emit_prelude_hash(void) {
+  return XXH3_64bits(prelude, sizeof prelude - 1) ^ XXH3_64bits(sgk_math_text, sizeof sgk_math_text - 1);
+}
 
 static void put_const(sg__strbuf *b, const sg__kir_instr *x) {
   if (x->dtype == SG_F32) {

@@ -246,6 +246,10 @@ static inline uint32_t sg__cpu_dropout_bits(uint64_t key, uint64_t i) {
 /* One C translation unit for `n` finished kernels (backend/kernel_ir.h);
  * *src (free with sg__free) holds *len bytes plus a NUL. */
 sg_status sg__cpu_emit_c(const sg__kir_kernel *const *kernels, int n, char **src, size_t *len);
+/* A hash of the text every translation unit starts with (helpers and
+ * sgk_math.h): part of the compile cache's key, so that a changed helper
+ * never meets an object built with the old one. */
+uint64_t sg__cpu_emit_prelude_hash(void);
 
 /* A shared object built from generated C and loaded (RTLD_NOW | RTLD_LOCAL). */
 typedef struct sg__jit_lib sg__jit_lib;

@@ -86,10 +86,11 @@ sg_status sg__cpu_module_identity(void *state, char *buf, size_t cap) {
   if (strchr(cc, '/')) snprintf(path, sizeof path, "%s", cc);
   else find_on_path(cc, path, sizeof path);
   if (path[0]) stat(path, &sb);
-  int n = snprintf(buf, cap, "cpu cc=%s size=%lld mtime=%lld flags=%s model=%016llx isa=%016llx block=%d", cc,
-                   (long long)sb.st_size, (long long)sb.st_mtime, sg__jit_flags(),
-                   (unsigned long long)cpuinfo_hash("model name"), (unsigned long long)cpuinfo_hash("flags"),
-                   st->block);
+  int n = snprintf(
+      buf, cap, "cpu cc=%s size=%lld mtime=%lld flags=%s model=%016llx isa=%016llx block=%d prelude=%016llx",
+      cc, (long long)sb.st_size, (long long)sb.st_mtime, sg__jit_flags(),
+      (unsigned long long)cpuinfo_hash("model name"), (unsigned long long)cpuinfo_hash("flags"), st->block,
+      (unsigned long long)sg__cpu_emit_prelude_hash());
   if (n < 0 || (size_t)n >= cap) return sg__error(SG_ERR_RANGE, "cpu module_identity: buffer too small");
   return SG_OK;
 }

@@ -22,6 +22,14 @@
 #include <stdint.h>
 #include <string.h>
 
+/* c[0] x^(n-1) + ... + c[n-1], by Horner's rule (the loop is unrolled by
+ * the compiler: n is a constant at every call). */
+static inline double sgk_horner(const double *c, int n, double x) {
+  double p = c[0];
+  for (int i = 1; i < n; i++) p = p * x + c[i];
+  return p;
+}
+
 /* e^x for |x| <= 700: x = n ln2 + r with |r| <= ln2 / 2, e^r by its Taylor
  * series to r^11 / 11! (truncation under 1e-14), 2^n built from its bits.
  * Adding 1.5 * 2^52 rounds x / ln2 to the integer n and leaves n in the low
@@ -32,18 +40,19 @@ static inline double sgk_exp_d(double x) {
   double t = x * 0x1.71547652b82fep0 + shift; /* x / ln2 + shift */
   double n = t - shift;
   double r = x - n * 0x1.62e42fefa39efp-1;
-  double p = 0x1.ae64567f544e4p-26;  /* 1/11! */
-  p = p * r + 0x1.27e4fb7789f5cp-22; /* 1/10! */
-  p = p * r + 0x1.71de3a556c734p-19; /* 1/9! */
-  p = p * r + 0x1.a01a01a01a01ap-16; /* 1/8! */
-  p = p * r + 0x1.a01a01a01a01ap-13; /* 1/7! */
-  p = p * r + 0x1.6c16c16c16c17p-10; /* 1/6! */
-  p = p * r + 0x1.1111111111111p-7;  /* 1/5! */
-  p = p * r + 0x1.5555555555555p-5;  /* 1/4! */
-  p = p * r + 0x1.5555555555555p-3;  /* 1/3! */
-  p = p * r + 0.5;
-  p = p * r + 1.0;
-  p = p * r + 1.0;
+  static const double taylor[] = {0x1.ae64567f544e4p-26,
+                                  0x1.27e4fb7789f5cp-22,
+                                  0x1.71de3a556c734p-19,
+                                  0x1.a01a01a01a01ap-16,
+                                  0x1.a01a01a01a01ap-13,
+                                  0x1.6c16c16c16c17p-10,
+                                  0x1.1111111111111p-7,
+                                  0x1.5555555555555p-5,
+                                  0x1.5555555555555p-3,
+                                  0.5,
+                                  1.0,
+                                  1.0}; /* 1/11! .. 1/0! */
+  double p = sgk_horner(taylor, sizeof taylor / sizeof *taylor, r);
   uint64_t bits;
   memcpy(&bits, &t, sizeof bits);
   uint64_t scale_bits = (bits - UINT64_C(0x4338000000000000) + 1023u) << 52; /* 2^n */
@@ -75,39 +84,22 @@ static inline float sgk_erff(float x) {
   double d = x != x ? 0.0 : (double)x;
   double a = d < 0 ? -d : d, z = d * d;
   double sign = d < 0 ? -1.0 : 1.0;
-  double s = -0x1.d8453cb0c46eap-38;  /* n = 13 */
-  s = s * z + 0x1.9e6ad5e55a730p-34;  /* n = 12 */
-  s = s * z + -0x1.51d7181c5d36dp-30; /* n = 11 */
-  s = s * z + 0x1.fcc5720624c1cp-27;  /* n = 10 */
-  s = s * z + -0x1.5f742ec43e71ap-23; /* n = 9 */
-  s = s * z + 0x1.b9e6c9dc651a3p-20;  /* n = 8 */
-  s = s * z + -0x1.f4d25c3e0c2ebp-17; /* n = 7 */
-  s = s * z + 0x1.f9a326f9b89b7p-14;  /* n = 6 */
-  s = s * z + -0x1.c02db40040b86p-11; /* n = 5 */
-  s = s * z + 0x1.565bcd0e6a53fp-8;   /* n = 4 */
-  s = s * z + -0x1.b82ce31288b51p-6;  /* n = 3 */
-  s = s * z + 0x1.ce2f21a042be2p-4;   /* n = 2 */
-  s = s * z + -0x1.812746b0379e7p-2;  /* n = 1 */
-  s = s * z + 0x1.20dd750429b6dp+0;   /* n = 0: 2 / sqrt(pi) */
-  s = s * d;
+  /* 2 / sqrt(pi) (-1)^n / (n! (2n + 1)), n = 13 .. 0 */
+  static const double taylor[] = {-0x1.d8453cb0c46eap-38, 0x1.9e6ad5e55a730p-34,  -0x1.51d7181c5d36dp-30,
+                                  0x1.fcc5720624c1cp-27,  -0x1.5f742ec43e71ap-23, 0x1.b9e6c9dc651a3p-20,
+                                  -0x1.f4d25c3e0c2ebp-17, 0x1.f9a326f9b89b7p-14,  -0x1.c02db40040b86p-11,
+                                  0x1.565bcd0e6a53fp-8,   -0x1.b82ce31288b51p-6,  0x1.ce2f21a042be2p-4,
+                                  -0x1.812746b0379e7p-2,  0x1.20dd750429b6dp+0};
+  double s = sgk_horner(taylor, sizeof taylor / sizeof *taylor, z) * d;
   double c = a < 1.0 ? 1.0 : a;
   c = c > 4.0 ? 4.0 : c;
   double u = (c - 2.5) * 0x1.5555555555555p-1; /* (c - 2.5) / 1.5 */
-  double g = 1.8130110085989185e-06;
-  g = g * u + -5.0581802294316407e-06;
-  g = g * u + 7.4735500648067752e-06;
-  g = g * u + -2.0489638039971951e-05;
-  g = g * u + 6.3672364834328529e-05;
-  g = g * u + -0.00016449745452498389;
-  g = g * u + 0.00040855915427951252;
-  g = g * u + -0.0010047884605097499;
-  g = g * u + 0.0024037838258736681;
-  g = g * u + -0.0055709289593257284;
-  g = g * u + 0.012489356649700811;
-  g = g * u + -0.027005275783523287;
-  g = g * u + 0.056110494273150124;
-  g = g * u + -0.11152102074917533;
-  g = g * u + 0.21080636405462364;
+  static const double fit[] = {1.8130110085989185e-06,  -5.0581802294316407e-06, 7.4735500648067752e-06,
+                               -2.0489638039971951e-05, 6.3672364834328529e-05,  -0.00016449745452498389,
+                               0.00040855915427951252,  -0.0010047884605097499,  0.0024037838258736681,
+                               -0.0055709289593257284,  0.012489356649700811,    -0.027005275783523287,
+                               0.056110494273150124,    -0.11152102074917533,    0.21080636405462364};
+  double g = sgk_horner(fit, sizeof fit / sizeof *fit, u);
   double l = 1.0 - sgk_exp_d(-(c * c)) * g;
   l = a < 4.0 ? l : 1.0;
   double r = a < 1.0 ? s : sign * l;
