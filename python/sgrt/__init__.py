@@ -25,10 +25,12 @@ from . import _lib
 from ._dtypes import BF16, BOOL, F16, F32, I32, I64, U8
 from .graph import Graph, Op, Tensor
 from .session import ALIGNMENT, Session, aligned, aligned_empty
+from .cache import cache_clear, cache_entry, cache_info, cache_list
 
 __all__ = [
     "Error", "Graph", "Tensor", "Op", "Session", "aligned", "aligned_empty", "ALIGNMENT", "version",
-    "library_path", "has_onnx", "set_log_level", "F32", "F16", "BF16", "I32", "I64", "U8", "BOOL", "STATUS",
+    "library_path", "has_onnx", "set_log_level", "cache_info", "cache_list", "cache_entry", "cache_clear",
+    "F32", "F16", "BF16", "I32", "I64", "U8", "BOOL", "STATUS",
 ]
 
 #: {"SG_OK": 0, "SG_ERR_INVALID_ARG": -1, ...}

@@ -160,6 +160,48 @@ class sg_compile_report(ctypes.Structure):
     ]
 
 
+SG_CACHE_DIR_MAX = 4096
+
+
+class sg_cache_info(ctypes.Structure):
+    """include/sgrt/cache.h; `size` set by the caller."""
+
+    _fields_ = [
+        ("size", c_size_t),
+        ("dir", ctypes.c_char * SG_CACHE_DIR_MAX),
+        ("enabled", c_int),
+        ("exists", c_int),
+        ("entries", c_uint64),
+        ("bytes", c_uint64),
+        ("temporaries", c_uint64),
+    ]
+
+
+class sg_cache_entry(ctypes.Structure):
+    """include/sgrt/cache.h; `size` set by the caller (sg_cache_get_entry)."""
+
+    _fields_ = [
+        ("size", c_size_t),
+        ("key", ctypes.c_char * 33),
+        ("valid", c_int),
+        ("problem", ctypes.c_char * 256),
+        ("bytes", c_uint64),
+        ("created", c_int64),
+        ("graph_ops", c_int64),
+        ("graph_tensors", c_int64),
+        ("graph_hash", ctypes.c_char * 17),
+        ("kernels", c_int64),
+        ("fused_ops", c_int64),
+        ("device", ctypes.c_char * 64),
+        ("compiler", ctypes.c_char * 256),
+        ("sgrt_version", ctypes.c_char * 32),
+    ]
+
+
+#: int (*sg_cache_entry_fn)(const sg_cache_entry *entry, void *ctx)
+sg_cache_entry_fn = ctypes.CFUNCTYPE(c_int, POINTER(sg_cache_entry), c_void_p)
+
+
 class sg_onnx_params(ctypes.Structure):
     """include/sgrt/onnx.h; initialised by sg_onnx_params_init()."""
 
@@ -324,6 +366,11 @@ _PROTOTYPES = {
     "sg_session_write": (c_int, [S, c_char_p, c_void_p, c_size_t]),
     "sg_session_save_checkpoint": (c_int, [S, c_char_p]),
     "sg_session_load_checkpoint": (c_int, [S, c_char_p]),
+    # cache.h
+    "sg_cache_get_info": (c_int, [c_char_p, POINTER(sg_cache_info)]),
+    "sg_cache_list": (c_int, [c_char_p, sg_cache_entry_fn, c_void_p]),
+    "sg_cache_get_entry": (c_int, [c_char_p, c_char_p, POINTER(sg_cache_entry)]),
+    "sg_cache_clear": (c_int, [c_char_p, c_char_p, POINTER(c_size_t)]),
 }
 
 # Optional: present once the library has them (the ONNX importer).

@@ -592,3 +592,39 @@ def test_misc_api():
     other.close()
     g.close()
     assert "closed" in repr(g)
+
+
+def test_compile_cache(tmp_path, monkeypatch):
+    """sgrt.cache_*: a fused session fills an empty cache with one entry, which
+    the listing validates and describes; a bad key and an unknown one raise;
+    clearing removes the entry and leaves other files alone."""
+    d = tmp_path / "cache"
+    monkeypatch.setenv("SG_CACHE_DIR", str(d))
+    info = sgrt.cache_info()
+    assert info["dir"] == str(d) and not info["exists"] and info["entries"] == 0, info
+    g = sgrt.Graph()
+    x = g.input("x", "f32", (4, 8))
+    g.mark_output(g.relu(g.add(x, x)), "y")  # add + relu: one generated kernel
+    g.finalize()
+    xs = np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8)
+    with sgrt.Session(g, threads=1) as s:
+        s.forward({"x": xs})
+        np.testing.assert_array_equal(s.read("y"), np.maximum(xs + xs, 0))
+    g.close()
+    entries = sgrt.cache_list()
+    assert len(entries) == 1, entries
+    e = entries[0]
+    assert e["valid"] and e["problem"] == "" and e["kernels"] == 1 and e["fused_ops"] == 2, e
+    assert e["device"] == "cpu" and e["sgrt_version"] == sgrt.version() and len(e["key"]) == 32, e
+    assert sgrt.cache_entry(e["key"].upper()) == e
+    info = sgrt.cache_info()
+    assert info["exists"] and info["entries"] == 1 and info["bytes"] == e["bytes"], info
+    with pytest.raises(sgrt.Error) as bad:
+        sgrt.cache_entry("not-a-key")
+    assert bad.value.code == "SG_ERR_INVALID_ARG" and "not-a-key" in bad.value.message
+    with pytest.raises(sgrt.Error) as missing:
+        sgrt.cache_clear(key="0" * 32)
+    assert missing.value.code == "SG_ERR_NOT_FOUND"
+    (d / "notes.txt").write_text("not the cache's")
+    assert sgrt.cache_clear() == 1
+    assert sgrt.cache_list() == [] and (d / "notes.txt").exists()
