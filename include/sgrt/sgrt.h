@@ -195,8 +195,8 @@
 #ifndef SGRT_SGRT_H
 #define SGRT_SGRT_H
 
-#include "sgrt/comm.h"
 #include "sgrt/cache.h"
+#include "sgrt/comm.h"
 #include "sgrt/core.h"
 #include "sgrt/dist.h"
 #include "sgrt/gmem.h"
