@@ -553,6 +553,16 @@ static void expect_fail(const char *file, sg_status st, const char *needle, cons
 static void test_bad_models(void **state) {
   (void)state;
   expect_fail("bad_unsupported_op.onnx", SG_ERR_UNSUPPORTED, "node 'hardmax1' (Hardmax)", "'Hardmax'");
+  {
+    /* An op type ending in "(null": the message closes a parenthesis after it,
+     * "(X_(null)", which expect_fail's assert_status would take for a NULL
+     * string printed (the fuzz target once did). */
+    sg_onnx_params p = sg_onnx_params_init();
+    sg_graph *g = NULL;
+    assert_int_equal(sg_onnx_import(onnx_path("bad_op_type_paren_null.onnx"), &p, &g), SG_ERR_UNSUPPORTED);
+    assert_non_null(strstr(sg_last_error(), "node 'n1' (X_(null): op 'X_(null' is not supported"));
+    assert_null(g);
+  }
   expect_fail("bad_cast_type.onnx", SG_ERR_UNSUPPORTED, "node 'cast16' (Cast)", "data type 10");
   expect_fail("bad_gelu_opset.onnx", SG_ERR_UNSUPPORTED, "node 'gelu' (Gelu)", "opset 20");
   expect_fail("bad_pow_exponent.onnx", SG_ERR_UNSUPPORTED, "node 'pw' (Pow)", "computed at run time");

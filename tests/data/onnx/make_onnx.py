@@ -416,6 +416,11 @@ def bad_models():
     write("bad_unsupported_op.onnx", model(
         [oh.make_node("Hardmax", ["x"], ["y"], name="hardmax1", axis=1)],
         [vi("x", [2, 4])], [vi("y", [2, 4])]).SerializeToString())
+    # An op type that ends in "(null": the message closes a parenthesis after
+    # it, which must not read as a NULL string printed (the fuzz target's check).
+    write("bad_op_type_paren_null.onnx", model(
+        [oh.make_node("X_(null", ["x"], ["y"], name="n1")],
+        [vi("x", [2, 4])], [vi("y", [2, 4])]).SerializeToString())
     # A Gemm whose weight initializer is missing.
     write("bad_missing_initializer.onnx", model(
         [oh.make_node("Gemm", ["x", "fc.weight"], ["y"], name="fc", transB=1)],
@@ -569,7 +574,7 @@ def main():
     os.makedirs(CORPUS, exist_ok=True)
     for name in ("mlp_eval", "mlp_train", "cnn_eval", "cnn_train", "cnn_train_opset9", "ops_opset11",
                  "softmax_opset11", "fold_chain", "reduce_opset18", "math_opset17", "bad_cycle",
-                 "bad_attr_ints_in_i", "bad_conv_kernel_too_large"):
+                 "bad_attr_ints_in_i", "bad_conv_kernel_too_large", "bad_op_type_paren_null"):
         with open(os.path.join(HERE, name + ".onnx"), "rb") as f:
             data = f.read()
         with open(os.path.join(CORPUS, name + ".onnx"), "wb") as f:
