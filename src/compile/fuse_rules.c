@@ -51,7 +51,13 @@ static int gelu_tanh_grad(sg__kir_kernel *k, int x) {
 /* Every kind the op table marks elementwise, from the table itself, except
  * dropout and its backward: dropout draws counter-based random masks and
  * its backward reads the u8 mask; both keep their own kernel. */
+/* broadcast_to is not flagged elementwise (its input has fewer elements
+ * than its output), but in a kernel it is one: each output element is its
+ * input read through broadcast strides, which the kernel's loads already
+ * do. Fused, the broadcast copy autodiff writes for the gradients of
+ * reduce_mean and of broadcasting ops never reaches memory. */
 bool sg__fuse_has_rule(sg_op_kind kind) {
+  if (kind == SG_OP_BROADCAST_TO) return true;
   return (sg__op_flags(kind) & SG__OP_ELEMENTWISE) && kind != SG_OP_DROPOUT && kind != SG_OP_DROPOUT_BACKWARD;
 }
 
@@ -124,6 +130,7 @@ int sg__fuse_op_expr(sg__kir_kernel *k, const sg__op *op, const int *in) {
     case SG_OP_MIN: return sg__kir_binary(k, SG__KIR_MIN, x, in[1]);
     case SG_OP_WHERE: return SEL(x, in[1], in[2]);
     case SG_OP_CAST: return sg__kir_cast(k, (sg_dtype)sg__attr_i(op, 0), x);
+    case SG_OP_BROADCAST_TO: return x; /* loaded through broadcast strides */
     default:
       if (k->error == SG_OK)
         sg__error(SG_ERR_UNSUPPORTED, "fusion: %s '%s' has no rule", sg_op_kind_name(op->kind),
