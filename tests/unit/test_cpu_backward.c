@@ -714,6 +714,52 @@ static void test_no_allocation_in_run(void **state) {
   sg_graph_destroy(g);
 }
 
+/* sum_to [rows, n] -> [n] runs its columns on several threads; each column
+ * must still add its rows in order into a double, as the serial walk does:
+ * bitwise equal to that sum computed here, with 1 and 2 threads. */
+static void test_sum_to_columns_bitwise(void **state) {
+  (void)state;
+  enum { ROWS = 300, N = 1500 };
+  int64_t xd[] = {ROWS, N}, yd[] = {N};
+  float *x = malloc(sizeof(float) * ROWS * N), *y = malloc(sizeof(float) * N);
+  assert_non_null(x);
+  assert_non_null(y);
+  uint64_t r = 12345;
+  for (int64_t i = 0; i < (int64_t)ROWS * N; i++) {
+    r = r * 6364136223846793005ull + 1442695040888963407ull;
+    x[i] = (float)((int64_t)(r >> 33) % 20001 - 10000) * 1e-3f;
+  }
+  for (int threads = 1; threads <= 2; threads++) {
+    sg_graph *g;
+    assert_int_equal(sg_graph_create(&g), SG_OK);
+    sg_tensor in = sg_input(g, "x", SG_F32, 2, xd), out;
+    sg_attr a[] = {SG__AS("shape", 1, yd)};
+    assert_int_equal(sg_graph_add_op(g, SG_OP_SUM_TO, 1, &in, 1, a, 1, &out, NULL), SG_OK);
+    assert_int_equal(sg_tensor_set_name(g, out, "y"), SG_OK);
+    assert_int_equal(sg_graph_mark_output(g, out), SG_OK);
+    assert_int_equal(sg_graph_finalize(g), SG_OK);
+    sg_session_params sp = SG_SESSION_PARAMS_INIT;
+    sp.threads = threads;
+    sg_session *s;
+    assert_int_equal(sg_session_create(g, &sp, &s), SG_OK);
+    assert_int_equal(sg_session_compile(s), SG_OK);
+    assert_int_equal(sg_session_set_input(s, "x", SG_F32, 2, xd, x), SG_OK);
+    assert_int_equal(sg_session_step(s), SG_OK); /* sum_to is a gradient op: a step runs it */
+    assert_int_equal(sg_session_read(s, "y", y, sizeof(float) * N), SG_OK);
+    for (int c = 0; c < N; c++) {
+      double sum = 0;
+      for (int i = 0; i < ROWS; i++) sum += x[(int64_t)i * N + c];
+      float want = (float)sum;
+      if (memcmp(&want, &y[c], sizeof want) != 0)
+        fail_msg("%d threads: column %d is %a, want %a", threads, c, (double)y[c], (double)want);
+    }
+    sg_session_destroy(s);
+    sg_graph_destroy(g);
+  }
+  free(x);
+  free(y);
+}
+
 static void test_determinism(void **state) {
   (void)state;
   sg_graph *g = mixed_graph();
@@ -845,14 +891,23 @@ static void test_capabilities(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_conv_backward),        cmocka_unit_test(test_batch_norm_backward),
-      cmocka_unit_test(test_activation_backward),  cmocka_unit_test(test_clip_backward_bounds),
-      cmocka_unit_test(test_pool_backward),        cmocka_unit_test(test_max_pool_ties),
-      cmocka_unit_test(test_softmax_backward),     cmocka_unit_test(test_cross_entropy_backward),
-      cmocka_unit_test(test_dropout_backward),     cmocka_unit_test(test_shape_adjoints),
-      cmocka_unit_test(test_inplace_aliasing),     cmocka_unit_test(test_whole_graph_vs_reference),
-      cmocka_unit_test(test_no_allocation_in_run), cmocka_unit_test(test_determinism),
-      cmocka_unit_test(test_allocation_failures),  cmocka_unit_test(test_misuse),
+      cmocka_unit_test(test_conv_backward),
+      cmocka_unit_test(test_batch_norm_backward),
+      cmocka_unit_test(test_activation_backward),
+      cmocka_unit_test(test_clip_backward_bounds),
+      cmocka_unit_test(test_pool_backward),
+      cmocka_unit_test(test_max_pool_ties),
+      cmocka_unit_test(test_softmax_backward),
+      cmocka_unit_test(test_cross_entropy_backward),
+      cmocka_unit_test(test_dropout_backward),
+      cmocka_unit_test(test_shape_adjoints),
+      cmocka_unit_test(test_sum_to_columns_bitwise),
+      cmocka_unit_test(test_inplace_aliasing),
+      cmocka_unit_test(test_whole_graph_vs_reference),
+      cmocka_unit_test(test_no_allocation_in_run),
+      cmocka_unit_test(test_determinism),
+      cmocka_unit_test(test_allocation_failures),
+      cmocka_unit_test(test_misuse),
       cmocka_unit_test(test_capabilities),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

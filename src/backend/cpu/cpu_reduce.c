@@ -5,7 +5,8 @@
  * an accumulator of the output's size (double for f32, wrapping int64 for
  * integers; in the backend's workspace, reserved at kernel_create), which is
  * then scaled (mean) and rounded into the output. The order of additions is fixed, so results are
- * bit-identical from run to run. */
+ * bit-identical from run to run. Two common shapes split over threads without changing that
+ * order: every row its own output (rows_distinct) and [rows, n] -> [n] (cols_distinct). */
 #include <string.h>
 
 #include "backend/cpu/cpu_internal.h"
@@ -17,6 +18,7 @@ typedef struct reduce_kernel {
   int64_t out_n;
   double scale;       /* 1, or 1/count for means */
   bool rows_distinct; /* f32, innermost dim reduced, every row its own output */
+  bool cols_distinct; /* f32, [rows, n] -> [n]: the outer dim reduced, the inner one kept and contiguous */
 } reduce_kernel;
 
 /* f32 where every row of the walk sums into its own output element (the
@@ -44,6 +46,31 @@ static void rows_range(void *ctx, int64_t b, int64_t e) {
   }
 }
 
+/* f32 [rows, n] -> [n] (sum_to of a bias gradient, a reduction over the
+ * leading dims): columns are independent, so they are split over threads.
+ * Each column still adds its rows in order into its double accumulator, as
+ * the serial walk below does, so the result is bit-identical to it and does
+ * not depend on the thread count. */
+typedef struct cols_job {
+  const reduce_kernel *k;
+  const float *x;
+  float *y;
+  double *acc;
+} cols_job;
+
+static void cols_range(void *ctx, int64_t b, int64_t e) {
+  const cols_job *j = ctx;
+  const sg__cpu_iter *it = &j->k->it;
+  const int64_t rows = it->dims[0], sr = it->strides[0][0];
+  double *restrict acc = j->acc;
+  for (int64_t c = b; c < e; c++) acc[c] = 0;
+  for (int64_t r = 0; r < rows; r++) {
+    const float *restrict xr = j->x + r * sr;
+    for (int64_t c = b; c < e; c++) acc[c] += xr[c];
+  }
+  for (int64_t c = b; c < e; c++) j->y[c] = (float)(acc[c] * j->k->scale);
+}
+
 static sg_status reduce_run(sg__cpu_state *st, sg__kernel *base, void *const *in, void *const *out,
                             const sg__run_ctx *ctx) {
   (void)ctx;
@@ -54,6 +81,11 @@ static sg_status reduce_run(sg__cpu_state *st, sg__kernel *base, void *const *in
     return SG_OK;
   }
   void *accp = st->ws; /* out_n doubles or int64s */
+  if (k->cols_distinct) {
+    cols_job j = {k, in[0], out[0], accp};
+    sg__cpu_parallel_for(k->out_n, 1 + 65536 / k->it.dims[0], cols_range, &j);
+    return SG_OK;
+  }
   const sg__cpu_iter *it = &k->it;
   int64_t rows = sg__cpu_iter_rows(it), n = it->dims[it->nd - 1];
   int64_t sx = it->strides[0][it->nd - 1], sa = it->strides[1][it->nd - 1];
@@ -156,6 +188,8 @@ sg_status sg__cpu_create_reduce(sg__cpu_state *st, const sg_graph *g, const sg__
   sg__cpu_iter_init(&k->it, x->ndim, x->dims, 2, (const int64_t(*)[SG_MAX_DIMS])strides);
   k->rows_distinct = x->dtype == SG_F32 && k->it.nd >= 2 && k->it.strides[1][k->it.nd - 1] == 0;
   for (int d = 0; d + 1 < k->it.nd; d++) k->rows_distinct &= k->it.strides[1][d] != 0;
+  k->cols_distinct = x->dtype == SG_F32 && k->it.nd == 2 && k->it.strides[1][0] == 0 &&
+                     k->it.strides[1][1] == 1 && k->it.strides[0][1] == 1 && k->it.dims[1] == k->out_n;
   *out = kb;
   return SG_OK;
 }
