@@ -249,7 +249,20 @@ sg_status sg__model_place(sg_dist *d, int width) {
   return SG_OK;
 }
 
-sg_status sg__model_compile(sg_dist *d, const sg_graph *part) {
+uint8_t *sg__model_fuse_barrier(const sg_graph *g) {
+  uint8_t *mask = sg__calloc(g->n_tensors ? g->n_tensors : 1, 1);
+  if (mask == NULL) return NULL;
+  for (uint32_t t = 0; t < g->n_tensors; t++) {
+    sg_tensor grad;
+    if (g->tensors[t].role == SG_ROLE_PARAMETER && sg_graph_grad(g, (sg_tensor){(int32_t)t}, &grad) == SG_OK)
+      mask[grad.id] = 1;
+  }
+  for (uint32_t i = 0; i < g->n_inputs; i++) mask[g->inputs[i]] = 1;
+  for (uint32_t i = 0; i < g->n_outputs; i++) mask[g->outputs[i]] = 1;
+  return mask;
+}
+
+sg_status sg__model_compile(sg_dist *d, const sg_graph *part, const uint8_t *barrier) {
   sg__par_model *m = MODEL(d);
   sg_session_params sp = SG_SESSION_PARAMS_INIT;
   sp.device = d->p.device;
@@ -259,6 +272,7 @@ sg_status sg__model_compile(sg_dist *d, const sg_graph *part) {
   d->s = m->part_session;
   d->g = part;
   SG_CHECK(sg__session_set_updates_last(d->s, true));
+  SG_CHECK(sg__session_set_fuse_barrier(d->s, barrier));
   return sg_session_compile(d->s);
 }
 

@@ -129,9 +129,18 @@ sg_status sg__model_prepare(sg_dist *d, const sg__par_create_args *a);
 /* This rank's place: replica and index for a group of `width` (stages or
  * shares), the group's and the replicas' world ranks. */
 sg_status sg__model_place(sg_dist *d, int width);
-/* Creates and compiles the session of this rank's part (the updates last):
- * d->s and d->g. */
-sg_status sg__model_compile(sg_dist *d, const sg_graph *part);
+/* What the model strategies' hooks touch between ops, as a fusion barrier
+ * (runtime/hooks.h): every parameter's gradient (averaged over replicas,
+ * summed over micro-batches; a pipeline stage's received activations are
+ * parameters only to get theirs, which go back upstream) and every input
+ * and output of the part's graph (the boundary tensors a stage sends and
+ * receives, the loss). Tensor parallelism adds the partial sums it
+ * allreduces. A mask of g's tensors (sg__free), or NULL when out of memory. */
+uint8_t *sg__model_fuse_barrier(const sg_graph *g);
+/* Creates and compiles the session of this rank's part (the updates last),
+ * fusing what `barrier` (sg__model_fuse_barrier's, or NULL: no fusion)
+ * leaves: d->s and d->g. */
+sg_status sg__model_compile(sg_dist *d, const sg_graph *part, const uint8_t *barrier);
 /* Lists the source graph's inputs (and the learning rate when the source
  * graph lacks it) into m->inputs; `part` is this rank's graph, for `here`. */
 sg_status sg__model_list_inputs(sg__par_model *m, const sg_graph *part, const char *lr_name);

@@ -81,7 +81,11 @@ static sg_status pipeline_build(sg_dist *d, const sg__par_create_args *a) {
   SG_CHECK(choose_stages(d, loss));
   sg__pp_stage *st = P->st;
   SG_CHECK(sg__model_add_optimizer(st->g, a->opt));
-  SG_CHECK(sg__model_compile(d, st->g));
+  uint8_t *barrier = sg__model_fuse_barrier(st->g);
+  if (barrier == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create_model: out of memory");
+  sg_status cs = sg__model_compile(d, st->g, barrier);
+  sg__free(barrier);
+  SG_CHECK(cs);
   /* The transports' ranks are member indices: the stage in the pipeline,
    * the replica among the stage's copies. */
   sg__xfer_sched_init(&m->xctx, d, m->group, K, m->index, "pipeline", &m->xfer);

@@ -77,7 +77,16 @@ static sg_status tensor_build(sg_dist *d, const sg__par_create_args *a) {
   SG_CHECK(sg_graph_backward(g, (sg_tensor){tp_loss}));
   SG_CHECK(sg__model_add_optimizer(g, a->opt));
   SG_CHECK(sg__tp_resolve_backward(g, P->syncs, P->n_syncs));
-  SG_CHECK(sg__model_compile(d, g));
+  /* The partial sums the hooks allreduce right after their producers. */
+  uint8_t *barrier = sg__model_fuse_barrier(g);
+  if (barrier == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create_model: out of memory");
+  for (int i = 0; i < P->n_syncs; i++) {
+    int32_t t = P->syncs[i].tensor ? sg__tensor_lookup(g, P->syncs[i].tensor) : -1;
+    if (t >= 0) barrier[t] = 1;
+  }
+  sg_status cs = sg__model_compile(d, g, barrier);
+  sg__free(barrier);
+  SG_CHECK(cs);
   /* One copy: the world is the group, and its collectives are the
    * communicator's own; with replicas, a group of world ranks. */
   if (D == 1) sg__xfer_sched_init(&m->xctx, d, NULL, 0, 0, "tensor", &m->xfer);

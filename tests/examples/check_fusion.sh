@@ -16,9 +16,10 @@
 #               message naming it, the run goes on uncached
 #   nospace     (root) the cache on a full tmpfs: "running uncached", the
 #               same params_hash
-#   dist        (DIST: resnet50_dist, SGRT: the sgrt CLI) data parallelism over
-#               2 ranks, 3 steps, also with 2 micro-batches: fusion on (the log
-#               says what was fused) and off give the same params_hash
+#   dist        (DIST: resnet50_dist, SGRT: the sgrt CLI) 2 ranks, 3 steps, in
+#               data parallelism (1 and 2 micro-batches), pipeline and tensor
+#               parallelism: fusion on (the log says what was fused) and off
+#               give the same params_hash
 #   mlp         an MLP whose LayerNorm and GELU are elementwise ops and
 #               reductions (mlp_train --decomposed), 5 AdamW steps with and
 #               without fusion: params_l2 within 1e-6 relative
@@ -136,23 +137,23 @@ case $mode in
     ;;
   dist)
     sgrt=$3
-    for micro in 1 2; do
+    for mode in "--micro-batches 1" "--micro-batches 2" "--pipeline 2" "--tensor 2"; do
       for f in 1 0; do
+        # shellcheck disable=SC2086 # $mode is two words
         SG_FUSION=$f SG_LOG_LEVEL=info SG_CACHE_DIR="$work/cache" "$sgrt" launch -n 2 -- "$bin" --steps 3 \
-          --batch 4 --res 32 --width 16 --micro-batches $micro --json >"$work/d$f.out" 2>"$work/d$f.err" || {
-          echo "FAIL: data parallel, fusion $f, $micro micro-batches: exit status $?" >&2
+          --batch 4 --res 32 --width 16 $mode --json >"$work/d$f.out" 2>"$work/d$f.err" || {
+          echo "FAIL: $mode, fusion $f: exit status $?" >&2
           cat "$work/d$f.err" >&2
           exit 1
         }
         grep '^\[0\] {' "$work/d$f.out" | tail -n 1 | sed 's/^\[0\] //' >"$work/d$f.json"
       done
       grep -qE 'fused into [1-9][0-9]* generated kernels' "$work/d1.err" || {
-        echo "FAIL: the data-parallel session fused nothing" >&2
+        echo "FAIL: $mode: the session fused nothing" >&2
         cat "$work/d1.err" >&2
         exit 1
       }
-      expect "data parallel, $micro micro-batches: params_hash fused vs unfused" "$(field d1 params_hash)" \
-        "$(field d0 params_hash)"
+      expect "$mode: params_hash fused vs unfused" "$(field d1 params_hash)" "$(field d0 params_hash)"
     done
     ;;
   mlp)
