@@ -12,6 +12,17 @@
 #include "parallel/dist_internal.h"
 #include "sgrt/train.h"
 
+uint8_t *sg__dist_grad_barrier(const sg_graph *g) {
+  uint8_t *mask = sg__calloc(g->n_tensors ? g->n_tensors : 1, 1);
+  if (mask == NULL) return NULL;
+  for (uint32_t t = 0; t < g->n_tensors; t++) {
+    sg_tensor grad;
+    if (g->tensors[t].role == SG_ROLE_PARAMETER && sg_graph_grad(g, (sg_tensor){(int32_t)t}, &grad) == SG_OK)
+      mask[grad.id] = 1;
+  }
+  return mask;
+}
+
 void sg__dist_plan_free(sg__dist_plan *p) {
   sg__free(p->grads);
   sg__free(p->buckets);

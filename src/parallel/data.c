@@ -11,7 +11,6 @@
 #include "graph/graph.h"
 #include "parallel/dist_internal.h"
 #include "parallel/model.h"
-#include "sgrt/train.h"
 
 /* Shards of a step (world size x micro_batches) stay far from INT_MAX. */
 #define MAX_MICRO_BATCHES 65536
@@ -126,19 +125,12 @@ static sg_status prepare_healing(sg_dist *d) {
   return SG_OK;
 }
 
-/* What the step's hooks touch between ops: every parameter's gradient,
- * allreduced after the op that produced it, read by the updates after the
- * wait (buckets.c), accumulated over micro-batches from its slot. Elementwise
- * ops elsewhere still fuse (hooks.h). */
+/* What the step's hooks touch between ops, the parameters' gradients
+ * (sg__dist_grad_barrier), stays out of generated kernels; elementwise ops
+ * elsewhere still fuse (hooks.h). */
 static sg_status set_fuse_barrier(sg_dist *d) {
-  const sg_graph *g = d->g;
-  uint8_t *mask = sg__calloc(g->n_tensors ? g->n_tensors : 1, 1);
+  uint8_t *mask = sg__dist_grad_barrier(d->g);
   if (mask == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create: out of memory");
-  for (uint32_t t = 0; t < g->n_tensors; t++) {
-    sg_tensor grad;
-    if (g->tensors[t].role == SG_ROLE_PARAMETER && sg_graph_grad(g, (sg_tensor){(int32_t)t}, &grad) == SG_OK)
-      mask[grad.id] = 1;
-  }
   sg_status st = sg__session_set_fuse_barrier(d->s, mask); /* copies it */
   sg__free(mask);
   return st;

@@ -62,6 +62,12 @@ typedef struct sg__dist_plan {
  * share, which the broadcast does not move) but the flag itself. */
 sg_status sg__dist_plan_build(const sg_session *s, size_t bucket_bytes, bool zero, sg__dist_plan *out);
 void sg__dist_plan_free(sg__dist_plan *p);
+/* A fusion barrier (runtime/hooks.h) of g's tensors marking every
+ * parameter's gradient: what the buckets average (after the op that
+ * produced it, read by the updates after the wait) and micro-batches sum
+ * from its slot. The model strategies mark more in it. sg__free it; NULL
+ * when out of memory. */
+uint8_t *sg__dist_grad_barrier(const sg_graph *g);
 
 /* ---- timeline (trace.c) --------------------------------------------------- */
 

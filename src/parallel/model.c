@@ -250,13 +250,8 @@ sg_status sg__model_place(sg_dist *d, int width) {
 }
 
 uint8_t *sg__model_fuse_barrier(const sg_graph *g) {
-  uint8_t *mask = sg__calloc(g->n_tensors ? g->n_tensors : 1, 1);
+  uint8_t *mask = sg__dist_grad_barrier(g);
   if (mask == NULL) return NULL;
-  for (uint32_t t = 0; t < g->n_tensors; t++) {
-    sg_tensor grad;
-    if (g->tensors[t].role == SG_ROLE_PARAMETER && sg_graph_grad(g, (sg_tensor){(int32_t)t}, &grad) == SG_OK)
-      mask[grad.id] = 1;
-  }
   for (uint32_t i = 0; i < g->n_inputs; i++) mask[g->inputs[i]] = 1;
   for (uint32_t i = 0; i < g->n_outputs; i++) mask[g->outputs[i]] = 1;
   return mask;

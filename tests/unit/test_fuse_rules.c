@@ -104,6 +104,33 @@ static void reference(const rule_case *c, int ndim, const int64_t *dims, int ndi
   sg_graph_destroy(g);
 }
 
+/* Element strides of an input of dims_x read over an iteration shape of ny
+ * dims, NumPy broadcasting: dims align to the right, 0 where x has 1. */
+static void broadcast_strides(int ny, int nx, const int64_t *dims_x, int64_t strides[SG__KIR_MAX_DIMS]) {
+  int64_t s = 1;
+  for (int d = ny - 1, e = nx - 1; d >= 0; d--, e--) {
+    int64_t len = e >= 0 ? dims_x[e] : 1;
+    strides[d] = len == 1 ? 0 : s;
+    s *= len;
+  }
+}
+
+/* Finishes kernel k ("rule": the op's expression stored), emits, compiles
+ * and runs it over its whole range, and frees it. */
+static void run_rule_kernel(sg__kir_kernel *k, const void *const *ins, void *const *outs) {
+  assert_status(sg__kir_finish(k), SG_OK, NULL);
+  const sg__kir_kernel *ks[] = {k};
+  char *src;
+  size_t len;
+  assert_status(sg__cpu_emit_c(ks, 1, &src, &len), SG_OK, NULL);
+  sg__jit_lib *lib;
+  assert_status(sg__jit_build(src, len, &lib), SG_OK, NULL);
+  sg__free(src);
+  sg__jit_symbol(lib, "rule")(0, k->numel, ins, outs);
+  sg__jit_close(lib);
+  sg__kir_free(k);
+}
+
 /* The same op as one generated kernel. */
 static void generated(const rule_case *c, int ndim, const int64_t *dims, int ndim_b, const int64_t *dims_b,
                       const void *a, const void *b, const void *cc, void *y) {
@@ -114,13 +141,8 @@ static void generated(const rule_case *c, int ndim, const int64_t *dims, int ndi
   int v[3];
   v[0] = sg__kir_load(&k, sg__kir_input_add(&k, in_dtype(c, 0), NULL));
   if (c->n_in >= 2) {
-    /* NumPy broadcasting: b's dims align to the right; 0 stride where b has 1. */
-    int64_t strides[SG__KIR_MAX_DIMS] = {0}, s = 1;
-    for (int d = ndim - 1, e = ndim_b - 1; d >= 0; d--, e--) {
-      int64_t len = e >= 0 ? dims_b[e] : 1;
-      strides[d] = len == 1 ? 0 : s;
-      s *= len;
-    }
+    int64_t strides[SG__KIR_MAX_DIMS] = {0};
+    broadcast_strides(ndim, ndim_b, dims_b, strides);
     v[1] = sg__kir_load(&k, sg__kir_input_add(&k, in_dtype(c, 1), strides));
   }
   if (c->n_in == 3) v[2] = sg__kir_load(&k, sg__kir_input_add(&k, in_dtype(c, 2), NULL));
@@ -128,19 +150,9 @@ static void generated(const rule_case *c, int ndim, const int64_t *dims, int ndi
   int r = sg__fuse_op_expr(&k, op, v);
   assert_true(r >= 0);
   sg__kir_store(&k, r);
-  assert_status(sg__kir_finish(&k), SG_OK, NULL);
-  const sg__kir_kernel *ks[] = {&k};
-  char *src;
-  size_t len;
-  assert_status(sg__cpu_emit_c(ks, 1, &src, &len), SG_OK, NULL);
-  sg__jit_lib *lib;
-  assert_status(sg__jit_build(src, len, &lib), SG_OK, NULL);
-  sg__free(src);
   const void *ins[] = {a, b, cc};
   void *outs[] = {y};
-  sg__jit_symbol(lib, "rule")(0, k.numel, ins, outs);
-  sg__jit_close(lib);
-  sg__kir_free(&k);
+  run_rule_kernel(&k, ins, outs);
   sg_graph_destroy(g);
 }
 
@@ -308,29 +320,15 @@ static void test_broadcast_to_rule(void **state) {
     /* The rule as one generated kernel over y's shape, x read broadcast. */
     sg__kir_kernel k;
     sg__kir_init(&k, "rule", shapes[t].ny, shapes[t].y);
-    int64_t strides[SG__KIR_MAX_DIMS] = {0}, stride = 1;
-    for (int d = shapes[t].ny - 1, e = shapes[t].nx - 1; d >= 0; d--, e--) {
-      int64_t len = e >= 0 ? shapes[t].x[e] : 1;
-      strides[d] = len == 1 ? 0 : stride;
-      stride *= len;
-    }
+    int64_t strides[SG__KIR_MAX_DIMS] = {0};
+    broadcast_strides(shapes[t].ny, shapes[t].nx, shapes[t].x, strides);
     int v = sg__kir_load(&k, sg__kir_input_add(&k, SG_F32, strides));
     int r = sg__fuse_op_expr(&k, &g->ops[0], &v);
     assert_true(r >= 0);
     sg__kir_store(&k, r);
-    assert_status(sg__kir_finish(&k), SG_OK, NULL);
-    const sg__kir_kernel *ks[] = {&k};
-    char *src;
-    size_t len;
-    assert_status(sg__cpu_emit_c(ks, 1, &src, &len), SG_OK, NULL);
-    sg__jit_lib *lib;
-    assert_status(sg__jit_build(src, len, &lib), SG_OK, NULL);
-    sg__free(src);
     const void *ins[] = {x};
     void *outs[] = {got};
-    sg__jit_symbol(lib, "rule")(0, k.numel, ins, outs);
-    sg__jit_close(lib);
-    sg__kir_free(&k);
+    run_rule_kernel(&k, ins, outs);
     sg_graph_destroy(g);
     if (memcmp(got, want, (size_t)ny * sizeof(float)) != 0) fail_msg("broadcast_to case %zu differs", t);
     free(x), free(want), free(got);
