@@ -143,6 +143,7 @@ static bool check_instr(const sg__kir_kernel *k, uint32_t i, char *why, size_t c
     case SG__KIR_STORE:
       if (x->b < 0 || x->b >= k->n_out || t != v[0]->dtype || t != (int)k->out[x->b])
         return snprintf(why, cap, "store into output %d (of %d) of another dtype", x->b, k->n_out), false;
+      if (k->out_sum[x->b] && t != SG_F32) return snprintf(why, cap, "a summed output is f32 only"), false;
       return true;
     case SG__KIR_SELECT:
       if (v[0]->dtype != SG_BOOL || v[1]->dtype != t || v[2]->dtype != t)
@@ -224,12 +225,16 @@ int sg__kir_select(sg__kir_kernel *k, int cond, int a, int b) {
       k, (sg__kir_instr){.op = SG__KIR_SELECT, .dtype = (uint8_t)dtype_of(k, a), .a = cond, .b = a, .c = b});
 }
 
-int sg__kir_store(sg__kir_kernel *k, int v) {
+static int store(sg__kir_kernel *k, int v, bool sum, double scale) {
   if (k->error != SG_OK) return -1;
   if (k->n_out >= SG__KIR_MAX_OUTPUTS)
     return fail(k, SG_ERR_RANGE, "more than %d outputs", SG__KIR_MAX_OUTPUTS), -1;
+  if (sum && k->sum == SG__KIR_SUM_NONE)
+    return fail(k, SG_ERR_INVALID_ARG, "a summed output without a sum"), -1;
   int t = dtype_of(k, v);
   k->out_over[k->n_out] = -1;
+  k->out_sum[k->n_out] = sum;
+  k->out_scale[k->n_out] = sum ? scale : 1;
   k->out[k->n_out++] = (sg_dtype)t;
   if (append(k, (sg__kir_instr){.op = SG__KIR_STORE, .dtype = (uint8_t)t, .a = v, .b = k->n_out - 1}) < 0) {
     k->n_out--;
@@ -238,12 +243,42 @@ int sg__kir_store(sg__kir_kernel *k, int v) {
   return k->n_out - 1;
 }
 
+int sg__kir_store(sg__kir_kernel *k, int v) { return store(k, v, false, 1); }
+
+int sg__kir_store_sum(sg__kir_kernel *k, int v, double scale) { return store(k, v, true, scale); }
+
+int sg__kir_set_sum(sg__kir_kernel *k, sg__kir_sum kind, int axis) {
+  if (k->error != SG_OK) return -1;
+  if (k->sum != SG__KIR_SUM_NONE) return fail(k, SG_ERR_INVALID_ARG, "the sum is set twice"), -1;
+  if ((kind != SG__KIR_SUM_INNER && kind != SG__KIR_SUM_OUTER) || axis < 0 || axis > k->ndim)
+    return fail(k, SG_ERR_INVALID_ARG, "sum %d at axis %d of %d dims", (int)kind, axis, k->ndim), -1;
+  k->sum = (uint8_t)kind;
+  k->sum_axis = axis;
+  return 0;
+}
+
+int64_t sg__kir_span(const sg__kir_kernel *k, int d0, int d1) {
+  int64_t n = 1;
+  for (int d = d0; d < d1; d++) n *= k->dims[d];
+  return n;
+}
+
+int64_t sg__kir_range(const sg__kir_kernel *k, int64_t *per) {
+  int64_t rows = sg__kir_span(k, 0, k->sum_axis), cols = sg__kir_span(k, k->sum_axis, k->ndim);
+  switch ((sg__kir_sum)k->sum) {
+    case SG__KIR_SUM_INNER: *per = cols; return rows;
+    case SG__KIR_SUM_OUTER: *per = rows; return cols;
+    default: *per = 1; return k->numel;
+  }
+}
+
 int sg__kir_set_inplace(sg__kir_kernel *k, int out, int input) {
   if (k->error != SG_OK) return -1;
   if (out < 0 || out >= k->n_out || input < 0 || input >= k->n_in)
     return fail(k, SG_ERR_INVALID_ARG, "in place: output %d over input %d (of %d, %d)", out, input, k->n_out,
                 k->n_in),
            -1;
+  if (k->out_sum[out]) return fail(k, SG_ERR_INVALID_ARG, "in place: output %d is a sum", out), -1;
   for (int o = 0; o < k->n_out; o++)
     if (o != out && k->out_over[o] == input)
       return fail(k, SG_ERR_INVALID_ARG, "in place: input %d already holds output %d", input, o), -1;
@@ -264,8 +299,11 @@ sg_status sg__kir_finish(sg__kir_kernel *k) {
     if (!check_instr(k, i, why, sizeof why)) return fail(k, SG_ERR_INVALID_ARG, "instruction %u: %s", i, why);
     if (k->ins[i].op == SG__KIR_STORE) stored[k->ins[i].b]++;
   }
-  for (int o = 0; o < k->n_out; o++)
+  for (int o = 0; o < k->n_out; o++) {
     if (stored[o] != 1) return fail(k, SG_ERR_INVALID_ARG, "output %d is stored %u times", o, stored[o]);
+    if (k->out_sum[o] && (k->sum == SG__KIR_SUM_NONE || k->out_over[o] >= 0))
+      return fail(k, SG_ERR_INVALID_ARG, "output %d: a sum without a geometry, or in place", o);
+  }
   return SG_OK;
 }
 

@@ -14,6 +14,18 @@
  * bool); arithmetic takes operands of one dtype, comparisons give bool,
  * CAST converts.
  *
+ * A kernel may end in a sum (the reductions that close a chain: reduce_sum,
+ * reduce_mean, sum_to). Its geometry splits the iteration dims at `axis`
+ * into rows [0, axis) and columns [axis, ndim); an output stored with
+ * sg__kir_store_sum receives the sum of its value over the columns of
+ * each row (SG__KIR_SUM_INNER: one element per row) or over the rows of
+ * each column (SG__KIR_SUM_OUTER: one element per column), accumulated in
+ * double (a row's columns in the eight lanes of sgk_math.h's row sums, a
+ * column's rows in order), multiplied by its scale and rounded to f32
+ * once: cpu_reduce.c's arithmetic, so that a fused sum is bit-identical to
+ * the op it replaces. The other outputs of
+ * such a kernel are written as usual.
+ *
  * Semantics are the reference ops' (docs/compiler.md has the table):
  * IEEE-754 f32 as C computes it, no contraction into FMA, NaN propagated
  * by MAX/MIN; integer add/sub/mul wrap, integer div truncates with x/0 = 0
@@ -32,8 +44,8 @@
 
 /* Bumped whenever the generated code for the same IR changes: part of the
  * compile cache's key. */
-#define SG__CODEGEN_VERSION 2
-#define SG__CODEGEN_VERSION_STR "2"
+#define SG__CODEGEN_VERSION 3
+#define SG__CODEGEN_VERSION_STR "3"
 
 #define SG__KIR_MAX_DIMS 8
 #define SG__KIR_MAX_INPUTS 32
@@ -86,6 +98,12 @@ typedef struct sg__kir_input {
   int64_t strides[SG__KIR_MAX_DIMS]; /* in elements, per iteration dim; 0 = broadcast */
 } sg__kir_input;
 
+typedef enum sg__kir_sum {
+  SG__KIR_SUM_NONE = 0,
+  SG__KIR_SUM_INNER, /* over the columns [axis, ndim): one output element per row */
+  SG__KIR_SUM_OUTER, /* over the rows [0, axis): one output element per column */
+} sg__kir_sum;
+
 typedef struct sg__kir_kernel {
   char name[SG__KIR_NAME_MAX + 1]; /* a C identifier: the exported symbol */
   int ndim;
@@ -94,7 +112,11 @@ typedef struct sg__kir_kernel {
   int n_in, n_out;
   sg__kir_input in[SG__KIR_MAX_INPUTS];
   sg_dtype out[SG__KIR_MAX_OUTPUTS];
-  int8_t out_over[SG__KIR_MAX_OUTPUTS]; /* the input an output is written over (in place), or -1 */
+  int8_t out_over[SG__KIR_MAX_OUTPUTS];  /* the input an output is written over (in place), or -1 */
+  uint8_t out_sum[SG__KIR_MAX_OUTPUTS];  /* a summed output (sg__kir_store_sum) */
+  double out_scale[SG__KIR_MAX_OUTPUTS]; /* and the factor its sum is multiplied by */
+  uint8_t sum;                           /* sg__kir_sum: the geometry of the summed outputs */
+  int sum_axis;                          /* rows are dims [0, sum_axis), columns the rest */
   sg__kir_instr *ins;
   uint32_t n_ins, cap_ins;
   sg_status error;     /* sticky: the first builder error */
@@ -117,6 +139,11 @@ int sg__kir_binary(sg__kir_kernel *k, sg__kir_op op, int a, int b);
 int sg__kir_select(sg__kir_kernel *k, int cond, int a, int b);
 /* Stores value v into a new output; returns the output's number. */
 int sg__kir_store(sg__kir_kernel *k, int v);
+/* Sets the kernel's sum geometry (once, before sg__kir_store_sum). */
+int sg__kir_set_sum(sg__kir_kernel *k, sg__kir_sum kind, int axis);
+/* Stores f32 value v, summed as the geometry says and multiplied by
+ * `scale`, into a new output; returns the output's number. */
+int sg__kir_store_sum(sg__kir_kernel *k, int v, double scale);
 /* Declares that output `out` is written over input `input` (the same
  * buffer, in place): both contiguous, of one dtype. Every other pair of
  * buffers is distinct — the emitter may tell the compiler so. */
@@ -125,6 +152,13 @@ int sg__kir_set_inplace(sg__kir_kernel *k, int out, int input);
  * one output); re-checks every instruction (a kernel read back from a
  * cache file is validated the same way). */
 sg_status sg__kir_finish(sg__kir_kernel *k);
+
+/* What the exported function's [begin, end) counts: iteration elements
+ * (no sum), rows (SG__KIR_SUM_INNER) or columns (SG__KIR_SUM_OUTER); and
+ * in *per, how many iteration elements one unit of it is. */
+int64_t sg__kir_range(const sg__kir_kernel *k, int64_t *per);
+/* Elements of the dims [d0, d1). */
+int64_t sg__kir_span(const sg__kir_kernel *k, int d0, int d1);
 
 /* "add", "erf", ...; "?" for other values. */
 const char *sg__kir_op_name(sg__kir_op op);

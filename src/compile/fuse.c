@@ -14,6 +14,10 @@
  *     member, the anchor) changes no value: no op in between reads a
  *     member's output or updates in place a tensor a member reads,
  *   - the group stays within the kernel IR's limits.
+ * A sum (SG__OP_SUM: reduce_sum, reduce_mean, sum_to) that fuse_rules.c
+ * says may end a chain joins the group of the producer of its input when
+ * that group computes over the input's shape; it becomes the anchor, the
+ * group then computes over its input's shape, and no op joins it after.
  * An op that reads or writes a tensor of the caller's barrier
  * (sg__plan_options.fuse_barrier: what a runtime's hooks touch between ops)
  * joins no group. A group of one op is no group: that op keeps its own kernel. After memory
@@ -37,6 +41,7 @@ typedef struct fuse_ctx {
   /* Groups while growing: members per group, in schedule order. */
   int32_t (*members)[MAX_MEMBERS];
   int32_t *n_members;
+  bool *closed; /* per group: ends in a sum, no op joins it */
   uint32_t n_groups;
 } fuse_ctx;
 
@@ -60,11 +65,19 @@ static bool broadcasts_to(const sg__tensor *t, const sg__tensor *y) {
 /* The dtypes of the kernel IR. */
 static bool ir_dtype(sg_dtype t) { return t == SG_F32 || t == SG_I32 || t == SG_I64 || t == SG_BOOL; }
 
+static bool sums(const fuse_ctx *c, const sg__op *op) {
+  sg__kir_sum kind;
+  int axis;
+  double scale;
+  return sg__fuse_sum_rule(c->g, op, &kind, &axis, &scale);
+}
+
 static bool fusible(const fuse_ctx *c, int32_t k) {
   const sg__op *op = &c->g->ops[k];
-  if (c->pos[k] < 0 || !sg__fuse_has_rule(op->kind) || op->n_outputs != 1 || sg__op_mutated_inputs(op))
-    return false;
+  if (c->pos[k] < 0 || op->n_outputs != 1 || sg__op_mutated_inputs(op)) return false;
   if (c->barrier && c->barrier[op->outputs[0]]) return false;
+  if (sums(c, op)) return !(c->barrier && c->barrier[op->inputs[0]]);
+  if (!sg__fuse_has_rule(op->kind)) return false;
   const sg__tensor *y = &c->g->tensors[op->outputs[0]];
   if (y->ndim > SG__KIR_MAX_DIMS || !ir_dtype(y->dtype)) return false;
   for (int i = 0; i < op->n_inputs; i++) {
@@ -157,7 +170,9 @@ static bool try_join(const fuse_ctx *c, int32_t *cur, int *n_cur, const int32_t 
 static void grow(fuse_ctx *c, int32_t k) {
   const sg_graph *g = c->g;
   const sg__op *op = &g->ops[k];
-  const sg__tensor *y = &g->tensors[op->outputs[0]];
+  /* A sum joins over its input's shape, and only its input's producer. */
+  bool sum = sums(c, op);
+  const sg__tensor *y = &g->tensors[sum ? op->inputs[0] : op->outputs[0]];
   int32_t cur[MAX_MEMBERS] = {k};
   int n_cur = 1;
   int32_t joined[8];
@@ -166,7 +181,7 @@ static void grow(fuse_ctx *c, int32_t k) {
     int32_t prod = g->tensors[op->inputs[i]].producer;
     if (prod < 0 || c->grp[prod] < 0) continue;
     int32_t gi = c->grp[prod];
-    if (in_set(joined, n_joined, gi)) continue;
+    if (in_set(joined, n_joined, gi) || c->closed[gi] || (sum && i > 0)) continue;
     const sg__tensor *py = &g->tensors[g->ops[prod].outputs[0]];
     if (!same_dims(py, y) || c->eval[prod] != c->eval[k]) continue;
     if (try_join(c, cur, &n_cur, c->members[gi], c->n_members[gi])) joined[n_joined++] = gi;
@@ -176,6 +191,7 @@ static void grow(fuse_ctx *c, int32_t k) {
   for (int j = 1; j < n_joined; j++) c->n_members[joined[j]] = 0;
   memcpy(c->members[gi], cur, (size_t)n_cur * sizeof *cur);
   c->n_members[gi] = n_cur;
+  c->closed[gi] = sum;
   for (int m = 0; m < n_cur; m++) c->grp[cur[m]] = gi;
 }
 
@@ -192,8 +208,10 @@ sg_status sg__fuse_plan(const sg_graph *g, const uint8_t *barrier, sg__plan *p) 
   c.kept = sg__calloc(nt, 1);
   c.members = sg__malloc(no * sizeof *c.members);
   c.n_members = sg__calloc(no, sizeof(int32_t));
+  c.closed = sg__calloc(no, sizeof(bool));
   sg_status st = SG_OK;
-  if (!c.pos || !c.grp || !c.eval || !c.cons_start || !c.cons || !c.kept || !c.members || !c.n_members) {
+  if (!c.pos || !c.grp || !c.eval || !c.cons_start || !c.cons || !c.kept || !c.members || !c.n_members ||
+      !c.closed) {
     st = sg__error(SG_ERR_NO_MEMORY, "compile: out of memory fusing %u ops", g->n_ops);
     goto out;
   }
@@ -304,6 +322,7 @@ out:
   sg__free(c.kept);
   sg__free(c.members);
   sg__free(c.n_members);
+  sg__free(c.closed);
   return st;
 }
 

@@ -1,8 +1,9 @@
 /* Fused groups after grouping (fuse.c): their place in memory planning
  * (layouts, in-place outputs) and their kernels in the IR.
  *
- * Index space. A group computes over its anchor's output shape, reading
- * inputs of other shapes broadcast. A group whose members are all
+ * Index space. A group computes over its anchor's output shape (the input
+ * shape of an anchor that sums: the kernel then ends in a sum, see
+ * kernel_ir.h), reading inputs of other shapes broadcast. A group whose members are all
  * layout-agnostic (SG__OP_LAYOUT_AGNOSTIC: same dims everywhere, zeros to
  * zeros) may instead run over whatever storage layout the backend picked
  * for its operands -- they then share one (the CPU backend joins the
@@ -65,6 +66,9 @@ uint32_t sg__fuse_inplace(const sg_graph *g, sg__plan *p, int32_t gi, int32_t po
   for (uint32_t o = 0; o < gr->n_out; o++) {
     const sg__tensor *y = &g->tensors[out[o]];
     if (p->buf_kind[out[o]] != SG__BUF_TRANSIENT) continue;
+    /* A sum's output has another shape than the elements the kernel walks. */
+    if (out[o] == g->ops[gr->anchor].outputs[0] && (sg__op_flags(g->ops[gr->anchor].kind) & SG__OP_SUM))
+      continue;
     for (uint32_t i = 0; i < gr->n_in && i < SG__KIR_MAX_INPUTS; i++) {
       const sg__tensor *x = &g->tensors[in[i]];
       if (taken[i] || p->buf_kind[in[i]] != SG__BUF_TRANSIENT || p->last_use[in[i]] != pos) continue;
@@ -97,7 +101,12 @@ static void broadcast_strides(const sg__tensor *t, int nd, const int64_t *dims, 
 static sg_status build_one(const sg_graph *g, const sg__plan *p, uint32_t gi, sg__kir_kernel *k) {
   const sg__fused_group *gr = &p->groups[gi];
   const int32_t *mem = members(p, gr), *io = p->fused_io + gr->first_io;
-  const sg__tensor *y = &g->tensors[g->ops[gr->anchor].outputs[0]];
+  const sg__op *anchor = &g->ops[gr->anchor];
+  sg__kir_sum sum = SG__KIR_SUM_NONE;
+  int sum_axis = 0;
+  double sum_scale = 1;
+  bool sums = sg__fuse_sum_rule(g, anchor, &sum, &sum_axis, &sum_scale);
+  const sg__tensor *y = &g->tensors[sums ? anchor->inputs[0] : anchor->outputs[0]];
   char name[SG__KIR_NAME_MAX + 1];
   snprintf(name, sizeof name, "sgk_%u", gi);
   /* Flat over the slots when the operands share a backend layout. */
@@ -106,6 +115,7 @@ static sg_status build_one(const sg_graph *g, const sg__plan *p, uint32_t gi, sg
   for (uint32_t i = 0; flat && i < gr->n_in + gr->n_out; i++) flat = p->bytes[io[i]] == p->bytes[io[0]];
   if (flat) sg__kir_init(k, name, 1, &n_flat);
   else sg__kir_init(k, name, y->ndim, y->dims);
+  if (sums) sg__kir_set_sum(k, sum, sum_axis);
   int32_t tensor_of[SG__KIR_MAX_INSTRS < 256 ? SG__KIR_MAX_INSTRS : 256];
   int value_of[sizeof tensor_of / sizeof tensor_of[0]];
   int n_map = 0;
@@ -134,7 +144,8 @@ static sg_status build_one(const sg_graph *g, const sg__plan *p, uint32_t gi, sg
       tensor_of[n_map] = t;
       value_of[n_map++] = vals[i];
     }
-    int v = sg__fuse_op_expr(k, op, vals);
+    /* The sum's value is its input's, stored summed below. */
+    int v = sums && mem[j] == gr->anchor ? vals[0] : sg__fuse_op_expr(k, op, vals);
     if (v < 0 || n_map >= (int)(sizeof tensor_of / sizeof tensor_of[0])) break;
     tensor_of[n_map] = op->outputs[0];
     value_of[n_map++] = v;
@@ -143,7 +154,8 @@ static sg_status build_one(const sg_graph *g, const sg__plan *p, uint32_t gi, sg
     int v = -1;
     for (int m = 0; m < n_map && v < 0; m++)
       if (tensor_of[m] == io[gr->n_in + o]) v = value_of[m];
-    sg__kir_store(k, v);
+    if (sums && io[gr->n_in + o] == anchor->outputs[0]) sg__kir_store_sum(k, v, sum_scale);
+    else sg__kir_store(k, v);
     int8_t over = p->fused_over[gr->first_io + gr->n_in + o];
     if (over >= 0) sg__kir_set_inplace(k, (int)o, over);
   }

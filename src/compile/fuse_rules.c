@@ -61,6 +61,57 @@ bool sg__fuse_has_rule(sg_op_kind kind) {
   return (sg__op_flags(kind) & SG__OP_ELEMENTWISE) && kind != SG_OP_DROPOUT && kind != SG_OP_DROPOUT_BACKWARD;
 }
 
+bool sg__fuse_sum_rule(const sg_graph *g, const sg__op *op, sg__kir_sum *kind, int *axis, double *scale) {
+  if (!(sg__op_flags(op->kind) & SG__OP_SUM) || op->n_inputs != 1 || op->n_outputs != 1 || op->inputs[0] < 0)
+    return false;
+  const sg__tensor *x = &g->tensors[op->inputs[0]], *y = &g->tensors[op->outputs[0]];
+  if (x->dtype != SG_F32 || y->dtype != SG_F32 || x->ndim > SG__KIR_MAX_DIMS) return false;
+  bool summed[SG__KIR_MAX_DIMS] = {false};
+  int64_t numel = 1, count = 1;
+  for (int d = 0; d < x->ndim; d++) numel *= x->dims[d];
+  if (numel <= 0) return false;
+  if (op->kind == SG_OP_SUM_TO) {
+    for (int d = 0; d < x->ndim; d++) {
+      int td = d - (x->ndim - y->ndim);
+      summed[d] = td < 0 || (y->dims[td] == 1 && x->dims[d] != 1);
+    }
+  } else {
+    int n = sg__attr_count(op, 0);
+    const int64_t *axes = sg__attr_ints(op, 0);
+    for (int i = 0; i < n; i++) {
+      int a;
+      if (!sg__norm_axis(axes[i], x->ndim, &a)) return false;
+      summed[a] = true;
+    }
+    for (int d = 0; n == 0 && d < x->ndim; d++) summed[d] = true;
+  }
+  for (int d = 0; d < x->ndim; d++) count *= summed[d] ? x->dims[d] : 1;
+  /* The summed dims of more than one element: all after the kept ones
+   * (rows summed) or all before them (columns summed). */
+  int first_sum = x->ndim, last_sum = -1, first_kept = x->ndim, last_kept = -1;
+  for (int d = 0; d < x->ndim; d++) {
+    if (x->dims[d] == 1) continue;
+    if (summed[d]) {
+      if (first_sum == x->ndim) first_sum = d;
+      last_sum = d;
+    } else {
+      if (first_kept == x->ndim) first_kept = d;
+      last_kept = d;
+    }
+  }
+  if (last_kept < first_sum) {
+    *kind = SG__KIR_SUM_INNER;
+    *axis = last_kept + 1;
+  } else if (last_sum < first_kept) {
+    *kind = SG__KIR_SUM_OUTER;
+    *axis = last_sum + 1;
+  } else {
+    return false;
+  }
+  *scale = op->kind == SG_OP_REDUCE_MEAN ? 1.0 / (double)count : 1.0;
+  return true;
+}
+
 int sg__fuse_op_expr(sg__kir_kernel *k, const sg__op *op, const int *in) {
   int x = in[0];
   switch (op->kind) {

@@ -34,7 +34,12 @@ static void put_kernel(sg__strbuf *b, const sg__kir_kernel *k) {
     for (int d = 0; d < k->ndim; d++) sg__strbuf_put(b, " %lld", (long long)k->in[i].strides[d]);
     sg__strbuf_put(b, "\n");
   }
-  for (int o = 0; o < k->n_out; o++) sg__strbuf_put(b, "out %d over %d\n", (int)k->out[o], k->out_over[o]);
+  if (k->sum) sg__strbuf_put(b, "sum %d axis %d\n", k->sum, k->sum_axis);
+  for (int o = 0; o < k->n_out; o++) {
+    sg__strbuf_put(b, "out %d over %d", (int)k->out[o], k->out_over[o]);
+    if (k->out_sum[o]) sg__strbuf_put(b, " sum %a", k->out_scale[o]);
+    sg__strbuf_put(b, "\n");
+  }
   for (uint32_t i = 0; i < k->n_ins; i++) {
     const sg__kir_instr *in = &k->ins[i];
     /* %a: the exact binary value of the immediate. */

@@ -28,6 +28,11 @@ sg_status sg__fuse_kernels(const sg_graph *g, sg__plan *p);
 
 /* ---- fusion rules (fuse_rules.c) -------------------------------------------- */
 
+/* Whether op (an SG__OP_SUM kind) may end a chain: f32, not empty, its
+ * summed dims the trailing or the leading ones of its input; then the
+ * kernel's sum geometry over the input's dims and the factor (1, or
+ * 1/count for a mean). */
+bool sg__fuse_sum_rule(const sg_graph *g, const sg__op *op, sg__kir_sum *kind, int *axis, double *scale);
 /* Whether an op kind has an expression in the kernel IR. */
 bool sg__fuse_has_rule(sg_op_kind kind);
 /* Appends op's expression to k over the values in[] (its inputs, in order);

@@ -112,6 +112,10 @@ struct sg_graph {
  * backward ops of clip, gelu, sigmoid and tanh qualify mathematically too;
  * marking one changes which tensors the CPU backend blocks.) */
 #define SG__OP_LAYOUT_AGNOSTIC (1u << 4)
+/* A sum of input 0 over some of its dims into output 0, in the order of
+ * cpu_reduce.c (reduce_sum, reduce_mean, sum_to): an f32 one may end a
+ * fused chain (compile/fuse.c). */
+#define SG__OP_SUM (1u << 5)
 
 /* The SG__OP_* flags of `kind`; 0 for an unknown kind. */
 uint32_t sg__op_flags(sg_op_kind kind);

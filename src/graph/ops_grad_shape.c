@@ -59,8 +59,8 @@ static sg_status infer_broadcast_to(const sg_graph *g, const sg__op *op, sg__sha
   return SG_OK;
 }
 
-const sg__op_def sg__def_sum_to = {SG_OP_SUM_TO,     "sum_to", 1,           1,           0, 0,
-                                   SG_ROLE_GRADIENT, 1,        shape_attrs, infer_sum_to};
+const sg__op_def sg__def_sum_to = {SG_OP_SUM_TO, "sum_to",     1,         1, 0, 0, SG_ROLE_GRADIENT, 1,
+                                   shape_attrs,  infer_sum_to, SG__OP_SUM};
 const sg__op_def sg__def_broadcast_to = {
     SG_OP_BROADCAST_TO, "broadcast_to", 1, 1, 0, 0, SG_ROLE_GRADIENT, 1, shape_attrs, infer_broadcast_to};
 

@@ -42,10 +42,12 @@ static sg_status infer_reduce(const sg_graph *g, const sg__op *op, sg__shape *ou
   return SG_OK;
 }
 
-const sg__op_def sg__def_reduce_mean = {SG_OP_REDUCE_MEAN, "reduce_mean", 1, 1, 0, 0, SG_ROLE_ACTIVATION, 2,
-                                        reduce_attrs,      infer_reduce};
-const sg__op_def sg__def_reduce_sum = {SG_OP_REDUCE_SUM, "reduce_sum", 1, 1, 0, 0, SG_ROLE_ACTIVATION, 2,
-                                       reduce_attrs,     infer_reduce};
+const sg__op_def sg__def_reduce_mean = {
+    SG_OP_REDUCE_MEAN, "reduce_mean", 1,         1, 0, 0, SG_ROLE_ACTIVATION, 2,
+    reduce_attrs,      infer_reduce,  SG__OP_SUM};
+const sg__op_def sg__def_reduce_sum = {
+    SG_OP_REDUCE_SUM, "reduce_sum", 1,         1, 0, 0, SG_ROLE_ACTIVATION, 2,
+    reduce_attrs,     infer_reduce, SG__OP_SUM};
 
 static sg_tensor reduce(sg_graph *g, sg_op_kind kind, sg_tensor x, int naxes, const int64_t *axes,
                         int keepdims) {

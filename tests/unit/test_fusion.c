@@ -5,6 +5,7 @@
  * broadcast operands. IEEE arithmetic must agree bitwise (same evaluation
  * order); oneDNN's transcendental functions within a few ulp. Also: the
  * counts of the compile report, a training graph's parameters after 5 steps,
+ * chains that end in sums (reduce_mean, reduce_sum, sum_to) bitwise,
  * the compile cache (a warm start compiles nothing; a corrupted entry is
  * rebuilt), and a missing compiler (fusion off with a warning, same
  * results). */
@@ -211,6 +212,134 @@ static void test_training_matches_unfused(void **state) {
   sg_graph_destroy(g);
 }
 
+/* Chains that end in sums: h = x * w + b; d = h - mean(h) over the last
+ * dim; v = mean(d * d) over it; n = d / sqrt(v + 1e-5); c = sum over the
+ * rows of n * x; loss = sum of c * c; trained 3 steps with SGD, so that
+ * the backward adds the sums of broadcasting (sum_to over the rows for w,
+ * over the columns for b). Every op is IEEE arithmetic or a sum, so fused
+ * and unfused agree bitwise: outputs, gradients and parameters. */
+static sg_graph *sum_graph(int64_t rows, int64_t cols) {
+  sg_graph *g;
+  assert_int_equal(sg_graph_create(&g), SG_OK);
+  int64_t xs[] = {rows, cols}, ws[] = {cols}, bs[] = {rows, 1}, last = -1, first = 0;
+  float *w = malloc((size_t)cols * sizeof *w), *b = malloc((size_t)rows * sizeof *b);
+  fill(w, cols, false);
+  fill(b, rows, false);
+  sg_tensor x = sg_input(g, "x", SG_F32, 2, xs), lr = sg_input(g, "lr", SG_F32, 0, NULL);
+  sg_tensor W = sg_parameter(g, "w", SG_F32, 1, ws, w), B = sg_parameter(g, "b", SG_F32, 2, bs, b);
+  free(w), free(b);
+  sg_tensor h = sg_add(g, sg_mul(g, x, W), B);
+  sg_tensor d = sg_sub(g, h, sg_reduce_mean(g, h, 1, &last, 1));
+  sg_tensor v = sg_reduce_mean(g, sg_mul(g, d, d), 1, &last, 1);
+  sg_tensor n = sg_div(g, d, sg_sqrt(g, sg_add_scalar(g, v, 1e-5)));
+  sg_tensor c = sg_reduce_sum(g, sg_mul(g, n, x), 1, &first, 0);
+  sg_tensor loss = sg_reduce_sum(g, sg_mul(g, c, c), 0, NULL, 0);
+  const char *names[] = {"v", "c", "loss"};
+  sg_tensor outs[] = {v, c, loss};
+  for (int i = 0; i < 3; i++) {
+    assert_status(sg_tensor_set_name(g, outs[i], names[i]), SG_OK, NULL);
+    assert_status(sg_graph_mark_output(g, outs[i]), SG_OK, NULL);
+  }
+  assert_status(sg_graph_backward(g, loss), SG_OK, NULL);
+  sg_tensor gw, gb;
+  assert_status(sg_graph_grad(g, W, &gw), SG_OK, NULL);
+  assert_status(sg_graph_grad(g, B, &gb), SG_OK, NULL);
+  sg_sgd_params sgd = SG_SGD_PARAMS_INIT;
+  assert_status(sg_graph_add_sgd(g, lr, &sgd), SG_OK, NULL);
+  assert_status(sg_tensor_set_name(g, gw, "gw"), SG_OK, NULL);
+  assert_status(sg_tensor_set_name(g, gb, "gb"), SG_OK, NULL);
+  assert_status(sg_graph_mark_output(g, gw), SG_OK, NULL);
+  assert_status(sg_graph_mark_output(g, gb), SG_OK, NULL);
+  assert_status(sg_graph_finalize(g), SG_OK, NULL);
+  return g;
+}
+
+/* Runs 3 steps; out: v, c, loss, gw, gb of the last step, then w and b. */
+static void run_sums(const sg_graph *g, int fusion, int64_t rows, int64_t cols, const float *x, float *out,
+                     sg_compile_report *rep) {
+  sg_session *s = session(g, fusion, rep);
+  int64_t xs[] = {rows, cols};
+  float lr = 1e-3f;
+  for (int step = 0; step < 3; step++) {
+    assert_status(sg_session_set_input(s, "x", SG_F32, 2, xs, x + step * rows * cols), SG_OK, NULL);
+    assert_status(sg_session_set_input(s, "lr", SG_F32, 0, NULL, &lr), SG_OK, NULL);
+    assert_status(sg_session_step(s), SG_OK, NULL);
+  }
+  const char *names[] = {"v", "c", "loss", "gw", "gb", "w", "b"};
+  const int64_t sizes[] = {rows, cols, 1, cols, rows, cols, rows};
+  for (int i = 0; i < 7; i++) {
+    assert_status(sg_session_read(s, names[i], out, (size_t)sizes[i] * sizeof(float)), SG_OK, NULL);
+    out += sizes[i];
+  }
+  sg_session_destroy(s);
+}
+
+static void test_sums_match_unfused(void **state) {
+  (void)state;
+  const int64_t shapes[][2] = {{1, 1}, {1, 7}, {7, 1}, {3, 1009}, {1009, 7}, {64, 300}};
+  for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+    int64_t rows = shapes[t][0], cols = shapes[t][1], n = 3 * rows + 3 * cols + 1;
+    float *x = malloc((size_t)(3 * rows * cols) * sizeof *x);
+    float *want = malloc((size_t)n * sizeof *want), *got = malloc((size_t)n * sizeof *got);
+    fill(x, 3 * rows * cols, false);
+    x[0] = -0.0f;
+    sg_graph *g = sum_graph(rows, cols);
+    sg_compile_report ref, fused;
+    run_sums(g, -1, rows, cols, x, want, &ref);
+    run_sums(g, 1, rows, cols, x, got, &fused);
+    assert_int_equal(ref.fused_kernels, 0);
+    assert_true(fused.fused_kernels >= 1);
+    for (int64_t i = 0; i < n; i++)
+      if (!close_enough(got[i], want[i], 0, 1.0))
+        fail_msg("[%lld x %lld] value %lld (v, c, loss, gw, gb, w, b): fused %.9g, unfused %.9g",
+                 (long long)rows, (long long)cols, (long long)i, (double)got[i], (double)want[i]);
+    if (rows == 3 && cols == 1009) {
+      /* Forward: {mul, add, mean}, {sub, mul, mean}, {add_scalar, sqrt},
+       * {div, mul, sum}, {mul, sum}: every forward op in a kernel; the
+       * backward's sum_to ops of w and b end chains too. */
+      assert_true(fused.fused_kernels >= 5);
+      assert_true(fused.ops_fused >= 13 + 2);
+    }
+    sg_graph_destroy(g);
+    free(x), free(want), free(got);
+  }
+}
+
+/* The order of a row sum, by hand: [1e20, 1 x 7, -1e20] sums to 7 in
+ * sgk_math.h's eight lanes (lane 0 holds 1e20 - 1e20, lanes 1..7 a 1 each;
+ * one chain would lose the 1s to 1e20 and give 0), and [1..9] to 45; the
+ * op's kernel (fusion off) and a generated kernel that ends in the sum
+ * (x * 1 fused with it) alike. */
+static void test_row_sum_order(void **state) {
+  (void)state;
+  sg_graph *g;
+  assert_int_equal(sg_graph_create(&g), SG_OK);
+  int64_t d[] = {2, 9}, last = -1;
+  sg_tensor x = sg_input(g, "x", SG_F32, 2, d);
+  sg_tensor direct = sg_reduce_sum(g, x, 1, &last, 0);
+  sg_tensor chained = sg_reduce_sum(g, sg_add_scalar(g, sg_mul_scalar(g, x, 1), 0), 1, &last, 0);
+  assert_status(sg_tensor_set_name(g, direct, "direct"), SG_OK, NULL);
+  assert_status(sg_tensor_set_name(g, chained, "chained"), SG_OK, NULL);
+  assert_status(sg_graph_mark_output(g, direct), SG_OK, NULL);
+  assert_status(sg_graph_mark_output(g, chained), SG_OK, NULL);
+  assert_status(sg_graph_finalize(g), SG_OK, NULL);
+  float in[18] = {1e20f, 1, 1, 1, 1, 1, 1, 1, -1e20f, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  for (int fusion = -1; fusion <= 1; fusion += 2) {
+    sg_compile_report rep;
+    sg_session *s = session(g, fusion, &rep);
+    assert_int_equal(rep.fused_kernels, fusion > 0 ? 1 : 0);
+    assert_status(sg_session_set_input(s, "x", SG_F32, 2, d, in), SG_OK, NULL);
+    assert_status(sg_session_forward(s), SG_OK, NULL);
+    float y[2], z[2];
+    assert_status(sg_session_read(s, "direct", y, sizeof y), SG_OK, NULL);
+    assert_status(sg_session_read(s, "chained", z, sizeof z), SG_OK, NULL);
+    assert_true(y[0] == 7.0f && y[1] == 45.0f);
+    assert_true(z[0] == 7.0f && z[1] == 45.0f);
+    sg_session_destroy(s);
+  }
+  sg_graph_destroy(g);
+}
+
 /* The compile cache: the first session compiles and stores, the second
  * loads (no compiler), a corrupted entry is a warning and a rebuild. */
 static void test_cache_warm_start(void **state) {
@@ -330,6 +459,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tree_matches_unfused),
       cmocka_unit_test(test_training_matches_unfused),
+      cmocka_unit_test(test_sums_match_unfused),
+      cmocka_unit_test(test_row_sum_order),
       cmocka_unit_test(test_cache_warm_start),
       cmocka_unit_test(test_key_inputs),
       cmocka_unit_test(test_missing_compiler_falls_back),

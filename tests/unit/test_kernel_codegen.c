@@ -4,7 +4,8 @@
  * with the same formula written out here in C (bitwise where the operations
  * are IEEE arithmetic or sgk_math.h's exp, erf, tanh and sigmoid, whose
  * accuracy test_sgk_math.c checks; within 2 ulp where they call libm), on random inputs
- * with broadcasting, sizes 1, 7 and 1009, and NaN, infinities and -0.
+ * with broadcasting, sizes 1, 7 and 1009, and NaN, infinities and -0;
+ * kernels that end in a sum against sums written out in their order.
  * Then what must fail: ill-typed IR, a missing or failing compiler, C that
  * does not compile — each an error naming what went wrong — and that
  * loading generated code leaves the floating-point environment (MXCSR)
@@ -264,6 +265,155 @@ static void test_two_kernels_constants(void **state) {
 
 /* Ill-typed or ill-formed IR is refused with the kernel's name and why;
  * the first error sticks. */
+/* sgk_math.h's row sum, written out: lane i % 8 in order, the lanes as a
+ * fixed tree. */
+static double lane_sum(const float *v, int64_t n, int64_t stride) {
+  double l[8] = {0};
+  for (int64_t i = 0; i < n; i++) l[i % 8] += (double)v[i * stride];
+  return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
+/* A kernel v = a + b over dims[nd] (b read through `bstrides`) that stores
+ * v and its sum of geometry `sum` at `axis`, scaled by `scale`. */
+static void sum_kernel(sg__kir_kernel *k, const char *name, int nd, const int64_t *dims,
+                       const int64_t *bstrides, sg__kir_sum sum, int axis, double scale) {
+  sg__kir_init(k, name, nd, dims);
+  assert_int_equal(sg__kir_set_sum(k, sum, axis), 0);
+  int a = sg__kir_load(k, sg__kir_input_add(k, SG_F32, NULL));
+  int b = sg__kir_load(k, sg__kir_input_add(k, SG_F32, bstrides));
+  int v = sg__kir_binary(k, SG__KIR_ADD, a, b);
+  assert_int_equal(sg__kir_store(k, v), 0);
+  assert_int_equal(sg__kir_store_sum(k, v, scale), 1);
+}
+
+/* Kernels that end in a sum, against the sums written out here: over the
+ * columns of each row (in the eight lanes) and over the rows of each
+ * column (in order), with b broadcast per column, per row and (3-d) along
+ * a middle dim whose strides merge with neither neighbour; run over
+ * uneven thread ranges. A row [1e20, 1 x 7, -1e20] sums to 7 in the lanes
+ * (0 in one chain): the order is the lanes'. */
+static void test_sums(void **state) {
+  (void)state;
+  const int64_t sizes[][2] = {{1, 1}, {1, 7}, {7, 1}, {3, 1009}, {1009, 7}};
+  for (size_t t = 0; t < sizeof sizes / sizeof *sizes; t++) {
+    int64_t rows = sizes[t][0], cols = sizes[t][1], n = rows * cols, dims[2] = {rows, cols};
+    int64_t per_col[2] = {0, 1}, per_row[2] = {1, 0};
+    sg__kir_kernel in_k, out_k;
+    sum_kernel(&in_k, "rowsum", 2, dims, per_row, SG__KIR_SUM_INNER, 1, 1.0 / (double)cols);
+    sum_kernel(&out_k, "colsum", 2, dims, per_col, SG__KIR_SUM_OUTER, 1, 1.0);
+    sg__kir_kernel *ks[] = {&in_k, &out_k};
+    sg__jit_lib *lib = build(ks, 2);
+    float *A = malloc(n * 4), *B = malloc((rows > cols ? rows : cols) * 4), *V = malloc(n * 4);
+    float *S = malloc((rows > cols ? rows : cols) * 4), *W = malloc(n * 4);
+    fill(A, n, true), fill(B, rows > cols ? rows : cols, false);
+    if (cols >= 9) { /* row 0: no specials, the crafted head */
+      fill(A, cols, false);
+      A[0] = 1e20f, A[8] = -1e20f, B[0] = 0;
+      for (int i = 1; i < 8; i++) A[i] = 1;
+    }
+    for (int which = 0; which < 2; which++) {
+      sg__kir_kernel *k = ks[which];
+      int64_t per, range = sg__kir_range(k, &per);
+      assert_int_equal(range, which == 0 ? rows : cols);
+      assert_int_equal(range * per, n);
+      const void *in[] = {A, B};
+      void *out[] = {V, S};
+      run(sg__jit_symbol(lib, k->name), range, in, out);
+      for (int64_t i = 0; i < n; i++) {
+        int64_t r = i / cols, c = i % cols;
+        W[i] = A[i] + B[which == 0 ? r : c];
+        if (!same_bits(V[i], W[i]))
+          fail_msg("%s [%lld x %lld] v[%lld] %g want %g", k->name, (long long)rows, (long long)cols,
+                   (long long)i, V[i], W[i]);
+      }
+      for (int64_t j = 0; j < range; j++) {
+        double want;
+        if (which == 0) {
+          want = lane_sum(W + j * cols, cols, 1) * (1.0 / (double)cols);
+        } else {
+          want = 0;
+          for (int64_t r = 0; r < rows; r++) want += (double)W[r * cols + j];
+        }
+        if (!same_bits(S[j], (float)want))
+          fail_msg("%s [%lld x %lld] sum %lld: %.9g want %.9g", k->name, (long long)rows, (long long)cols,
+                   (long long)j, S[j], (float)want);
+      }
+      if (which == 0 && cols >= 9) {
+        /* One chain loses the seven 1s to 1e20: the check sees the order. */
+        double chain = 0;
+        for (int64_t c = 0; c < cols; c++) chain += (double)W[c];
+        assert_false(same_bits(S[0], (float)(chain * (1.0 / (double)cols))));
+      }
+    }
+    free(A), free(B), free(V), free(S), free(W);
+    sg__jit_close(lib);
+    sg__kir_free(&in_k), sg__kir_free(&out_k);
+  }
+
+  /* 3-d: b per middle dim; the sums over [3, 5] (rows: dim 0) and over
+   * [2, 3] (columns: dim 2), the head row of the crafted values. */
+  int64_t d3[3] = {2, 3, 5}, mid[3] = {0, 1, 0};
+  sg__kir_kernel k3i, k3o;
+  sum_kernel(&k3i, "inner3", 3, d3, mid, SG__KIR_SUM_INNER, 1, 1.0);
+  sum_kernel(&k3o, "outer3", 3, d3, mid, SG__KIR_SUM_OUTER, 2, 0.5);
+  sg__kir_kernel *ks3[] = {&k3i, &k3o};
+  sg__jit_lib *lib = build(ks3, 2);
+  float A[30], B[3], V[30], S[5], W[30];
+  fill(A, 30, true), fill(B, 3, false);
+  A[0] = 1e20f, A[8] = -1e20f, B[0] = B[1] = 0;
+  for (int i = 1; i < 8; i++) A[i] = 1;
+  for (int i = 0; i < 30; i++) W[i] = A[i] + B[(i / 5) % 3];
+  const void *in[] = {A, B};
+  void *out[] = {V, S};
+  run(sg__jit_symbol(lib, "inner3"), 2, in, out);
+  assert_memory_equal(V, W, sizeof V);
+  assert_true(same_bits(S[0], (float)lane_sum(W, 15, 1)));
+  assert_true(same_bits(S[1], (float)lane_sum(W + 15, 15, 1)));
+  run(sg__jit_symbol(lib, "outer3"), 5, in, out);
+  for (int c = 0; c < 5; c++) {
+    double want = 0;
+    for (int r = 0; r < 6; r++) want += (double)W[r * 5 + c];
+    assert_true(same_bits(S[c], (float)(want * 0.5)));
+  }
+  sg__jit_close(lib);
+  sg__kir_free(&k3i), sg__kir_free(&k3o);
+}
+
+/* Sums the IR refuses: a summed output without a geometry, a second
+ * geometry, an axis out of range, an integer sum, a sum written in place. */
+static void test_sum_errors(void **state) {
+  (void)state;
+  int64_t d[2] = {3, 4};
+  sg__kir_kernel k;
+  sg__kir_init(&k, "nogeo", 2, d);
+  int x = sg__kir_load(&k, sg__kir_input_add(&k, SG_F32, NULL));
+  assert_int_equal(sg__kir_store_sum(&k, x, 1), -1);
+  assert_non_null(strstr(sg_last_error(), "a summed output without a sum"));
+  sg__kir_free(&k);
+  sg__kir_init(&k, "twice", 2, d);
+  assert_int_equal(sg__kir_set_sum(&k, SG__KIR_SUM_INNER, 1), 0);
+  assert_int_equal(sg__kir_set_sum(&k, SG__KIR_SUM_OUTER, 1), -1);
+  assert_non_null(strstr(sg_last_error(), "the sum is set twice"));
+  sg__kir_free(&k);
+  sg__kir_init(&k, "axis", 2, d);
+  assert_int_equal(sg__kir_set_sum(&k, SG__KIR_SUM_INNER, 3), -1);
+  assert_non_null(strstr(sg_last_error(), "axis 3 of 2 dims"));
+  sg__kir_free(&k);
+  sg__kir_init(&k, "isum", 2, d);
+  sg__kir_set_sum(&k, SG__KIR_SUM_OUTER, 1);
+  int i = sg__kir_load(&k, sg__kir_input_add(&k, SG_I32, NULL));
+  assert_int_equal(sg__kir_store_sum(&k, i, 1), -1);
+  assert_non_null(strstr(sg_last_error(), "a summed output is f32 only"));
+  sg__kir_free(&k);
+  sg__kir_init(&k, "inplace", 2, d);
+  sg__kir_set_sum(&k, SG__KIR_SUM_INNER, 1);
+  int in = sg__kir_input_add(&k, SG_F32, NULL);
+  assert_int_equal(sg__kir_store_sum(&k, sg__kir_load(&k, in), 1), 0);
+  assert_int_equal(sg__kir_set_inplace(&k, 0, in), -1);
+  assert_non_null(strstr(sg_last_error(), "output 0 is a sum"));
+  sg__kir_free(&k);
+}
+
 static void test_builder_errors(void **state) {
   (void)state;
   int64_t n = 4;
@@ -363,9 +513,14 @@ static void test_mxcsr_unchanged(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_broadcast_arith),       cmocka_unit_test(test_unary_chains),
-      cmocka_unit_test(test_integers_casts_select), cmocka_unit_test(test_two_kernels_constants),
-      cmocka_unit_test(test_builder_errors),        cmocka_unit_test(test_compiler_failures),
+      cmocka_unit_test(test_broadcast_arith),
+      cmocka_unit_test(test_unary_chains),
+      cmocka_unit_test(test_integers_casts_select),
+      cmocka_unit_test(test_two_kernels_constants),
+      cmocka_unit_test(test_sums),
+      cmocka_unit_test(test_sum_errors),
+      cmocka_unit_test(test_builder_errors),
+      cmocka_unit_test(test_compiler_failures),
       cmocka_unit_test(test_mxcsr_unchanged),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

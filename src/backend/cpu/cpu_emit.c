@@ -178,25 +178,36 @@ static void plan_nest(const sg__kir_kernel *k, nest *n) {
   }
 }
 
-/* The element offset of input j's row `o` (dims [0, split)). */
-static void put_row_offset(sg__strbuf *b, const sg__kir_kernel *k, const nest *n, int j) {
+/* The element offset of input j at index `var` of the flattened dims
+ * [d0, d1) (a row: the dims before the inner run; a sum's rows or
+ * columns). */
+static void put_offset(sg__strbuf *b, const sg__kir_kernel *k, int j, int d0, int d1, const char *var) {
   int64_t inner = 1;
   bool any = false;
-  int outer = 0; /* the first dim of more than one element: needs no modulo */
-  while (outer < n->split && k->dims[outer] == 1) outer++;
-  for (int d = n->split - 1; d >= 0; d--) {
+  int outer = d0; /* the first dim of more than one element: needs no modulo */
+  while (outer < d1 && k->dims[outer] == 1) outer++;
+  for (int d = d1 - 1; d >= d0; d--) {
     int64_t s = k->in[j].strides[d], len = k->dims[d];
     if (len != 1 && s != 0) {
       sg__strbuf_put(b, "%s", any ? " + " : "");
       any = true;
-      if (inner == 1) sg__strbuf_put(b, d == outer ? "o" : "(o %% %" PRId64 ")", len);
-      else if (d == outer) sg__strbuf_put(b, "(o / %" PRId64 ")", inner);
-      else sg__strbuf_put(b, "((o / %" PRId64 ") %% %" PRId64 ")", inner, len);
+      if (inner == 1) {
+        if (d == outer) sg__strbuf_put(b, "%s", var);
+        else sg__strbuf_put(b, "(%s %% %" PRId64 ")", var, len);
+      } else if (d == outer) {
+        sg__strbuf_put(b, "(%s / %" PRId64 ")", var, inner);
+      } else {
+        sg__strbuf_put(b, "((%s / %" PRId64 ") %% %" PRId64 ")", var, inner, len);
+      }
       if (s != 1) sg__strbuf_put(b, " * %" PRId64, s);
     }
     inner *= len;
   }
   if (!any) sg__strbuf_put(b, "0");
+}
+
+static void put_row_offset(sg__strbuf *b, const sg__kir_kernel *k, const nest *n, int j) {
+  put_offset(b, k, j, 0, n->split, "o");
 }
 
 static void put_load(sg__strbuf *b, const sg__kir_instr *x, uint32_t i, const char *elem) {
@@ -259,7 +270,179 @@ static void emit_row(sg__strbuf *b, const sg__kir_kernel *k, const nest *n) {
   sg__strbuf_put(b, "  }\n}\n");
 }
 
+/* ---- kernels that end in a sum ------------------------------------------- */
+
+/* Columns per chunk: a sum kernel computes its values CHUNK columns at a
+ * time into a local array (that loop vectorizes like an elementwise row),
+ * then adds them to the double sums in order. */
+#define CHUNK 256
+#define CHUNK_STR "256"
+
+/* Whether input j's strides over dims [d0, d1) are one fixed step per
+ * flattened index (*step; 0: constant there). */
+static bool merged_step(const sg__kir_kernel *k, int j, int d0, int d1, int64_t *step) {
+  int64_t inner = 1, st = 0;
+  bool first = true;
+  for (int d = d1 - 1; d >= d0; d--) {
+    int64_t len = k->dims[d], s = k->in[j].strides[d];
+    if (len == 1) continue;
+    if (first) st = s, first = false;
+    else if (s != st * inner) return false;
+    inner *= len;
+  }
+  *step = st;
+  return true;
+}
+
+static void put_double(sg__strbuf *b, double x) {
+  if (isnan(x)) sg__strbuf_put(b, "__builtin_nan(\"\")");
+  else if (isinf(x)) sg__strbuf_put(b, "%s__builtin_inf()", x < 0 ? "-" : "");
+  else sg__strbuf_put(b, "%a", x);
+}
+
+/* NAME_chunk(c0, c1, rows..., outs...): columns [c0, c1) of one row. An
+ * input whose column strides do not merge into one step (a rare
+ * broadcast) is indexed through div/mod of the column. Summed outputs go
+ * to t[c - c0], the others to w[c]. */
+static void emit_sum_chunk(sg__strbuf *b, const sg__kir_kernel *k) {
+  int ax = k->sum_axis, nd = k->ndim;
+  int64_t step[SG__KIR_MAX_INPUTS];
+  bool merged[SG__KIR_MAX_INPUTS];
+  for (int j = 0; j < k->n_in; j++) merged[j] = merged_step(k, j, ax, nd, &step[j]);
+  sg__strbuf_put(b, "static inline void %s_chunk(int64_t c0, int64_t c1", k->name);
+  for (int j = 0; j < k->n_in; j++)
+    sg__strbuf_put(b, ", const %s *%sr%d", ctype(k->in[j].dtype), shared_input(k, j) ? "" : "restrict ", j);
+  for (int o = 0; o < k->n_out; o++) {
+    if (k->out_sum[o]) sg__strbuf_put(b, ", float *restrict t%d", o);
+    else sg__strbuf_put(b, ", %s *%sw%d", ctype(k->out[o]), k->out_over[o] >= 0 ? "" : "restrict ", o);
+  }
+  sg__strbuf_put(b, ") {\n");
+  sg__strbuf elem = {0};
+  for (uint32_t i = 0; i < k->n_ins; i++) {
+    const sg__kir_instr *x = &k->ins[i];
+    if (x->op == SG__KIR_CONST) {
+      sg__strbuf_put(b, "  const %s v%u = ", ctype(x->dtype), i);
+      put_const(b, x);
+      sg__strbuf_put(b, ";\n");
+    } else if (x->op == SG__KIR_LOAD && merged[x->a] && step[x->a] == 0) {
+      elem.len = 0;
+      sg__strbuf_put(&elem, "r%d[0]", x->a);
+      sg__strbuf_put(b, "  ");
+      put_load(b, x, i, elem.failed ? "0" : elem.s);
+    }
+  }
+  sg__strbuf_put(b, "  for (int64_t c = c0; c < c1; c++) {\n");
+  for (uint32_t i = 0; i < k->n_ins; i++) {
+    const sg__kir_instr *x = &k->ins[i];
+    if (x->op == SG__KIR_CONST || (x->op == SG__KIR_LOAD && merged[x->a] && step[x->a] == 0)) continue;
+    if (x->op == SG__KIR_STORE) {
+      if (k->out_sum[x->b]) sg__strbuf_put(b, "    t%d[c - c0] = v%d;\n", x->b, x->a);
+      else sg__strbuf_put(b, "    w%d[c] = v%d;\n", x->b, x->a);
+    } else if (x->op == SG__KIR_LOAD) {
+      elem.len = 0;
+      if (!merged[x->a]) {
+        sg__strbuf_put(&elem, "r%d[", x->a);
+        put_offset(&elem, k, x->a, ax, nd, "c");
+        sg__strbuf_put(&elem, "]");
+      } else if (step[x->a] == 1) {
+        sg__strbuf_put(&elem, "r%d[c]", x->a);
+      } else {
+        sg__strbuf_put(&elem, "r%d[c * %" PRId64 "]", x->a, step[x->a]);
+      }
+      sg__strbuf_put(b, "    ");
+      put_load(b, x, i, elem.failed ? "0" : elem.s);
+      if (elem.failed) b->failed = true;
+    } else {
+      sg__strbuf_put(b, "    const %s v%u = ", ctype(x->dtype), i);
+      put_expr(b, k, i);
+      sg__strbuf_put(b, ";\n");
+    }
+  }
+  sg__free(elem.s);
+  sg__strbuf_put(b, "  }\n}\n");
+}
+
+/* The chunk call of row `a`: every input at its row offset, the plain
+ * outputs at the row's start, the summed ones into the t arrays. */
+static void put_chunk_call(sg__strbuf *b, const sg__kir_kernel *k, const char *indent) {
+  int64_t cols = sg__kir_span(k, k->sum_axis, k->ndim);
+  sg__strbuf_put(b, "%s%s_chunk(c0, c1", indent, k->name);
+  for (int j = 0; j < k->n_in; j++) {
+    sg__strbuf_put(b, ",\n%s    (const %s *)in[%d] + ", indent, ctype(k->in[j].dtype), j);
+    put_offset(b, k, j, 0, k->sum_axis, "a");
+  }
+  for (int o = 0; o < k->n_out; o++) {
+    if (k->out_sum[o]) sg__strbuf_put(b, ", t%d", o);
+    else sg__strbuf_put(b, ",\n%s    (%s *)out[%d] + a * %" PRId64, indent, ctype(k->out[o]), o, cols);
+  }
+  sg__strbuf_put(b, ");\n");
+}
+
+/* SG__KIR_SUM_INNER: [begin, end) are rows, each summed over all its
+ * columns in sgk_math.h's lanes (cpu_reduce.c's rows_range; CHUNK is a
+ * multiple of SGK_SUM_LANES). SG__KIR_SUM_OUTER: [begin,
+ * end) are columns, each summed over all rows in order, a chunk of columns
+ * at a time (cpu_reduce.c's cols_range). */
+static void emit_sum_kernel(sg__strbuf *b, const sg__kir_kernel *k) {
+  int64_t rows = sg__kir_span(k, 0, k->sum_axis), cols = sg__kir_span(k, k->sum_axis, k->ndim);
+  emit_sum_chunk(b, k);
+  sg__strbuf_put(
+      b, "SGK_EXPORT void %s(int64_t begin, int64_t end, const void *const *in, void *const *out) {\n",
+      k->name);
+  if (k->sum == SG__KIR_SUM_INNER) {
+    sg__strbuf_put(b, "  for (int64_t a = begin; a < end; a++) {\n");
+    for (int o = 0; o < k->n_out; o++)
+      if (k->out_sum[o]) sg__strbuf_put(b, "    double s%d[SGK_SUM_LANES] = {0};\n", o);
+    sg__strbuf_put(b, "    for (int64_t c0 = 0; c0 < %" PRId64 "; c0 += " CHUNK_STR ") {\n", cols);
+    sg__strbuf_put(
+        b, "      const int64_t c1 = %" PRId64 " - c0 < " CHUNK_STR " ? %" PRId64 " : c0 + " CHUNK_STR ";\n",
+        cols, cols);
+    for (int o = 0; o < k->n_out; o++)
+      if (k->out_sum[o]) sg__strbuf_put(b, "      float t%d[" CHUNK_STR "];\n", o);
+    put_chunk_call(b, k, "      ");
+    for (int o = 0; o < k->n_out; o++)
+      if (k->out_sum[o]) sg__strbuf_put(b, "      sgk_sum_add(s%d, t%d, c1 - c0);\n", o, o);
+    sg__strbuf_put(b, "    }\n");
+    for (int o = 0; o < k->n_out; o++) {
+      if (!k->out_sum[o]) continue;
+      sg__strbuf_put(b, "    ((float *)out[%d])[a] = (float)(sgk_sum_lanes(s%d) * ", o, o);
+      put_double(b, k->out_scale[o]);
+      sg__strbuf_put(b, ");\n");
+    }
+    sg__strbuf_put(b, "  }\n}\n");
+    return;
+  }
+  sg__strbuf_put(b, "  for (int64_t c0 = begin; c0 < end; c0 += " CHUNK_STR ") {\n");
+  sg__strbuf_put(b, "    const int64_t c1 = end - c0 < " CHUNK_STR " ? end : c0 + " CHUNK_STR ";\n");
+  for (int o = 0; o < k->n_out; o++)
+    if (k->out_sum[o])
+      sg__strbuf_put(b,
+                     "    double s%d[" CHUNK_STR "];\n    float t%d[" CHUNK_STR "];\n"
+                     "    for (int64_t c = 0; c < c1 - c0; c++) s%d[c] = 0;\n",
+                     o, o, o);
+  sg__strbuf_put(b, "    for (int64_t a = 0; a < %" PRId64 "; a++) {\n", rows);
+  put_chunk_call(b, k, "      ");
+  for (int o = 0; o < k->n_out; o++)
+    if (k->out_sum[o])
+      sg__strbuf_put(b, "      for (int64_t c = 0; c < c1 - c0; c++) s%d[c] += t%d[c];\n", o, o);
+  sg__strbuf_put(b, "    }\n");
+  for (int o = 0; o < k->n_out; o++) {
+    if (!k->out_sum[o]) continue;
+    sg__strbuf_put(
+        b, "    for (int64_t c = 0; c < c1 - c0; c++) ((float *)out[%d])[c0 + c] = (float)(s%d[c] * ", o, o);
+    put_double(b, k->out_scale[o]);
+    sg__strbuf_put(b, ");\n");
+  }
+  sg__strbuf_put(b, "  }\n}\n");
+}
+
 static void emit_kernel(sg__strbuf *b, const sg__kir_kernel *k) {
+  if (k->sum != SG__KIR_SUM_NONE) {
+    sg__strbuf_put(b, "\n/* %s: %u instructions over %" PRId64 " elements, summed */\n", k->name, k->n_ins,
+                   k->numel);
+    emit_sum_kernel(b, k);
+    return;
+  }
   sg__strbuf_put(b, "\n/* %s: %u instructions over %" PRId64 " elements */\n", k->name, k->n_ins, k->numel);
   nest n;
   plan_nest(k, &n);

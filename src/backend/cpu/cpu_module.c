@@ -18,7 +18,7 @@ struct sg__module {
 typedef struct fused_kernel {
   sg__kernel base;
   sg__jit_kernel_fn fn;
-  int64_t numel;
+  int64_t range, grain; /* the function's [begin, end) space (sg__kir_range) and the units worth a thread */
 } fused_kernel;
 
 typedef struct fused_job {
@@ -32,7 +32,8 @@ static void fused_range(void *ctx, int64_t begin, int64_t end) {
   j->fn(begin, end, (const void *const *)j->in, j->out);
 }
 
-/* Elementwise work is memory-bound: split only ranges worth a thread. */
+/* Elementwise work is memory-bound: split only ranges worth a thread
+ * (counted in iteration elements). */
 enum { MIN_PARALLEL = 1 << 15 };
 
 static sg_status fused_run(sg__cpu_state *st, sg__kernel *base, void *const *in, void *const *out,
@@ -41,7 +42,7 @@ static sg_status fused_run(sg__cpu_state *st, sg__kernel *base, void *const *in,
   fused_kernel *k = (fused_kernel *)base;
   fused_job j = {k->fn, in, out};
   sg__cpu_set_threads(st->threads);
-  sg__cpu_parallel_for(k->numel, MIN_PARALLEL, fused_range, &j);
+  sg__cpu_parallel_for(k->range, k->grain, fused_range, &j);
   return SG_OK;
 }
 
@@ -144,7 +145,9 @@ sg_status sg__cpu_module_kernel(void *state, sg__module *m, const sg__kir_kernel
   fk->base.run = fused_run;
   snprintf(fk->base.name, sizeof fk->base.name, "%s", op_name ? op_name : k->name);
   fk->fn = fn;
-  fk->numel = k->numel;
+  int64_t per;
+  fk->range = sg__kir_range(k, &per);
+  fk->grain = per > 0 ? (MIN_PARALLEL + per - 1) / per : MIN_PARALLEL;
   *out = &fk->base;
   return SG_OK;
 }

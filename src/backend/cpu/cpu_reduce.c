@@ -4,12 +4,17 @@
  * The input is walked once in memory order and every element is added into
  * an accumulator of the output's size (double for f32, wrapping int64 for
  * integers; in the backend's workspace, reserved at kernel_create), which is
- * then scaled (mean) and rounded into the output. The order of additions is fixed, so results are
- * bit-identical from run to run. Two common shapes split over threads without changing that
- * order: every row its own output (rows_distinct) and [rows, n] -> [n] (cols_distinct). */
+ * then scaled (mean) and rounded into the output. An f32 run of the
+ * innermost dim that sums into one element is summed in sgk_math.h's eight
+ * lanes (sgk_sum_add) first. The order of additions is fixed, so results
+ * are bit-identical from run to run, and the generated kernels that end in
+ * a sum (cpu_emit.c) follow it to the bit. Two common shapes split over
+ * threads without changing that order: every row its own output
+ * (rows_distinct) and [rows, n] -> [n] (cols_distinct). */
 #include <string.h>
 
 #include "backend/cpu/cpu_internal.h"
+#include "backend/cpu/sgk_math.h"
 
 typedef struct reduce_kernel {
   sg__kernel base;
@@ -25,6 +30,17 @@ typedef struct reduce_kernel {
  * reduced dims are the innermost ones, as in global_avg_pool): rows are
  * independent, so they are split over threads; each row is still summed in
  * order, so the result does not depend on the thread count. */
+/* One run of n elements at stride sx, summed in sgk_math.h's lanes. */
+static double run_sum(const float *x, int64_t n, int64_t sx) {
+  double l[SGK_SUM_LANES] = {0};
+  if (sx == 1) {
+    sgk_sum_add(l, x, n);
+  } else {
+    for (int64_t i = 0; i < n; i++) l[i % SGK_SUM_LANES] += (double)x[i * sx];
+  }
+  return sgk_sum_lanes(l);
+}
+
 typedef struct rows_job {
   const reduce_kernel *k;
   const float *x;
@@ -38,10 +54,7 @@ static void rows_range(void *ctx, int64_t b, int64_t e) {
   sg__cpu_pos p;
   sg__cpu_iter_seek(it, b, &p);
   for (int64_t r = b; r < e; r++) {
-    const float *xr = j->x + p.off[0];
-    double s = 0;
-    for (int64_t i = 0; i < n; i++) s += xr[i * sx];
-    j->y[p.off[1]] = (float)(s * j->k->scale);
+    j->y[p.off[1]] = (float)(run_sum(j->x + p.off[0], n, sx) * j->k->scale);
     sg__cpu_iter_next(it, &p);
   }
 }
@@ -99,9 +112,7 @@ static sg_status reduce_run(sg__cpu_state *st, sg__kernel *base, void *const *in
       const float *xr = x + p.off[0];
       double *ar = acc + p.off[1];
       if (sa == 0) {
-        double s = 0;
-        for (int64_t i = 0; i < n; i++) s += xr[i * sx];
-        ar[0] += s;
+        ar[0] += run_sum(xr, n, sx);
       } else {
         for (int64_t i = 0; i < n; i++) ar[i * sa] += xr[i * sx];
       }

@@ -1,7 +1,7 @@
-/* Vectorizable float math: exp, erf, tanh and sigmoid, shared by the C
- * kernels (cpu_math.c) and every generated translation unit (cpu_emit.c
- * embeds this file's text), so a fused kernel and an op's own kernel agree
- * bit for bit.
+/* Vectorizable float math: exp, erf, tanh and sigmoid, and the order of
+ * row sums, shared by the C kernels (cpu_math.c, cpu_reduce.c) and every
+ * generated translation unit (cpu_emit.c embeds this file's text), so a
+ * fused kernel and an op's own kernel agree bit for bit.
  *
  * libm's expf, erff and tanhf are calls the auto-vectorizer cannot see
  * into: a loop over them runs one element at a time. These functions are
@@ -129,6 +129,28 @@ static inline float sgk_sigmoidf(float x) {
   d = x != x ? 0.0 : d;
   float y = (float)(1.0 / (1.0 + sgk_exp_d(-d)));
   return x != x ? x : y;
+}
+
+/* Row sums (reduce_sum, reduce_mean and sum_to over a row's elements, in
+ * cpu_reduce.c and in the generated kernels that end in such a sum):
+ * element i of a row is added in double to lane i % SGK_SUM_LANES, each
+ * lane in order, and the lanes combine as ((l0 + l1) + (l2 + l3)) + ((l4 +
+ * l5) + (l6 + l7)). Eight independent chains instead of one: the loop
+ * vectorizes and no longer waits on the latency of one add per element.
+ * The order is fixed, so the sum depends on neither the ISA nor the thread
+ * count. A row may be added in pieces whose starts are multiples of
+ * SGK_SUM_LANES. */
+#define SGK_SUM_LANES 8
+
+static inline void sgk_sum_add(double *restrict l, const float *restrict x, int64_t n) {
+  int64_t i = 0;
+  for (; i + SGK_SUM_LANES <= n; i += SGK_SUM_LANES)
+    for (int j = 0; j < SGK_SUM_LANES; j++) l[j] += (double)x[i + j];
+  for (int j = 0; i < n; i++, j++) l[j] += (double)x[i];
+}
+
+static inline double sgk_sum_lanes(const double *l) {
+  return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
 }
 
 #endif /* SGK_MATH_H */
