@@ -11,15 +11,16 @@
 #include "core/core.h"
 
 static const char *const op_names[SG__KIR_OP_COUNT] = {
-    [SG__KIR_LOAD] = "load", [SG__KIR_CONST] = "const",     [SG__KIR_NEG] = "neg",
-    [SG__KIR_ABS] = "abs",   [SG__KIR_EXP] = "exp",         [SG__KIR_LOG] = "log",
-    [SG__KIR_SQRT] = "sqrt", [SG__KIR_RECIP] = "recip",     [SG__KIR_TANH] = "tanh",
-    [SG__KIR_ERF] = "erf",   [SG__KIR_SIGMOID] = "sigmoid", [SG__KIR_CAST] = "cast",
-    [SG__KIR_NOT] = "not",   [SG__KIR_ADD] = "add",         [SG__KIR_SUB] = "sub",
-    [SG__KIR_MUL] = "mul",   [SG__KIR_DIV] = "div",         [SG__KIR_MAX] = "max",
-    [SG__KIR_MIN] = "min",   [SG__KIR_POW] = "pow",         [SG__KIR_LT] = "lt",
-    [SG__KIR_LE] = "le",     [SG__KIR_EQ] = "eq",           [SG__KIR_AND] = "and",
-    [SG__KIR_OR] = "or",     [SG__KIR_SELECT] = "select",   [SG__KIR_STORE] = "store",
+    [SG__KIR_LOAD] = "load",   [SG__KIR_CONST] = "const",     [SG__KIR_NEG] = "neg",
+    [SG__KIR_ABS] = "abs",     [SG__KIR_EXP] = "exp",         [SG__KIR_LOG] = "log",
+    [SG__KIR_SQRT] = "sqrt",   [SG__KIR_RECIP] = "recip",     [SG__KIR_TANH] = "tanh",
+    [SG__KIR_ERF] = "erf",     [SG__KIR_SIGMOID] = "sigmoid", [SG__KIR_CAST] = "cast",
+    [SG__KIR_NOT] = "not",     [SG__KIR_ADD] = "add",         [SG__KIR_SUB] = "sub",
+    [SG__KIR_MUL] = "mul",     [SG__KIR_DIV] = "div",         [SG__KIR_MAX] = "max",
+    [SG__KIR_MIN] = "min",     [SG__KIR_POW] = "pow",         [SG__KIR_LT] = "lt",
+    [SG__KIR_LE] = "le",       [SG__KIR_EQ] = "eq",           [SG__KIR_AND] = "and",
+    [SG__KIR_OR] = "or",       [SG__KIR_SELECT] = "select",   [SG__KIR_STORE] = "store",
+    [SG__KIR_PARAM] = "param",
 };
 
 const char *sg__kir_op_name(sg__kir_op op) {
@@ -144,6 +145,10 @@ static bool check_instr(const sg__kir_kernel *k, uint32_t i, char *why, size_t c
       if (x->b < 0 || x->b >= k->n_out || t != v[0]->dtype || t != (int)k->out[x->b])
         return snprintf(why, cap, "store into output %d (of %d) of another dtype", x->b, k->n_out), false;
       if (k->out_sum[x->b] && t != SG_F32) return snprintf(why, cap, "a summed output is f32 only"), false;
+      return true;
+    case SG__KIR_PARAM:
+      if (t != SG_F32 || x->imm != floor(x->imm) || x->imm < 0 || x->imm >= k->n_params)
+        return snprintf(why, cap, "param %g (of %d) is not an f32 parameter", x->imm, k->n_params), false;
       return true;
     case SG__KIR_SELECT:
       if (v[0]->dtype != SG_BOOL || v[1]->dtype != t || v[2]->dtype != t)
@@ -290,6 +295,103 @@ int sg__kir_set_inplace(sg__kir_kernel *k, int out, int input) {
   return out;
 }
 
+/* ---- the prologue ------------------------------------------------------- */
+
+static int pro_arity(int op) {
+  if (op == SG__KIR_P_LOAD || op == SG__KIR_P_CONST) return 0;
+  if (op == SG__KIR_P_SQRT || op == SG__KIR_P_F32 || op == SG__KIR_P_PARAM || op == SG__KIR_P_WRITE) return 1;
+  return 2;
+}
+
+/* Whether input j is a scalar f32 (every stride 0 over the iteration). */
+static bool scalar_f32_input(const sg__kir_kernel *k, int j) {
+  return j >= 0 && j < k->n_in && k->in[j].dtype == SG_F32 && sg__kir_input_scalar(k, j);
+}
+
+static bool check_pro(const sg__kir_kernel *k, int i, int n_params, char *why, size_t cap) {
+  const sg__kir_instr *x = &k->pro[i];
+  if (x->op <= 0 || x->op >= SG__KIR_P_COUNT)
+    return snprintf(why, cap, "unknown prologue op %d", x->op), false;
+  int arity = pro_arity(x->op);
+  const int32_t ops[2] = {x->a, x->b};
+  for (int j = 0; j < arity; j++)
+    if (ops[j] < 0 || ops[j] >= i || k->pro[ops[j]].op == SG__KIR_P_PARAM ||
+        k->pro[ops[j]].op == SG__KIR_P_WRITE)
+      return snprintf(why, cap, "operand %d (value %d) is not an earlier value", j, ops[j]), false;
+  if (x->op == SG__KIR_P_LOAD && !scalar_f32_input(k, x->a))
+    return snprintf(why, cap, "load of input %d, which is not a scalar f32 input", x->a), false;
+  if (x->op == SG__KIR_P_WRITE && !scalar_f32_input(k, x->b))
+    return snprintf(why, cap, "write to input %d, which is not a scalar f32 input", x->b), false;
+  if (x->op == SG__KIR_P_PARAM && (x->b < 0 || x->b >= n_params))
+    return snprintf(why, cap, "parameter %d of %d", x->b, n_params), false;
+  return true;
+}
+
+static int pro_append(sg__kir_kernel *k, sg__kir_instr x) {
+  if (k->error != SG_OK) return -1;
+  if (k->n_pro >= SG__KIR_MAX_PROLOGUE)
+    return fail(k, SG_ERR_RANGE, "more than %d prologue instructions", SG__KIR_MAX_PROLOGUE), -1;
+  k->pro[k->n_pro] = x;
+  char why[256];
+  if (!check_pro(k, k->n_pro, x.op == SG__KIR_P_PARAM ? k->n_params + 1 : k->n_params, why, sizeof why))
+    return fail(k, SG_ERR_INVALID_ARG, "prologue %d: %s", k->n_pro, why), -1;
+  return k->n_pro++;
+}
+
+int sg__kir_pro_load(sg__kir_kernel *k, int input) {
+  return pro_append(k, (sg__kir_instr){.op = SG__KIR_P_LOAD, .a = input});
+}
+
+int sg__kir_pro_const(sg__kir_kernel *k, double value) {
+  return pro_append(k, (sg__kir_instr){.op = SG__KIR_P_CONST, .imm = value});
+}
+
+int sg__kir_pro_op(sg__kir_kernel *k, sg__kir_pop op, int a, int b) {
+  if (op < SG__KIR_P_ADD || op > SG__KIR_P_F32) {
+    if (k->error == SG_OK) fail(k, SG_ERR_INVALID_ARG, "prologue op %d is not an operation", (int)op);
+    return -1;
+  }
+  return pro_append(k, (sg__kir_instr){.op = (uint8_t)op, .a = a, .b = pro_arity(op) == 2 ? b : 0});
+}
+
+int sg__kir_pro_param(sg__kir_kernel *k, int v) {
+  if (k->error != SG_OK) return -1;
+  if (k->n_params >= SG__KIR_MAX_PARAMS)
+    return fail(k, SG_ERR_RANGE, "more than %d parameters", SG__KIR_MAX_PARAMS), -1;
+  if (pro_append(k, (sg__kir_instr){.op = SG__KIR_P_PARAM, .a = v, .b = k->n_params}) < 0) return -1;
+  return k->n_params++;
+}
+
+int sg__kir_pro_write(sg__kir_kernel *k, int v, int input) {
+  return pro_append(k, (sg__kir_instr){.op = SG__KIR_P_WRITE, .a = v, .b = input});
+}
+
+int sg__kir_param(sg__kir_kernel *k, int index) {
+  return append(k, (sg__kir_instr){.op = SG__KIR_PARAM, .dtype = SG_F32, .imm = index});
+}
+
+void sg__kir_prologue_run(const sg__kir_kernel *k, void *const *in, float *params) {
+  double v[SG__KIR_MAX_PROLOGUE];
+  for (int i = 0; i < k->n_pro; i++) {
+    const sg__kir_instr *x = &k->pro[i];
+    double a = pro_arity(x->op) >= 1 ? v[x->a] : 0, b = pro_arity(x->op) == 2 ? v[x->b] : 0;
+    switch ((sg__kir_pop)x->op) {
+      case SG__KIR_P_LOAD: v[i] = *(const float *)in[x->a]; break;
+      case SG__KIR_P_CONST: v[i] = x->imm; break;
+      case SG__KIR_P_ADD: v[i] = a + b; break;
+      case SG__KIR_P_SUB: v[i] = a - b; break;
+      case SG__KIR_P_MUL: v[i] = a * b; break;
+      case SG__KIR_P_DIV: v[i] = a / b; break;
+      case SG__KIR_P_POW: v[i] = pow(a, b); break;
+      case SG__KIR_P_SQRT: v[i] = sqrt(a); break;
+      case SG__KIR_P_F32: v[i] = (float)a; break;
+      case SG__KIR_P_PARAM: params[x->b] = (float)a, v[i] = 0; break;
+      case SG__KIR_P_WRITE: *(float *)in[x->b] = (float)a, v[i] = 0; break;
+      default: v[i] = 0; break; /* unreachable: finished kernels are checked */
+    }
+  }
+}
+
 sg_status sg__kir_finish(sg__kir_kernel *k) {
   if (k->error != SG_OK) return sg__error(k->error, "%s", k->error_msg);
   if (k->n_out == 0) return fail(k, SG_ERR_INVALID_ARG, "no output");
@@ -298,6 +400,11 @@ sg_status sg__kir_finish(sg__kir_kernel *k) {
   for (uint32_t i = 0; i < k->n_ins; i++) {
     if (!check_instr(k, i, why, sizeof why)) return fail(k, SG_ERR_INVALID_ARG, "instruction %u: %s", i, why);
     if (k->ins[i].op == SG__KIR_STORE) stored[k->ins[i].b]++;
+  }
+  for (int i = 0, params = 0; i < k->n_pro; i++) {
+    params += k->pro[i].op == SG__KIR_P_PARAM;
+    if (!check_pro(k, i, params, why, sizeof why))
+      return fail(k, SG_ERR_INVALID_ARG, "prologue %d: %s", i, why);
   }
   for (int o = 0; o < k->n_out; o++) {
     if (stored[o] != 1) return fail(k, SG_ERR_INVALID_ARG, "output %d is stored %u times", o, stored[o]);

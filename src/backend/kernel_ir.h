@@ -26,6 +26,15 @@
  * the op it replaces. The other outputs of
  * such a kernel are written as usual.
  *
+ * A kernel may start with a prologue: scalar work done once per run, on
+ * the host, in double, before any element -- an optimizer's per-step
+ * scalars (the learning rate read from its tensor, bias corrections from
+ * the step count). It reads scalar f32 inputs, computes, rounds values to
+ * f32 into the run's parameters (read in the body by SG__KIR_PARAM) and may
+ * write a scalar input back (a step count kept in its tensor). Every
+ * backend runs it the same way (sg__kir_prologue_run); the body sees only
+ * f32 constants per run.
+ *
  * Semantics are the reference ops' (docs/compiler.md has the table):
  * IEEE-754 f32 as C computes it, no contraction into FMA, NaN propagated
  * by MAX/MIN; integer add/sub/mul wrap, integer div truncates with x/0 = 0
@@ -44,14 +53,16 @@
 
 /* Bumped whenever the generated code for the same IR changes: part of the
  * compile cache's key. */
-#define SG__CODEGEN_VERSION 3
-#define SG__CODEGEN_VERSION_STR "3"
+#define SG__CODEGEN_VERSION 4
+#define SG__CODEGEN_VERSION_STR "4"
 
 #define SG__KIR_MAX_DIMS 8
 #define SG__KIR_MAX_INPUTS 32
 #define SG__KIR_MAX_OUTPUTS 8
 #define SG__KIR_MAX_INSTRS 4096
 #define SG__KIR_NAME_MAX 47
+#define SG__KIR_MAX_PARAMS 16
+#define SG__KIR_MAX_PROLOGUE 64
 
 typedef enum sg__kir_op {
   SG__KIR_LOAD = 1, /* a: input number */
@@ -83,8 +94,26 @@ typedef enum sg__kir_op {
   SG__KIR_OR,
   SG__KIR_SELECT, /* a (bool) ? b : c, b and c of the instruction's dtype */
   SG__KIR_STORE,  /* a: value, b: output number */
+  SG__KIR_PARAM,  /* f32: per-run parameter number imm, set by the prologue */
   SG__KIR_OP_COUNT
 } sg__kir_op;
+
+/* Prologue instructions (kernel.pro, SSA over their own numbering; values
+ * are doubles). */
+typedef enum sg__kir_pop {
+  SG__KIR_P_LOAD = 1, /* a: a scalar f32 input, its element 0 */
+  SG__KIR_P_CONST,    /* imm */
+  SG__KIR_P_ADD,      /* a, b */
+  SG__KIR_P_SUB,
+  SG__KIR_P_MUL,
+  SG__KIR_P_DIV,
+  SG__KIR_P_POW,   /* C's pow */
+  SG__KIR_P_SQRT,  /* a */
+  SG__KIR_P_F32,   /* a rounded to f32 (and back to double) */
+  SG__KIR_P_PARAM, /* a rounded to f32 into parameter b */
+  SG__KIR_P_WRITE, /* a rounded to f32 into element 0 of scalar input b */
+  SG__KIR_P_COUNT
+} sg__kir_pop;
 
 typedef struct sg__kir_instr {
   uint8_t op;      /* sg__kir_op */
@@ -112,11 +141,14 @@ typedef struct sg__kir_kernel {
   int n_in, n_out;
   sg__kir_input in[SG__KIR_MAX_INPUTS];
   sg_dtype out[SG__KIR_MAX_OUTPUTS];
-  int8_t out_over[SG__KIR_MAX_OUTPUTS];  /* the input an output is written over (in place), or -1 */
-  uint8_t out_sum[SG__KIR_MAX_OUTPUTS];  /* a summed output (sg__kir_store_sum) */
-  double out_scale[SG__KIR_MAX_OUTPUTS]; /* and the factor its sum is multiplied by */
-  uint8_t sum;                           /* sg__kir_sum: the geometry of the summed outputs */
-  int sum_axis;                          /* rows are dims [0, sum_axis), columns the rest */
+  int8_t out_over[SG__KIR_MAX_OUTPUTS];    /* the input an output is written over (in place), or -1 */
+  uint8_t out_sum[SG__KIR_MAX_OUTPUTS];    /* a summed output (sg__kir_store_sum) */
+  double out_scale[SG__KIR_MAX_OUTPUTS];   /* and the factor its sum is multiplied by */
+  uint8_t sum;                             /* sg__kir_sum: the geometry of the summed outputs */
+  int sum_axis;                            /* rows are dims [0, sum_axis), columns the rest */
+  sg__kir_instr pro[SG__KIR_MAX_PROLOGUE]; /* the prologue (sg__kir_pop) */
+  int n_pro;
+  int n_params; /* per-run parameters the prologue sets */
   sg__kir_instr *ins;
   uint32_t n_ins, cap_ins;
   sg_status error;     /* sticky: the first builder error */
@@ -159,6 +191,23 @@ sg_status sg__kir_finish(sg__kir_kernel *k);
 int64_t sg__kir_range(const sg__kir_kernel *k, int64_t *per);
 /* Elements of the dims [d0, d1). */
 int64_t sg__kir_span(const sg__kir_kernel *k, int d0, int d1);
+
+/* The prologue, each returning its value number (-1 on error, sticky):
+ * a load of scalar f32 input `input`, a constant, an op of sg__kir_pop on
+ * earlier values (b unused for SQRT and F32). */
+int sg__kir_pro_load(sg__kir_kernel *k, int input);
+int sg__kir_pro_const(sg__kir_kernel *k, double value);
+int sg__kir_pro_op(sg__kir_kernel *k, sg__kir_pop op, int a, int b);
+/* Rounds prologue value v to f32 into a new parameter; returns its number. */
+int sg__kir_pro_param(sg__kir_kernel *k, int v);
+/* Writes prologue value v (as f32) into element 0 of scalar f32 input
+ * `input` when the prologue runs (state kept in a tensor). */
+int sg__kir_pro_write(sg__kir_kernel *k, int v, int input);
+/* Parameter `index` in the body (f32, the same for every element). */
+int sg__kir_param(sg__kir_kernel *k, int index);
+/* Runs the prologue over the inputs' buffers (in[0..n_in)) into
+ * params[n_params]; done by the backend once per run, on the host. */
+void sg__kir_prologue_run(const sg__kir_kernel *k, void *const *in, float *params);
 
 /* "add", "erf", ...; "?" for other values. */
 const char *sg__kir_op_name(sg__kir_op op);

@@ -20,7 +20,9 @@
  * group then computes over its input's shape, and no op joins it after.
  * An op that reads or writes a tensor of the caller's barrier
  * (sg__plan_options.fuse_barrier: what a runtime's hooks touch between ops)
- * joins no group. A group of one op is no group: that op keeps its own kernel. After memory
+ * joins no group. A group of one op is no group: that op keeps its own kernel
+ * -- but an optimizer update with a rule (fuse_updates.c) gets a generated
+ * kernel of its own. After memory
  * planning, sg__fuse_kernels turns each group into a kernel of the IR. */
 #include <string.h>
 
@@ -127,6 +129,7 @@ static void count_io(const fuse_ctx *c, const int32_t *set, int n, int *n_in, in
   for (int j = 0; j < n; j++) {
     const sg__op *op = &g->ops[set[j]];
     for (int i = 0; i < op->n_inputs; i++) {
+      if (op->inputs[i] < 0) continue; /* an absent optional input */
       int32_t t = op->inputs[i], prod = g->tensors[t].producer;
       if (prod >= 0 && in_set(set, n, prod)) continue;
       bool dup = false;
@@ -134,6 +137,7 @@ static void count_io(const fuse_ctx *c, const int32_t *set, int n, int *n_in, in
       if (!dup && ni <= SG__KIR_MAX_INPUTS) seen[ni] = t;
       if (!dup) ni++;
     }
+    if (op->n_outputs == 0) continue; /* an update: its outputs are its inputs, in place */
     int32_t t = op->outputs[0];
     bool outside = c->kept[t];
     for (uint32_t r = c->cons_start[t]; r < c->cons_start[t + 1] && !outside; r++)
@@ -165,6 +169,12 @@ static bool try_join(const fuse_ctx *c, int32_t *cur, int *n_cur, const int32_t 
   memcpy(cur, u, (size_t)n * sizeof *u);
   *n_cur = n;
   return true;
+}
+
+/* A group that gets a kernel: two or more ops, or an update alone. */
+static bool kept(const fuse_ctx *c, int32_t gi) {
+  return c->n_members[gi] >= 2 ||
+         (c->n_members[gi] == 1 && sg__fuse_update_rule(c->g, &c->g->ops[c->members[gi][0]]));
 }
 
 static void grow(fuse_ctx *c, int32_t k) {
@@ -236,11 +246,22 @@ sg_status sg__fuse_plan(const sg_graph *g, const uint8_t *barrier, sg__plan *p) 
 
   for (uint32_t i = 0; i < p->n_order; i++)
     if (fusible(&c, p->order[i])) grow(&c, p->order[i]);
+  /* Each optimizer update with a rule: a kernel of its own (fuse_updates.c),
+   * at its own position, so the barrier does not concern it. */
+  for (uint32_t i = 0; i < p->n_order; i++) {
+    int32_t k = p->order[i];
+    if (c.grp[k] >= 0 || !sg__fuse_update_rule(g, &g->ops[k])) continue;
+    int32_t gi = (int32_t)c.n_groups++;
+    c.members[gi][0] = k;
+    c.n_members[gi] = 1;
+    c.closed[gi] = true;
+    c.grp[k] = gi;
+  }
 
-  /* Keep the groups of two or more ops, in anchor order. */
+  /* Keep the groups of two or more ops and the updates, in anchor order. */
   uint32_t n_groups = 0, n_fused = 0, n_io = 0;
   for (uint32_t gi = 0; gi < c.n_groups; gi++)
-    if (c.n_members[gi] >= 2) {
+    if (kept(&c, (int32_t)gi)) {
       int ni, nout;
       count_io(&c, c.members[gi], c.n_members[gi], &ni, &nout);
       n_groups++;
@@ -261,7 +282,7 @@ sg_status sg__fuse_plan(const sg_graph *g, const uint8_t *barrier, sg__plan *p) 
   /* Groups in the order of their anchors, so that plans are deterministic. */
   for (uint32_t i = 0; i < p->n_order; i++) {
     int32_t k = p->order[i], gi = c.grp[k];
-    if (gi < 0 || c.n_members[gi] < 2 || c.members[gi][c.n_members[gi] - 1] != k) continue;
+    if (gi < 0 || !kept(&c, gi) || c.members[gi][c.n_members[gi] - 1] != k) continue;
     const int32_t *mem = c.members[gi];
     int n = c.n_members[gi];
     sg__fused_group *gr = &p->groups[p->n_groups];
@@ -283,6 +304,7 @@ sg_status sg__fuse_plan(const sg_graph *g, const uint8_t *barrier, sg__plan *p) 
     for (int j = 0; j < n; j++) {
       const sg__op *op = &g->ops[mem[j]];
       for (int i = 0; i < op->n_inputs; i++) {
+        if (op->inputs[i] < 0) continue;
         int32_t t = op->inputs[i], prod = g->tensors[t].producer;
         if ((prod >= 0 && in_set(mem, n, prod)) || in_set(p->fused_io + gr->first_io, (int)gr->n_in, t))
           continue;
@@ -291,6 +313,7 @@ sg_status sg__fuse_plan(const sg_graph *g, const uint8_t *barrier, sg__plan *p) 
       }
     }
     for (int j = 0; j < n; j++) {
+      if (g->ops[mem[j]].n_outputs == 0) continue;
       int32_t t = g->ops[mem[j]].outputs[0];
       bool outside = c.kept[t];
       for (uint32_t r = c.cons_start[t]; r < c.cons_start[t + 1] && !outside; r++)

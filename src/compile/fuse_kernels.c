@@ -30,8 +30,9 @@ static bool same_dims(const sg__tensor *a, const sg__tensor *b) {
 static bool layout_agnostic(const sg_graph *g, const sg__plan *p, const sg__fused_group *gr) {
   for (uint32_t j = 0; j < gr->n_ops; j++) {
     const sg__op *op = &g->ops[members(p, gr)[j]];
+    if (!(sg__op_flags(op->kind) & SG__OP_LAYOUT_AGNOSTIC) || op->n_outputs != 1) return false;
     const sg__tensor *y = &g->tensors[op->outputs[0]];
-    if (!(sg__op_flags(op->kind) & SG__OP_LAYOUT_AGNOSTIC) || y->dtype != SG_F32) return false;
+    if (y->dtype != SG_F32) return false;
     for (int i = 0; i < op->n_inputs; i++)
       if (!same_dims(&g->tensors[op->inputs[i]], y) || g->tensors[op->inputs[i]].dtype != SG_F32)
         return false;
@@ -42,7 +43,10 @@ static bool layout_agnostic(const sg_graph *g, const sg__plan *p, const sg__fuse
 void sg__fuse_layouts(const sg_graph *g, const sg__plan *p, uint8_t *may) {
   for (uint32_t gi = 0; gi < p->n_groups; gi++) {
     const sg__fused_group *gr = &p->groups[gi];
-    for (uint32_t j = 0; j < gr->n_ops; j++) may[g->ops[members(p, gr)[j]].outputs[0]] = 1;
+    for (uint32_t j = 0; j < gr->n_ops; j++) {
+      const sg__op *op = &g->ops[members(p, gr)[j]];
+      if (op->n_outputs > 0) may[op->outputs[0]] = 1; /* an update has none */
+    }
     if (layout_agnostic(g, p, gr)) continue;
     for (uint32_t i = 0; i < gr->n_in + gr->n_out; i++) may[p->fused_io[gr->first_io + i]] = 0;
   }
@@ -102,6 +106,11 @@ static sg_status build_one(const sg_graph *g, const sg__plan *p, uint32_t gi, sg
   const sg__fused_group *gr = &p->groups[gi];
   const int32_t *mem = members(p, gr), *io = p->fused_io + gr->first_io;
   const sg__op *anchor = &g->ops[gr->anchor];
+  if (gr->n_ops == 1 && sg__fuse_update_rule(g, anchor)) {
+    char uname[SG__KIR_NAME_MAX + 1];
+    snprintf(uname, sizeof uname, "sgk_%u", gi);
+    return sg__fuse_update_kernel(g, anchor, uname, k);
+  }
   sg__kir_sum sum = SG__KIR_SUM_NONE;
   int sum_axis = 0;
   double sum_scale = 1;

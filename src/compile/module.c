@@ -35,6 +35,8 @@ static void put_kernel(sg__strbuf *b, const sg__kir_kernel *k) {
     sg__strbuf_put(b, "\n");
   }
   if (k->sum) sg__strbuf_put(b, "sum %d axis %d\n", k->sum, k->sum_axis);
+  for (int i = 0; i < k->n_pro; i++)
+    sg__strbuf_put(b, "pro %d %d %d %a\n", k->pro[i].op, k->pro[i].a, k->pro[i].b, k->pro[i].imm);
   for (int o = 0; o < k->n_out; o++) {
     sg__strbuf_put(b, "out %d over %d", (int)k->out[o], k->out_over[o]);
     if (k->out_sum[o]) sg__strbuf_put(b, " sum %a", k->out_scale[o]);

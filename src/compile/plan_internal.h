@@ -33,6 +33,10 @@ sg_status sg__fuse_kernels(const sg_graph *g, sg__plan *p);
  * kernel's sum geometry over the input's dims and the factor (1, or
  * 1/count for a mean). */
 bool sg__fuse_sum_rule(const sg_graph *g, const sg__op *op, sg__kir_sum *kind, int *axis, double *scale);
+/* Whether an optimizer update gets a generated kernel (fuse_updates.c),
+ * and that kernel, named `name`, over the parameter's elements. */
+bool sg__fuse_update_rule(const sg_graph *g, const sg__op *op);
+sg_status sg__fuse_update_kernel(const sg_graph *g, const sg__op *op, const char *name, sg__kir_kernel *k);
 /* Whether an op kind has an expression in the kernel IR. */
 bool sg__fuse_has_rule(sg_op_kind kind);
 /* Appends op's expression to k over the values in[] (its inputs, in order);

@@ -5,7 +5,8 @@
  * broadcast operands. IEEE arithmetic must agree bitwise (same evaluation
  * order); oneDNN's transcendental functions within a few ulp. Also: the
  * counts of the compile report, a training graph's parameters after 5 steps,
- * chains that end in sums (reduce_mean, reduce_sum, sum_to) bitwise,
+ * chains that end in sums (reduce_mean, reduce_sum, sum_to) bitwise, the
+ * optimizer updates as generated kernels against the hand-written ones,
  * the compile cache (a warm start compiles nothing; a corrupted entry is
  * rebuilt), and a missing compiler (fusion off with a warning, same
  * results). */
@@ -340,6 +341,119 @@ static void test_row_sum_order(void **state) {
   sg_graph_destroy(g);
 }
 
+/* The optimizer updates as generated kernels (fuse_updates.c): a linear
+ * model trained 4 steps, the learning rate changed at every step, under
+ * each optimizer; the parameters and every state tensor (AdamW's step
+ * count too) must equal the hand-written kernels' to the bit. SGD with
+ * momentum and dampening keeps its own kernel (its first step is special). */
+enum { UB = 5, UF = 1009, UC = 7 };
+
+typedef struct upd_case {
+  const char *what;
+  bool adamw;
+  double momentum, dampening, weight_decay;
+  int nesterov;
+  int generated; /* update kernels expected: one per parameter, or 0 */
+} upd_case;
+
+static sg_graph *update_graph(const upd_case *u) {
+  sg_graph *g;
+  assert_int_equal(sg_graph_create(&g), SG_OK);
+  int64_t xs[] = {UB, UF}, ys[] = {UB}, ws[] = {UC, UF}, bs[] = {UC};
+  float *w = malloc(UC * UF * sizeof *w), b[UC];
+  fill(w, UC * UF, false);
+  fill(b, UC, false);
+  sg_tensor x = sg_input(g, "x", SG_F32, 2, xs), y = sg_input(g, "y", SG_I64, 1, ys);
+  sg_tensor lr = sg_input(g, "lr", SG_F32, 0, NULL);
+  sg_tensor W = sg_parameter(g, "w", SG_F32, 2, ws, w), B = sg_parameter(g, "b", SG_F32, 1, bs, b);
+  free(w);
+  sg_tensor loss = sg_cross_entropy(g, sg_linear(g, x, W, B), y, SG_REDUCTION_MEAN);
+  assert_status(sg_tensor_set_name(g, loss, "loss"), SG_OK, NULL);
+  assert_status(sg_graph_mark_output(g, loss), SG_OK, NULL);
+  assert_status(sg_graph_backward(g, loss), SG_OK, NULL);
+  if (u->adamw) {
+    sg_adamw_params ap = SG_ADAMW_PARAMS_INIT;
+    ap.weight_decay = u->weight_decay;
+    assert_status(sg_graph_add_adamw(g, lr, &ap), SG_OK, NULL);
+  } else {
+    sg_sgd_params sp = SG_SGD_PARAMS_INIT;
+    sp.momentum = u->momentum;
+    sp.dampening = u->dampening;
+    sp.weight_decay = u->weight_decay;
+    sp.nesterov = u->nesterov;
+    assert_status(sg_graph_add_sgd(g, lr, &sp), SG_OK, NULL);
+  }
+  assert_status(sg_graph_finalize(g), SG_OK, NULL);
+  return g;
+}
+
+/* 4 steps; out: w, b and each state tensor of both, in a fixed order. */
+static size_t run_updates(const sg_graph *g, const upd_case *u, int fusion, float *out,
+                          sg_compile_report *rep) {
+  sg_session *s = session(g, fusion, rep);
+  float x[UB * UF];
+  int64_t y[UB], xs[] = {UB, UF}, ys[] = {UB};
+  for (int step = 0; step < 4; step++) {
+    float lr = 0.05f / (float)(step + 1);
+    sg_test_fill(x, UB * UF, 200 + (uint64_t)step);
+    for (int i = 0; i < UB; i++) y[i] = (i * 3 + step) % UC;
+    assert_status(sg_session_set_input(s, "x", SG_F32, 2, xs, x), SG_OK, NULL);
+    assert_status(sg_session_set_input(s, "y", SG_I64, 1, ys, y), SG_OK, NULL);
+    assert_status(sg_session_set_input(s, "lr", SG_F32, 0, NULL, &lr), SG_OK, NULL);
+    assert_status(sg_session_step(s), SG_OK, NULL);
+  }
+  const char *params[] = {"w", "b"};
+  const char *sgd_states[] = {".momentum_buffer"}, *adam_states[] = {".exp_avg", ".exp_avg_sq", ".step"};
+  size_t n = 0;
+  for (int i = 0; i < 2; i++) {
+    size_t count = i == 0 ? UC * UF : UC;
+    assert_status(sg_session_read(s, params[i], out + n, count * sizeof(float)), SG_OK, NULL);
+    n += count;
+    int ns = u->adamw ? 3 : u->momentum > 0 ? 1 : 0;
+    for (int j = 0; j < ns; j++) {
+      char name[32];
+      snprintf(name, sizeof name, "%s%s", params[i], u->adamw ? adam_states[j] : sgd_states[j]);
+      size_t c = u->adamw && j == 2 ? 1 : count;
+      assert_status(sg_session_read(s, name, out + n, c * sizeof(float)), SG_OK, name);
+      n += c;
+    }
+  }
+  sg_session_destroy(s);
+  return n;
+}
+
+static void test_updates_match_unfused(void **state) {
+  (void)state;
+  const upd_case cases[] = {
+      {"sgd", false, 0, 0, 0, 0, 2},
+      {"sgd weight decay", false, 0, 0, 1e-2, 0, 2},
+      {"sgd momentum, weight decay", false, 0.9, 0, 1e-3, 0, 2},
+      {"sgd nesterov", false, 0.9, 0, 0, 1, 2},
+      {"sgd momentum with dampening (own kernel)", false, 0.9, 0.5, 0, 0, 0},
+      {"adamw", true, 0, 0, 0.01, 0, 2},
+      {"adamw without weight decay", true, 0, 0, 0, 0, 2},
+  };
+  size_t cap = 4 * (UC * UF + UC) + 2;
+  float *want = malloc(cap * sizeof *want), *got = malloc(cap * sizeof *got);
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    const upd_case *u = &cases[c];
+    sg_graph *g = update_graph(u);
+    sg_compile_report ref, fused;
+    size_t n = run_updates(g, u, -1, want, &ref);
+    assert_int_equal(run_updates(g, u, 1, got, &fused), n);
+    /* Nothing else in this graph fuses: the generated kernels are the updates. */
+    if (fused.fused_kernels != u->generated)
+      fail_msg("%s: %d generated kernels, want %d", u->what, (int)fused.fused_kernels, u->generated);
+    for (size_t i = 0; i < n; i++)
+      if (!close_enough(got[i], want[i], 0, 1.0))
+        fail_msg("%s: value %zu: generated %.9g, hand-written %.9g", u->what, i, (double)got[i],
+                 (double)want[i]);
+    if (u->adamw) assert_true(want[n - 1] == 4.0f); /* b's step count */
+    sg_graph_destroy(g);
+  }
+  free(want), free(got);
+}
+
 /* The compile cache: the first session compiles and stores, the second
  * loads (no compiler), a corrupted entry is a warning and a rebuild. */
 static void test_cache_warm_start(void **state) {
@@ -461,6 +575,7 @@ int main(void) {
       cmocka_unit_test(test_training_matches_unfused),
       cmocka_unit_test(test_sums_match_unfused),
       cmocka_unit_test(test_row_sum_order),
+      cmocka_unit_test(test_updates_match_unfused),
       cmocka_unit_test(test_cache_warm_start),
       cmocka_unit_test(test_key_inputs),
       cmocka_unit_test(test_missing_compiler_falls_back),

@@ -5,7 +5,8 @@
  * are IEEE arithmetic or sgk_math.h's exp, erf, tanh and sigmoid, whose
  * accuracy test_sgk_math.c checks; within 2 ulp where they call libm), on random inputs
  * with broadcasting, sizes 1, 7 and 1009, and NaN, infinities and -0;
- * kernels that end in a sum against sums written out in their order.
+ * kernels that end in a sum against sums written out in their order; a
+ * prologue (per-run parameters, a scalar state written back).
  * Then what must fail: ill-typed IR, a missing or failing compiler, C that
  * does not compile — each an error naming what went wrong — and that
  * loading generated code leaves the floating-point environment (MXCSR)
@@ -379,6 +380,70 @@ static void test_sums(void **state) {
   sg__kir_free(&k3i), sg__kir_free(&k3o);
 }
 
+/* A prologue: per-run scalars from two scalar inputs (a rate and a count
+ * that the prologue increments in place), rounded to f32 parameters that
+ * the body reads: y = x * (float)(rate * 3) + (float)sqrt(count + 1),
+ * over in-place x, and the count written back. The caller runs the
+ * prologue (sg__kir_prologue_run) and passes the parameters after the
+ * inputs, as the CPU backend does. */
+static void test_prologue(void **state) {
+  (void)state;
+  int64_t n = 1009;
+  sg__kir_kernel k;
+  sg__kir_init(&k, "pro", 1, &n);
+  int64_t zero = 0;
+  int ix = sg__kir_input_add(&k, SG_F32, NULL), ir = sg__kir_input_add(&k, SG_F32, &zero);
+  int ic = sg__kir_input_add(&k, SG_F32, &zero);
+  int count = sg__kir_pro_op(
+      &k, SG__KIR_P_F32,
+      sg__kir_pro_op(&k, SG__KIR_P_ADD, sg__kir_pro_load(&k, ic), sg__kir_pro_const(&k, 1)), 0);
+  assert_true(count >= 0);
+  assert_true(sg__kir_pro_write(&k, count, ic) >= 0);
+  int scale = sg__kir_pro_param(
+      &k, sg__kir_pro_op(&k, SG__KIR_P_MUL, sg__kir_pro_load(&k, ir), sg__kir_pro_const(&k, 3)));
+  int shift = sg__kir_pro_param(&k, sg__kir_pro_op(&k, SG__KIR_P_SQRT, count, 0));
+  assert_int_equal(scale, 0);
+  assert_int_equal(shift, 1);
+  int y = sg__kir_binary(&k, SG__KIR_ADD,
+                         sg__kir_binary(&k, SG__KIR_MUL, sg__kir_load(&k, ix), sg__kir_param(&k, scale)),
+                         sg__kir_param(&k, shift));
+  assert_int_equal(sg__kir_set_inplace(&k, sg__kir_store(&k, y), ix), 0);
+  sg__kir_kernel *ks[] = {&k};
+  sg__jit_lib *lib = build(ks, 1);
+  float X[1009], W[1009], rate = 0.1f, cnt = 6.0f, params[SG__KIR_MAX_PARAMS];
+  fill(X, n, true);
+  for (int i = 0; i < n; i++) W[i] = X[i] * (float)((double)rate * 3) + (float)sqrt(7.0);
+  void *in[] = {X, &rate, &cnt, params};
+  sg__kir_prologue_run(&k, in, params);
+  assert_true(cnt == 7.0f);
+  run(sg__jit_symbol(lib, "pro"), n, (const void *const *)in, (void *const *)in);
+  for (int i = 0; i < n; i++)
+    if (!same_bits(X[i], W[i])) fail_msg("element %d: %g want %g", i, X[i], W[i]);
+  sg__jit_close(lib);
+  sg__kir_free(&k);
+
+  /* What the prologue refuses. */
+  sg__kir_init(&k, "probad", 1, &n);
+  int full = sg__kir_input_add(&k, SG_F32, NULL), iscalar = sg__kir_input_add(&k, SG_I32, &zero);
+  assert_int_equal(sg__kir_pro_load(&k, full), -1);
+  assert_non_null(strstr(sg_last_error(), "not a scalar f32 input"));
+  sg__kir_free(&k);
+  sg__kir_init(&k, "probad2", 1, &n);
+  sg__kir_input_add(&k, SG_F32, NULL);
+  iscalar = sg__kir_input_add(&k, SG_I32, &zero);
+  assert_int_equal(sg__kir_pro_write(&k, sg__kir_pro_const(&k, 1), iscalar), -1);
+  assert_non_null(strstr(sg_last_error(), "not a scalar f32 input"));
+  sg__kir_free(&k);
+  sg__kir_init(&k, "probad3", 1, &n);
+  assert_int_equal(sg__kir_param(&k, 0), -1);
+  assert_non_null(strstr(sg_last_error(), "not an f32 parameter"));
+  sg__kir_free(&k);
+  sg__kir_init(&k, "probad4", 1, &n);
+  assert_int_equal(sg__kir_pro_op(&k, SG__KIR_P_ADD, 0, 1), -1);
+  assert_non_null(strstr(sg_last_error(), "not an earlier value"));
+  sg__kir_free(&k);
+}
+
 /* Sums the IR refuses: a summed output without a geometry, a second
  * geometry, an axis out of range, an integer sum, a sum written in place. */
 static void test_sum_errors(void **state) {
@@ -519,6 +584,7 @@ int main(void) {
       cmocka_unit_test(test_two_kernels_constants),
       cmocka_unit_test(test_sums),
       cmocka_unit_test(test_sum_errors),
+      cmocka_unit_test(test_prologue),
       cmocka_unit_test(test_builder_errors),
       cmocka_unit_test(test_compiler_failures),
       cmocka_unit_test(test_mxcsr_unchanged),

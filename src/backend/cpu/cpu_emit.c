@@ -3,7 +3,9 @@
  *
  *   void NAME(int64_t begin, int64_t end, const void *const *in, void *const *out);
  *
- * which computes the output elements [begin, end) of the iteration shape,
+ * (in[n_in], after the inputs: the run's parameters, when the kernel has a
+ * prologue: the caller runs it, sg__kir_prologue_run) which computes the
+ * output elements [begin, end) of the iteration shape,
  * so that sgrt's own threads split the range (the generated code starts no
  * threads and no OpenMP). The loop nest (plan_nest) walks rows of an inner
  * run that every input reads at one fixed step; the row loop is a static
@@ -223,17 +225,33 @@ static bool shared_input(const sg__kir_kernel *k, int j) {
   return false;
 }
 
+/* The buffer parameters of a row or chunk function: every input, writable
+ * when an output is written over it (the output then has no parameter of
+ * its own and is stored through the input's), and the outputs that are
+ * not in place -- every one restrict, so the loop vectorizes without
+ * runtime overlap checks. `sums`: the summed outputs are t arrays. */
+static void put_buffer_params(sg__strbuf *b, const sg__kir_kernel *k, bool sums) {
+  for (int j = 0; j < k->n_in; j++)
+    sg__strbuf_put(b, ", %s%s *restrict r%d", shared_input(k, j) ? "" : "const ", ctype(k->in[j].dtype), j);
+  for (int o = 0; o < k->n_out; o++) {
+    if (sums && k->out_sum[o]) sg__strbuf_put(b, ", float *restrict t%d", o);
+    else if (k->out_over[o] < 0) sg__strbuf_put(b, ", %s *restrict w%d", ctype(k->out[o]), o);
+  }
+  if (k->n_params > 0) sg__strbuf_put(b, ", const float *restrict prm");
+}
+
+/* The store of value v into plain output o at column c. */
+static void put_store(sg__strbuf *b, const sg__kir_kernel *k, int o, int v) {
+  if (k->out_over[o] >= 0) sg__strbuf_put(b, "    r%d[c] = v%d;\n", k->out_over[o], v);
+  else sg__strbuf_put(b, "    w%d[c] = v%d;\n", o, v);
+}
+
 /* The row function NAME_row(c0, c1, rows...): elements [c0, c1) of one
- * row, every buffer a parameter. Parameters, because compilers honour
- * restrict on parameters (not on local pointers): distinct buffers are
- * restrict, so the loop vectorizes without runtime overlap checks; an
- * output written in place and its input are one buffer, and not. */
+ * row, every buffer a parameter (put_buffer_params). Parameters, because
+ * compilers honour restrict on parameters, not on local pointers. */
 static void emit_row(sg__strbuf *b, const sg__kir_kernel *k, const nest *n) {
   sg__strbuf_put(b, "static inline void %s_row(int64_t c0, int64_t c1", k->name);
-  for (int j = 0; j < k->n_in; j++)
-    sg__strbuf_put(b, ", const %s *%sr%d", ctype(k->in[j].dtype), shared_input(k, j) ? "" : "restrict ", j);
-  for (int o = 0; o < k->n_out; o++)
-    sg__strbuf_put(b, ", %s *%sw%d", ctype(k->out[o]), k->out_over[o] >= 0 ? "" : "restrict ", o);
+  put_buffer_params(b, k, false);
   sg__strbuf_put(b, ") {\n");
   char elem[64];
   /* Loop invariants first: constants, scalar inputs, inputs constant along
@@ -244,6 +262,8 @@ static void emit_row(sg__strbuf *b, const sg__kir_kernel *k, const nest *n) {
       sg__strbuf_put(b, "  const %s v%u = ", ctype(x->dtype), i);
       put_const(b, x);
       sg__strbuf_put(b, ";\n");
+    } else if (x->op == SG__KIR_PARAM) {
+      sg__strbuf_put(b, "  const float v%u = prm[%d];\n", i, (int)x->imm);
     } else if (x->op == SG__KIR_LOAD && n->step[x->a] == 0) {
       snprintf(elem, sizeof elem, "r%d[0]", x->a);
       sg__strbuf_put(b, "  ");
@@ -253,9 +273,10 @@ static void emit_row(sg__strbuf *b, const sg__kir_kernel *k, const nest *n) {
   sg__strbuf_put(b, "  for (int64_t c = c0; c < c1; c++) {\n");
   for (uint32_t i = 0; i < k->n_ins; i++) {
     const sg__kir_instr *x = &k->ins[i];
-    if (x->op == SG__KIR_CONST || (x->op == SG__KIR_LOAD && n->step[x->a] == 0)) continue;
+    if (x->op == SG__KIR_CONST || x->op == SG__KIR_PARAM || (x->op == SG__KIR_LOAD && n->step[x->a] == 0))
+      continue;
     if (x->op == SG__KIR_STORE) {
-      sg__strbuf_put(b, "    w%d[c] = v%d;\n", x->b, x->a);
+      put_store(b, k, x->b, x->a);
     } else if (x->op == SG__KIR_LOAD) {
       if (n->step[x->a] == 1) snprintf(elem, sizeof elem, "r%d[c]", x->a);
       else snprintf(elem, sizeof elem, "r%d[c * %" PRId64 "]", x->a, n->step[x->a]);
@@ -310,12 +331,7 @@ static void emit_sum_chunk(sg__strbuf *b, const sg__kir_kernel *k) {
   bool merged[SG__KIR_MAX_INPUTS];
   for (int j = 0; j < k->n_in; j++) merged[j] = merged_step(k, j, ax, nd, &step[j]);
   sg__strbuf_put(b, "static inline void %s_chunk(int64_t c0, int64_t c1", k->name);
-  for (int j = 0; j < k->n_in; j++)
-    sg__strbuf_put(b, ", const %s *%sr%d", ctype(k->in[j].dtype), shared_input(k, j) ? "" : "restrict ", j);
-  for (int o = 0; o < k->n_out; o++) {
-    if (k->out_sum[o]) sg__strbuf_put(b, ", float *restrict t%d", o);
-    else sg__strbuf_put(b, ", %s *%sw%d", ctype(k->out[o]), k->out_over[o] >= 0 ? "" : "restrict ", o);
-  }
+  put_buffer_params(b, k, true);
   sg__strbuf_put(b, ") {\n");
   sg__strbuf elem = {0};
   for (uint32_t i = 0; i < k->n_ins; i++) {
@@ -324,6 +340,8 @@ static void emit_sum_chunk(sg__strbuf *b, const sg__kir_kernel *k) {
       sg__strbuf_put(b, "  const %s v%u = ", ctype(x->dtype), i);
       put_const(b, x);
       sg__strbuf_put(b, ";\n");
+    } else if (x->op == SG__KIR_PARAM) {
+      sg__strbuf_put(b, "  const float v%u = prm[%d];\n", i, (int)x->imm);
     } else if (x->op == SG__KIR_LOAD && merged[x->a] && step[x->a] == 0) {
       elem.len = 0;
       sg__strbuf_put(&elem, "r%d[0]", x->a);
@@ -334,10 +352,12 @@ static void emit_sum_chunk(sg__strbuf *b, const sg__kir_kernel *k) {
   sg__strbuf_put(b, "  for (int64_t c = c0; c < c1; c++) {\n");
   for (uint32_t i = 0; i < k->n_ins; i++) {
     const sg__kir_instr *x = &k->ins[i];
-    if (x->op == SG__KIR_CONST || (x->op == SG__KIR_LOAD && merged[x->a] && step[x->a] == 0)) continue;
+    if (x->op == SG__KIR_CONST || x->op == SG__KIR_PARAM ||
+        (x->op == SG__KIR_LOAD && merged[x->a] && step[x->a] == 0))
+      continue;
     if (x->op == SG__KIR_STORE) {
       if (k->out_sum[x->b]) sg__strbuf_put(b, "    t%d[c - c0] = v%d;\n", x->b, x->a);
-      else sg__strbuf_put(b, "    w%d[c] = v%d;\n", x->b, x->a);
+      else put_store(b, k, x->b, x->a);
     } else if (x->op == SG__KIR_LOAD) {
       elem.len = 0;
       if (!merged[x->a]) {
@@ -368,13 +388,16 @@ static void put_chunk_call(sg__strbuf *b, const sg__kir_kernel *k, const char *i
   int64_t cols = sg__kir_span(k, k->sum_axis, k->ndim);
   sg__strbuf_put(b, "%s%s_chunk(c0, c1", indent, k->name);
   for (int j = 0; j < k->n_in; j++) {
-    sg__strbuf_put(b, ",\n%s    (const %s *)in[%d] + ", indent, ctype(k->in[j].dtype), j);
+    sg__strbuf_put(b, ",\n%s    (%s%s *)in[%d] + ", indent, shared_input(k, j) ? "" : "const ",
+                   ctype(k->in[j].dtype), j);
     put_offset(b, k, j, 0, k->sum_axis, "a");
   }
   for (int o = 0; o < k->n_out; o++) {
     if (k->out_sum[o]) sg__strbuf_put(b, ", t%d", o);
-    else sg__strbuf_put(b, ",\n%s    (%s *)out[%d] + a * %" PRId64, indent, ctype(k->out[o]), o, cols);
+    else if (k->out_over[o] < 0)
+      sg__strbuf_put(b, ",\n%s    (%s *)out[%d] + a * %" PRId64, indent, ctype(k->out[o]), o, cols);
   }
+  if (k->n_params > 0) sg__strbuf_put(b, ", (const float *)in[%d]", k->n_in);
   sg__strbuf_put(b, ");\n");
 }
 
@@ -460,12 +483,15 @@ static void emit_kernel(sg__strbuf *b, const sg__kir_kernel *k) {
                  n.inner, n.inner);
   sg__strbuf_put(b, "    %s_row(c0, c1", k->name);
   for (int j = 0; j < k->n_in; j++) {
-    sg__strbuf_put(b, ",\n        (const %s *)in[%d] + ", ctype(k->in[j].dtype), j);
+    sg__strbuf_put(b, ",\n        (%s%s *)in[%d] + ", shared_input(k, j) ? "" : "const ",
+                   ctype(k->in[j].dtype), j);
     if (sg__kir_input_scalar(k, j)) sg__strbuf_put(b, "0");
     else put_row_offset(b, k, &n, j);
   }
   for (int o = 0; o < k->n_out; o++)
-    sg__strbuf_put(b, ",\n        (%s *)out[%d] + o * %" PRId64, ctype(k->out[o]), o, n.inner);
+    if (k->out_over[o] < 0)
+      sg__strbuf_put(b, ",\n        (%s *)out[%d] + o * %" PRId64, ctype(k->out[o]), o, n.inner);
+  if (k->n_params > 0) sg__strbuf_put(b, ",\n        (const float *)in[%d]", k->n_in);
   sg__strbuf_put(b, ");\n    i += c1 - c0;\n  }\n}\n");
 }
 

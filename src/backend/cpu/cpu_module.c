@@ -19,6 +19,7 @@ typedef struct fused_kernel {
   sg__kernel base;
   sg__jit_kernel_fn fn;
   int64_t range, grain; /* the function's [begin, end) space (sg__kir_range) and the units worth a thread */
+  sg__kir_kernel ir;    /* the kernel's operands and prologue (its body, ins, is not kept) */
 } fused_kernel;
 
 typedef struct fused_job {
@@ -40,7 +41,16 @@ static sg_status fused_run(sg__cpu_state *st, sg__kernel *base, void *const *in,
                            const sg__run_ctx *ctx) {
   (void)ctx;
   fused_kernel *k = (fused_kernel *)base;
-  fused_job j = {k->fn, in, out};
+  /* The inputs, then the run's parameters (the prologue's, computed here
+   * once); an output written in place is its input's buffer (an optimizer
+   * update's parameter and state, which the graph lists only as inputs). */
+  void *ins[SG__KIR_MAX_INPUTS + 1], *outs[SG__KIR_MAX_OUTPUTS];
+  float params[SG__KIR_MAX_PARAMS];
+  for (int i = 0; i < k->ir.n_in; i++) ins[i] = in[i];
+  if (k->ir.n_pro > 0) sg__kir_prologue_run(&k->ir, ins, params);
+  ins[k->ir.n_in] = params;
+  for (int o = 0; o < k->ir.n_out; o++) outs[o] = k->ir.out_over[o] >= 0 ? in[k->ir.out_over[o]] : out[o];
+  fused_job j = {k->fn, ins, outs};
   sg__cpu_set_threads(st->threads);
   sg__cpu_parallel_for(k->range, k->grain, fused_range, &j);
   return SG_OK;
@@ -145,6 +155,9 @@ sg_status sg__cpu_module_kernel(void *state, sg__module *m, const sg__kir_kernel
   fk->base.run = fused_run;
   snprintf(fk->base.name, sizeof fk->base.name, "%s", op_name ? op_name : k->name);
   fk->fn = fn;
+  fk->ir = *k;
+  fk->ir.ins = NULL;
+  fk->ir.n_ins = fk->ir.cap_ins = 0;
   int64_t per;
   fk->range = sg__kir_range(k, &per);
   fk->grain = per > 0 ? (MIN_PARALLEL + per - 1) / per : MIN_PARALLEL;
