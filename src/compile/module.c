@@ -5,8 +5,8 @@
  * code depends on -- the encoding's version, sgrt's version, the codegen
  * version, the backend's identity (compiler, flags, CPU, layout block), the
  * graph's content hash, the plan options, and the fusion plan itself: every
- * kernel of the IR, instruction by instruction (the IR is plain data, so its
- * text is canonical). The rank is not in it: all ranks of a job share
+ * kernel of the IR, instruction by instruction, with its sums and prologue
+ * (the IR is plain data, so its text is canonical). The rank is not in it: all ranks of a job share
  * entries. An entry holds the backend's artifact (the shared object) and
  * info.txt (what `sgrt cache list` shows). */
 #include <errno.h>
