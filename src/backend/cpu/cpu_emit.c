@@ -246,49 +246,65 @@ static void put_store(sg__strbuf *b, const sg__kir_kernel *k, int o, int v) {
   else sg__strbuf_put(b, "    w%d[c] = v%d;\n", o, v);
 }
 
-/* The row function NAME_row(c0, c1, rows...): elements [c0, c1) of one
- * row, every buffer a parameter (put_buffer_params). Parameters, because
- * compilers honour restrict on parameters, not on local pointers. */
-static void emit_row(sg__strbuf *b, const sg__kir_kernel *k, const nest *n) {
-  sg__strbuf_put(b, "static inline void %s_row(int64_t c0, int64_t c1", k->name);
-  put_buffer_params(b, k, false);
+/* The loop function NAME_SUFFIX(c0, c1, buffers...): elements [c0, c1) of
+ * one row, every buffer a parameter (put_buffer_params; parameters, because
+ * compilers honour restrict on parameters, not on local pointers). Input j
+ * is read at c * step[j], or, where merged[j] is false (a sum kernel's
+ * input whose column strides do not merge), at its offset computed from c;
+ * constants, parameters and inputs constant along the row (step 0) are
+ * read before the loop. With `sums`, the summed outputs go to t[c - c0]. */
+static void emit_loop(sg__strbuf *b, const sg__kir_kernel *k, const char *suffix, const int64_t *step,
+                      const bool *merged, bool sums) {
+  sg__strbuf_put(b, "static inline void %s_%s(int64_t c0, int64_t c1", k->name, suffix);
+  put_buffer_params(b, k, sums);
   sg__strbuf_put(b, ") {\n");
-  char elem[64];
-  /* Loop invariants first: constants, scalar inputs, inputs constant along
-   * the row. */
-  for (uint32_t i = 0; i < k->n_ins; i++) {
-    const sg__kir_instr *x = &k->ins[i];
-    if (x->op == SG__KIR_CONST) {
-      sg__strbuf_put(b, "  const %s v%u = ", ctype(x->dtype), i);
-      put_const(b, x);
-      sg__strbuf_put(b, ";\n");
-    } else if (x->op == SG__KIR_PARAM) {
-      sg__strbuf_put(b, "  const float v%u = prm[%d];\n", i, (int)x->imm);
-    } else if (x->op == SG__KIR_LOAD && n->step[x->a] == 0) {
-      snprintf(elem, sizeof elem, "r%d[0]", x->a);
-      sg__strbuf_put(b, "  ");
-      put_load(b, x, i, elem);
+  sg__strbuf elem = {0};
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass == 1) sg__strbuf_put(b, "  for (int64_t c = c0; c < c1; c++) {\n");
+    const char *indent = pass == 0 ? "  " : "    ";
+    for (uint32_t i = 0; i < k->n_ins; i++) {
+      const sg__kir_instr *x = &k->ins[i];
+      bool whole = x->op == SG__KIR_LOAD && (merged == NULL || merged[x->a]);
+      bool invariant = x->op == SG__KIR_CONST || x->op == SG__KIR_PARAM || (whole && step[x->a] == 0);
+      if (invariant != (pass == 0)) continue;
+      elem.len = 0;
+      if (x->op == SG__KIR_CONST) {
+        sg__strbuf_put(b, "%sconst %s v%u = ", indent, ctype(x->dtype), i);
+        put_const(b, x);
+        sg__strbuf_put(b, ";\n");
+      } else if (x->op == SG__KIR_PARAM) {
+        sg__strbuf_put(b, "%sconst float v%u = prm[%d];\n", indent, i, (int)x->imm);
+      } else if (x->op == SG__KIR_STORE) {
+        if (sums && k->out_sum[x->b]) sg__strbuf_put(b, "    t%d[c - c0] = v%d;\n", x->b, x->a);
+        else put_store(b, k, x->b, x->a);
+      } else if (x->op == SG__KIR_LOAD) {
+        if (!whole) {
+          sg__strbuf_put(&elem, "r%d[", x->a);
+          put_offset(&elem, k, x->a, k->sum_axis, k->ndim, "c");
+          sg__strbuf_put(&elem, "]");
+        } else if (step[x->a] == 0) {
+          sg__strbuf_put(&elem, "r%d[0]", x->a);
+        } else if (step[x->a] == 1) {
+          sg__strbuf_put(&elem, "r%d[c]", x->a);
+        } else {
+          sg__strbuf_put(&elem, "r%d[c * %" PRId64 "]", x->a, step[x->a]);
+        }
+        if (elem.failed) b->failed = true;
+        sg__strbuf_put(b, "%s", indent);
+        put_load(b, x, i, elem.failed ? "0" : elem.s);
+      } else {
+        sg__strbuf_put(b, "%sconst %s v%u = ", indent, ctype(x->dtype), i);
+        put_expr(b, k, i);
+        sg__strbuf_put(b, ";\n");
+      }
     }
   }
-  sg__strbuf_put(b, "  for (int64_t c = c0; c < c1; c++) {\n");
-  for (uint32_t i = 0; i < k->n_ins; i++) {
-    const sg__kir_instr *x = &k->ins[i];
-    if (x->op == SG__KIR_CONST || x->op == SG__KIR_PARAM || (x->op == SG__KIR_LOAD && n->step[x->a] == 0))
-      continue;
-    if (x->op == SG__KIR_STORE) {
-      put_store(b, k, x->b, x->a);
-    } else if (x->op == SG__KIR_LOAD) {
-      if (n->step[x->a] == 1) snprintf(elem, sizeof elem, "r%d[c]", x->a);
-      else snprintf(elem, sizeof elem, "r%d[c * %" PRId64 "]", x->a, n->step[x->a]);
-      sg__strbuf_put(b, "    ");
-      put_load(b, x, i, elem);
-    } else {
-      sg__strbuf_put(b, "    const %s v%u = ", ctype(x->dtype), i);
-      put_expr(b, k, i);
-      sg__strbuf_put(b, ";\n");
-    }
-  }
+  sg__free(elem.s);
   sg__strbuf_put(b, "  }\n}\n");
+}
+
+static void emit_row(sg__strbuf *b, const sg__kir_kernel *k, const nest *n) {
+  emit_loop(b, k, "row", n->step, NULL, false);
 }
 
 /* ---- kernels that end in a sum ------------------------------------------- */
@@ -321,65 +337,14 @@ static void put_double(sg__strbuf *b, double x) {
   else sg__strbuf_put(b, "%a", x);
 }
 
-/* NAME_chunk(c0, c1, rows..., outs...): columns [c0, c1) of one row. An
- * input whose column strides do not merge into one step (a rare
- * broadcast) is indexed through div/mod of the column. Summed outputs go
- * to t[c - c0], the others to w[c]. */
+/* NAME_chunk(c0, c1, buffers...): columns [c0, c1) of one row
+ * (emit_loop). An input whose column strides do not merge into one step (a
+ * rare broadcast) is indexed through div/mod of the column. */
 static void emit_sum_chunk(sg__strbuf *b, const sg__kir_kernel *k) {
-  int ax = k->sum_axis, nd = k->ndim;
   int64_t step[SG__KIR_MAX_INPUTS];
   bool merged[SG__KIR_MAX_INPUTS];
-  for (int j = 0; j < k->n_in; j++) merged[j] = merged_step(k, j, ax, nd, &step[j]);
-  sg__strbuf_put(b, "static inline void %s_chunk(int64_t c0, int64_t c1", k->name);
-  put_buffer_params(b, k, true);
-  sg__strbuf_put(b, ") {\n");
-  sg__strbuf elem = {0};
-  for (uint32_t i = 0; i < k->n_ins; i++) {
-    const sg__kir_instr *x = &k->ins[i];
-    if (x->op == SG__KIR_CONST) {
-      sg__strbuf_put(b, "  const %s v%u = ", ctype(x->dtype), i);
-      put_const(b, x);
-      sg__strbuf_put(b, ";\n");
-    } else if (x->op == SG__KIR_PARAM) {
-      sg__strbuf_put(b, "  const float v%u = prm[%d];\n", i, (int)x->imm);
-    } else if (x->op == SG__KIR_LOAD && merged[x->a] && step[x->a] == 0) {
-      elem.len = 0;
-      sg__strbuf_put(&elem, "r%d[0]", x->a);
-      sg__strbuf_put(b, "  ");
-      put_load(b, x, i, elem.failed ? "0" : elem.s);
-    }
-  }
-  sg__strbuf_put(b, "  for (int64_t c = c0; c < c1; c++) {\n");
-  for (uint32_t i = 0; i < k->n_ins; i++) {
-    const sg__kir_instr *x = &k->ins[i];
-    if (x->op == SG__KIR_CONST || x->op == SG__KIR_PARAM ||
-        (x->op == SG__KIR_LOAD && merged[x->a] && step[x->a] == 0))
-      continue;
-    if (x->op == SG__KIR_STORE) {
-      if (k->out_sum[x->b]) sg__strbuf_put(b, "    t%d[c - c0] = v%d;\n", x->b, x->a);
-      else put_store(b, k, x->b, x->a);
-    } else if (x->op == SG__KIR_LOAD) {
-      elem.len = 0;
-      if (!merged[x->a]) {
-        sg__strbuf_put(&elem, "r%d[", x->a);
-        put_offset(&elem, k, x->a, ax, nd, "c");
-        sg__strbuf_put(&elem, "]");
-      } else if (step[x->a] == 1) {
-        sg__strbuf_put(&elem, "r%d[c]", x->a);
-      } else {
-        sg__strbuf_put(&elem, "r%d[c * %" PRId64 "]", x->a, step[x->a]);
-      }
-      sg__strbuf_put(b, "    ");
-      put_load(b, x, i, elem.failed ? "0" : elem.s);
-      if (elem.failed) b->failed = true;
-    } else {
-      sg__strbuf_put(b, "    const %s v%u = ", ctype(x->dtype), i);
-      put_expr(b, k, i);
-      sg__strbuf_put(b, ";\n");
-    }
-  }
-  sg__free(elem.s);
-  sg__strbuf_put(b, "  }\n}\n");
+  for (int j = 0; j < k->n_in; j++) merged[j] = merged_step(k, j, k->sum_axis, k->ndim, &step[j]);
+  emit_loop(b, k, "chunk", step, merged, true);
 }
 
 /* The chunk call of row `a`: every input at its row offset, the plain
