@@ -136,11 +136,11 @@ int main(int argc, char **argv) {
     printf(
         "resnet50: %" PRId64
         " parameters, %d classes, %dx%d images, batch %d, %d threads; set up in %.2f s, compiled in %.2f s: "
-        "%d ops per step (%d fused into %d generated kernels, %d compiled, %d from the cache), "
+        "%d ops per step (%d in %d generated kernels: %d programs compiled, %d loads from the cache), "
         "planned memory %.1f MB (%.1f MB without reuse)\n",
         n_params, o.classes, o.res, o.res, o.batch, o.threads, setup_s, rep.compile_seconds,
-        rep.ops_scheduled, rep.ops_fused, rep.fused_kernels, rep.kernels_generated,
-        rep.cache_hits ? rep.fused_kernels : 0, rep.planned_peak_bytes / 1e6, rep.sum_tensor_bytes / 1e6);
+        rep.ops_scheduled, rep.ops_fused, rep.fused_kernels, rep.kernels_generated, rep.cache_hits,
+        rep.planned_peak_bytes / 1e6, rep.sum_tensor_bytes / 1e6);
 
   resnet50_dataset data;
   size_t xn = (size_t)o.batch * 3 * o.res * o.res;

@@ -92,9 +92,10 @@ typedef struct sg_compile_report {
   int32_t ops_folded;           /**< constant-folded at compile time */
   int32_t ops_inplace;          /**< outputs that reuse their input's buffer */
   int32_t ops_fused;            /**< ops (of ops_scheduled) that run inside generated kernels */
-  int32_t fused_kernels;        /**< the generated kernels they form */
+  int32_t fused_kernels;        /**< the generated kernels they form (fused groups, optimizer updates) */
   double compile_seconds;       /**< wall time of sg_session_compile */
-  int32_t kernels_generated;    /**< kernels compiled by this compile (not loaded from the compile cache) */
+  int32_t kernels_generated;    /**< distinct kernel programs compiled by this compile (kernels of one
+                                     program share it; none when loaded from the compile cache) */
   int32_t compiler_invocations; /**< C compiler runs */
   int32_t cache_hits;           /**< compile cache entries used */
   int32_t cache_misses;         /**< compile cache lookups that found no valid entry */

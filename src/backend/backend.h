@@ -118,17 +118,18 @@ typedef struct sg__backend_i {
    * flags, the device (ISA, layouts): NUL-terminated text in buf[cap], part
    * of the compile cache's key. */
   sg_status (*module_identity)(void *state, char *buf, size_t cap);
-  /* Generates and compiles kernels[0..n) into a module, or when `artifact`
+  /* Generates and compiles *kernels[0..n) into a module, or when `artifact`
    * is not NULL, loads that file instead (what module_artifact gave for the
    * same kernels and identity, kept by the compile cache). Errors:
    * SG_ERR_COMPILER (the compiler is missing or failed, naming the command
    * and its output), SG_ERR_IO, SG_ERR_NO_MEMORY. */
-  sg_status (*module_build)(void *state, const sg__kir_kernel *kernels, uint32_t n, const char *artifact,
-                            sg__module **out);
+  sg_status (*module_build)(void *state, const sg__kir_kernel *const *kernels, uint32_t n,
+                            const char *artifact, sg__module **out);
   /* The file that module_build can load again (the compiled object). */
   const char *(*module_artifact)(void *state, const sg__module *m);
-  /* A kernel that runs kernels[i] of the module (kernel_run then takes its
-   * inputs and outputs in the IR's order); `op_name` names it in messages. */
+  /* A kernel that runs k, one of the module's kernels or a kernel of the
+   * same program and name (kernel_run then takes its inputs and outputs in
+   * the IR's order); `op_name` names it in messages. */
   sg_status (*module_kernel)(void *state, sg__module *m, const sg__kir_kernel *k, const char *op_name,
                              sg__kernel **out);
   void (*module_free)(void *state, sg__module *m); /* accepts NULL; after its kernels are destroyed */

@@ -171,10 +171,69 @@ static sg_status build_one(const sg_graph *g, const sg__plan *p, uint32_t gi, sg
   return sg__kir_finish(k);
 }
 
+void sg__fuse_kernel_text(sg__strbuf *b, const sg__kir_kernel *k, bool with_name) {
+  sg__strbuf_put(b, "kernel %s dims", with_name ? k->name : "");
+  for (int d = 0; d < k->ndim; d++) sg__strbuf_put(b, " %lld", (long long)k->dims[d]);
+  sg__strbuf_put(b, "\n");
+  for (int i = 0; i < k->n_in; i++) {
+    sg__strbuf_put(b, "in %d", (int)k->in[i].dtype);
+    for (int d = 0; d < k->ndim; d++) sg__strbuf_put(b, " %lld", (long long)k->in[i].strides[d]);
+    sg__strbuf_put(b, "\n");
+  }
+  if (k->sum) sg__strbuf_put(b, "sum %d axis %d\n", k->sum, k->sum_axis);
+  for (int i = 0; i < k->n_pro; i++)
+    sg__strbuf_put(b, "pro %d %d %d %a\n", k->pro[i].op, k->pro[i].a, k->pro[i].b, k->pro[i].imm);
+  for (int o = 0; o < k->n_out; o++) {
+    sg__strbuf_put(b, "out %d over %d", (int)k->out[o], k->out_over[o]);
+    if (k->out_sum[o]) sg__strbuf_put(b, " sum %a", k->out_scale[o]);
+    sg__strbuf_put(b, "\n");
+  }
+  for (uint32_t i = 0; i < k->n_ins; i++) {
+    const sg__kir_instr *in = &k->ins[i];
+    /* %a: the exact binary value of the immediate. */
+    sg__strbuf_put(b, "%d %d %d %d %d %a\n", in->op, in->dtype, in->a, in->b, in->c, in->imm);
+  }
+}
+
+/* plan.unique: each group's kernel, unless it is the same program as an
+ * earlier one's (text without the name equal; hashed first), which it then
+ * runs under that one's name. */
+static sg_status dedupe(sg__plan *p) {
+  p->unique = sg__malloc(p->n_groups * sizeof *p->unique);
+  uint64_t *hash = sg__malloc(p->n_groups * sizeof *hash);
+  char **text = sg__calloc(p->n_groups, sizeof *text);
+  sg_status st = SG_OK;
+  if (p->unique == NULL || hash == NULL || text == NULL) {
+    st = sg__error(SG_ERR_NO_MEMORY, "compile: out of memory");
+    goto out;
+  }
+  for (uint32_t gi = 0; gi < p->n_groups; gi++) {
+    sg__strbuf b = {0};
+    sg__fuse_kernel_text(&b, &p->kernels[gi], false);
+    if (b.failed) {
+      sg__free(b.s);
+      st = sg__error(SG_ERR_NO_MEMORY, "compile: out of memory");
+      goto out;
+    }
+    text[gi] = b.s;
+    hash[gi] = sg__fnv1a64(SG__FNV1A64_SEED, b.s, b.len);
+    uint32_t same = gi;
+    for (uint32_t j = 0; j < gi && same == gi; j++)
+      if (hash[j] == hash[gi] && strcmp(text[j], text[gi]) == 0) same = j;
+    if (same == gi) p->unique[p->n_unique++] = &p->kernels[gi];
+    else memcpy(p->kernels[gi].name, p->kernels[same].name, sizeof p->kernels[gi].name);
+  }
+out:
+  for (uint32_t gi = 0; text != NULL && gi < p->n_groups; gi++) sg__free(text[gi]);
+  sg__free(text);
+  sg__free(hash);
+  return st;
+}
+
 sg_status sg__fuse_kernels(const sg_graph *g, sg__plan *p) {
   if (p->n_groups == 0) return SG_OK;
   p->kernels = sg__calloc(p->n_groups, sizeof(sg__kir_kernel));
   if (p->kernels == NULL) return sg__error(SG_ERR_NO_MEMORY, "compile: out of memory");
   for (uint32_t gi = 0; gi < p->n_groups; gi++) SG_CHECK(build_one(g, p, gi, &p->kernels[gi]));
-  return SG_OK;
+  return dedupe(p);
 }

@@ -25,30 +25,6 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void put_kernel(sg__strbuf *b, const sg__kir_kernel *k) {
-  sg__strbuf_put(b, "kernel %s dims", k->name);
-  for (int d = 0; d < k->ndim; d++) sg__strbuf_put(b, " %lld", (long long)k->dims[d]);
-  sg__strbuf_put(b, "\n");
-  for (int i = 0; i < k->n_in; i++) {
-    sg__strbuf_put(b, "in %d", (int)k->in[i].dtype);
-    for (int d = 0; d < k->ndim; d++) sg__strbuf_put(b, " %lld", (long long)k->in[i].strides[d]);
-    sg__strbuf_put(b, "\n");
-  }
-  if (k->sum) sg__strbuf_put(b, "sum %d axis %d\n", k->sum, k->sum_axis);
-  for (int i = 0; i < k->n_pro; i++)
-    sg__strbuf_put(b, "pro %d %d %d %a\n", k->pro[i].op, k->pro[i].a, k->pro[i].b, k->pro[i].imm);
-  for (int o = 0; o < k->n_out; o++) {
-    sg__strbuf_put(b, "out %d over %d", (int)k->out[o], k->out_over[o]);
-    if (k->out_sum[o]) sg__strbuf_put(b, " sum %a", k->out_scale[o]);
-    sg__strbuf_put(b, "\n");
-  }
-  for (uint32_t i = 0; i < k->n_ins; i++) {
-    const sg__kir_instr *in = &k->ins[i];
-    /* %a: the exact binary value of the immediate. */
-    sg__strbuf_put(b, "%d %d %d %d %d %a\n", in->op, in->dtype, in->a, in->b, in->c, in->imm);
-  }
-}
-
 sg__cache_key sg__compile_key_text(const char *sgrt_version, const char *identity, const char *rest) {
   sg__strbuf b = {0};
   sg__strbuf_put(&b, "sgrt-compile-key %d\nsgrt %s\ncodegen %d\n%s\n%s", KEY_ENCODING_VERSION, sgrt_version,
@@ -66,7 +42,7 @@ static sg_status make_key(const sg_graph *g, const sg__plan *p, const sg__plan_o
   sg__strbuf_put(&b, "graph %016llx\nupdates_last %d\n", (unsigned long long)*graph_hash, opt->updates_last);
   for (uint32_t t = 0; opt->no_memory && t < g->n_tensors; t++)
     if (opt->no_memory[t]) sg__strbuf_put(&b, "no_memory %u\n", t);
-  for (uint32_t i = 0; i < p->n_groups; i++) put_kernel(&b, &p->kernels[i]);
+  for (uint32_t i = 0; i < p->n_groups; i++) sg__fuse_kernel_text(&b, &p->kernels[i], true);
   if (b.failed) {
     sg__free(b.s);
     return sg__error(SG_ERR_NO_MEMORY, "compile: out of memory");
@@ -156,7 +132,7 @@ sg_status sg__compile_module(const sg_graph *g, const sg__plan *p, const sg__pla
   if (st == SG_OK && c != NULL && sg__cache_get(c, key, path, sizeof path) == SG_OK) {
     size_t n = strlen(path);
     snprintf(path + n, sizeof path - n, "/kernels.so");
-    if (be->module_build(be_state, p->kernels, p->n_groups, path, out) == SG_OK) {
+    if (be->module_build(be_state, p->unique, p->n_unique, path, out) == SG_OK) {
       stats->cache_hits++;
     } else {
       SG_WARN("compile cache: entry %s unusable (%s); rebuilding it", path, sg_last_error());
@@ -166,9 +142,9 @@ sg_status sg__compile_module(const sg_graph *g, const sg__plan *p, const sg__pla
   if (st == SG_OK && *out == NULL) {
     if (c != NULL) stats->cache_misses++;
     stats->compiler_invocations++;
-    st = be->module_build(be_state, p->kernels, p->n_groups, NULL, out);
+    st = be->module_build(be_state, p->unique, p->n_unique, NULL, out);
     if (st == SG_OK) {
-      stats->kernels_generated += p->n_groups;
+      stats->kernels_generated += p->n_unique;
       const char *artifact = be->module_artifact(be_state, *out);
       if (c != NULL && artifact != NULL) store(c, key, g, p, artifact, graph_hash, identity);
     }

@@ -55,6 +55,7 @@ void sg__plan_free(sg__plan *p) {
   sg__free(p->fused_io);
   sg__free(p->fused_over);
   for (uint32_t i = 0; p->kernels != NULL && i < p->n_groups; i++) sg__kir_free(&p->kernels[i]);
+  sg__free(p->unique);
   sg__free(p->kernels);
   *p = (sg__plan){0};
 }

@@ -72,6 +72,11 @@ typedef struct sg__plan {
       *fused_over; /* per entry of fused_io that is an output: the input (index) whose slot it takes, or -1 */
   struct sg__kir_kernel *kernels; /* per group: its kernel (after memory planning) */
   uint32_t n_fused_ops;           /* ops that run inside groups */
+  /* The distinct kernels: groups whose kernels are the same program (the
+   * same IR but for the name: an update of each of many parameters of one
+   * shape) share the first one's function, named as it is. */
+  const struct sg__kir_kernel **unique;
+  uint32_t n_unique;
 } sg__plan;
 
 /* Choices a caller may make before scheduling. Zero is the default. */

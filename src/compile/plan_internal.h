@@ -23,8 +23,13 @@ sg_status sg__fuse_plan(const sg_graph *g, const uint8_t *barrier, sg__plan *p);
  * outputs of group gi at schedule position pos (returns how many). */
 void sg__fuse_layouts(const sg_graph *g, const sg__plan *p, uint8_t *may);
 uint32_t sg__fuse_inplace(const sg_graph *g, sg__plan *p, int32_t gi, int32_t pos);
-/* Builds plan.kernels, one per group, once memory is planned. */
+/* Builds plan.kernels, one per group, once memory is planned, and the list
+ * of distinct ones (plan.unique: a kernel equal to an earlier one but for
+ * its name takes that one's name). */
 sg_status sg__fuse_kernels(const sg_graph *g, sg__plan *p);
+/* The canonical text of a kernel: its IR line by line, with its name or
+ * without (to compare programs); part of the compile cache's key. */
+void sg__fuse_kernel_text(sg__strbuf *b, const sg__kir_kernel *k, bool with_name);
 
 /* ---- fusion rules (fuse_rules.c) -------------------------------------------- */
 

@@ -268,10 +268,10 @@ sg_status sg_session_compile(sg_session *s) {
   SG_CHECK_GOTO(sg__profile_init(s), st, fail);
   s->compiled = true;
   s->compile_seconds = seconds_now() - t0;
-  SG_INFO("compiled in %.2f s: %u ops per step (%u eliminated, %u folded, %u in place, %u fused into %u "
-          "generated kernels), planned peak %zu bytes of %zu",
+  SG_INFO("compiled in %.2f s: %u ops per step (%u eliminated, %u folded, %u in place, %u in %u "
+          "generated kernels of %u distinct programs), planned peak %zu bytes of %zu",
           s->compile_seconds, s->plan.n_order + s->plan.n_fused_ops - s->plan.n_groups, s->plan.n_eliminated,
-          s->plan.n_fold, s->plan.n_inplace, s->plan.n_fused_ops, s->plan.n_groups,
+          s->plan.n_fold, s->plan.n_inplace, s->plan.n_fused_ops, s->plan.n_groups, s->plan.n_unique,
           s->plan.persistent_bytes + s->plan.transient_bytes, s->plan.sum_tensor_bytes);
   return SG_OK;
 fail:

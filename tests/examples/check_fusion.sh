@@ -148,7 +148,7 @@ case $mode in
         }
         grep '^\[0\] {' "$work/d$f.out" | tail -n 1 | sed 's/^\[0\] //' >"$work/d$f.json"
       done
-      grep -qE 'fused into [1-9][0-9]* generated kernels' "$work/d1.err" || {
+      grep -qE '[1-9][0-9]* in [1-9][0-9]* generated kernels' "$work/d1.err" || {
         echo "FAIL: $mode: the session fused nothing" >&2
         cat "$work/d1.err" >&2
         exit 1

@@ -454,6 +454,52 @@ static void test_updates_match_unfused(void **state) {
   free(want), free(got);
 }
 
+/* Kernels that are one program but for their name are compiled once: the
+ * SGD updates of two parameters of one shape share a function. The
+ * parameters still match the unfused run's bits. */
+static void test_same_programs_share_a_function(void **state) {
+  (void)state;
+  sg_graph *g;
+  assert_int_equal(sg_graph_create(&g), SG_OK);
+  int64_t d[] = {4, 33};
+  float a0[4 * 33], b0[4 * 33], x[4 * 33], lr = 0.1f;
+  sg_test_fill(a0, 4 * 33, 7);
+  sg_test_fill(b0, 4 * 33, 8);
+  sg_test_fill(x, 4 * 33, 9);
+  sg_tensor X = sg_input(g, "x", SG_F32, 2, d), LR = sg_input(g, "lr", SG_F32, 0, NULL);
+  sg_tensor A = sg_parameter(g, "a", SG_F32, 2, d, a0), B = sg_parameter(g, "b", SG_F32, 2, d, b0);
+  sg_tensor loss = sg_reduce_sum(g, sg_mul(g, sg_mul(g, X, A), B), 0, NULL, 0);
+  assert_status(sg_tensor_set_name(g, loss, "loss"), SG_OK, NULL);
+  assert_status(sg_graph_mark_output(g, loss), SG_OK, NULL);
+  assert_status(sg_graph_backward(g, loss), SG_OK, NULL);
+  sg_sgd_params sgd = SG_SGD_PARAMS_INIT;
+  assert_status(sg_graph_add_sgd(g, LR, &sgd), SG_OK, NULL);
+  assert_status(sg_graph_finalize(g), SG_OK, NULL);
+  float want[2][4 * 33], got[2][4 * 33];
+  setenv("SG_CACHE", "0", 1);
+  for (int fusion = -1; fusion <= 1; fusion += 2) {
+    sg_compile_report rep;
+    sg_session *s = session(g, fusion, &rep);
+    if (fusion > 0) {
+      /* Two updates of one program, and the fused groups of the chain. */
+      assert_true(rep.fused_kernels >= 3);
+      assert_true(rep.kernels_generated >= 1 && rep.kernels_generated < rep.fused_kernels);
+    }
+    for (int step = 0; step < 3; step++) {
+      assert_status(sg_session_set_input(s, "x", SG_F32, 2, d, x), SG_OK, NULL);
+      assert_status(sg_session_set_input(s, "lr", SG_F32, 0, NULL, &lr), SG_OK, NULL);
+      assert_status(sg_session_step(s), SG_OK, NULL);
+    }
+    float(*out)[4 * 33] = fusion > 0 ? got : want;
+    assert_status(sg_session_read(s, "a", out[0], sizeof out[0]), SG_OK, NULL);
+    assert_status(sg_session_read(s, "b", out[1], sizeof out[1]), SG_OK, NULL);
+    sg_session_destroy(s);
+  }
+  unsetenv("SG_CACHE");
+  assert_memory_equal(want, got, sizeof want);
+  sg_graph_destroy(g);
+}
+
 /* The compile cache: the first session compiles and stores, the second
  * loads (no compiler), a corrupted entry is a warning and a rebuild. */
 static void test_cache_warm_start(void **state) {
@@ -576,6 +622,7 @@ int main(void) {
       cmocka_unit_test(test_sums_match_unfused),
       cmocka_unit_test(test_row_sum_order),
       cmocka_unit_test(test_updates_match_unfused),
+      cmocka_unit_test(test_same_programs_share_a_function),
       cmocka_unit_test(test_cache_warm_start),
       cmocka_unit_test(test_key_inputs),
       cmocka_unit_test(test_missing_compiler_falls_back),

@@ -274,8 +274,8 @@ void sg__jit_close(sg__jit_lib *lib); /* accepts NULL */
 
 /* The backend's module entries (cpu_module.c; backend.h). */
 sg_status sg__cpu_module_identity(void *state, char *buf, size_t cap);
-sg_status sg__cpu_module_build(void *state, const sg__kir_kernel *kernels, uint32_t n, const char *artifact,
-                               sg__module **out);
+sg_status sg__cpu_module_build(void *state, const sg__kir_kernel *const *kernels, uint32_t n,
+                               const char *artifact, sg__module **out);
 const char *sg__cpu_module_artifact(void *state, const sg__module *m);
 sg_status sg__cpu_module_kernel(void *state, sg__module *m, const sg__kir_kernel *k, const char *op_name,
                                 sg__kernel **out);

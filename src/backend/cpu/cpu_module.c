@@ -106,8 +106,8 @@ sg_status sg__cpu_module_identity(void *state, char *buf, size_t cap) {
   return SG_OK;
 }
 
-sg_status sg__cpu_module_build(void *state, const sg__kir_kernel *kernels, uint32_t n, const char *artifact,
-                               sg__module **out) {
+sg_status sg__cpu_module_build(void *state, const sg__kir_kernel *const *kernels, uint32_t n,
+                               const char *artifact, sg__module **out) {
   if (state == NULL || out == NULL || (kernels == NULL && n > 0))
     return sg__error(SG_ERR_INVALID_ARG, "cpu module_build: NULL argument");
   *out = NULL;
@@ -117,18 +117,11 @@ sg_status sg__cpu_module_build(void *state, const sg__kir_kernel *kernels, uint3
   if (artifact != NULL) {
     st = sg__jit_open(artifact, &m->lib);
   } else {
-    const sg__kir_kernel **ks = sg__malloc((n ? n : 1) * sizeof *ks);
     char *src = NULL;
     size_t len = 0;
-    if (ks == NULL) {
-      sg__free(m);
-      return sg__error(SG_ERR_NO_MEMORY, "cpu module_build: out of memory");
-    }
-    for (uint32_t i = 0; i < n; i++) ks[i] = &kernels[i];
-    st = sg__cpu_emit_c(ks, (int)n, &src, &len);
+    st = sg__cpu_emit_c(kernels, (int)n, &src, &len);
     if (st == SG_OK) st = sg__jit_build(src, len, &m->lib);
     sg__free(src);
-    sg__free(ks);
   }
   if (st != SG_OK) {
     sg__free(m);
