@@ -353,7 +353,8 @@ typedef struct upd_case {
   bool adamw;
   double momentum, dampening, weight_decay;
   int nesterov;
-  int generated; /* update kernels expected: one per parameter, or 0 */
+  int generated;  /* update kernels expected: one per parameter, or 0 */
+  bool nonfinite; /* the last step's input holds an infinity and a NaN */
 } upd_case;
 
 static sg_graph *update_graph(const upd_case *u) {
@@ -396,6 +397,7 @@ static size_t run_updates(const sg_graph *g, const upd_case *u, int fusion, floa
   for (int step = 0; step < 4; step++) {
     float lr = 0.05f / (float)(step + 1);
     sg_test_fill(x, UB * UF, 200 + (uint64_t)step);
+    if (u->nonfinite && step == 3) x[3] = INFINITY, x[UF + 10] = NAN, x[2 * UF + 5] = -0.0f;
     for (int i = 0; i < UB; i++) y[i] = (i * 3 + step) % UC;
     assert_status(sg_session_set_input(s, "x", SG_F32, 2, xs, x), SG_OK, NULL);
     assert_status(sg_session_set_input(s, "y", SG_I64, 1, ys, y), SG_OK, NULL);
@@ -432,6 +434,8 @@ static void test_updates_match_unfused(void **state) {
       {"sgd momentum with dampening (own kernel)", false, 0.9, 0.5, 0, 0, 0},
       {"adamw", true, 0, 0, 0.01, 0, 2},
       {"adamw without weight decay", true, 0, 0, 0, 0, 2},
+      {"sgd momentum, non-finite gradients", false, 0.9, 0, 1e-3, 0, 2, true},
+      {"adamw, non-finite gradients", true, 0, 0, 0.01, 0, 2, true},
   };
   size_t cap = 4 * (UC * UF + UC) + 2;
   float *want = malloc(cap * sizeof *want), *got = malloc(cap * sizeof *got);
@@ -497,6 +501,34 @@ static void test_same_programs_share_a_function(void **state) {
   }
   unsetenv("SG_CACHE");
   assert_memory_equal(want, got, sizeof want);
+  sg_graph_destroy(g);
+}
+
+/* A sum over a middle dim (neither the trailing nor the leading ones)
+ * does not end a chain: it keeps cpu_reduce.c's kernel, and the op before
+ * it, alone, its own; the result is the unfused one. */
+static void test_middle_sum_keeps_its_kernel(void **state) {
+  (void)state;
+  sg_graph *g;
+  assert_int_equal(sg_graph_create(&g), SG_OK);
+  int64_t d[] = {3, 4, 5}, mid = 1;
+  sg_tensor x = sg_input(g, "x", SG_F32, 3, d);
+  sg_tensor y = sg_reduce_sum(g, sg_mul_scalar(g, x, 2), 1, &mid, 0);
+  assert_status(sg_tensor_set_name(g, y, "y"), SG_OK, NULL);
+  assert_status(sg_graph_mark_output(g, y), SG_OK, NULL);
+  assert_status(sg_graph_finalize(g), SG_OK, NULL);
+  float in[60], out[2][15];
+  fill(in, 60, true);
+  for (int fusion = -1; fusion <= 1; fusion += 2) {
+    sg_compile_report rep;
+    sg_session *s = session(g, fusion, &rep);
+    assert_int_equal(rep.fused_kernels, 0);
+    assert_status(sg_session_set_input(s, "x", SG_F32, 3, d, in), SG_OK, NULL);
+    assert_status(sg_session_forward(s), SG_OK, NULL);
+    assert_status(sg_session_read(s, "y", out[fusion > 0], sizeof out[0]), SG_OK, NULL);
+    sg_session_destroy(s);
+  }
+  for (int i = 0; i < 15; i++) assert_true(close_enough(out[1][i], out[0][i], 0, 1.0));
   sg_graph_destroy(g);
 }
 
@@ -623,6 +655,7 @@ int main(void) {
       cmocka_unit_test(test_row_sum_order),
       cmocka_unit_test(test_updates_match_unfused),
       cmocka_unit_test(test_same_programs_share_a_function),
+      cmocka_unit_test(test_middle_sum_keeps_its_kernel),
       cmocka_unit_test(test_cache_warm_start),
       cmocka_unit_test(test_key_inputs),
       cmocka_unit_test(test_missing_compiler_falls_back),
