@@ -1,5 +1,6 @@
-/* The kernel IR: one fused elementwise kernel as a straight-line program
- * over one output index space, independent of the device. It is built from
+/* The kernel IR: one fused elementwise kernel (or an optimizer update) as
+ * a straight-line program over one index space, independent of the
+ * device. It is built from
  * the fusion rules (compile/fuse_rules.c) by the fusion pass that groups a
  * graph's ops into kernels (compile/fuse.c); each backend has an emitter
  * (C for the CPU, cpu_emit.c; CUDA C later) — only the emitter differs
@@ -8,7 +9,7 @@
  * A kernel has an iteration shape (ndim dims, at most SG__KIR_MAX_DIMS,
  * row-major), inputs read through their own element strides over that
  * shape (0 where an input is broadcast; all 0 for a scalar), and outputs
- * of exactly the iteration shape, contiguous. Its body is a list of
+ * of exactly the iteration shape, contiguous (but summed ones, below). Its body is a list of
  * instructions in SSA form: each defines value number = its position, and
  * operands name earlier values. A value has one dtype (f32, i32, i64 or
  * bool); arithmetic takes operands of one dtype, comparisons give bool,
