@@ -106,18 +106,14 @@ static sg_status build_one(const sg_graph *g, const sg__plan *p, uint32_t gi, sg
   const sg__fused_group *gr = &p->groups[gi];
   const int32_t *mem = members(p, gr), *io = p->fused_io + gr->first_io;
   const sg__op *anchor = &g->ops[gr->anchor];
-  if (gr->n_ops == 1 && sg__fuse_update_rule(g, anchor)) {
-    char uname[SG__KIR_NAME_MAX + 1];
-    snprintf(uname, sizeof uname, "sgk_%u", gi);
-    return sg__fuse_update_kernel(g, anchor, uname, k);
-  }
+  char name[SG__KIR_NAME_MAX + 1];
+  snprintf(name, sizeof name, "sgk_%u", gi);
+  if (gr->n_ops == 1 && sg__fuse_update_rule(g, anchor)) return sg__fuse_update_kernel(g, anchor, name, k);
   sg__kir_sum sum = SG__KIR_SUM_NONE;
   int sum_axis = 0;
   double sum_scale = 1;
   bool sums = sg__fuse_sum_rule(g, anchor, &sum, &sum_axis, &sum_scale);
   const sg__tensor *y = &g->tensors[sums ? anchor->inputs[0] : anchor->outputs[0]];
-  char name[SG__KIR_NAME_MAX + 1];
-  snprintf(name, sizeof name, "sgk_%u", gi);
   /* Flat over the slots when the operands share a backend layout. */
   bool flat = layout_agnostic(g, p, gr);
   int64_t n_flat = (int64_t)(p->bytes[io[0]] / sizeof(float));

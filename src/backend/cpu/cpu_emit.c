@@ -208,10 +208,6 @@ static void put_offset(sg__strbuf *b, const sg__kir_kernel *k, int j, int d0, in
   if (!any) sg__strbuf_put(b, "0");
 }
 
-static void put_row_offset(sg__strbuf *b, const sg__kir_kernel *k, const nest *n, int j) {
-  put_offset(b, k, j, 0, n->split, "o");
-}
-
 static void put_load(sg__strbuf *b, const sg__kir_instr *x, uint32_t i, const char *elem) {
   sg__strbuf_put(b, "const %s v%u = ", ctype(x->dtype), i);
   if (x->dtype == SG_BOOL) sg__strbuf_put(b, "(uint8_t)(%s != 0);\n", elem);
@@ -313,7 +309,9 @@ static void emit_row(sg__strbuf *b, const sg__kir_kernel *k, const nest *n) {
  * time into a local array (that loop vectorizes like an elementwise row),
  * then adds them to the double sums in order. */
 #define CHUNK 256
-#define CHUNK_STR "256"
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define CHUNK_STR STR(CHUNK)
 
 /* Whether input j's strides over dims [d0, d1) are one fixed step per
  * flattened index (*step; 0: constant there). */
@@ -347,22 +345,25 @@ static void emit_sum_chunk(sg__strbuf *b, const sg__kir_kernel *k) {
   emit_loop(b, k, "chunk", step, merged, true);
 }
 
-/* The chunk call of row `a`: every input at its row offset, the plain
- * outputs at the row's start, the summed ones into the t arrays. */
-static void put_chunk_call(sg__strbuf *b, const sg__kir_kernel *k, const char *indent) {
-  int64_t cols = sg__kir_span(k, k->sum_axis, k->ndim);
-  sg__strbuf_put(b, "%s%s_chunk(c0, c1", indent, k->name);
+/* The call of a loop function (emit_loop) for the row numbered `var` of
+ * the dims [0, split), whose row has `row_elems` elements: every input at
+ * its row offset, the plain outputs at the row's start, the summed ones
+ * into the t arrays, then the run's parameters. */
+static void put_loop_call(sg__strbuf *b, const sg__kir_kernel *k, const char *indent, const char *suffix,
+                          int split, const char *var, int64_t row_elems) {
+  sg__strbuf_put(b, "%s%s_%s(c0, c1", indent, k->name, suffix);
   for (int j = 0; j < k->n_in; j++) {
     sg__strbuf_put(b, ",\n%s    (%s%s *)in[%d] + ", indent, shared_input(k, j) ? "" : "const ",
                    ctype(k->in[j].dtype), j);
-    put_offset(b, k, j, 0, k->sum_axis, "a");
+    put_offset(b, k, j, 0, split, var);
   }
   for (int o = 0; o < k->n_out; o++) {
     if (k->out_sum[o]) sg__strbuf_put(b, ", t%d", o);
     else if (k->out_over[o] < 0)
-      sg__strbuf_put(b, ",\n%s    (%s *)out[%d] + a * %" PRId64, indent, ctype(k->out[o]), o, cols);
+      sg__strbuf_put(b, ",\n%s    (%s *)out[%d] + %s * %" PRId64, indent, ctype(k->out[o]), o, var,
+                     row_elems);
   }
-  if (k->n_params > 0) sg__strbuf_put(b, ", (const float *)in[%d]", k->n_in);
+  if (k->n_params > 0) sg__strbuf_put(b, ",\n%s    (const float *)in[%d]", indent, k->n_in);
   sg__strbuf_put(b, ");\n");
 }
 
@@ -387,7 +388,7 @@ static void emit_sum_kernel(sg__strbuf *b, const sg__kir_kernel *k) {
         cols, cols);
     for (int o = 0; o < k->n_out; o++)
       if (k->out_sum[o]) sg__strbuf_put(b, "      float t%d[" CHUNK_STR "];\n", o);
-    put_chunk_call(b, k, "      ");
+    put_loop_call(b, k, "      ", "chunk", k->sum_axis, "a", cols);
     for (int o = 0; o < k->n_out; o++)
       if (k->out_sum[o]) sg__strbuf_put(b, "      sgk_sum_add(s%d, t%d, c1 - c0);\n", o, o);
     sg__strbuf_put(b, "    }\n");
@@ -409,7 +410,7 @@ static void emit_sum_kernel(sg__strbuf *b, const sg__kir_kernel *k) {
                      "    for (int64_t c = 0; c < c1 - c0; c++) s%d[c] = 0;\n",
                      o, o, o);
   sg__strbuf_put(b, "    for (int64_t a = 0; a < %" PRId64 "; a++) {\n", rows);
-  put_chunk_call(b, k, "      ");
+  put_loop_call(b, k, "      ", "chunk", k->sum_axis, "a", cols);
   for (int o = 0; o < k->n_out; o++)
     if (k->out_sum[o])
       sg__strbuf_put(b, "      for (int64_t c = 0; c < c1 - c0; c++) s%d[c] += t%d[c];\n", o, o);
@@ -446,18 +447,8 @@ static void emit_kernel(sg__strbuf *b, const sg__kir_kernel *k) {
   sg__strbuf_put(b, "    const int64_t o = i / %" PRId64 ", c0 = i - o * %" PRId64 ";\n", n.inner, n.inner);
   sg__strbuf_put(b, "    const int64_t c1 = end - i < %" PRId64 " - c0 ? c0 + (end - i) : %" PRId64 ";\n",
                  n.inner, n.inner);
-  sg__strbuf_put(b, "    %s_row(c0, c1", k->name);
-  for (int j = 0; j < k->n_in; j++) {
-    sg__strbuf_put(b, ",\n        (%s%s *)in[%d] + ", shared_input(k, j) ? "" : "const ",
-                   ctype(k->in[j].dtype), j);
-    if (sg__kir_input_scalar(k, j)) sg__strbuf_put(b, "0");
-    else put_row_offset(b, k, &n, j);
-  }
-  for (int o = 0; o < k->n_out; o++)
-    if (k->out_over[o] < 0)
-      sg__strbuf_put(b, ",\n        (%s *)out[%d] + o * %" PRId64, ctype(k->out[o]), o, n.inner);
-  if (k->n_params > 0) sg__strbuf_put(b, ",\n        (const float *)in[%d]", k->n_in);
-  sg__strbuf_put(b, ");\n    i += c1 - c0;\n  }\n}\n");
+  put_loop_call(b, k, "    ", "row", n.split, "o", n.inner);
+  sg__strbuf_put(b, "    i += c1 - c0;\n  }\n}\n");
 }
 
 sg_status sg__cpu_emit_c(const sg__kir_kernel *const *kernels, int n, char **src, size_t *len) {
