@@ -3,7 +3,7 @@
  * device. It is built from
  * the fusion rules (compile/fuse_rules.c) by the fusion pass that groups a
  * graph's ops into kernels (compile/fuse.c); each backend has an emitter
- * (C for the CPU, cpu_emit.c; CUDA C later) — only the emitter differs
+ * (C for the CPU, cpu/cpu_emit.c; CUDA C, cuda/cuda_emit.c) — only the emitter differs
  * between devices.
  *
  * A kernel has an iteration shape (ndim dims, at most SG__KIR_MAX_DIMS,
@@ -54,8 +54,8 @@
 
 /* Bumped whenever the generated code for the same IR changes: part of the
  * compile cache's key. */
-#define SG__CODEGEN_VERSION 4
-#define SG__CODEGEN_VERSION_STR "4"
+#define SG__CODEGEN_VERSION 5
+#define SG__CODEGEN_VERSION_STR "5"
 
 #define SG__KIR_MAX_DIMS 8
 #define SG__KIR_MAX_INPUTS 32

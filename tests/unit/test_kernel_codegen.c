@@ -20,7 +20,7 @@
 #endif
 
 #include "backend/cpu/cpu_internal.h"
-#include "backend/cpu/sgk_math.h"
+#include "backend/sgk_math.h"
 #include "test_util.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backend/cpu/sgk_math.h"
+#include "backend/sgk_math.h"
 #include "test_util.h"
 
 typedef float (*fn32)(float);

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_internal.h"
-#include "backend/cpu/sgk_math.h"
+#include "backend/sgk_math.h"
 
 typedef struct reduce_kernel {
   sg__kernel base;

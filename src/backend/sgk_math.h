@@ -1,7 +1,10 @@
-/* Vectorizable float math: exp, erf, tanh and sigmoid, and the order of
- * row sums, shared by the C kernels (cpu_math.c, cpu_reduce.c) and every
- * generated translation unit (cpu_emit.c embeds this file's text), so a
- * fused kernel and an op's own kernel agree bit for bit.
+/* Float math for kernels: exp, erf, tanh and sigmoid, the order of row
+ * sums, and the helpers the generated code calls (NaN-propagating max and
+ * min, integer division and float-to-integer casts as the reference ops do
+ * them). Shared by the C kernels (cpu_math.c, cpu_reduce.c) and every
+ * generated program: the C emitter (cpu_emit.c) and the CUDA emitter
+ * (cuda_emit.c) start their text with this file's, so a fused kernel, an
+ * op's own C kernel and a CUDA kernel compute the same bits.
  *
  * libm's expf, erff and tanhf are calls the auto-vectorizer cannot see
  * into: a loop over them runs one element at a time. These functions are
@@ -13,18 +16,68 @@
  * passes through; infinities, overflow, underflow to subnormals and signed
  * zeros follow C's functions.
  *
- * No FMA contraction: the library and the generated code are both compiled
- * with -ffp-contract=off, so every compiler and ISA computes the same bits.
- * Plain C11, this file alone: it is also the start of generated code. */
+ * No FMA contraction: the library and the generated C are compiled with
+ * -ffp-contract=off and CUDA programs with --fmad=false, so every compiler,
+ * ISA and GPU computes the same bits.
+ *
+ * Two dialects: plain C11, and CUDA C++ as NVRTC compiles it without any
+ * header (__CUDACC__; the CUDA program's prelude defines the fixed-width
+ * integer types and their limits first). SGK_FN, SGK_RESTRICT and the NaN and infinity constants
+ * are the words that differ. */
 #ifndef SGK_MATH_H
 #define SGK_MATH_H
 
+#if defined(__CUDACC__)
+#define SGK_FN static __device__ __forceinline__
+#define SGK_RESTRICT __restrict__
+#define SGK_NANF __int_as_float(0x7fc00000)
+#define SGK_INFF __int_as_float(0x7f800000)
+#define SGK_NAN __longlong_as_double(0x7ff8000000000000LL)
+#define SGK_INF __longlong_as_double(0x7ff0000000000000LL)
+SGK_FN uint64_t sgk_bits(double x) { return (uint64_t)__double_as_longlong(x); }
+SGK_FN double sgk_from_bits(uint64_t u) { return __longlong_as_double((long long)u); }
+#else
 #include <stdint.h>
 #include <string.h>
+#define SGK_FN static inline
+#define SGK_RESTRICT restrict
+#define SGK_NANF __builtin_nanf("")
+#define SGK_INFF __builtin_inff()
+#define SGK_NAN __builtin_nan("")
+#define SGK_INF __builtin_inf()
+SGK_FN uint64_t sgk_bits(double x) {
+  uint64_t u;
+  memcpy(&u, &x, sizeof u);
+  return u;
+}
+SGK_FN double sgk_from_bits(uint64_t u) {
+  double x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+#endif
+
+/* NaN-propagating max and min (either operand NaN: that NaN), C's integer
+ * division made total (x / 0 = 0, MIN / -1 = MIN, as cpu_binary.c), and
+ * float-to-integer casts that give 0 for NaN and out-of-range values. */
+SGK_FN float sgk_maxf(float a, float b) { return a != a ? a : b != b ? b : a > b ? a : b; }
+SGK_FN float sgk_minf(float a, float b) { return a != a ? a : b != b ? b : a < b ? a : b; }
+SGK_FN int32_t sgk_div32(int32_t a, int32_t b) {
+  return b == 0 ? 0 : (a == INT32_MIN && b == -1) ? a : a / b;
+}
+SGK_FN int64_t sgk_div64(int64_t a, int64_t b) {
+  return b == 0 ? 0 : (a == INT64_MIN && b == -1) ? a : a / b;
+}
+SGK_FN int32_t sgk_f2i32(float x) {
+  return x == x && x >= -2147483648.0f && x < 2147483648.0f ? (int32_t)x : 0;
+}
+SGK_FN int64_t sgk_f2i64(float x) {
+  return x == x && x >= -9223372036854775808.0f && x < 9223372036854775808.0f ? (int64_t)x : 0;
+}
 
 /* c[0] x^(n-1) + ... + c[n-1], by Horner's rule (the loop is unrolled by
  * the compiler: n is a constant at every call). */
-static inline double sgk_horner(const double *c, int n, double x) {
+SGK_FN double sgk_horner(const double *c, int n, double x) {
   double p = c[0];
   for (int i = 1; i < n; i++) p = p * x + c[i];
   return p;
@@ -35,7 +88,7 @@ static inline double sgk_horner(const double *c, int n, double x) {
  * Adding 1.5 * 2^52 rounds x / ln2 to the integer n and leaves n in the low
  * bits of the sum, so no float-to-integer conversion is needed (one that
  * AVX2 lacks for 64-bit lanes). */
-static inline double sgk_exp_d(double x) {
+SGK_FN double sgk_exp_d(double x) {
   const double shift = 0x1.8p52;
   double t = x * 0x1.71547652b82fep0 + shift; /* x / ln2 + shift */
   double n = t - shift;
@@ -53,15 +106,11 @@ static inline double sgk_exp_d(double x) {
                                   1.0,
                                   1.0}; /* 1/11! .. 1/0! */
   double p = sgk_horner(taylor, sizeof taylor / sizeof *taylor, r);
-  uint64_t bits;
-  memcpy(&bits, &t, sizeof bits);
-  uint64_t scale_bits = (bits - UINT64_C(0x4338000000000000) + 1023u) << 52; /* 2^n */
-  double scale;
-  memcpy(&scale, &scale_bits, sizeof scale);
-  return p * scale;
+  uint64_t scale_bits = (sgk_bits(t) - 0x4338000000000000u + 1023u) << 52; /* 2^n */
+  return p * sgk_from_bits(scale_bits);
 }
 
-static inline float sgk_expf(float x) {
+SGK_FN float sgk_expf(float x) {
   /* Clamped where the float result is 0 or infinite already (e^89 is
    * finite as a double and rounds to infinity as a float). Every value is
    * computed and then selected, never branched on: a loop over this stays
@@ -80,7 +129,7 @@ static inline float sgk_expf(float x) {
  * degree 14 in (a - 2.5) / 1.5 (relative error 2.4e-10 in g, so under 4e-11
  * absolute in erf); from 4 on, +-1 (erf(x) rounds to 1 in float from 3.92).
  * x^2 is exact in double. */
-static inline float sgk_erff(float x) {
+SGK_FN float sgk_erff(float x) {
   double d = x != x ? 0.0 : (double)x;
   double a = d < 0 ? -d : d, z = d * d;
   double sign = d < 0 ? -1.0 : 1.0;
@@ -110,7 +159,7 @@ static inline float sgk_erff(float x) {
 /* tanh(x) = 1 - 2 / (e^(2|x|) + 1), with x's sign: in double the
  * cancellation for small |x| still leaves 1e-12 relative at 2^-12, below
  * which tanh(x) rounds to x itself (which keeps -0 and subnormals). */
-static inline float sgk_tanhf(float x) {
+SGK_FN float sgk_tanhf(float x) {
   double d = x != x ? 0.0 : (double)x;
   double a = d < 0 ? -d : d;
   double e = sgk_exp_d(2.0 * (a > 20.0 ? 20.0 : a));
@@ -122,7 +171,7 @@ static inline float sgk_tanhf(float x) {
 }
 
 /* 1 / (1 + e^-x); beyond +-104 the float result is 1 or 0 already. */
-static inline float sgk_sigmoidf(float x) {
+SGK_FN float sgk_sigmoidf(float x) {
   double d = x;
   d = d < -104.0 ? -104.0 : d;
   d = d > 104.0 ? 104.0 : d;
@@ -142,14 +191,14 @@ static inline float sgk_sigmoidf(float x) {
  * SGK_SUM_LANES. */
 #define SGK_SUM_LANES 8
 
-static inline void sgk_sum_add(double *restrict l, const float *restrict x, int64_t n) {
+SGK_FN void sgk_sum_add(double *SGK_RESTRICT l, const float *SGK_RESTRICT x, int64_t n) {
   int64_t i = 0;
   for (; i + SGK_SUM_LANES <= n; i += SGK_SUM_LANES)
     for (int j = 0; j < SGK_SUM_LANES; j++) l[j] += (double)x[i + j];
   for (int j = 0; i < n; i++, j++) l[j] += (double)x[i];
 }
 
-static inline double sgk_sum_lanes(const double *l) {
+SGK_FN double sgk_sum_lanes(const double *l) {
   return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
 }
 
