@@ -18,3 +18,10 @@ add_test(NAME sgrt_h_example_np1 COMMAND $<TARGET_FILE:sgrt_cli> launch -n 1 -- 
 add_test(NAME sgrt_h_example_np2 COMMAND $<TARGET_FILE:sgrt_cli> launch -n 2 -- $<TARGET_FILE:sgrt_h_example>)
 set_tests_properties(sgrt_h_example_np1 sgrt_h_example_np2 PROPERTIES TIMEOUT 120 LABELS examples
                      ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000")
+
+# The CUDA emitter's test builds ResNet-50's training graph (the example's
+# model) and, with the CUDA toolkit, compiles its programs with NVRTC.
+target_sources(test_cuda_emit PRIVATE ${PROJECT_SOURCE_DIR}/examples/resnet50/resnet50_model.c)
+if(SG_HAVE_CUDA)
+  target_compile_definitions(test_cuda_emit PRIVATE SG_HAVE_CUDA_BACKEND=1)
+endif()
