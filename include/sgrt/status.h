@@ -42,6 +42,7 @@ typedef enum sg_status {
   SG_ERR_STALE = -23, /**< the data changed under us: a newer version exists (global memory, docs/gmem.md) */
   SG_ERR_COMPILER =
       -24, /**< the system C compiler is missing or failed on generated kernels (see the message) */
+  SG_ERR_DEVICE = -25, /**< no usable GPU, or the GPU failed (a sticky CUDA error); the message says which */
 } sg_status;
 
 /** Short constant name of a status, e.g. "SG_ERR_SHAPE". Never NULL. Any thread. */

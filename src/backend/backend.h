@@ -16,8 +16,10 @@
  * 3: the is_host and supports_op entries.
  * 4: the run context speaks of random draws (rng_subsequence) and batch
  *    statistics (batch_stats_only), no longer of a runtime's passes.
- * 5: the optional module entries (generated kernels of fused ops). */
-#define SG__BACKEND_VERSION 5u
+ * 5: the optional module entries (generated kernels of fused ops).
+ * 6: the config's device number; supports_op false for an op the IR
+ *    expresses gives that op a generated kernel of its own. */
+#define SG__BACKEND_VERSION 6u
 
 /* A compiled op: backend-defined (oneDNN primitives, a C function, ...). */
 typedef struct sg__kernel sg__kernel;
@@ -36,6 +38,7 @@ typedef enum sg__exec_mode {
 typedef struct sg__backend_config {
   int threads;   /* compute threads; >= 1 */
   uint64_t seed; /* session seed (dropout masks, ...) */
+  int device;    /* the device's number ("cuda:1": 1); 0 for the CPU */
 } sg__backend_config;
 
 /* What every kernel run gets besides its buffers. */
@@ -95,7 +98,10 @@ typedef struct sg__backend_i {
   bool (*is_host)(void *state);
   /* Whether kernel_create has kernels for op kind `kind` at all (like
    * ggml-backend's supports_op); kernel_create may still refuse an op of it
-   * for its dtypes or attributes (SG_ERR_UNSUPPORTED). */
+   * for its dtypes or attributes (SG_ERR_UNSUPPORTED). A backend with
+   * module entries that says false for an op the kernel IR expresses gets
+   * that op as a generated kernel, alone when it joins no group (the CUDA
+   * backend's elementwise ops, sums and optimizer updates). */
   bool (*supports_op)(void *state, sg_op_kind kind);
 
   /* optional (NULL: every tensor is stored in the graph's plain row-major
@@ -136,9 +142,17 @@ typedef struct sg__backend_i {
 } sg__backend_i;
 
 extern const sg__backend_i sg__cpu_backend;
+#if defined(SG_HAVE_CUDA_BACKEND)
+extern const sg__backend_i sg__cuda_backend;
+#endif
 
-/* The backend called `name` ("cpu"), or NULL. */
+/* The backend called `name` ("cpu", "cuda"), or NULL. */
 const sg__backend_i *sg__backend_find(const char *name);
+/* A device string as users write it: "cpu", "cuda" (device 0) or "cuda:N".
+ * Errors: SG_ERR_NOT_FOUND naming the devices this build has (and, for
+ * "cuda" in a build without the CUDA backend, saying so);
+ * SG_ERR_INVALID_ARG for a malformed number. `who` starts the message. */
+sg_status sg__backend_parse(const char *who, const char *spec, const sg__backend_i **be, int *device);
 
 /* Index of the input whose buffer output 0 may share (elementwise ops whose
  * output has that input's shape and dtype), or -1. Decided per op kind here

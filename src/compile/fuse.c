@@ -22,7 +22,10 @@
  * (sg__plan_options.fuse_barrier: what a runtime's hooks touch between ops)
  * joins no group. A group of one op is no group: that op keeps its own kernel
  * -- but an optimizer update with a rule (fuse_updates.c) gets a generated
- * kernel of its own. After memory
+ * kernel of its own, and so does every op the IR can express that the
+ * backend has no kernel for (supports_op false: the CUDA backend runs
+ * elementwise ops, sums and updates only as generated kernels), joining or
+ * not (fusion off: sg__fuse_params.join false). After memory
  * planning, sg__fuse_kernels turns each group into a kernel of the IR. */
 #include <string.h>
 
@@ -44,6 +47,7 @@ typedef struct fuse_ctx {
   int32_t (*members)[MAX_MEMBERS];
   int32_t *n_members;
   bool *closed; /* per group: ends in a sum, no op joins it */
+  bool *alone;  /* per op: gets a generated kernel even alone */
   uint32_t n_groups;
 } fuse_ctx;
 
@@ -74,19 +78,30 @@ static bool sums(const fuse_ctx *c, const sg__op *op) {
   return sg__fuse_sum_rule(c->g, op, &kind, &axis, &scale);
 }
 
-static bool fusible(const fuse_ctx *c, int32_t k) {
+/* Whether op k can be a kernel of the IR (alone or with others). */
+static bool expressible(const fuse_ctx *c, int32_t k) {
   const sg__op *op = &c->g->ops[k];
   if (c->pos[k] < 0 || op->n_outputs != 1 || sg__op_mutated_inputs(op)) return false;
-  if (c->barrier && c->barrier[op->outputs[0]]) return false;
-  if (sums(c, op)) return !(c->barrier && c->barrier[op->inputs[0]]);
+  if (sums(c, op)) return true;
   if (!sg__fuse_has_rule(op->kind)) return false;
   const sg__tensor *y = &c->g->tensors[op->outputs[0]];
   if (y->ndim > SG__KIR_MAX_DIMS || !ir_dtype(y->dtype)) return false;
   for (int i = 0; i < op->n_inputs; i++) {
-    if (op->inputs[i] < 0 || (c->barrier && c->barrier[op->inputs[i]])) return false;
+    if (op->inputs[i] < 0) return false;
     const sg__tensor *x = &c->g->tensors[op->inputs[i]];
     if (!ir_dtype(x->dtype) || !broadcasts_to(x, y)) return false;
   }
+  return true;
+}
+
+/* Whether op k may join others: expressible and touching no barrier tensor. */
+static bool fusible(const fuse_ctx *c, int32_t k) {
+  if (!expressible(c, k)) return false;
+  if (c->barrier == NULL) return true;
+  const sg__op *op = &c->g->ops[k];
+  if (c->barrier[op->outputs[0]]) return false;
+  for (int i = 0; i < op->n_inputs; i++)
+    if (c->barrier[op->inputs[i]]) return false;
   return true;
 }
 
@@ -171,10 +186,11 @@ static bool try_join(const fuse_ctx *c, int32_t *cur, int *n_cur, const int32_t 
   return true;
 }
 
-/* A group that gets a kernel: two or more ops, or an update alone. */
+/* A group that gets a kernel: two or more ops, or one op that gets a
+ * generated kernel of its own (an update, an op the backend has no kernel
+ * for). */
 static bool kept(const fuse_ctx *c, int32_t gi) {
-  return c->n_members[gi] >= 2 ||
-         (c->n_members[gi] == 1 && sg__fuse_update_rule(c->g, &c->g->ops[c->members[gi][0]]));
+  return c->n_members[gi] >= 2 || (c->n_members[gi] == 1 && c->alone[c->members[gi][0]]);
 }
 
 static void grow(fuse_ctx *c, int32_t k) {
@@ -205,9 +221,9 @@ static void grow(fuse_ctx *c, int32_t k) {
   for (int m = 0; m < n_cur; m++) c->grp[cur[m]] = gi;
 }
 
-sg_status sg__fuse_plan(const sg_graph *g, const uint8_t *barrier, sg__plan *p) {
+sg_status sg__fuse_plan(const sg_graph *g, const sg__fuse_params *fp, sg__plan *p) {
   uint32_t no = g->n_ops ? g->n_ops : 1, nt = g->n_tensors ? g->n_tensors : 1;
-  fuse_ctx c = {.g = g, .p = p, .barrier = barrier};
+  fuse_ctx c = {.g = g, .p = p, .barrier = fp->barrier};
   size_t n_edges = 0;
   for (uint32_t k = 0; k < g->n_ops; k++) n_edges += (size_t)g->ops[k].n_inputs;
   c.pos = sg__malloc(no * sizeof(int32_t));
@@ -219,9 +235,10 @@ sg_status sg__fuse_plan(const sg_graph *g, const uint8_t *barrier, sg__plan *p) 
   c.members = sg__malloc(no * sizeof *c.members);
   c.n_members = sg__calloc(no, sizeof(int32_t));
   c.closed = sg__calloc(no, sizeof(bool));
+  c.alone = sg__calloc(no, sizeof(bool));
   sg_status st = SG_OK;
   if (!c.pos || !c.grp || !c.eval || !c.cons_start || !c.cons || !c.kept || !c.members || !c.n_members ||
-      !c.closed) {
+      !c.closed || !c.alone) {
     st = sg__error(SG_ERR_NO_MEMORY, "compile: out of memory fusing %u ops", g->n_ops);
     goto out;
   }
@@ -244,13 +261,24 @@ sg_status sg__fuse_plan(const sg_graph *g, const uint8_t *barrier, sg__plan *p) 
   for (uint32_t t = g->n_tensors; t > 0; t--) c.cons_start[t] = c.cons_start[t - 1];
   c.cons_start[0] = 0;
 
-  for (uint32_t i = 0; i < p->n_order; i++)
-    if (fusible(&c, p->order[i])) grow(&c, p->order[i]);
-  /* Each optimizer update with a rule: a kernel of its own (fuse_updates.c),
-   * at its own position, so the barrier does not concern it. */
+  /* Ops that get a generated kernel even alone: with joining, each
+   * optimizer update with a rule (fuse_updates.c); always, every op the
+   * backend has no kernel of its own for (the CUDA backend's elementwise
+   * ops) that the IR can express. Alone, such an op runs at its own
+   * position, so the barrier does not concern it. */
   for (uint32_t i = 0; i < p->n_order; i++) {
     int32_t k = p->order[i];
-    if (c.grp[k] >= 0 || !sg__fuse_update_rule(g, &g->ops[k])) continue;
+    const sg__op *op = &g->ops[k];
+    bool update = sg__fuse_update_rule(g, op);
+    bool own = fp->be == NULL || fp->be->supports_op(fp->be_state, op->kind);
+    c.alone[k] = (update && (fp->join || !own)) || (!own && expressible(&c, k));
+  }
+  if (fp->join)
+    for (uint32_t i = 0; i < p->n_order; i++)
+      if (fusible(&c, p->order[i])) grow(&c, p->order[i]);
+  for (uint32_t i = 0; i < p->n_order; i++) {
+    int32_t k = p->order[i];
+    if (c.grp[k] >= 0 || !c.alone[k]) continue;
     int32_t gi = (int32_t)c.n_groups++;
     c.members[gi][0] = k;
     c.n_members[gi] = 1;
@@ -346,6 +374,7 @@ out:
   sg__free(c.members);
   sg__free(c.n_members);
   sg__free(c.closed);
+  sg__free(c.alone);
   return st;
 }
 

@@ -11,9 +11,13 @@ sg_status sg__plan_build(const sg_graph *g, const sg__backend_i *be, void *be_st
   if (folded == NULL) return sg__error(SG_ERR_NO_MEMORY, "compile: out of memory");
   if (opt == NULL) opt = &none;
   sg_status st = sg__schedule(g, opt, out, folded);
-  /* Fusion needs a backend that runs generated kernels. */
-  if (st == SG_OK && opt->fuse && be != NULL && be->module_build != NULL)
-    st = sg__fuse_plan(g, opt->fuse_barrier, out);
+  /* Generated kernels need a backend that runs them: fused groups when
+   * fusion is on, and for a backend without kernels of its own for some
+   * ops the IR expresses, those ops alone even when it is off. */
+  if (st == SG_OK && be != NULL && be->module_build != NULL) {
+    sg__fuse_params fp = {opt->fuse, opt->fuse_barrier, be, be_state};
+    st = sg__fuse_plan(g, &fp, out);
+  }
   if (st == SG_OK) st = sg__memplan(g, out, folded, opt->no_memory, be, be_state);
   if (st == SG_OK) st = sg__fuse_kernels(g, out);
   sg__free(folded);

@@ -14,9 +14,19 @@ sg_status sg__memplan(const sg_graph *g, sg__plan *p, const bool *folded, const 
 
 /* ---- fusion (fuse.c, fuse_kernels.c) ------------------------------------------ */
 
+/* What the fusion pass is asked to do: join ops into groups (fusion on) or
+ * not, around the barrier tensors (sg__plan_options.fuse_barrier), for a
+ * backend whose supports_op says which ops need a generated kernel even
+ * alone (be NULL: none). */
+typedef struct sg__fuse_params {
+  bool join;
+  const uint8_t *barrier;
+  const sg__backend_i *be;
+  void *be_state;
+} sg__fuse_params;
 /* Groups the scheduled elementwise ops (fills p's fusion fields and drops
  * the members other than anchors from order and eval_order). */
-sg_status sg__fuse_plan(const sg_graph *g, const uint8_t *barrier, sg__plan *p);
+sg_status sg__fuse_plan(const sg_graph *g, const sg__fuse_params *fp, sg__plan *p);
 /* Memory planning of groups: which tensors may take a backend layout
  * (clears may[t] for the operands of a group that computes in the plain
  * index space; sets it for the values inside groups), and the in-place

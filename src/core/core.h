@@ -15,7 +15,7 @@
 /* ---- errors -------------------------------------------------------------- */
 
 /* The most negative status this library knows (the enum is append-only). */
-#define SG__STATUS_LAST SG_ERR_COMPILER
+#define SG__STATUS_LAST SG_ERR_DEVICE
 
 /* Records `status` and a formatted message as the calling thread's last error
  * and returns `status`, so call sites read `return sg__error(SG_ERR_X, ...)`.

@@ -33,6 +33,7 @@ const char *sg_status_str(sg_status status) {
     SG_NAME(SG_ERR_DENIED);
     SG_NAME(SG_ERR_STALE);
     SG_NAME(SG_ERR_COMPILER);
+    SG_NAME(SG_ERR_DEVICE);
 #undef SG_NAME
   }
   return "SG_ERR_UNKNOWN";

@@ -18,10 +18,9 @@ sg_status sg_session_create(const sg_graph *g, const sg_session_params *p, sg_se
   SG_CHECK(sg__params_read("sg_session_create",
                            SG__VERSIONED(sg_session_params, device, "SG_SESSION_PARAMS_INIT"), &d, p));
   p = &d;
-  const char *device = p->device ? p->device : "cpu";
-  const sg__backend_i *be = sg__backend_find(device);
-  if (be == NULL)
-    return sg__error(SG_ERR_NOT_FOUND, "sg_session_create: no device '%s' (available: cpu)", device);
+  const sg__backend_i *be;
+  int device;
+  SG_CHECK(sg__backend_parse("sg_session_create", p->device ? p->device : "cpu", &be, &device));
   if (p->threads < 0) return sg__error(SG_ERR_INVALID_ARG, "sg_session_create: threads is %d", p->threads);
   if (p->fusion < -1 || p->fusion > 1)
     return sg__error(SG_ERR_INVALID_ARG, "sg_session_create: fusion is %d (0 default, 1 on, -1 off)",
@@ -41,7 +40,7 @@ sg_status sg_session_create(const sg_graph *g, const sg_session_params *p, sg_se
   /* SG_FUSION=0 turns fusion off for comparisons, whatever the parameters say. */
   const char *env = getenv("SG_FUSION");
   s->fusion = p->fusion >= 0 && !(env && strcmp(env, "0") == 0);
-  sg__backend_config cfg = {threads, p->seed};
+  sg__backend_config cfg = {threads, p->seed, device};
   sg_status st = be->create(&cfg, &s->be_state);
   if (st != SG_OK) {
     sg__free(s);

@@ -541,7 +541,7 @@ static sg_graph *resnet_graph(int64_t batch, int64_t image, const char *optimize
 /* The fused plan of g (the CPU backend's fusion decisions). */
 static void fused_plan(const sg_graph *g, sg__plan *p) {
   void *be = NULL;
-  sg__backend_config cfg = {1, 1};
+  sg__backend_config cfg = {1, 1, 0};
   assert_status(sg__cpu_backend.create(&cfg, &be), SG_OK, NULL);
   sg__plan_options opt = {0};
   opt.fuse = true;

@@ -18,7 +18,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend/cpu/cpu_internal.h"
 #include "compile/plan.h"
+#include "graph/graph.h"
 #include "sgrt/sgrt.h"
 #include "test_util.h"
 
@@ -532,6 +534,57 @@ static void test_middle_sum_keeps_its_kernel(void **state) {
   sg_graph_destroy(g);
 }
 
+/* A backend without kernels of its own for relu and reduce_sum (as the CUDA
+ * backend has none for elementwise ops): the CPU backend's table with
+ * another supports_op. */
+static bool no_relu_nor_sum(void *state, sg_op_kind kind) {
+  return kind != SG_OP_RELU && kind != SG_OP_REDUCE_SUM && sg__cpu_backend.supports_op(state, kind);
+}
+
+/* Such ops get a generated kernel each even alone: with fusion off, and
+ * with fusion on when a barrier keeps them from joining; an op the backend
+ * runs itself (mul_scalar) stays unfused with fusion off. */
+static void test_alone_when_the_backend_has_no_kernel(void **state) {
+  (void)state;
+  sg_graph *g;
+  assert_int_equal(sg_graph_create(&g), SG_OK);
+  int64_t d[] = {6, 10};
+  sg_tensor x = sg_input(g, "x", SG_F32, 2, d);
+  sg_tensor r = sg_relu(g, sg_mul_scalar(g, x, 2));
+  int64_t rows = 0;
+  sg_tensor y = sg_relu(g, sg_reduce_sum(g, r, 1, &rows, 0));
+  assert_status(sg_graph_mark_output(g, y), SG_OK, NULL);
+  assert_status(sg_graph_finalize(g), SG_OK, NULL);
+  sg__backend_i be = sg__cpu_backend;
+  be.supports_op = no_relu_nor_sum;
+  void *st = NULL;
+  sg__backend_config cfg = {1, 1, 0};
+  assert_status(be.create(&cfg, &st), SG_OK, NULL);
+  sg__plan p;
+  sg__plan_options opt = {0};
+  assert_status(sg__plan_build(g, &be, st, &opt, &p), SG_OK, NULL);
+  assert_int_equal(p.n_groups, 3); /* relu, reduce_sum, relu; mul_scalar keeps its kernel */
+  for (uint32_t i = 0; i < p.n_groups; i++) assert_int_equal(p.groups[i].n_ops, 1);
+  sg__plan_free(&p);
+  /* Fusion on: mul_scalar, relu and the sum join; the last relu alone. */
+  opt.fuse = true;
+  assert_status(sg__plan_build(g, &be, st, &opt, &p), SG_OK, NULL);
+  assert_int_equal(p.n_groups, 2);
+  assert_int_equal(p.groups[0].n_ops, 3);
+  assert_int_equal(p.groups[1].n_ops, 1);
+  sg__plan_free(&p);
+  /* A barrier on r: nothing joins over it, each op the backend lacks alone. */
+  uint8_t *barrier = calloc(g->n_tensors, 1);
+  barrier[r.id] = 1;
+  opt.fuse_barrier = barrier;
+  assert_status(sg__plan_build(g, &be, st, &opt, &p), SG_OK, NULL);
+  assert_int_equal(p.n_groups, 3);
+  sg__plan_free(&p);
+  free(barrier);
+  be.destroy(st);
+  sg_graph_destroy(g);
+}
+
 /* The compile cache: the first session compiles and stores, the second
  * loads (no compiler), a corrupted entry is a warning and a rebuild. */
 static void test_cache_warm_start(void **state) {
@@ -656,6 +709,7 @@ int main(void) {
       cmocka_unit_test(test_updates_match_unfused),
       cmocka_unit_test(test_same_programs_share_a_function),
       cmocka_unit_test(test_middle_sum_keeps_its_kernel),
+      cmocka_unit_test(test_alone_when_the_backend_has_no_kernel),
       cmocka_unit_test(test_cache_warm_start),
       cmocka_unit_test(test_key_inputs),
       cmocka_unit_test(test_missing_compiler_falls_back),
