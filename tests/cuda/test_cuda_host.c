@@ -1,0 +1,106 @@
+/* What of the CUDA backend runs without a GPU (this machine has the CUDA
+ * toolkit but no GPU and no driver): device strings and the error a
+ * session gets when there is no GPU to use (or, on a machine with GPUs,
+ * for a device number past the last), and the cuDNN operation graph of
+ * every convolution of ResNet-50's training graph (forward, backward data,
+ * backward weight; batch 32 at 224 x 224) built and finalized, with
+ * cuDNN's heuristics finalized on it -- everything short of a handle. The
+ * kernels themselves run in test_cuda_gpu (exit 77 here) and
+ * scripts/gpu-check.sh. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../examples/resnet50/resnet50_model.h"
+#include "backend/cuda/cuda_internal.h"
+#include "test_util.h"
+
+static sg_graph *relu_graph(void) {
+  sg_graph *g;
+  assert_status(sg_graph_create(&g), SG_OK, NULL);
+  int64_t d[] = {4};
+  assert_status(sg_graph_mark_output(g, sg_relu(g, sg_input(g, "x", SG_F32, 1, d))), SG_OK, NULL);
+  assert_status(sg_graph_finalize(g), SG_OK, NULL);
+  return g;
+}
+
+static void test_device_strings(void **state) {
+  (void)state;
+  sg_graph *g = relu_graph();
+  sg_session_params p = sg_session_params_init();
+  sg_session *s = NULL;
+  const char *bad[] = {"cuda:x", "cuda:", "cpu:0", "cuda:-1", "cuda:1x"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    p.device = bad[i];
+    assert_status(sg_session_create(g, &p, &s), SG_ERR_INVALID_ARG, "is not 'cpu', 'cuda' or 'cuda:N'");
+  }
+  p.device = "tpu";
+  assert_status(sg_session_create(g, &p, &s), SG_ERR_NOT_FOUND, "available: cpu, cuda, cuda:N");
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    p.device = "cuda";
+    assert_status(sg_session_create(g, &p, &s), SG_ERR_DEVICE, "no usable GPU");
+    p.device = "cuda:3";
+    assert_status(sg_session_create(g, &p, &s), SG_ERR_DEVICE, "no usable GPU");
+  } else {
+    p.device = "cuda:999";
+    assert_status(sg_session_create(g, &p, &s), SG_ERR_DEVICE, "no device cuda:999");
+  }
+  assert_null(s);
+  sg_graph_destroy(g);
+}
+
+/* Every convolution of ResNet-50 (batch 32, 224 x 224) as a finalized cuDNN
+ * operation graph, and heuristics finalized on it. */
+static void test_conv_graphs(void **state) {
+  (void)state;
+  resnet50_config cfg = RESNET50_CONFIG_INIT;
+  cfg.batch = 32;
+  sg_graph *g = NULL;
+  assert_status(resnet50_build_training(&cfg, "sgd", 0, &g), SG_OK, NULL);
+  int count[3] = {0};
+  void *ds = calloc(1, sg__cuda_conv_descs_size());
+  for (uint32_t i = 0; i < g->n_ops; i++) {
+    const sg__op *op = &g->ops[i];
+    int dir = op->kind == SG_OP_CONV2D                   ? 0
+              : op->kind == SG_OP_CONV2D_BACKWARD_DATA   ? 1
+              : op->kind == SG_OP_CONV2D_BACKWARD_WEIGHT ? 2
+                                                         : -1;
+    if (dir < 0) continue;
+    cudnnBackendDescriptor_t graph, heur;
+    sg_status st = sg__cuda_conv_graph(g, op, NULL, ds, &graph);
+    if (st != SG_OK) fail_msg("%s (%s): %s", op->name, sg_op_kind_name(op->kind), sg_last_error());
+    int64_t engines = 0, n = 0;
+    assert_int_equal(cudnnBackendGetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT,
+                                              CUDNN_TYPE_INT64, 1, &n, &engines),
+                     CUDNN_STATUS_SUCCESS);
+    if (engines < 1) fail_msg("%s: cuDNN offers no engine at all", op->name);
+    assert_int_equal(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur),
+                     CUDNN_STATUS_SUCCESS);
+    cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+    assert_int_equal(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
+                                              CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph),
+                     CUDNN_STATUS_SUCCESS);
+    assert_int_equal(
+        cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode),
+        CUDNN_STATUS_SUCCESS);
+    if (cudnnBackendFinalize(heur) != CUDNN_STATUS_SUCCESS)
+      fail_msg("%s: heuristics do not finalize", op->name);
+    cudnnBackendDestroyDescriptor(heur);
+    sg__cuda_conv_descs_free(ds);
+    count[dir]++;
+  }
+  free(ds);
+  /* 53 convolutions; the stem's input gradient is never needed. */
+  assert_int_equal(count[0], 53);
+  assert_int_equal(count[1], 52);
+  assert_int_equal(count[2], 53);
+  sg_graph_destroy(g);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_device_strings),
+      cmocka_unit_test(test_conv_graphs),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
