@@ -42,11 +42,12 @@ typedef struct sg_session sg_session;
  * sg_session_params_init(); a program built against an older, shorter
  * version gets the defaults for the fields it lacks (docs/api.md). */
 typedef struct sg_session_params {
-  size_t size;        /**< sizeof(sg_session_params) */
-  const char *device; /**< "cpu" (default; NULL means "cpu") */
-  int threads;        /**< compute threads; 0 (default) = all online CPUs */
-  uint64_t seed;      /**< seeds dropout masks; default 0 (a seed like any other, not "unset") */
-  int poison;         /**< debug: fill each transient buffer with NaN bytes when its tensor dies; default 0 */
+  size_t size; /**< sizeof(sg_session_params) */
+  const char
+      *device;   /**< "cpu" (default; NULL means "cpu"), "cuda" (= "cuda:0") or "cuda:N" (docs/cuda.md) */
+  int threads;   /**< compute threads; 0 (default) = all online CPUs */
+  uint64_t seed; /**< seeds dropout masks; default 0 (a seed like any other, not "unset") */
+  int poison;    /**< debug: fill each transient buffer with NaN bytes when its tensor dies; default 0 */
   /** Fusion of elementwise ops into generated kernels (docs/compiler.md):
    * 0 (default) or 1 on, -1 off. The environment's SG_FUSION=0 turns it off
    * too (for comparisons). */
@@ -57,13 +58,39 @@ typedef struct sg_session_params {
 /** SG_SESSION_PARAMS_INIT as a function (for ctypes). Any thread. */
 SG_API sg_session_params sg_session_params_init(void);
 
+/** One GPU that sessions can use as "cuda:N". Fixed layout: sg_gpu_devices()
+ *  returns an array of them, so fields are never added. */
+typedef struct sg_gpu_device {
+  char name[256];         /**< "NVIDIA H200" */
+  char pci_bus_id[32];    /**< "0000:19:00.0" */
+  int index;              /**< the N of "cuda:N" */
+  int cc_major, cc_minor; /**< compute capability */
+  int multiprocessors;
+  uint64_t memory_bytes;
+} sg_gpu_device;
+
+/**
+ * Lists the GPUs of this machine (as CUDA_VISIBLE_DEVICES shows them).
+ * *count = 0 and SG_OK when there are none; then `why` (when not NULL, of
+ * why_cap bytes) says why: this sgrt was built without the CUDA backend, no
+ * driver is installed, the driver sees no GPU. *driver gets the driver's
+ * CUDA version (13000 for 13.0; 0 without a driver), *runtime the runtime's
+ * (0 without the CUDA backend); either may be NULL. The caller frees *out
+ * with sg_gpu_devices_free().
+ */
+SG_API sg_status sg_gpu_devices(sg_gpu_device **out, size_t *count, int *driver, int *runtime, char *why,
+                                size_t why_cap);
+SG_API void sg_gpu_devices_free(sg_gpu_device *devices);
+
 /**
  * Creates a session for a finalized graph. The graph must outlive the
  * session (it is not copied). Parameters, state and constants start from the
  * graph's initializers, or zero where a tensor has none.
  * @param p  NULL for the defaults.
  * @return SG_OK; SG_ERR_STATE if the graph is not finalized;
- *         SG_ERR_NOT_FOUND for an unknown device; SG_ERR_INVALID_ARG for a
+ *         SG_ERR_NOT_FOUND for an unknown device; SG_ERR_DEVICE for "cuda"
+ *         when there is no usable GPU (the message says why: no driver, no
+ *         GPU, no such device number); SG_ERR_INVALID_ARG for a
  *         NULL graph or out, negative threads, or a p->size this library
  *         does not know (the message names the struct and both sizes).
  */

@@ -869,6 +869,28 @@ expect(j["bytes"] == '"$(stat -c %s "$cache/$k1"/* "$cache/$k2"/* | awk '{s += $
   grep -q '^usage: sgrt cache list' "$work/out" && grep -q '^exit status:' "$work/out" || fail "cache --help"
   ;;
 
+devices)
+  # GPUs or the reason there are none (this machine: no driver); RDMA devices
+  # or the transport UCX falls back to. Text and JSON agree.
+  run 0 devices --json
+  check_json '
+for k in ["gpus", "cuda_driver", "cuda_runtime", "rdma_devices", "transport"]:
+    expect(k in j, "key " + k)
+for g in j["gpus"]:
+    expect(re.fullmatch("cuda:[0-9]+", g["device"]) and re.fullmatch("[0-9]+\\.[0-9]", g["compute_capability"]), "gpu fields")
+    expect(g["memory_bytes"] > 0 and g["multiprocessors"] > 0 and g["name"], "gpu sizes")
+expect(j["gpus"] or len(j["no_gpu_reason"]) > 10, "a reason when there is no GPU")
+expect(j["transport"] == ("rdma" if j["rdma_devices"] else "tcp+shm"), "transport")'
+  gpus=$(tail -n 1 "$work/out" | "$PY" -c 'import json,sys; print(len(json.load(sys.stdin)["gpus"]))')
+  run 0 devices
+  if [ "$gpus" -eq 0 ]; then
+    grep -Eq '^no GPUs: .{10,}' "$work/out" || fail "devices: no reason given: $(cat "$work/out")"
+  else
+    [ "$(grep -c '^cuda:' "$work/out")" -eq "$gpus" ] || fail "devices: $(cat "$work/out")"
+  fi
+  run 2 devices --frobnicate
+  ;;
+
 *)
   fail "unknown case '$case_name'"
   ;;

@@ -5,7 +5,7 @@
 # and out-of-range option values; `example_numbers` does that to the examples
 # built next to build_graph (mlp_train, resnet50_*). `cache` fills a compile
 # cache with mlp_train's generated kernels and lists, inspects and clears it.
-set(_sg_cli_cases inspect_mlp inspect_cnn inspect_onnx verify dot bad_input help partition not_regular numbers)
+set(_sg_cli_cases inspect_mlp inspect_cnn inspect_onnx verify dot bad_input help partition not_regular numbers devices)
 set(_sg_cli_example "")
 if(SG_BUILD_EXAMPLES)
   list(APPEND _sg_cli_cases example example_numbers cache)
