@@ -4,7 +4,8 @@
  * for a device number past the last), and the cuDNN operation graph of
  * every convolution of ResNet-50's training graph (forward, backward data,
  * backward weight; batch 32 at 224 x 224) built and finalized, with
- * cuDNN's heuristics finalized on it -- everything short of a handle. The
+ * cuDNN's heuristics finalized on it -- everything short of a handle; the
+ * loss kernels' program compiled by NVRTC for sm_80 and sm_90. The
  * kernels themselves run in test_cuda_gpu (exit 77 here) and
  * scripts/gpu-check.sh. */
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 
 #include "../../examples/resnet50/resnet50_model.h"
 #include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_nvrtc.h"
 #include "test_util.h"
 
 static sg_graph *relu_graph(void) {
@@ -97,10 +99,26 @@ static void test_conv_graphs(void **state) {
   sg_graph_destroy(g);
 }
 
+/* The loss program (cuda_loss.c) compiles for the GPUs this backend
+ * targets. */
+static void test_loss_program(void **state) {
+  (void)state;
+  const int archs[] = {80, 90};
+  for (int i = 0; i < 2; i++) {
+    void *cubin = NULL;
+    size_t size = 0;
+    sg_status st = sg__cuda_nvrtc_compile(sg__cuda_loss_program(), "sgrt_loss.cu", archs[i], &cubin, &size);
+    if (st != SG_OK) fail_msg("sm_%d: %s", archs[i], sg_last_error());
+    assert_true(size > 4 && memcmp(cubin, "\177ELF", 4) == 0);
+    sg__free(cubin);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_device_strings),
       cmocka_unit_test(test_conv_graphs),
+      cmocka_unit_test(test_loss_program),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,8 +12,8 @@ if(SG_HAVE_CUDA)
   # The CUDA headers are not ours to keep warning-free; cuDNN's legacy
   # convolution API (the fallback of cuda_conv.c) is marked deprecated.
   target_include_directories(sgrt_objects SYSTEM PRIVATE ${SG_CUDA_INCLUDE_DIRS})
-  set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/cuda_conv.c PROPERTIES COMPILE_OPTIONS
-                              "-Wno-deprecated-declarations")
+  set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/cuda_conv.c ${CMAKE_CURRENT_LIST_DIR}/cuda_norm_pool.c
+                              PROPERTIES COMPILE_OPTIONS "-Wno-deprecated-declarations")
   target_compile_definitions(sgrt_objects PRIVATE SG_HAVE_CUDA_BACKEND=1)
   foreach(t sgrt sgrt_static)
     target_link_libraries(${t} PRIVATE $<BUILD_INTERFACE:sg::nvrtc> $<BUILD_INTERFACE:sg::cublasLt>

@@ -107,6 +107,43 @@ sg_status sg__cuda_workspace_reserve(sg__cuda_state *st, size_t bytes) {
   return SG_OK;
 }
 
+sg_status sg__cuda_check_add(sg__cuda_state *st, sg__cuda_check *c) {
+  void *host = NULL, *dev = NULL;
+  SG_CUDA(st, cudaHostAlloc(&host, 2 * sizeof(unsigned long long), cudaHostAllocMapped), "mapped memory");
+  cudaError_t e = cudaHostGetDevicePointer(&dev, host, 0);
+  if (e != cudaSuccess) {
+    cudaFreeHost(host);
+    return sg__cuda_error(st, e, "mapped memory");
+  }
+  c->flag = host, c->dflag = dev;
+  c->flag[0] = ~0ull, c->flag[1] = 0;
+  c->next = st->checks;
+  st->checks = c;
+  return SG_OK;
+}
+
+void sg__cuda_check_remove(sg__cuda_state *st, sg__cuda_check *c) {
+  for (sg__cuda_check **p = &st->checks; *p != NULL; p = &(*p)->next)
+    if (*p == c) {
+      *p = c->next;
+      break;
+    }
+  if (c->flag) cudaFreeHost(c->flag);
+  c->flag = c->dflag = NULL;
+}
+
+/* After the stream drained: the first check a kernel tripped. */
+static sg_status report_checks(sg__cuda_state *st) {
+  for (sg__cuda_check *c = st->checks; c != NULL; c = c->next) {
+    if (c->flag[0] == ~0ull) continue;
+    long long row = (long long)c->flag[0], value = (long long)c->flag[1];
+    c->flag[0] = ~0ull;
+    return sg__error(SG_ERR_RANGE, "%s: label %lld of row %lld is outside 0..%lld", c->what, value, row,
+                     (long long)c->limit);
+  }
+  return SG_OK;
+}
+
 /* ---- the table ---------------------------------------------------------------- */
 
 /* What the user should know when there is no GPU to use. */
@@ -190,6 +227,7 @@ static void cuda_destroy(void *state) {
   if (st == NULL) return;
   cudaSetDevice(st->device);
   if (st->compute && !st->failed) cudaStreamSynchronize(st->compute);
+  sg__cuda_loss_free(st);
   if (st->dnn) cudnnDestroy(st->dnn);
   if (st->lt) cublasLtDestroy(st->lt);
   if (st->workspace) cudaFree(st->workspace);
@@ -292,23 +330,33 @@ static family_fn family(sg_op_kind kind) {
     case SG_OP_CONV2D:
     case SG_OP_CONV2D_BACKWARD_DATA:
     case SG_OP_CONV2D_BACKWARD_WEIGHT: return sg__cuda_create_conv;
+    case SG_OP_MAX_POOL2D:
+    case SG_OP_MAX_POOL2D_BACKWARD:
+    case SG_OP_AVG_POOL2D:
+    case SG_OP_GLOBAL_AVG_POOL: return sg__cuda_create_pool;
+    case SG_OP_CROSS_ENTROPY:
+    case SG_OP_CROSS_ENTROPY_BACKWARD: return sg__cuda_create_cross_entropy;
     default: return (sg__op_flags(kind) & SG__OP_VIEW) ? sg__cuda_create_view : NULL;
   }
+}
+
+static bool is_batch_norm(sg_op_kind kind) {
+  return kind == SG_OP_BATCH_NORM || kind == SG_OP_BATCH_NORM_BACKWARD;
 }
 
 static sg_status cuda_kernel_create(void *state, const sg_graph *g, int32_t op, sg__exec_mode mode,
                                     sg__kernel **out) {
   sg__cuda_state *st = state;
-  (void)mode;
   *out = NULL;
   if (op < 0 || (uint32_t)op >= g->n_ops)
     return sg__error(SG_ERR_INVALID_ARG, "cuda kernel_create: no op %d", op);
   SG_CHECK(enter(st));
   const sg__op *o = &g->ops[op];
+  /* Batch norm is compiled for a mode (batch or running statistics). */
+  if (is_batch_norm(o->kind)) return sg__cuda_create_batch_norm(st, g, o, mode, out);
   family_fn f = family(o->kind);
   if (f == NULL)
-    return sg__cuda_unsupported(g, o,
-                                " (the IR expresses it only as a generated kernel: compile with a plan)");
+    return sg__cuda_unsupported(g, o, " (what the kernel IR expresses runs as a generated kernel)");
   return f(st, g, o, out);
 }
 
@@ -333,7 +381,7 @@ static sg_status cuda_synchronize(void *state) {
   SG_CUDA(st, cudaStreamSynchronize(st->compute), "running the step");
   /* A launch error surfaces here too (an asynchronous fault of a kernel). */
   SG_CUDA(st, cudaGetLastError(), "running the step");
-  return SG_OK;
+  return report_checks(st);
 }
 
 static bool cuda_is_host(void *state) {
@@ -343,7 +391,7 @@ static bool cuda_is_host(void *state) {
 
 static bool cuda_supports_op(void *state, sg_op_kind kind) {
   (void)state;
-  return family(kind) != NULL;
+  return family(kind) != NULL || is_batch_norm(kind);
 }
 
 const sg__backend_i sg__cuda_backend = {

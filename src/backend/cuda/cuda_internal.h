@@ -17,6 +17,18 @@
 
 typedef struct sg__cuda_state sg__cuda_state;
 
+/* A condition a kernel records on the device and synchronize reports (a
+ * label out of range): two words of host-mapped memory, the first bad
+ * index (~0: none) and its value, read without a copy after the stream
+ * drains. */
+typedef struct sg__cuda_check {
+  unsigned long long *flag;  /* host view */
+  unsigned long long *dflag; /* the device's view of the same words */
+  char what[96];             /* "cross_entropy 'loss'" */
+  int64_t limit;             /* valid values are 0..limit */
+  struct sg__cuda_check *next;
+} sg__cuda_check;
+
 typedef sg_status (*sg__cuda_run_fn)(sg__cuda_state *st, sg__kernel *k, void *const *in, void *const *out,
                                      const sg__run_ctx *ctx);
 
@@ -46,11 +58,13 @@ struct sg__cuda_state {
   void *staging; /* pinned host memory, two halves of SG__CUDA_STAGING / 2 */
   void *workspace;
   size_t workspace_bytes;
-  bool tf32;          /* TF32 tensor cores allowed (SG_CUDA_TF32=1; NVIDIA_TF32_OVERRIDE=0 forbids) */
-  bool deterministic; /* only deterministic algorithms (SG_CUDA_DETERMINISTIC=1) */
-  bool failed;        /* a sticky error was seen: the context is lost, every call fails */
-  char failure[256];  /* what it was */
-  char nvrtc[16];     /* NVRTC's version, for the compile cache's key */
+  bool tf32;              /* TF32 tensor cores allowed (SG_CUDA_TF32=1; NVIDIA_TF32_OVERRIDE=0 forbids) */
+  bool deterministic;     /* only deterministic algorithms (SG_CUDA_DETERMINISTIC=1) */
+  bool failed;            /* a sticky error was seen: the context is lost, every call fails */
+  char failure[256];      /* what it was */
+  char nvrtc[16];         /* NVRTC's version, for the compile cache's key */
+  sg__cuda_check *checks; /* of the live kernels, reported by synchronize */
+  struct loss_lib *loss;  /* cuda_loss.c's kernels, compiled on first use */
 };
 
 /* Bytes of pinned staging memory (two halves, double-buffered). */
@@ -74,6 +88,9 @@ sg_status sg__cublas_error(cublasStatus_t s, const char *what);
 /* Allocates a kernel of `size` bytes (>= sizeof(sg__kernel)) for op. */
 sg_status sg__cuda_kernel_new(const sg__op *op, size_t size, sg__cuda_run_fn run, sg__kernel **out);
 sg_status sg__cuda_unsupported(const sg_graph *g, const sg__op *op, const char *why);
+/* Registers c (allocating its mapped words) / unregisters and frees it. */
+sg_status sg__cuda_check_add(sg__cuda_state *st, sg__cuda_check *c);
+void sg__cuda_check_remove(sg__cuda_state *st, sg__cuda_check *c);
 /* Makes the shared workspace at least `bytes` (compile time only). */
 sg_status sg__cuda_workspace_reserve(sg__cuda_state *st, size_t bytes);
 /* The tensor of op input i / output i (NULL for an absent optional input). */
@@ -95,6 +112,18 @@ sg_status sg__cuda_conv_graph(const sg_graph *g, const sg__op *op, cudnnHandle_t
                               cudnnBackendDescriptor_t *graph);
 size_t sg__cuda_conv_descs_size(void);
 void sg__cuda_conv_descs_free(void *descs);
+/* batch_norm and its backward op, pooling and its gradients through cuDNN
+ * (cuda_norm_pool.c). */
+sg_status sg__cuda_create_batch_norm(sg__cuda_state *st, const sg_graph *g, const sg__op *op,
+                                     sg__exec_mode mode, sg__kernel **out);
+sg_status sg__cuda_create_pool(sg__cuda_state *st, const sg_graph *g, const sg__op *op, sg__kernel **out);
+/* cross_entropy and its backward op (cuda_loss.c); the program they share
+ * is freed with the state. */
+sg_status sg__cuda_create_cross_entropy(sg__cuda_state *st, const sg_graph *g, const sg__op *op,
+                                        sg__kernel **out);
+void sg__cuda_loss_free(sg__cuda_state *st);
+/* Its CUDA C text (NVRTC compiles it; tests compile it without a GPU). */
+const char *sg__cuda_loss_program(void);
 /* Views (reshape, flatten, ...): a device copy when the planner gave the
  * output its own slot (cuda_ops.c). */
 sg_status sg__cuda_create_view(sg__cuda_state *st, const sg_graph *g, const sg__op *op, sg__kernel **out);
