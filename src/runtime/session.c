@@ -157,11 +157,50 @@ static sg_status allocate(sg_session *s) {
   return SG_OK;
 }
 
+/* Folds op k on the CPU backend for a device backend without a kernel of
+ * its own for it (CUDA's elementwise ops run only as generated kernels,
+ * which folded ops never join): its inputs downloaded, the CPU kernel run
+ * on host copies, its outputs uploaded. Once, at compile time. */
+static sg_status fold_on_host(sg_session *s, int32_t k, const sg__run_ctx *ctx) {
+  const sg__backend_i *cpu = &sg__cpu_backend;
+  const sg__op *op = &s->g->ops[k];
+  sg__backend_config cfg = {1, s->seed, 0};
+  void *cs = NULL;
+  SG_CHECK(cpu->create(&cfg, &cs));
+  int n_io = op->n_inputs + op->n_outputs;
+  void **in = sg__calloc((size_t)(n_io > 0 ? n_io : 1), sizeof *in), **out = in + op->n_inputs;
+  sg__kernel *kern = NULL;
+  sg_status st = in ? cpu->kernel_create(cs, s->g, k, SG__MODE_TRAIN, &kern)
+                    : sg__error(SG_ERR_NO_MEMORY, "compile: out of memory folding '%s'", op->name);
+  for (int i = 0; st == SG_OK && i < op->n_inputs; i++) {
+    if (op->inputs[i] < 0) continue;
+    size_t n = s->g->tensors[op->inputs[i]].nbytes;
+    st = cpu->buffer_alloc(cs, n, &in[i]);
+    if (st == SG_OK) st = s->be->download(s->be_state, in[i], s->op_in[k][i], n);
+  }
+  for (int o = 0; st == SG_OK && o < op->n_outputs; o++)
+    st = cpu->buffer_alloc(cs, s->g->tensors[op->outputs[o]].nbytes, &out[o]);
+  if (st == SG_OK) st = cpu->kernel_run(cs, kern, in, out, ctx);
+  for (int o = 0; st == SG_OK && o < op->n_outputs; o++)
+    if (s->op_out[k][o] != NULL)
+      st = s->be->upload(s->be_state, s->op_out[k][o], out[o], s->g->tensors[op->outputs[o]].nbytes);
+  cpu->kernel_destroy(cs, kern);
+  for (int i = 0; in != NULL && i < n_io; i++) cpu->buffer_free(cs, in[i]);
+  sg__free(in);
+  cpu->destroy(cs);
+  return st;
+}
+
 /* Runs the ops whose inputs are all constant, once; then drops their kernels. */
 static sg_status fold_constants(sg_session *s) {
   sg__run_ctx ctx = {.step = 0, .seed = s->seed};
   for (uint32_t i = 0; i < s->plan.n_fold; i++) {
     int32_t k = s->plan.fold_order[i];
+    if (!s->be->is_host(s->be_state) && !s->be->supports_op(s->be_state, s->g->ops[k].kind)) {
+      SG_CHECK(s->be->synchronize(s->be_state));
+      SG_CHECK(fold_on_host(s, k, &ctx));
+      continue;
+    }
     sg__kernel *kern = NULL;
     SG_CHECK(s->be->kernel_create(s->be_state, s->g, k, SG__MODE_TRAIN, &kern));
     sg_status st = s->be->kernel_run(s->be_state, kern, s->op_in[k], s->op_out[k], &ctx);
@@ -247,10 +286,20 @@ static sg_status plan(sg_session *s) {
   sg_status st =
       sg__compile_module(s->g, &s->plan, &s->plan_options, s->be, s->be_state, &s->module, &s->cstats);
   if (st == SG_OK || st == SG_ERR_NO_MEMORY) return st;
-  SG_WARN("fusion is off for this session: %s; running the unfused kernels", sg_last_error());
+  char why[512];
+  snprintf(why, sizeof why, "%s", sg_last_error());
   sg__plan_free(&s->plan);
   s->plan_options.fuse = false;
-  return sg__plan_build(s->g, s->be, s->be_state, &s->plan_options, &s->plan);
+  SG_CHECK(sg__plan_build(s->g, s->be, s->be_state, &s->plan_options, &s->plan));
+  /* A backend that runs some ops only as generated kernels (CUDA's
+   * elementwise ops) has no unfused fallback. */
+  if (s->plan.n_groups > 0) {
+    sg__plan_free(&s->plan);
+    return sg__error(st, "%s (the %s backend runs %s ops only as generated kernels)", why, s->be->name,
+                     "elementwise");
+  }
+  SG_WARN("fusion is off for this session: %s; running the unfused kernels", why);
+  return SG_OK;
 }
 
 sg_status sg_session_compile(sg_session *s) {
