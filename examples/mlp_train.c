@@ -5,7 +5,7 @@
  *             [--optimizer sgd|adamw] [--seed N] [--json]
  *             [--features N] [--hidden N] [--depth N]
  *             [--activation relu|gelu|gelu-tanh] [--layernorm] [--decomposed]
- *             [--steps N]
+ *             [--steps N] [--device cpu|cuda|cuda:N]
  *
  * The data: 10 classes, each a random template vector in R^features (64); a
  * sample is its class template plus Gaussian noise (sigma 1.0), so the
@@ -49,6 +49,7 @@ typedef struct options {
   uint64_t seed;
   int features, hidden, depth, layernorm, decomposed, steps;
   const char *activation;
+  const char *device;
 } options;
 
 static int n_features = 64; /* --features: the data generators read it */
@@ -193,7 +194,7 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 static int parse(int argc, char **argv, options *o) {
-  *o = (options){5, 64, 2, 0, 0.05, "sgd", 1, 64, 128, 1, 0, 0, 0, "relu"};
+  *o = (options){5, 64, 2, 0, 0.05, "sgd", 1, 64, 128, 1, 0, 0, 0, "relu", "cpu"};
   /* The ranges are in the usage text and docs/examples.md. */
   const example_opt opts[] = {
       {"--epochs", EXAMPLE_OPT_INT, &o->epochs, 1, 100000},
@@ -210,6 +211,7 @@ static int parse(int argc, char **argv, options *o) {
       {"--layernorm", EXAMPLE_OPT_FLAG, &o->layernorm},
       {"--decomposed", EXAMPLE_OPT_FLAG, &o->decomposed},
       {"--steps", EXAMPLE_OPT_INT, &o->steps, 0, 2147483647},
+      {"--device", EXAMPLE_OPT_STRING, &o->device},
   };
   int rc = example_parse_opts(
       "mlp_train",
@@ -217,6 +219,7 @@ static int parse(int argc, char **argv, options *o) {
       "[--json]\n"
       "                 [--features N] [--hidden N] [--depth N] [--activation relu|gelu|gelu-tanh] "
       "[--layernorm] [--decomposed] [--steps N]\n"
+      "                 [--device cpu|cuda|cuda:N]\n"
       "       epochs 1..100000, batch 1..1024, threads 1..4096, lr in (0, 100], seed 0..2^64-1,\n"
       "       features 1..65536, hidden 1..65536, depth 1..64, steps 0..2^31-1 (0: no limit)\n",
       argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
@@ -261,6 +264,7 @@ int main(int argc, char **argv) {
   if (st != SG_OK) return fail("building the graph", st);
   sg_session_params sp = SG_SESSION_PARAMS_INIT;
   sp.threads = o.threads;
+  sp.device = o.device;
   sp.seed = o.seed;
   if ((st = sg_session_create(g, &sp, &s)) != SG_OK || (st = sg_session_compile(s)) != SG_OK)
     return fail("compiling", st);
@@ -348,6 +352,7 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(j, "epochs", epochs_run);
     cJSON_AddNumberToObject(j, "batch", o.batch);
     cJSON_AddNumberToObject(j, "threads", o.threads);
+    cJSON_AddStringToObject(j, "device", o.device);
     cJSON_AddNumberToObject(j, "steps", (double)sg_session_steps(s));
     cJSON_AddNumberToObject(j, "final_loss", last_loss);
     cJSON_AddNumberToObject(j, "accuracy", acc);

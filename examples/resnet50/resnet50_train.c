@@ -4,6 +4,7 @@
  *   resnet50_train [--batch N] [--res N] [--steps N] [--threads N]
  *                  [--classes N] [--width N] [--optimizer sgd|adamw] [--lr X]
  *                  [--warmup N] [--until-accuracy X] [--seed N] [--json]
+ *                  [--device cpu|cuda|cuda:N]
  *
  * The data: class c is a colour (one offset per RGB channel) plus a plane
  * wave of its own frequency, orientation and phase per channel; a sample is
@@ -38,6 +39,7 @@ typedef struct options {
   double lr, until; /* until: stop once the train accuracy reaches it (0: run all steps) */
   const char *optimizer;
   uint64_t seed;
+  const char *device;
 } options;
 
 /* ---- graph, timing ----------------------------------------------- */
@@ -76,12 +78,12 @@ static int fail(const char *what, sg_status st) {
 static const char usage[] =
     "usage: resnet50_train [--batch N] [--res N] [--steps N] [--threads N] [--classes N] [--width N]\n"
     "                      [--optimizer sgd|adamw] [--lr X] [--warmup N] [--until-accuracy X] [--seed N]\n"
-    "                      [--json]\n"
+    "                      [--json] [--device cpu|cuda|cuda:N]\n"
     "       batch 2..65536, res 32..4096, steps 0..1000000, threads 1..4096, classes 1..100000,\n"
     "       width 1..4096, lr in (0, 100], warmup 0..1000000, until-accuracy in [0, 1], seed 0..2^64-1\n";
 
 static int parse(int argc, char **argv, options *o) {
-  *o = (options){16, 64, 30, 2, 10, 64, 1, 0, 0, 0, "sgd", 1};
+  *o = (options){16, 64, 30, 2, 10, 64, 1, 0, 0, 0, "sgd", 1, "cpu"};
   /* The ranges are in the usage text and docs/examples.md. */
   const example_opt opts[] = {
       {"--batch", EXAMPLE_OPT_INT, &o->batch, 2, 65536},
@@ -96,6 +98,7 @@ static int parse(int argc, char **argv, options *o) {
       {"--seed", EXAMPLE_OPT_U64, &o->seed},
       {"--optimizer", EXAMPLE_OPT_STRING, &o->optimizer},
       {"--json", EXAMPLE_OPT_FLAG, &o->json},
+      {"--device", EXAMPLE_OPT_STRING, &o->device},
   };
   int rc = example_parse_opts("resnet50_train", usage, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
   if (rc != 0) return rc;
@@ -124,6 +127,7 @@ int main(int argc, char **argv) {
   if (st != SG_OK) return fail("building the graph", st);
   sg_session_params sp = SG_SESSION_PARAMS_INIT;
   sp.threads = o.threads;
+  sp.device = o.device;
   sp.seed = o.seed;
   if ((st = sg_session_create(g, &sp, &s)) != SG_OK || (st = sg_session_compile(s)) != SG_OK)
     return fail("compiling", st);
@@ -214,6 +218,7 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(j, "classes", o.classes);
     cJSON_AddNumberToObject(j, "width", o.width);
     cJSON_AddNumberToObject(j, "threads", o.threads);
+    cJSON_AddStringToObject(j, "device", o.device);
     cJSON_AddNumberToObject(j, "lr", o.lr);
     cJSON_AddNumberToObject(j, "steps", (double)sg_session_steps(s));
     cJSON_AddNumberToObject(j, "warmup_steps", first);
