@@ -100,18 +100,34 @@ static void test_conv_graphs(void **state) {
 }
 
 /* The loss program (cuda_loss.c) compiles for the GPUs this backend
- * targets. */
+ * targets, alone and after a generated program (as cuda_module.c joins
+ * them). */
 static void test_loss_program(void **state) {
   (void)state;
+  sg__kir_kernel k;
+  int64_t n = 100;
+  sg__kir_init(&k, "neg", 1, &n);
+  sg__kir_store(&k, sg__kir_unary(&k, SG__KIR_NEG, sg__kir_load(&k, sg__kir_input_add(&k, SG_F32, NULL))));
+  assert_status(sg__kir_finish(&k), SG_OK, NULL);
+  const sg__kir_kernel *ks[] = {&k};
+  char *gen;
+  size_t len;
+  assert_status(sg__cuda_emit(ks, 1, &gen, &len), SG_OK, NULL);
+  const char *loss = sg__cuda_loss_program();
+  char *both = malloc(len + strlen(loss) + 2);
+  sprintf(both, "%s\n%s", gen, loss);
   const int archs[] = {80, 90};
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < 4; i++) {
     void *cubin = NULL;
     size_t size = 0;
-    sg_status st = sg__cuda_nvrtc_compile(sg__cuda_loss_program(), "sgrt_loss.cu", archs[i], &cubin, &size);
-    if (st != SG_OK) fail_msg("sm_%d: %s", archs[i], sg_last_error());
+    sg_status st = sg__cuda_nvrtc_compile(i < 2 ? loss : both, "sgrt_loss.cu", archs[i % 2], &cubin, &size);
+    if (st != SG_OK) fail_msg("sm_%d: %s", archs[i % 2], sg_last_error());
     assert_true(size > 4 && memcmp(cubin, "\177ELF", 4) == 0);
     sg__free(cubin);
   }
+  free(both);
+  sg__free(gen);
+  sg__kir_free(&k);
 }
 
 int main(void) {

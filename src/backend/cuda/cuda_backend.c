@@ -227,7 +227,7 @@ static void cuda_destroy(void *state) {
   if (st == NULL) return;
   cudaSetDevice(st->device);
   if (st->compute && !st->failed) cudaStreamSynchronize(st->compute);
-  sg__cuda_loss_free(st);
+  sg__cuda_loss_release(st, NULL);
   if (st->dnn) cudnnDestroy(st->dnn);
   if (st->lt) cublasLtDestroy(st->lt);
   if (st->workspace) cudaFree(st->workspace);

@@ -109,32 +109,48 @@ static const char program[] =
 
 const char *sg__cuda_loss_program(void) { return program; }
 
-/* The program's kernels, compiled on first use. */
+/* The program's kernels: from the graph's module, whose program carries
+ * this one too (cuda_module.c: so the compile cache keeps it and a warm
+ * start compiles nothing), or compiled on their own for a graph without
+ * generated kernels. */
 typedef struct loss_lib {
   cudaLibrary_t lib;
+  bool owned; /* compiled here (else the module's library) */
   cudaKernel_t rows, total, grad;
 } loss_lib;
+
+static sg_status find_kernels(sg__cuda_state *st, loss_lib *l) {
+  cudaError_t e;
+  if ((e = cudaLibraryGetKernel(&l->rows, l->lib, "sgk_ce_rows")) != cudaSuccess ||
+      (e = cudaLibraryGetKernel(&l->total, l->lib, "sgk_ce_total")) != cudaSuccess ||
+      (e = cudaLibraryGetKernel(&l->grad, l->lib, "sgk_ce_grad")) != cudaSuccess)
+    return sg__cuda_error(st, e, "finding the loss kernels");
+  return SG_OK;
+}
 
 static sg_status loss_program(sg__cuda_state *st, loss_lib **out) {
   if (st->loss != NULL) {
     *out = st->loss;
     return SG_OK;
   }
-  void *cubin = NULL;
-  size_t size = 0;
-  SG_CHECK(sg__cuda_nvrtc_compile(program, "sgrt_loss.cu", st->cc, &cubin, &size));
   loss_lib *l = sg__calloc(1, sizeof *l);
-  sg_status s = l ? SG_OK : sg__error(SG_ERR_NO_MEMORY, "cuda: out of memory");
-  cudaError_t e = cudaSuccess;
-  if (s == SG_OK && (e = cudaLibraryLoadData(&l->lib, cubin, NULL, NULL, 0, NULL, NULL, 0)) != cudaSuccess)
-    s = sg__cuda_error(st, e, "loading the loss kernels");
-  if (s == SG_OK && ((e = cudaLibraryGetKernel(&l->rows, l->lib, "sgk_ce_rows")) != cudaSuccess ||
-                     (e = cudaLibraryGetKernel(&l->total, l->lib, "sgk_ce_total")) != cudaSuccess ||
-                     (e = cudaLibraryGetKernel(&l->grad, l->lib, "sgk_ce_grad")) != cudaSuccess))
-    s = sg__cuda_error(st, e, "finding the loss kernels");
-  sg__free(cubin);
+  if (l == NULL) return sg__error(SG_ERR_NO_MEMORY, "cuda: out of memory");
+  sg_status s = SG_OK;
+  if (st->module_lib != NULL) {
+    l->lib = st->module_lib;
+    s = find_kernels(st, l);
+  } else {
+    void *cubin = NULL;
+    size_t size = 0;
+    s = sg__cuda_nvrtc_compile(program, "sgrt_loss.cu", st->cc, &cubin, &size);
+    cudaError_t e;
+    if (s == SG_OK && (e = cudaLibraryLoadData(&l->lib, cubin, NULL, NULL, 0, NULL, NULL, 0)) != cudaSuccess)
+      s = sg__cuda_error(st, e, "loading the loss kernels");
+    else if (s == SG_OK) l->owned = true, s = find_kernels(st, l);
+    sg__free(cubin);
+  }
   if (s != SG_OK) {
-    if (l && l->lib) cudaLibraryUnload(l->lib);
+    if (l->owned) cudaLibraryUnload(l->lib);
     sg__free(l);
     return s;
   }
@@ -143,10 +159,10 @@ static sg_status loss_program(sg__cuda_state *st, loss_lib **out) {
   return SG_OK;
 }
 
-void sg__cuda_loss_free(sg__cuda_state *st) {
+void sg__cuda_loss_release(sg__cuda_state *st, cudaLibrary_t lib) {
   loss_lib *l = st->loss;
-  if (l == NULL) return;
-  cudaLibraryUnload(l->lib);
+  if (l == NULL || (lib != NULL && l->lib != lib)) return;
+  if (l->owned) cudaLibraryUnload(l->lib);
   sg__free(l);
   st->loss = NULL;
 }
@@ -206,7 +222,7 @@ sg_status sg__cuda_create_cross_entropy(sg__cuda_state *st, const sg_graph *g, c
   const sg__tensor *x = sg__cuda_in(g, op, backward ? 1 : 0), *labels = sg__cuda_in(g, op, backward ? 2 : 1);
   if (x->dtype != SG_F32 || x->ndim != 2 || (labels->dtype != SG_I32 && labels->dtype != SG_I64))
     return sg__cuda_unsupported(g, op, "");
-  loss_lib *lib;
+  loss_lib *lib = NULL;
   SG_CHECK(loss_program(st, &lib));
   SG_CHECK(sg__cuda_kernel_new(op, sizeof(ce_kernel), ce_run, out));
   ce_kernel *k = (ce_kernel *)*out;

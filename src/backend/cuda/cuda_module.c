@@ -2,7 +2,9 @@
  * one graph emitted as one CUDA C++ program (cuda_emit.c), compiled by
  * NVRTC to a cubin for this device's compute capability (cuda_nvrtc.c),
  * written to a private temporary file (the compile cache's artifact) and
- * loaded by the runtime (cudaLibraryLoadData: no driver API). A kernel with
+ * loaded by the runtime (cudaLibraryLoadData: no driver API). The program
+ * ends with cuda_loss.c's kernels, so that they are cached with the rest. A
+ * kernel with
  * a prologue runs it as a one-thread launch that leaves the parameters in
  * device memory of its own, read by the body: nothing of a step goes
  * through the host. */
@@ -83,6 +85,8 @@ void sg__cuda_module_free(void *state, sg__module *m) {
   if (m == NULL) return;
   if (m->lib) {
     cudaSetDevice(st->device);
+    sg__cuda_loss_release(st, m->lib);
+    if (st->module_lib == m->lib) st->module_lib = NULL;
     cudaLibraryUnload(m->lib);
   }
   if (m->dir[0]) {
@@ -90,6 +94,22 @@ void sg__cuda_module_free(void *state, sg__module *m) {
     rmdir(m->dir);
   }
   sg__free(m);
+}
+
+/* The generated program with cuda_loss.c's after it: one NVRTC run and one
+ * cached cubin for everything a graph compiles. */
+static sg_status with_loss_program(char **src, size_t *len) {
+  const char *loss = sg__cuda_loss_program();
+  size_t n = strlen(loss);
+  char *both = sg__malloc(*len + n + 2);
+  if (both == NULL) return sg__error(SG_ERR_NO_MEMORY, "cuda: out of memory");
+  memcpy(both, *src, *len);
+  both[*len] = '\n';
+  memcpy(both + *len + 1, loss, n + 1);
+  sg__free(*src);
+  *src = both;
+  *len += n + 1;
+  return SG_OK;
 }
 
 sg_status sg__cuda_module_build(void *state, const sg__kir_kernel *const *kernels, uint32_t n,
@@ -110,6 +130,7 @@ sg_status sg__cuda_module_build(void *state, const sg__kir_kernel *const *kernel
     char *src = NULL;
     size_t len;
     s = sg__cuda_emit(kernels, (int)n, &src, &len);
+    if (s == SG_OK) s = with_loss_program(&src, &len);
     if (s == SG_OK) {
       int64_t t0 = sg__now_ns();
       s = sg__cuda_nvrtc_compile(src, "sgrt_kernels.cu", st->cc, &cubin, &size);
@@ -132,6 +153,7 @@ sg_status sg__cuda_module_build(void *state, const sg__kir_kernel *const *kernel
     sg__cuda_module_free(st, m);
     return s;
   }
+  st->module_lib = m->lib;
   *out = m;
   return SG_OK;
 }
