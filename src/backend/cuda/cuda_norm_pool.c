@@ -165,6 +165,8 @@ sg_status sg__cuda_create_pool(sg__cuda_state *st, const sg_graph *g, const sg__
     const int64_t *k = sg__attr_ints(op, KERNEL), *s = sg__attr_ints(op, STRIDE),
                   *p = sg__attr_ints(op, PADDING);
     kh = k[0], kw = k[1], sh = s[0], sw = s[1], ph = p[0], pw = p[1];
+    if (p[0] != p[2] || p[1] != p[3])
+      return sg__cuda_unsupported(g, op, " (asymmetric padding: cuDNN pools with one padding per dim)");
     include_pad = !max && sg__attr_i(op, COUNT_INCLUDE_PAD) != 0;
     /* cuDNN's windows are the floor-mode ones. */
     int64_t fh = (x->dims[2] + 2 * ph - kh) / sh + 1, fw = (x->dims[3] + 2 * pw - kw) / sw + 1;
