@@ -306,7 +306,10 @@ static sg_status collect(void *ctx, const char *name, sg__cache_name kind) {
     l->names = p;
     l->cap = cap;
   }
-  snprintf(l->names[l->n++], 64, "%s", name); /* the cache's names are at most 56 bytes */
+  /* The cache's names are at most 56 bytes (sg__cache_walk's). */
+  size_t len = strnlen(name, 63);
+  memcpy(l->names[l->n], name, len);
+  l->names[l->n++][len] = '\0';
   return SG_OK;
 }
 
