@@ -30,7 +30,7 @@ done
 # Public headers and the layer that implements each.
 declare -A public=(
   [core.h]=core [status.h]=core [export.h]=core [graph.h]=graph [ops.h]=graph [train.h]=graph [sgg.h]=graph
-  [onnx.h]=onnx [session.h]=runtime [partition.h]=partition [comm.h]=comm [gmem.h]=gmem [health.h]=health
+  [onnx.h]=onnx [devices.h]=backend [session.h]=runtime [partition.h]=partition [comm.h]=comm [gmem.h]=gmem [health.h]=health
   [dist.h]=parallel [offload.h]=parallel [cache.h]=compile
 )
 

@@ -130,7 +130,7 @@ typedef struct sg_dist_params {
   size_t size;                /**< sizeof(sg_dist_params) */
   const sg_comm_params *comm; /**< rank, world size, master, token, timeout; NULL: SG_COMM_PARAMS_INIT (the
                                    environment). Read by create only */
-  const char *device;         /**< "cpu" (NULL means "cpu") */
+  const char *device;         /**< "cpu" (NULL means "cpu"); the only device of distributed jobs for now (docs/cuda.md) */
   int threads;                /**< compute threads of this rank; 0 = all online CPUs (as sg_session) */
   uint64_t seed;              /**< session seed (dropout masks); use the same on every rank */
   int data;                   /**< data-parallel degree; -1 = the world size */

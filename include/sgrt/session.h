@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sgrt/devices.h"
 #include "sgrt/graph.h"
 
 SG_EXTERN_C_BEGIN
@@ -47,7 +48,8 @@ typedef struct sg_session_params {
       *device;   /**< "cpu" (default; NULL means "cpu"), "cuda" (= "cuda:0") or "cuda:N" (docs/cuda.md) */
   int threads;   /**< compute threads; 0 (default) = all online CPUs */
   uint64_t seed; /**< seeds dropout masks; default 0 (a seed like any other, not "unset") */
-  int poison;    /**< debug: fill each transient buffer with NaN bytes when its tensor dies; default 0 */
+  int poison;    /**< debug: fill each transient buffer with NaN bytes when its tensor dies; default 0; device
+                    "cpu" only */
   /** Fusion of elementwise ops into generated kernels (docs/compiler.md):
    * 0 (default) or 1 on, -1 off. The environment's SG_FUSION=0 turns it off
    * too (for comparisons). */
@@ -57,30 +59,6 @@ typedef struct sg_session_params {
   { sizeof(sg_session_params), "cpu", 0, 0, 0, 0 }
 /** SG_SESSION_PARAMS_INIT as a function (for ctypes). Any thread. */
 SG_API sg_session_params sg_session_params_init(void);
-
-/** One GPU that sessions can use as "cuda:N". Fixed layout: sg_gpu_devices()
- *  returns an array of them, so fields are never added. */
-typedef struct sg_gpu_device {
-  char name[256];         /**< "NVIDIA H200" */
-  char pci_bus_id[32];    /**< "0000:19:00.0" */
-  int index;              /**< the N of "cuda:N" */
-  int cc_major, cc_minor; /**< compute capability */
-  int multiprocessors;
-  uint64_t memory_bytes;
-} sg_gpu_device;
-
-/**
- * Lists the GPUs of this machine (as CUDA_VISIBLE_DEVICES shows them).
- * *count = 0 and SG_OK when there are none; then `why` (when not NULL, of
- * why_cap bytes) says why: this sgrt was built without the CUDA backend, no
- * driver is installed, the driver sees no GPU. *driver gets the driver's
- * CUDA version (13000 for 13.0; 0 without a driver), *runtime the runtime's
- * (0 without the CUDA backend); either may be NULL. The caller frees *out
- * with sg_gpu_devices_free().
- */
-SG_API sg_status sg_gpu_devices(sg_gpu_device **out, size_t *count, int *driver, int *runtime, char *why,
-                                size_t why_cap);
-SG_API void sg_gpu_devices_free(sg_gpu_device *devices);
 
 /**
  * Creates a session for a finalized graph. The graph must outlive the

@@ -15,6 +15,7 @@
  *   sgg.h        save and load graphs in sgrt's own .sgg format
  *   onnx.h       import ONNX models (torchvision ResNets, MLPs)
  *   train.h      the backward pass (sg_graph_backward) and optimizers as ops
+ *   devices.h    the devices a session runs on: cpu, the GPUs (cuda:N)
  *   session.h    compile a graph and run steps in one process
  *   cache.h      the on-disk compile cache: its entries, clearing them
  *   partition.h  split a graph over devices: METIS, pipeline stages, device
@@ -198,6 +199,7 @@
 #include "sgrt/cache.h"
 #include "sgrt/comm.h"
 #include "sgrt/core.h"
+#include "sgrt/devices.h"
 #include "sgrt/dist.h"
 #include "sgrt/gmem.h"
 #include "sgrt/graph.h"

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backend/kir_emit.h"
+#include "sgk_math_text.h" /* sgk_math_text: sgk_math.h as a string (src/CMakeLists.txt) */
 
 const char *sg__kir_ctype(int dtype) {
   switch (dtype) {
@@ -182,4 +183,41 @@ bool sg__kir_merged_step(const sg__kir_kernel *k, int j, int d0, int d1, int64_t
   }
   *step = st;
   return true;
+}
+
+/* Whether a is b's prologue symbol, b + "_pro". */
+static bool is_pro_of(const char *a, const char *b) {
+  size_t l = strlen(b);
+  return strncmp(a, b, l) == 0 && strcmp(a + l, "_pro") == 0;
+}
+
+sg_status sg__kir_emit_program(const sg__kir_kernel *const *kernels, int n, const char *who,
+                               const char *prelude, bool pro_symbols, sg__kir_emit_fn emit, char **src,
+                               size_t *len) {
+  *src = NULL;
+  *len = 0;
+  for (int i = 0; i < n; i++) {
+    const sg__kir_kernel *k = kernels[i];
+    if (k->error != SG_OK || k->n_out == 0)
+      return sg__error(SG_ERR_INVALID_ARG, "%s: kernel '%s' is not finished", who, k->name);
+    for (int j = 0; j < i; j++) {
+      const char *o = kernels[j]->name;
+      if (strcmp(o, k->name) == 0)
+        return sg__error(SG_ERR_DUPLICATE, "%s: two kernels are named '%s'", who, k->name);
+      if (pro_symbols &&
+          ((is_pro_of(o, k->name) && k->n_pro > 0) || (is_pro_of(k->name, o) && kernels[j]->n_pro > 0)))
+        return sg__error(SG_ERR_DUPLICATE, "%s: kernels '%s' and '%s' clash (a prologue is NAME_pro)", who, o,
+                         k->name);
+    }
+  }
+  sg__strbuf b = {0};
+  sg__strbuf_put(&b, "%s%s", prelude, sgk_math_text);
+  for (int i = 0; i < n; i++) emit(&b, kernels[i]);
+  if (b.failed) {
+    sg__free(b.s);
+    return sg__error(SG_ERR_NO_MEMORY, "%s: out of memory", who);
+  }
+  *src = b.s;
+  *len = b.len;
+  return SG_OK;
 }

@@ -40,6 +40,16 @@ void sg__kir_plan_nest(const sg__kir_kernel *k, sg__kir_nest *n);
 /* Whether input j's strides over dims [d0, d1) are one fixed step per
  * flattened index (*step; 0: constant there). */
 bool sg__kir_merged_step(const sg__kir_kernel *k, int j, int d0, int d1, int64_t *step);
+/* One program: `prelude`, then sgk_math.h's text, then emit(k) for every
+ * kernel. Checks that every kernel is finished and that no two define one
+ * symbol (with pro_symbols, a kernel with a prologue also defines
+ * NAME_pro). `who` names the emitter in messages. *src is allocated with
+ * sg__malloc. Errors: SG_ERR_INVALID_ARG (a kernel not finished),
+ * SG_ERR_DUPLICATE, SG_ERR_NO_MEMORY. */
+typedef void (*sg__kir_emit_fn)(sg__strbuf *b, const sg__kir_kernel *k);
+sg_status sg__kir_emit_program(const sg__kir_kernel *const *kernels, int n, const char *who,
+                               const char *prelude, bool pro_symbols, sg__kir_emit_fn emit, char **src,
+                               size_t *len);
 /* A double written exactly. */
 void sg__kir_put_double(sg__strbuf *b, double x);
 

@@ -1,10 +1,11 @@
 /* The VRAM tier (SPEC A3) through the backend interface: device memory comes
- * from the "cuda" backend's buffer_alloc and moves with its upload/download,
- * so the page table needs no CUDA code of its own. Where the build has no
- * CUDA backend (this one: only "cpu" is registered) the tier is refused with
- * SG_ERR_UNSUPPORTED when asked for, and never otherwise. VRAM frames are
- * local only: they are not registered with UCX (that needs UCX's CUDA
- * support), so other nodes cannot reach them. */
+ * from the "cuda" backend's buffer_alloc and moves with its upload/download
+ * (through pinned staging), so the page table needs no CUDA code of its
+ * own. Where the build has no CUDA backend the tier is refused with
+ * SG_ERR_UNSUPPORTED when asked for, and never otherwise; where it has one
+ * but the machine has no GPU, the backend's SG_ERR_DEVICE says why. VRAM
+ * frames are local only: they are not registered with UCX (that needs
+ * UCX's CUDA support), so other nodes cannot reach them. */
 #include "backend/backend.h"
 #include "gmem/gmem_internal.h"
 

@@ -29,6 +29,12 @@ sg_status sg__par_read_params(const char *fn, const sg_dist_params *given, sg_di
 }
 
 sg_status sg__par_check_params(const sg_dist_params *p, const char *fn) {
+  /* The runtime's hooks read and write tensors in host memory. */
+  if (p->device != NULL && strcmp(p->device, "cpu") != 0)
+    return sg__error(SG_ERR_UNSUPPORTED,
+                     "%s: device '%s': distributed jobs run on device 'cpu' only for now; the CUDA backend "
+                     "trains in one process (sg_session, docs/cuda.md)",
+                     fn, p->device);
   if (p->threads < 0)
     return sg__error(SG_ERR_INVALID_ARG, "%s: threads is %d (0 = all CPUs)", fn, p->threads);
   if (p->data == 0 || p->data < -1)

@@ -46,6 +46,13 @@ sg_status sg_session_create(const sg_graph *g, const sg_session_params *p, sg_se
     sg__free(s);
     return st;
   }
+  /* Poisoning writes dead slots from the host. */
+  if (s->poison && !be->is_host(s->be_state)) {
+    be->destroy(s->be_state);
+    sg__free(s);
+    return sg__error(SG_ERR_UNSUPPORTED,
+                     "sg_session_create: poison needs device 'cpu' (host memory), not '%s'", p->device);
+  }
   *out = s;
   return SG_OK;
 }

@@ -509,6 +509,19 @@ int main(int argc, char **argv) {
     printf("no GPU (%s): skipped\n", e != cudaSuccess ? cudaGetErrorName(e) : "no device");
     return 77;
   }
+  {
+    /* What CUDA cannot honour is refused: poisoning dead slots from the host. */
+    sg_graph *g = mlp_graph(false);
+    sg_session_params p = sg_session_params_init();
+    p.device = "cuda";
+    p.poison = 1;
+    sg_session *s = NULL;
+    sg_status st = sg_session_create(g, &p, &s);
+    CHECK(st == SG_ERR_UNSUPPORTED && strstr(sg_last_error(), "poison") != NULL, "poison on cuda: %s: %s",
+          sg_status_str(st), sg_last_error());
+    sg_session_destroy(s);
+    sg_graph_destroy(g);
+  }
   char *items = NULL;
   size_t items_len = 0;
   json_items = open_memstream(&items, &items_len);

@@ -1,7 +1,8 @@
 /* What of the CUDA backend runs without a GPU (this machine has the CUDA
  * toolkit but no GPU and no driver): device strings and the error a
  * session gets when there is no GPU to use (or, on a machine with GPUs,
- * for a device number past the last), and the cuDNN operation graph of
+ * for a device number past the last), a distributed job refusing the
+ * device, and the cuDNN operation graph of
  * every convolution of ResNet-50's training graph (forward, backward data,
  * backward weight; batch 32 at 224 x 224) built and finalized, with
  * cuDNN's heuristics finalized on it -- everything short of a handle; the
@@ -48,6 +49,12 @@ static void test_device_strings(void **state) {
     assert_status(sg_session_create(g, &p, &s), SG_ERR_DEVICE, "no device cuda:999");
   }
   assert_null(s);
+  /* Distributed jobs stay on the CPU for now, and say so. */
+  sg_dist_params dp = SG_DIST_PARAMS_INIT;
+  dp.device = "cuda";
+  sg_dist *d = NULL;
+  assert_status(sg_dist_create(g, &dp, &d), SG_ERR_UNSUPPORTED, "device 'cpu' only");
+  assert_null(d);
   sg_graph_destroy(g);
 }
 

@@ -49,9 +49,22 @@ static void test_params(void **state) {
   assert_status(sg_gmem_create(NULL, &p, &gm), SG_ERR_INVALID_ARG, "no pmem_path");
   p.pmem_path = "/nonexistent-dir/x/y.pmem";
   assert_status(sg_gmem_create(NULL, &p, &gm), SG_ERR_IO, "/nonexistent-dir/x/y.pmem");
+  /* VRAM: refused without the CUDA backend, SG_ERR_DEVICE without a GPU. */
   p = sg_gmem_params_init();
   p.vram_bytes = 1 << 20;
-  assert_status(sg_gmem_create(NULL, &p, &gm), SG_ERR_UNSUPPORTED, "CUDA backend");
+  sg_gpu_device *gpus;
+  size_t n_gpus;
+  int runtime;
+  assert_status(sg_gpu_devices(&gpus, &n_gpus, NULL, &runtime, NULL, 0), SG_OK, NULL);
+  sg_gpu_devices_free(gpus);
+  if (runtime == 0) {
+    assert_status(sg_gmem_create(NULL, &p, &gm), SG_ERR_UNSUPPORTED, "CUDA backend");
+  } else if (n_gpus == 0) {
+    assert_status(sg_gmem_create(NULL, &p, &gm), SG_ERR_DEVICE, "no usable GPU");
+  } else {
+    assert_status(sg_gmem_create(NULL, &p, &gm), SG_OK, NULL);
+    assert_status(sg_gmem_destroy(gm), SG_OK, NULL);
+  }
   assert_status(sg_gmem_create(NULL, NULL, NULL), SG_ERR_INVALID_ARG, "NULL out");
   assert_status(sg_gmem_destroy(NULL), SG_OK, NULL);
 }

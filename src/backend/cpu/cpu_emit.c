@@ -250,24 +250,5 @@ static void emit_kernel(sg__strbuf *b, const sg__kir_kernel *k) {
 }
 
 sg_status sg__cpu_emit_c(const sg__kir_kernel *const *kernels, int n, char **src, size_t *len) {
-  *src = NULL;
-  *len = 0;
-  sg__strbuf b = {0};
-  sg__strbuf_put(&b, "%s%s", prelude, sgk_math_text);
-  for (int i = 0; i < n; i++) {
-    const sg__kir_kernel *k = kernels[i];
-    if (k->error != SG_OK || k->n_out == 0)
-      return sg__free(b.s), sg__error(SG_ERR_INVALID_ARG, "C emitter: kernel '%s' is not finished", k->name);
-    for (int j = 0; j < i; j++)
-      if (strcmp(kernels[j]->name, k->name) == 0)
-        return sg__free(b.s), sg__error(SG_ERR_DUPLICATE, "C emitter: two kernels are named '%s'", k->name);
-    emit_kernel(&b, k);
-  }
-  if (b.failed) {
-    sg__free(b.s);
-    return sg__error(SG_ERR_NO_MEMORY, "C emitter: out of memory");
-  }
-  *src = b.s;
-  *len = b.len;
-  return SG_OK;
+  return sg__kir_emit_program(kernels, n, "C emitter", prelude, false, emit_kernel, src, len);
 }

@@ -1,10 +1,10 @@
-/* sg_gpu_devices (sgrt/session.h): the GPUs "cuda:N" can name. Part of
+/* sg_gpu_devices (sgrt/devices.h): the GPUs "cuda:N" can name. Part of
  * every build: without the CUDA backend it reports none and says why. */
 #include <stdio.h>
 #include <string.h>
 
 #include "core/core.h"
-#include "sgrt/session.h"
+#include "sgrt/devices.h"
 #if defined(SG_HAVE_CUDA_BACKEND)
 #include <cuda_runtime_api.h>
 #endif

@@ -104,14 +104,14 @@ static bool shared_input(const sg__kir_kernel *k, int j) {
 static void put_buffers(sg__strbuf *b, const sg__kir_kernel *k) {
   for (int j = 0; j < k->n_in; j++) {
     const char *t = sg__kir_ctype(k->in[j].dtype), *c = shared_input(k, j) ? "" : "const ";
-    sg__strbuf_put(b, "  %s%s *__restrict__ r%d = (%s%s *)a.in[%d];\n", c, t, j, c, t, j);
+    sg__strbuf_put(b, "  %s%s *__restrict__ r%d = (%s%s *)args.in[%d];\n", c, t, j, c, t, j);
   }
   for (int o = 0; o < k->n_out; o++)
     if (k->out_over[o] < 0 && !k->out_sum[o]) {
       const char *t = sg__kir_ctype(k->out[o]);
-      sg__strbuf_put(b, "  %s *__restrict__ w%d = (%s *)a.out[%d];\n", t, o, t, o);
+      sg__strbuf_put(b, "  %s *__restrict__ w%d = (%s *)args.out[%d];\n", t, o, t, o);
     }
-  if (k->n_params > 0) sg__strbuf_put(b, "  const float *__restrict__ prm = a.prm;\n");
+  if (k->n_params > 0) sg__strbuf_put(b, "  const float *__restrict__ prm = args.prm;\n");
 }
 
 /* The values that are the same for every element: constants, parameters,
@@ -271,7 +271,7 @@ static void emit_sum(sg__strbuf *b, const sg__kir_kernel *k, const char *idx) {
   slot = 0;
   for (int o = 0; o < k->n_out; o++) {
     if (!k->out_sum[o]) continue;
-    sg__strbuf_put(b, "      ((float *)a.out[%d])[u] = (float)(sh[%d][t] * ", o, slot++);
+    sg__strbuf_put(b, "      ((float *)args.out[%d])[u] = (float)(sh[%d][t] * ", o, slot++);
     sg__kir_put_double(b, k->out_scale[o]);
     sg__strbuf_put(b, ");\n");
   }
@@ -282,14 +282,14 @@ static void emit_sum(sg__strbuf *b, const sg__kir_kernel *k, const char *idx) {
 /* ---- the prologue ------------------------------------------------------------ */
 
 static void emit_prologue(sg__strbuf *b, const sg__kir_kernel *k) {
-  sg__strbuf_put(b, "extern \"C\" __global__ void %s_pro(const sgk_args a, float *prm) {\n", k->name);
+  sg__strbuf_put(b, "extern \"C\" __global__ void %s_pro(const sgk_args args, float *prm) {\n", k->name);
   sg__strbuf_put(b, "  if (blockIdx.x != 0 || threadIdx.x != 0) return;\n");
   for (int i = 0; i < k->n_pro; i++) {
     const sg__kir_instr *x = &k->pro[i];
     int p = x->a, q = x->b;
     switch ((sg__kir_pop)x->op) {
       case SG__KIR_P_LOAD:
-        sg__strbuf_put(b, "  const double p%d = (double)((const float *)a.in[%d])[0];\n", i, p);
+        sg__strbuf_put(b, "  const double p%d = (double)((const float *)args.in[%d])[0];\n", i, p);
         break;
       case SG__KIR_P_CONST:
         sg__strbuf_put(b, "  const double p%d = ", i);
@@ -304,7 +304,7 @@ static void emit_prologue(sg__strbuf *b, const sg__kir_kernel *k) {
       case SG__KIR_P_SQRT: sg__strbuf_put(b, "  const double p%d = sqrt(p%d);\n", i, p); break;
       case SG__KIR_P_F32: sg__strbuf_put(b, "  const double p%d = (double)(float)p%d;\n", i, p); break;
       case SG__KIR_P_PARAM: sg__strbuf_put(b, "  prm[%d] = (float)p%d;\n", q, p); break;
-      case SG__KIR_P_WRITE: sg__strbuf_put(b, "  ((float *)a.in[%d])[0] = (float)p%d;\n", q, p); break;
+      case SG__KIR_P_WRITE: sg__strbuf_put(b, "  ((float *)args.in[%d])[0] = (float)p%d;\n", q, p); break;
       default: break; /* unreachable: finished kernels are checked */
     }
   }
@@ -317,49 +317,18 @@ static void emit_kernel(sg__strbuf *b, const sg__kir_kernel *k) {
                  k->sum != SG__KIR_SUM_NONE ? ", summed" : "");
   if (k->n_pro > 0) emit_prologue(b, k);
   sg__strbuf_put(
-      b, "extern \"C\" __global__ void __launch_bounds__(" STR(SG__CUDA_BLOCK) ") %s(const sgk_args a) {\n",
+      b,
+      "extern \"C\" __global__ void __launch_bounds__(" STR(SG__CUDA_BLOCK) ") %s(const sgk_args args) {\n",
       k->name);
   if (k->numel > 0) {
     if (k->sum == SG__KIR_SUM_NONE) emit_elementwise(b, k, idx);
     else emit_sum(b, k, idx);
   } else {
-    sg__strbuf_put(b, "  (void)a;\n");
+    sg__strbuf_put(b, "  (void)args;\n");
   }
   sg__strbuf_put(b, "}\n");
 }
 
-/* Whether two kernel names would define one symbol twice: equal, or one is
- * the other's prologue. */
-static bool is_pro_of(const char *a, const char *b) {
-  size_t l = strlen(b);
-  return strncmp(a, b, l) == 0 && strcmp(a + l, "_pro") == 0;
-}
-static bool clash(const char *a, const char *b) {
-  return strcmp(a, b) == 0 || is_pro_of(a, b) || is_pro_of(b, a);
-}
-
 sg_status sg__cuda_emit(const sg__kir_kernel *const *kernels, int n, char **src, size_t *len) {
-  *src = NULL;
-  *len = 0;
-  sg__strbuf b = {0};
-  sg__strbuf_put(&b, "%s%s", prelude, sgk_math_text);
-  for (int i = 0; i < n; i++) {
-    const sg__kir_kernel *k = kernels[i];
-    if (k->error != SG_OK || k->n_out == 0)
-      return sg__free(b.s),
-             sg__error(SG_ERR_INVALID_ARG, "CUDA emitter: kernel '%s' is not finished", k->name);
-    for (int j = 0; j < i; j++)
-      if (clash(kernels[j]->name, k->name))
-        return sg__free(b.s), sg__error(SG_ERR_DUPLICATE,
-                                        "CUDA emitter: kernels '%s' and '%s' clash (a prologue is NAME_pro)",
-                                        kernels[j]->name, k->name);
-    emit_kernel(&b, k);
-  }
-  if (b.failed) {
-    sg__free(b.s);
-    return sg__error(SG_ERR_NO_MEMORY, "CUDA emitter: out of memory");
-  }
-  *src = b.s;
-  *len = b.len;
-  return SG_OK;
+  return sg__kir_emit_program(kernels, n, "CUDA emitter", prelude, true, emit_kernel, src, len);
 }

@@ -29,17 +29,17 @@ void sg__cuda_geometry_of(const sg__kir_kernel *k, sg__cuda_geometry *g);
 
 /* The program of kernels[0..n): for each kernel K, one
  *
- *   extern "C" __global__ void K(const sgk_args a);
+ *   extern "C" __global__ void K(const sgk_args args);
  *
- * reading its inputs at a.in[0..n_in) and writing its outputs at a.out[o]
+ * reading its inputs at args.in[0..n_in) and writing its outputs at args.out[o]
  * (an output written in place is stored through its input's pointer), and
  * for a kernel with a prologue also
  *
- *   extern "C" __global__ void K_pro(const sgk_args a, float *prm);
+ *   extern "C" __global__ void K_pro(const sgk_args args, float *prm);
  *
  * launched as one thread before K: it runs the prologue on the device (in
  * double, as sg__kir_prologue_run does on the host), writes the run's
- * parameters to prm and K reads them from a.prm -- so a step's scalars
+ * parameters to prm and K reads them from args.prm -- so a step's scalars
  * (the learning rate, AdamW's step count) never leave the device and a
  * captured CUDA graph replays correctly. sgk_args is the prelude's struct
  * of SG__KIR_MAX_INPUTS input pointers, SG__KIR_MAX_OUTPUTS output pointers
