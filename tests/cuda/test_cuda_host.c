@@ -6,7 +6,8 @@
  * every convolution of ResNet-50's training graph (forward, backward data,
  * backward weight; batch 32 at 224 x 224) built and finalized, with
  * cuDNN's heuristics finalized on it -- everything short of a handle; the
- * loss kernels' program compiled by NVRTC for sm_80 and sm_90. The
+ * loss kernels' program compiled by NVRTC for sm_80 and sm_90; the plans
+ * of CUDA sessions for MLPs and ResNet-50 leaving no op without a kernel. The
  * kernels themselves run in test_cuda_gpu (exit 77 here) and
  * scripts/gpu-check.sh. */
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include "../../examples/resnet50/resnet50_model.h"
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_nvrtc.h"
+#include "compile/plan.h"
 #include "test_util.h"
 
 static sg_graph *relu_graph(void) {
@@ -106,6 +108,88 @@ static void test_conv_graphs(void **state) {
   sg_graph_destroy(g);
 }
 
+/* The plan a CUDA session makes (the CPU backend's table with the CUDA
+ * backend's supports_op: no GPU needed) for the MLPs and ResNet-50, with
+ * fusion on and off: every scheduled op either anchors a generated kernel
+ * or has a kernel of the CUDA backend's own -- nothing the backend would
+ * refuse at compile time -- and NVRTC compiles each plan's program for
+ * sm_90. */
+static sg_graph *mlp(bool decomposed) {
+  sg_graph *g;
+  assert_status(sg_graph_create(&g), SG_OK, NULL);
+  int64_t xs[] = {32, 48}, ys[] = {32}, w1[] = {64, 48}, b1[] = {64}, w2[] = {10, 64}, last = -1;
+  sg_tensor x = sg_input(g, "x", SG_F32, 2, xs), y = sg_input(g, "y", SG_I64, 1, ys);
+  sg_tensor h = sg_add(g, sg_linear(g, x, sg_parameter(g, "w1", SG_F32, 2, w1, NULL), SG_NO_TENSOR),
+                       sg_parameter(g, "b1", SG_F32, 1, b1, NULL));
+  sg_tensor r;
+  if (decomposed) {
+    sg_tensor mean = sg_reduce_mean(g, h, 1, &last, 1), d = sg_sub(g, h, mean);
+    sg_tensor var = sg_reduce_mean(g, sg_mul(g, d, d), 1, &last, 1);
+    sg_tensor n = sg_div(g, d, sg_sqrt(g, sg_add_scalar(g, var, 1e-5)));
+    r = sg_mul(g, sg_mul_scalar(g, n, 0.5),
+               sg_add_scalar(g, sg_erf(g, sg_mul_scalar(g, n, 0.7071067811865476)), 1));
+  } else {
+    r = sg_relu(g, h);
+  }
+  sg_tensor loss = sg_cross_entropy(
+      g, sg_linear(g, r, sg_parameter(g, "w2", SG_F32, 2, w2, NULL), SG_NO_TENSOR), y, SG_REDUCTION_MEAN);
+  assert_status(sg_graph_mark_output(g, loss), SG_OK, NULL);
+  assert_status(sg_graph_backward(g, loss), SG_OK, NULL);
+  sg_tensor lr = sg_input(g, "lr", SG_F32, 0, NULL);
+  if (decomposed) {
+    sg_adamw_params p = SG_ADAMW_PARAMS_INIT;
+    assert_status(sg_graph_add_adamw(g, lr, &p), SG_OK, NULL);
+  } else {
+    sg_sgd_params p = SG_SGD_PARAMS_INIT;
+    p.momentum = 0.9;
+    assert_status(sg_graph_add_sgd(g, lr, &p), SG_OK, NULL);
+  }
+  assert_status(sg_graph_finalize(g), SG_OK, NULL);
+  return g;
+}
+
+static void test_cuda_plans(void **state) {
+  (void)state;
+  resnet50_config cfg = RESNET50_CONFIG_INIT;
+  cfg.batch = 4, cfg.image_size = 64, cfg.classes = 10;
+  sg_graph *graphs[4] = {mlp(false), mlp(true), NULL, NULL};
+  assert_status(resnet50_build_training(&cfg, "sgd", 0, &graphs[2]), SG_OK, NULL);
+  assert_status(resnet50_build_training(&cfg, "adamw", 0, &graphs[3]), SG_OK, NULL);
+  sg__backend_i be = sg__cpu_backend;
+  be.supports_op = sg__cuda_backend.supports_op;
+  sg__backend_config bc = {1, 1, 0};
+  void *st = NULL;
+  assert_status(be.create(&bc, &st), SG_OK, NULL);
+  for (int i = 0; i < 4; i++)
+    for (int fuse = 0; fuse < 2; fuse++) {
+      const sg_graph *g = graphs[i];
+      sg__plan p;
+      sg__plan_options opt = {0};
+      opt.fuse = fuse;
+      assert_status(sg__plan_build(g, &be, st, &opt, &p), SG_OK, NULL);
+      for (uint32_t j = 0; j < p.n_order; j++) {
+        int32_t k = p.order[j];
+        if (p.group_of[k] >= 0) continue;
+        if (!sg__cuda_backend.supports_op(NULL, g->ops[k].kind))
+          fail_msg("graph %d, fusion %d: op '%s' (%s) has neither a generated kernel nor a CUDA kernel", i,
+                   fuse, g->ops[k].name, sg_op_kind_name(g->ops[k].kind));
+      }
+      assert_true(p.n_unique > 0);
+      char *src;
+      size_t len;
+      assert_status(sg__cuda_emit(p.unique, (int)p.n_unique, &src, &len), SG_OK, NULL);
+      void *cubin = NULL;
+      size_t size = 0;
+      if (sg__cuda_nvrtc_compile(src, "plan.cu", 90, &cubin, &size) != SG_OK)
+        fail_msg("graph %d, fusion %d: %s", i, fuse, sg_last_error());
+      sg__free(cubin);
+      sg__free(src);
+      sg__plan_free(&p);
+    }
+  be.destroy(st);
+  for (int i = 0; i < 4; i++) sg_graph_destroy(graphs[i]);
+}
+
 /* The loss program (cuda_loss.c) compiles for the GPUs this backend
  * targets, alone and after a generated program (as cuda_module.c joins
  * them). */
@@ -142,6 +226,7 @@ int main(void) {
       cmocka_unit_test(test_device_strings),
       cmocka_unit_test(test_conv_graphs),
       cmocka_unit_test(test_loss_program),
+      cmocka_unit_test(test_cuda_plans),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
