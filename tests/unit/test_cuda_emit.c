@@ -178,7 +178,7 @@ static void fill(void *p, sg_dtype t, int64_t n, bool scalar) {
         ((float *)p)[i] = v;
         break;
       }
-      case SG_I32: ((int32_t *)p)[i] = (int32_t)(r % 200) - 100 + (i % 17 == 3 ? INT32_MIN : 0); break;
+      case SG_I32: ((int32_t *)p)[i] = i % 17 == 3 ? INT32_MIN : (int32_t)(r % 200) - 100; break;
       case SG_I64: ((int64_t *)p)[i] = (int64_t)(r % 200) - 100; break;
       default: ((uint8_t *)p)[i] = (uint8_t)(r & 1); break;
     }
