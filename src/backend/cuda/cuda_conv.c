@@ -184,6 +184,7 @@ typedef struct conv_kernel {
   int slot[4]; /* per uid: in[i] (i >= 0) or out[-1 - i] */
   int n_uids;
   void *ptrs[4]; /* what the variant pack was made with */
+  void *ws_ptr;  /* and the workspace it was made with (it moves when it grows) */
   size_t ws;
   bool use_legacy;
   legacy lg;
@@ -366,16 +367,18 @@ static void conv_destroy(sg__cuda_state *st, sg__kernel *base) {
   if (l->conv) cudnnDestroyConvolutionDescriptor(l->conv);
 }
 
-/* The variant pack for these pointers (remade only when they change). */
+/* The variant pack for these pointers and the workspace (remade only when
+ * one of them changes). */
 static sg_status variant_pack(sg__cuda_state *st, conv_kernel *k, void *const *in, void *const *out) {
   void *ptrs[4];
   for (int i = 0; i < k->n_uids; i++) ptrs[i] = k->slot[i] >= 0 ? in[k->slot[i]] : out[-1 - k->slot[i]];
-  if (k->pack != NULL && memcmp(ptrs, k->ptrs, (size_t)k->n_uids * sizeof *ptrs) == 0) return SG_OK;
+  void *ws = k->ws ? st->workspace : NULL;
+  if (k->pack != NULL && ws == k->ws_ptr && memcmp(ptrs, k->ptrs, (size_t)k->n_uids * sizeof *ptrs) == 0)
+    return SG_OK;
   if (k->pack != NULL) cudnnBackendDestroyDescriptor(k->pack);
   k->pack = NULL;
   cudnnBackendDescriptor_t pack;
   DNN(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack), "variant pack");
-  void *ws = k->ws ? st->workspace : NULL;
   cudnnStatus_t e = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
                                              k->n_uids, ptrs);
   if (e == CUDNN_STATUS_SUCCESS)
@@ -389,6 +392,7 @@ static sg_status variant_pack(sg__cuda_state *st, conv_kernel *k, void *const *i
     return sg__cudnn_error(e, "variant pack");
   }
   k->pack = pack;
+  k->ws_ptr = ws;
   memcpy(k->ptrs, ptrs, sizeof ptrs);
   return SG_OK;
 }
