@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "parallel/dist_internal.h"
 
 #define DEFAULT_TRACE_EVENTS ((size_t)1 << 18)
@@ -29,8 +30,13 @@ sg_status sg__par_read_params(const char *fn, const sg_dist_params *given, sg_di
 }
 
 sg_status sg__par_check_params(const sg_dist_params *p, const char *fn) {
-  /* The runtime's hooks read and write tensors in host memory. */
-  if (p->device != NULL && strcmp(p->device, "cpu") != 0)
+  /* An unknown device is refused as a session refuses it; a known one other
+   * than the CPU because the runtime's hooks read and write tensors in host
+   * memory. */
+  const sg__backend_i *be = NULL;
+  int device = 0;
+  if (p->device != NULL) SG_CHECK(sg__backend_parse(fn, p->device, &be, &device));
+  if (be != NULL && be != &sg__cpu_backend)
     return sg__error(SG_ERR_UNSUPPORTED,
                      "%s: device '%s': distributed jobs run on device 'cpu' only for now; the CUDA backend "
                      "trains in one process (sg_session, docs/cuda.md)",
