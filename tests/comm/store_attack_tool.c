@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,12 +56,25 @@ static void *idle_main(void *arg) {
   return NULL;
 }
 
+/* Whether the store no longer takes connections: the job ended (rank 0
+ * exits) while an attack was under way, so its missing reply says nothing
+ * of the store. */
+static bool store_gone(void) {
+  int fd = attack_connect(port);
+  if (fd < 0) return true;
+  close(fd);
+  return false;
+}
+
 static void *misc_main(void *arg) {
   (void)arg;
   while (!stop) {
     int r[4] = {attack_oversize(port), attack_wrong_token(port, 32), attack_wrong_token(port, 5),
                 attack_no_hello(port)};
     int h = attack_half_open(port, 3000);
+    bool gone = false;
+    for (int i = 0; i < 4 && !gone; i++) gone = r[i] == -1 && store_gone();
+    if (gone) break;
     pthread_mutex_lock(&mu);
     for (int i = 0; i < 4; i++) {
       refused += r[i] == 2 || r[i] == 3;
