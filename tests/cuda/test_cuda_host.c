@@ -114,45 +114,11 @@ static void test_conv_graphs(void **state) {
  * or has a kernel of the CUDA backend's own -- nothing the backend would
  * refuse at compile time -- and NVRTC compiles each plan's program for
  * sm_90. */
-static sg_graph *mlp(bool decomposed) {
-  sg_graph *g;
-  assert_status(sg_graph_create(&g), SG_OK, NULL);
-  int64_t xs[] = {32, 48}, ys[] = {32}, w1[] = {64, 48}, b1[] = {64}, w2[] = {10, 64}, last = -1;
-  sg_tensor x = sg_input(g, "x", SG_F32, 2, xs), y = sg_input(g, "y", SG_I64, 1, ys);
-  sg_tensor h = sg_add(g, sg_linear(g, x, sg_parameter(g, "w1", SG_F32, 2, w1, NULL), SG_NO_TENSOR),
-                       sg_parameter(g, "b1", SG_F32, 1, b1, NULL));
-  sg_tensor r;
-  if (decomposed) {
-    sg_tensor mean = sg_reduce_mean(g, h, 1, &last, 1), d = sg_sub(g, h, mean);
-    sg_tensor var = sg_reduce_mean(g, sg_mul(g, d, d), 1, &last, 1);
-    sg_tensor n = sg_div(g, d, sg_sqrt(g, sg_add_scalar(g, var, 1e-5)));
-    r = sg_mul(g, sg_mul_scalar(g, n, 0.5),
-               sg_add_scalar(g, sg_erf(g, sg_mul_scalar(g, n, 0.7071067811865476)), 1));
-  } else {
-    r = sg_relu(g, h);
-  }
-  sg_tensor loss = sg_cross_entropy(
-      g, sg_linear(g, r, sg_parameter(g, "w2", SG_F32, 2, w2, NULL), SG_NO_TENSOR), y, SG_REDUCTION_MEAN);
-  assert_status(sg_graph_mark_output(g, loss), SG_OK, NULL);
-  assert_status(sg_graph_backward(g, loss), SG_OK, NULL);
-  sg_tensor lr = sg_input(g, "lr", SG_F32, 0, NULL);
-  if (decomposed) {
-    sg_adamw_params p = SG_ADAMW_PARAMS_INIT;
-    assert_status(sg_graph_add_adamw(g, lr, &p), SG_OK, NULL);
-  } else {
-    sg_sgd_params p = SG_SGD_PARAMS_INIT;
-    p.momentum = 0.9;
-    assert_status(sg_graph_add_sgd(g, lr, &p), SG_OK, NULL);
-  }
-  assert_status(sg_graph_finalize(g), SG_OK, NULL);
-  return g;
-}
-
 static void test_cuda_plans(void **state) {
   (void)state;
   resnet50_config cfg = RESNET50_CONFIG_INIT;
   cfg.batch = 4, cfg.image_size = 64, cfg.classes = 10;
-  sg_graph *graphs[4] = {mlp(false), mlp(true), NULL, NULL};
+  sg_graph *graphs[4] = {sg_test_mlp_training(false), sg_test_mlp_training(true), NULL, NULL};
   assert_status(resnet50_build_training(&cfg, "sgd", 0, &graphs[2]), SG_OK, NULL);
   assert_status(resnet50_build_training(&cfg, "adamw", 0, &graphs[3]), SG_OK, NULL);
   sg__backend_i be = sg__cpu_backend;

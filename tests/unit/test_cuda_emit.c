@@ -185,14 +185,6 @@ static void fill(void *p, sg_dtype t, int64_t n, bool scalar) {
   }
 }
 
-static bool same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0 || (isnan(a) && isnan(b)); }
-static bool close_ulp(float a, float b) {
-  if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
-  if (isinf(a) || isinf(b)) return a == b;
-  float ulp = nextafterf(fabsf(b), INFINITY) - fabsf(b);
-  return fabsf(a - b) <= 2 * ulp;
-}
-
 /* One side's buffers: inputs (written by in-place outputs and prologues)
  * and outputs. */
 typedef struct side {
@@ -281,7 +273,7 @@ static void check_kernel(emu *e, sg__jit_lib *lib, const sg__kir_kernel *k, unsi
     }
     for (int64_t i = 0; i < n; i++) {
       float w = ((const float *)want)[i], g = ((const float *)got)[i];
-      if (k->out_sum[o] ? !close_ulp(g, w) : !same_bits(g, w))
+      if (k->out_sum[o] ? !sg_test_close_ulp(g, w) : !sg_test_same_bits(g, w))
         fail_msg("kernel %s output %d element %lld of %lld: CUDA %a, C %a", k->name, o, (long long)i,
                  (long long)n, (double)g, (double)w);
     }
@@ -292,7 +284,7 @@ static void check_kernel(emu *e, sg__jit_lib *lib, const sg__kir_kernel *k, unsi
     int64_t n = input_extent(k, j);
     bool f32 = k->in[j].dtype == SG_F32;
     for (int64_t i = 0; i < (f32 ? n : 0); i++)
-      if (!same_bits(((float *)u.in[j])[i], ((float *)c.in[j])[i]))
+      if (!sg_test_same_bits(((float *)u.in[j])[i], ((float *)c.in[j])[i]))
         fail_msg("kernel %s input %d element %lld: CUDA leaves %a, C %a", k->name, j, (long long)i,
                  (double)((float *)u.in[j])[i], (double)((float *)c.in[j])[i]);
     if (!f32 && memcmp(c.in[j], u.in[j], (size_t)n * dtype_size(k->in[j].dtype)) != 0)
@@ -495,45 +487,6 @@ static void test_emit_errors(void **state) {
 
 /* ---- the kernels of training graphs ----------------------------------------- */
 
-/* x -> linear -> + b -> LayerNorm written out (means, variance, sqrt,
- * divide) -> GELU (erf) -> linear -> cross-entropy; AdamW, or SGD with
- * momentum over a ReLU/sigmoid residual MLP. */
-static sg_graph *mlp_graph(bool decomposed) {
-  sg_graph *g;
-  assert_int_equal(sg_graph_create(&g), SG_OK);
-  enum { B = 16, F = 24, H = 40, C = 5 };
-  int64_t xs[] = {B, F}, ys[] = {B}, w1s[] = {H, F}, b1s[] = {H}, w2s[] = {C, H}, last = -1;
-  sg_tensor x = sg_input(g, "x", SG_F32, 2, xs), y = sg_input(g, "y", SG_I64, 1, ys);
-  sg_tensor lr = sg_input(g, "lr", SG_F32, 0, NULL);
-  sg_tensor W1 = sg_parameter(g, "w1", SG_F32, 2, w1s, NULL),
-            B1 = sg_parameter(g, "b1", SG_F32, 1, b1s, NULL);
-  sg_tensor W2 = sg_parameter(g, "w2", SG_F32, 2, w2s, NULL);
-  sg_tensor h = sg_add(g, sg_linear(g, x, W1, SG_NO_TENSOR), B1), r;
-  if (decomposed) {
-    sg_tensor mean = sg_reduce_mean(g, h, 1, &last, 1), d = sg_sub(g, h, mean);
-    sg_tensor var = sg_reduce_mean(g, sg_mul(g, d, d), 1, &last, 1);
-    sg_tensor n = sg_div(g, d, sg_sqrt(g, sg_add_scalar(g, var, 1e-5)));
-    r = sg_mul(g, sg_mul_scalar(g, n, 0.5), sg_add_scalar(g, sg_erf(g, sg_mul_scalar(g, n, M_SQRT1_2)), 1.0));
-  } else {
-    sg_tensor a = sg_relu(g, sg_mul_scalar(g, h, 0.7));
-    r = sg_add(g, sg_sigmoid(g, a), a);
-  }
-  sg_tensor loss = sg_cross_entropy(g, sg_linear(g, r, W2, SG_NO_TENSOR), y, SG_REDUCTION_MEAN);
-  assert_status(sg_graph_mark_output(g, loss), SG_OK, NULL);
-  assert_status(sg_graph_backward(g, loss), SG_OK, NULL);
-  if (decomposed) {
-    sg_adamw_params adamw = SG_ADAMW_PARAMS_INIT;
-    assert_status(sg_graph_add_adamw(g, lr, &adamw), SG_OK, NULL);
-  } else {
-    sg_sgd_params sgd = SG_SGD_PARAMS_INIT;
-    sgd.momentum = 0.9;
-    sgd.weight_decay = 1e-3;
-    assert_status(sg_graph_add_sgd(g, lr, &sgd), SG_OK, NULL);
-  }
-  assert_status(sg_graph_finalize(g), SG_OK, NULL);
-  return g;
-}
-
 static sg_graph *resnet_graph(int64_t batch, int64_t image, const char *optimizer) {
   resnet50_config cfg = RESNET50_CONFIG_INIT;
   cfg.batch = batch, cfg.image_size = image, cfg.classes = 10;
@@ -556,7 +509,7 @@ static void fused_plan(const sg_graph *g, sg__plan *p) {
 
 static void test_graph_kernels(void **state) {
   (void)state;
-  sg_graph *graphs[] = {mlp_graph(false), mlp_graph(true), resnet_graph(2, 32, "sgd"),
+  sg_graph *graphs[] = {sg_test_mlp_training(false), sg_test_mlp_training(true), resnet_graph(2, 32, "sgd"),
                         resnet_graph(2, 32, "adamw")};
   for (size_t i = 0; i < sizeof graphs / sizeof *graphs; i++) {
     sg__plan p;
@@ -599,7 +552,7 @@ static void test_nvrtc(void **state) {
   const sg__kir_kernel *p[] = {&ks[0], &ks[1], &ks[2], &ks[3]};
   nvrtc_compiles(p, 4, "hand-built kernels");
   for (int i = 0; i < 4; i++) sg__kir_free(&ks[i]);
-  sg_graph *graphs[] = {mlp_graph(false), mlp_graph(true), resnet_graph(32, 224, "sgd"),
+  sg_graph *graphs[] = {sg_test_mlp_training(false), sg_test_mlp_training(true), resnet_graph(32, 224, "sgd"),
                         resnet_graph(32, 224, "adamw")};
   const char *names[] = {"MLP (SGD)", "MLP, LayerNorm and GELU written out (AdamW)", "ResNet-50 32x224 (SGD)",
                          "ResNet-50 32x224 (AdamW)"};

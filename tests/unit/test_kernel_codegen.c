@@ -60,14 +60,6 @@ static void run(sg__jit_kernel_fn fn, int64_t n, const void *const *in, void *co
   fn(b, n, in, out);
 }
 
-static bool same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0 || (isnan(a) && isnan(b)); }
-static bool close_ulp(float a, float b) {
-  if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
-  if (isinf(a) || isinf(b)) return a == b;
-  float ulp = nextafterf(fabsf(b), INFINITY) - fabsf(b);
-  return fabsf(a - b) <= 2 * ulp;
-}
-
 /* y = (a + bias) * s - r / e over [rows, cols]: a and e contiguous, bias
  * per column, s a scalar, r per row; and z = max(a, e), w = min(a, e). */
 static void test_broadcast_arith(void **state) {
@@ -105,7 +97,7 @@ static void test_broadcast_arith(void **state) {
       float want = (A[i] + B[col]) * S[0] - R[row] / E[i];
       float mx = isnan(A[i]) || isnan(E[i]) ? NAN : A[i] > E[i] ? A[i] : E[i];
       float mn = isnan(A[i]) || isnan(E[i]) ? NAN : A[i] < E[i] ? A[i] : E[i];
-      if (!same_bits(Y[i], want) || !same_bits(Z[i], mx) || !same_bits(W[i], mn))
+      if (!sg_test_same_bits(Y[i], want) || !sg_test_same_bits(Z[i], mx) || !sg_test_same_bits(W[i], mn))
         fail_msg("[%lld x %lld] element %lld: y %g want %g, max %g want %g, min %g want %g", (long long)rows,
                  (long long)cols, (long long)i, Y[i], want, Z[i], mx, W[i], mn);
     }
@@ -156,7 +148,7 @@ static void test_unary_chains(void **state) {
     float got[5] = {X[i], Y2[i], Y3[i], Y4[i], Y5[i]};
     for (int o = 0; o < 5; o++)
       if (o < 2 ? memcmp(&got[o], &want[o], sizeof(float)) != 0 && !(isnan(got[o]) && isnan(want[o]))
-                : !close_ulp(got[o], want[o]))
+                : !sg_test_close_ulp(got[o], want[o]))
         fail_msg("output %d at x = %a: %a, want %a", o, (double)v, got[o], want[o]);
   }
   sg__jit_close(lib);
@@ -212,7 +204,7 @@ static void test_integers_casts_select(void **state) {
   assert_memory_equal(both, want_both, sizeof both);
   for (int i = 0; i < 7; i++) {
     float want = A[i] < B[i] ? F[i] : (float)A[i];
-    assert_true(same_bits(sel[i], want));
+    assert_true(sg_test_same_bits(sel[i], want));
   }
   sg__jit_close(lib);
   sg__kir_free(&k);
@@ -243,7 +235,7 @@ static void test_two_kernels_constants(void **state) {
   void *out[] = {P, M, Q, C};
   run(sg__jit_symbol(lib, "consts"), n, in, out);
   for (int i = 0; i < 3; i++) {
-    assert_true(same_bits(P[i], X[i] + 0.1f));
+    assert_true(sg_test_same_bits(P[i], X[i] + 0.1f));
     assert_true(M[i] == -INFINITY);
     assert_true(isnan(Q[i]));
     assert_true(C[i] == INT64_MIN);
@@ -323,7 +315,7 @@ static void test_sums(void **state) {
       for (int64_t i = 0; i < n; i++) {
         int64_t r = i / cols, c = i % cols;
         W[i] = A[i] + B[which == 0 ? r : c];
-        if (!same_bits(V[i], W[i]))
+        if (!sg_test_same_bits(V[i], W[i]))
           fail_msg("%s [%lld x %lld] v[%lld] %g want %g", k->name, (long long)rows, (long long)cols,
                    (long long)i, V[i], W[i]);
       }
@@ -335,7 +327,7 @@ static void test_sums(void **state) {
           want = 0;
           for (int64_t r = 0; r < rows; r++) want += (double)W[r * cols + j];
         }
-        if (!same_bits(S[j], (float)want))
+        if (!sg_test_same_bits(S[j], (float)want))
           fail_msg("%s [%lld x %lld] sum %lld: %.9g want %.9g", k->name, (long long)rows, (long long)cols,
                    (long long)j, S[j], (float)want);
       }
@@ -343,7 +335,7 @@ static void test_sums(void **state) {
         /* One chain loses the seven 1s to 1e20: the check sees the order. */
         double chain = 0;
         for (int64_t c = 0; c < cols; c++) chain += (double)W[c];
-        assert_false(same_bits(S[0], (float)(chain * (1.0 / (double)cols))));
+        assert_false(sg_test_same_bits(S[0], (float)(chain * (1.0 / (double)cols))));
       }
     }
     free(A), free(B), free(V), free(S), free(W);
@@ -368,13 +360,13 @@ static void test_sums(void **state) {
   void *out[] = {V, S};
   run(sg__jit_symbol(lib, "inner3"), 2, in, out);
   assert_memory_equal(V, W, sizeof V);
-  assert_true(same_bits(S[0], (float)lane_sum(W, 15, 1)));
-  assert_true(same_bits(S[1], (float)lane_sum(W + 15, 15, 1)));
+  assert_true(sg_test_same_bits(S[0], (float)lane_sum(W, 15, 1)));
+  assert_true(sg_test_same_bits(S[1], (float)lane_sum(W + 15, 15, 1)));
   run(sg__jit_symbol(lib, "outer3"), 5, in, out);
   for (int c = 0; c < 5; c++) {
     double want = 0;
     for (int r = 0; r < 6; r++) want += (double)W[r * 5 + c];
-    assert_true(same_bits(S[c], (float)(want * 0.5)));
+    assert_true(sg_test_same_bits(S[c], (float)(want * 0.5)));
   }
   sg__jit_close(lib);
   sg__kir_free(&k3i), sg__kir_free(&k3o);
@@ -418,7 +410,7 @@ static void test_prologue(void **state) {
   assert_true(cnt == 7.0f);
   run(sg__jit_symbol(lib, "pro"), n, (const void *const *)in, (void *const *)in);
   for (int i = 0; i < n; i++)
-    if (!same_bits(X[i], W[i])) fail_msg("element %d: %g want %g", i, X[i], W[i]);
+    if (!sg_test_same_bits(X[i], W[i])) fail_msg("element %d: %g want %g", i, X[i], W[i]);
   sg__jit_close(lib);
   sg__kir_free(&k);
 

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,4 +78,53 @@ int sg_test_free_port(void) {
   assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
   close(fd);
   return ntohs(a.sin_port);
+}
+
+bool sg_test_same_bits(float got, float want) {
+  return memcmp(&got, &want, sizeof got) == 0 || (isnan(got) && isnan(want));
+}
+
+bool sg_test_close_ulp(float got, float want) {
+  if (isnan(got) || isnan(want)) return isnan(got) && isnan(want);
+  if (isinf(got) || isinf(want)) return got == want;
+  float ulp = nextafterf(fabsf(want), INFINITY) - fabsf(want);
+  return fabsf(got - want) <= 2 * ulp;
+}
+
+sg_graph *sg_test_mlp_training(bool decomposed) {
+  sg_graph *g;
+  assert_int_equal(sg_graph_create(&g), SG_OK);
+  enum { B = 16, F = 24, H = 40, C = 5 };
+  int64_t xs[] = {B, F}, ys[] = {B}, w1s[] = {H, F}, b1s[] = {H}, w2s[] = {C, H}, last = -1;
+  sg_tensor x = sg_input(g, "x", SG_F32, 2, xs), y = sg_input(g, "y", SG_I64, 1, ys);
+  sg_tensor lr = sg_input(g, "lr", SG_F32, 0, NULL);
+  sg_tensor W1 = sg_parameter(g, "w1", SG_F32, 2, w1s, NULL),
+            B1 = sg_parameter(g, "b1", SG_F32, 1, b1s, NULL);
+  sg_tensor W2 = sg_parameter(g, "w2", SG_F32, 2, w2s, NULL);
+  sg_tensor h = sg_add(g, sg_linear(g, x, W1, SG_NO_TENSOR), B1), r;
+  if (decomposed) {
+    sg_tensor mean = sg_reduce_mean(g, h, 1, &last, 1), d = sg_sub(g, h, mean);
+    sg_tensor var = sg_reduce_mean(g, sg_mul(g, d, d), 1, &last, 1);
+    sg_tensor n = sg_div(g, d, sg_sqrt(g, sg_add_scalar(g, var, 1e-5)));
+    r = sg_mul(g, sg_mul_scalar(g, n, 0.5),
+               sg_add_scalar(g, sg_erf(g, sg_mul_scalar(g, n, 0.7071067811865476)), 1.0));
+  } else {
+    sg_tensor a = sg_relu(g, sg_mul_scalar(g, h, 0.7));
+    r = sg_add(g, sg_sigmoid(g, a), a);
+  }
+  sg_tensor loss = sg_cross_entropy(g, sg_linear(g, r, W2, SG_NO_TENSOR), y, SG_REDUCTION_MEAN);
+  assert_int_equal(sg_tensor_set_name(g, loss, "loss"), SG_OK);
+  assert_int_equal(sg_graph_mark_output(g, loss), SG_OK);
+  assert_int_equal(sg_graph_backward(g, loss), SG_OK);
+  if (decomposed) {
+    sg_adamw_params adamw = SG_ADAMW_PARAMS_INIT;
+    assert_int_equal(sg_graph_add_adamw(g, lr, &adamw), SG_OK);
+  } else {
+    sg_sgd_params sgd = SG_SGD_PARAMS_INIT;
+    sgd.momentum = 0.9;
+    sgd.weight_decay = 1e-3;
+    assert_int_equal(sg_graph_add_sgd(g, lr, &sgd), SG_OK);
+  }
+  assert_int_equal(sg_graph_finalize(g), SG_OK);
+  return g;
 }

@@ -4,6 +4,7 @@
 
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 /* cmocka needs the includes above first. */
@@ -27,5 +28,17 @@ int sg_test_free_port(void);
 
 /* Deterministic pseudo-random floats in [-1, 1) for initializers. */
 void sg_test_fill(float *p, size_t n, uint64_t seed);
+
+/* The same float, bit for bit (any NaN equals any NaN: kernels pin no NaN
+ * payloads); within 2 ulp of `want` (infinities equal, NaN only to NaN). */
+bool sg_test_same_bits(float got, float want);
+bool sg_test_close_ulp(float got, float want);
+
+/* A small MLP training graph (x [16,24], labels y, scalar lr; parameters
+ * w1, b1, w2 without initializers): linear, + b1, then either a ReLU/
+ * sigmoid residual trained with SGD (momentum 0.9, weight decay 1e-3) or,
+ * `decomposed`, LayerNorm and GELU (erf) written out as elementwise ops and
+ * means, trained with AdamW; cross-entropy "loss". Finalized. */
+sg_graph *sg_test_mlp_training(bool decomposed);
 
 #endif
