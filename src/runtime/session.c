@@ -51,7 +51,7 @@ sg_status sg_session_create(const sg_graph *g, const sg_session_params *p, sg_se
     be->destroy(s->be_state);
     sg__free(s);
     return sg__error(SG_ERR_UNSUPPORTED,
-                     "sg_session_create: poison needs device 'cpu' (host memory), not '%s'", p->device);
+                     "sg_session_create: poison needs device 'cpu' (host memory), not '%s'", be->name);
   }
   *out = s;
   return SG_OK;
@@ -302,8 +302,8 @@ static sg_status plan(sg_session *s) {
    * elementwise ops) has no unfused fallback. */
   if (s->plan.n_groups > 0) {
     sg__plan_free(&s->plan);
-    return sg__error(st, "%s (the %s backend runs %s ops only as generated kernels)", why, s->be->name,
-                     "elementwise");
+    return sg__error(st, "%s (the %s backend runs elementwise ops only as generated kernels)", why,
+                     s->be->name);
   }
   SG_WARN("fusion is off for this session: %s; running the unfused kernels", why);
   return SG_OK;
