@@ -18,8 +18,9 @@
  *    statistics (batch_stats_only), no longer of a runtime's passes.
  * 5: the optional module entries (generated kernels of fused ops).
  * 6: the config's device number; supports_op false for an op the IR
- *    expresses gives that op a generated kernel of its own. */
-#define SG__BACKEND_VERSION 6u
+ *    expresses gives that op a generated kernel of its own.
+ * 7: the fail entry (the device fault of fault injection). */
+#define SG__BACKEND_VERSION 7u
 
 /* A compiled op: backend-defined (oneDNN primitives, a C function, ...). */
 typedef struct sg__kernel sg__kernel;
@@ -139,6 +140,13 @@ typedef struct sg__backend_i {
   sg_status (*module_kernel)(void *state, sg__module *m, const sg__kir_kernel *k, const char *op_name,
                              sg__kernel **out);
   void (*module_free)(void *state, sg__module *m); /* accepts NULL; after its kernels are destroyed */
+
+  /* Fault injection's device failure (SPEC H6): puts the state in the
+   * state a sticky device error leaves it in (on CUDA, the lost context of
+   * an illegal address or an ECC error), with `why` as the cause; from then
+   * on every kernel_run, upload, download and synchronize fails with
+   * SG_ERR_DEVICE naming it, as after the real error. */
+  void (*fail)(void *state, const char *why);
 } sg__backend_i;
 
 extern const sg__backend_i sg__cpu_backend;

@@ -42,7 +42,7 @@ static int by_pos(const void *a, const void *b) {
 }
 
 /* Every parameter gradient the schedule computes, with its slot. */
-static sg_status collect(const sg_session *s, const int32_t *order, uint32_t n_order, sg__dist_plan *p) {
+static sg_status collect(sg_session *s, const int32_t *order, uint32_t n_order, sg__dist_plan *p) {
   const sg_graph *g = sg__session_graph(s);
   int32_t *pos_of_op = sg__malloc((g->n_ops ? g->n_ops : 1) * sizeof(int32_t));
   p->grads = sg__malloc((g->n_tensors ? g->n_tensors : 1) * sizeof(sg__dist_grad));
@@ -61,7 +61,9 @@ static sg_status collect(const sg_session *s, const int32_t *order, uint32_t n_o
     /* A gradient that no kept op produces (dead code) is never used. */
     if (gt->producer < 0 || pos_of_op[gt->producer] < 0) continue;
     size_t bytes;
-    void *addr = sg__session_tensor_addr(s, grad.id, &bytes);
+    void *addr = sg__session_tensor_host(s, grad.id, &bytes);
+    if (addr == NULL && sg__session_tensor_addr(s, grad.id, NULL) != NULL)
+      st = SG_ERR_NO_MEMORY; /* reported */
     if (addr == NULL) continue;
     if (gt->dtype != SG_F32 || bytes % 4 != 0)
       st = sg__error(
@@ -198,7 +200,7 @@ static sg_status fingerprint(const sg_session *s, bool zero, sg__dist_plan *p) {
   return SG_OK;
 }
 
-sg_status sg__dist_plan_build(const sg_session *s, size_t bucket_bytes, bool zero, sg__dist_plan *out) {
+sg_status sg__dist_plan_build(sg_session *s, size_t bucket_bytes, bool zero, sg__dist_plan *out) {
   *out = (sg__dist_plan){0};
   uint32_t n_order;
   const int32_t *order = sg__session_order(s, &n_order);

@@ -41,7 +41,18 @@ static sg_status check_params(const sg_dist_params *p) {
   if (p->zero != 0 && p->zero != 1)
     return sg__error(SG_ERR_INVALID_ARG, "%s: zero is %d; 0 (off) or 1 (ZeRO-1: sharded optimizer state)", fn,
                      p->zero);
-  if (p->zero == 1 && p->offload != NULL && strcmp(p->offload, "none") != 0)
+  /* On a GPU the runtime reaches the slots through host views (hooks.h),
+   * which plain data parallelism pulls and pushes where it reads and writes
+   * them; ZeRO-1's shards and the offload tiers bind host memory as slots. */
+  bool offloading = p->offload != NULL && strcmp(p->offload, "none") != 0;
+  if (sg__par_on_device(p) && (p->zero != 0 || offloading))
+    return sg__error(SG_ERR_UNSUPPORTED,
+                     "%s: %s on device '%s'%s is not supported yet: data parallelism on a GPU keeps the "
+                     "whole optimizer state on the device (zero 0, offload none)",
+                     fn, p->zero != 0 ? "zero 1 (sharded optimizer state)" : "offload",
+                     p->device ? p->device : "cpu",
+                     sg__session_host_mirror_env() ? " (SG_HOST_MIRROR=1, which runs the GPU path)" : "");
+  if (p->zero == 1 && offloading)
     return sg__error(SG_ERR_UNSUPPORTED,
                      "%s: zero 1 with offload '%.32s': ZeRO-1 keeps a rank's share of the optimizer state in "
                      "its session; offloading it is not supported yet",
@@ -75,7 +86,7 @@ static void find_loss(sg_dist *d) {
   for (uint32_t i = 0; i < g->n_outputs; i++)
     if (g->outputs[i] == t) {
       size_t bytes;
-      DP(d)->loss_addr = sg__session_tensor_addr(d->s, t, &bytes);
+      DP(d)->loss_addr = sg__session_tensor_host(d->s, t, &bytes);
       if (DP(d)->loss_addr != NULL) DP(d)->loss = t;
       return;
     }
@@ -245,8 +256,9 @@ static sg_status data_params_hash(const sg_dist *d, uint64_t *out) {
   for (uint32_t t = 0; t < d->g->n_tensors; t++) {
     const sg__tensor *T = &d->g->tensors[t];
     if (T->role != SG_ROLE_PARAMETER) continue;
-    const unsigned char *b = sg__session_tensor_addr(d->s, (int32_t)t, NULL);
+    const unsigned char *b = sg__session_tensor_host(d->s, (int32_t)t, NULL);
     if (b == NULL) continue;
+    SG_CHECK(sg__session_pull(d->s, (int32_t)t));
     h = sg__fnv1a64(h, b, T->nbytes);
   }
   *out = h;

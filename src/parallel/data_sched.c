@@ -34,9 +34,12 @@ sg_status sg__dist_job_broadcast(sg_dist *d, void *arg) {
     bool opt_state = info.role == SG_ROLE_OPTIMIZER_STATE;
     if (info.role != SG_ROLE_PARAMETER && info.role != SG_ROLE_STATE && (!opt_state || DP(d)->zero.on))
       continue;
+    /* On a device through the host views (hooks.h): the root's from its slots, the others' back to theirs. */
     size_t bytes;
-    void *addr = sg__session_tensor_addr(d->s, t, &bytes);
-    if (addr != NULL) st = broadcast_bytes(d->comm, addr, bytes, root);
+    void *addr = sg__session_tensor_host(d->s, t, &bytes);
+    if (addr != NULL && d->rank == root) st = sg__session_pull(d->s, t);
+    if (addr != NULL && st == SG_OK) st = broadcast_bytes(d->comm, addr, bytes, root);
+    if (addr != NULL && st == SG_OK && d->rank != root) st = sg__session_push(d->s, t);
     if (st != SG_OK)
       sg__dist_fail(d, SG_ERR_COMM, "rank %d: broadcasting '%s' from rank %d failed: %s", d->rank, info.name,
                     root, sg_last_error());

@@ -24,7 +24,7 @@
 typedef struct sg__dist_grad {
   int32_t param, grad; /* tensor ids */
   uint32_t pos;        /* schedule position of the op that produces the gradient */
-  void *addr;          /* its slot (host memory), valid from compile to destroy */
+  void *addr;          /* its host view (sg__session_tensor_host), valid from compile to destroy */
   size_t bytes;        /* slot bytes: a backend layout may pad; padding stays zero under avg */
 } sg__dist_grad;
 
@@ -60,7 +60,7 @@ typedef struct sg__dist_plan {
  * no parameter has a gradient in the schedule, SG_ERR_NO_MEMORY. With zero
  * (ZeRO-1) the topology covers no optimizer state (each rank keeps its own
  * share, which the broadcast does not move) but the flag itself. */
-sg_status sg__dist_plan_build(const sg_session *s, size_t bucket_bytes, bool zero, sg__dist_plan *out);
+sg_status sg__dist_plan_build(sg_session *s, size_t bucket_bytes, bool zero, sg__dist_plan *out);
 void sg__dist_plan_free(sg__dist_plan *p);
 /* A fusion barrier (runtime/hooks.h) of g's tensors marking every
  * parameter's gradient: what the buckets average (after the op that
@@ -118,7 +118,8 @@ static inline int32_t sg__dist_xfer_id(int op, int mode, int peer) {
  * the two latest snapshots. The tensors lie in the slot in tensor order. */
 typedef struct sg__dist_snap {
   uint32_t n;  /* tensors */
-  void **addr; /* their slots */
+  void **addr; /* their host views (sg__session_tensor_host) */
+  int32_t *tensor;
   size_t *bytes;
   size_t *off; /* offset in a snapshot slot */
   bool *sync;  /* state: copied by the compute thread before the step */
@@ -136,15 +137,18 @@ typedef struct sg__dist_snap {
 sg_status sg__dist_snap_init(sg_dist *d);
 void sg__dist_snap_free(sg__dist_snap *s);
 /* Compute thread, before step `label` (0-based index = steps completed):
- * copies the state and hands the rest to the scheduler. false when the slot
- * already holds this label (a redone step): nothing to copy. */
-bool sg__dist_snap_begin(sg_dist *d, uint64_t label);
+ * copies the state (pulled from the device first) and hands the rest to the
+ * scheduler; nothing when the slot already holds this label (a redone
+ * step). Errors: the device's, when a pull fails. */
+sg_status sg__dist_snap_begin(sg_dist *d, uint64_t label);
 /* Scheduler thread, mu held (released while copying): the next chunk. */
 void sg__dist_snap_chunk_locked(sg_dist *d);
 /* Compute thread: waits until the scheduler's copy is complete. */
 void sg__dist_snap_wait(sg_dist *d);
-/* Puts back the state after `label` steps: SG_OK, or SG_ERR_NOT_FOUND when neither slot has it. */
-sg_status sg__dist_snap_restore(sg__dist_snap *s, uint64_t label);
+/* Compute thread: puts back the state after `label` steps (and pushes it to
+ * the device): SG_OK, SG_ERR_NOT_FOUND when neither slot has it, or the
+ * device's error. */
+sg_status sg__dist_snap_restore(sg_dist *d, uint64_t label);
 
 /* ---- fault injection (inject.c) ----------------------------------------------- */
 
@@ -498,7 +502,7 @@ typedef struct sg__par_data {
   sg__dist_zero zero;       /* ZeRO-1; its layout changes only in a recovery (compute thread waiting) */
   sg__dist_plan plan;
   int32_t loss;     /* tensor id of a one-element f32 output named "loss", or -1 */
-  float *loss_addr; /* its slot */
+  float *loss_addr; /* its host view */
   void *flat;       /* scheduler's staging buffer: a bucket's small gradients, plus the loss */
   /* Compute thread. */
   int64_t op_t0;
@@ -546,6 +550,9 @@ sg_status sg__par_read_params(const char *fn, const sg_dist_params *given, sg_di
 /* The checks of sg_dist_params that hold in every mode (sizes, degrees,
  * threads, heartbeats, hang diagnosis, QoS, tracing); the strategies check
  * what only they read. `fn` names the create in messages. */
+/* Whether the job runs on a device other than the CPU, or as if it did
+ * (SG_HOST_MIRROR=1: the session's host views are copies, hooks.h). */
+bool sg__par_on_device(const sg_dist_params *p);
 sg_status sg__par_check_params(const sg_dist_params *p, const char *fn);
 /* Creates the job: the handle and the strategy's state, the scheduler
  * thread (which joins the job), then the strategy's build. On failure the

@@ -6,7 +6,8 @@
  * (SIGSTOP: a hang), drop-heartbeats (the scheduler thread, which sends
  * heartbeats and runs the collectives, stops doing anything for a while: a
  * hung communication thread), partition (the two ranks cut their link to
- * each other), device (the rank's step fails with a device error), hang (the
+ * each other), device (the rank's device fails as after a sticky error, so
+ * that its step fails with SG_ERR_DEVICE and the rank leaves), hang (the
  * compute thread stops making progress while the scheduler thread goes on
  * heartbeating: only hang diagnosis, SPEC H7, can find it). */
 #include <errno.h>
@@ -138,9 +139,16 @@ sg_status sg__dist_inject_step(sg_dist *d, uint64_t step) {
         DP(d)->inject_behind = step + 1;
         break;
       case SG_FAULT_HANG: hang(d, step);
-      case SG_FAULT_DEVICE:
-        return sg__error(SG_ERR_INTERNAL, "rank %d, step %llu: injected device failure (fault injection)",
-                         d->orig_rank, (unsigned long long)step);
+      case SG_FAULT_DEVICE: {
+        /* The device fails as after a sticky error (an illegal address, an
+         * ECC error: the backend's fail entry); the step's first kernel then
+         * reports it, and the rank leaves the job (step.c). */
+        char why[96];
+        snprintf(why, sizeof why, "rank %d, step %llu: injected device failure (fault injection)",
+                 d->orig_rank, (unsigned long long)step);
+        sg__session_fail_device(d->s, why);
+        break;
+      }
     }
   }
   return SG_OK;

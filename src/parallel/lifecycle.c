@@ -29,18 +29,22 @@ sg_status sg__par_read_params(const char *fn, const sg_dist_params *given, sg_di
   return SG_OK;
 }
 
-sg_status sg__par_check_params(const sg_dist_params *p, const char *fn) {
-  /* An unknown device is refused as a session refuses it; a known one other
-   * than the CPU because the runtime's hooks read and write tensors in host
-   * memory. */
+bool sg__par_on_device(const sg_dist_params *p) {
+  if (sg__session_host_mirror_env()) return true;
   const sg__backend_i *be = NULL;
   int device = 0;
-  if (p->device != NULL) SG_CHECK(sg__backend_parse(fn, p->device, &be, &device));
-  if (be != NULL && be != &sg__cpu_backend)
-    return sg__error(SG_ERR_UNSUPPORTED,
-                     "%s: device '%s': distributed jobs run on device 'cpu' only for now; the CUDA backend "
-                     "trains in one process (sg_session, docs/cuda.md)",
-                     fn, p->device);
+  return p->device != NULL && sg__backend_parse("", p->device, &be, &device) == SG_OK &&
+         be != &sg__cpu_backend;
+}
+
+sg_status sg__par_check_params(const sg_dist_params *p, const char *fn) {
+  /* An unknown device is refused as a session refuses it (the modes check
+   * what they support of a known one: sg__par_on_device). */
+  if (p->device != NULL) {
+    const sg__backend_i *be = NULL;
+    int device = 0;
+    SG_CHECK(sg__backend_parse(fn, p->device, &be, &device));
+  }
   if (p->threads < 0)
     return sg__error(SG_ERR_INVALID_ARG, "%s: threads is %d (0 = all CPUs)", fn, p->threads);
   if (p->data == 0 || p->data < -1)

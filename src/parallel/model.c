@@ -77,6 +77,12 @@ static sg_status check_params(const sg_dist_params *p) {
                      "%s: a feed callback (self-healing) is not supported with %s parallelism (%s=%d); set "
                      "feed to NULL: a failure then makes every rank's step fail with SG_ERR_COMM",
                      FN, mode, mode, deg);
+  if (sg__par_on_device(p))
+    return sg__error(SG_ERR_UNSUPPORTED,
+                     "%s: device '%s'%s: %s parallelism runs on device 'cpu' only for now (data parallelism "
+                     "runs on GPUs: docs/cuda.md)",
+                     FN, p->device ? p->device : "cpu",
+                     sg__session_host_mirror_env() ? " with SG_HOST_MIRROR=1 (the GPU path)" : "", mode);
   if (p->zero != 0)
     return sg__error(SG_ERR_UNSUPPORTED,
                      "%s: zero %d (sharded optimizer state) is not supported with %s parallelism (%s=%d)", FN,

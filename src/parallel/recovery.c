@@ -59,7 +59,7 @@ sg_status sg__dist_recover(sg_dist *d) {
      * rank started that step (it may have changed batch-norm statistics, or
      * completed it); otherwise it failed between steps and its state is
      * that step's. */
-    st = sg__dist_snap_restore(&DP(d)->snap, h.rollback);
+    st = sg__dist_snap_restore(d, h.rollback);
     if (st == SG_OK) d->stats.snapshot_restores++;
     if (st != SG_OK && d->stats.steps != h.rollback)
       return sg__error(SG_ERR_INTERNAL, "rank %d: recovery: no rollback snapshot of step %llu", d->orig_rank,
@@ -74,8 +74,9 @@ sg_status sg__dist_recover(sg_dist *d) {
      * step it was in (the only snapshot kept: forward changes them), then,
      * when some member completed one step more than others, that member
      * broadcasts parameters, state and optimizer state to all. */
-    st = sg__dist_snap_restore(&DP(d)->snap, d->stats.steps);
+    st = sg__dist_snap_restore(d, d->stats.steps);
     if (st == SG_OK) d->stats.snapshot_restores++;
+    else if (st != SG_ERR_NOT_FOUND) return st; /* the device's */
     if (h.forward > h.rollback) {
       int root = h.donor;
       fprintf(stderr,

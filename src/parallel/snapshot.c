@@ -28,7 +28,8 @@ sg_status sg__dist_snap_init(sg_dist *d) {
   s->bytes = sg__calloc(cap, sizeof *s->bytes);
   s->off = sg__calloc(cap, sizeof *s->off);
   s->sync = sg__calloc(cap, sizeof *s->sync);
-  if (s->addr == NULL || s->bytes == NULL || s->off == NULL || s->sync == NULL)
+  s->tensor = sg__calloc(cap, sizeof *s->tensor);
+  if (s->addr == NULL || s->bytes == NULL || s->off == NULL || s->sync == NULL || s->tensor == NULL)
     return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create: out of memory for the rollback snapshot");
   for (int32_t t = 0; t < n; t++) {
     sg_tensor_info info;
@@ -41,8 +42,11 @@ sg_status sg__dist_snap_init(sg_dist *d) {
      * state, and its recovery rolls back to this snapshot. */
     if (!DP(d)->zero.on && info.role != SG_ROLE_STATE) continue;
     size_t bytes;
-    void *addr = sg__session_tensor_addr(d->s, t, &bytes);
+    void *addr = sg__session_tensor_host(d->s, t, &bytes);
+    if (addr == NULL && sg__session_tensor_addr(d->s, t, NULL) != NULL)
+      return SG_ERR_NO_MEMORY; /* reported */
     if (addr == NULL || bytes == 0) continue;
+    s->tensor[s->n] = t;
     s->addr[s->n] = addr;
     s->bytes[s->n] = bytes;
     s->off[s->n] = s->total;
@@ -66,12 +70,13 @@ void sg__dist_snap_free(sg__dist_snap *s) {
   sg__free(s->bytes);
   sg__free(s->off);
   sg__free(s->sync);
+  sg__free(s->tensor);
   sg__free(s->slot[0]);
   sg__free(s->slot[1]);
   *s = (sg__dist_snap){0};
 }
 
-bool sg__dist_snap_begin(sg_dist *d, uint64_t label) {
+sg_status sg__dist_snap_begin(sg_dist *d, uint64_t label) {
   sg__dist_snap *s = &DP(d)->snap;
   int k = (int)(label % 2);
   /* A step that stopped before its updates (a bad input) may have left a copy running. */
@@ -79,12 +84,15 @@ bool sg__dist_snap_begin(sg_dist *d, uint64_t label) {
   /* Already there: a step redone after a rollback starts from the same state. */
   if (s->valid[k] && s->label[k] == label) {
     s->copy_ns = 0;
-    return false;
+    return SG_OK;
   }
   s->valid[k] = false;
   s->label[k] = label;
   for (uint32_t i = 0; i < s->n; i++)
-    if (s->sync[i]) memcpy(s->slot[k] + s->off[i], s->addr[i], s->bytes[i]);
+    if (s->sync[i]) {
+      SG_CHECK(sg__session_pull(d->s, s->tensor[i]));
+      memcpy(s->slot[k] + s->off[i], s->addr[i], s->bytes[i]);
+    }
   pthread_mutex_lock(&d->mu);
   s->busy_slot = k;
   s->cursor = 0;
@@ -92,7 +100,7 @@ bool sg__dist_snap_begin(sg_dist *d, uint64_t label) {
   s->pending = true;
   pthread_cond_signal(&d->wake_sched);
   pthread_mutex_unlock(&d->mu);
-  return true;
+  return SG_OK;
 }
 
 /* Copies up to CHUNK_BYTES of the parameters and optimizer state, resuming
@@ -132,11 +140,15 @@ void sg__dist_snap_wait(sg_dist *d) {
   pthread_mutex_unlock(&d->mu);
 }
 
-sg_status sg__dist_snap_restore(sg__dist_snap *s, uint64_t label) {
+sg_status sg__dist_snap_restore(sg_dist *d, uint64_t label) {
+  sg__dist_snap *s = &DP(d)->snap;
   int k = (int)(label % 2);
   if (!s->valid[k] || s->label[k] != label)
     return sg__error(SG_ERR_NOT_FOUND, "no rollback snapshot of step %llu", (unsigned long long)label);
-  for (uint32_t i = 0; i < s->n; i++) memcpy(s->addr[i], s->slot[k] + s->off[i], s->bytes[i]);
+  for (uint32_t i = 0; i < s->n; i++) {
+    memcpy(s->addr[i], s->slot[k] + s->off[i], s->bytes[i]);
+    SG_CHECK(sg__session_push(d->s, s->tensor[i]));
+  }
   /* The other slot is ahead of the state now: it must be retaken when its step is redone. */
   s->valid[1 - k] = s->valid[1 - k] && s->label[1 - k] < label;
   return SG_OK;

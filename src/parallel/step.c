@@ -44,12 +44,35 @@ static sg_status inject_behind(sg_dist *d) {
   return sg__dist_failure(d);
 }
 
+/* On a device (hooks.h's host views): the gradients of buckets [first,
+ * end) from their slots to their host views, for the scheduler, and the
+ * loss with the last bucket; after the allreduces, all the gradients back
+ * for the updates. On the CPU the views are the slots: nothing to copy. */
+static sg_status pull_buckets(sg_dist *d, uint32_t first, uint32_t end) {
+  if (!sg__session_views_separate(d->s)) return SG_OK;
+  for (uint32_t b = first; b < end; b++) {
+    const sg__dist_bucket *bk = &DP(d)->plan.buckets[b];
+    for (uint32_t i = bk->first; i < bk->first + bk->count; i++)
+      SG_CHECK(sg__session_pull(d->s, DP(d)->plan.grads[i].grad));
+  }
+  if (end == DP(d)->plan.n_buckets && DP(d)->loss >= 0) SG_CHECK(sg__session_pull(d->s, DP(d)->loss));
+  return SG_OK;
+}
+
+static sg_status push_grads(sg_dist *d) {
+  if (!sg__session_views_separate(d->s)) return SG_OK;
+  for (uint32_t i = 0; i < DP(d)->plan.n_grads; i++)
+    SG_CHECK(sg__session_push(d->s, DP(d)->plan.grads[i].grad));
+  return SG_OK;
+}
+
 static sg_status before_op(void *ctx, uint32_t pos) {
   sg_dist *d = ctx;
   if (pos == DP(d)->plan.wait_pos) {
     SG_CHECK(wait_buckets(d));
     wait_snapshot(d);
     SG_CHECK(inject_behind(d));
+    SG_CHECK(push_grads(d));
   }
   if (d->tracing) DP(d)->op_t0 = sg__now_ns();
   return SG_OK;
@@ -61,6 +84,7 @@ static sg_status after_op(void *ctx, uint32_t pos) {
   uint32_t ready = DP(d)->plan.posted_after[pos];
   /* An earlier shard's forward+backward: its gradients are accumulated, not sent. */
   if (!DP(d)->partial && ready > DP(d)->posted_local) {
+    SG_CHECK(pull_buckets(d, DP(d)->posted_local, ready));
     DP(d)->posted_local = ready;
     pthread_mutex_lock(&d->mu);
     DP(d)->posted = ready;
@@ -109,6 +133,7 @@ static sg_status run_partial_shard(sg_dist *d, bool first, uint64_t stream) {
   sg_status st = run_pass(d, 0, DP(d)->plan.wait_pos, stream, false);
   DP(d)->partial = false;
   if (st != SG_OK) return st;
+  SG_CHECK(pull_buckets(d, 0, DP(d)->plan.n_buckets));
   for (uint32_t i = 0; i < DP(d)->plan.n_grads; i++) {
     const float *g = DP(d)->plan.grads[i].addr;
     float *a = DP(d)->accum + DP(d)->accum_off[i];
@@ -143,7 +168,8 @@ static sg_status run_step(sg_dist *d, uint64_t k) {
   if (d->p.feed != NULL) {
     int64_t s0 = sg__now_ns();
     sg__dist_replica_wait(d); /* its source is the snapshot slot reused now */
-    sg__dist_snap_begin(d, k);
+    st = sg__dist_snap_begin(d, k);
+    if (st != SG_OK) return abandon_step(d, st);
     sg__dist_replica_begin(d, k);
     sync_ms = (double)(sg__now_ns() - s0) * 1e-6;
   }
@@ -187,8 +213,10 @@ static sg_status run_step(sg_dist *d, uint64_t k) {
   if (st != SG_OK) {
     if (__atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE)) return st; /* the job's failure, reported */
     /* Before the first bucket went out nothing was communicated: the ranks
-     * are still in step and the caller may fix the input and retry. */
-    return DP(d)->posted_local == 0 ? st : abandon_step(d, st);
+     * are still in step and the caller may fix the input and retry -- but
+     * not after a device error, which stays (SPEC H6): the rank leaves the
+     * job, and the others heal around it. */
+    return DP(d)->posted_local == 0 && st != SG_ERR_DEVICE ? st : abandon_step(d, st);
   }
   return SG_OK;
 }

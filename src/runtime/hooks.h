@@ -65,6 +65,26 @@ const sg_graph *sg__session_graph(const sg_session *s);
  * moves the tensor; host memory on the cpu device. */
 void *sg__session_tensor_addr(const sg_session *s, int32_t t, size_t *bytes);
 
+/* ---- host views: the parallel runtime's way to the slots ---------------------- */
+
+/* Tensor t as host memory that the caller may read and write (NULL and 0
+ * when it has no slot, or, on a device, when the copy cannot be allocated:
+ * sg_last_error() says so). On the cpu device it is the slot itself. On a
+ * device, or with SG_HOST_MIRROR=1 in the environment (host_view.c), it is
+ * a separate host copy of the slot that only the two calls below keep in
+ * step: the slot is the truth. Stable from its first call until destroy. */
+void *sg__session_tensor_host(sg_session *s, int32_t t, size_t *bytes);
+/* Whether host views are copies (then pull and push copy; else they do
+ * nothing): true on a device and with SG_HOST_MIRROR=1. After compile. */
+bool sg__session_views_separate(const sg_session *s);
+/* SG_HOST_MIRROR=1 is set (before a session exists, for the checks). */
+bool sg__session_host_mirror_env(void);
+/* Slot -> host view (before reading the view), host view -> slot (after
+ * writing it), for a tensor whose view was asked for; otherwise nothing.
+ * Errors: the backend's (SG_ERR_DEVICE), with the tensor named. */
+sg_status sg__session_pull(sg_session *s, int32_t t);
+sg_status sg__session_push(sg_session *s, int32_t t);
+
 /* ---- passes ------------------------------------------------------------------ */
 
 typedef struct sg__step_hooks {
@@ -117,5 +137,10 @@ sg_status sg__session_run_pass(sg_session *s, const sg__session_pass *p);
  * state back to the one after step n rolls the count back too, so a redone
  * step draws the masks it drew the first time. */
 void sg__session_set_steps(sg_session *s, uint64_t steps);
+
+/* Fault injection's device failure (SPEC H6): the session's device fails
+ * as after a sticky device error (the backend's fail entry), `why` its
+ * cause; every later pass, read or write returns SG_ERR_DEVICE. */
+void sg__session_fail_device(sg_session *s, const char *why);
 
 #endif /* SG_RUNTIME_HOOKS_H */

@@ -70,6 +70,7 @@ static void destroy_kernels(sg_session *s) {
 /* Frees everything compile made, leaving the session as created. */
 static void release_compiled(sg_session *s) {
   destroy_kernels(s);
+  sg__session_views_free(s);
   if (s->module) s->be->module_free(s->be_state, s->module);
   s->module = NULL;
   s->be->buffer_free(s->be_state, s->persistent);
@@ -321,6 +322,7 @@ sg_status sg_session_compile(sg_session *s) {
   SG_CHECK_GOTO(create_kernels(s), st, fail);
   if (s->poison) SG_CHECK_GOTO(plan_poison(s), st, fail);
   SG_CHECK_GOTO(sg__profile_init(s), st, fail);
+  SG_CHECK_GOTO(sg__session_views_init(s), st, fail);
   s->compiled = true;
   s->compile_seconds = seconds_now() - t0;
   SG_INFO("compiled in %.2f s: %u ops per step (%u eliminated, %u folded, %u in place, %u in %u "
@@ -419,6 +421,8 @@ const int32_t *sg__session_order(const sg_session *s, uint32_t *n) {
 const sg_graph *sg__session_graph(const sg_session *s) { return s->g; }
 
 void sg__session_set_steps(sg_session *s, uint64_t steps) { s->steps = steps; }
+
+void sg__session_fail_device(sg_session *s, const char *why) { s->be->fail(s->be_state, why); }
 
 void *sg__session_tensor_addr(const sg_session *s, int32_t t, size_t *bytes) {
   if (!s->compiled || t < 0 || (uint32_t)t >= s->g->n_tensors || s->tensor_ptr[t] == NULL) {

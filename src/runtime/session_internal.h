@@ -28,6 +28,7 @@ struct sg_session {
   void **tensor_ptr; /* per tensor: device address of its slot, or NULL */
   void **bound;      /* per tensor: caller memory bound as this input, or NULL */
   bool *input_set;   /* per tensor: an input has been set or bound */
+  void **host_views; /* per tensor: its host copy (host_view.c), or NULL; NULL when views are slots */
 
   /* Per op index: its input and output addresses, in op order, pointing
    * into flat arrays so that a step only reads them. */
@@ -54,6 +55,11 @@ struct sg_session {
  * freed by destroy. */
 sg_status sg__profile_init(sg_session *s);
 void sg__profile_free(sg_session *s);
+
+/* Host views (host_view.c): separate ones on a device, or with
+ * SG_HOST_MIRROR=1; at compile and in release. */
+sg_status sg__session_views_init(sg_session *s);
+void sg__session_views_free(sg_session *s);
 
 /* Points every op's input/output arrays at the current slots and bindings. */
 void sg__session_wire(sg_session *s);

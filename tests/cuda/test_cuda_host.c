@@ -1,8 +1,8 @@
 /* What of the CUDA backend runs without a GPU (this machine has the CUDA
  * toolkit but no GPU and no driver): device strings and the error a
  * session gets when there is no GPU to use (or, on a machine with GPUs,
- * for a device number past the last), a distributed job refusing the
- * device, and the cuDNN operation graph of
+ * for a device number past the last), a distributed job refusing what it
+ * does not support on a GPU, and the cuDNN operation graph of
  * every convolution of ResNet-50's training graph (forward, backward data,
  * backward weight; batch 32 at 224 x 224) built and finalized, with
  * cuDNN's heuristics finalized on it -- everything short of a handle; the
@@ -51,11 +51,21 @@ static void test_device_strings(void **state) {
     assert_status(sg_session_create(g, &p, &s), SG_ERR_DEVICE, "no device cuda:999");
   }
   assert_null(s);
-  /* Distributed jobs stay on the CPU for now, and say so. */
+  /* Data parallelism runs on GPUs, but not yet with sharded or offloaded
+   * optimizer state, nor pipeline or tensor parallelism: refused, and said. */
   sg_dist_params dp = SG_DIST_PARAMS_INIT;
   dp.device = "cuda";
+  dp.zero = 1;
   sg_dist *d = NULL;
-  assert_status(sg_dist_create(g, &dp, &d), SG_ERR_UNSUPPORTED, "device 'cpu' only");
+  assert_status(sg_dist_create(g, &dp, &d), SG_ERR_UNSUPPORTED,
+                "zero 1 (sharded optimizer state) on device 'cuda'");
+  dp.zero = 0;
+  dp.offload = "dram";
+  assert_status(sg_dist_create(g, &dp, &d), SG_ERR_UNSUPPORTED, "offload on device 'cuda'");
+  dp.offload = NULL;
+  dp.pipeline = 2;
+  assert_status(sg_dist_create_model(g, (sg_tensor){0}, NULL, &dp, &d), SG_ERR_UNSUPPORTED,
+                "runs on device 'cpu' only");
   assert_null(d);
   sg_graph_destroy(g);
 }

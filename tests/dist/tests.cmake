@@ -51,6 +51,9 @@ add_test(NAME dist_heal_stop_cont_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_s
 add_test(NAME dist_heal_drop_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_drop "drop-heartbeats:rank=3,step=6")
 add_test(NAME dist_heal_partition_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_part "partition:ranks=1-2,step=5")
 add_test(NAME dist_heal_degrade_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_degrade "kill:rank=1,step=4")
+# A rank's device fails (SPEC H6: the backend's state as after a sticky error): its step fails with
+# SG_ERR_DEVICE, it leaves the job, and the others heal.
+add_test(NAME dist_heal_device_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_device "device:rank=2,step=5")
 # One rank a step behind the others (a 'behind' fault: it gives up step 5 after
 # the gradients were averaged, before its updates; the others complete it):
 # the recovery keeps all 4 ranks and rolls the laggard forward with the state
@@ -69,7 +72,7 @@ add_test(NAME dist_heal_badargs COMMAND $<TARGET_FILE:sgrt_cli> launch -n 2 -- $
 set_tests_properties(dist_heal_badargs PROPERTIES TIMEOUT 60 LABELS "dist;heal"
                      ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000;SG_INJECT=kil:rank=1,step=2")
 set_tests_properties(dist_heal_kill_np4 dist_heal_kill_rank0_np4 dist_heal_kill_random_np4 dist_heal_stop_np4
-                     dist_heal_stop_cont_np4
+                     dist_heal_stop_cont_np4 dist_heal_device_np4
                      dist_heal_drop_np4 dist_heal_partition_np4 dist_heal_behind_np4 dist_heal_behind_rank0_np4
                      PROPERTIES TIMEOUT 60 LABELS "dist;heal"
                      ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000")
@@ -231,3 +234,27 @@ set_tests_properties(dist_heal_create_kill_np4 dist_heal_slow_start_np4 PROPERTI
 set_tests_properties(dist_heal_create_kill_np4 PROPERTIES ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000")
 set_tests_properties(dist_heal_slow_start_np4 PROPERTIES ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000;HEAL_SLOW_START=1:2500"
                      PASS_REGULAR_EXPRESSION "HEAL rank 1 .*recoveries 0")
+
+# Data parallelism's GPU path on the CPU: with SG_HOST_MIRROR=1 every session
+# keeps its host views (src/runtime/hooks.h) apart from its slots, as on a GPU,
+# so the gradients go slot -> host view -> allreduce -> host view -> slot and
+# the broadcasts, snapshots and rollbacks pull and push. A pull or push the
+# runtime forgot gives other parameters than the failure-free reference: the
+# same checks as above, on the GPU path (MLP and ResNet-50 with batch norm;
+# micro-batches with a lost rank; a rank behind, rolled forward by broadcast;
+# a rank that rejoins and receives the state).
+add_test(NAME dist_mirror_mlp_equiv_np2 COMMAND ${_sg_launch} -n 2 -- ${_sg_worker} mlp_equiv ${_sg_dist_dir}/mirror_mlp)
+add_test(NAME dist_mirror_resnet_equiv_np2
+         COMMAND ${_sg_launch} -n 2 -- ${_sg_worker} resnet_equiv ${_sg_dist_dir}/mirror_resnet 16)
+add_test(NAME dist_mirror_heal_micro_np4
+         COMMAND ${_sg_heal} ${_sg_dist_dir}/mirror_heal_micro "kill:rank=1,step=random(1-9)" 13)
+add_test(NAME dist_mirror_heal_behind_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/mirror_heal_behind "behind:rank=1,step=4")
+add_test(NAME dist_mirror_heal_device_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/mirror_heal_device "device:rank=0,step=3")
+add_test(NAME dist_mirror_rejoin_kill_np4
+         COMMAND ${_sg_rejoin} ${_sg_dist_dir}/mirror_rejoin "kill:rank=2,step=3" 1 2 2 1)
+set_tests_properties(dist_mirror_mlp_equiv_np2 dist_mirror_resnet_equiv_np2 PROPERTIES TIMEOUT 120 LABELS dist
+                     ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000;SG_HOST_MIRROR=1")
+set_tests_properties(dist_mirror_heal_behind_np4 dist_mirror_heal_device_np4 dist_mirror_rejoin_kill_np4 PROPERTIES TIMEOUT 60 LABELS "dist;heal"
+                     ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000;SG_HOST_MIRROR=1")
+set_tests_properties(dist_mirror_heal_micro_np4 PROPERTIES TIMEOUT 60 LABELS "dist;heal"
+                     ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000;HEAL_MICRO_BATCHES=2;SG_HOST_MIRROR=1")

@@ -2,11 +2,15 @@
  * pipeline recomputation relies on -- dropout streams and frozen batch-norm
  * running statistics -- and what a pass is: a range of the schedule (a bad
  * one refused), hooks called at their positions of the range only, a step
- * counted only when asked. Masks are checked against the key formula of
+ * counted only when asked; host views (separate ones with SG_HOST_MIRROR=1,
+ * as on a GPU: pulled and pushed, never in step on their own); and the
+ * device failure of fault injection (every later run or copy fails with
+ * SG_ERR_DEVICE). Masks are checked against the key formula of
  * ref_ops.c (stream 0) and its documented extension (other streams);
  * running statistics against PyTorch's update, computed by hand. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
@@ -300,11 +304,83 @@ static void test_pass_range_hooks_count(void **state) {
   sg_graph_destroy(g);
 }
 
+/* The parameter w's slot through sg_session_read (the public path). */
+static float read_w0(sg_session *s) {
+  float w[N];
+  assert_status(sg_session_read(s, "w", w, sizeof w), SG_OK, NULL);
+  return w[0];
+}
+
+static void test_host_views(void **state) {
+  (void)state;
+  sg_graph *g = dropout_graph();
+  int32_t w = -1;
+  for (int32_t t = 0; t < sg_graph_num_tensors(g); t++) {
+    sg_tensor_info info;
+    assert_status(sg_graph_tensor_info(g, (sg_tensor){t}, &info), SG_OK, NULL);
+    if (strcmp(info.name, "w") == 0) w = t;
+  }
+  assert_true(w >= 0);
+  /* On the CPU a view is the slot: pull and push do nothing. */
+  unsetenv("SG_HOST_MIRROR");
+  sg_session *s = open_session(g);
+  assert_false(sg__session_views_separate(s));
+  size_t bytes = 0;
+  assert_ptr_equal(sg__session_tensor_host(s, w, &bytes), sg__session_tensor_addr(s, w, NULL));
+  assert_true(bytes >= N * sizeof(float));
+  sg_session_destroy(s);
+
+  /* SG_HOST_MIRROR=1: a copy of its own, which only pull and push move. */
+  setenv("SG_HOST_MIRROR", "1", 1);
+  s = open_session(g);
+  unsetenv("SG_HOST_MIRROR");
+  assert_true(sg__session_views_separate(s));
+  float *view = sg__session_tensor_host(s, w, &bytes);
+  assert_non_null(view);
+  assert_ptr_not_equal(view, sg__session_tensor_addr(s, w, NULL));
+  assert_ptr_equal(sg__session_tensor_host(s, w, NULL), view); /* stable */
+  assert_true(view[0] == 0.0f);                                /* not pulled yet */
+  assert_status(sg__session_pull(s, w), SG_OK, NULL);
+  for (int i = 0; i < N; i++) assert_true(view[i] == 1.0f);
+  for (int i = 0; i < N; i++) view[i] = 3.0f;
+  assert_true(read_w0(s) == 1.0f); /* the slot is the truth until pushed */
+  assert_status(sg__session_push(s, w), SG_OK, NULL);
+  assert_true(read_w0(s) == 3.0f);
+  /* A tensor without a slot has no view; pull and push of it do nothing. */
+  assert_null(sg__session_tensor_host(s, -1, &bytes));
+  assert_int_equal(bytes, 0);
+  assert_status(sg__session_pull(s, 1 << 30), SG_OK, NULL);
+  sg_session_destroy(s);
+  sg_graph_destroy(g);
+}
+
+static void test_device_failure(void **state) {
+  (void)state;
+  sg_graph *g = dropout_graph();
+  sg_session *s = open_session(g);
+  float x[N], lr = 0;
+  int64_t d[] = {N};
+  for (int i = 0; i < N; i++) x[i] = 1.0f;
+  assert_status(sg_session_set_input(s, "x", SG_F32, 1, d, x), SG_OK, NULL);
+  assert_status(sg_session_set_input(s, "lr", SG_F32, 0, NULL, &lr), SG_OK, NULL);
+  assert_status(sg_session_step(s), SG_OK, NULL);
+  sg__session_fail_device(s, "the cause given");
+  /* Sticky: the step, a read, a write, and the next step all report it. */
+  assert_status(sg_session_step(s), SG_ERR_DEVICE, "the cause given");
+  float w[N];
+  assert_status(sg_session_read(s, "w", w, sizeof w), SG_ERR_DEVICE, "the device failed earlier");
+  assert_status(sg_session_set_input(s, "x", SG_F32, 1, d, x), SG_ERR_DEVICE, "the cause given");
+  assert_status(sg_session_step(s), SG_ERR_DEVICE, "the cause given");
+  assert_int_equal(sg_session_steps(s), 1);
+  sg_session_destroy(s);
+  sg_graph_destroy(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_dropout_streams),
-      cmocka_unit_test(test_frozen_batch_norm),
-      cmocka_unit_test(test_pass_range_hooks_count),
+      cmocka_unit_test(test_dropout_streams),        cmocka_unit_test(test_frozen_batch_norm),
+      cmocka_unit_test(test_pass_range_hooks_count), cmocka_unit_test(test_host_views),
+      cmocka_unit_test(test_device_failure),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -136,8 +136,19 @@ static void cpu_buffer_free(void *state, void *buf) {
   sg__cpu_aligned_free(buf);
 }
 
+/* After fail: what a lost device reports (the CPU itself never loses one). */
+static sg_status failed(const sg__cpu_state *st) {
+  return sg__error(SG_ERR_DEVICE, "cpu: the device failed earlier: %s", st->failure);
+}
+
+static void cpu_fail(void *state, const char *why) {
+  sg__cpu_state *st = state;
+  if (st != NULL && st->failure[0] == '\0') snprintf(st->failure, sizeof st->failure, "%s", why ? why : "?");
+}
+
 static sg_status cpu_copy(void *state, void *dst, const void *src, size_t bytes) {
-  (void)state;
+  const sg__cpu_state *st = state;
+  if (st != NULL && st->failure[0]) return failed(st);
   if (bytes == 0) return SG_OK;
   if (dst == NULL || src == NULL) return sg__error(SG_ERR_INVALID_ARG, "cpu copy: NULL buffer");
   memmove(dst, src, bytes);
@@ -264,6 +275,7 @@ static sg_status cpu_kernel_run(void *state, sg__kernel *k, void *const *in, voi
   sg__cpu_state *st = state;
   if (st == NULL || k == NULL || ctx == NULL)
     return sg__error(SG_ERR_INVALID_ARG, "cpu kernel_run: NULL argument");
+  if (st->failure[0]) return failed(st);
   sg__cpu_set_threads(st->threads);
   return k->run(st, k, in, out, ctx);
 }
@@ -278,6 +290,7 @@ static void cpu_kernel_destroy(void *state, sg__kernel *k) {
 static sg_status cpu_synchronize(void *state) {
   sg__cpu_state *st = state;
   if (st == NULL) return sg__error(SG_ERR_INVALID_ARG, "cpu synchronize: NULL state");
+  if (st->failure[0]) return failed(st);
   return sg__dnnl_state_wait(st);
 }
 
@@ -302,4 +315,5 @@ const sg__backend_i sg__cpu_backend = {
     .module_artifact = sg__cpu_module_artifact,
     .module_kernel = sg__cpu_module_kernel,
     .module_free = sg__cpu_module_free,
+    .fail = cpu_fail,
 };

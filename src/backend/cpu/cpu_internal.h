@@ -59,6 +59,8 @@ struct sg__cpu_state {
    * from `ws` because the adapted kernel uses that. */
   unsigned char *ws2;
   size_t ws2_size;
+  /* Set by fail (fault injection): every later run or copy reports it. */
+  char failure[256];
 };
 
 /* ---- storage layouts (cpu_layout.c) -------------------------------------

@@ -394,6 +394,14 @@ static bool cuda_supports_op(void *state, sg_op_kind kind) {
   return family(kind) != NULL || is_batch_norm(kind);
 }
 
+/* Fault injection (SPEC H6): the state a sticky error leaves, without the error. */
+static void cuda_fail(void *state, const char *why) {
+  sg__cuda_state *st = state;
+  if (st == NULL || st->failed) return;
+  st->failed = true;
+  snprintf(st->failure, sizeof st->failure, "%s", why ? why : "?");
+}
+
 const sg__backend_i sg__cuda_backend = {
     .version = SG__BACKEND_VERSION,
     .name = "cuda",
@@ -415,4 +423,5 @@ const sg__backend_i sg__cuda_backend = {
     .module_artifact = sg__cuda_module_artifact,
     .module_kernel = sg__cuda_module_kernel,
     .module_free = sg__cuda_module_free,
+    .fail = cuda_fail,
 };
