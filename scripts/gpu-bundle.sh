@@ -8,19 +8,21 @@
 #
 # usage: scripts/gpu-bundle.sh [-j N]
 # Writes build-gpu/gpu-bundle.tar.xz (under 64 MiB; checked): bin/
-# (test_cuda_gpu, mlp_train, resnet50_train, sgrt) and lib/ (libsgrt and
+# (test_cuda_gpu, mlp_train, resnet50_train, resnet50_dist, sgrt) and lib/ (libsgrt and
 # the non-system, non-CUDA libraries they load, as ldd resolves them here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
 [ "${1:-}" = "-j" ] && jobs=$2
 [ -d /usr/local/cuda ] || { echo "gpu-bundle: no CUDA toolkit under /usr/local/cuda" >&2; exit 1; }
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSG_WITH_CUDA=ON -DSG_WERROR=ON >/dev/null
-ninja -C build-gpu -j "$jobs" sgrt test_cuda_gpu mlp_train resnet50_train sgrt_cli >/dev/null
+# Fault injection on: the check injects a lost rank and a failed device into GPU jobs (SG_INJECT).
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSG_WITH_CUDA=ON -DSG_WERROR=ON \
+  -DSG_FAULT_INJECTION=ON >/dev/null
+ninja -C build-gpu -j "$jobs" sgrt test_cuda_gpu mlp_train resnet50_train resnet50_dist sgrt_cli >/dev/null
 b=build-gpu/bundle
 rm -rf "$b" && mkdir -p "$b/bin" "$b/lib"
 cp build-gpu/tests/test_cuda_gpu build-gpu/examples/mlp_train build-gpu/examples/resnet50_train \
-   build-gpu/tools/sgrt "$b/bin/"
+   build-gpu/examples/resnet50_dist build-gpu/tools/sgrt "$b/bin/"
 # Libraries: everything ldd resolves but glibc's own, the C++ runtime and CUDA's.
 skip='^(libc|libm|libdl|librt|libpthread|ld-linux-x86-64|libgcc_s|libstdc\+\+|libcuda|libcudart|libnvrtc|libcublas|libcublasLt|libcudnn.*|libnccl)\.so'
 for f in "$b"/bin/*; do ldd "$f"; done | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |

@@ -17,6 +17,12 @@
 #      TF32; PyTorch eager fp32 and TF32, torch.compile TF32 (channels_last);
 #      images/s and peak device memory (nvidia-smi's, sampled every 100 ms,
 #      over the idle baseline, the same way for every run)
+#   5. data parallelism on this one GPU (the host path: GPU -> host ->
+#      allreduce -> GPU; NCCL refuses two ranks on one GPU): resnet50_dist
+#      with 2 ranks on cuda against the same job on the CPU (losses and
+#      parameter norms compared), then 3 ranks with a rank killed at step 3
+#      and with a rank's device failed at step 3: the survivors heal and
+#      finish
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -103,6 +109,28 @@ for run in "eager fp32" "eager tf32" "compile tf32"; do
   set -- $run
   mem_peak timeout 150 $py bench/cuda/torch_resnet.py "$1" "$2" 256 10 >>"$results"
 done
+say "5. data parallelism on one GPU"
+# dist_run TAG TIMEOUT LAUNCH-ARGS...: a resnet50_dist job under sgrt launch; rank 0's JSON line, tagged.
+dist_run() {
+  local tag=$1 limit=$2 rc
+  shift 2
+  timeout "$limit" "$bin/sgrt" launch "$@" >"$out/dist_$tag.log" 2>&1
+  rc=$?
+  grep '^\[0\] {' "$out/dist_$tag.log" | tail -n 1 | sed 's/^\[0\] //' | $py -c '
+import json, sys
+try:
+    j = json.loads(sys.stdin.read())
+except Exception:
+    j = {"error": "no JSON line"}
+j["check"], j["launch_status"] = sys.argv[1], int(sys.argv[2])
+print(json.dumps(j))' "$tag" "$rc" >>"$results"
+}
+dargs=(--batch 16 --res 64 --width 64 --classes 10 --steps 6 --warmup 2 --json)
+dist_run dp2_cpu 240 -n 2 -- "$bin/resnet50_dist" "${dargs[@]}" --device cpu --threads 4
+dist_run dp2_cuda 180 -n 2 -- "$bin/resnet50_dist" "${dargs[@]}" --device cuda
+dist_run dp3_cuda_kill 180 --inject "kill:rank=1,step=3" -n 3 -- "$bin/resnet50_dist" "${dargs[@]}" --device cuda
+dist_run dp3_cuda_device 180 --inject "device:rank=2,step=3" -n 3 -- "$bin/resnet50_dist" "${dargs[@]}" \
+  --device cuda
 $py - "$results" "$out/gpu-check.json" <<'PYEOF'
 import json, sys
 rows = []
@@ -111,6 +139,14 @@ for line in open(sys.argv[1]):
         rows.append(json.loads(line))
     except Exception:
         rows.append({"unparsed": line.strip()[:200]})
+# Data parallelism on the GPU against the CPU: the same job, so the same losses and parameters up to
+# the two backends' rounding.
+by = {r.get("check"): r for r in rows if isinstance(r, dict) and "check" in r}
+cpu, gpu = by.get("dp2_cpu", {}), by.get("dp2_cuda", {})
+def rel(a, b):
+    return abs(a - b) / max(abs(b), 1e-30) if isinstance(a, (int, float)) and isinstance(b, (int, float)) else None
+rows.append({"check": "dp2_cuda_vs_cpu", "final_loss_rel": rel(gpu.get("final_loss"), cpu.get("final_loss")),
+             "params_l2_rel": rel(gpu.get("params_l2"), cpu.get("params_l2"))})
 json.dump({"gpu_check": rows}, open(sys.argv[2], "w"), indent=1)
 print(json.dumps({"gpu_check": len(rows)}))
 PYEOF

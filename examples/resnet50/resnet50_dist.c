@@ -7,7 +7,12 @@
  *       [--threads N] [--lr X] [--width N] [--classes N] [--seed N] [--warmup N]
  *       [--bucket-mb X] [--trace FILE] [--heartbeat-ms N] [--dead-ms N]
  *       [--offload dram|pmem] [--offload-path PATH] [--json]
- *       [--pipeline K] [--tensor T] [--micro-batches M]
+ *       [--pipeline K] [--tensor T] [--micro-batches M] [--device cpu|cuda|cuda:N]
+ *
+ * --device cuda trains on a GPU (docs/cuda.md): every rank on the same one
+ * unless each is given its own cuda:N; the gradients go from the GPU to
+ * host memory, through the ranks' allreduce and back (plain data
+ * parallelism only, without --offload).
  *
  * --pipeline K / --tensor T (with --micro-batches M for the pipeline) train
  * the same model through sg_dist_create_model (docs/dist.md, "Pipeline and
@@ -57,7 +62,7 @@ typedef struct options {
   int pipeline, tensor, micro; /* > 1: sg_dist_create_model's modes */
   double lr, bucket_mb;
   uint64_t seed;
-  const char *trace, *offload, *offload_path;
+  const char *trace, *offload, *offload_path, *device;
 } options;
 
 static const char usage[] =
@@ -65,7 +70,7 @@ static const char usage[] =
     "                     [--classes N] [--seed N] [--warmup N] [--bucket-mb X] [--trace FILE] "
     "[--heartbeat-ms N] [--dead-ms N]\n"
     "                     [--offload dram|pmem] [--offload-path PATH] [--no-heal] [--json]\n"
-    "                     [--pipeline K] [--tensor T] [--micro-batches M]\n"
+    "                     [--pipeline K] [--tensor T] [--micro-batches M] [--device cpu|cuda|cuda:N]\n"
     "       batch 2..65536, res 32..4096, steps 1..1000000, threads 1..4096, classes 1..100000,\n"
     "       width 1..4096, warmup 0..1000000, lr in (0, 100], bucket-mb in (0, 4096],\n"
     "       heartbeat-ms 1..3600000, dead-ms 2..3600000 (more than heartbeat-ms), pipeline, tensor\n"
@@ -73,7 +78,7 @@ static const char usage[] =
     "       (start it once per rank: sgrt launch -n 4 resnet50_dist ...)\n";
 
 static int parse(int argc, char **argv, options *o) {
-  *o = (options){8, 64, 10, 1, 10, 64, 1, 0, 100, 1000, 0, 1, 1, 1, 0.01, 25, 1, NULL, NULL, NULL};
+  *o = (options){8, 64, 10, 1, 10, 64, 1, 0, 100, 1000, 0, 1, 1, 1, 0.01, 25, 1, NULL, NULL, NULL, "cpu"};
   /* The ranges are in the usage text and docs/examples.md. */
   const example_opt opts[] = {
       {"--batch", EXAMPLE_OPT_INT, &o->batch, 2, 65536},
@@ -96,6 +101,7 @@ static int parse(int argc, char **argv, options *o) {
       {"--pipeline", EXAMPLE_OPT_INT, &o->pipeline, 1, 256},
       {"--tensor", EXAMPLE_OPT_INT, &o->tensor, 1, 256},
       {"--micro-batches", EXAMPLE_OPT_INT, &o->micro, 1, 65536},
+      {"--device", EXAMPLE_OPT_STRING, &o->device},
   };
   int rc = example_parse_opts("resnet50_dist", usage, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
   if (rc != 0) return rc;
@@ -255,6 +261,7 @@ int main(int argc, char **argv) {
   if (st != SG_OK) return fail(-1, "building the graph", st);
   sg_dist_params dp = SG_DIST_PARAMS_INIT; /* rank, world size, master: from the launcher's environment */
   dp.threads = o.threads;
+  dp.device = o.device; /* validated by sg_dist_create */
   dp.seed = o.seed;
   dp.bucket_bytes = (size_t)(o.bucket_mb * 1048576.0);
   dp.trace_path = o.trace;
@@ -387,6 +394,7 @@ int main(int argc, char **argv) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "example", "resnet50_dist");
     cJSON_AddNumberToObject(j, "world_size", world);
+    cJSON_AddStringToObject(j, "device", o.device);
     cJSON_AddNumberToObject(j, "batch", o.batch);
     cJSON_AddNumberToObject(j, "global_batch", global_batch);
     cJSON_AddNumberToObject(j, "res", o.res);

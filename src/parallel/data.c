@@ -11,6 +11,7 @@
 #include "graph/graph.h"
 #include "parallel/dist_internal.h"
 #include "parallel/model.h"
+#include "sgrt/devices.h"
 
 /* Shards of a step (world size x micro_batches) stay far from INT_MAX. */
 #define MAX_MICRO_BATCHES 65536
@@ -147,6 +148,24 @@ static sg_status set_fuse_barrier(sg_dist *d) {
   return st;
 }
 
+/* The device of this rank's session: "cuda" without a number is GPU
+ * local rank mod GPU count, as a torchrun program picks cuda:LOCAL_RANK, so
+ * that the ranks of a machine spread over its GPUs (sharing them when there
+ * are fewer); anything else as given. */
+static const char *rank_device(const sg_dist *d, char *buf, size_t cap) {
+  const char *dev = d->p.device;
+  if (dev == NULL || strcmp(dev, "cuda") != 0) return dev;
+  sg_gpu_device *gpus = NULL;
+  size_t n = 0;
+  if (sg_gpu_devices(&gpus, &n, NULL, NULL, NULL, 0) != SG_OK || n == 0) {
+    sg_gpu_devices_free(gpus);
+    return dev; /* the session says why there is none */
+  }
+  sg_gpu_devices_free(gpus);
+  snprintf(buf, cap, "cuda:%d", sg_comm_local_rank(d->comm) % (int)n);
+  return buf;
+}
+
 /* Everything after joining that the compute thread prepares. */
 static sg_status data_build(sg_dist *d, const sg__par_create_args *a) {
   (void)a;
@@ -159,7 +178,8 @@ static sg_status data_build(sg_dist *d, const sg__par_create_args *a) {
         "size %d",
         p->data, world);
   sg_session_params sp = SG_SESSION_PARAMS_INIT;
-  sp.device = p->device;
+  char dev[32];
+  sp.device = rank_device(d, dev, sizeof dev);
   sp.threads = p->threads;
   sp.seed = p->seed;
   SG_CHECK(sg_session_create(d->g, &sp, &d->s));

@@ -20,6 +20,10 @@
  *    training end in bitwise equal parameters.
  * 4. A warm start: a second session of the same graph loads its kernels
  *    from the compile cache and runs NVRTC zero times.
+ * 5. The VRAM tier of the global page table (SPEC A3, docs/gmem.md): an
+ *    allocation written in DRAM, migrated to VRAM and back (same GVA, the
+ *    version up by one each time, the bytes kept), written and read while in
+ *    VRAM, one made in VRAM directly; VRAM has no host pointer.
  * With --dump DIR, ResNet-50's initial parameters and state, the batches
  * and the losses of both devices are written there (raw little-endian
  * arrays and manifest.json) for bench/cuda/torch_check.py, which trains
@@ -489,6 +493,52 @@ static void dump(const char *dir, const sg_graph *g, const batches *b, const flo
   sg_session_destroy(s);
 }
 
+/* The VRAM tier (item 5): a page table of one node with DRAM and 64 MiB of VRAM on cuda:0. */
+static void vram_tier(void) {
+  sg_gmem_params p = SG_GMEM_PARAMS_INIT;
+  p.vram_bytes = (size_t)64 << 20;
+  sg_gmem *gm = NULL;
+  OK(sg_gmem_create(NULL, &p, &gm), "sg_gmem_create with VRAM");
+  enum { BYTES = 3 * 4096 + 100 };
+  static unsigned char data[BYTES], got[BYTES];
+  for (size_t i = 0; i < BYTES; i++) data[i] = (unsigned char)(i * 131u + 7u);
+  sg_gva a, v;
+  OK(sg_gmem_alloc(gm, SG_GMEM_DRAM, BYTES, SG_GMEM_READ | SG_GMEM_WRITE, &a), "alloc in DRAM");
+  OK(sg_gmem_write(gm, a, data, BYTES, NULL), "write in DRAM");
+  sg_gmem_loc before, after;
+  OK(sg_gmem_translate(gm, a, SG_GMEM_READ, &before), "translate");
+  OK(sg_gmem_migrate(gm, a, SG_GMEM_VRAM), "migrate to VRAM");
+  OK(sg_gmem_translate(gm, a, SG_GMEM_READ, &after), "translate");
+  bool ok = after.tier == SG_GMEM_VRAM && after.ptr == NULL && after.version == before.version + 1;
+  memset(got, 0, BYTES);
+  OK(sg_gmem_read(gm, a, got, BYTES, NULL), "read in VRAM");
+  ok = ok && memcmp(got, data, BYTES) == 0;
+  void *ptr = NULL;
+  sg_status st = sg_gmem_ptr(gm, a, 8, SG_GMEM_READ, &ptr);
+  ok = ok && st == SG_ERR_UNSUPPORTED && strstr(sg_last_error(), "VRAM") != NULL;
+  for (size_t i = 0; i < BYTES; i++) data[i] ^= 0x5a;
+  OK(sg_gmem_write(gm, a, data, BYTES, NULL), "write in VRAM");
+  OK(sg_gmem_migrate(gm, a, SG_GMEM_DRAM), "migrate back to DRAM");
+  OK(sg_gmem_translate(gm, a, SG_GMEM_READ, &after), "translate");
+  ok = ok && after.tier == SG_GMEM_DRAM && after.ptr != NULL;
+  memset(got, 0, BYTES);
+  OK(sg_gmem_read(gm, a, got, BYTES, NULL), "read in DRAM");
+  ok = ok && memcmp(got, data, BYTES) == 0;
+  OK(sg_gmem_alloc(gm, SG_GMEM_VRAM, BYTES, SG_GMEM_READ | SG_GMEM_WRITE, &v), "alloc in VRAM");
+  memset(got, 1, BYTES);
+  OK(sg_gmem_read(gm, v, got, BYTES, NULL), "read a new VRAM allocation");
+  bool zero = true;
+  for (size_t i = 0; i < BYTES; i++) zero = zero && got[i] == 0;
+  OK(sg_gmem_write(gm, v, data, BYTES, NULL), "write in VRAM");
+  OK(sg_gmem_read(gm, v, got, BYTES, NULL), "read in VRAM");
+  ok = ok && zero && memcmp(got, data, BYTES) == 0;
+  OK(sg_gmem_free(gm, v), "free in VRAM");
+  OK(sg_gmem_free(gm, a), "free");
+  OK(sg_gmem_destroy(gm), "sg_gmem_destroy");
+  CHECK(ok, "the VRAM tier lost or misplaced bytes, or kept a host pointer");
+  fprintf(json_items, "\"vram_tier_ok\":%s,", ok ? "true" : "false");
+}
+
 int main(int argc, char **argv) {
   int json = 0;
   const char *dump_dir = NULL;
@@ -545,6 +595,7 @@ int main(int argc, char **argv) {
   float rl[STEPS];
   train_compare("resnet50_sgd", rn, &br, true, 7, 5e-3, rl);
   deterministic(rn, &br);
+  vram_tier();
   if (dump_dir) dump(dump_dir, rn, &br, rl);
 
   fclose(json_items);
