@@ -131,7 +131,8 @@ typedef struct sg_dist_params {
   const sg_comm_params *comm; /**< rank, world size, master, token, timeout; NULL: SG_COMM_PARAMS_INIT (the
                                    environment). Read by create only */
   const char
-      *device;   /**< "cpu" (NULL means "cpu"); the only device of distributed jobs for now (docs/cuda.md) */
+      *device;   /**< "cpu" (NULL means "cpu"); "cuda" (GPU local rank mod GPU count) or "cuda:N" for plain
+                    data parallelism, without zero or offload (docs/cuda.md "Data parallelism") */
   int threads;   /**< compute threads of this rank; 0 = all online CPUs (as sg_session) */
   uint64_t seed; /**< session seed (dropout masks); use the same on every rank */
   int data;      /**< data-parallel degree; -1 = the world size */
