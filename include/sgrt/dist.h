@@ -130,14 +130,13 @@ typedef struct sg_dist_params {
   size_t size;                /**< sizeof(sg_dist_params) */
   const sg_comm_params *comm; /**< rank, world size, master, token, timeout; NULL: SG_COMM_PARAMS_INIT (the
                                    environment). Read by create only */
-  const char
-      *device;   /**< "cpu" (NULL means "cpu"); "cuda" (GPU local rank mod GPU count) or "cuda:N" for plain
-                    data parallelism, without zero or offload (docs/cuda.md "Data parallelism") */
-  int threads;   /**< compute threads of this rank; 0 = all online CPUs (as sg_session) */
-  uint64_t seed; /**< session seed (dropout masks); use the same on every rank */
-  int data;      /**< data-parallel degree; -1 = the world size */
-  int pipeline;  /**< pipeline-parallel degree K: sg_dist_create_model() only (sg_dist_create: 1) */
-  int tensor;    /**< tensor-parallel degree T: sg_dist_create_model() only (sg_dist_create: 1) */
+  const char *device; /**< "cpu" (NULL means "cpu"); "cuda" (GPU local rank mod GPU count) or "cuda:N" for
+                         plain data parallelism, without zero or offload (docs/cuda.md "Data parallelism") */
+  int threads;        /**< compute threads of this rank; 0 = all online CPUs (as sg_session) */
+  uint64_t seed;      /**< session seed (dropout masks); use the same on every rank */
+  int data;           /**< data-parallel degree; -1 = the world size */
+  int pipeline;       /**< pipeline-parallel degree K: sg_dist_create_model() only (sg_dist_create: 1) */
+  int tensor;         /**< tensor-parallel degree T: sg_dist_create_model() only (sg_dist_create: 1) */
   /** micro-batches per step; with sg_dist_create_model() and pipeline > 1 the pipeline's M (it must divide
    *  the batch); tensor > 1 takes only 1; data parallelism (sg_dist_create): M micro-batches per rank and
    *  step, gradients accumulated over them (needs feed, which then sets each micro-batch's inputs; see

@@ -56,13 +56,19 @@ static sg_graph *dropout_graph(void) {
   return g;
 }
 
-/* The mask of one training step at step count `step` on `stream`. */
-static void mask_of(sg_session *s, uint64_t step, uint64_t stream, uint8_t *mask) {
-  float x[N], y[N], lr = 0;
+/* The inputs of dropout_graph: x all ones, lr 0. */
+static void set_ones(sg_session *s) {
+  float x[N], lr = 0;
   int64_t d[] = {N};
   for (int i = 0; i < N; i++) x[i] = 1.0f;
   assert_status(sg_session_set_input(s, "x", SG_F32, 1, d, x), SG_OK, NULL);
   assert_status(sg_session_set_input(s, "lr", SG_F32, 0, NULL, &lr), SG_OK, NULL);
+}
+
+/* The mask of one training step at step count `step` on `stream`. */
+static void mask_of(sg_session *s, uint64_t step, uint64_t stream, uint8_t *mask) {
+  float y[N];
+  set_ones(s);
   uint32_t n;
   sg__session_order(s, &n);
   sg__session_set_steps(s, step);
@@ -237,11 +243,7 @@ static void test_pass_range_hooks_count(void **state) {
     sg_session_destroy(raw);
   }
   sg_session *s = open_session(g);
-  float x[N], lr = 0;
-  int64_t d[] = {N};
-  for (int i = 0; i < N; i++) x[i] = 1.0f;
-  assert_status(sg_session_set_input(s, "x", SG_F32, 1, d, x), SG_OK, NULL);
-  assert_status(sg_session_set_input(s, "lr", SG_F32, 0, NULL, &lr), SG_OK, NULL);
+  set_ones(s);
   uint32_t n;
   sg__session_order(s, &n);
   assert_true(n >= 4 && n < 64);
@@ -358,17 +360,15 @@ static void test_device_failure(void **state) {
   (void)state;
   sg_graph *g = dropout_graph();
   sg_session *s = open_session(g);
-  float x[N], lr = 0;
-  int64_t d[] = {N};
-  for (int i = 0; i < N; i++) x[i] = 1.0f;
-  assert_status(sg_session_set_input(s, "x", SG_F32, 1, d, x), SG_OK, NULL);
-  assert_status(sg_session_set_input(s, "lr", SG_F32, 0, NULL, &lr), SG_OK, NULL);
+  set_ones(s);
   assert_status(sg_session_step(s), SG_OK, NULL);
   sg__session_fail_device(s, "the cause given");
   /* Sticky: the step, a read, a write, and the next step all report it. */
   assert_status(sg_session_step(s), SG_ERR_DEVICE, "the cause given");
   float w[N];
   assert_status(sg_session_read(s, "w", w, sizeof w), SG_ERR_DEVICE, "the device failed earlier");
+  float x[N] = {0};
+  int64_t d[] = {N};
   assert_status(sg_session_set_input(s, "x", SG_F32, 1, d, x), SG_ERR_DEVICE, "the cause given");
   assert_status(sg_session_step(s), SG_ERR_DEVICE, "the cause given");
   assert_int_equal(sg_session_steps(s), 1);
