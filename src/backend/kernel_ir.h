@@ -54,8 +54,8 @@
 
 /* Bumped whenever the generated code for the same IR changes: part of the
  * compile cache's key. */
-#define SG__CODEGEN_VERSION 5
-#define SG__CODEGEN_VERSION_STR "5"
+#define SG__CODEGEN_VERSION 6
+#define SG__CODEGEN_VERSION_STR "6"
 
 #define SG__KIR_MAX_DIMS 8
 #define SG__KIR_MAX_INPUTS 32

@@ -89,16 +89,19 @@ static bool expressible(const fuse_ctx *c, int32_t k) {
   for (int i = 0; i < op->n_inputs; i++) {
     if (op->inputs[i] < 0) return false;
     const sg__tensor *x = &c->g->tensors[op->inputs[i]];
-    if (!ir_dtype(x->dtype) || !broadcasts_to(x, y)) return false;
+    /* transpose: x's dims permuted (the op checked them), read through permuted strides. */
+    if (!ir_dtype(x->dtype) || (op->kind != SG_OP_TRANSPOSE && !broadcasts_to(x, y))) return false;
   }
   return true;
 }
 
 /* Whether op k may join others: expressible and touching no barrier tensor. */
 static bool fusible(const fuse_ctx *c, int32_t k) {
-  if (!expressible(c, k)) return false;
-  if (c->barrier == NULL) return true;
   const sg__op *op = &c->g->ops[k];
+  /* A transpose permutes what it loads from memory; a value computed in a
+   * group has no memory to permute: it is a kernel alone. */
+  if (op->kind == SG_OP_TRANSPOSE || !expressible(c, k)) return false;
+  if (c->barrier == NULL) return true;
   if (c->barrier[op->outputs[0]]) return false;
   for (int i = 0; i < op->n_inputs; i++)
     if (c->barrier[op->inputs[i]]) return false;

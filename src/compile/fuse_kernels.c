@@ -102,6 +102,15 @@ static void broadcast_strides(const sg__tensor *t, int nd, const int64_t *dims, 
   }
 }
 
+/* transpose's input over its output's dims: output dim d walks input dim
+ * perm[d], whose contiguous stride it takes. */
+static void permuted_strides(const sg__op *op, const sg__tensor *x, int64_t *strides) {
+  int64_t s[SG__KIR_MAX_DIMS], acc = 1;
+  for (int d = x->ndim - 1; d >= 0; d--) s[d] = acc, acc *= x->dims[d];
+  const int64_t *perm = sg__attr_ints(op, 0);
+  for (int d = 0; d < x->ndim; d++) strides[d] = s[perm[d]];
+}
+
 static sg_status build_one(const sg_graph *g, const sg__plan *p, uint32_t gi, sg__kir_kernel *k) {
   const sg__fused_group *gr = &p->groups[gi];
   const int32_t *mem = members(p, gr), *io = p->fused_io + gr->first_io;
@@ -115,7 +124,8 @@ static sg_status build_one(const sg_graph *g, const sg__plan *p, uint32_t gi, sg
   bool sums = sg__fuse_sum_rule(g, anchor, &sum, &sum_axis, &sum_scale);
   const sg__tensor *y = &g->tensors[sums ? anchor->inputs[0] : anchor->outputs[0]];
   /* Flat over the slots when the operands share a backend layout. */
-  bool flat = layout_agnostic(g, p, gr);
+  bool transpose = gr->n_ops == 1 && anchor->kind == SG_OP_TRANSPOSE;
+  bool flat = !transpose && layout_agnostic(g, p, gr);
   int64_t n_flat = (int64_t)(p->bytes[io[0]] / sizeof(float));
   for (uint32_t i = 0; flat && i < gr->n_in + gr->n_out; i++) flat = p->bytes[io[i]] == p->bytes[io[0]];
   if (flat) sg__kir_init(k, name, 1, &n_flat);
@@ -127,7 +137,8 @@ static sg_status build_one(const sg_graph *g, const sg__plan *p, uint32_t gi, sg
   for (uint32_t i = 0; i < gr->n_in; i++) {
     const sg__tensor *x = &g->tensors[io[i]];
     int64_t strides[SG__KIR_MAX_DIMS];
-    if (!flat) broadcast_strides(x, y->ndim, y->dims, strides);
+    if (transpose) permuted_strides(anchor, x, strides);
+    else if (!flat) broadcast_strides(x, y->ndim, y->dims, strides);
     sg__kir_input_add(k, x->dtype, flat ? NULL : strides);
   }
   for (uint32_t j = 0; j < gr->n_ops; j++) {

@@ -56,8 +56,10 @@ static int gelu_tanh_grad(sg__kir_kernel *k, int x) {
  * input read through broadcast strides, which the kernel's loads already
  * do. Fused, the broadcast copy autodiff writes for the gradients of
  * reduce_mean and of broadcasting ops never reaches memory. */
+/* transpose is a kernel of its own: its input read through permuted strides,
+ * which only a load from memory can do, so it joins no group (fuse.c). */
 bool sg__fuse_has_rule(sg_op_kind kind) {
-  if (kind == SG_OP_BROADCAST_TO) return true;
+  if (kind == SG_OP_BROADCAST_TO || kind == SG_OP_TRANSPOSE) return true;
   return (sg__op_flags(kind) & SG__OP_ELEMENTWISE) && kind != SG_OP_DROPOUT && kind != SG_OP_DROPOUT_BACKWARD;
 }
 
@@ -182,6 +184,7 @@ int sg__fuse_op_expr(sg__kir_kernel *k, const sg__op *op, const int *in) {
     case SG_OP_WHERE: return SEL(x, in[1], in[2]);
     case SG_OP_CAST: return sg__kir_cast(k, (sg_dtype)sg__attr_i(op, 0), x);
     case SG_OP_BROADCAST_TO: return x; /* loaded through broadcast strides */
+    case SG_OP_TRANSPOSE: return x;    /* loaded through permuted strides (fuse_kernels.c) */
     default:
       if (k->error == SG_OK)
         sg__error(SG_ERR_UNSUPPORTED, "fusion: %s '%s' has no rule", sg_op_kind_name(op->kind),

@@ -6,7 +6,8 @@
  *
  * 1. Per-op parity on ResNet-50's shapes (batch 8): each op (convolutions of
  *    every kind of block, batch norm, max pooling, global average pooling,
- *    the classifier, cross-entropy, a fused relu(x + y)) in a graph of its
+ *    the classifier, cross-entropy, a fused relu(x + y); and softmax,
+ *    log_softmax, layer norm and a transpose at transformer-like shapes) in a graph of its
  *    own with loss sum(op(...) * r), r random; forward value and the
  *    gradient of every input, normwise: max|cuda - cpu| / max|cpu|, at most
  *    1e-5 in strict fp32 and 1e-3 with TF32 (SG_CUDA_TF32=1).
@@ -104,8 +105,9 @@ static sg_session *session(const sg_graph *g, const char *device) {
 
 typedef struct op_case {
   const char *name;
-  int kind; /* 0 conv, 1 batch norm, 2 max pool, 3 global avg pool, 4 linear, 5 cross-entropy, 6 relu(x + y)
-             */
+  int kind; /* 0 conv, 1 batch norm, 2 max pool, 3 global avg pool, 4 linear, 5 cross-entropy, 6 relu(x + y),
+             * 7 softmax (h: over axis h), 8 log_softmax, 9 layer norm over the last dim, 10 transpose (0 2 3
+             * 1) */
   int64_t n, c, h, w, k, r, stride, pad;
 } op_case;
 
@@ -122,6 +124,11 @@ static const op_case cases[] = {
     {"fc 2048->1000", 4, 8, 2048, 1, 1, 1000, 0, 0, 0},
     {"cross_entropy 1000", 5, 8, 1000, 1, 1, 0, 0, 0, 0},
     {"relu(x + y) 256 @56", 6, 8, 256, 56, 56, 0, 0, 0, 0},
+    {"softmax 1000", 7, 8, 1000, 1, 1, 0, 0, 0, 0},
+    {"softmax over the middle axis 64 @7x7", 7, 8, 64, 1, 49, 0, 0, 0, 0},
+    {"log_softmax 1000", 8, 8, 1000, 1, 1, 0, 0, 0, 0},
+    {"layer_norm 768 x 8 x 196", 9, 8, 196, 1, 768, 0, 0, 0, 0},
+    {"transpose NCHW->NHWC 256 @56", 10, 8, 256, 56, 56, 0, 0, 0, 0},
 };
 
 static sg_tensor param(sg_graph *g, const char *name, int nd, const int64_t *dims, float lo, float hi) {
@@ -194,10 +201,31 @@ static sg_graph *case_graph(const op_case *c, const char **names, int *n_names) 
       names[n++] = "x.grad";
       break;
     }
-    default:
+    case 6:
       y = sg_relu(g, sg_add(g, param(g, "x", 4, x4, -1, 1), param(g, "z", 4, x4, -1, 1)));
       names[n++] = "x.grad", names[n++] = "z.grad";
       break;
+    case 7:
+    case 8: { /* [n, c, w] over axis 1 (h = 1: [n, c], the last) */
+      int64_t x3[] = {c->n, c->c, c->w};
+      sg_tensor x = c->w > 1 ? param(g, "x", 3, x3, -4, 4) : param(g, "x", 2, x2, -4, 4);
+      y = c->kind == 7 ? sg_softmax(g, x, 1) : sg_log_softmax(g, x, 1);
+      names[n++] = "x.grad";
+      break;
+    }
+    case 9: { /* [n, c, w] normalised over w */
+      int64_t x3[] = {c->n, c->c, c->w}, wd[] = {c->w};
+      y = sg_layer_norm(g, param(g, "x", 3, x3, -2, 3), param(g, "scale", 1, wd, 0.5f, 1.5f),
+                        param(g, "bias", 1, wd, -0.5f, 0.5f), -1, 1e-5);
+      names[n++] = "x.grad", names[n++] = "scale.grad", names[n++] = "bias.grad";
+      break;
+    }
+    default: {
+      int64_t perm[] = {0, 2, 3, 1};
+      y = sg_transpose(g, param(g, "x", 4, x4, -1, 1), 4, perm);
+      names[n++] = "x.grad";
+      break;
+    }
   }
   OK(sg_tensor_set_name(g, y, "y"), "name y");
   if (c->kind == 5) {

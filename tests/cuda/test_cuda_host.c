@@ -118,8 +118,29 @@ static void test_conv_graphs(void **state) {
   sg_graph_destroy(g);
 }
 
+/* Layer norm, softmax and log_softmax (over the last axis and a middle
+ * one) in a small training graph (SGD). */
+static sg_graph *norm_softmax_graph(void) {
+  sg_graph *g;
+  assert_status(sg_graph_create(&g), SG_OK, NULL);
+  int64_t xd[] = {4, 6, 8}, sd[] = {8}, wd[] = {8, 8};
+  float ones[64], w[64];
+  for (int i = 0; i < 64; i++) ones[i] = 1.0f, w[i] = 0.01f * (float)(i % 7);
+  sg_tensor x = sg_input(g, "x", SG_F32, 3, xd), lr = sg_input(g, "lr", SG_F32, 0, NULL);
+  sg_tensor h = sg_layer_norm(g, x, sg_parameter(g, "ln.scale", SG_F32, 1, sd, ones),
+                              sg_parameter(g, "ln.bias", SG_F32, 1, sd, w), -1, 1e-5);
+  sg_tensor z = sg_matmul(g, h, sg_parameter(g, "w", SG_F32, 2, wd, w));
+  sg_tensor p = sg_mul(g, sg_softmax(g, z, -1), sg_log_softmax(g, z, 1));
+  assert_status(sg_graph_backward(g, sg_reduce_sum(g, p, 0, NULL, 0)), SG_OK, NULL);
+  sg_sgd_params sp = SG_SGD_PARAMS_INIT;
+  assert_status(sg_graph_add_sgd(g, lr, &sp), SG_OK, NULL);
+  assert_status(sg_graph_finalize(g), SG_OK, NULL);
+  return g;
+}
+
 /* The plan a CUDA session makes (the CPU backend's table with the CUDA
- * backend's supports_op: no GPU needed) for the MLPs and ResNet-50, with
+ * backend's supports_op: no GPU needed) for the MLPs, ResNet-50 and a graph
+ * of layer norm and softmax, with
  * fusion on and off: every scheduled op either anchors a generated kernel
  * or has a kernel of the CUDA backend's own -- nothing the backend would
  * refuse at compile time -- and NVRTC compiles each plan's program for
@@ -128,7 +149,8 @@ static void test_cuda_plans(void **state) {
   (void)state;
   resnet50_config cfg = RESNET50_CONFIG_INIT;
   cfg.batch = 4, cfg.image_size = 64, cfg.classes = 10;
-  sg_graph *graphs[4] = {sg_test_mlp_training(false), sg_test_mlp_training(true), NULL, NULL};
+  sg_graph *graphs[5] = {sg_test_mlp_training(false), sg_test_mlp_training(true), NULL, NULL,
+                         norm_softmax_graph()};
   assert_status(resnet50_build_training(&cfg, "sgd", 0, &graphs[2]), SG_OK, NULL);
   assert_status(resnet50_build_training(&cfg, "adamw", 0, &graphs[3]), SG_OK, NULL);
   sg__backend_i be = sg__cpu_backend;
@@ -136,7 +158,7 @@ static void test_cuda_plans(void **state) {
   sg__backend_config bc = {1, 1, 0};
   void *st = NULL;
   assert_status(be.create(&bc, &st), SG_OK, NULL);
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < 5; i++)
     for (int fuse = 0; fuse < 2; fuse++) {
       const sg_graph *g = graphs[i];
       sg__plan p;
@@ -163,13 +185,13 @@ static void test_cuda_plans(void **state) {
       sg__plan_free(&p);
     }
   be.destroy(st);
-  for (int i = 0; i < 4; i++) sg_graph_destroy(graphs[i]);
+  for (int i = 0; i < 5; i++) sg_graph_destroy(graphs[i]);
 }
 
-/* The loss program (cuda_loss.c) compiles for the GPUs this backend
+/* sgrt's own kernels (cuda_kernels.c) compile for the GPUs this backend
  * targets, alone and after a generated program (as cuda_module.c joins
  * them). */
-static void test_loss_program(void **state) {
+static void test_library_program(void **state) {
   (void)state;
   sg__kir_kernel k;
   int64_t n = 100;
@@ -180,14 +202,15 @@ static void test_loss_program(void **state) {
   char *gen;
   size_t len;
   assert_status(sg__cuda_emit(ks, 1, &gen, &len), SG_OK, NULL);
-  const char *loss = sg__cuda_loss_program();
+  const char *loss = sg__cuda_library_program();
+  assert_non_null(loss);
   char *both = malloc(len + strlen(loss) + 2);
   sprintf(both, "%s\n%s", gen, loss);
   const int archs[] = {80, 90};
   for (int i = 0; i < 4; i++) {
     void *cubin = NULL;
     size_t size = 0;
-    sg_status st = sg__cuda_nvrtc_compile(i < 2 ? loss : both, "sgrt_loss.cu", archs[i % 2], &cubin, &size);
+    sg_status st = sg__cuda_nvrtc_compile(i < 2 ? loss : both, "sgrt_library.cu", archs[i % 2], &cubin, &size);
     if (st != SG_OK) fail_msg("sm_%d: %s", archs[i % 2], sg_last_error());
     assert_true(size > 4 && memcmp(cubin, "\177ELF", 4) == 0);
     sg__free(cubin);
@@ -201,7 +224,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_device_strings),
       cmocka_unit_test(test_conv_graphs),
-      cmocka_unit_test(test_loss_program),
+      cmocka_unit_test(test_library_program),
       cmocka_unit_test(test_cuda_plans),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,7 +1,6 @@
 /* The CUDA emitter (backend/cuda/cuda_emit.c) without a GPU. Its programs
- * are compiled as C++ by the host compiler behind a small shim that runs a
- * launch as CUDA would (blocks one after another, the threads of a block as
- * POSIX threads meeting at __syncthreads through a barrier), and every
+ * run on the host (cuda_emu.h: compiled as C++ behind a shim that runs a
+ * launch as CUDA would), and every
  * output is compared with the C emitter's kernel for the same IR run on the
  * CPU: bitwise for elementwise values (both dialects compute sgk_math.h's
  * functions and IEEE arithmetic, without contraction), within 2 ulp for
@@ -11,7 +10,9 @@
  * with strides that do not merge, a prologue that writes its state back and
  * outputs written in place; then every distinct kernel that the fusion pass
  * makes of an MLP trained with SGD, one with LayerNorm and GELU written out
- * and AdamW, and ResNet-50 (small images) trained with SGD and with AdamW.
+ * and AdamW, and ResNet-50 (small images) trained with SGD and with AdamW;
+ * and transposes (a load through permuted strides), also checked against
+ * the CPU backend's own transpose.
  * Grids of one to three blocks: the grid-stride loops are walked more than
  * once.
  *
@@ -31,6 +32,7 @@
 #include "backend/cpu/cpu_internal.h"
 #include "backend/cuda/cuda_emit.h"
 #include "compile/plan.h"
+#include "cuda_emu.h"
 #include "test_util.h"
 #if defined(SG_HAVE_CUDA_BACKEND)
 #include "backend/cuda/cuda_nvrtc.h"
@@ -38,63 +40,11 @@
 
 /* ---- the emulation of a launch ---------------------------------------------- */
 
-static const char shim_head[] =
-    "#include <math.h>\n"
-    "#include <string.h>\n"
-    "#include <pthread.h>\n"
-    /* The program defines int64_t as NVRTC knows it (long long); the host's
-     * headers, already in, as long: the program's get other names. */
-    "#define int8_t sgk_int8_t\n"
-    "#define uint8_t sgk_uint8_t\n"
-    "#define int32_t sgk_int32_t\n"
-    "#define uint32_t sgk_uint32_t\n"
-    "#define int64_t sgk_int64_t\n"
-    "#define uint64_t sgk_uint64_t\n"
-    "struct sgk_dim3 { unsigned x, y, z; };\n"
-    "static thread_local sgk_dim3 threadIdx, blockIdx;\n"
-    "static sgk_dim3 blockDim, gridDim;\n"
-    "static pthread_barrier_t sgk_barrier;\n"
-    "#define __global__\n"
-    "#define __device__\n"
-    "#define __forceinline__ inline\n"
-    "#define __restrict__ __restrict\n"
-    "#define __launch_bounds__(n)\n"
-    "#define __shared__ static\n"
-    "static inline void __syncthreads(void) { pthread_barrier_wait(&sgk_barrier); }\n"
-    "static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }\n"
-    "static inline long long __double_as_longlong(double d) { long long i; memcpy(&i, &d, 8); return i; }\n"
-    "static inline double __longlong_as_double(long long i) { double d; memcpy(&d, &i, 8); return d; }\n"
-    "#define __CUDACC__ 1\n";
-
-static const char shim_tail[] =
+/* After the program: a launcher for kernels taking the prelude's sgk_args. */
+static const char launch_tail[] =
     "\ntypedef void (*sgk_kernel_fn)(const sgk_args);\n"
-    "struct sgk_thread { sgk_kernel_fn fn; const sgk_args *a; unsigned t, b; pthread_t id; };\n"
-    "static void *sgk_run(void *p) {\n"
-    "  sgk_thread *x = (sgk_thread *)p;\n"
-    "  threadIdx = {x->t, 0, 0};\n"
-    "  blockIdx = {x->b, 0, 0};\n"
-    "  x->fn(*x->a);\n"
-    "  return 0;\n"
-    "}\n"
     "extern \"C\" int sgk_launch(sgk_kernel_fn fn, const sgk_args *a, unsigned grid, unsigned block) {\n"
-    "  static sgk_thread th[1024];\n"
-    "  if (block > 1024) return -1;\n"
-    "  blockDim = {block, 1, 1};\n"
-    "  gridDim = {grid, 1, 1};\n"
-    "  pthread_attr_t at;\n"
-    "  pthread_attr_init(&at);\n"
-    "  pthread_attr_setstacksize(&at, 1 << 18);\n"
-    "  for (unsigned b = 0; b < grid; b++) {\n"
-    "    pthread_barrier_init(&sgk_barrier, 0, block);\n"
-    "    for (unsigned t = 0; t < block; t++) {\n"
-    "      th[t] = {fn, a, t, b, 0};\n"
-    "      if (pthread_create(&th[t].id, &at, sgk_run, &th[t]) != 0) return -2;\n"
-    "    }\n"
-    "    for (unsigned t = 0; t < block; t++) pthread_join(th[t].id, 0);\n"
-    "    pthread_barrier_destroy(&sgk_barrier);\n"
-    "  }\n"
-    "  pthread_attr_destroy(&at);\n"
-    "  return 0;\n"
+    "  return cuda_emu_launch([=] { fn(*a); }, grid, block);\n"
     "}\n";
 
 /* The prelude's argument struct, as the generated code lays it out. */
@@ -117,24 +67,8 @@ static void emu_build(emu *e, const sg__kir_kernel *const *ks, int n) {
   size_t len;
   assert_status(sg__cuda_emit(ks, n, &e->src, &len), SG_OK, NULL);
   assert_int_equal(strlen(e->src), len);
-  char dir[] = "/tmp/sg_cuda_emu_XXXXXX";
-  assert_non_null(mkdtemp(dir));
-  char cpp[96], so[96], cmd[512];
-  snprintf(cpp, sizeof cpp, "%s/k.cpp", dir);
-  snprintf(so, sizeof so, "%s/k.so", dir);
-  FILE *f = fopen(cpp, "w");
-  assert_non_null(f);
-  fputs(shim_head, f), fputs(e->src, f), fputs(shim_tail, f);
-  fclose(f);
-  const char *cxx = getenv("SG_CXX") != NULL ? getenv("SG_CXX") : "c++";
-  snprintf(cmd, sizeof cmd, "%s -std=c++17 -O1 -ffp-contract=off -fPIC -shared -pthread -w -o %s %s", cxx, so,
-           cpp);
-  if (system(cmd) != 0) fail_msg("the emulated CUDA program did not compile: %s (kept in %s)", cmd, cpp);
-  e->dl = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-  assert_non_null(e->dl);
-  *(void **)&e->launch = dlsym(e->dl, "sgk_launch");
-  assert_non_null(e->launch);
-  unlink(cpp), unlink(so), rmdir(dir);
+  e->dl = cuda_emu_load(e->src, launch_tail);
+  *(void **)&e->launch = cuda_emu_symbol(e->dl, "sgk_launch");
 }
 
 static void emu_close(emu *e) {
@@ -520,6 +454,94 @@ static void test_graph_kernels(void **state) {
   }
 }
 
+/* ---- transposes ------------------------------------------------------------- */
+
+static bool no_transpose(void *state, sg_op_kind kind) {
+  return kind != SG_OP_TRANSPOSE && sg__cpu_backend.supports_op(state, kind);
+}
+
+/* Transposes, which CUDA runs as generated kernels (a load through permuted
+ * strides): the plan of a backend without a transpose kernel makes one
+ * alone per transpose, even with fusion on (the relu after one does not
+ * join it); run as C and as emulated CUDA, each equals the CPU backend's
+ * own transpose, bitwise. */
+static void test_transpose_kernels(void **state) {
+  (void)state;
+  sg_graph *g;
+  assert_status(sg_graph_create(&g), SG_OK, NULL);
+  int64_t xd[] = {2, 3, 4, 5}, md[] = {7, 9}, p4[] = {2, 0, 3, 1}, p2[] = {1, 0};
+  sg_tensor a = sg_transpose(g, sg_input(g, "x", SG_F32, 4, xd), 4, p4);
+  sg_tensor b = sg_relu(g, sg_transpose(g, sg_input(g, "m", SG_F32, 2, md), 2, p2));
+  assert_status(sg_tensor_set_name(g, a, "a"), SG_OK, NULL);
+  assert_status(sg_tensor_set_name(g, b, "b"), SG_OK, NULL);
+  assert_status(sg_graph_mark_output(g, a), SG_OK, NULL);
+  assert_status(sg_graph_mark_output(g, b), SG_OK, NULL);
+  assert_status(sg_graph_finalize(g), SG_OK, NULL);
+  float x[120], m[63], want_a[120], want_b[63];
+  for (int i = 0; i < 120; i++) x[i] = (float)i * 0.25f - 7.0f;
+  for (int i = 0; i < 63; i++) m[i] = (float)(i % 13) - 6.5f;
+  sg_session_params sp = SG_SESSION_PARAMS_INIT;
+  sp.threads = 1;
+  sg_session *s;
+  assert_status(sg_session_create(g, &sp, &s), SG_OK, NULL);
+  assert_status(sg_session_compile(s), SG_OK, NULL);
+  assert_status(sg_session_set_input(s, "x", SG_F32, 4, xd, x), SG_OK, NULL);
+  assert_status(sg_session_set_input(s, "m", SG_F32, 2, md, m), SG_OK, NULL);
+  assert_status(sg_session_forward(s), SG_OK, NULL);
+  assert_status(sg_session_read(s, "a", want_a, sizeof want_a), SG_OK, NULL);
+  assert_status(sg_session_read(s, "b", want_b, sizeof want_b), SG_OK, NULL);
+  sg_session_destroy(s);
+
+  sg__backend_i be = sg__cpu_backend;
+  be.supports_op = no_transpose;
+  void *st = NULL;
+  sg__backend_config cfg = {1, 1, 0};
+  assert_status(be.create(&cfg, &st), SG_OK, NULL);
+  sg__plan p;
+  sg__plan_options opt = {0};
+  opt.fuse = true;
+  assert_status(sg__plan_build(g, &be, st, &opt, &p), SG_OK, NULL);
+  assert_int_equal(p.n_unique, 2); /* the two transposes; the relu keeps the CPU's kernel */
+  for (uint32_t i = 0; i < p.n_groups; i++) assert_int_equal(p.groups[i].n_ops, 1);
+  char *src;
+  size_t len;
+  assert_status(sg__cpu_emit_c(p.unique, (int)p.n_unique, &src, &len), SG_OK, NULL);
+  sg__jit_lib *lib;
+  assert_status(sg__jit_build(src, len, &lib), SG_OK, NULL);
+  sg__free(src);
+  emu e;
+  emu_build(&e, p.unique, (int)p.n_unique);
+  int checked = 0;
+  for (uint32_t i = 0; i < p.n_unique; i++) {
+    const sg__kir_kernel *k = p.unique[i];
+    bool four = k->numel == 120;
+    side c, u;
+    side_alloc(&c, k, NULL);
+    side_alloc(&u, k, NULL);
+    memcpy(c.in[0], four ? x : m, four ? sizeof x : sizeof m);
+    memcpy(u.in[0], four ? x : m, four ? sizeof x : sizeof m);
+    run_cpu(lib, k, &c);
+    run_cuda(&e, k, &u, 0);
+    for (int64_t j = 0; j < k->numel; j++) {
+      /* b is relu(m^T): m^T's element j, before the relu. */
+      float w = four ? want_a[j] : m[(j % 7) * 9 + j / 7];
+      if (!sg_test_same_bits(((float *)c.out[0])[j], w) || !sg_test_same_bits(((float *)u.out[0])[j], w))
+        fail_msg("transpose %s element %lld: C %g, CUDA %g, want %g", four ? "4-d" : "2-d", (long long)j,
+                 (double)((float *)c.out[0])[j], (double)((float *)u.out[0])[j], (double)w);
+    }
+    for (int64_t j = 0; !four && j < k->numel; j++)
+      assert_true(fmaxf(((float *)c.out[0])[j], 0) == want_b[j]);
+    side_free(&c, k), side_free(&u, k);
+    checked++;
+  }
+  assert_int_equal(checked, 2);
+  emu_close(&e);
+  sg__jit_close(lib);
+  sg__plan_free(&p);
+  be.destroy(st);
+  sg_graph_destroy(g);
+}
+
 /* ---- NVRTC ------------------------------------------------------------------- */
 
 #if defined(SG_HAVE_CUDA_BACKEND)
@@ -580,6 +602,7 @@ int main(void) {
     cmocka_unit_test(test_prologue),
     cmocka_unit_test(test_emit_errors),
     cmocka_unit_test(test_graph_kernels),
+    cmocka_unit_test(test_transpose_kernels),
 #if defined(SG_HAVE_CUDA_BACKEND)
     cmocka_unit_test(test_nvrtc),
 #endif

@@ -21,7 +21,10 @@ set_tests_properties(sgrt_h_example_np1 sgrt_h_example_np2 PROPERTIES TIMEOUT 12
 
 # The CUDA emitter's test builds ResNet-50's training graph (the example's
 # model) and, with the CUDA toolkit, compiles its programs with NVRTC.
-target_sources(test_cuda_emit PRIVATE ${PROJECT_SOURCE_DIR}/examples/resnet50/resnet50_model.c)
+target_sources(test_cuda_emit PRIVATE ${PROJECT_SOURCE_DIR}/examples/resnet50/resnet50_model.c
+                                     ${CMAKE_CURRENT_LIST_DIR}/cuda_emu.c)
+# sgrt's own CUDA kernels run on the host (cuda_emu.c).
+target_sources(test_cuda_kernels PRIVATE ${CMAKE_CURRENT_LIST_DIR}/cuda_emu.c)
 if(SG_HAVE_CUDA)
   target_compile_definitions(test_cuda_emit PRIVATE SG_HAVE_CUDA_BACKEND=1)
 endif()

@@ -1,5 +1,5 @@
 # The CUDA backend (src/backend/cuda). Include this at the end of
-# src/CMakeLists.txt, after comm/nccl.cmake. cuda_emit.c (text only) and
+# src/CMakeLists.txt, after comm/nccl.cmake. cuda_emit.c and cuda_kernels.c (text only) and
 # cuda_devices.c (which says "no CUDA backend" without it) are part of
 # every build; the files that call CUDA libraries are compiled with
 # SG_HAVE_CUDA only (cmake/SgDependencies.cmake found the toolkit, cuDNN and
@@ -7,7 +7,8 @@
 # runtime, so the library loads on machines without a GPU or a driver.
 if(SG_HAVE_CUDA)
   file(GLOB _sg_cuda_sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/*.c)
-  list(REMOVE_ITEM _sg_cuda_sources ${CMAKE_CURRENT_LIST_DIR}/cuda_emit.c ${CMAKE_CURRENT_LIST_DIR}/cuda_devices.c)
+  list(REMOVE_ITEM _sg_cuda_sources ${CMAKE_CURRENT_LIST_DIR}/cuda_emit.c ${CMAKE_CURRENT_LIST_DIR}/cuda_kernels.c
+              ${CMAKE_CURRENT_LIST_DIR}/cuda_devices.c)
   target_sources(sgrt_objects PRIVATE ${_sg_cuda_sources})
   # The CUDA headers are not ours to keep warning-free; cuDNN's legacy
   # convolution API (the fallback of cuda_conv.c) is marked deprecated.

@@ -227,7 +227,7 @@ static void cuda_destroy(void *state) {
   if (st == NULL) return;
   cudaSetDevice(st->device);
   if (st->compute && !st->failed) cudaStreamSynchronize(st->compute);
-  sg__cuda_loss_release(st, NULL);
+  sg__cuda_library_release(st, NULL);
   if (st->dnn) cudnnDestroy(st->dnn);
   if (st->lt) cublasLtDestroy(st->lt);
   if (st->workspace) cudaFree(st->workspace);
@@ -336,6 +336,12 @@ static family_fn family(sg_op_kind kind) {
     case SG_OP_GLOBAL_AVG_POOL: return sg__cuda_create_pool;
     case SG_OP_CROSS_ENTROPY:
     case SG_OP_CROSS_ENTROPY_BACKWARD: return sg__cuda_create_cross_entropy;
+    case SG_OP_SOFTMAX:
+    case SG_OP_LOG_SOFTMAX:
+    case SG_OP_SOFTMAX_BACKWARD:
+    case SG_OP_LOG_SOFTMAX_BACKWARD:
+    case SG_OP_LAYER_NORM:
+    case SG_OP_LAYER_NORM_BACKWARD: return sg__cuda_create_rows;
     default: return (sg__op_flags(kind) & SG__OP_VIEW) ? sg__cuda_create_view : NULL;
   }
 }

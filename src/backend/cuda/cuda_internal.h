@@ -12,6 +12,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_emit.h"
+#include "backend/cuda/cuda_kernels.h"
 #include "core/core.h"
 #include "graph/graph.h"
 
@@ -58,14 +59,14 @@ struct sg__cuda_state {
   void *staging; /* pinned host memory, two halves of SG__CUDA_STAGING / 2 */
   void *workspace;
   size_t workspace_bytes;
-  bool tf32;                /* TF32 tensor cores allowed (SG_CUDA_TF32=1; NVIDIA_TF32_OVERRIDE=0 forbids) */
-  bool deterministic;       /* only deterministic algorithms (SG_CUDA_DETERMINISTIC=1) */
-  bool failed;              /* a sticky error was seen: the context is lost, every call fails */
-  char failure[256];        /* what it was */
-  char nvrtc[16];           /* NVRTC's version, for the compile cache's key */
-  sg__cuda_check *checks;   /* of the live kernels, reported by synchronize */
-  struct loss_lib *loss;    /* cuda_loss.c's kernels, found on first use */
-  cudaLibrary_t module_lib; /* the library of the last module built (cuda_module.c) */
+  bool tf32;              /* TF32 tensor cores allowed (SG_CUDA_TF32=1; NVIDIA_TF32_OVERRIDE=0 forbids) */
+  bool deterministic;     /* only deterministic algorithms (SG_CUDA_DETERMINISTIC=1) */
+  bool failed;            /* a sticky error was seen: the context is lost, every call fails */
+  char failure[256];      /* what it was */
+  char nvrtc[16];         /* NVRTC's version, for the compile cache's key */
+  sg__cuda_check *checks; /* of the live kernels, reported by synchronize */
+  struct sg__cuda_lib *library; /* sgrt's own kernels (cuda_library.c), found on first use */
+  cudaLibrary_t module_lib;     /* the library of the last module built (cuda_module.c) */
 };
 
 /* Bytes of pinned staging memory (two halves, double-buffered). */
@@ -118,15 +119,20 @@ void sg__cuda_conv_descs_free(void *descs);
 sg_status sg__cuda_create_batch_norm(sg__cuda_state *st, const sg_graph *g, const sg__op *op,
                                      sg__exec_mode mode, sg__kernel **out);
 sg_status sg__cuda_create_pool(sg__cuda_state *st, const sg_graph *g, const sg__op *op, sg__kernel **out);
-/* cross_entropy and its backward op (cuda_loss.c). Their kernels come from
- * the graph's module (whose program ends with theirs) or a program of
- * their own; sg__cuda_loss_release forgets them when `lib` (a module's
- * library going away) is theirs, or always when lib is NULL. */
+/* sgrt's own kernels (cuda_kernels.h's program) for this state
+ * (cuda_library.c): from the graph's module, whose program ends with
+ * theirs, or compiled on their own. sg__cuda_library_release forgets them
+ * when `lib` (a module's library going away) is theirs, or always when lib
+ * is NULL. */
+typedef struct sg__cuda_lib sg__cuda_lib;
+sg_status sg__cuda_library(sg__cuda_state *st, sg__cuda_lib **out);
+cudaKernel_t sg__cuda_library_kernel(const sg__cuda_lib *l, sg__cuda_lib_kernel k);
+void sg__cuda_library_release(sg__cuda_state *st, cudaLibrary_t lib);
+/* cross_entropy and its backward op (cuda_loss.c). */
 sg_status sg__cuda_create_cross_entropy(sg__cuda_state *st, const sg_graph *g, const sg__op *op,
                                         sg__kernel **out);
-void sg__cuda_loss_release(sg__cuda_state *st, cudaLibrary_t lib);
-/* Its CUDA C text (NVRTC compiles it; tests compile it without a GPU). */
-const char *sg__cuda_loss_program(void);
+/* softmax, log_softmax, layer_norm and their backward ops (cuda_rows.c). */
+sg_status sg__cuda_create_rows(sg__cuda_state *st, const sg_graph *g, const sg__op *op, sg__kernel **out);
 /* Views (reshape, flatten, ...): a device copy when the planner gave the
  * output its own slot (cuda_ops.c). */
 sg_status sg__cuda_create_view(sg__cuda_state *st, const sg_graph *g, const sg__op *op, sg__kernel **out);

@@ -3,8 +3,8 @@
  * NVRTC to a cubin for this device's compute capability (cuda_nvrtc.c),
  * written to a private temporary file (the compile cache's artifact) and
  * loaded by the runtime (cudaLibraryLoadData: no driver API). The program
- * ends with cuda_loss.c's kernels, so that they are cached with the rest. A
- * kernel with
+ * ends with sgrt's own kernels (cuda_kernels.c), so that they are cached
+ * with the rest. A kernel with
  * a prologue runs it as a one-thread launch that leaves the parameters in
  * device memory of its own, read by the body: nothing of a step goes
  * through the host. */
@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_nvrtc.h"
@@ -41,8 +42,12 @@ typedef struct sgk_args {
 
 sg_status sg__cuda_module_identity(void *state, char *buf, size_t cap) {
   sg__cuda_state *st = state;
-  int n = snprintf(buf, cap, "cuda sm_%d nvrtc %s [%s] prelude %016llx", st->cc, st->nvrtc,
-                   sg__cuda_nvrtc_options(), (unsigned long long)sg__cuda_emit_prelude_hash());
+  /* The program ends with sgrt's own kernels: a change to them is a new module. */
+  const char *lib = sg__cuda_library_program();
+  if (lib == NULL) return sg__error(SG_ERR_NO_MEMORY, "cuda: out of memory");
+  int n = snprintf(buf, cap, "cuda sm_%d nvrtc %s [%s] prelude %016llx library %016llx", st->cc, st->nvrtc,
+                   sg__cuda_nvrtc_options(), (unsigned long long)sg__cuda_emit_prelude_hash(),
+                   (unsigned long long)XXH3_64bits(lib, strlen(lib)));
   if (n < 0 || (size_t)n >= cap)
     return sg__error(SG_ERR_INTERNAL, "cuda: module identity longer than %zu", cap);
   return SG_OK;
@@ -85,7 +90,7 @@ void sg__cuda_module_free(void *state, sg__module *m) {
   if (m == NULL) return;
   if (m->lib) {
     cudaSetDevice(st->device);
-    sg__cuda_loss_release(st, m->lib);
+    sg__cuda_library_release(st, m->lib);
     if (st->module_lib == m->lib) st->module_lib = NULL;
     cudaLibraryUnload(m->lib);
   }
@@ -96,16 +101,17 @@ void sg__cuda_module_free(void *state, sg__module *m) {
   sg__free(m);
 }
 
-/* The generated program with cuda_loss.c's after it: one NVRTC run and one
- * cached cubin for everything a graph compiles. */
-static sg_status with_loss_program(char **src, size_t *len) {
-  const char *loss = sg__cuda_loss_program();
-  size_t n = strlen(loss);
+/* The generated program with sgrt's own kernels after it: one NVRTC run and
+ * one cached cubin for everything a graph compiles. */
+static sg_status with_library_program(char **src, size_t *len) {
+  const char *lib = sg__cuda_library_program();
+  if (lib == NULL) return sg__error(SG_ERR_NO_MEMORY, "cuda: out of memory");
+  size_t n = strlen(lib);
   char *both = sg__malloc(*len + n + 2);
   if (both == NULL) return sg__error(SG_ERR_NO_MEMORY, "cuda: out of memory");
   memcpy(both, *src, *len);
   both[*len] = '\n';
-  memcpy(both + *len + 1, loss, n + 1);
+  memcpy(both + *len + 1, lib, n + 1);
   sg__free(*src);
   *src = both;
   *len += n + 1;
@@ -130,7 +136,7 @@ sg_status sg__cuda_module_build(void *state, const sg__kir_kernel *const *kernel
     char *src = NULL;
     size_t len;
     s = sg__cuda_emit(kernels, (int)n, &src, &len);
-    if (s == SG_OK) s = with_loss_program(&src, &len);
+    if (s == SG_OK) s = with_library_program(&src, &len);
     if (s == SG_OK) {
       int64_t t0 = sg__now_ns();
       s = sg__cuda_nvrtc_compile(src, "sgrt_kernels.cu", st->cc, &cubin, &size);

@@ -1,0 +1,44 @@
+/* sgrt's own CUDA kernels as CUDA C text (cuda_kernels.c): cross entropy,
+ * softmax / log_softmax and layer norm, forward and backward, with the
+ * CPU backend's definitions. Text only, part of every build: NVRTC
+ * compiles it in CUDA builds (cuda_library.c loads it, cuda_loss.c and
+ * cuda_rows.c launch it), and the tests run it on the host behind a shim
+ * that emulates a launch (tests/unit/test_cuda_kernels.c).
+ *
+ * Every kernel is `extern "C" __global__`, takes plain arguments and runs
+ * with blocks of SG__CUDA_LIB_BLOCK threads; the row kernels take a row per
+ * block (grid-stride over rows), the column kernel a column per thread. */
+#ifndef SG_BACKEND_CUDA_KERNELS_H
+#define SG_BACKEND_CUDA_KERNELS_H
+
+/* Threads per block of every kernel of the program. */
+#define SG__CUDA_LIB_BLOCK 256
+
+typedef enum sg__cuda_lib_kernel {
+  /* (x, labels, l64, N, C, double *rows, float *out_none, err): row losses. */
+  SG__CUDA_CE_ROWS,
+  /* (rows, N, scale, out): one block, sum(rows) * scale. */
+  SG__CUDA_CE_TOTAL,
+  /* (dloss, per_row, scale, x, labels, l64, N, C, dx, err). */
+  SG__CUDA_CE_GRAD,
+  /* (x, y, outer, C, inner, log): softmax (log: log_softmax) along the
+   * middle axis of x seen as [outer, C, inner]. */
+  SG__CUDA_SOFTMAX,
+  /* (dy, y, dx, outer, C, inner, log): its gradient from the output y. */
+  SG__CUDA_SOFTMAX_GRAD,
+  /* (x, scale, bias, y, mean, invstd, R, D, eps): layer norm of R rows of D;
+   * scale and bias may be NULL. */
+  SG__CUDA_LN,
+  /* (dy, x, scale, mean, invstd, dx, R, D): dx, a row per block. */
+  SG__CUDA_LN_GRAD_ROWS,
+  /* (dy, x, mean, invstd, dscale, dbias, R, D): a column per thread, rows
+   * added in order in double. */
+  SG__CUDA_LN_GRAD_COLS,
+  SG__CUDA_LIB_N
+} sg__cuda_lib_kernel;
+
+/* The program (NULL when out of memory, once), and kernel k's name in it. */
+const char *sg__cuda_library_program(void);
+const char *sg__cuda_library_name(sg__cuda_lib_kernel k);
+
+#endif /* SG_BACKEND_CUDA_KERNELS_H */
