@@ -153,18 +153,11 @@ static void test_cuda_plans(void **state) {
                          norm_softmax_graph()};
   assert_status(resnet50_build_training(&cfg, "sgd", 0, &graphs[2]), SG_OK, NULL);
   assert_status(resnet50_build_training(&cfg, "adamw", 0, &graphs[3]), SG_OK, NULL);
-  sg__backend_i be = sg__cpu_backend;
-  be.supports_op = sg__cuda_backend.supports_op;
-  sg__backend_config bc = {1, 1, 0};
-  void *st = NULL;
-  assert_status(be.create(&bc, &st), SG_OK, NULL);
   for (int i = 0; i < 5; i++)
     for (int fuse = 0; fuse < 2; fuse++) {
       const sg_graph *g = graphs[i];
       sg__plan p;
-      sg__plan_options opt = {0};
-      opt.fuse = fuse;
-      assert_status(sg__plan_build(g, &be, st, &opt, &p), SG_OK, NULL);
+      sg_test_plan_with(g, sg__cuda_backend.supports_op, fuse, &p);
       for (uint32_t j = 0; j < p.n_order; j++) {
         int32_t k = p.order[j];
         if (p.group_of[k] >= 0) continue;
@@ -184,7 +177,6 @@ static void test_cuda_plans(void **state) {
       sg__free(src);
       sg__plan_free(&p);
     }
-  be.destroy(st);
   for (int i = 0; i < 5; i++) sg_graph_destroy(graphs[i]);
 }
 
@@ -210,7 +202,8 @@ static void test_library_program(void **state) {
   for (int i = 0; i < 4; i++) {
     void *cubin = NULL;
     size_t size = 0;
-    sg_status st = sg__cuda_nvrtc_compile(i < 2 ? loss : both, "sgrt_library.cu", archs[i % 2], &cubin, &size);
+    sg_status st =
+        sg__cuda_nvrtc_compile(i < 2 ? loss : both, "sgrt_library.cu", archs[i % 2], &cubin, &size);
     if (st != SG_OK) fail_msg("sm_%d: %s", archs[i % 2], sg_last_error());
     assert_true(size > 4 && memcmp(cubin, "\177ELF", 4) == 0);
     sg__free(cubin);

@@ -492,15 +492,8 @@ static void test_transpose_kernels(void **state) {
   assert_status(sg_session_read(s, "b", want_b, sizeof want_b), SG_OK, NULL);
   sg_session_destroy(s);
 
-  sg__backend_i be = sg__cpu_backend;
-  be.supports_op = no_transpose;
-  void *st = NULL;
-  sg__backend_config cfg = {1, 1, 0};
-  assert_status(be.create(&cfg, &st), SG_OK, NULL);
   sg__plan p;
-  sg__plan_options opt = {0};
-  opt.fuse = true;
-  assert_status(sg__plan_build(g, &be, st, &opt, &p), SG_OK, NULL);
+  sg_test_plan_with(g, no_transpose, true, &p);
   assert_int_equal(p.n_unique, 2); /* the two transposes; the relu keeps the CPU's kernel */
   for (uint32_t i = 0; i < p.n_groups; i++) assert_int_equal(p.groups[i].n_ops, 1);
   char *src;
@@ -538,7 +531,6 @@ static void test_transpose_kernels(void **state) {
   emu_close(&e);
   sg__jit_close(lib);
   sg__plan_free(&p);
-  be.destroy(st);
   sg_graph_destroy(g);
 }
 

@@ -10,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
+#include "compile/plan.h"
+
 void sg_test_assert_status(sg_status got, sg_status expected, const char *needle, const char *file,
                            int line) {
   if (got != expected) {
@@ -127,4 +130,18 @@ sg_graph *sg_test_mlp_training(bool decomposed) {
   }
   assert_int_equal(sg_graph_finalize(g), SG_OK);
   return g;
+}
+
+void sg_test_plan_with(const sg_graph *g, bool (*supports)(void *state, sg_op_kind kind), bool fuse,
+                       struct sg__plan *p) {
+  sg__backend_i be = sg__cpu_backend;
+  be.supports_op = supports;
+  void *st = NULL;
+  sg__backend_config cfg = {1, 1, 0};
+  assert_status(be.create(&cfg, &st), SG_OK, NULL);
+  sg__plan_options opt = {0};
+  opt.fuse = fuse;
+  sg_status s = sg__plan_build(g, &be, st, &opt, p);
+  be.destroy(st);
+  assert_status(s, SG_OK, NULL);
 }

@@ -41,4 +41,12 @@ bool sg_test_close_ulp(float got, float want);
  * means, trained with AdamW; cross-entropy "loss". Finalized. */
 sg_graph *sg_test_mlp_training(bool decomposed);
 
+/* The plan of g for the CPU backend as if its supports_op were `supports`
+ * (a backend that lacks some kernels, as CUDA does), fusion on or off;
+ * fails the test when it cannot be built. The caller frees *p with
+ * sg__plan_free. */
+struct sg__plan;
+void sg_test_plan_with(const sg_graph *g, bool (*supports)(void *state, sg_op_kind kind), bool fuse,
+                       struct sg__plan *p);
+
 #endif
