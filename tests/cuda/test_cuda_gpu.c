@@ -7,7 +7,7 @@
  * 1. Per-op parity on ResNet-50's shapes (batch 8): each op (convolutions of
  *    every kind of block, batch norm, max pooling, global average pooling,
  *    the classifier, cross-entropy, a fused relu(x + y); and softmax,
- *    log_softmax, layer norm and a transpose at transformer-like shapes) in a graph of its
+ *    log_softmax, layer norm, a transpose, dropout) in a graph of its
  *    own with loss sum(op(...) * r), r random; forward value and the
  *    gradient of every input, normwise: max|cuda - cpu| / max|cpu|, at most
  *    1e-5 in strict fp32 and 1e-3 with TF32 (SG_CUDA_TF32=1).
@@ -105,9 +105,10 @@ static sg_session *session(const sg_graph *g, const char *device) {
 
 typedef struct op_case {
   const char *name;
-  int kind; /* 0 conv, 1 batch norm, 2 max pool, 3 global avg pool, 4 linear, 5 cross-entropy, 6 relu(x + y),
-             * 7 softmax (h: over axis h), 8 log_softmax, 9 layer norm over the last dim, 10 transpose (0 2 3
-             * 1) */
+  /* 0 conv, 1 batch norm, 2 max pool, 3 global avg pool, 4 linear, 5 cross-entropy, 6 relu(x + y), 7 softmax
+   * over axis 1 ([n, c] or [n, c, w]), 8 log_softmax, 9 layer norm over the last dim, 10 transpose (0 2 3 1),
+   * 11 dropout (p = 0.3: the CPU's masks) */
+  int kind;
   int64_t n, c, h, w, k, r, stride, pad;
 } op_case;
 
@@ -129,6 +130,7 @@ static const op_case cases[] = {
     {"log_softmax 1000", 8, 8, 1000, 1, 1, 0, 0, 0, 0},
     {"layer_norm 768 x 8 x 196", 9, 8, 196, 1, 768, 0, 0, 0, 0},
     {"transpose NCHW->NHWC 256 @56", 10, 8, 256, 56, 56, 0, 0, 0, 0},
+    {"dropout 0.3 256 @56", 11, 8, 256, 56, 56, 0, 0, 0, 0},
 };
 
 static sg_tensor param(sg_graph *g, const char *name, int nd, const int64_t *dims, float lo, float hi) {
@@ -220,6 +222,10 @@ static sg_graph *case_graph(const op_case *c, const char **names, int *n_names) 
       names[n++] = "x.grad", names[n++] = "scale.grad", names[n++] = "bias.grad";
       break;
     }
+    case 11:
+      y = sg_dropout(g, param(g, "x", 4, x4, -1, 1), 0.3, 11, 1);
+      names[n++] = "x.grad";
+      break;
     default: {
       int64_t perm[] = {0, 2, 3, 1};
       y = sg_transpose(g, param(g, "x", 4, x4, -1, 1), 4, perm);

@@ -1,5 +1,5 @@
 /* sgrt's own CUDA kernels (backend/cuda/cuda_kernels.c: cross entropy,
- * softmax, log_softmax, layer norm, forward and backward) without a GPU:
+ * softmax, log_softmax, layer norm, dropout, forward and backward) without a GPU:
  * the program runs on the host (cuda_emu.h), each kernel launched with the
  * arguments the backend's launchers give it, on the ops of a small training
  * graph, and compared with the double-precision reference (ref_ops.c) run
@@ -7,13 +7,15 @@
  * Shapes put a row's length over the block (300 > 256 threads) and the
  * softmax axis in the middle ([3, 5, 4] over axis 1), and grids of fewer
  * blocks than rows walk the grid-stride loops. A label out of range is
- * recorded (row and label) and gives that row a NaN loss. */
+ * recorded (row and label) and gives that row a NaN loss. Dropout draws
+ * the reference rule's masks, element for element. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/dropout_rng.h"
 #include "cuda_emu.h"
 #include "graph/graph.h"
 #include "test_util.h"
@@ -46,6 +48,14 @@ static const char wrappers[] =
     "  int r = cuda_emu_launch([=] { sgk_ce_rows(x, lab, 1, N, C, rows, 0, err); }, grid, BLOCK);\n"
     "  return r ? r : cuda_emu_launch([=] { sgk_ce_total(rows, N, scale, out); }, 1, BLOCK);\n"
     "}\n"
+    "W run_dropout(const float *x, float *y, unsigned char *m, long long n, unsigned long long key,\n"
+    "    unsigned thr, float scale, unsigned grid) {\n"
+    "  return cuda_emu_launch([=] { sgk_dropout(x, y, m, n, key, thr, scale); }, grid, BLOCK);\n"
+    "}\n"
+    "W run_dropout_grad(const float *dy, const unsigned char *m, float *dx, long long n, float scale,\n"
+    "    unsigned grid) {\n"
+    "  return cuda_emu_launch([=] { sgk_dropout_grad(dy, m, dx, n, scale); }, grid, BLOCK);\n"
+    "}\n"
     "W run_ce_grad(const float *dl, double scale, const float *x, const long long *lab, long long N,\n"
     "    long long C, float *dx, unsigned long long *err, unsigned grid) {\n"
     "  return cuda_emu_launch([=] { sgk_ce_grad(dl, 0, scale, x, lab, 1, N, C, dx, err); }, grid, BLOCK);\n"
@@ -60,6 +70,9 @@ typedef int (*ln_grad_fn)(const float *, const float *, const float *, const flo
                           float *, float *, long long, long long, unsigned, unsigned);
 typedef int (*ce_fn)(const float *, const long long *, long long, long long, double *, double, float *,
                      unsigned long long *, unsigned);
+typedef int (*dropout_fn)(const float *, float *, unsigned char *, long long, unsigned long long, unsigned,
+                          float, unsigned);
+typedef int (*dropout_grad_fn)(const float *, const unsigned char *, float *, long long, float, unsigned);
 typedef int (*ce_grad_fn)(const float *, double, const float *, const long long *, long long, long long,
                           float *, unsigned long long *, unsigned);
 
@@ -309,10 +322,44 @@ static void test_bad_label(void **state) {
   assert_true(err[0] == 2 && err[1] == 7);
 }
 
+/* Dropout draws the masks of the reference rule (ref_dropout_keep, written
+ * from docs/backend.md), element for element, over a grid of 2 blocks for
+ * 1000 elements; y and the backward's dx are x * scale in f32, bitwise; a
+ * subsequence gives another mask. */
+static void test_dropout(void **state) {
+  (void)state;
+  enum { N = 1000 };
+  const double p = 0.3;
+  const uint64_t op_seed = 7, seed = 123, step = 5;
+  static float x[N], y[N], dx[N];
+  static unsigned char mask[N], mask3[N];
+  for (int i = 0; i < N; i++) x[i] = (float)uniform(-4, 4);
+  float scale = (float)(1.0 / (1.0 - p));
+  dropout_fn f = (dropout_fn)sym("run_dropout");
+  assert_int_equal(
+      f(x, y, mask, N, sg__dropout_key(op_seed, seed, step, 0), sg__dropout_threshold(p), scale, 2), 0);
+  int kept = 0;
+  for (int i = 0; i < N; i++) {
+    int keep = ref_dropout_keep(op_seed, seed, step, (uint64_t)i, p);
+    if (mask[i] != keep || !sg_test_same_bits(y[i], keep ? x[i] * scale : 0.0f))
+      fail_msg("element %d: mask %d y %g, want %d %g", i, mask[i], (double)y[i], keep,
+               (double)(keep ? x[i] * scale : 0));
+    kept += keep;
+  }
+  assert_true(kept > 600 && kept < 800); /* about 70% */
+  dropout_grad_fn fg = (dropout_grad_fn)sym("run_dropout_grad");
+  assert_int_equal(fg(x, mask, dx, N, scale, 3), 0);
+  for (int i = 0; i < N; i++) assert_true(sg_test_same_bits(dx[i], mask[i] ? x[i] * scale : 0.0f));
+  assert_int_equal(
+      f(x, y, mask3, N, sg__dropout_key(op_seed, seed, step, 3), sg__dropout_threshold(p), scale, 4), 0);
+  assert_true(memcmp(mask, mask3, N) != 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_graph_ops),
       cmocka_unit_test(test_bad_label),
+      cmocka_unit_test(test_dropout),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,10 +1,10 @@
 /* dropout and dropout_backward.
  *
  * Training (attribute training = 1 and SG__MODE_TRAIN): element i is kept
- * when sg__cpu_dropout_bits(key, i) >= ceil(p * 2^24), with
- * key = sg__cpu_dropout_key(op seed, seed, step, rng_subsequence) (the run
- * context's, cpu_internal.h): a counter-based hash, so the mask depends on
- * nothing but those values and the index (not on threads or on earlier runs). y = x * mask / (1 - p), with
+ * when sg__dropout_bits(key, i) >= ceil(p * 2^24), with
+ * key = sg__dropout_key(op seed, seed, step, rng_subsequence) (the run
+ * context's; backend/dropout_rng.h, which the CUDA backend shares): a counter-based hash, so the mask depends
+ * on nothing but those values and the index (not on threads or on earlier runs). y = x * mask / (1 - p), with
  * the scale rounded to f32 once; output 1 is the mask (u8, 1 = kept).
  * Otherwise dropout is the identity and the mask output is left untouched.
  * dropout_backward: dx = dy * mask / (1 - p); dx may alias dy. */
@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_internal.h"
+#include "backend/dropout_rng.h"
 
 enum { P, SEED, TRAINING };
 
@@ -38,7 +39,7 @@ static void dropout_range(void *ctx, int64_t b, int64_t e) {
   const uint32_t thr = j->k->threshold;
   const float scale = j->k->scale;
   for (int64_t i = b; i < e; i++) {
-    uint8_t keep = sg__cpu_dropout_bits(j->key, (uint64_t)i) >= thr;
+    uint8_t keep = sg__dropout_bits(j->key, (uint64_t)i) >= thr;
     j->mask[i] = keep;
     j->y[i] = keep ? j->x[i] * scale : 0.0f;
   }
@@ -65,7 +66,7 @@ static sg_status dropout_run(sg__cpu_state *st, sg__kernel *base, void *const *i
     return SG_OK;
   }
   j.mask = out[1];
-  j.key = sg__cpu_dropout_key(k->seed, ctx->seed, ctx->step, ctx->rng_subsequence);
+  j.key = sg__dropout_key(k->seed, ctx->seed, ctx->step, ctx->rng_subsequence);
   sg__cpu_parallel_for(k->n, 32768, dropout_range, &j);
   return SG_OK;
 }
@@ -93,7 +94,7 @@ sg_status sg__cpu_create_dropout(sg__cpu_state *st, const sg_graph *g, const sg_
   double p = sg__attr_f(op, P);
   k->n = sg__cpu_numel(x);
   k->scale = (float)(1.0 / (1.0 - p));
-  k->threshold = (uint32_t)ceil(p * 16777216.0);
+  k->threshold = sg__dropout_threshold(p);
   if (fwd) {
     k->active = sg__attr_i(op, TRAINING) != 0 && mode == SG__MODE_TRAIN;
     k->seed = (uint64_t)sg__attr_i(op, SEED);

@@ -222,27 +222,6 @@ sg_status sg__cpu_create_softmax(sg__cpu_state *st, const sg_graph *g, const sg_
  * pooling with count_include_pad and a window past the padding). */
 bool sg__cpu_pool_uses_c(const sg_graph *g, const sg__op *op);
 
-/* The dropout keep decision for element `i` (documented in docs/backend.md):
- * a counter-based hash, so a mask depends only on (op seed, run seed, step,
- * subsequence, element index; sg__run_ctx) and never on the thread count. */
-static inline uint64_t sg__cpu_mix64(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-static inline uint64_t sg__cpu_dropout_key(uint64_t op_seed, uint64_t seed, uint64_t step,
-                                           uint64_t subsequence) {
-  uint64_t key = sg__cpu_mix64(sg__cpu_mix64(sg__cpu_mix64(op_seed) ^ seed) ^ step);
-  /* Subsequence 0 keeps the key the masks had before subsequences existed. */
-  return subsequence == 0 ? key : sg__cpu_mix64(key ^ sg__cpu_mix64(subsequence));
-}
-/* 24 random bits for element `i`; the element is kept when they are >=
- * sg__cpu_dropout_threshold(p) = ceil(p * 2^24) (so P(keep) = 1 - p). */
-static inline uint32_t sg__cpu_dropout_bits(uint64_t key, uint64_t i) {
-  return (uint32_t)(sg__cpu_mix64(key ^ sg__cpu_mix64(i)) >> 40);
-}
-
 /* ---- generated kernels (cpu_emit.c, cpu_jit.c) ------------------------------ */
 
 /* One C translation unit for `n` finished kernels (backend/kernel_ir.h);

@@ -346,9 +346,11 @@ static family_fn family(sg_op_kind kind) {
   }
 }
 
+/* Compiled for a mode (batch or running statistics; dropout on or off). */
 static bool is_batch_norm(sg_op_kind kind) {
   return kind == SG_OP_BATCH_NORM || kind == SG_OP_BATCH_NORM_BACKWARD;
 }
+static bool is_dropout(sg_op_kind kind) { return kind == SG_OP_DROPOUT || kind == SG_OP_DROPOUT_BACKWARD; }
 
 static sg_status cuda_kernel_create(void *state, const sg_graph *g, int32_t op, sg__exec_mode mode,
                                     sg__kernel **out) {
@@ -360,6 +362,7 @@ static sg_status cuda_kernel_create(void *state, const sg_graph *g, int32_t op, 
   const sg__op *o = &g->ops[op];
   /* Batch norm is compiled for a mode (batch or running statistics). */
   if (is_batch_norm(o->kind)) return sg__cuda_create_batch_norm(st, g, o, mode, out);
+  if (is_dropout(o->kind)) return sg__cuda_create_dropout(st, g, o, mode, out);
   family_fn f = family(o->kind);
   if (f == NULL)
     return sg__cuda_unsupported(g, o, " (what the kernel IR expresses runs as a generated kernel)");
@@ -397,7 +400,7 @@ static bool cuda_is_host(void *state) {
 
 static bool cuda_supports_op(void *state, sg_op_kind kind) {
   (void)state;
-  return family(kind) != NULL || is_batch_norm(kind);
+  return family(kind) != NULL || is_batch_norm(kind) || is_dropout(kind);
 }
 
 /* Fault injection (SPEC H6): the state a sticky error leaves, without the error. */

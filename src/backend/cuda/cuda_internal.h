@@ -131,6 +131,9 @@ void sg__cuda_library_release(sg__cuda_state *st, cudaLibrary_t lib);
 /* cross_entropy and its backward op (cuda_loss.c). */
 sg_status sg__cuda_create_cross_entropy(sg__cuda_state *st, const sg_graph *g, const sg__op *op,
                                         sg__kernel **out);
+/* dropout and its backward op (cuda_dropout.c); compiled for a mode. */
+sg_status sg__cuda_create_dropout(sg__cuda_state *st, const sg_graph *g, const sg__op *op, sg__exec_mode mode,
+                                  sg__kernel **out);
 /* softmax, log_softmax, layer_norm and their backward ops (cuda_rows.c). */
 sg_status sg__cuda_create_rows(sg__cuda_state *st, const sg_graph *g, const sg__op *op, sg__kernel **out);
 /* Views (reshape, flatten, ...): a device copy when the planner gave the

@@ -17,6 +17,9 @@
  *                  Backward with xhat = (x - mean) invstd, g = dy scale:
  *                  dx = invstd (g - mean(g) - xhat mean(g xhat)); dscale =
  *                  sum over rows of dy xhat, dbias = sum of dy.
+ *   dropout        the keep bits of backend/dropout_rng.h, from the key
+ *                  the host computes; y = x * scale (f32, as the CPU's:
+ *                  bitwise the same) or 0; backward dy * scale or 0.
  *
  * A row's sums are one block's fixed tree (block_reduce), so results repeat
  * run to run; they differ from the CPU's sequential sums in rounding
@@ -218,11 +221,34 @@ static const char layer_norm[] =
     "  }\n"
     "}\n";
 
+static const char dropout[] =
+    "__device__ unsigned long long mix64(unsigned long long z) {\n"
+    "  z += 0x9E3779B97F4A7C15ull;\n"
+    "  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;\n"
+    "  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;\n"
+    "  return z ^ (z >> 31);\n"
+    "}\n"
+    "extern \"C\" __global__ void __launch_bounds__(BLOCK) sgk_dropout(const float *x, float *y,\n"
+    "    unsigned char *mask, int64_t n, unsigned long long key, unsigned threshold, float scale) {\n"
+    "  for (int64_t i = (int64_t)blockIdx.x * BLOCK + threadIdx.x; i < n; i += (int64_t)gridDim.x * BLOCK) "
+    "{\n"
+    "    unsigned char keep = (unsigned)(mix64(key ^ mix64((unsigned long long)i)) >> 40) >= threshold;\n"
+    "    mask[i] = keep;\n"
+    "    y[i] = keep ? x[i] * scale : 0.0f;\n"
+    "  }\n"
+    "}\n"
+    "extern \"C\" __global__ void __launch_bounds__(BLOCK) sgk_dropout_grad(const float *dy,\n"
+    "    const unsigned char *mask, float *dx, int64_t n, float scale) {\n"
+    "  for (int64_t i = (int64_t)blockIdx.x * BLOCK + threadIdx.x; i < n; i += (int64_t)gridDim.x * BLOCK)\n"
+    "    dx[i] = mask[i] ? dy[i] * scale : 0.0f;\n"
+    "}\n";
+
 static const char *const names[SG__CUDA_LIB_N] = {
     [SG__CUDA_CE_ROWS] = "sgk_ce_rows",           [SG__CUDA_CE_TOTAL] = "sgk_ce_total",
     [SG__CUDA_CE_GRAD] = "sgk_ce_grad",           [SG__CUDA_SOFTMAX] = "sgk_softmax",
     [SG__CUDA_SOFTMAX_GRAD] = "sgk_softmax_grad", [SG__CUDA_LN] = "sgk_layer_norm",
     [SG__CUDA_LN_GRAD_ROWS] = "sgk_ln_grad_rows", [SG__CUDA_LN_GRAD_COLS] = "sgk_ln_grad_cols",
+    [SG__CUDA_DROPOUT] = "sgk_dropout",           [SG__CUDA_DROPOUT_GRAD] = "sgk_dropout_grad",
 };
 
 const char *sg__cuda_library_name(sg__cuda_lib_kernel k) {
@@ -233,7 +259,7 @@ static char *program;
 static pthread_once_t program_once = PTHREAD_ONCE_INIT;
 
 static void join_program(void) {
-  const char *parts[] = {prelude, cross_entropy, softmax, layer_norm};
+  const char *parts[] = {prelude, cross_entropy, softmax, layer_norm, dropout};
   size_t n = 1;
   for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) n += strlen(parts[i]);
   program = sg__malloc(n);

@@ -1,5 +1,5 @@
 /* sgrt's own CUDA kernels as CUDA C text (cuda_kernels.c): cross entropy,
- * softmax / log_softmax and layer norm, forward and backward, with the
+ * softmax / log_softmax, layer norm and dropout, forward and backward, with the
  * CPU backend's definitions. Text only, part of every build: NVRTC
  * compiles it in CUDA builds (cuda_library.c loads it, cuda_loss.c and
  * cuda_rows.c launch it), and the tests run it on the host behind a shim
@@ -34,6 +34,12 @@ typedef enum sg__cuda_lib_kernel {
   /* (dy, x, mean, invstd, dscale, dbias, R, D): a column per thread, rows
    * added in order in double. */
   SG__CUDA_LN_GRAD_COLS,
+  /* (x, y, mask, n, key, threshold, scale): element i kept when
+   * sg__dropout_bits(key, i) >= threshold (backend/dropout_rng.h); y = x *
+   * scale or 0, mask 1 or 0 (u8). An element per thread, grid-stride. */
+  SG__CUDA_DROPOUT,
+  /* (dy, mask, dx, n, scale): dx = mask ? dy * scale : 0 (dx may be dy). */
+  SG__CUDA_DROPOUT_GRAD,
   SG__CUDA_LIB_N
 } sg__cuda_lib_kernel;
 
