@@ -7,7 +7,7 @@
  * 1. Per-op parity on ResNet-50's shapes (batch 8): each op (convolutions of
  *    every kind of block, batch norm, max pooling, global average pooling,
  *    the classifier, cross-entropy, a fused relu(x + y); and softmax,
- *    log_softmax, layer norm, a transpose, dropout) in a graph of its
+ *    log_softmax, layer norm, a transpose, dropout, concat and slices) in a graph of its
  *    own with loss sum(op(...) * r), r random; forward value and the
  *    gradient of every input, normwise: max|cuda - cpu| / max|cpu|, at most
  *    1e-5 in strict fp32 and 1e-3 with TF32 (SG_CUDA_TF32=1).
@@ -107,7 +107,7 @@ typedef struct op_case {
   const char *name;
   /* 0 conv, 1 batch norm, 2 max pool, 3 global avg pool, 4 linear, 5 cross-entropy, 6 relu(x + y), 7 softmax
    * over axis 1 ([n, c] or [n, c, w]), 8 log_softmax, 9 layer norm over the last dim, 10 transpose (0 2 3 1),
-   * 11 dropout (p = 0.3: the CPU's masks) */
+   * 11 dropout (p = 0.3: the CPU's masks), 12 concat of x and z along axis 1 (its backward: slices) */
   int kind;
   int64_t n, c, h, w, k, r, stride, pad;
 } op_case;
@@ -131,6 +131,7 @@ static const op_case cases[] = {
     {"layer_norm 768 x 8 x 196", 9, 8, 196, 1, 768, 0, 0, 0, 0},
     {"transpose NCHW->NHWC 256 @56", 10, 8, 256, 56, 56, 0, 0, 0, 0},
     {"dropout 0.3 256 @56", 11, 8, 256, 56, 56, 0, 0, 0, 0},
+    {"concat 2 x 128 @28 (slices back)", 12, 8, 128, 28, 28, 0, 0, 0, 0},
 };
 
 static sg_tensor param(sg_graph *g, const char *name, int nd, const int64_t *dims, float lo, float hi) {
@@ -226,6 +227,12 @@ static sg_graph *case_graph(const op_case *c, const char **names, int *n_names) 
       y = sg_dropout(g, param(g, "x", 4, x4, -1, 1), 0.3, 11, 1);
       names[n++] = "x.grad";
       break;
+    case 12: {
+      sg_tensor two[] = {param(g, "x", 4, x4, -1, 1), param(g, "z", 4, x4, -1, 1)};
+      y = sg_concat(g, 2, two, 1);
+      names[n++] = "x.grad", names[n++] = "z.grad";
+      break;
+    }
     default: {
       int64_t perm[] = {0, 2, 3, 1};
       y = sg_transpose(g, param(g, "x", 4, x4, -1, 1), 4, perm);

@@ -118,8 +118,8 @@ static void test_conv_graphs(void **state) {
   sg_graph_destroy(g);
 }
 
-/* Layer norm, softmax, log_softmax (over the last axis and a middle one)
- * and dropout in a small training graph (SGD). */
+/* Layer norm, softmax, log_softmax (over the last axis and a middle one),
+ * dropout and concat in a small training graph (SGD). */
 static sg_graph *norm_softmax_graph(void) {
   sg_graph *g;
   assert_status(sg_graph_create(&g), SG_OK, NULL);
@@ -131,6 +131,8 @@ static sg_graph *norm_softmax_graph(void) {
                               sg_parameter(g, "ln.bias", SG_F32, 1, sd, w), -1, 1e-5);
   sg_tensor z = sg_matmul(g, h, sg_parameter(g, "w", SG_F32, 2, wd, w));
   sg_tensor p = sg_mul(g, sg_softmax(g, z, -1), sg_log_softmax(g, sg_dropout(g, z, 0.1, 5, 1), 1));
+  sg_tensor two[] = {p, z}; /* concat, and slices in its backward */
+  p = sg_concat(g, 2, two, 1);
   assert_status(sg_graph_backward(g, sg_reduce_sum(g, p, 0, NULL, 0)), SG_OK, NULL);
   sg_sgd_params sp = SG_SGD_PARAMS_INIT;
   assert_status(sg_graph_add_sgd(g, lr, &sp), SG_OK, NULL);

@@ -342,6 +342,8 @@ static family_fn family(sg_op_kind kind) {
     case SG_OP_LOG_SOFTMAX_BACKWARD:
     case SG_OP_LAYER_NORM:
     case SG_OP_LAYER_NORM_BACKWARD: return sg__cuda_create_rows;
+    case SG_OP_CONCAT:
+    case SG_OP_SLICE: return sg__cuda_create_runs;
     default: return (sg__op_flags(kind) & SG__OP_VIEW) ? sg__cuda_create_view : NULL;
   }
 }
