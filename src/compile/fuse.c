@@ -24,7 +24,7 @@
  * -- but an optimizer update with a rule (fuse_updates.c) gets a generated
  * kernel of its own, and so does every op the IR can express that the
  * backend has no kernel for (supports_op false: the CUDA backend runs
- * elementwise ops, sums and updates only as generated kernels), joining or
+ * elementwise ops and updates only as generated kernels), joining or
  * not (fusion off: sg__fuse_params.join false). After memory
  * planning, sg__fuse_kernels turns each group into a kernel of the IR. */
 #include <string.h>

@@ -8,7 +8,8 @@
  * softmax axis in the middle ([3, 5, 4] over axis 1), and grids of fewer
  * blocks than rows walk the grid-stride loops. A label out of range is
  * recorded (row and label) and gives that row a NaN loss. Dropout draws
- * the reference rule's masks, element for element. */
+ * the reference rule's masks, element for element. Sums over any axes
+ * with the launcher's geometry. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +57,10 @@ static const char wrappers[] =
     "    unsigned grid) {\n"
     "  return cuda_emu_launch([=] { sgk_dropout_grad(dy, m, dx, n, scale); }, grid, BLOCK);\n"
     "}\n"
+    "W run_sum(const sgk_sum_geom *g, const float *x, float *y, unsigned grid) {\n"
+    "  sgk_sum_geom geom = *g;\n"
+    "  return cuda_emu_launch([=] { sgk_sum(geom, x, y); }, grid, BLOCK);\n"
+    "}\n"
     "W run_ce_grad(const float *dl, double scale, const float *x, const long long *lab, long long N,\n"
     "    long long C, float *dx, unsigned long long *err, unsigned grid) {\n"
     "  return cuda_emu_launch([=] { sgk_ce_grad(dl, 0, scale, x, lab, 1, N, C, dx, err); }, grid, BLOCK);\n"
@@ -73,6 +78,7 @@ typedef int (*ce_fn)(const float *, const long long *, long long, long long, dou
 typedef int (*dropout_fn)(const float *, float *, unsigned char *, long long, unsigned long long, unsigned,
                           float, unsigned);
 typedef int (*dropout_grad_fn)(const float *, const unsigned char *, float *, long long, float, unsigned);
+typedef int (*sum_fn)(const sg__cuda_sum_geom *, const float *, float *, unsigned);
 typedef int (*ce_grad_fn)(const float *, double, const float *, const long long *, long long, long long,
                           float *, unsigned long long *, unsigned);
 
@@ -355,11 +361,66 @@ static void test_dropout(void **state) {
   assert_true(memcmp(mask, mask3, N) != 0);
 }
 
+/* Sums over any axes (reduce_sum, reduce_mean, sum_to), with the geometry
+ * the launcher computes (sg__cuda_sum_geometry, which merges adjacent dims
+ * of one kind), against the reference on the same f32 inputs: a middle
+ * axis, the outer two of three around a kept one, everything (a mean),
+ * sum_to [4, 5, 6] -> [5, 1], and kept dims over 256 elements each. */
+static void test_sums(void **state) {
+  (void)state;
+  sg_graph *g;
+  assert_status(sg_graph_create(&g), SG_OK, NULL);
+  int64_t d1[] = {3, 5, 4}, d2[] = {7, 300}, d3[] = {4, 5, 6}, d4[] = {300, 2, 3}, mid[] = {1},
+          outer[] = {0, 2};
+  int64_t first[] = {0}, to[] = {5, 1};
+  sg_tensor x1 = sg_input(g, "x1", SG_F32, 3, d1), x2 = sg_input(g, "x2", SG_F32, 2, d2);
+  sg_tensor x3 = sg_input(g, "x3", SG_F32, 3, d3), x4 = sg_input(g, "x4", SG_F32, 3, d4);
+  sg_tensor ys[6];
+  ys[0] = sg_reduce_sum(g, x1, 1, mid, 0);
+  ys[1] = sg_reduce_sum(g, x1, 2, outer, 1);
+  ys[2] = sg_reduce_mean(g, x2, 0, NULL, 0);
+  ys[3] = sg_reduce_sum(g, x4, 1, first, 0);
+  ys[4] = sg_reduce_mean(g, x4, 2, outer, 0);
+  sg_attr shape = {.name = "shape", .type = SG_ATTR_INTS, .count = 2, .ints = to};
+  assert_status(sg_graph_add_op(g, SG_OP_SUM_TO, 1, &x3, 1, &shape, 1, &ys[5], NULL), SG_OK, NULL);
+  for (int i = 0; i < 6; i++) assert_status(sg_graph_mark_output(g, ys[i]), SG_OK, NULL);
+  assert_status(sg_graph_finalize(g), SG_OK, NULL);
+  ref_values *rv = evaluate(g);
+  sum_fn f = (sum_fn)sym("run_sum");
+  int ran = 0;
+  for (uint32_t k = 0; k < g->n_ops; k++) {
+    sg__cuda_sum_geom geom;
+    if (!sg__cuda_sum_geometry(g, &g->ops[k], &geom)) continue;
+    assert_int_equal(geom.n_out, rv->numel[g->ops[k].outputs[0]]);
+    float *x = f32_of(rv, g->ops[k].inputs[0]), *y = calloc((size_t)geom.n_out, sizeof *y);
+    for (unsigned grid = 1; grid <= 3; grid += 2) {
+      assert_int_equal(f(&geom, x, y, grid), 0);
+      float *got[] = {y};
+      compare(g, rv, (int32_t)k, got);
+    }
+    free(x), free(y);
+    ran++;
+  }
+  assert_int_equal(ran, 6);
+  /* Adjacent dims of one kind merge: [3, 5, 4] over {0, 2} stays two reduced runs around the kept 5. */
+  sg__cuda_sum_geom geom;
+  assert_true(sg__cuda_sum_geometry(g, &g->ops[g->tensors[ys[1].id].producer], &geom));
+  assert_int_equal(geom.nr, 2);
+  assert_int_equal(geom.nk, 1);
+  assert_true(sg__cuda_sum_geometry(g, &g->ops[g->tensors[ys[2].id].producer], &geom)); /* all: one run */
+  assert_int_equal(geom.nr, 1);
+  assert_int_equal(geom.nk, 0);
+  assert_true(geom.scale == 1.0 / 2100);
+  ref_values_destroy(rv);
+  sg_graph_destroy(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_graph_ops),
       cmocka_unit_test(test_bad_label),
       cmocka_unit_test(test_dropout),
+      cmocka_unit_test(test_sums),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -344,6 +344,9 @@ static family_fn family(sg_op_kind kind) {
     case SG_OP_LAYER_NORM_BACKWARD: return sg__cuda_create_rows;
     case SG_OP_CONCAT:
     case SG_OP_SLICE: return sg__cuda_create_runs;
+    case SG_OP_REDUCE_SUM:
+    case SG_OP_REDUCE_MEAN:
+    case SG_OP_SUM_TO: return sg__cuda_create_sum;
     default: return (sg__op_flags(kind) & SG__OP_VIEW) ? sg__cuda_create_view : NULL;
   }
 }

@@ -139,6 +139,8 @@ sg_status sg__cuda_create_rows(sg__cuda_state *st, const sg_graph *g, const sg__
 /* Views (reshape, flatten, ...): a device copy when the planner gave the
  * output its own slot (cuda_ops.c). */
 sg_status sg__cuda_create_view(sg__cuda_state *st, const sg_graph *g, const sg__op *op, sg__kernel **out);
+/* reduce_sum, reduce_mean and sum_to over any axes (cuda_sum.c). */
+sg_status sg__cuda_create_sum(sg__cuda_state *st, const sg_graph *g, const sg__op *op, sg__kernel **out);
 /* concat and slice: strided 2-D copies on the compute stream (cuda_ops.c). */
 sg_status sg__cuda_create_runs(sg__cuda_state *st, const sg_graph *g, const sg__op *op, sg__kernel **out);
 

@@ -17,6 +17,8 @@
  *                  Backward with xhat = (x - mean) invstd, g = dy scale:
  *                  dx = invstd (g - mean(g) - xhat mean(g xhat)); dscale =
  *                  sum over rows of dy xhat, dbias = sum of dy.
+ *   sums           y = scale * sum of x over the reduced dims (reduce_sum,
+ *                  reduce_mean, sum_to over any axes), in double.
  *   dropout        the keep bits of backend/dropout_rng.h, from the key
  *                  the host computes; y = x * scale (f32, as the CPU's:
  *                  bitwise the same) or 0; backward dy * scale or 0.
@@ -243,12 +245,37 @@ static const char dropout[] =
     "    dx[i] = mask[i] ? dy[i] * scale : 0.0f;\n"
     "}\n";
 
+static const char sum[] =
+    "struct sgk_sum_geom { int64_t kd[8], ks[8], rd[8], rs[8], n_out, n_red; double scale; int nk, nr; };\n"
+    "extern \"C\" __global__ void __launch_bounds__(BLOCK) sgk_sum(const sgk_sum_geom g, const float *x,\n"
+    "    float *y) {\n"
+    "  __shared__ double shd[BLOCK];\n"
+    "  for (int64_t o = blockIdx.x; o < g.n_out; o += gridDim.x) {\n"
+    "    int64_t base = 0, q = o;\n"
+    "    for (int d = g.nk - 1; d >= 0; d--) { base += (q % g.kd[d]) * g.ks[d]; q /= g.kd[d]; }\n"
+    "    double s = 0;\n"
+    "    for (int64_t r = threadIdx.x; r < g.n_red; r += BLOCK) {\n"
+    "      int64_t off = base, t = r;\n"
+    "      for (int d = g.nr - 1; d >= 0; d--) { off += (t % g.rd[d]) * g.rs[d]; t /= g.rd[d]; }\n"
+    "      s += x[off];\n"
+    "    }\n"
+    "    s = block_reduce(s, shd, dsum_());\n"
+    "    if (threadIdx.x == 0) y[o] = (float)(s * g.scale);\n"
+    "  }\n"
+    "}\n";
+
 static const char *const names[SG__CUDA_LIB_N] = {
-    [SG__CUDA_CE_ROWS] = "sgk_ce_rows",           [SG__CUDA_CE_TOTAL] = "sgk_ce_total",
-    [SG__CUDA_CE_GRAD] = "sgk_ce_grad",           [SG__CUDA_SOFTMAX] = "sgk_softmax",
-    [SG__CUDA_SOFTMAX_GRAD] = "sgk_softmax_grad", [SG__CUDA_LN] = "sgk_layer_norm",
-    [SG__CUDA_LN_GRAD_ROWS] = "sgk_ln_grad_rows", [SG__CUDA_LN_GRAD_COLS] = "sgk_ln_grad_cols",
-    [SG__CUDA_DROPOUT] = "sgk_dropout",           [SG__CUDA_DROPOUT_GRAD] = "sgk_dropout_grad",
+    [SG__CUDA_CE_ROWS] = "sgk_ce_rows",
+    [SG__CUDA_CE_TOTAL] = "sgk_ce_total",
+    [SG__CUDA_CE_GRAD] = "sgk_ce_grad",
+    [SG__CUDA_SOFTMAX] = "sgk_softmax",
+    [SG__CUDA_SOFTMAX_GRAD] = "sgk_softmax_grad",
+    [SG__CUDA_LN] = "sgk_layer_norm",
+    [SG__CUDA_LN_GRAD_ROWS] = "sgk_ln_grad_rows",
+    [SG__CUDA_LN_GRAD_COLS] = "sgk_ln_grad_cols",
+    [SG__CUDA_DROPOUT] = "sgk_dropout",
+    [SG__CUDA_DROPOUT_GRAD] = "sgk_dropout_grad",
+    [SG__CUDA_SUM] = "sgk_sum",
 };
 
 const char *sg__cuda_library_name(sg__cuda_lib_kernel k) {
@@ -259,7 +286,7 @@ static char *program;
 static pthread_once_t program_once = PTHREAD_ONCE_INIT;
 
 static void join_program(void) {
-  const char *parts[] = {prelude, cross_entropy, softmax, layer_norm, dropout};
+  const char *parts[] = {prelude, cross_entropy, softmax, layer_norm, dropout, sum};
   size_t n = 1;
   for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) n += strlen(parts[i]);
   program = sg__malloc(n);
@@ -271,4 +298,48 @@ static void join_program(void) {
 const char *sg__cuda_library_program(void) {
   pthread_once(&program_once, join_program);
   return program;
+}
+
+bool sg__cuda_sum_geometry(const sg_graph *g, const sg__op *op, sg__cuda_sum_geom *out) {
+  if (op->kind != SG_OP_REDUCE_SUM && op->kind != SG_OP_REDUCE_MEAN && op->kind != SG_OP_SUM_TO) return false;
+  const sg__tensor *x = &g->tensors[op->inputs[0]], *y = &g->tensors[op->outputs[0]];
+  if (x->ndim > SG__CUDA_SUM_DIMS) return false;
+  bool reduced[SG_MAX_DIMS] = {false};
+  if (op->kind == SG_OP_SUM_TO) { /* x's dims that y (right-aligned) lacks or has as 1 */
+    for (int d = 0; d < x->ndim; d++) {
+      int j = d - (x->ndim - y->ndim);
+      reduced[d] = (j < 0 || y->dims[j] == 1) && x->dims[d] != 1;
+    }
+  } else {
+    int n = sg__attr_count(op, 0);
+    const int64_t *axes = sg__attr_ints(op, 0);
+    for (int i = 0; i < n; i++) {
+      int a;
+      if (!sg__norm_axis(axes[i], x->ndim, &a)) return false;
+      reduced[a] = true;
+    }
+    for (int d = 0; n == 0 && d < x->ndim; d++) reduced[d] = true; /* no axes: all */
+  }
+  *out = (sg__cuda_sum_geom){.n_out = 1, .n_red = 1, .scale = 1};
+  int64_t stride = 1, strides[SG_MAX_DIMS];
+  for (int d = x->ndim - 1; d >= 0; d--) strides[d] = stride, stride *= x->dims[d];
+  int last = -1; /* kind of the previous dim kept: 0 kept, 1 reduced (merging adjacent ones) */
+  for (int d = 0; d < x->ndim; d++) {
+    if (x->dims[d] == 1) continue; /* no position to walk */
+    int kind = reduced[d] ? 1 : 0;
+    int64_t *dims = kind ? out->rd : out->kd, *st = kind ? out->rs : out->ks;
+    int32_t *n = kind ? &out->nr : &out->nk;
+    if (last == kind && st[*n - 1] == x->dims[d] * strides[d]) { /* contiguous with the previous: merge */
+      dims[*n - 1] *= x->dims[d];
+      st[*n - 1] = strides[d];
+    } else {
+      dims[*n] = x->dims[d];
+      st[(*n)++] = strides[d];
+    }
+    last = kind;
+    if (kind) out->n_red *= x->dims[d];
+    else out->n_out *= x->dims[d];
+  }
+  if (op->kind == SG_OP_REDUCE_MEAN) out->scale = 1.0 / (double)out->n_red;
+  return true;
 }

@@ -1,5 +1,6 @@
 /* sgrt's own CUDA kernels as CUDA C text (cuda_kernels.c): cross entropy,
- * softmax / log_softmax, layer norm and dropout, forward and backward, with the
+ * softmax / log_softmax, layer norm and dropout, forward and backward, and
+ * sums over any axes, with the
  * CPU backend's definitions. Text only, part of every build: NVRTC
  * compiles it in CUDA builds (cuda_library.c loads it, cuda_loss.c and
  * cuda_rows.c launch it), and the tests run it on the host behind a shim
@@ -10,6 +11,11 @@
  * block (grid-stride over rows), the column kernel a column per thread. */
 #ifndef SG_BACKEND_CUDA_KERNELS_H
 #define SG_BACKEND_CUDA_KERNELS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "graph/graph.h"
 
 /* Threads per block of every kernel of the program. */
 #define SG__CUDA_LIB_BLOCK 256
@@ -40,8 +46,29 @@ typedef enum sg__cuda_lib_kernel {
   SG__CUDA_DROPOUT,
   /* (dy, mask, dx, n, scale): dx = mask ? dy * scale : 0 (dx may be dy). */
   SG__CUDA_DROPOUT_GRAD,
+  /* (geom, x, y): y = scale * sum of x over the reduced dims, a block per
+   * output element (grid-stride), in double in a fixed tree. */
+  SG__CUDA_SUM,
   SG__CUDA_LIB_N
 } sg__cuda_lib_kernel;
+
+/* A sum's geometry, passed to SG__CUDA_SUM by value (the program declares
+ * the same struct): x's dims split into kept ones (the output's, row-major)
+ * and reduced ones, each with x's element stride; adjacent dims of one kind
+ * merged. */
+#define SG__CUDA_SUM_DIMS 8
+typedef struct sg__cuda_sum_geom {
+  int64_t kd[SG__CUDA_SUM_DIMS], ks[SG__CUDA_SUM_DIMS]; /* kept: dims, x strides */
+  int64_t rd[SG__CUDA_SUM_DIMS], rs[SG__CUDA_SUM_DIMS]; /* reduced: dims, x strides */
+  int64_t n_out, n_red;                                 /* products of kd and rd */
+  double scale;                                         /* 1, or 1 / n_red for a mean */
+  int32_t nk, nr;
+} sg__cuda_sum_geom;
+
+/* The geometry of reduce_sum, reduce_mean or sum_to op `op` (f32), as the
+ * CPU's cpu_reduce.c reads them: false when the op is none of those or has
+ * more dims than SG__CUDA_SUM_DIMS. */
+bool sg__cuda_sum_geometry(const sg_graph *g, const sg__op *op, sg__cuda_sum_geom *out);
 
 /* The program (NULL when out of memory, once), and kernel k's name in it. */
 const char *sg__cuda_library_program(void);
