@@ -72,21 +72,7 @@ bool sg__fuse_sum_rule(const sg_graph *g, const sg__op *op, sg__kir_sum *kind, i
   int64_t numel = 1, count = 1;
   for (int d = 0; d < x->ndim; d++) numel *= x->dims[d];
   if (numel <= 0) return false;
-  if (op->kind == SG_OP_SUM_TO) {
-    for (int d = 0; d < x->ndim; d++) {
-      int td = d - (x->ndim - y->ndim);
-      summed[d] = td < 0 || (y->dims[td] == 1 && x->dims[d] != 1);
-    }
-  } else {
-    int n = sg__attr_count(op, 0);
-    const int64_t *axes = sg__attr_ints(op, 0);
-    for (int i = 0; i < n; i++) {
-      int a;
-      if (!sg__norm_axis(axes[i], x->ndim, &a)) return false;
-      summed[a] = true;
-    }
-    for (int d = 0; n == 0 && d < x->ndim; d++) summed[d] = true;
-  }
+  if (!sg__sum_dims(g, op, summed)) return false;
   for (int d = 0; d < x->ndim; d++) count *= summed[d] ? x->dims[d] : 1;
   /* The summed dims of more than one element: all after the kept ones
    * (rows summed) or all before them (columns summed). */

@@ -171,5 +171,11 @@ const char *sg__tstr(char *buf, const sg__tensor *t);
 const sg__tensor *sg__in(const sg_graph *g, const sg__op *op, int i); /* NULL if absent */
 /* Normalises axis into [0, ndim); false when out of range. */
 bool sg__norm_axis(int64_t axis, int ndim, int *out);
+/* The dims of x (input 0) that reduce_sum, reduce_mean or sum_to op `op`
+ * sums over: summed[d] for each of x's dims (the axes given, all of them
+ * without axes; for sum_to the dims the target shape, right-aligned, lacks
+ * or has as 1 where x's is not 1). False for any other op or an axis out of
+ * range. */
+bool sg__sum_dims(const sg_graph *g, const sg__op *op, bool *summed);
 
 #endif /* SG_GRAPH_GRAPH_H */

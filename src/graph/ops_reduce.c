@@ -99,3 +99,25 @@ sg_tensor sg_dropout(sg_graph *g, sg_tensor x, double p, uint64_t seed, int trai
   sg_attr a[] = {SG__AF("p", p), SG__AI("seed", (int64_t)seed), SG__AI("training", training)};
   return sg__build1(g, SG_OP_DROPOUT, 1, &x, 3, a);
 }
+
+bool sg__sum_dims(const sg_graph *g, const sg__op *op, bool *summed) {
+  if (op->kind != SG_OP_REDUCE_SUM && op->kind != SG_OP_REDUCE_MEAN && op->kind != SG_OP_SUM_TO) return false;
+  const sg__tensor *x = sg__in(g, op, 0), *y = &g->tensors[op->outputs[0]];
+  for (int d = 0; d < x->ndim; d++) summed[d] = false;
+  if (op->kind == SG_OP_SUM_TO) {
+    for (int d = 0; d < x->ndim; d++) {
+      int j = d - (x->ndim - y->ndim);
+      summed[d] = (j < 0 || y->dims[j] == 1) && x->dims[d] != 1;
+    }
+    return true;
+  }
+  int n = sg__attr_count(op, AXES);
+  const int64_t *axes = sg__attr_ints(op, AXES);
+  for (int i = 0; i < n; i++) {
+    int a;
+    if (!sg__norm_axis(axes[i], x->ndim, &a)) return false;
+    summed[a] = true;
+  }
+  for (int d = 0; n == 0 && d < x->ndim; d++) summed[d] = true; /* no axes: all */
+  return true;
+}

@@ -301,25 +301,10 @@ const char *sg__cuda_library_program(void) {
 }
 
 bool sg__cuda_sum_geometry(const sg_graph *g, const sg__op *op, sg__cuda_sum_geom *out) {
-  if (op->kind != SG_OP_REDUCE_SUM && op->kind != SG_OP_REDUCE_MEAN && op->kind != SG_OP_SUM_TO) return false;
-  const sg__tensor *x = &g->tensors[op->inputs[0]], *y = &g->tensors[op->outputs[0]];
+  bool reduced[SG_MAX_DIMS];
+  if (!sg__sum_dims(g, op, reduced)) return false;
+  const sg__tensor *x = &g->tensors[op->inputs[0]];
   if (x->ndim > SG__CUDA_SUM_DIMS) return false;
-  bool reduced[SG_MAX_DIMS] = {false};
-  if (op->kind == SG_OP_SUM_TO) { /* x's dims that y (right-aligned) lacks or has as 1 */
-    for (int d = 0; d < x->ndim; d++) {
-      int j = d - (x->ndim - y->ndim);
-      reduced[d] = (j < 0 || y->dims[j] == 1) && x->dims[d] != 1;
-    }
-  } else {
-    int n = sg__attr_count(op, 0);
-    const int64_t *axes = sg__attr_ints(op, 0);
-    for (int i = 0; i < n; i++) {
-      int a;
-      if (!sg__norm_axis(axes[i], x->ndim, &a)) return false;
-      reduced[a] = true;
-    }
-    for (int d = 0; n == 0 && d < x->ndim; d++) reduced[d] = true; /* no axes: all */
-  }
   *out = (sg__cuda_sum_geom){.n_out = 1, .n_red = 1, .scale = 1};
   int64_t stride = 1, strides[SG_MAX_DIMS];
   for (int d = x->ndim - 1; d >= 0; d--) strides[d] = stride, stride *= x->dims[d];
