@@ -25,7 +25,7 @@ static pid_t child;
 static int port;
 
 /* What the store did, per kind of attack. */
-static long drips, drips_cut, idle_closed, refused, wrong_replies, half_open_closed;
+static long drips, drips_cut, idle_closed, refused, dropped, wrong_replies, half_open_closed;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
 static void on_signal(int sig) {
@@ -73,12 +73,13 @@ static void *misc_main(void *arg) {
                 attack_no_hello(port)};
     int h = attack_half_open(port, 3000);
     bool gone = false;
-    for (int i = 0; i < 4 && !gone; i++) gone = r[i] == -1 && store_gone();
+    for (int i = 0; i < 4 && !gone; i++) gone = r[i] < 0 && store_gone();
     if (gone) break;
     pthread_mutex_lock(&mu);
     for (int i = 0; i < 4; i++) {
       refused += r[i] == 2 || r[i] == 3;
-      wrong_replies += r[i] != 2 && r[i] != 3;
+      dropped += r[i] == ATTACK_DROPPED;
+      wrong_replies += r[i] != 2 && r[i] != 3 && r[i] != ATTACK_DROPPED;
     }
     half_open_closed += h == 0;
     pthread_mutex_unlock(&mu);
@@ -124,9 +125,11 @@ int main(int argc, char **argv) {
   }
   stop = 1;
   for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
+  /* run_store_attack.sh reads the numbers in this order. */
   printf("store_attack: %ld drips, %ld cut off by the store; %ld idle connections closed; %ld hostile frames "
-         "refused, %ld answered otherwise; %ld half-open connections closed\n",
-         drips, drips_cut, idle_closed, refused, wrong_replies, half_open_closed);
+         "refused, %ld answered otherwise; %ld half-open connections closed; %ld frames dropped unanswered "
+         "under the flood\n",
+         drips, drips_cut, idle_closed, refused, wrong_replies, half_open_closed, dropped);
   fflush(stdout);
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);

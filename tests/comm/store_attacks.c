@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -113,15 +114,18 @@ int attack_idle(int port, int n, int hold_ms) {
 }
 
 /* Sends a frame and returns the reply status the server sent before it
- * closed the connection (within 3 s), or -1. */
+ * closed the connection (within 3 s); ATTACK_DROPPED when it closed it
+ * without a reply (or the connection could not be made); -1 when it kept
+ * the connection open. */
 static int one_frame(int port, const uint8_t *frame, size_t len) {
   int fd = attack_connect(port);
-  if (fd < 0) return -1;
+  if (fd < 0) return ATTACK_DROPPED;
   int status = -1;
-  if (send(fd, frame, len, MSG_NOSIGNAL) == (ssize_t)len && attack_wait_closed(fd, 3000, &status) < 0)
-    status = -1; /* the server kept it: a failure of the server */
+  bool sent = send(fd, frame, len, MSG_NOSIGNAL) == (ssize_t)len;
+  int64_t closed = attack_wait_closed(fd, 3000, &status);
   close(fd);
-  return status;
+  if (closed < 0) return -1; /* the server kept it: a failure of the server */
+  return sent && status >= 0 ? status : ATTACK_DROPPED;
 }
 
 int attack_oversize(int port) {

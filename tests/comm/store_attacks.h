@@ -26,14 +26,22 @@ int64_t attack_drip(int port, int interval_ms, int limit_ms);
  * hold_ms passes. How many the server closed. */
 int attack_idle(int port, int n, int hold_ms);
 
+/* What the frame attacks below return when the server closed the
+ * connection without a reply, or it could not be made: under a flood the
+ * server drops the oldest connection still waiting to authenticate, which
+ * may be this one (store_server.c), and refuses connections past its cap.
+ * A defence, not an answer. */
+#define ATTACK_DROPPED (-2)
+
 /* A HELLO header claiming a 2 GiB token: the server's reply status (BAD),
- * or -1 when it closed without one or kept the connection. */
+ * ATTACK_DROPPED, or -1 when it kept the connection. */
 int attack_oversize(int port);
 
-/* A HELLO with token_len wrong bytes: the reply status (DENIED) or -1. */
+/* A HELLO with token_len wrong bytes: the reply status (DENIED),
+ * ATTACK_DROPPED, or -1. */
 int attack_wrong_token(int port, int token_len);
 
-/* A SET before any HELLO: the reply status (DENIED) or -1. */
+/* A SET before any HELLO: the reply status (DENIED), ATTACK_DROPPED, or -1. */
 int attack_no_hello(int port);
 
 /* Half a header, then the write side shut (a half-open connection); the
