@@ -547,12 +547,12 @@ typedef struct sg__par_data {
  * points to comm). `fn` names the create in messages. */
 sg_status sg__par_read_params(const char *fn, const sg_dist_params *given, sg_dist_params *p,
                               sg_comm_params *comm);
-/* The checks of sg_dist_params that hold in every mode (sizes, degrees,
- * threads, heartbeats, hang diagnosis, QoS, tracing); the strategies check
- * what only they read. `fn` names the create in messages. */
 /* Whether the job runs on a device other than the CPU, or as if it did
  * (SG_HOST_MIRROR=1: the session's host views are copies, hooks.h). */
 bool sg__par_on_device(const sg_dist_params *p);
+/* The checks of sg_dist_params that hold in every mode (sizes, degrees,
+ * threads, heartbeats, hang diagnosis, QoS, tracing); the strategies check
+ * what only they read. `fn` names the create in messages. */
 sg_status sg__par_check_params(const sg_dist_params *p, const char *fn);
 /* Creates the job: the handle and the strategy's state, the scheduler
  * thread (which joins the job), then the strategy's build. On failure the

@@ -3,9 +3,10 @@
  * Training (attribute training = 1 and SG__MODE_TRAIN): element i is kept
  * when sg__dropout_bits(key, i) >= ceil(p * 2^24), with
  * key = sg__dropout_key(op seed, seed, step, rng_subsequence) (the run
- * context's; backend/dropout_rng.h, which the CUDA backend shares): a counter-based hash, so the mask depends
- * on nothing but those values and the index (not on threads or on earlier runs). y = x * mask / (1 - p), with
- * the scale rounded to f32 once; output 1 is the mask (u8, 1 = kept).
+ * context's; backend/dropout_rng.h, which the CUDA backend shares): a
+ * counter-based hash, so the mask depends on nothing but those values and
+ * the index (not on threads or on earlier runs). y = x * mask / (1 - p),
+ * with the scale rounded to f32 once; output 1 is the mask (u8, 1 = kept).
  * Otherwise dropout is the identity and the mask output is left untouched.
  * dropout_backward: dx = dy * mask / (1 - p); dx may alias dy. */
 #include <math.h>

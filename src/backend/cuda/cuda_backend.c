@@ -94,6 +94,11 @@ const sg__tensor *sg__cuda_out(const sg_graph *g, const sg__op *op, int i) {
   return i < op->n_outputs && op->outputs[i] >= 0 ? &g->tensors[op->outputs[i]] : NULL;
 }
 
+unsigned sg__cuda_grid(const sg__cuda_state *st, int64_t units, int64_t per_block) {
+  int64_t need = (units + per_block - 1) / per_block, cap = (int64_t)st->sm_count * 32;
+  return (unsigned)(need < 1 ? 1 : need > cap ? cap : need);
+}
+
 sg_status sg__cuda_workspace_reserve(sg__cuda_state *st, size_t bytes) {
   if (bytes <= st->workspace_bytes) return SG_OK;
   /* Kernels created earlier read st->workspace when they run: replacing

@@ -72,7 +72,6 @@ sg_status sg__cuda_create_dropout(sg__cuda_state *st, const sg_graph *g, const s
     k->active = sg__attr_i(op, TRAINING) != 0 && mode == SG__MODE_TRAIN;
     k->seed = (uint64_t)sg__attr_i(op, SEED);
   }
-  int64_t blocks = (k->n + BLOCK - 1) / BLOCK, cap = (int64_t)st->sm_count * 32;
-  k->grid = (unsigned)(blocks < 1 ? 1 : blocks > cap ? cap : blocks);
+  k->grid = sg__cuda_grid(st, k->n, BLOCK);
   return SG_OK;
 }

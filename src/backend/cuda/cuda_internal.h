@@ -93,6 +93,11 @@ sg_status sg__cuda_unsupported(const sg_graph *g, const sg__op *op, const char *
 /* Registers c (allocating its mapped words) / unregisters and frees it. */
 sg_status sg__cuda_check_add(sg__cuda_state *st, sg__cuda_check *c);
 void sg__cuda_check_remove(sg__cuda_state *st, sg__cuda_check *c);
+/* The grid of a grid-strided kernel over `units` units, `per_block` to a
+ * block: enough blocks to fill the device a few times over (32 per
+ * multiprocessor), no more, and at least one. Such kernels are correct on
+ * any grid. */
+unsigned sg__cuda_grid(const sg__cuda_state *st, int64_t units, int64_t per_block);
 /* Makes the shared workspace at least `bytes` (compile time only). */
 sg_status sg__cuda_workspace_reserve(sg__cuda_state *st, size_t bytes);
 /* The tensor of op input i / output i (NULL for an absent optional input). */

@@ -84,8 +84,7 @@ sg_status sg__cuda_create_cross_entropy(sg__cuda_state *st, const sg_graph *g, c
   k->N = x->dims[0], k->C = x->dims[1];
   k->reduction = (int)sg__attr_i(op, 0);
   k->l64 = labels->dtype == SG_I64;
-  int64_t cap = (int64_t)st->sm_count * 32;
-  k->grid = (unsigned)(k->N < 1 ? 1 : k->N > cap ? cap : k->N);
+  k->grid = sg__cuda_grid(st, k->N, 1);
   snprintf(k->check.what, sizeof k->check.what, "%s '%s'", sg_op_kind_name(op->kind), k->base.name);
   k->check.limit = k->C - 1;
   sg_status s = sg__cuda_check_add(st, &k->check);

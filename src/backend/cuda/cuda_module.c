@@ -211,10 +211,7 @@ sg_status sg__cuda_module_kernel(void *state, sg__module *m, const sg__kir_kerne
   memcpy(k->out_over, ir->out_over, sizeof k->out_over);
   sg__cuda_geometry g;
   sg__cuda_geometry_of(ir, &g);
-  /* Grid-strided kernels are correct on any grid: enough blocks to fill
-   * the device a few times over, no more. */
-  int64_t need = (g.units + g.per_block - 1) / g.per_block, cap = (int64_t)st->sm_count * 32;
-  k->grid = (unsigned)(need < 1 ? 1 : need > cap ? cap : need);
+  k->grid = sg__cuda_grid(st, g.units, g.per_block);
   k->threads = (unsigned)g.threads;
   sg_status s = SG_OK;
   cudaError_t e = cudaLibraryGetKernel(&k->body, m->lib, ir->name);

@@ -18,11 +18,6 @@ typedef struct rows_kernel {
   unsigned grid, col_grid;
 } rows_kernel;
 
-static unsigned grid_for(const sg__cuda_state *st, int64_t n, int64_t per_block) {
-  int64_t blocks = (n + per_block - 1) / per_block, cap = (int64_t)st->sm_count * 32;
-  return (unsigned)(blocks < 1 ? 1 : blocks > cap ? cap : blocks);
-}
-
 static sg_status launch(sg__cuda_state *st, const rows_kernel *k, sg__cuda_lib_kernel which, unsigned grid,
                         void **args) {
   dim3 g = {grid, 1, 1}, b = {BLOCK, 1, 1};
@@ -93,13 +88,13 @@ sg_status sg__cuda_create_rows(sg__cuda_state *st, const sg_graph *g, const sg__
     k->eps = ln_bwd ? 0 : sg__attr_f(op, 1);
     k->has_scale = sg__cuda_in(g, op, ln_bwd ? 2 : 1) != NULL;
     k->has_bias = !ln_bwd && sg__cuda_in(g, op, 2) != NULL;
-    k->col_grid = grid_for(st, k->C, BLOCK);
+    k->col_grid = sg__cuda_grid(st, k->C, BLOCK);
   } else { /* [outer, C, inner] around the axis */
     k->outer = sg__numel(axis, x->dims);
     k->C = x->dims[axis];
     k->inner = sg__numel(x->ndim - axis - 1, x->dims + axis + 1);
     k->log = op->kind == SG_OP_LOG_SOFTMAX || op->kind == SG_OP_LOG_SOFTMAX_BACKWARD;
   }
-  k->grid = grid_for(st, k->outer * k->inner, 1);
+  k->grid = sg__cuda_grid(st, k->outer * k->inner, 1);
   return SG_OK;
 }

@@ -42,7 +42,6 @@ sg_status sg__cuda_create_sum(sg__cuda_state *st, const sg_graph *g, const sg__o
   sum_kernel *k = (sum_kernel *)*out;
   k->lib = lib;
   k->geom = geom;
-  int64_t cap = (int64_t)st->sm_count * 32;
-  k->grid = (unsigned)(geom.n_out > cap ? cap : geom.n_out);
+  k->grid = sg__cuda_grid(st, geom.n_out, 1);
   return SG_OK;
 }
