@@ -78,7 +78,9 @@ static const char usage[] =
     "       (start it once per rank: sgrt launch -n 4 resnet50_dist ...)\n";
 
 static int parse(int argc, char **argv, options *o) {
-  *o = (options){8, 64, 10, 1, 10, 64, 1, 0, 100, 1000, 0, 1, 1, 1, 0.01, 25, 1, NULL, NULL, NULL, "cpu"};
+  const sg_dist_params lib = SG_DIST_PARAMS_INIT; /* the failure detector's defaults are the library's */
+  *o = (options){8, 64,   10, 1, 10,   64,   1,    0,    lib.heartbeat_ms, lib.dead_ms, 0, 1, 1,
+                 1, 0.01, 25, 1, NULL, NULL, NULL, "cpu"};
   /* The ranges are in the usage text and docs/examples.md. */
   const example_opt opts[] = {
       {"--batch", EXAMPLE_OPT_INT, &o->batch, 2, 65536},
@@ -325,6 +327,7 @@ int main(int argc, char **argv) {
   if (!times || !comm || !waits || !cpu) return fail(rank, "allocating the data", SG_ERR_NO_MEMORY);
 
   double train_s = 0, worst_rto = 0, worst_detection = 0, *snap = calloc((size_t)o.steps + 1, sizeof(double));
+  int max_degraded = 0; /* most ranks DEGRADED at once over the run */
   double *snap_wait = calloc((size_t)o.steps + 1, sizeof(double));
   if (snap == NULL || snap_wait == NULL) return fail(rank, "allocating the data", SG_ERR_NO_MEMORY);
   int recoveries = 0;
@@ -361,12 +364,16 @@ int main(int argc, char **argv) {
                stats.shards);
     }
     /* world: the original ranks, whose shards make the global batch (kept by a recovery). */
+    if (stats.degraded_ranks > max_degraded) max_degraded = stats.degraded_ranks;
+    char degraded[32] = "";
+    if (stats.degraded_ranks > 0) snprintf(degraded, sizeof degraded, ", %d degraded", stats.degraded_ranks);
     if (rank == 0 && !o.json)
-      printf("step %d/%d  loss %.4f  %.1f images/s  healthy %d/%d  (%.0f ms; allreduce %.0f ms, %.0f ms not "
-             "hidden by backward; snapshot %.1f ms, %.1f ms not hidden)%s\n",
-             step + 1, o.steps, stats.loss_mean, global_batch / times[step], stats.healthy_ranks, world,
-             1e3 * times[step], stats.comm_ms, stats.wait_ms, stats.snapshot_ms, stats.snapshot_wait_ms,
-             healed);
+      printf(
+          "step %d/%d  loss %.4f  %.1f images/s  healthy %d/%d%s  (%.0f ms; allreduce %.0f ms, %.0f ms not "
+          "hidden by backward; snapshot %.1f ms, %.1f ms not hidden)%s\n",
+          step + 1, o.steps, stats.loss_mean, global_batch / times[step], stats.healthy_ranks, world,
+          degraded, 1e3 * times[step], stats.comm_ms, stats.wait_ms, stats.snapshot_ms,
+          stats.snapshot_wait_ms, healed);
     fflush(stdout);
   }
 
@@ -415,6 +422,8 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(j, "first_loss", first_loss);
     cJSON_AddNumberToObject(j, "final_loss", stats.loss_mean);
     cJSON_AddNumberToObject(j, "healthy_ranks", stats.healthy_ranks);
+    cJSON_AddNumberToObject(j, "degraded_ranks", stats.degraded_ranks);
+    cJSON_AddNumberToObject(j, "max_degraded_ranks", max_degraded);
     cJSON_AddNumberToObject(j, "ranks_now", stats.world_size);
     cJSON_AddNumberToObject(j, "epoch", stats.epoch);
     cJSON_AddNumberToObject(j, "recoveries", stats.recoveries);

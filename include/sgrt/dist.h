@@ -53,8 +53,9 @@
  * the allreduces, heartbeats and failure detection; the compute thread never
  * calls the transport, and a long step never delays a heartbeat.
  *
- * Failures: a peer that dies or goes silent for dead_ms is detected by the
- * scheduler thread. Without a feed callback the step waiting for the
+ * Failures: a peer whose process exits is detected by the scheduler thread
+ * at once (a pidfd under the same kernel, UCX's peer-error handling across
+ * hosts), one that goes silent after dead_ms. Without a feed callback the step waiting for the
  * gradients then returns SG_ERR_COMM with a message naming the unreachable
  * rank and the step, and so does every later call that communicates: the
  * program should report and exit. With a feed callback (sg_dist_params.feed)
@@ -144,7 +145,7 @@ typedef struct sg_dist_params {
   int micro_batches;
   size_t bucket_bytes;    /**< gradient bucket size; 25 MiB as PyTorch DDP's bucket_cap_mb */
   int heartbeat_ms;       /**< heartbeat period of the scheduler thread (sg_comm_set_liveness); 100 */
-  int dead_ms;            /**< a peer silent this long is unreachable; 1000; must exceed heartbeat_ms */
+  int dead_ms;            /**< a peer silent this long is unreachable; 600; must exceed heartbeat_ms */
   int trace;              /**< record a timeline for sg_dist_write_trace() (also on when trace_path is set) */
   const char *trace_path; /**< Chrome trace JSON written by sg_dist_destroy(); NULL: none */
   size_t trace_events;    /**< timeline capacity per thread, in events (the latest are kept); 0 = 262144 */
@@ -186,7 +187,7 @@ typedef struct sg_dist_params {
   {                                                                                                        \
     .size = sizeof(sg_dist_params), .comm = NULL, .device = "cpu", .threads = 0, .seed = 0, .data = -1,    \
     .pipeline = 1, .tensor = 1, .micro_batches = 1, .bucket_bytes = (size_t)25 << 20, .heartbeat_ms = 100, \
-    .dead_ms = 1000, .trace = 0, .trace_path = NULL, .trace_events = 0, .feed = NULL, .feed_ctx = NULL,    \
+    .dead_ms = 600, .trace = 0, .trace_path = NULL, .trace_events = 0, .feed = NULL, .feed_ctx = NULL,     \
     .qos = -1, .offload = NULL, .offload_path = NULL, .zero = 0, .hang_ms = 0, .inject = NULL,             \
     .inject_seed = 0                                                                                       \
   }
@@ -442,6 +443,11 @@ typedef struct sg_dist_stats {
   /** Rejoin (docs/resilience.md "Rejoin"): admissions of restarted ranks this rank took part in, its own
    *  included (a rejoined rank starts at 1; its epoch is the one it joined). */
   int rejoins;
+  /** Original ranks the health monitor (sg_dist_health) had DEGRADED at the start of the last step: two
+   *  check-ins missed (they come every second) or a step's busy time over 3x the median. Reported only;
+   *  a rank that stops altogether is found by the failure detector and healed around. 0 without
+   *  recovery (no monitor). */
+  int degraded_ranks;
 } sg_dist_stats;
 #define SG_DIST_STATS_INIT \
   { sizeof(sg_dist_stats) }

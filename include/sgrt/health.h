@@ -412,6 +412,8 @@ typedef enum sg_fault_kind {
   SG_FAULT_BEHIND = 7, /**< "behind": the rank gives up the step after its gradients were averaged, before
                             its updates, and recovers: the others completed the step, so it is a step
                             behind them (a recovery that must roll it forward) */
+  SG_FAULT_DROP_CHECKINS = 8, /**< "drop-checkins": the rank stops sending check-ins; its heartbeats go on
+                                   (the others find it DEGRADED, not failed) */
 } sg_fault_kind;
 
 /** The phases of a recovery (docs/resilience.md "Recovery"), where a
@@ -441,7 +443,8 @@ SG_API const char *sg_recovery_phase_name(sg_recovery_phase phase);
 
 typedef struct sg_fault_plan sg_fault_plan;
 
-/** "kill", "stop", "drop-heartbeats", "partition", "device", "hang"; "?" for other values. */
+/** "kill", "stop", "drop-heartbeats", "partition", "device", "hang", "behind", "drop-checkins"; "?" for
+ *  other values. */
 SG_API const char *sg_fault_kind_name(sg_fault_kind kind);
 
 /**
@@ -449,7 +452,8 @@ SG_API const char *sg_fault_kind_name(sg_fault_kind kind);
  * by ';', each KIND:KEY=VALUE,... (docs/resilience.md):
  *   kill:rank=R,step=S   stop:rank=R,step=S   drop-heartbeats:rank=R,step=S
  *   device:rank=R,step=S hang:rank=R,step=S   partition:ranks=A-B,step=S
- *   behind:rank=R,step=S kill:rank=R,recovery=detect|agree|build|transfer
+ *   behind:rank=R,step=S drop-checkins:rank=R,step=S
+ *   kill:rank=R,recovery=detect|agree|build|transfer
  *   kill:rank=R,at=create
  * S is a number, "random" (a step drawn from `seed`, uniform in 1..100) or
  * "random(LO-HI)" (uniform in LO..HI); the same seed and spec give the same

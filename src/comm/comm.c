@@ -91,14 +91,23 @@ static sg_status wait_key(sg_comm *c, const char *key, int64_t deadline, int pee
   }
 }
 
-/* Publishes our worker address, collects every peer's and connects. */
+/* Publishes our process identity (proc_watch.c) and worker address, then
+ * collects every peer's and connects. */
 static sg_status wire_up(sg_comm *c, int64_t deadline, sg__comm_watch_fn watch, void *ctx) {
   const void *addr;
   size_t len;
   char key[64];
   SG_CHECK(sg__ucx_address(c->ucx, &addr, &len));
+  uint8_t *mine = sg__malloc(SG__PROC_IDENT_BYTES + len);
+  if (mine == NULL) return sg__error(SG_ERR_NO_MEMORY, "rank %d: out of memory joining the job", c->rank);
+  sg__proc_ident self;
+  sg__proc_ident_self(&self);
+  sg__proc_ident_encode(&self, mine);
+  memcpy(mine + SG__PROC_IDENT_BYTES, addr, len);
   snprintf(key, sizeof key, "ucx/addr/%d", c->rank);
-  SG_CHECK(sg__store_set(c->store, key, addr, len));
+  sg_status put = sg__store_set(c->store, key, mine, SG__PROC_IDENT_BYTES + len);
+  sg__free(mine);
+  SG_CHECK(put);
   for (int i = 1; i < c->size; i++) {
     int p = (c->rank + i) % c->size;
     snprintf(key, sizeof key, "ucx/addr/%d", p);
@@ -111,7 +120,10 @@ static sg_status wire_up(sg_comm *c, int64_t deadline, sg__comm_watch_fn watch, 
                        "(rendezvous %s:%d)",
                        c->rank, c->env.timeout_ms, p, c->env.master_addr, c->env.master_port);
     SG_CHECK(st);
-    st = sg__ucx_connect(c->ucx, p, v, n);
+    sg__proc_ident peer;
+    st = sg__proc_ident_decode(v, n, p, &peer);
+    if (st == SG_OK)
+      st = sg__ucx_connect(c->ucx, p, (uint8_t *)v + SG__PROC_IDENT_BYTES, n - SG__PROC_IDENT_BYTES, &peer);
     sg__free(v);
     SG_CHECK(st);
   }

@@ -84,9 +84,10 @@ sg_status sg__comm_set_away(sg_comm *comm, int away);
 sg_status sg__comm_cut_peer(sg_comm *comm, int peer);
 
 /* Milliseconds since the last message or heartbeat from peer arrived, time
- * this rank spent outside comm calls included: how long ago peer was last
- * seen alive (a recovery's detection time starts there). -1 for self or an
- * invalid rank. Owner thread only. */
+ * this rank spent outside comm calls included, or, for a peer whose process
+ * has exited, since the last look that saw it running when that is later:
+ * how long ago peer was last seen alive (a recovery's detection time starts
+ * there). -1 for self or an invalid rank. Owner thread only. */
 int64_t sg__comm_peer_quiet_ms(const sg_comm *comm, int peer);
 
 /* A rank's position in the collective schedule, as its heartbeats last said. */
@@ -107,6 +108,19 @@ sg_status sg__comm_peer_position(const sg_comm *comm, int peer, sg_comm_position
  * bad length, version, flag, label or rank; never trusted, not even as a sign
  * of life). 0 for NULL. Owner thread only. */
 uint64_t sg__comm_heartbeats_rejected(const sg_comm *comm);
+
+/* Check-ins (SPEC H3): a channel of their own beside the heartbeats, for a
+ * payload in the health layer's wire layout (sg_checkin_encode), best
+ * effort. A send never blocks: false when it was skipped (the peer is dead,
+ * or its previous check-in is still in flight, as to a stopped peer). Take
+ * returns the oldest that arrived into buf[SG__COMM_CHECKIN_BYTES]
+ * (SG_ERR_NOT_FOUND when none); the payload is not validated here. Dropped:
+ * check-ins that arrived malformed or while 1024 were queued. Owner thread
+ * only; SG_ERR_INVALID_ARG / false / 0 for NULL. */
+#define SG__COMM_CHECKIN_BYTES 512
+bool sg__comm_checkin_send(sg_comm *comm, int peer, const void *buf, size_t bytes);
+sg_status sg__comm_checkin_take(sg_comm *comm, void *buf, size_t *bytes, int *peer);
+uint64_t sg__comm_checkins_dropped(const sg_comm *comm);
 
 /* sg_comm_send / sg_comm_recv (send: buf is read), but the wait watches
  * every rank of the communicator, as a collective's does, not only the peer:

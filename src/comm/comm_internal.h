@@ -30,7 +30,11 @@ sg_status sg__ucx_create(int rank, int world_size, int timeout_ms, sg__detector 
 void sg__ucx_destroy(sg__ucx *u);
 /* This worker's address (owned by u). */
 sg_status sg__ucx_address(sg__ucx *u, const void **addr, size_t *len);
-sg_status sg__ucx_connect(sg__ucx *u, int peer, const void *addr, size_t len);
+/* Connects to peer's worker address. Besides its silence, a peer's failure
+ * is learnt from its process exiting when it runs under this kernel (a
+ * pidfd, proc_watch.c), else from UCX's peer-error handling on its endpoint. */
+typedef struct sg__proc_ident sg__proc_ident;
+sg_status sg__ucx_connect(sg__ucx *u, int peer, const void *addr, size_t len, const sg__proc_ident *id);
 
 /* Tag space: channel (collective or user) and a sequence chosen by the caller.
  * Messages between a pair under the same tag are matched in order. */
@@ -62,6 +66,9 @@ void sg__ucx_progress(sg__ucx *u);
 sg_status sg__ucx_poll(sg__ucx *u, int peer);
 /* Makes every wait fail with SG_ERR_COMM at its next check. Any thread. */
 void sg__ucx_abort(sg__ucx *u);
+/* peer's last sign of life from its process watch: when its process was
+ * last seen running, once it has exited; -1 otherwise. Any thread. */
+int64_t sg__ucx_last_running(const sg__ucx *u, int peer);
 /* RMA and atomics. */
 typedef struct sg__ucx_mem sg__ucx_mem;
 typedef struct sg__ucx_rkey sg__ucx_rkey;
@@ -77,12 +84,55 @@ sg_status sg__ucx_flush(sg__ucx *u, int64_t deadline);
 sg_status sg__ucx_atomic(sg__ucx *u, int peer, int op, uint64_t value, uint64_t compare, uint64_t *result,
                          uint64_t raddr, sg__ucx_rkey *rk, int64_t deadline);
 
+/* Check-ins (SPEC H3): a channel of their own, best effort. A send never
+ * blocks and is skipped (false) while the previous one to that peer is in
+ * flight, or when the peer is dead; take returns the oldest arrived
+ * (SG_ERR_NOT_FOUND when none) into buf[SG__COMM_CHECKIN_BYTES]. */
+bool sg__ucx_checkin_send(sg__ucx *u, int peer, const void *buf, size_t bytes);
+sg_status sg__ucx_checkin_take(sg__ucx *u, void *buf, size_t *bytes, int *peer);
+uint64_t sg__ucx_checkins_dropped(const sg__ucx *u);
+
 /* Active messages. */
 #define SG_AM_QUEUES 8
 #define SG_AM_MAX_BYTES (64u * 1024u)
 sg_status sg__ucx_am_send(sg__ucx *u, int peer, unsigned id, const void *buf, size_t bytes, int64_t deadline);
 /* Looks for a queued message on `id`; SG_ERR_NOT_FOUND when none. */
 sg_status sg__ucx_am_take(sg__ucx *u, unsigned id, void *buf, size_t *bytes, int *peer);
+
+/* ---- peer processes (proc_watch.c) ---------------------------------------- */
+
+/* Who a rank's process is; published with its transport address. */
+#define SG__BOOT_ID_LEN 36
+#define SG__PROC_IDENT_BYTES 60
+struct sg__proc_ident {
+  uint32_t pid;
+  uint64_t pid_ns;                   /* inode of /proc/self/ns/pid; 0 unknown */
+  char boot_id[SG__BOOT_ID_LEN + 1]; /* /proc/sys/kernel/random/boot_id; "" unknown */
+};
+void sg__proc_ident_self(sg__proc_ident *out);
+void sg__proc_ident_encode(const sg__proc_ident *id, uint8_t out[SG__PROC_IDENT_BYTES]);
+/* Validates rank's published identity (SPEC S1): SG_ERR_TRUNCATED or SG_ERR_FORMAT naming it. */
+sg_status sg__proc_ident_decode(const void *buf, size_t len, int rank, sg__proc_ident *out);
+/* Both under one kernel and one pid namespace (a's identity known): b's pid means b's process here. */
+bool sg__proc_same_kernel(const sg__proc_ident *a, const sg__proc_ident *b);
+
+/* A watch over peers' processes: knows at once when one exits. */
+typedef struct sg__proc_watch sg__proc_watch;
+typedef void (*sg__proc_exited_fn)(void *ctx, int peer);
+sg_status sg__proc_watch_create(int size, sg__proc_watch **out);
+void sg__proc_watch_destroy(sg__proc_watch *w);
+/* Watches peer's process (under this kernel); false when it cannot (no
+ * pidfd here): the peer is left to the heartbeats. */
+bool sg__proc_watch_add(sg__proc_watch *w, int peer, uint32_t pid);
+/* Calls exited(ctx, peer) once for each watched peer whose process has
+ * exited; never blocks; does nothing within 2 ms of its last look. */
+void sg__proc_watch_poll(sg__proc_watch *w, int64_t now, sg__proc_exited_fn exited, void *ctx);
+/* When peer's process was last seen running, if it has exited since (the
+ * look before the one that found it gone; 0 when no look had happened yet);
+ * -1 when it has not exited or is not watched. Any thread. */
+int64_t sg__proc_watch_last_running(const sg__proc_watch *w, int peer);
+/* Peers watched (their exit seen or not). */
+int sg__proc_watch_count(const sg__proc_watch *w);
 
 /* ---- the communicator (comm.c) ------------------------------------------- */
 
@@ -202,6 +252,8 @@ void sg__det_reject(sg__detector *d); /* a heartbeat the transport could not del
 uint64_t sg__det_rejected(const sg__detector *d);
 /* The endpoint to `peer` failed; `what` (a static string) says how. Sticky. */
 void sg__det_endpoint_failed(sg__detector *d, int peer, const char *what);
+/* peer's process exited (proc_watch.c). Sticky. */
+void sg__det_process_exited(sg__detector *d, int peer);
 /* Declares `peer` unreachable as a cut link (fault injection); the others are told. */
 void sg__det_cut(sg__detector *d, int peer);
 /* Heartbeats: credits time away and says whether heartbeats are due now;

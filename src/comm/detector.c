@@ -21,7 +21,7 @@
 #define NOTICE_STUCK 1u
 
 /* Why a peer is unreachable; the first cause is kept (sticky). */
-enum { DEATH_NONE = 0, DEATH_SILENT, DEATH_ENDPOINT, DEATH_REPORTED, DEATH_HUNG };
+enum { DEATH_NONE = 0, DEATH_SILENT, DEATH_ENDPOINT, DEATH_REPORTED, DEATH_HUNG, DEATH_EXITED };
 typedef struct peer_death {
   int how;
   uint32_t seq;         /* order of declaration: the first is the root cause */
@@ -162,6 +162,8 @@ static sg_status death_error(const sg__detector *d, int peer) {
     case DEATH_ENDPOINT:
       return sg__error(SG_ERR_COMM, "rank %d is unreachable: UCX reports %s (rank %d)", peer, x->endpoint,
                        d->rank);
+    case DEATH_EXITED:
+      return sg__error(SG_ERR_COMM, "rank %d is unreachable: its process exited (rank %d)", peer, d->rank);
     case DEATH_HUNG:
       if (x->why) return sg__error(SG_ERR_COMM, "%s (diagnosed on rank %d)", x->why, d->rank);
       return sg__error(SG_ERR_COMM, "rank %d is stuck: it did not enter collective #%llu for %d ms (rank %d)",
@@ -175,8 +177,9 @@ static sg_status death_error(const sg__detector *d, int peer) {
 
 /* The unreachable peer to report among [lo, hi), the likely root cause: the
  * first declared by silence or by another rank's notice; failing that, the
- * first whose endpoint failed (a rank that noticed a failure and left shows
- * up as an endpoint error too, but it will have told us whom it gave up).
+ * first whose endpoint failed or whose process exited (a rank that noticed a
+ * failure and left shows up so too, but it will have told us whom it gave
+ * up).
  * -1 when none. */
 static int first_dead(const sg__detector *d, int lo, int hi) {
   int best = -1;
@@ -188,7 +191,8 @@ static int first_dead(const sg__detector *d, int lo, int hi) {
       continue;
     }
     const peer_death *b = &d->death[best];
-    int x_primary = x->how != DEATH_ENDPOINT, b_primary = b->how != DEATH_ENDPOINT;
+    int x_primary = x->how != DEATH_ENDPOINT && x->how != DEATH_EXITED;
+    int b_primary = b->how != DEATH_ENDPOINT && b->how != DEATH_EXITED;
     if (x_primary > b_primary || (x_primary == b_primary && x->seq < b->seq)) best = p;
   }
   return best;
@@ -202,6 +206,10 @@ void sg__det_scope(const sg__detector *d, int peer, int *lo, int *hi) {
 void sg__det_endpoint_failed(sg__detector *d, int peer, const char *what) {
   if (peer >= 0 && peer < d->size && peer != d->rank)
     declare_dead(d, peer, DEATH_ENDPOINT, 0, what, -1, NULL);
+}
+
+void sg__det_process_exited(sg__detector *d, int peer) {
+  if (peer >= 0 && peer < d->size && peer != d->rank) declare_dead(d, peer, DEATH_EXITED, 0, NULL, -1, NULL);
 }
 
 sg_status sg__det_root_cause(const sg__detector *d, int peer) {

@@ -43,7 +43,27 @@ int64_t sg_comm_peer_silence_ms(const sg_comm *comm, int peer) {
 
 int64_t sg__comm_peer_quiet_ms(const sg_comm *comm, int peer) {
   if (comm == NULL || comm->ucx == NULL) return -1;
-  return sg__det_quiet_ms(comm->det, peer);
+  int64_t quiet = sg__det_quiet_ms(comm->det, peer);
+  /* A peer whose process exited was alive when it was last seen running,
+   * which may be later than its last message (proc_watch.c). */
+  int64_t running = sg__ucx_last_running(comm->ucx, peer);
+  if (quiet >= 0 && running > 0 && sg__now_ms() - running < quiet) quiet = sg__now_ms() - running;
+  return quiet;
+}
+
+bool sg__comm_checkin_send(sg_comm *comm, int peer, const void *buf, size_t bytes) {
+  if (comm == NULL || comm->ucx == NULL || buf == NULL || sg__comm_aborted(comm)) return false;
+  return sg__ucx_checkin_send(comm->ucx, peer, buf, bytes);
+}
+
+sg_status sg__comm_checkin_take(sg_comm *comm, void *buf, size_t *bytes, int *peer) {
+  if (comm == NULL || comm->ucx == NULL || buf == NULL || bytes == NULL || peer == NULL)
+    return sg__error(SG_ERR_INVALID_ARG, "sg__comm_checkin_take: NULL argument");
+  return sg__ucx_checkin_take(comm->ucx, buf, bytes, peer);
+}
+
+uint64_t sg__comm_checkins_dropped(const sg_comm *comm) {
+  return comm != NULL && comm->ucx != NULL ? sg__ucx_checkins_dropped(comm->ucx) : 0;
 }
 
 void sg_comm_abort(sg_comm *comm, const char *reason) {

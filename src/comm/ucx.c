@@ -60,8 +60,16 @@ struct sg__ucx {
   sg__ucx_req *free_reqs;
   sg__ucx_req **blocks; /* request pool, freed at destroy */
   uint32_t n_blocks, cap_blocks;
-  am_msg *am_head[SG_AM_QUEUES], *am_tail[SG_AM_QUEUES];
+  /* The user's queues, then the check-ins' (CHECKIN_QUEUE). */
+  am_msg *am_head[SG_AM_QUEUES + 1], *am_tail[SG_AM_QUEUES + 1];
   int am_oom;
+  int n_checkins;                            /* queued, at most MAX_QUEUED_CHECKINS */
+  uint64_t checkins_dropped;                 /* arrived while the queue was full, or malformed */
+  void **ci_req;                             /* per peer: a check-in still in flight, or NULL */
+  uint8_t (*ci_buf)[SG__COMM_CHECKIN_BYTES]; /* per peer: its payload */
+  sg__proc_ident self;
+  sg__proc_watch *procs; /* peers under this kernel: their exits (proc_watch.c) */
+  uint8_t *exit_seen;    /* per peer: its exit seen, not yet told to the detector */
 };
 
 /* Status codes with which UCX reports that the peer went away. */
@@ -118,6 +126,8 @@ static ucs_status_t hb_cb(void *arg, const void *header, size_t header_length, v
 static ucs_status_t notice_cb(void *arg, const void *header, size_t header_length, void *data, size_t length,
                               const ucp_am_recv_param_t *param);
 static void send_notice(void *ctx, int to, const void *notice, size_t bytes);
+static ucs_status_t checkin_cb(void *arg, const void *header, size_t header_length, void *data, size_t length,
+                               const ucp_am_recv_param_t *param);
 
 /* AM ids AM_ID_BASE + 0..7 carry the user's queues; AM_ID_HB (heartbeats) and
  * AM_ID_NOTICE ("rank P is unreachable") lie outside that range, so no user
@@ -125,6 +135,13 @@ static void send_notice(void *ctx, int to, const void *notice, size_t bytes);
 #define AM_ID_BASE 16
 #define AM_ID_HB (AM_ID_BASE + SG_AM_QUEUES)
 #define AM_ID_NOTICE (AM_ID_BASE + SG_AM_QUEUES + 1)
+/* Check-ins (SPEC H3) have an id and a queue of their own, which no user
+ * queue can reach, and which holds at most MAX_QUEUED_CHECKINS (a reader
+ * that stopped taking them must not make us grow without bound). */
+#define AM_ID_CHECKIN (AM_ID_BASE + SG_AM_QUEUES + 2)
+#define CHECKIN_QUEUE SG_AM_QUEUES
+#define CHECKIN_MAGIC 0x4e494b43u /* "CKIN" */
+#define MAX_QUEUED_CHECKINS 1024
 
 sg_status sg__ucx_create(int rank, int world_size, int timeout_ms, sg__detector *det, sg__ucx **out) {
   *out = NULL;
@@ -139,11 +156,17 @@ sg_status sg__ucx_create(int rank, int world_size, int timeout_ms, sg__detector 
   u->ep_status = sg__calloc((size_t)world_size, sizeof *u->ep_status);
   u->hb_req = sg__calloc((size_t)world_size, sizeof *u->hb_req);
   u->hb_buf = sg__calloc((size_t)world_size, sizeof *u->hb_buf);
+  u->exit_seen = sg__calloc((size_t)world_size, 1);
+  u->ci_req = sg__calloc((size_t)world_size, sizeof *u->ci_req);
+  u->ci_buf = sg__calloc((size_t)world_size, sizeof *u->ci_buf);
   sg_status st = SG_OK;
-  if (u->eps == NULL || u->ep_status == NULL || u->hb_req == NULL || u->hb_buf == NULL) {
+  if (u->eps == NULL || u->ep_status == NULL || u->hb_req == NULL || u->hb_buf == NULL ||
+      u->exit_seen == NULL || u->ci_req == NULL || u->ci_buf == NULL) {
     st = sg__error(SG_ERR_NO_MEMORY, "UCX: out of memory");
     goto fail;
   }
+  sg__proc_ident_self(&u->self);
+  SG_CHECK_GOTO(sg__proc_watch_create(world_size, &u->procs), st, fail);
   ucp_config_t *config;
   ucs_status_t us = ucp_config_read(NULL, NULL, &config);
   if (us != UCS_OK) {
@@ -173,12 +196,15 @@ sg_status sg__ucx_create(int rank, int world_size, int timeout_ms, sg__detector 
     st = ucx_error(u, us, -1, "worker address");
     goto fail;
   }
-  for (unsigned id = 0; id < SG_AM_QUEUES + 2; id++) {
+  for (unsigned id = 0; id < SG_AM_QUEUES + 3; id++) {
     ucp_am_handler_param_t hp = {0};
     hp.field_mask =
         UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
     hp.id = AM_ID_BASE + id;
-    hp.cb = id < SG_AM_QUEUES ? am_cb : AM_ID_BASE + id == AM_ID_HB ? hb_cb : notice_cb;
+    hp.cb = id < SG_AM_QUEUES                 ? am_cb
+            : AM_ID_BASE + id == AM_ID_HB     ? hb_cb
+            : AM_ID_BASE + id == AM_ID_NOTICE ? notice_cb
+                                              : checkin_cb;
     hp.arg = u;
     us = ucp_worker_set_am_recv_handler(u->worker, &hp);
     if (us != UCS_OK) {
@@ -199,6 +225,9 @@ void sg__ucx_destroy(sg__ucx *u) {
   if (u->hb_req)
     for (int i = 0; i < u->size; i++)
       if (u->hb_req[i]) ucp_request_free(u->hb_req[i]); /* UCX finishes or cancels it at close */
+  if (u->ci_req)
+    for (int i = 0; i < u->size; i++)
+      if (u->ci_req[i]) ucp_request_free(u->ci_req[i]);
   if (u->worker && u->eps) {
     /* Callers reach here after a barrier (or after a failure): nothing is
      * owed to a peer, so endpoints close at once. One deadline for all of
@@ -223,7 +252,7 @@ void sg__ucx_destroy(sg__ucx *u) {
     for (int idle = 0; idle < 256 && sg__now_ms() < deadline;)
       idle = ucp_worker_progress(u->worker) ? 0 : idle + 1;
   }
-  for (unsigned i = 0; i < SG_AM_QUEUES; i++)
+  for (unsigned i = 0; i < SG_AM_QUEUES + 1; i++)
     for (am_msg *m = u->am_head[i], *n; m; m = n) {
       n = m->next;
       sg__free(m);
@@ -237,6 +266,10 @@ void sg__ucx_destroy(sg__ucx *u) {
   sg__free(u->ep_status);
   sg__free(u->hb_req);
   sg__free(u->hb_buf);
+  sg__free(u->exit_seen);
+  sg__free(u->ci_req);
+  sg__free(u->ci_buf);
+  sg__proc_watch_destroy(u->procs);
   sg__free(u);
 }
 
@@ -246,20 +279,40 @@ sg_status sg__ucx_address(sg__ucx *u, const void **addr, size_t *len) {
   return SG_OK;
 }
 
-sg_status sg__ucx_connect(sg__ucx *u, int peer, const void *addr, size_t len) {
+/* How a peer's failure is learnt besides its silence (SPEC H3). A peer under
+ * this kernel is watched through a pidfd: its exit is known at once. UCX's
+ * peer-error handling would add nothing there and costs a lot: UCX 1.13
+ * leaves out its shared-memory transports on such an endpoint (about 4x
+ * less bandwidth here). A peer on another host gets it, where it costs
+ * nothing (shared memory does not reach there) and is the only fast sign of
+ * a dead process. SG_UCX_PEER_ERRORS=1 gives every endpoint peer-error
+ * handling, 0 none; unset: as above. */
+static bool wants_peer_errors(bool local) {
+  const char *pe = getenv("SG_UCX_PEER_ERRORS");
+  if (pe != NULL && strcmp(pe, "1") == 0) return true;
+  if (pe != NULL && strcmp(pe, "0") == 0) return false;
+  return !local;
+}
+
+/* SG_PROC_WATCH=0 turns the pidfd watch off (tests of the other ways). */
+static bool proc_watch_on(void) {
+  const char *v = getenv("SG_PROC_WATCH");
+  return v == NULL || strcmp(v, "0") != 0;
+}
+
+sg_status sg__ucx_connect(sg__ucx *u, int peer, const void *addr, size_t len, const sg__proc_ident *id) {
   if (peer < 0 || peer >= u->size || len == 0)
     return sg__error(SG_ERR_INVALID_ARG, "UCX connect: bad peer %d", peer);
+  bool local = id != NULL && sg__proc_same_kernel(&u->self, id);
+  bool watched =
+      local && proc_watch_on() && (id->pid == u->self.pid || sg__proc_watch_add(u->procs, peer, id->pid));
   /* A worker address is opaque to us; UCX unpacks it. Its length was bounded by
    * the store (SG_STORE_MAX_VALUE), and only token holders could publish it. */
   ucp_ep_params_t ep = {0};
   ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                   UCP_EP_PARAM_FIELD_ERR_HANDLER;
   ep.address = addr;
-  /* Peer failure detection costs the shared-memory transports in UCX 1.13
-   * (they are left out), so it is opt-in: SG_UCX_PEER_ERRORS=1. Timeouts
-   * bound every wait either way. */
-  const char *pe = getenv("SG_UCX_PEER_ERRORS");
-  ep.err_mode = pe && strcmp(pe, "1") == 0 ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+  ep.err_mode = wants_peer_errors(local) ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
   ep.err_handler.cb = ep_error_cb;
   ep.err_handler.arg = u;
   sg__det_heard(u->det, peer);
@@ -268,6 +321,8 @@ sg_status sg__ucx_connect(sg__ucx *u, int peer, const void *addr, size_t len) {
     u->eps[peer] = NULL;
     return ucx_error(u, us, peer, "endpoint create");
   }
+  SG_DEBUG("comm: rank %d -> %d: %s, %s", u->rank, peer, watched ? "process watched" : "process not watched",
+           ep.err_mode == UCP_ERR_HANDLING_MODE_PEER ? "UCX peer errors" : "no UCX peer errors");
   return SG_OK;
 }
 
@@ -318,9 +373,37 @@ static void tick(sg__ucx *u, int64_t now) {
 /* SG_ERR_COMM when the communicator was aborted, or when the detector finds
  * `peer` (every peer when -1 or in a collective) unreachable, after it is
  * told of the endpoint failures UCX reported among them; SG_OK otherwise. */
+static void exit_seen(void *ctx, int peer) {
+  sg__ucx *u = ctx;
+  u->exit_seen[peer] = 1;
+}
+
+/* Peers whose processes exited since the last look become unreachable. A
+ * peer that saw another rank die first told us so before leaving, and what
+ * it sent before it exited is in our queues: take that first, so that the
+ * detector names the root cause and a receive it completes is not failed. */
+static void look_for_exits(sg__ucx *u, int64_t now) {
+  bool any = false;
+  sg__proc_watch_poll(u->procs, now, exit_seen, u);
+  for (int p = 0; p < u->size; p++) any |= u->exit_seen[p] != 0;
+  if (!any) return;
+  int64_t until = sg__now_ms() + 20;
+  for (int idle = 0; idle < 4 && sg__now_ms() < until;) idle = ucp_worker_progress(u->worker) ? 0 : idle + 1;
+  for (int p = 0; p < u->size; p++)
+    if (u->exit_seen[p]) {
+      u->exit_seen[p] = 0;
+      sg__det_process_exited(u->det, p);
+    }
+}
+
+int64_t sg__ucx_last_running(const sg__ucx *u, int peer) {
+  return sg__proc_watch_last_running(u->procs, peer);
+}
+
 static sg_status check_alive(sg__ucx *u, int peer, int64_t now) {
   if (__atomic_load_n(&u->abort_flag, __ATOMIC_ACQUIRE))
     return sg__error(SG_ERR_COMM, "rank %d: the communicator was aborted", u->rank);
+  look_for_exits(u, now);
   if (peer == SG_UCX_NOBODY) return SG_OK;
   int lo, hi;
   sg__det_scope(u->det, peer, &lo, &hi);
@@ -438,12 +521,23 @@ int sg__ucx_test(sg__ucx *u, sg__ucx_req *r) {
 
 /* Cancels x and progresses until UCX no longer uses its buffer, within a
  * window shared by the requests given up together: ucp_request_cancel only
- * stops an unmatched receive. */
-static void settle_request(sg__ucx *u, void *x) {
+ * stops an unmatched receive. With a peer whose process has ended, waiting
+ * for x would take the whole window (a send to it pends until its endpoint
+ * closes) and add SETTLE_MS to every recovery from a killed rank; nothing
+ * that process sent can arrive later than what is already in our queues,
+ * so taking those (progress until nothing moves) is enough: after that UCX
+ * neither writes a receive's buffer nor reads a send's. */
+static void settle_request(sg__ucx *u, void *x, int peer) {
   if (ucp_request_check_status(x) != UCS_INPROGRESS) return;
   ucp_request_cancel(u->worker, x);
   int64_t now = sg__now_ms();
   if (now > u->settle_until + 1000) u->settle_until = now + SETTLE_MS; /* a new failure */
+  if (peer >= 0 && peer < u->size && sg__proc_watch_last_running(u->procs, peer) >= 0) {
+    for (int idle = 0;
+         idle < 4 && ucp_request_check_status(x) == UCS_INPROGRESS && sg__now_ms() < u->settle_until;)
+      idle = ucp_worker_progress(u->worker) ? 0 : idle + 1;
+    return;
+  }
   while (ucp_request_check_status(x) == UCS_INPROGRESS && sg__now_ms() < u->settle_until)
     if (ucp_worker_progress(u->worker) == 0) sched_yield();
 }
@@ -451,7 +545,7 @@ static void settle_request(sg__ucx *u, void *x) {
 void sg__ucx_abandon(sg__ucx *u, sg__ucx_req **req) {
   sg__ucx_req *r = *req;
   if (r == NULL) return;
-  if (r->ucx) settle_request(u, r->ucx);
+  if (r->ucx) settle_request(u, r->ucx, r->peer);
   req_put(u, r);
   *req = NULL;
 }
@@ -477,7 +571,9 @@ static sg_status wait_request(sg__ucx *u, sg__ucx_req *r, const char *what, int6
     int64_t now = sg__now_ms();
     tick(u, now);
     sg_status st = check_alive(u, r->peer, now);
-    if (st != SG_OK) return st;
+    /* The look may have taken what the peer sent before it exited: a request
+     * that completed is complete. */
+    if (st != SG_OK) return (*us = req_status(r)) == UCS_INPROGRESS ? st : SG_OK;
     if (now <= deadline) continue;
     if (what == NULL)
       return sg__error(SG_ERR_TIMEOUT, "timed out after %d ms waiting to %s peer rank %d (rank %d)",
@@ -520,7 +616,7 @@ static sg_status wait_raw(sg__ucx *u, void *x, int peer, const char *what, int64
   sg__ucx_req r = {.ucx = x, .peer = peer};
   ucs_status_t us;
   sg_status st = wait_request(u, &r, what, deadline, &us);
-  if (st != SG_OK) settle_request(u, x);
+  if (st != SG_OK) settle_request(u, x, peer);
   ucp_request_free(x);
   if (st != SG_OK) return st;
   return us == UCS_OK ? SG_OK : ucx_error(u, us, peer, what);
@@ -634,6 +730,12 @@ sg_status sg__ucx_atomic(sg__ucx *u, int peer, int op, uint64_t value, uint64_t 
 
 /* Every queue's handler is this callback; the 8-byte header carries the
  * sender's rank and the queue id (both u32), since UCX passes no handler id. */
+static void am_append(sg__ucx *u, unsigned q, am_msg *m) {
+  if (u->am_tail[q]) u->am_tail[q]->next = m;
+  else u->am_head[q] = m;
+  u->am_tail[q] = m;
+}
+
 static ucs_status_t am_cb(void *arg, const void *header, size_t header_length, void *data, size_t length,
                           const ucp_am_recv_param_t *param) {
   sg__ucx *u = arg;
@@ -654,12 +756,77 @@ static ucs_status_t am_cb(void *arg, const void *header, size_t header_length, v
   m->peer = (int)hdr[0];
   m->len = length;
   if (length) memcpy(m->data, data, length);
-  unsigned q = hdr[1];
-  if (u->am_tail[q]) u->am_tail[q]->next = m;
-  else u->am_head[q] = m;
-  u->am_tail[q] = m;
+  am_append(u, hdr[1], m);
   return UCS_OK;
 }
+
+/* A check-in: header (sender, CHECKIN_MAGIC), an eager payload of at most
+ * SG__COMM_CHECKIN_BYTES; the payload itself is the health layer's to
+ * validate (sg_checkin_decode). Anything else, or one past a full queue, is
+ * dropped and counted. */
+static ucs_status_t checkin_cb(void *arg, const void *header, size_t header_length, void *data, size_t length,
+                               const ucp_am_recv_param_t *param) {
+  sg__ucx *u = arg;
+  uint32_t hdr[2] = {0, 0};
+  if (header_length == 8) memcpy(hdr, header, 8);
+  if (header_length != 8 || hdr[1] != CHECKIN_MAGIC || hdr[0] >= (uint32_t)u->size ||
+      length > SG__COMM_CHECKIN_BYTES || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
+      u->n_checkins >= MAX_QUEUED_CHECKINS) {
+    u->checkins_dropped++;
+    return UCS_OK;
+  }
+  sg__det_heard(u->det, (int)hdr[0]);
+  am_msg *m = sg__malloc(sizeof *m + (length ? length : 1));
+  if (m == NULL) {
+    u->checkins_dropped++;
+    return UCS_OK;
+  }
+  m->next = NULL;
+  m->peer = (int)hdr[0];
+  m->len = length;
+  if (length) memcpy(m->data, data, length);
+  am_append(u, CHECKIN_QUEUE, m);
+  u->n_checkins++;
+  return UCS_OK;
+}
+
+bool sg__ucx_checkin_send(sg__ucx *u, int peer, const void *buf, size_t bytes) {
+  if (peer < 0 || peer >= u->size || peer == u->rank || u->eps[peer] == NULL ||
+      bytes > SG__COMM_CHECKIN_BYTES || sg__det_peer_dead(u->det, peer))
+    return false;
+  if (u->ci_req[peer]) {
+    /* A peer that takes nothing (stopped) keeps its send pending: never more
+     * than one in flight, as for heartbeats. */
+    if (ucp_request_check_status(u->ci_req[peer]) == UCS_INPROGRESS) return false;
+    ucp_request_free(u->ci_req[peer]);
+    u->ci_req[peer] = NULL;
+  }
+  memcpy(u->ci_buf[peer], buf, bytes);
+  static const uint32_t magic = CHECKIN_MAGIC;
+  uint32_t hdr[2] = {(uint32_t)u->rank, magic};
+  ucp_request_param_t rp = {0};
+  rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  rp.flags = UCP_AM_SEND_FLAG_EAGER;
+  void *x = ucp_am_send_nbx(u->eps[peer], AM_ID_CHECKIN, hdr, sizeof hdr, u->ci_buf[peer], bytes, &rp);
+  if (UCS_PTR_IS_ERR(x)) return false;
+  if (UCS_PTR_IS_PTR(x)) u->ci_req[peer] = x;
+  return true;
+}
+
+sg_status sg__ucx_checkin_take(sg__ucx *u, void *buf, size_t *bytes, int *peer) {
+  am_msg *m = u->am_head[CHECKIN_QUEUE];
+  if (m == NULL) return SG_ERR_NOT_FOUND;
+  memcpy(buf, m->data, m->len); /* at most SG__COMM_CHECKIN_BYTES: checked on arrival */
+  *bytes = m->len;
+  *peer = m->peer;
+  u->am_head[CHECKIN_QUEUE] = m->next;
+  if (u->am_head[CHECKIN_QUEUE] == NULL) u->am_tail[CHECKIN_QUEUE] = NULL;
+  u->n_checkins--;
+  sg__free(m);
+  return SG_OK;
+}
+
+uint64_t sg__ucx_checkins_dropped(const sg__ucx *u) { return u->checkins_dropped; }
 
 /* Heartbeats and failure notices go to the detector, which owns their
  * layouts and validates them (SPEC S1). A heartbeat that came by

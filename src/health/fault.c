@@ -31,6 +31,7 @@ static const struct {
     {SG_FAULT_DEVICE, "device"},
     {SG_FAULT_HANG, "hang"},
     {SG_FAULT_BEHIND, "behind"},
+    {SG_FAULT_DROP_CHECKINS, "drop-checkins"},
 };
 #define N_KINDS (sizeof kinds / sizeof kinds[0])
 
@@ -180,7 +181,8 @@ static sg_status parse_fault(slice text, int index, int world_size, uint64_t see
   if (f->kind == 0)
     return bad(
         &c,
-        "unknown fault kind '%.*s' (accepted: kill, stop, drop-heartbeats, partition, device, hang, behind)",
+        "unknown fault kind '%.*s' (accepted: kill, stop, drop-heartbeats, partition, device, hang, behind, "
+        "drop-checkins)",
         (int)kind.n, kind.p);
   bool pair = f->kind == SG_FAULT_PARTITION, have_rank = false, have_step = false, have_phase = false;
   const char *rank_key = pair ? "ranks" : "rank";

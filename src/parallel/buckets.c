@@ -151,7 +151,11 @@ static sg_status place_hooks(const sg_session *s, const int32_t *order, uint32_t
         "(position %u of the schedule, the last gradient at %u); data parallelism needs every "
         "reader of a gradient after the backward pass",
         reader, p->wait_pos, last_ready);
-  if (p->wait_pos < n_order) p->before_at[p->wait_pos] = 1;
+  /* Every op before the wait looks at the job's failure flag (step.c,
+   * before_op): a rank lost in forward or backward is given up at the next
+   * op, not when the step reaches its first allreduce. A before hook costs
+   * no device synchronization, unlike an after hook. */
+  for (uint32_t i = 0; i <= p->wait_pos && i < n_order; i++) p->before_at[i] = 1;
   return SG_OK;
 }
 

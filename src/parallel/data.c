@@ -110,12 +110,16 @@ static sg_status prepare_healing(sg_dist *d) {
   if (d->p.feed == NULL) return SG_OK;
   if (d->p.heartbeat_ms > 0) {
     /* The states of the original ranks, for sg_dist_health(): fed with the
-     * failures each recovery finds and its new epoch (the comm layer does the
-     * detection itself, so no heartbeats or ticks go in). */
+     * ranks' check-ins (checkin.c: DEGRADED), the failures each recovery
+     * finds and its new epoch. The comm layer's failure detector decides
+     * who is unreachable: no heartbeats go in, and the monitor's own
+     * silence timeout is as long as it gets (it would otherwise take a
+     * check-in period for silence). */
     sg_health_config hc = SG_HEALTH_CONFIG_INIT;
     hc.heartbeat_ms = d->p.heartbeat_ms;
-    hc.unreachable_ms = d->p.dead_ms;
+    hc.unreachable_ms = 86400000;
     SG_CHECK(sg_health_create(d->orig_size, d->orig_rank, &hc, sg__now_ms(), &DP(d)->health));
+    SG_CHECK(sg__dist_checkins_init(d));
   }
   if (d->orig_size > SG__DIST_MAX_RANKS)
     return sg__error(SG_ERR_UNSUPPORTED,
@@ -245,6 +249,7 @@ static void data_free(sg_dist *d) {
   sg_fault_plan_destroy(DP(d)->inject);
   sg__dist_rejoin_free(d);
   sg_health_destroy(DP(d)->health);
+  sg__dist_checkins_free(d);
   sg_graph_destroy(DP(d)->owned_graph); /* sg_dist_create_model's graph: last, everything above may use it */
 }
 
@@ -310,6 +315,7 @@ const sg__par_strategy sg__par_data_strategy = {
     .health = data_health,
     .join = data_join,
     .sched_work_locked = sg__par_data_sched_work_locked,
+    .sched_poll_locked = sg__dist_checkins_poll_locked,
     .sched_fini = data_sched_fini,
 };
 

@@ -435,6 +435,8 @@ typedef struct sg__par_strategy {
   /* optional: scheduler thread, mu held: runs one piece of the strategy's own work (a bucket's
    * allreduce, a snapshot chunk) and returns true, or returns false when there is none. */
   bool (*sched_work_locked)(sg_dist *d);
+  /* optional: scheduler thread, mu held: after each idle poll of a healthy communicator. */
+  void (*sched_poll_locked)(sg_dist *d);
   /* optional: scheduler thread, at its exit, before the communicator is destroyed. */
   void (*sched_fini)(sg_dist *d);
 } sg__par_strategy;
@@ -492,6 +494,43 @@ struct sg_dist {
   int n_old;
 };
 
+/* Check-ins (checkin.c): the scheduler sends this rank's and queues the
+ * peers' (under mu); the compute thread feeds them to the health monitor
+ * between steps. */
+#define SG__DIST_CHECKIN_QUEUE 256
+typedef struct sg__dist_checkin_rx {
+  int64_t at_ms; /* arrival (sg__now_ms) */
+  sg_checkin ci; /* decoded and validated */
+} sg__dist_checkin_rx;
+typedef struct sg__dist_checkins {
+  uint64_t instance; /* this process's id in its check-ins, nonzero */
+  /* Scheduler thread: */
+  int64_t next_ms; /* the next send */
+  sg_cpu_meter cpu;
+  /* Under mu: */
+  double busy_sum;         /* busy time (compute, not waiting) of the steps since the last check-in */
+  uint32_t busy_n;         /* and their number (both from the compute thread) */
+  uint32_t busy_ms;        /* the mean sent last */
+  bool muted;              /* an injected drop-checkins fault: nothing goes to the peers */
+  sg__dist_checkin_rx *rx; /* SG__DIST_CHECKIN_QUEUE of room */
+  int n_rx;
+  uint64_t rx_dropped, sent, received, rejected;
+  /* Compute thread: */
+  int64_t fed_ms;     /* the monitor's clock: its last now */
+  uint64_t log_seen;  /* monitor transitions already reported */
+  int64_t ring_epoch; /* the epoch whose ring the health graph has; -1: none yet */
+} sg__dist_checkins;
+
+sg_status sg__dist_checkins_init(sg_dist *d);
+void sg__dist_checkins_free(sg_dist *d);
+/* Scheduler thread, mu held: sends this rank's check-in when due, queues the arrived ones. */
+void sg__dist_checkins_poll_locked(sg_dist *d);
+/* Compute thread, between steps: the queue into the monitor, a tick, DEGRADED changes on stderr,
+ * stats.degraded_ranks. */
+void sg__dist_checkins_feed(sg_dist *d);
+/* Compute thread, after a completed step: its busy time, for the next check-ins. */
+void sg__dist_checkins_step_done(sg_dist *d, double busy_ms);
+
 /* The data strategy's state (data.c, step.c, data_sched.c, buckets.c,
  * micro.c, zero.c, snapshot.c, replica*.c, recovery.c, membership.c,
  * rejoin.c, inject.c): gradient buckets, sharded optimizer state, the
@@ -517,7 +556,9 @@ typedef struct sg__par_data {
   int qos;               /* sg_qos */
   sg__comm_env env;      /* resolved bootstrap: the store's address and token */
   sg_fault_plan *inject; /* SG_INJECT, or NULL */
-  sg_health *health;     /* original ranks' states: failures and epochs (recovery job only), or NULL */
+  sg_health *health;     /* original ranks' states: failures and epochs (recovery job only), or NULL;
+                            the compute thread's */
+  sg__dist_checkins ci;  /* check-ins that feed it (checkin.c) */
   /* Compute thread: */
   uint64_t inject_next;   /* faults of steps below this have fired */
   uint64_t inject_behind; /* 1-based step an injected 'behind' fault gives up before its updates; 0: none */

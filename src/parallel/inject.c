@@ -135,6 +135,11 @@ sg_status sg__dist_inject_step(sg_dist *d, uint64_t step) {
         SG_CHECK(sg__dist_run_job(d, cut_job, &cur));
         break;
       }
+      case SG_FAULT_DROP_CHECKINS: /* heartbeats go on: the others see a DEGRADED rank, not a failure */
+        pthread_mutex_lock(&d->mu);
+        DP(d)->ci.muted = true;
+        pthread_mutex_unlock(&d->mu);
+        break;
       case SG_FAULT_BEHIND: /* fires in step.c, once the step's gradients are averaged */
         DP(d)->inject_behind = step + 1;
         break;

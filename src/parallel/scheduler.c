@@ -103,6 +103,7 @@ static void poll_locked(sg_dist *d) {
     __atomic_store_n(&d->healthy, healthy, __ATOMIC_RELAXED);
   }
   if (st != SG_OK) sg__dist_fail_locked(d, SG_ERR_COMM, msg);
+  else if (d->strategy->sched_poll_locked != NULL) d->strategy->sched_poll_locked(d);
 }
 
 /* Often enough that the communicator's silence accounting (which forgives

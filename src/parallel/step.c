@@ -68,6 +68,11 @@ static sg_status push_grads(sg_dist *d) {
 
 static sg_status before_op(void *ctx, uint32_t pos) {
   sg_dist *d = ctx;
+  /* A peer died: the rest of forward and backward would be wasted (the
+   * recovery redoes the step), so the step ends here rather than in its
+   * first allreduce. */
+  if (pos < DP(d)->plan.wait_pos && __atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE))
+    return sg__dist_failure(d);
   if (pos == DP(d)->plan.wait_pos) {
     SG_CHECK(wait_buckets(d));
     wait_snapshot(d);
@@ -245,7 +250,9 @@ sg_status sg__par_data_step(sg_dist *d) {
       SG_CHECK(sg__dist_recover(d));
       continue;
     }
-    /* Between steps: a restarted rank asking to rejoin is admitted here (rejoin.c). */
+    /* Between steps: the check-ins that arrived go to the health monitor, and
+     * a restarted rank asking to rejoin is admitted (rejoin.c). */
+    sg__dist_checkins_feed(d);
     SG_CHECK(sg__dist_rejoin_poll(d));
     if (__atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE)) continue; /* the admission failed: heal */
     int64_t t0 = sg__now_ns();
@@ -262,6 +269,7 @@ sg_status sg__par_data_step(sg_dist *d) {
     pthread_mutex_unlock(&d->mu);
     d->stats.steps++;
     d->stats.step_ms = (double)(t1 - t0) * 1e-6;
+    sg__dist_checkins_step_done(d, d->stats.step_ms - d->stats.wait_ms);
     if (DP(d)->heal_t0_ns != 0) { /* the first step completed after a recovery */
       d->stats.recovery_ms = (double)(t1 - DP(d)->heal_t0_ns) * 1e-6;
       d->stats.rto_ms = d->stats.detection_ms + d->stats.recovery_ms;

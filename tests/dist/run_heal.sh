@@ -7,7 +7,8 @@
 # fault's rank leaves with status 1, the launcher's status then.
 # With "cont" (a stop fault, steps paced at 300 ms), the stopped rank is
 # continued (SIGCONT) while the others still run: it must find itself
-# excluded and exit 75 on its own.
+# excluded and exit 75 on its own. HEAL_EXPECT=PATTERN: the log must
+# contain it (how the failure was detected).
 #   usage: run_heal.sh SGRT WORKER DIR SPEC [SEED [cont]]
 set -u
 sgrt=$1 worker=$2 dir=$3 spec=$4 seed=${5:-0} cont=${6:-}
@@ -44,6 +45,11 @@ n=$(grep -c "HEAL rank .*recoveries [1-9]" "$dir/log")
 [ "$n" -ge 3 ] || { echo "run_heal: $n ranks recovered, expected at least 3"; exit 1; }
 if [ -n "$cont" ] && ! grep -q "exited with status 75 (excluded" "$dir/log"; then
   echo "run_heal: the continued rank did not leave as excluded"
+  exit 1
+fi
+# HEAL_EXPECT: a pattern the survivors' reports must contain (how the failure was found).
+if [ -n "${HEAL_EXPECT:-}" ] && ! grep -q -- "$HEAL_EXPECT" "$dir/log"; then
+  echo "run_heal: no survivor reported '$HEAL_EXPECT'"
   exit 1
 fi
 echo "run_heal: '$spec': $n survivors recovered and match the failure-free run"

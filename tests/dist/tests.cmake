@@ -71,6 +71,30 @@ set_tests_properties(dist_inject_gate PROPERTIES TIMEOUT 60 LABELS "dist;heal")
 add_test(NAME dist_heal_badargs COMMAND $<TARGET_FILE:sgrt_cli> launch -n 2 -- $<TARGET_FILE:heal_worker> badargs)
 set_tests_properties(dist_heal_badargs PROPERTIES TIMEOUT 60 LABELS "dist;heal"
                      ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000;SG_INJECT=kil:rank=1,step=2")
+# How a killed rank is found (SPEC H3; docs/resilience.md "Detection time and dead_ms"): with a
+# silence limit of 30 s, the survivors must name the cause within the test's time. Under one kernel a
+# pidfd tells ("its process exited"); with the watch off and UCX's peer-error handling on every
+# endpoint (as for peers on other hosts), the endpoint error tells ("UCX reports").
+add_test(NAME dist_heal_kill_watched_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_killw "kill:rank=2,step=5")
+set_tests_properties(dist_heal_kill_watched_np4 PROPERTIES TIMEOUT 60 LABELS "dist;heal"
+                     ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000;HEAL_DEAD_MS=30000;HEAL_EXPECT=its process exited")
+add_test(NAME dist_heal_kill_peer_errors_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_killp "kill:rank=1,step=4")
+set_tests_properties(dist_heal_kill_peer_errors_np4 PROPERTIES TIMEOUT 60 LABELS "dist;heal"
+                     ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000;HEAL_DEAD_MS=30000;HEAL_EXPECT=UCX reports;SG_PROC_WATCH=0;SG_UCX_PEER_ERRORS=1")
+# Check-ins feed the health monitor (SPEC H3, checkin.c): a rank that stops checking in, or whose steps
+# take 150x the others', is reported DEGRADED by its peers without a recovery; a job without either
+# has no DEGRADED rank (run_degraded.sh).
+set(_sg_degraded bash ${CMAKE_CURRENT_LIST_DIR}/run_degraded.sh $<TARGET_FILE:sgrt_cli> $<TARGET_FILE:heal_worker>)
+add_test(NAME dist_degraded_checkins_np4
+         COMMAND ${_sg_degraded} ${_sg_dist_dir}/degraded_ci "drop-checkins:rank=1,step=3" "rank 1 is DEGRADED: missed")
+add_test(NAME dist_degraded_slow_np4
+         COMMAND ${_sg_degraded} ${_sg_dist_dir}/degraded_slow none "rank 2 is DEGRADED: too slow")
+set_tests_properties(dist_degraded_slow_np4 PROPERTIES ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000;HEAL_SLOW_RANK=2:150")
+add_test(NAME dist_degraded_none_np4 COMMAND ${_sg_degraded} ${_sg_dist_dir}/degraded_none none "")
+set_tests_properties(dist_degraded_checkins_np4 dist_degraded_slow_np4 dist_degraded_none_np4
+                     PROPERTIES TIMEOUT 90 LABELS "dist;heal")
+set_tests_properties(dist_degraded_checkins_np4 dist_degraded_none_np4 PROPERTIES ENVIRONMENT
+                     "SG_COMM_TIMEOUT_MS=20000")
 set_tests_properties(dist_heal_kill_np4 dist_heal_kill_rank0_np4 dist_heal_kill_random_np4 dist_heal_stop_np4
                      dist_heal_stop_cont_np4 dist_heal_device_np4
                      dist_heal_drop_np4 dist_heal_partition_np4 dist_heal_behind_np4 dist_heal_behind_rank0_np4

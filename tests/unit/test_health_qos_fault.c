@@ -181,6 +181,7 @@ static void test_fault_plan_parse_and_query(void **state) {
   assert_int_equal(sg_fault_plan_due(p, 1, 4, NULL, 0), 1);
   assert_string_equal(sg_fault_kind_name(SG_FAULT_HANG), "hang");
   assert_string_equal(sg_fault_kind_name(SG_FAULT_BEHIND), "behind");
+  assert_string_equal(sg_fault_kind_name(SG_FAULT_DROP_CHECKINS), "drop-checkins");
   sg_fault_plan_destroy(p);
   assert_status(sg_fault_plan_parse("hang:ranks=1-2,step=3", 4, 0, &p), SG_ERR_INVALID_ARG,
                 "unknown key 'ranks' (hang takes rank and step)");
@@ -229,7 +230,7 @@ static void test_fault_bad_specs(void **state) {
       {"", "empty"},
       {"   ", "empty"},
       {"kil:rank=1,step=2", "fault 1 'kil:rank=1,step=2': unknown fault kind 'kil' (accepted: kill, stop, "
-                            "drop-heartbeats, partition, device, hang, behind)"},
+                            "drop-heartbeats, partition, device, hang, behind, drop-checkins)"},
       {"kill", "no ':'"},
       {"kill:rank=1,step=2;", "an empty fault"},
       {"kill:rank=1,step=2;;stop:rank=0,step=1", "fault 2 '': an empty fault (a stray ';'?)"},
