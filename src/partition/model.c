@@ -170,6 +170,8 @@ sg_status sg__pmodel_build(const sg_graph *g, const double *op_seconds, double s
   sg_status st = SG_ERR_NO_MEMORY;
   double *mem = NULL, *flops = NULL, *traffic = NULL, *persist = NULL;
   sg__pedge *edges = NULL;
+  int32_t *net_x = NULL, *net_pin = NULL;
+  double *net_w = NULL;
   int32_t *stamp = NULL;
   uint8_t *kept = NULL;
   m->n_ops = n;
@@ -257,10 +259,15 @@ sg_status sg__pmodel_build(const sg_graph *g, const double *op_seconds, double s
     }
   }
 
-  /* Edges, once per consuming group. */
+  /* Edges, once per consuming group; the edges of one tensor are one net. */
   size_t n_edges = 0;
+  int32_t n_nets = 0;
   edges = sg__malloc(((size_t)b.cons_x[nt] + 1) * sizeof *edges);
-  if (edges == NULL) goto out;
+  net_x = sg__malloc(((size_t)nt + 2) * sizeof *net_x);
+  net_w = sg__malloc(((size_t)nt + 1) * sizeof *net_w);
+  net_pin = sg__malloc(((size_t)b.cons_x[nt] + (size_t)nt + 1) * sizeof *net_pin);
+  if (edges == NULL || net_x == NULL || net_w == NULL || net_pin == NULL) goto out;
+  net_x[0] = 0;
   for (int32_t v = 0; v < ng; v++) stamp[v] = -1;
   for (uint32_t t = 0; t < nt; t++) {
     const sg__tensor *x = &g->tensors[t];
@@ -282,8 +289,16 @@ sg_status sg__pmodel_build(const sg_graph *g, const double *op_seconds, double s
       stamp[grp] = (int32_t)t;
       edges[n_edges++] = (sg__pedge){a, grp, (double)x->nbytes, fwd};
     }
+    if (n_edges > first) {
+      int32_t pin = net_x[n_nets];
+      net_pin[pin++] = a;
+      for (size_t e = first; e < n_edges; e++) net_pin[pin++] = edges[e].v;
+      net_w[n_nets] = (double)x->nbytes;
+      net_x[++n_nets] = pin;
+    }
   }
   st = sg__pgraph_init(&m->pg, ng, mem, flops, traffic, persist, n_edges, edges);
+  if (st == SG_OK) st = sg__pgraph_set_nets(&m->pg, n_nets, net_x, net_pin, net_w);
 out: /* the scratch goes on success and failure alike; the model only on failure */
   if (st == SG_ERR_NO_MEMORY) sg__error(st, "partition: out of memory building the cost model");
   sg__free(mem);
@@ -291,6 +306,9 @@ out: /* the scratch goes on success and failure alike; the model only on failure
   sg__free(traffic);
   sg__free(persist);
   sg__free(edges);
+  sg__free(net_x);
+  sg__free(net_pin);
+  sg__free(net_w);
   sg__free(stamp);
   sg__free(kept);
   sg__free(b.cons_x);

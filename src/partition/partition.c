@@ -109,6 +109,7 @@ static sg_status make(const sg_graph *g, sg__pmodel *model, bool owns_model, con
   s->eps = pp->imbalance;
   s->alpha = pp->alpha;
   s->seed = pp->seed;
+  s->search_rounds = SG__SEARCH_ROUNDS;
   s->vertex_name = vertex_name;
   s->name_ctx = p;
   s->home = home;

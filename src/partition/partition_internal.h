@@ -53,6 +53,14 @@ typedef struct sg__pgraph {
   int32_t *topo;  /* a topological order of the forward edges, smallest index first */
   int32_t *level; /* longest forward path from a source */
   double total_mem, total_flops, total_w;
+  /* The tensors behind the edges (optional, n_nets 0 without them): net i
+   * is net_pin[net_x[i]] (its producer) and the vertices that read it,
+   * net_pin[net_x[i] + 1 .. net_x[i + 1]), carrying net_w[i] bytes. An edge
+   * counts a tensor once per reading vertex; a report once per reading
+   * part (sg__pgraph_cut_bytes). */
+  int32_t n_nets;
+  int32_t *net_x, *net_pin;
+  double *net_w;
 } sg__pgraph;
 
 /* Copies the vertex arrays (NULL: zeros) and builds the adjacency.
@@ -62,6 +70,10 @@ sg_status sg__pgraph_init(sg__pgraph *pg, int32_t n, const double *mem, const do
                           const double *traffic, const double *persist, size_t n_edges,
                           const sg__pedge *edges);
 void sg__pgraph_free(sg__pgraph *pg);
+/* Attaches the nets (copied); SG_ERR_NO_MEMORY, SG_ERR_RANGE for a pin out
+ * of range or a negative weight. */
+sg_status sg__pgraph_set_nets(sg__pgraph *pg, int32_t n_nets, const int32_t *net_x, const int32_t *net_pin,
+                              const double *net_w);
 
 /* ---- devices (devices.c) ------------------------------------------------ */
 
@@ -104,6 +116,7 @@ typedef struct sg__solve {
   double eps;         /* tolerated imbalance */
   double mem_eps;     /* of memory, when it differs (0: eps) */
   bool compute_first; /* balance compute before polishing memory (repartition) */
+  int search_rounds;  /* free mode, two constraints: rounds of the iterated local search (0: none) */
   double alpha;
   uint64_t seed;
   sg__vertex_name_fn vertex_name; /* may be NULL */
@@ -155,6 +168,9 @@ static inline double sg__mem_eps(const sg__solve *s) { return s->mem_eps > 0.0 ?
 
 /* Edge-cut of an assignment over pg (undirected weights). */
 double sg__pgraph_cut(const sg__pgraph *pg, const int32_t *part);
+/* The bytes a report counts: every net's weight once per part, other than
+ * its producer's, that reads it; the edge-cut when pg has no nets. */
+double sg__pgraph_cut_bytes(const sg__pgraph *pg, const int32_t *part);
 /* 1 when the quotient graph of the forward edges has no cycle; when `order`
  * is not NULL it receives the parts in a topological order. */
 bool sg__quotient_acyclic(const sg__pgraph *pg, const int32_t *part, int k, int *order);
@@ -189,6 +205,25 @@ bool sg__rebalance(const sg__solve *s, int32_t *part, sg__loads *l, double comp_
 /* Heterogeneous devices: moves boundary vertices to a neighbouring part
  * whose device gives them a higher placement score, within the bounds. */
 void sg__refine_score(const sg__solve *s, int32_t *part, sg__loads *l, double comp_limit);
+
+/* Exchange refinement (exchange.c), free mode on graphs of at most
+ * SG__EXCHANGE_MAX_VERTICES vertices: moves to any part and exchanges of
+ * two vertices between parts, with scratch for n vertices and k parts
+ * reused across calls (create: NULL when out of memory). Repair brings
+ * every part within its memory bound and comp_limit x its compute target,
+ * adding the least cut per unit of excess removed; false when it could not
+ * (the assignment is then somewhere on the way). Refine lowers the cut
+ * within those bounds. `work` (may be NULL) adds the moves and pairs priced. */
+#define SG__EXCHANGE_MAX_VERTICES 600
+/* sg_partition_create's search_rounds (free.c's iterated local search). */
+#define SG__SEARCH_ROUNDS 150
+typedef struct sg__exchange sg__exchange;
+sg__exchange *sg__exchange_create(int32_t n, int k);
+void sg__exchange_destroy(sg__exchange *x);
+bool sg__exchange_repair(sg__exchange *x, const sg__solve *s, int32_t *part, sg__loads *l, double comp_limit,
+                         uint64_t *work);
+void sg__exchange_refine(sg__exchange *x, const sg__solve *s, int32_t *part, sg__loads *l, double comp_limit,
+                         uint64_t *work);
 
 /* Placement score of v on part p's device given `part` (placement.c). */
 double sg__placement_score(const sg__solve *s, const int32_t *part, int32_t v, int p);

@@ -220,7 +220,65 @@ void sg__pgraph_free(sg__pgraph *pg) {
   sg__free(pg->pred);
   sg__free(pg->topo);
   sg__free(pg->level);
+  sg__free(pg->net_x);
+  sg__free(pg->net_pin);
+  sg__free(pg->net_w);
   memset(pg, 0, sizeof *pg);
+}
+
+sg_status sg__pgraph_set_nets(sg__pgraph *pg, int32_t n_nets, const int32_t *net_x, const int32_t *net_pin,
+                              const double *net_w) {
+  int32_t pins = n_nets > 0 ? net_x[n_nets] : 0;
+  for (int32_t i = 0; i < n_nets; i++) {
+    if (!(net_w[i] >= 0.0) || !isfinite(net_w[i]) || net_x[i + 1] <= net_x[i])
+      return sg__error(SG_ERR_RANGE, "partition graph: net %d has weight %g and %d pins", (int)i, net_w[i],
+                       (int)(net_x[i + 1] - net_x[i]));
+  }
+  for (int32_t j = 0; j < pins; j++)
+    if (net_pin[j] < 0 || net_pin[j] >= pg->n)
+      return sg__error(SG_ERR_RANGE, "partition graph: net pin %d is vertex %d of %d", (int)j,
+                       (int)net_pin[j], (int)pg->n);
+  int32_t *x = sg__malloc(((size_t)n_nets + 1) * sizeof *x);
+  int32_t *pin = sg__malloc(((size_t)pins + 1) * sizeof *pin);
+  double *w = sg__malloc(((size_t)n_nets + 1) * sizeof *w);
+  if (x == NULL || pin == NULL || w == NULL) {
+    sg__free(x);
+    sg__free(pin);
+    sg__free(w);
+    return sg__error(SG_ERR_NO_MEMORY, "partition graph: out of memory");
+  }
+  x[0] = 0;
+  if (n_nets > 0) {
+    memcpy(x, net_x, ((size_t)n_nets + 1) * sizeof *x);
+    memcpy(pin, net_pin, (size_t)pins * sizeof *pin);
+    memcpy(w, net_w, (size_t)n_nets * sizeof *w);
+  }
+  sg__free(pg->net_x);
+  sg__free(pg->net_pin);
+  sg__free(pg->net_w);
+  pg->n_nets = n_nets;
+  pg->net_x = x;
+  pg->net_pin = pin;
+  pg->net_w = w;
+  return SG_OK;
+}
+
+double sg__pgraph_cut_bytes(const sg__pgraph *pg, const int32_t *part) {
+  if (pg->n_nets == 0) return sg__pgraph_cut(pg, part);
+  double cut = 0.0;
+  for (int32_t i = 0; i < pg->n_nets; i++) {
+    int32_t b = pg->net_x[i], e = pg->net_x[i + 1];
+    int src = part[pg->net_pin[b]];
+    for (int32_t j = b + 1; j < e; j++) {
+      int p = part[pg->net_pin[j]];
+      if (p == src) continue;
+      /* Counted once per part: only at its first reader. */
+      bool seen = false;
+      for (int32_t q = b + 1; q < j && !seen; q++) seen = part[pg->net_pin[q]] == p;
+      if (!seen) cut += pg->net_w[i];
+    }
+  }
+  return cut;
 }
 
 double sg__pgraph_cut(const sg__pgraph *pg, const int32_t *part) {

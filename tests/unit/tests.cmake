@@ -28,3 +28,6 @@ target_sources(test_cuda_kernels PRIVATE ${CMAKE_CURRENT_LIST_DIR}/cuda_emu.c)
 if(SG_HAVE_CUDA)
   target_compile_definitions(test_cuda_emit PRIVATE SG_HAVE_CUDA_BACKEND=1)
 endif()
+
+# Issue 19's bar for free mode is checked on the example's ResNet-50.
+target_sources(test_partition_resnet PRIVATE ${PROJECT_SOURCE_DIR}/examples/resnet50/resnet50_model.c)
