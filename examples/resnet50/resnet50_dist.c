@@ -424,6 +424,8 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(j, "healthy_ranks", stats.healthy_ranks);
     cJSON_AddNumberToObject(j, "degraded_ranks", stats.degraded_ranks);
     cJSON_AddNumberToObject(j, "max_degraded_ranks", max_degraded);
+    cJSON_AddNumberToObject(j, "dropped_shards", (double)stats.dropped_shards);
+    cJSON_AddNumberToObject(j, "rereduced_steps", stats.rereduced_steps);
     cJSON_AddNumberToObject(j, "ranks_now", stats.world_size);
     cJSON_AddNumberToObject(j, "epoch", stats.epoch);
     cJSON_AddNumberToObject(j, "recoveries", stats.recoveries);

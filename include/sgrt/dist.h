@@ -448,6 +448,13 @@ typedef struct sg_dist_stats {
    *  a rank that stops altogether is found by the failure detector and healed around. 0 without
    *  recovery (no monitor). */
   int degraded_ranks;
+  /** Graceful-degrade (sg_dist_params.qos): shards of the global batch skipped since the first loss, in
+   *  total (the lost ranks' shards of the step in flight, which is averaged over the survivors instead of
+   *  redone, and of every later step). 0 under strict QoS. */
+  uint64_t dropped_shards;
+  /** Graceful-degrade: steps completed by averaging them again over the survivors after a loss, instead
+   *  of redoing them. */
+  int rereduced_steps;
 } sg_dist_stats;
 #define SG_DIST_STATS_INIT \
   { sizeof(sg_dist_stats) }

@@ -519,17 +519,19 @@ int sg__ucx_test(sg__ucx *u, sg__ucx_req *r) {
  * leaves one hanging, and then UCX keeps it after the free. */
 #define SETTLE_MS 200
 
-/* Cancels x and progresses until UCX no longer uses its buffer, within a
- * window shared by the requests given up together: ucp_request_cancel only
- * stops an unmatched receive. With a peer whose process has ended, waiting
- * for x would take the whole window (a send to it pends until its endpoint
- * closes) and add SETTLE_MS to every recovery from a killed rank; nothing
- * that process sent can arrive later than what is already in our queues,
- * so taking those (progress until nothing moves) is enough: after that UCX
- * neither writes a receive's buffer nor reads a send's. */
-static void settle_request(sg__ucx *u, void *x, int peer) {
+/* Cancels a given-up request and, for a receive, progresses until UCX no
+ * longer writes its buffer, within a window shared by the requests given up
+ * together: ucp_request_cancel only stops an unmatched receive, and a
+ * matched one (a rendezvous copy) keeps writing until it completes. A send
+ * only reads our buffer, so it is not waited for: its peer gave up the
+ * collective too (or died) and takes nothing more, and waiting the window
+ * out there added SETTLE_MS to every recovery. With a peer whose process
+ * has ended nothing can arrive later than what is already in our queues:
+ * taking that (progress until nothing moves) is enough. */
+static void settle_request(sg__ucx *u, void *x, int peer, bool is_recv) {
   if (ucp_request_check_status(x) != UCS_INPROGRESS) return;
   ucp_request_cancel(u->worker, x);
+  if (!is_recv) return;
   int64_t now = sg__now_ms();
   if (now > u->settle_until + 1000) u->settle_until = now + SETTLE_MS; /* a new failure */
   if (peer >= 0 && peer < u->size && sg__proc_watch_last_running(u->procs, peer) >= 0) {
@@ -545,7 +547,7 @@ static void settle_request(sg__ucx *u, void *x, int peer) {
 void sg__ucx_abandon(sg__ucx *u, sg__ucx_req **req) {
   sg__ucx_req *r = *req;
   if (r == NULL) return;
-  if (r->ucx) settle_request(u, r->ucx, r->peer);
+  if (r->ucx) settle_request(u, r->ucx, r->peer, r->is_recv != 0);
   req_put(u, r);
   *req = NULL;
 }
@@ -616,7 +618,7 @@ static sg_status wait_raw(sg__ucx *u, void *x, int peer, const char *what, int64
   sg__ucx_req r = {.ucx = x, .peer = peer};
   ucs_status_t us;
   sg_status st = wait_request(u, &r, what, deadline, &us);
-  if (st != SG_OK) settle_request(u, x, peer);
+  if (st != SG_OK) settle_request(u, x, peer, false);
   ucp_request_free(x);
   if (st != SG_OK) return st;
   return us == UCS_OK ? SG_OK : ucx_error(u, us, peer, what);

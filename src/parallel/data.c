@@ -138,6 +138,18 @@ static sg_status prepare_healing(sg_dist *d) {
     DP(d)->accum_off[i] = off;
     off += DP(d)->plan.grads[i].bytes / 4;
   }
+  /* Graceful-degrade averages a failed step again over the survivors from
+   * copies of the step's own gradients (recovery.c): one more gradient-sized
+   * buffer, and a copy per bucket on the scheduler thread. ZeRO-1 keeps
+   * redoing the step (its reduce-scatter leaves each rank a shard only). */
+  DP(d)->keep_local = DP(d)->qos == SG_QOS_GRACEFUL_DEGRADE && !DP(d)->zero.on;
+  if (DP(d)->keep_local) {
+    DP(d)->local = sg__malloc(DP(d)->plan.total_bytes ? DP(d)->plan.total_bytes : 4);
+    DP(d)->started = sg__calloc(DP(d)->plan.n_buckets ? DP(d)->plan.n_buckets : 1, 1);
+    if (DP(d)->local == NULL || DP(d)->started == NULL)
+      return sg__error(SG_ERR_NO_MEMORY,
+                       "sg_dist_create: out of memory for graceful-degrade's gradient copy");
+  }
   return SG_OK;
 }
 
@@ -246,6 +258,8 @@ static void data_free(sg_dist *d) {
   sg__free(DP(d)->shards);
   sg__free(DP(d)->accum);
   sg__free(DP(d)->accum_off);
+  sg__free(DP(d)->local);
+  sg__free(DP(d)->started);
   sg_fault_plan_destroy(DP(d)->inject);
   sg__dist_rejoin_free(d);
   sg_health_destroy(DP(d)->health);

@@ -86,6 +86,9 @@ static sg_status allreduce_bucket(sg_dist *d, uint32_t b, float *loss_mean) {
   bool with_loss = b + 1 == DP(d)->plan.n_buckets && DP(d)->loss_addr != NULL;
   /* AVG while every member has one shard: the failure-free path, bitwise as before. */
   sg_reduce_op op = DP(d)->sum_div > 0 ? SG_REDUCE_SUM : SG_REDUCE_AVG;
+  if (DP(d)->keep_local) /* graceful-degrade: the step's own gradients, should it be averaged again */
+    for (uint32_t i = 0; i < bk->count; i++)
+      memcpy(DP(d)->local + DP(d)->accum_off[bk->first + i], gr[i].addr, gr[i].bytes);
   if (DP(d)->accum_on) sg__dist_add_accum(d, bk->first, bk->count);
   float loss = 0;
   if (with_loss) memcpy(&loss, DP(d)->loss_addr, 4);
@@ -127,6 +130,7 @@ static void run_bucket_locked(sg_dist *d) {
   uint64_t step = d->step;
   float loss = DP(d)->loss_mean;
   DP(d)->busy = true;
+  if (DP(d)->started != NULL) DP(d)->started[b] = 1;
   pthread_mutex_unlock(&d->mu);
   char label[SG_COMM_LABEL_MAX + 1]; /* hang diagnosis (SPEC H7): what this bucket's collectives are */
   snprintf(label, sizeof label, "step %llu: %s of gradient bucket %u of %u", (unsigned long long)step,

@@ -574,9 +574,25 @@ typedef struct sg__par_data {
   float accum_loss;
   int sum_div;   /* > 0: allreduce SUM, then divide by this (the shards); 0: AVG */
   bool excluded; /* a recovery left this rank out */
+  /* Graceful-degrade without a redo (QoS, recovery.c "re-reduce"): the step's own gradients are kept
+   * before each bucket's allreduce, so that a step whose allreduces failed is averaged again over the
+   * survivors instead of being redone. */
+  bool keep_local;     /* set by create: graceful-degrade, plain data parallelism with a feed */
+  float *local;        /* the gradients as backward left them (before accumulation), at accum_off */
+  uint8_t *started;    /* per bucket, under mu: its allreduce began this step (its slots may be partial) */
+  uint64_t local_step; /* compute thread: the 1-based step whose backward this rank completed; 0 none */
+  bool rr_accum_on;    /* the step's accum_on, for the re-reduce */
+  uint64_t rr_stream;  /* the step's last shard's stream */
+  bool rereduce;       /* set by a recovery: average the step again over the members, then update */
+  int rr_div;          /* the shards the members ran in that step */
   /* Rejoin (rejoin.c): */
   sg__dist_rejoin rj;
 } sg__par_data;
+
+/* Graceful-degrade (step.c): after a recovery that chose to re-reduce,
+ * averages the failed step's gradients again over the members from the kept
+ * copies, runs the updates and counts the step. Compute thread. */
+sg_status sg__dist_rereduce_step(sg_dist *d);
 
 /* The data strategy's state of a job the data strategy runs. */
 #define DP(d) ((sg__par_data *)(d)->impl)

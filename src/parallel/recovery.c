@@ -19,6 +19,33 @@ bool sg__dist_healable(sg_dist *d) {
   return ok;
 }
 
+/* Graceful-degrade: whether every member completed the backward of the
+ * failed step (and nobody its updates), so that the step can be averaged
+ * again over the members instead of redone; and the shards they ran in it.
+ * One decision for all: a MIN over (has it, its step, -its step) and a SUM
+ * of the shards, on the new communicator. */
+typedef struct rereduce_vote {
+  int64_t min[3], sum[1];
+} rereduce_vote;
+
+static sg_status vote_job(sg_dist *d, void *arg) {
+  rereduce_vote *v = arg;
+  sg_comm_label(d->comm, "graceful-degrade: can the step be averaged again");
+  SG_CHECK(sg_comm_allreduce(d->comm, v->min, v->min, 3, SG_I64, SG_REDUCE_MIN));
+  return sg_comm_allreduce(d->comm, v->sum, v->sum, 1, SG_I64, SG_REDUCE_SUM);
+}
+
+static sg_status vote_rereduce(sg_dist *d, const sg__dist_heal *h, bool *yes, int *shards) {
+  *yes = false;
+  uint64_t step = d->stats.steps + 1; /* the step that failed here */
+  bool have = DP(d)->local_step == step;
+  rereduce_vote v = {{have ? 1 : 0, (int64_t)step, -(int64_t)step}, {have ? d->stats.shards : 0}};
+  SG_CHECK(sg__dist_run_job(d, vote_job, &v));
+  *yes = v.min[0] == 1 && v.min[1] == -v.min[2] && h->forward == h->rollback && h->rollback == d->stats.steps;
+  *shards = (int)v.sum[0];
+  return SG_OK;
+}
+
 sg_status sg__dist_recover(sg_dist *d) {
   pthread_mutex_lock(&d->mu);
   /* The scheduler may still be inside the failed allreduce: let it leave. */
@@ -49,6 +76,32 @@ sg_status sg__dist_recover(sg_dist *d) {
     return st;
   }
   SG_CHECK(sg__dist_inject_recovery(d, SG_RECOVERY_TRANSFER));
+  DP(d)->rereduce = false;
+  if (DP(d)->keep_local) {
+    bool yes;
+    int shards;
+    SG_CHECK(vote_rereduce(d, &h, &yes, &shards));
+    if (yes) {
+      /* Graceful-degrade: nothing rolls back (this step's forward, its
+       * batch-norm statistics included, stands); the step is averaged again
+       * over the members' shards and completed (sg__dist_rereduce_step). */
+      DP(d)->rereduce = true;
+      DP(d)->rr_div = shards;
+      sg_clear_error();
+      d->stats.recoveries++;
+      d->stats.rereduced_steps++;
+      d->stats.epoch = d->epoch;
+      d->stats.world_size = d->size;
+      d->stats.detection_ms = h.detection_ms;
+      DP(d)->heal_t0_ns = t0;
+      fprintf(stderr,
+              "sgrt: rank %d: recovered: epoch %d, rank %d of %d, averaging step %llu again over the %d "
+              "members' %d shards (graceful-degrade: %d dropped)\n",
+              d->orig_rank, d->epoch, d->rank, d->size, (unsigned long long)d->stats.steps + 1, d->size,
+              shards, sg__dist_n_shards(d) - shards);
+      return SG_OK;
+    }
+  }
   if (h.rollback > d->stats.steps || d->stats.steps > h.forward || h.forward - h.rollback > 1)
     return sg__error(SG_ERR_INTERNAL, "rank %d: recovery: members completed %llu..%llu steps, this rank %llu",
                      d->orig_rank, (unsigned long long)h.rollback, (unsigned long long)h.forward,

@@ -70,10 +70,12 @@ static sg_status before_op(void *ctx, uint32_t pos) {
   sg_dist *d = ctx;
   /* A peer died: the rest of forward and backward would be wasted (the
    * recovery redoes the step), so the step ends here rather than in its
-   * first allreduce. */
-  if (pos < DP(d)->plan.wait_pos && __atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE))
+   * first allreduce -- except under graceful-degrade, which completes the
+   * step's backward to average it again over the survivors. */
+  if (pos < DP(d)->plan.wait_pos && !DP(d)->keep_local && __atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE))
     return sg__dist_failure(d);
   if (pos == DP(d)->plan.wait_pos) {
+    DP(d)->local_step = d->stats.steps + 1; /* every gradient of the step exists (graceful-degrade) */
     SG_CHECK(wait_buckets(d));
     wait_snapshot(d);
     SG_CHECK(inject_behind(d));
@@ -100,7 +102,7 @@ static sg_status after_op(void *ctx, uint32_t pos) {
    * (every gradient was averaged) they all run: a recovery rolls forward from
    * a member that completed the step, which needs a step's updates to be all
    * or nothing (recovery.c). */
-  if (pos < DP(d)->plan.wait_pos && __atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE))
+  if (pos < DP(d)->plan.wait_pos && !DP(d)->keep_local && __atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE))
     return sg__dist_failure(d);
   return SG_OK;
 }
@@ -184,6 +186,7 @@ static sg_status run_step(sg_dist *d, uint64_t k) {
   d->step = k + 1;
   DP(d)->posted = DP(d)->done = 0;
   DP(d)->comm_ms = 0;
+  if (DP(d)->started != NULL) memset(DP(d)->started, 0, DP(d)->plan.n_buckets);
   pthread_mutex_unlock(&d->mu);
   DP(d)->posted_local = 0;
   d->stats.wait_ms = 0;
@@ -203,6 +206,8 @@ static sg_status run_step(sg_dist *d, uint64_t k) {
     stream = (uint64_t)shards[ns - 1] + 1;
   }
   d->stats.shards = ns > 0 ? ns : 1;
+  DP(d)->rr_accum_on = DP(d)->accum_on;
+  DP(d)->rr_stream = stream;
   if (st == SG_OK)
     st = DP(d)->zero.on ? zero_step(d, stream) : run_pass(d, 0, DP(d)->plan.n_order, stream, true);
   if (st == SG_OK && DP(d)->plan.wait_pos == DP(d)->plan.n_order) {
@@ -226,6 +231,36 @@ static sg_status run_step(sg_dist *d, uint64_t k) {
   return SG_OK;
 }
 
+sg_status sg__dist_rereduce_step(sg_dist *d) {
+  DP(d)->rereduce = false;
+  const sg__dist_plan *p = &DP(d)->plan;
+  /* Buckets whose allreduce began may hold partial or old-membership sums:
+   * back to the step's own gradients. The others were never touched. */
+  for (uint32_t b = 0; b < p->n_buckets; b++) {
+    if (!DP(d)->started[b]) continue;
+    const sg__dist_bucket *bk = &p->buckets[b];
+    for (uint32_t i = bk->first; i < bk->first + bk->count; i++)
+      memcpy(p->grads[i].addr, DP(d)->local + DP(d)->accum_off[i], p->grads[i].bytes);
+  }
+  pthread_mutex_lock(&d->mu);
+  memset(DP(d)->started, 0, p->n_buckets);
+  DP(d)->accum_on = DP(d)->rr_accum_on;
+  DP(d)->sum_div = DP(d)->rr_div; /* SUM, then divided by the shards the members ran */
+  DP(d)->comm_ms = 0;
+  DP(d)->done = 0;
+  DP(d)->posted = p->n_buckets;
+  pthread_cond_signal(&d->wake_sched);
+  pthread_mutex_unlock(&d->mu);
+  DP(d)->posted_local = p->n_buckets;
+  d->stats.wait_ms = 0;
+  /* The rest of the step: the wait for the buckets (before_op at wait_pos),
+   * the updates, the step counted. */
+  sg_status st = run_pass(d, p->wait_pos, p->n_order, DP(d)->rr_stream, true);
+  if (st == SG_OK && p->wait_pos == p->n_order) st = wait_buckets(d);
+  DP(d)->accum_on = false;
+  return st;
+}
+
 /* A rank that goes on failing (e.g. a flapping link) gives up after this many
  * recoveries within one sg_dist_step() call. */
 #define MAX_RECOVERIES_PER_STEP 8
@@ -241,22 +276,26 @@ sg_status sg__par_data_step(sg_dist *d) {
   }
   uint64_t target = d->stats.steps + 1;
   int recoveries = 0;
+  int64_t t0 = sg__now_ns();
   while (d->stats.steps < target) {
+    sg_status st;
     if (__atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE)) {
       if (!sg__dist_healable(d)) return sg__dist_failure(d);
       if (++recoveries > MAX_RECOVERIES_PER_STEP)
         return sg__error(SG_ERR_COMM, "rank %d: step %llu: %d recoveries in a row failed to complete it",
                          d->orig_rank, (unsigned long long)target, MAX_RECOVERIES_PER_STEP);
       SG_CHECK(sg__dist_recover(d));
-      continue;
+      if (!DP(d)->rereduce) continue; /* redo the step */
+      st = sg__dist_rereduce_step(d); /* graceful-degrade: the failed step, averaged over the members */
+    } else {
+      /* Between steps: the check-ins that arrived go to the health monitor, and
+       * a restarted rank asking to rejoin is admitted (rejoin.c). */
+      sg__dist_checkins_feed(d);
+      SG_CHECK(sg__dist_rejoin_poll(d));
+      if (__atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE)) continue; /* the admission failed: heal */
+      t0 = sg__now_ns();
+      st = run_step(d, d->stats.steps);
     }
-    /* Between steps: the check-ins that arrived go to the health monitor, and
-     * a restarted rank asking to rejoin is admitted (rejoin.c). */
-    sg__dist_checkins_feed(d);
-    SG_CHECK(sg__dist_rejoin_poll(d));
-    if (__atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE)) continue; /* the admission failed: heal */
-    int64_t t0 = sg__now_ns();
-    sg_status st = run_step(d, d->stats.steps);
     if (st != SG_OK) {
       if (__atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE) && sg__dist_healable(d)) continue;
       return st;
@@ -269,6 +308,9 @@ sg_status sg__par_data_step(sg_dist *d) {
     pthread_mutex_unlock(&d->mu);
     d->stats.steps++;
     d->stats.step_ms = (double)(t1 - t0) * 1e-6;
+    /* Graceful-degrade after a loss: each member runs its own shards only, the lost ranks' are dropped. */
+    if (DP(d)->qos == SG_QOS_GRACEFUL_DEGRADE && d->size != d->orig_size && d->p.feed != NULL)
+      d->stats.dropped_shards += (uint64_t)(sg__dist_n_shards(d) - d->size * d->p.micro_batches);
     sg__dist_checkins_step_done(d, d->stats.step_ms - d->stats.wait_ms);
     if (DP(d)->heal_t0_ns != 0) { /* the first step completed after a recovery */
       d->stats.recovery_ms = (double)(t1 - DP(d)->heal_t0_ns) * 1e-6;

@@ -58,6 +58,72 @@ static float feed_x[B * IN];
 static int64_t feed_y[B];
 static mlp_feed_ctx feed_ctx = {B, IN, CL, 0.1f, feed_x, feed_y};
 
+/* Graceful-degrade's expected result, from one process (HEAL_EXPECT_DROP=R:S): the whole global
+ * batch (4 x micro-batches shards) up to 0-based step S, then the batch without rank R's shards (its
+ * mean loss is the mean of the kept shards' losses, so its gradient is what the survivors average).
+ * Parameters and momentum go over from the 4-shard session to the 3-shard one by name. */
+static sg_status run_ref_steps(sg_session *s, int first, int end, int lost, int shards, int kept, float lr) {
+  float *x = malloc((size_t)kept * B * IN * sizeof(float));
+  int64_t *y = malloc((size_t)kept * B * sizeof(int64_t)), xd[] = {(int64_t)kept * B, IN},
+          yd[] = {(int64_t)kept * B};
+  sg_status st = x != NULL && y != NULL ? SG_OK : SG_ERR_NO_MEMORY;
+  for (int k = first; k < end && st == SG_OK; k++) {
+    for (int j = 0, at = 0; j < shards; j++)
+      if (lost < 0 || j % 4 != lost)
+        mlp_data(k, j * B, B, IN, CL, x + (size_t)(at * B * IN), y + (size_t)(at * B)), at++;
+    st = sg_session_set_input(s, "x", SG_F32, 2, xd, x);
+    if (st == SG_OK) st = sg_session_set_input(s, "y", SG_I64, 1, yd, y);
+    if (st == SG_OK) st = sg_session_set_input(s, "lr", SG_F32, 0, NULL, &lr);
+    if (st == SG_OK) st = sg_session_step(s);
+  }
+  free(x);
+  free(y);
+  return st;
+}
+
+static sg_status copy_state(const sg_graph *g, const sg_session *from, sg_session *to) {
+  sg_status st = SG_OK;
+  for (int32_t t = 0; t < sg_graph_num_tensors(g) && st == SG_OK; t++) {
+    sg_tensor_info ti;
+    st = sg_graph_tensor_info(g, (sg_tensor){t}, &ti);
+    if (st != SG_OK ||
+        (ti.role != SG_ROLE_PARAMETER && ti.role != SG_ROLE_OPTIMIZER_STATE && ti.role != SG_ROLE_STATE))
+      continue;
+    void *buf = malloc(ti.nbytes ? ti.nbytes : 1);
+    st = buf != NULL ? sg_session_read(from, ti.name, buf, ti.nbytes) : SG_ERR_NO_MEMORY;
+    if (st == SG_OK) st = sg_session_write(to, ti.name, buf, ti.nbytes);
+    free(buf);
+  }
+  return st;
+}
+
+static sg_status degrade_reference(const mlp_cfg *c, int steps, int micro, int lost, int from, float lr,
+                                   param_set *out) {
+  mlp_cfg c_all = *c, c_kept = *c;
+  int shards = 4 * micro, kept = shards - micro; /* rank r's shards: r, r + 4, ... */
+  c_all.batch = shards * B;
+  c_kept.batch = kept * B;
+  sg_graph *g_all = NULL, *g_kept = NULL;
+  sg_session *s_all = NULL, *s_kept = NULL;
+  sg_session_params sp = SG_SESSION_PARAMS_INIT;
+  sp.threads = 1;
+  sg_status st = mlp_build(&c_all, &g_all);
+  if (st == SG_OK) st = mlp_build(&c_kept, &g_kept);
+  if (st == SG_OK) st = sg_session_create(g_all, &sp, &s_all);
+  if (st == SG_OK) st = sg_session_create(g_kept, &sp, &s_kept);
+  if (st == SG_OK) st = sg_session_compile(s_all);
+  if (st == SG_OK) st = sg_session_compile(s_kept);
+  if (st == SG_OK) st = run_ref_steps(s_all, 0, from, -1, shards, shards, lr);
+  if (st == SG_OK) st = copy_state(g_all, s_all, s_kept);
+  if (st == SG_OK) st = run_ref_steps(s_kept, from, steps, lost, shards, kept, lr);
+  if (st == SG_OK) st = params_read(g_kept, s_kept, out);
+  sg_session_destroy(s_all);
+  sg_session_destroy(s_kept);
+  sg_graph_destroy(g_all);
+  sg_graph_destroy(g_kept);
+  return st;
+}
+
 /* `heal_worker badargs` (run with SG_INJECT set to a bad spec): the
  * recovery parameters are validated, each error naming what was wrong. */
 static int badargs(sg_graph *g) {
@@ -273,6 +339,32 @@ int main(int argc, char **argv) {
   bool degrade = qos != NULL && strcmp(qos, "graceful-degrade") == 0;
   if (degrade && st.shards != dp.micro_batches)
     FAIL("graceful-degrade: %d shards on this rank, expected %d", st.shards, dp.micro_batches);
+  /* HEAL_EXPECT_DROP=R:S: graceful-degrade lost rank R at (0-based) step S; the survivors averaged that
+   * step over their own shards instead of redoing it, and dropped R's shard from every step since. */
+  const char *expect_drop = getenv("HEAL_EXPECT_DROP");
+  if (expect_drop != NULL && st.recoveries > 0) {
+    int lost = -1, from = -1;
+    if (sscanf(expect_drop, "%d:%d", &lost, &from) != 2 || lost < 0 || lost >= 4 || from < 0 || from >= steps)
+      FAIL("HEAL_EXPECT_DROP=%s is not RANK:STEP", expect_drop);
+    if (st.rereduced_steps != 1 || st.redone_steps != 0)
+      FAIL("graceful-degrade: %d step(s) averaged again and %" PRIu64 " redone, expected 1 and 0",
+           st.rereduced_steps, st.redone_steps);
+    if (st.dropped_shards != (uint64_t)((steps - from) * dp.micro_batches))
+      FAIL("graceful-degrade: %" PRIu64 " shards dropped, expected %d", st.dropped_shards,
+           (steps - from) * dp.micro_batches);
+    param_set got = {0}, want = {0};
+    CHECK_OK(params_read(g, sg_dist_session(d), &got));
+    CHECK_OK(degrade_reference(&c, steps, dp.micro_batches, lost, from, feed_ctx.lr, &want));
+    param_diff diff;
+    double drel = params_max_rel_diff(&got, &want, &diff);
+    params_free(&got);
+    params_free(&want);
+    printf(
+        "HEAL rank %d: graceful-degrade: %d step averaged again, %" PRIu64
+        " shards dropped, parameters vs one process without rank %d's shards from step %d: %.3g relative\n",
+        st.original_rank, st.rereduced_steps, st.dropped_shards, lost, from, drel);
+    if (!(drel <= 1e-5)) FAIL("graceful-degrade: parameters differ from one process by %.3g relative", drel);
+  }
   if (!degrade && !(rel <= 1e-5)) FAIL("parameters differ from the failure-free run by %.3g relative", rel);
   if (st.recoveries > 0 && st.rpo_steps != 0) FAIL("rpo_steps %" PRIu64 ", expected 0", st.rpo_steps);
   if (st.recoveries > 0 && !(st.detection_ms < 1000)) FAIL("detection took %.1f ms", st.detection_ms);

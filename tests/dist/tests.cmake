@@ -62,8 +62,15 @@ add_test(NAME dist_heal_device_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_devi
 # comes from rank 1.
 add_test(NAME dist_heal_behind_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_behind "behind:rank=1,step=4")
 add_test(NAME dist_heal_behind_rank0_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_behind0 "behind:rank=0,step=6")
+# Graceful-degrade (docs/resilience.md "QoS tiers in recovery"): the survivors average the step in flight
+# again over their own shards instead of redoing it, and drop the lost rank's shards from then on; the
+# parameters must equal one process trained on the global batch without rank 1's shards from step 4 on
+# (and not the failure-free run, which strict QoS must match), with micro-batches too.
+add_test(NAME dist_heal_degrade_micro_np4 COMMAND ${_sg_heal} ${_sg_dist_dir}/heal_degrade_mb "kill:rank=1,step=4")
 set_tests_properties(dist_heal_degrade_np4 PROPERTIES TIMEOUT 60 LABELS "dist;heal"
-                     ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000;SG_QOS=graceful-degrade")
+                     ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000;SG_QOS=graceful-degrade;HEAL_EXPECT_DROP=1:4")
+set_tests_properties(dist_heal_degrade_micro_np4 PROPERTIES TIMEOUT 60 LABELS "dist;heal"
+                     ENVIRONMENT "SG_COMM_TIMEOUT_MS=20000;SG_QOS=graceful-degrade;HEAL_EXPECT_DROP=1:4;HEAL_MICRO_BATCHES=2")
 # Fault injection is a debug facility: sg_dist_params.inject in every build,
 # SG_INJECT only with SG_FAULT_INJECTION (refused otherwise). Both builds run it.
 add_test(NAME dist_inject_gate COMMAND $<TARGET_FILE:sgrt_cli> launch -n 1 -- $<TARGET_FILE:heal_worker> inject_gate)
