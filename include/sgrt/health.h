@@ -132,10 +132,12 @@ typedef struct sg_health_config {
   double slow_factor;           /**< DEGRADED when a step takes more than this times the median; 0 turns the
                                      check off, else 1 < f <= 1000; 3.0 */
   int log_capacity; /**< transitions kept in the log (the oldest are dropped), 1 .. 1048576; 256 */
+  int slow_min_ms;  /**< a step is too slow only when it also exceeds the median by this much, 0 .. 86400000;
+                         50: a preempted millisecond step is noise, not a slow rank */
 } sg_health_config;
 
 #define SG_HEALTH_CONFIG_INIT \
-  { sizeof(sg_health_config), 100, 1000, 1000, 2, 3.0, 256 }
+  { sizeof(sg_health_config), 100, 1000, 1000, 2, 3.0, 256, 50 }
 SG_API sg_health_config sg_health_config_init(void);
 
 typedef struct sg_health sg_health;
@@ -216,8 +218,8 @@ SG_API sg_status sg_health_peer_failed(sg_health *h, int peer, int64_t now_ms, c
  * than self not heard from (heartbeat or check-in) for unreachable_ms or
  * longer becomes UNREACHABLE; one whose last check-in is
  * degraded_missed_checkins x checkin_ms old or older becomes DEGRADED; a
- * member whose latest step time exceeds slow_factor x the median becomes
- * DEGRADED ("too slow"), and HEALTHY again when it no longer does and its
+ * member whose latest step time exceeds slow_factor x the median, and the
+ * median by slow_min_ms or more, becomes DEGRADED ("too slow"), and HEALTHY again when it no longer does and its
  * check-ins are current. At most one transition per peer per call.
  */
 SG_API sg_status sg_health_tick(sg_health *h, int64_t now_ms);

@@ -49,6 +49,9 @@ static sg_status validate_config(const sg_health_config *c) {
   if (c->slow_factor != 0.0 && !(c->slow_factor > 1.0 && c->slow_factor <= 1000.0))
     return sg__error(SG_ERR_INVALID_ARG,
                      "sg_health_config.slow_factor %g is neither 0 (off) nor in (1, 1000]", c->slow_factor);
+  if (c->slow_min_ms < 0 || c->slow_min_ms > MAX_PERIOD_MS)
+    return sg__error(SG_ERR_INVALID_ARG, "sg_health_config.slow_min_ms = %d ms is outside 0..%d", c->slow_min_ms,
+                     MAX_PERIOD_MS);
   if (c->log_capacity < 1 || c->log_capacity > 1048576)
     return sg__error(SG_ERR_INVALID_ARG, "sg_health_config.log_capacity %d is outside 1..1048576",
                      c->log_capacity);
@@ -218,7 +221,8 @@ static void evaluate(sg_health *h, int rank, uint32_t median) {
   bool was_missed = p->missed, was_slow = p->slow;
   p->missed = missed >= c->degraded_missed_checkins;
   uint32_t step_ms = p->pub.has_checkin ? p->pub.checkin.step_ms : 0;
-  p->slow = c->slow_factor > 0 && median > 0 && step_ms > 0 && (double)step_ms > c->slow_factor * median;
+  p->slow = c->slow_factor > 0 && median > 0 && step_ms > 0 && (double)step_ms > c->slow_factor * median &&
+            step_ms - median >= (uint32_t)c->slow_min_ms;
   sg_health_state want = p->missed || p->slow ? SG_HEALTH_DEGRADED : SG_HEALTH_HEALTHY;
   if (want == p->pub.state) return;
   if (want == SG_HEALTH_DEGRADED && p->missed)
@@ -229,8 +233,11 @@ static void evaluate(sg_health *h, int rank, uint32_t median) {
                (double)step_ms / median, median, c->slow_factor);
   else if (was_missed)
     transition(h, rank, want, "check-ins resumed after %lld ms", (long long)p->checkin_gap_ms);
-  else if (was_slow)
+  else if (was_slow && (double)step_ms <= c->slow_factor * median)
     transition(h, rank, want, "step %u ms is within %.1fx the median %u ms again", step_ms, c->slow_factor,
+               median);
+  else if (was_slow)
+    transition(h, rank, want, "step %u ms is within %d ms of the median %u ms again", step_ms, c->slow_min_ms,
                median);
 }
 

@@ -3,8 +3,8 @@
  * time of its last step (compute, not waiting for the others), its CPU use —
  * and the health monitor of the original ranks (sg_dist_health) judges from
  * them: a rank whose check-ins stopped for two periods, or whose steps take
- * more than slow_factor (3) times the median (their mean busy time since
- * its previous check-in), becomes DEGRADED, and HEALTHY
+ * more than slow_factor (3) times the median and 50 ms more than it (their
+ * mean busy time since its previous check-in), becomes DEGRADED, and HEALTHY
  * again when that ends. DEGRADED is reported (sg_dist_stats.degraded_ranks,
  * a line on stderr per change, the examples' progress line and JSON), not
  * acted upon: a rank that stops altogether is the failure detector's

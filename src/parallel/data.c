@@ -118,8 +118,15 @@ static sg_status prepare_healing(sg_dist *d) {
     sg_health_config hc = SG_HEALTH_CONFIG_INIT;
     hc.heartbeat_ms = d->p.heartbeat_ms;
     hc.unreachable_ms = 86400000;
-    SG_CHECK(sg_health_create(d->orig_size, d->orig_rank, &hc, sg__now_ms(), &DP(d)->health));
-    SG_CHECK(sg__dist_checkins_init(d));
+    sg_health *h = NULL;
+    SG_CHECK(sg_health_create(d->orig_size, d->orig_rank, &hc, sg__now_ms(), &h));
+    /* The scheduler is running already and sends check-ins once it sees the
+     * monitor: both are published under mu. */
+    pthread_mutex_lock(&d->mu);
+    DP(d)->health = h;
+    sg_status st = sg__dist_checkins_init(d);
+    pthread_mutex_unlock(&d->mu);
+    SG_CHECK(st);
   }
   if (d->orig_size > SG__DIST_MAX_RANKS)
     return sg__error(SG_ERR_UNSUPPORTED,

@@ -245,6 +245,38 @@ static void test_too_slow(void **state_) {
   assert_int_equal(state(h, 1), SG_HEALTH_DEGRADED);
   assert_int_equal(state(h, 0), SG_HEALTH_HEALTHY);
   sg_health_destroy(h);
+
+  /* slow_min_ms (default 50): 4.5x a 10 ms median is only 35 ms more, noise
+   * of a loaded host; 70 ms is 60 ms more and slow; back to 45 ms it is
+   * within the floor again (and still over 3x, which the reason must not
+   * claim otherwise). */
+  assert_status(sg_health_create(3, 0, NULL, 0, &h), SG_OK, NULL);
+  for (int r = 0; r < 3; r++) {
+    ci = ci_of(r, 0, r == 2 ? 45 : 10, 10);
+    assert_status(sg_health_checkin(h, r, 10, &ci), SG_OK, NULL);
+  }
+  assert_status(sg_health_tick(h, 20), SG_OK, NULL);
+  assert_int_equal(state(h, 2), SG_HEALTH_HEALTHY);
+  ci = ci_of(2, 0, 70, 30);
+  assert_status(sg_health_checkin(h, 2, 30, &ci), SG_OK, NULL);
+  assert_int_equal(state(h, 2), SG_HEALTH_DEGRADED);
+  ci = ci_of(2, 0, 45, 40);
+  assert_status(sg_health_checkin(h, 2, 40, &ci), SG_OK, NULL);
+  assert_int_equal(state(h, 2), SG_HEALTH_HEALTHY);
+  assert_status(sg_health_log_get(h, sg_health_log_size(h) - 1, &tr), SG_OK, NULL);
+  assert_string_equal(tr.reason, "step 45 ms is within 50 ms of the median 10 ms again");
+  sg_health_destroy(h);
+  /* 0 turns the floor off: 45 ms against 10 is slow. */
+  cfg = sg_health_config_init();
+  cfg.slow_min_ms = 0;
+  assert_status(sg_health_create(3, 0, &cfg, 0, &h), SG_OK, NULL);
+  for (int r = 0; r < 3; r++) {
+    ci = ci_of(r, 0, r == 2 ? 45 : 10, 10);
+    assert_status(sg_health_checkin(h, r, 10, &ci), SG_OK, NULL);
+  }
+  assert_status(sg_health_tick(h, 20), SG_OK, NULL);
+  assert_int_equal(state(h, 2), SG_HEALTH_DEGRADED);
+  sg_health_destroy(h);
 }
 
 static void test_callback_order_and_log_ring(void **state_) {
@@ -395,6 +427,8 @@ static void test_input_validation(void **state_) {
       {"slow_factor", 5, -2},
       {"slow_factor", 5, 1001},
       {"log_capacity", 6, 0},
+      {"slow_min_ms", 7, -1},
+      {"slow_min_ms", 7, 86400001},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     sg_health_config c = sg_health_config_init();
@@ -406,6 +440,7 @@ static void test_input_validation(void **state_) {
       case 4: c.degraded_missed_checkins = (int)bad[i].value; break;
       case 5: c.slow_factor = bad[i].value; break;
       case 6: c.log_capacity = (int)bad[i].value; break;
+      case 7: c.slow_min_ms = (int)bad[i].value; break;
     }
     assert_status(sg_health_create(2, 0, &c, 0, &h), SG_ERR_INVALID_ARG, bad[i].field);
   }
