@@ -14,7 +14,7 @@
  * host memory, through the ranks' allreduce and back (plain data
  * parallelism only, without --offload).
  *
- * --pipeline K / --tensor T (with --micro-batches M for the pipeline) train
+ * --pipeline K / --tensor T (with --micro-batches M: M micro-batches of the batch) train
  * the same model through sg_dist_create_model (docs/dist.md, "Pipeline and
  * tensor parallelism through sg_dist"): the forward graph of resnet50_build
  * is cut into K pipeline stages or split T ways, the world being D copies
@@ -292,7 +292,7 @@ int main(int argc, char **argv) {
   sgd.momentum = 0.9;
   sg_dist_optimizer opt = SG_DIST_OPTIMIZER_INIT; /* SGD, momentum 0.9, from the input "lr" */
   opt.sgd = &sgd;
-  dp.micro_batches = o.micro; /* data parallelism: gradient accumulation through the feed */
+  dp.micro_batches = o.micro; /* data parallelism: accumulation through the feed; else cuts of the batch */
   sg_dist *d;
   if ((st = parts ? sg_dist_create_model(g, loss, &opt, &dp, &d) : sg_dist_create(g, &dp, &d)) != SG_OK)
     return fail(-1, "joining the job", st);

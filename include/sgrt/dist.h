@@ -138,10 +138,10 @@ typedef struct sg_dist_params {
   int data;           /**< data-parallel degree; -1 = the world size */
   int pipeline;       /**< pipeline-parallel degree K: sg_dist_create_model() only (sg_dist_create: 1) */
   int tensor;         /**< tensor-parallel degree T: sg_dist_create_model() only (sg_dist_create: 1) */
-  /** micro-batches per step; with sg_dist_create_model() and pipeline > 1 the pipeline's M (it must divide
-   *  the batch); tensor > 1 takes only 1; data parallelism (sg_dist_create): M micro-batches per rank and
-   *  step, gradients accumulated over them (needs feed, which then sets each micro-batch's inputs; see
-   *  sg_dist_feed_fn for which shards a rank runs); 1 = none */
+  /** micro-batches per step; with sg_dist_create_model() and pipeline > 1 the pipeline's M, with tensor > 1
+   *  the batch cut into M parts whose gradients are accumulated (M must divide the batch); data parallelism
+   * (sg_dist_create): M micro-batches per rank and step, gradients accumulated over them (needs feed, which
+   * then sets each micro-batch's inputs; see sg_dist_feed_fn for which shards a rank runs); 1 = none */
   int micro_batches;
   size_t bucket_bytes;    /**< gradient bucket size; 25 MiB as PyTorch DDP's bucket_cap_mb */
   int heartbeat_ms;       /**< heartbeat period of the scheduler thread (sg_comm_set_liveness); 100 */
@@ -274,12 +274,15 @@ SG_API sg_dist_optimizer sg_dist_optimizer_init(void);
  *     of the global batch when D > 1); the runner cuts the micro-batches.
  *     With D > 1 a stage's copies average their gradients before the
  *     update, and the first step gives them replica 0's state.
- *   T > 1 (K = 1, micro_batches 1): tensor parallelism, D copies of the
+ *   T > 1 (K = 1): tensor parallelism, D copies of the
  *     group. The graph is rewritten by its sg_tp_plan (sg_tp_plan_create
  *     with T ways: linear and matmul weights split, everything else
  *     replicated) into rank d*T + t's share t, backward and the optimizer
  *     appended; every rank of a copy feeds that copy's whole batch. With
- *     D > 1 a share's copies average their gradients before the update.
+ *     micro_batches M > 1 the share is built at the micro-batch shapes and
+ *     a step runs forward and backward on each of the M cuts of the batch,
+ *     accumulating the gradients (dropout is refused). With D > 1 a
+ *     share's copies average their gradients before the update.
  * In the K > 1 and T > 1 modes every transfer runs on the scheduler thread,
  * which owns the communicator, and a rank that dies makes every other rank's
  * sg_dist_step() fail with SG_ERR_COMM naming it (within dead_ms plus a
@@ -295,7 +298,7 @@ SG_API sg_dist_optimizer sg_dist_optimizer_init(void);
  *   size ("data 1 x pipeline 2 x tensor 2 = 4 ranks, but the world has 2");
  *   SG_ERR_UNSUPPORTED for combinations this version does not run (the
  *   message says which): pipeline with tensor, tensor with
- *   micro-batches, a feed callback (self-healing), zero or
+ *   micro-batches and dropout, a feed callback (self-healing), zero or
  *   an offload tier with pipeline or tensor > 1, a graph the split or the
  *   rewrite does not handle;
  *   SG_ERR_STATE when fwd is not finalized or not forward-only;

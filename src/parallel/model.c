@@ -129,11 +129,33 @@ static sg_status resolve_degrees(const sg_dist_params *p, int *D, int *K, int *T
                      "%s: pipeline (%d) and tensor (%d) parallelism together are not supported yet; use one "
                      "of them",
                      FN, *K, *T);
-  if (*T > 1 && p->micro_batches > 1)
-    return sg__error(SG_ERR_UNSUPPORTED,
-                     "%s: micro_batches %d with tensor parallelism (tensor=%d) is not supported; use 1", FN,
-                     p->micro_batches, *T);
   return SG_OK;
+}
+
+/* Tensor parallelism with M micro-batches cuts the batch (the first dim of
+ * the first input of rank >= 1) into M equal parts, before joining. Dropout
+ * is refused: each micro-batch's pass would draw the same mask stream, which
+ * no one-process run does. */
+static sg_status check_tensor_micro(const sg_graph *g, int T, int M) {
+  if (T == 1 || M == 1) return SG_OK;
+  for (uint32_t o = 0; o < g->n_ops; o++)
+    if (g->ops[o].kind == SG_OP_DROPOUT)
+      return sg__error(SG_ERR_UNSUPPORTED,
+                       "%s: dropout ('%s') with tensor parallelism (tensor=%d) and micro_batches %d is not "
+                       "supported; use micro_batches 1",
+                       FN, g->ops[o].name, T, M);
+  for (uint32_t i = 0; i < g->n_inputs; i++) {
+    const sg__tensor *x = &g->tensors[g->inputs[i]];
+    if (x->ndim < 1) continue;
+    if (x->dims[0] % M != 0)
+      return sg__error(
+          SG_ERR_INVALID_ARG,
+          "%s: the batch of %lld (first dim of input '%s') does not divide into micro_batches %d", FN,
+          (long long)x->dims[0], x->name, M);
+    return SG_OK;
+  }
+  return sg__error(SG_ERR_INVALID_ARG, "%s: micro_batches %d: the graph has no input with a batch dim", FN,
+                   M);
 }
 
 sg_status sg__model_add_optimizer(sg_graph *g, const sg_dist_optimizer *opt) {
@@ -424,6 +446,7 @@ sg_status sg_dist_create_model(const sg_graph *fwd, sg_tensor loss, const sg_dis
   SG_CHECK(check_fwd(fwd, loss));
   int D, K, T;
   SG_CHECK(resolve_degrees(p, &D, &K, &T));
+  SG_CHECK(check_tensor_micro(fwd, T, p->micro_batches));
   if (K == 1 && T == 1) return create_dp(fwd, loss, opt, p, out);
   sg__par_create_args a = {
       .fn = FN, .p = p, .g = fwd, .loss = loss, .opt = opt, .data = D, .pipeline = K, .tensor = T};

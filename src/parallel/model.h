@@ -59,10 +59,11 @@ typedef struct sg__model_input {
   int ndim;
   int64_t dims[SG_MAX_DIMS];
   size_t bytes;
-  bool here;    /* this rank's part reads it */
-  bool batched; /* pipeline: the whole batch is given, the runner cuts the micro-batches */
-  bool set;     /* set at least once */
-  void *copy;   /* pipeline, batched: sg_dist_set_input's copy (the runner keeps a pointer) */
+  bool here;       /* this rank's part reads it */
+  bool batched;    /* pipeline: the whole batch is given, the runner cuts the micro-batches */
+  bool set;        /* set at least once */
+  void *copy;      /* pipeline, batched: sg_dist_set_input's copy (the runner keeps a pointer) */
+  const void *src; /* tensor with micro-batches, batched: copy, or the caller's buffer when bound */
 } sg__model_input;
 
 /* The state both model strategies keep: the first member of each one's
@@ -105,11 +106,14 @@ typedef struct sg__par_pipeline {
 /* The tensor strategy's state (model_tp.c). */
 typedef struct sg__par_tensor {
   sg__par_model m;
-  sg_graph *tp_g; /* the rewritten training graph */
+  sg_graph *tp_g;    /* the rewritten training graph */
+  sg_graph *micro_g; /* micro_batches > 1: the forward graph at the micro-batch shapes, which is cut */
+  int64_t batch;     /* ... and the whole batch, of which micro-batch j is rows [j*batch/M, (j+1)*batch/M) */
   sg__tp_sync *syncs;
   int n_syncs;
   sg__tp_runner *tp;
-  /* With data > 1: the gradients averaged between backward and the updates. */
+  /* With data > 1 or micro-batches: the gradients accumulated and averaged between backward and the
+   * updates. */
   uint32_t upd_pos, n_order; /* the first update's schedule position; the schedule's length */
   float **grad_addr;         /* per parameter gradient: its slot */
   size_t *grad_count;        /* its floats */

@@ -2,12 +2,22 @@
  * forward graph into its share by the graph's sg_tp_plan (tp_rewrite.c),
  * appends backward and the optimizer, and runs the share with the hooks
  * that all-reduce the split's partial results (tp_run.c) over the
- * scheduler's transport (xfer_sched.c). */
+ * scheduler's transport (xfer_sched.c).
+ *
+ * Micro-batches (M > 1): the share is cut from the forward graph rebuilt at
+ * the micro-batch shapes (sg__pp_micro_forward); a step runs forward and
+ * backward once per micro-batch (rows j*B/M.. of every batched input),
+ * adds up the gradients, averages them (over the M micro-batches and, with
+ * replicas, the D copies in one allreduce) and runs the updates once: the
+ * step of one process on the whole batch when the loss is a mean over the
+ * samples and no op mixes samples (batch norm normalises each micro-batch
+ * by its own statistics, as in a pipeline). */
 #include <math.h>
 #include <string.h>
 
 #include "graph/graph.h"
 #include "parallel/model.h"
+#include "parallel/pp.h"
 #include "runtime/hooks.h"
 #include "sgrt/train.h"
 
@@ -61,11 +71,17 @@ static sg_status tensor_build(sg_dist *d, const sg__par_create_args *a) {
   SG_CHECK(sg_graph_find_tensor(m->fwd, m->loss_name, &loss));
   int T = m->tensor, D = m->data;
   SG_CHECK(sg__model_place(d, T)); /* rank = replica * T + share */
+  const sg_graph *src = m->fwd;
+  if (m->micro > 1) {
+    SG_CHECK(sg__pp_micro_forward(m->fwd, loss, m->micro, &P->micro_g, &P->batch));
+    src = P->micro_g;
+    loss = (sg_tensor){sg__tensor_lookup(src, m->loss_name)};
+  }
   sg_tp_params tpp = SG_TP_PARAMS_INIT;
   tpp.ways = T;
   sg_tp_plan *plan;
-  SG_CHECK(sg_tp_plan_create(m->fwd, &tpp, &plan));
-  sg_status st = sg__tp_rewrite(m->fwd, loss, plan, T, m->index, &P->tp_g, &P->syncs, &P->n_syncs);
+  SG_CHECK(sg_tp_plan_create(src, &tpp, &plan));
+  sg_status st = sg__tp_rewrite(src, loss, plan, T, m->index, &P->tp_g, &P->syncs, &P->n_syncs);
   sg_tp_plan_destroy(plan);
   SG_CHECK(st);
   sg_graph *g = P->tp_g;
@@ -93,36 +109,76 @@ static sg_status tensor_build(sg_dist *d, const sg__par_create_args *a) {
   else sg__xfer_sched_init(&m->xctx, d, m->group, T, m->index, "tensor", &m->xfer);
   sg__xfer_sched_init(&m->rctx, d, m->replicas, D, m->replica, "replica", &m->rxfer);
   SG_CHECK(sg__tp_runner_create(d->s, &m->xfer, P->syncs, P->n_syncs, &P->tp));
-  if (D > 1) SG_CHECK(find_grads(d));
-  return sg__model_list_inputs(m, g, a->opt->lr_input);
+  if (D > 1 || m->micro > 1) SG_CHECK(find_grads(d));
+  SG_CHECK(sg__model_list_inputs(m, g, a->opt->lr_input));
+  /* Micro-batches: the whole batch of each batched input is kept (or bound)
+   * and cut at every step. */
+  for (int i = 0; i < m->n_inputs && m->micro > 1; i++) {
+    sg__model_input *in = &m->inputs[i];
+    in->batched = in->here && in->ndim >= 1 && in->dims[0] == P->batch;
+    if (in->batched && (in->copy = sg__malloc(in->bytes ? in->bytes : 1)) == NULL)
+      return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create_model: out of memory for input '%s'", in->name);
+  }
+  return SG_OK;
 }
 
-/* With replicas: forward and backward (the group's syncs run in the hooks),
- * the gradients averaged over the copies of this share in one allreduce
- * (every copy gets the same bits), then the updates. */
-static sg_status replicated_step(sg_dist *d) {
+/* Micro-batch j of every batched input into the session. */
+static sg_status feed_micro(sg_dist *d, int j) {
+  const sg__par_tensor *P = TENSOR(d);
+  const sg__par_model *m = &P->m;
+  for (int i = 0; i < m->n_inputs; i++) {
+    const sg__model_input *in = &m->inputs[i];
+    if (!in->batched) continue;
+    int64_t dims[SG_MAX_DIMS];
+    memcpy(dims, in->dims, sizeof dims);
+    dims[0] = P->batch / m->micro;
+    size_t part = in->bytes / (size_t)m->micro;
+    SG_CHECK(sg_session_set_input(d->s, in->name, in->dtype, in->ndim, dims,
+                                  (const char *)in->src + (size_t)j * part));
+  }
+  return SG_OK;
+}
+
+/* With replicas or micro-batches: forward and backward per micro-batch (the
+ * group's syncs run in the hooks), the gradients added up, averaged over the
+ * micro-batches and the copies of this share (one allreduce: every copy gets
+ * the same bits), then the updates. *loss: the micro-batches' mean. */
+static sg_status accumulated_step(sg_dist *d, float *loss) {
   sg__par_tensor *m = TENSOR(d);
-  if (!m->m.broadcast_done) {
+  int M = m->m.micro;
+  if (m->m.data > 1 && !m->m.broadcast_done) {
     SG_CHECK(sg__model_broadcast_state(d, NULL, 0)); /* in the group of copies of this share */
     m->m.broadcast_done = true;
   }
-  SG_CHECK(sg__tp_runner_run(m->tp, 0, m->upd_pos, false));
-  size_t off = 0;
-  for (int i = 0; i < m->n_grads; i++) {
-    memcpy(m->flat + off, m->grad_addr[i], m->grad_count[i] * sizeof(float));
-    off += m->grad_count[i];
+  double loss_sum = 0;
+  for (int j = 0; j < M; j++) {
+    if (M > 1) SG_CHECK(feed_micro(d, j));
+    SG_CHECK(sg__tp_runner_run(m->tp, 0, m->upd_pos, false));
+    size_t off = 0;
+    for (int i = 0; i < m->n_grads; i++) {
+      if (j == 0) memcpy(m->flat + off, m->grad_addr[i], m->grad_count[i] * sizeof(float));
+      else
+        for (size_t k = 0; k < m->grad_count[i]; k++) m->flat[off + k] += m->grad_addr[i][k];
+      off += m->grad_count[i];
+    }
+    float l = NAN;
+    SG_CHECK(sg_session_read(d->s, m->m.loss_name, &l, sizeof l));
+    loss_sum += l;
   }
-  SG_CHECK(m->m.rxfer.allreduce(m->m.rxfer.ctx, m->flat, m->n_flat, SG_F32, SG_REDUCE_SUM));
-  off = 0;
+  if (m->m.data > 1)
+    SG_CHECK(m->m.rxfer.allreduce(m->m.rxfer.ctx, m->flat, m->n_flat, SG_F32, SG_REDUCE_SUM));
+  size_t off = 0;
+  float copies = (float)m->m.data * (float)M;
   for (int i = 0; i < m->n_grads; i++)
-    for (size_t k = 0; k < m->grad_count[i]; k++) m->grad_addr[i][k] = m->flat[off++] / (float)m->m.data;
+    for (size_t k = 0; k < m->grad_count[i]; k++) m->grad_addr[i][k] = m->flat[off++] / copies;
   SG_CHECK(sg__tp_runner_run(m->tp, m->upd_pos, m->n_order, true)); /* counts the whole step */
+  *loss = (float)(loss_sum / M);
   return SG_OK;
 }
 
 static sg_status tensor_part_step(sg_dist *d, float *loss) {
-  if (MODEL(d)->data > 1) SG_CHECK(replicated_step(d));
-  else SG_CHECK(sg__tp_runner_step(TENSOR(d)->tp));
+  if (MODEL(d)->data > 1 || MODEL(d)->micro > 1) return accumulated_step(d, loss);
+  SG_CHECK(sg__tp_runner_step(TENSOR(d)->tp));
   return sg_session_read(d->s, MODEL(d)->loss_name, loss, sizeof *loss);
 }
 
@@ -148,6 +204,8 @@ static void tensor_free(sg_dist *d) {
   m->n_syncs = 0;
   sg_graph_destroy(m->tp_g);
   m->tp_g = NULL;
+  sg_graph_destroy(m->micro_g);
+  m->micro_g = NULL;
   sg__model_release(d);
 }
 
@@ -157,6 +215,11 @@ static sg_status tensor_set_input(sg_dist *d, const char *name, sg_dtype dtype, 
   SG_CHECK(sg__model_check_input(d, copy ? "sg_dist_set_input" : "sg_dist_bind_input", name, dtype, ndim,
                                  dims, data, &in));
   if (in == NULL) return SG_OK;
+  if (in->batched) { /* micro-batches: cut at every step (feed_micro) */
+    if (copy) memcpy(in->copy, data, in->bytes);
+    in->src = copy ? in->copy : data;
+    return SG_OK;
+  }
   return copy ? sg_session_set_input(d->s, name, dtype, ndim, dims, data)
               : sg_session_bind_input(d->s, name, dtype, ndim, dims, data);
 }

@@ -82,6 +82,13 @@ typedef struct sg__pp_stage {
 sg_status sg__pp_split(const sg_graph *fwd, sg_tensor loss, const int *stage_of_op, int32_t n_ops, int stages,
                        int stage, int micro_batches, sg__pp_stage **out);
 
+/* The whole of `fwd` (finalized, forward only) rebuilt at the shapes of one
+ * of `micro_batches` micro-batches, forward only and finalized, every tensor
+ * under its name (tensor parallelism's micro-batches: the share is cut from
+ * it). *batch: the whole batch (the first dim of fwd's first input of rank
+ * >= 1). The errors of sg__pp_split with one stage. */
+sg_status sg__pp_micro_forward(const sg_graph *fwd, sg_tensor loss, int micro_batches, sg_graph **out,
+                               int64_t *batch);
 /* Frees a stage and its graph. Accepts NULL. */
 void sg__pp_stage_destroy(sg__pp_stage *st);
 

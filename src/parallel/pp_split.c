@@ -25,6 +25,7 @@ typedef struct cut {
   const sg_graph *src;
   const int *stage_of; /* per op */
   int k, stages, m;
+  bool forward_only; /* sg__pp_micro_forward: no backward */
   int64_t batch;
   sg_graph *g;
   int32_t *map;  /* source tensor -> stage graph tensor, -1 */
@@ -287,6 +288,7 @@ static sg_status build(cut *c, sg_tensor loss) {
   for (int j = 0; j < st->n_recv; j++) st->recv[j] = c->map[st->recv[j]];
   SG_CHECK(sg_graph_mark_output(c->g, (sg_tensor){st->loss}));
   for (int j = 0; j < st->n_send; j++) SG_CHECK(sg_graph_mark_output(c->g, (sg_tensor){st->send[j]}));
+  if (c->forward_only) return SG_OK;
   SG_CHECK(sg_graph_backward(c->g, (sg_tensor){st->loss}));
   st->recv_grad = sg__calloc((size_t)st->n_recv + 1, sizeof(int32_t));
   if (st->recv_grad == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg__pp_split: out of memory");
@@ -316,8 +318,8 @@ void sg__pp_stage_destroy(sg__pp_stage *st) {
   sg__free(st);
 }
 
-sg_status sg__pp_split(const sg_graph *fwd, sg_tensor loss, const int *stage_of_op, int32_t n_ops, int stages,
-                       int stage, int micro_batches, sg__pp_stage **out) {
+static sg_status split(const sg_graph *fwd, sg_tensor loss, const int *stage_of_op, int32_t n_ops, int stages,
+                       int stage, int micro_batches, bool forward_only, sg__pp_stage **out) {
   if (out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg__pp_split: out is NULL");
   *out = NULL;
   SG_CHECK(check_args(fwd, loss, stage_of_op, n_ops, stages, stage, micro_batches));
@@ -325,7 +327,7 @@ sg_status sg__pp_split(const sg_graph *fwd, sg_tensor loss, const int *stage_of_
     if (fwd->tensors[t].role == SG_ROLE_GRADIENT || fwd->tensors[t].role == SG_ROLE_OPTIMIZER_STATE)
       return sg__error(SG_ERR_STATE, "sg__pp_split: tensor '%s' is a %s: give the forward graph",
                        fwd->tensors[t].name, sg_role_name(fwd->tensors[t].role));
-  cut c = {fwd, stage_of_op, stage, stages, micro_batches, 0, NULL, NULL, NULL, NULL};
+  cut c = {fwd, stage_of_op, stage, stages, micro_batches, forward_only, 0, NULL, NULL, NULL, NULL};
   SG_CHECK(find_batch(&c));
   SG_CHECK(check_graph(&c, loss));
   sg_status st = SG_OK;
@@ -360,6 +362,33 @@ fail:
   sg__free(c.last_use);
   sg__pp_stage_destroy(c.st);
   return st;
+}
+
+sg_status sg__pp_split(const sg_graph *fwd, sg_tensor loss, const int *stage_of_op, int32_t n_ops, int stages,
+                       int stage, int micro_batches, sg__pp_stage **out) {
+  return split(fwd, loss, stage_of_op, n_ops, stages, stage, micro_batches, false, out);
+}
+
+/* One stage of everything, without backward: the same rebuild at the
+ * micro-batch shapes, and the same checks that the shapes follow the batch. */
+sg_status sg__pp_micro_forward(const sg_graph *fwd, sg_tensor loss, int micro_batches, sg_graph **out,
+                               int64_t *batch) {
+  if (out == NULL || fwd == NULL || batch == NULL)
+    return sg__error(SG_ERR_INVALID_ARG, "sg__pp_micro_forward: NULL argument");
+  *out = NULL;
+  int *zero = sg__calloc(fwd->n_ops + 1, sizeof *zero);
+  if (zero == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg__pp_micro_forward: out of memory");
+  sg__pp_stage *st = NULL;
+  sg_status s = split(fwd, loss, zero, (int32_t)fwd->n_ops, 1, 0, micro_batches, true, &st);
+  sg__free(zero);
+  SG_CHECK(s);
+  if ((s = sg_graph_finalize(st->g)) == SG_OK) {
+    *out = st->g;
+    *batch = st->batch;
+    st->g = NULL;
+  }
+  sg__pp_stage_destroy(st);
+  return s;
 }
 
 sg_status sg__pp_stages_from_partition(const sg_partition *p, int32_t n_ops, int *stage_of_op) {

@@ -23,6 +23,10 @@ add_test(NAME model_mlp_pp2_dp2 COMMAND ${_sg_model_launch} -n 4 -- ${_sg_model_
 add_test(NAME model_mlp_tp2 COMMAND ${_sg_model_launch} -n 2 -- ${_sg_model_worker} tp ${_sg_model_dir}/model_tp2.json)
 # Two replicas of a 2-way tensor split (rank = replica * 2 + share), each fed half of the batch.
 add_test(NAME model_mlp_tp2_dp2 COMMAND ${_sg_model_launch} -n 4 -- ${_sg_model_worker} tpdp)
+# Tensor parallelism with micro-batches (SPEC P7): 4 micro-batches of 4 samples per step, and 2
+# replicas of a 2-way split with 2 micro-batches of 4 of their 8 samples.
+add_test(NAME model_mlp_tp2_micro4 COMMAND ${_sg_model_launch} -n 2 -- ${_sg_model_worker} tpm 4)
+add_test(NAME model_mlp_tp2_dp2_micro2 COMMAND ${_sg_model_launch} -n 4 -- ${_sg_model_worker} tpmdp 2)
 add_test(NAME model_mlp_dp2 COMMAND ${_sg_model_launch} -n 2 -- ${_sg_model_worker} dp)
 # ResNet-50 (width 16, 32x32, 10 classes, batch 8): the tensor split in lockstep with the reference
 # (model_worker.c says why not free-running), the pipeline (METIS stages) free-running. The pipeline
@@ -38,7 +42,8 @@ add_test(NAME model_death_pp2_dp2 COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_dea
                                           ${_sg_model_dir}/model_death_dp)
 set_tests_properties(model_death_pp2_dp2 PROPERTIES TIMEOUT 120 LABELS "dist;model"
                      ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000;MODEL_DEATH_DATA=2")
-set_tests_properties(model_mlp_pp4 model_mlp_pp2 model_mlp_pp2_dp2 model_mlp_tp2 model_mlp_tp2_dp2 model_mlp_dp2 model_badargs model_mismatch_np2 model_death_pp4
+set_tests_properties(model_mlp_pp4 model_mlp_pp2 model_mlp_pp2_dp2 model_mlp_tp2 model_mlp_tp2_dp2 model_mlp_dp2
+                     model_mlp_tp2_micro4 model_mlp_tp2_dp2_micro2 model_badargs model_mismatch_np2 model_death_pp4
                      PROPERTIES TIMEOUT 120 LABELS "dist;model" ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000")
 set_tests_properties(model_resnet_tp2 model_resnet_pp4 PROPERTIES TIMEOUT 240 LABELS "dist;model"
                      ENVIRONMENT "SG_COMM_TIMEOUT_MS=60000")

@@ -9,6 +9,9 @@
  *               fed 8 of the 16 samples (data x pipeline);
  *   tp [TRACE]  the same MLP split N ways (tensor parallelism);
  *   tpdp        2 replicas of an N/2-way split, each fed 8 of the 16 samples;
+ *   tpm M       the N-way split running M micro-batches per step (gradients
+ *               accumulated: equal to the whole-batch step of one process);
+ *   tpmdp M     2 replicas of an N/2-way split, M micro-batches each;
  *   dp          the same MLP, data-parallel over N ranks (pipeline = tensor
  *               = 1): equal to the single-process run, and bitwise equal to
  *               sg_dist_create() on the training graph built by hand;
@@ -69,6 +72,8 @@ static void add_loss(sg_graph *g, sg_tensor logits, sg_tensor y, model *m) {
 
 /* `mismatch`: rank 1 builds a narrower model. */
 static int mlp_hidden = 64;
+/* badargs: a dropout after the first layer. */
+static int mlp_dropout = 0;
 
 /* Forward only; no "lr" input: the optimizer of each rank's part adds it. */
 static void build_mlp(model *m, int batch) {
@@ -95,6 +100,7 @@ static void build_mlp(model *m, int batch) {
     free(w);
     free(b);
     if (l < 4) h = sg_relu(g, h);
+    if (l == 1 && mlp_dropout) h = sg_dropout(g, h, 0.1, 1, 1);
     fan_in = out_f;
   }
   add_loss(g, h, y, m);
@@ -464,7 +470,7 @@ static int run_parts(int resnet, int pipeline, int micro, const char *trace, int
   int world = env_world();
   int stages = world / data;
   if (pipeline) dp.pipeline = stages, dp.micro_batches = micro, dp.data = data;
-  else dp.tensor = stages, dp.data = data; /* "stages": the group, K or T */
+  else dp.tensor = stages, dp.data = data, dp.micro_batches = micro; /* "stages": the group, K or T */
   dp.trace = trace != NULL;
   sg_sgd_params sgd = SG_SGD_PARAMS_INIT;
   sgd.momentum = 0.9;
@@ -819,9 +825,17 @@ static int run_badargs(void) {
   p = p0, p.pipeline = 2, p.tensor = 2;
   EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_UNSUPPORTED,
          "together are not supported");
+  p = p0, p.tensor = 4, p.micro_batches = 3;
+  EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_INVALID_ARG,
+         "the batch of 16 (first dim of input 'x') does not divide into micro_batches 3");
+  model md;
+  mlp_dropout = 1;
+  build_mlp(&md, 16);
+  mlp_dropout = 0;
   p = p0, p.tensor = 4, p.micro_batches = 2;
-  EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_UNSUPPORTED,
-         "micro_batches 2 with tensor");
+  EXPECT(sg_dist_create_model(md.fwd, md.loss, &opt, &p, out), SG_ERR_UNSUPPORTED,
+         "with tensor parallelism (tensor=4) and micro_batches 2 is not supported");
+  sg_graph_destroy(md.fwd);
   p = p0, p.pipeline = 4, p.feed = feed_none;
   EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_UNSUPPORTED,
          "feed callback (self-healing) is not supported with pipeline parallelism");
@@ -883,6 +897,8 @@ int main(int argc, char **argv) {
   if (strcmp(mode, "ppdp") == 0) return run_parts(0, 1, micro, argc > 3 ? argv[3] : NULL, 2);
   if (strcmp(mode, "tp") == 0) return run_parts(0, 0, 1, argc > 2 ? argv[2] : NULL, 1);
   if (strcmp(mode, "tpdp") == 0) return run_parts(0, 0, 1, NULL, 2);
+  if (strcmp(mode, "tpm") == 0) return run_parts(0, 0, micro, NULL, 1);
+  if (strcmp(mode, "tpmdp") == 0) return run_parts(0, 0, micro, NULL, 2);
   if (strcmp(mode, "rn_tp") == 0) return run_parts(1, 0, 1, NULL, 1);
   if (strcmp(mode, "rn_pp") == 0) return run_parts(1, 1, micro, NULL, 1);
   if (strcmp(mode, "dp") == 0) return run_dp();
