@@ -426,6 +426,7 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(j, "max_degraded_ranks", max_degraded);
     cJSON_AddNumberToObject(j, "dropped_shards", (double)stats.dropped_shards);
     cJSON_AddNumberToObject(j, "rereduced_steps", stats.rereduced_steps);
+    cJSON_AddNumberToObject(j, "collective_retries", stats.collective_retries);
     cJSON_AddNumberToObject(j, "ranks_now", stats.world_size);
     cJSON_AddNumberToObject(j, "epoch", stats.epoch);
     cJSON_AddNumberToObject(j, "recoveries", stats.recoveries);

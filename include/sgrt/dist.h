@@ -458,6 +458,10 @@ typedef struct sg_dist_stats {
   /** Graceful-degrade: steps completed by averaging them again over the survivors after a loss, instead
    *  of redoing them. */
   int rereduced_steps;
+  /** Best-effort (sg_dist_params.qos): probes of a cut link made before recovering, in total. A probe that
+   *  finds the link up again retries the step's allreduce over the same members (no membership change);
+   *  when the tier's retries (2, within 200 ms) find it down, the recovery goes on as strict. */
+  int collective_retries;
 } sg_dist_stats;
 #define SG_DIST_STATS_INIT \
   { sizeof(sg_dist_stats) }

@@ -219,8 +219,8 @@ SG_API sg_status sg_health_peer_failed(sg_health *h, int peer, int64_t now_ms, c
  * longer becomes UNREACHABLE; one whose last check-in is
  * degraded_missed_checkins x checkin_ms old or older becomes DEGRADED; a
  * member whose latest step time exceeds slow_factor x the median, and the
- * median by slow_min_ms or more, becomes DEGRADED ("too slow"), and HEALTHY again when it no longer does and its
- * check-ins are current. At most one transition per peer per call.
+ * median by slow_min_ms or more, becomes DEGRADED ("too slow"), and HEALTHY again when it no longer does and
+ * its check-ins are current. At most one transition per peer per call.
  */
 SG_API sg_status sg_health_tick(sg_health *h, int64_t now_ms);
 /**
@@ -453,7 +453,7 @@ SG_API const char *sg_fault_kind_name(sg_fault_kind kind);
  * Parses a fault-injection spec for a job of world_size ranks: faults joined
  * by ';', each KIND:KEY=VALUE,... (docs/resilience.md):
  *   kill:rank=R,step=S   stop:rank=R,step=S   drop-heartbeats:rank=R,step=S
- *   device:rank=R,step=S hang:rank=R,step=S   partition:ranks=A-B,step=S
+ *   device:rank=R,step=S hang:rank=R,step=S   partition:ranks=A-B,step=S[,ms=T]
  *   behind:rank=R,step=S drop-checkins:rank=R,step=S
  *   kill:rank=R,recovery=detect|agree|build|transfer
  *   kill:rank=R,at=create
@@ -461,8 +461,9 @@ SG_API const char *sg_fault_kind_name(sg_fault_kind kind);
  * "random(LO-HI)" (uniform in LO..HI); the same seed and spec give the same
  * steps. A kill with recovery=PHASE fires instead when rank R reaches that
  * phase of a recovery (a second failure during one); with at=create, in
- * sg_dist_create before the job's first collective. Spaces around tokens
- * are ignored.
+ * sg_dist_create before the job's first collective. A partition with ms=T
+ * (1..86400000) is transient: the link is down for T ms, then up again
+ * (sg_fault_plan_link_ms). Spaces around tokens are ignored.
  * @return SG_OK; SG_ERR_INVALID_ARG naming the offending token for an
  *   unknown kind or key, a missing or repeated key, a bad number, a rank
  *   outside the job, a partition of a rank with itself, an empty fault, a
@@ -489,8 +490,12 @@ SG_API size_t sg_fault_plan_due(const sg_fault_plan *plan, int rank, int64_t ste
  */
 SG_API size_t sg_fault_plan_due_in_recovery(const sg_fault_plan *plan, int rank, sg_recovery_phase phase,
                                             sg_fault *out, size_t cap);
-/** Whether a partition has cut the link a <-> b by `step` (a cut, once made, stays). false for NULL. */
+/** Whether a partition has cut the link a <-> b by `step` (a cut, once made, stays; a transient one,
+ *  ms=T, counts too: steps do not measure its duration). false for NULL. */
 SG_API bool sg_fault_plan_cuts(const sg_fault_plan *plan, int a, int b, int64_t step);
+/** How long the partition of the link a <-> b that fires at `step` lasts: its ms=T, or 0 when it is for
+ *  good or there is none. 0 for NULL. */
+SG_API int64_t sg_fault_plan_link_ms(const sg_fault_plan *plan, int a, int b, int64_t step);
 /** Whether a fault of `kind` on `rank` has fired by `step` (it then stays in effect: a dropped heartbeat
  *  stream stays dropped). For SG_FAULT_PARTITION, whether rank is cut from anyone. false for NULL. */
 SG_API bool sg_fault_plan_active(const sg_fault_plan *plan, sg_fault_kind kind, int rank, int64_t step);

@@ -15,8 +15,12 @@
 #define RANDOM_LO 1                    /* step=random draws from 1..100 */
 #define RANDOM_HI 100
 
+#define MAX_LINK_MS 86400000 /* a transient cut of one day at most */
+
 struct sg_fault_plan {
   size_t n;
+  int64_t
+      link_ms[MAX_FAULTS]; /* a partition's ms=: how long the cut lasts; 0 for good (sg_fault has no room) */
   sg_fault faults[];
 };
 
@@ -168,9 +172,11 @@ static sg_status parse_phase(const ctx *c, slice v, sg_fault *f) {
   return bad(c, "recovery='%.*s' is not a phase (accepted: detect, agree, build, transfer)", (int)v.n, v.p);
 }
 
-static sg_status parse_fault(slice text, int index, int world_size, uint64_t seed, sg_fault *f) {
+static sg_status parse_fault(slice text, int index, int world_size, uint64_t seed, sg_fault *f,
+                             int64_t *link_ms) {
   ctx c = {text, index};
   memset(f, 0, sizeof *f);
+  *link_ms = 0;
   f->peer = -1;
   if (text.n == 0) return bad(&c, "an empty fault (a stray ';'?)");
   const char *colon = memchr(text.p, ':', text.n);
@@ -211,6 +217,10 @@ static sg_status parse_fault(slice text, int index, int world_size, uint64_t see
       if (have_step) return bad(&c, "step= given twice");
       have_step = true;
       SG_CHECK(parse_step(&c, val, seed, f));
+    } else if (eq(key, "ms") && pair) {
+      if (*link_ms != 0) return bad(&c, "ms= given twice");
+      if (!number(val, link_ms) || *link_ms < 1 || *link_ms > MAX_LINK_MS)
+        return bad(&c, "ms='%.*s' is not a duration in 1..%d ms", (int)val.n, val.p, MAX_LINK_MS);
     } else if (eq(key, "recovery") && f->kind == SG_FAULT_KILL) {
       if (have_phase) return bad(&c, "recovery= or at= given twice");
       have_phase = true;
@@ -225,7 +235,9 @@ static sg_status parse_fault(slice text, int index, int world_size, uint64_t see
     } else {
       return bad(&c, "unknown key '%.*s' (%s takes %s and step%s)", (int)key.n, key.p,
                  sg_fault_kind_name(f->kind), rank_key,
-                 f->kind == SG_FAULT_KILL ? ", or recovery or at" : "");
+                 f->kind == SG_FAULT_KILL ? ", or recovery or at"
+                 : pair                   ? ", and ms for a transient cut"
+                                          : "");
     }
   }
   if (!have_rank) return bad(&c, "%s= is missing", rank_key);
@@ -251,12 +263,13 @@ sg_status sg_fault_plan_parse(const char *spec, int world_size, uint64_t seed, s
     return sg__error(SG_ERR_INVALID_ARG, "fault spec: longer than %d bytes", MAX_SPEC_BYTES);
   if (trim((slice){spec, len}).n == 0) return sg__error(SG_ERR_INVALID_ARG, "fault spec: empty");
   sg_fault faults[MAX_FAULTS];
+  int64_t link_ms[MAX_FAULTS];
   size_t n = 0;
   slice rest = {spec, len}, text;
   while (next(&rest, ';', &text)) {
     if (n == MAX_FAULTS) return sg__error(SG_ERR_INVALID_ARG, "fault spec: more than %d faults", MAX_FAULTS);
     text = trim(text);
-    SG_CHECK(parse_fault(text, (int)n, world_size, seed, &faults[n]));
+    SG_CHECK(parse_fault(text, (int)n, world_size, seed, &faults[n], &link_ms[n]));
     for (size_t i = 0; i < n; i++)
       if (same_fault(&faults[i], &faults[n])) {
         ctx c = {text, (int)n};
@@ -268,6 +281,7 @@ sg_status sg_fault_plan_parse(const char *spec, int world_size, uint64_t seed, s
   if (plan == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg_fault_plan_parse: out of memory");
   plan->n = n;
   memcpy(plan->faults, faults, n * sizeof faults[0]);
+  memcpy(plan->link_ms, link_ms, n * sizeof link_ms[0]);
   *out = plan;
   return SG_OK;
 }
@@ -318,6 +332,16 @@ bool sg_fault_plan_cuts(const sg_fault_plan *plan, int a, int b, int64_t step) {
     if (f->kind == SG_FAULT_PARTITION && f->step <= step && involves(f, a) && involves(f, b)) return true;
   }
   return false;
+}
+
+int64_t sg_fault_plan_link_ms(const sg_fault_plan *plan, int a, int b, int64_t step) {
+  if (plan == NULL || a < 0 || b < 0 || a == b) return 0;
+  for (size_t i = 0; i < plan->n; i++) {
+    const sg_fault *f = &plan->faults[i];
+    if (f->kind == SG_FAULT_PARTITION && f->step == step && involves(f, a) && involves(f, b))
+      return plan->link_ms[i];
+  }
+  return 0;
 }
 
 bool sg_fault_plan_active(const sg_fault_plan *plan, sg_fault_kind kind, int rank, int64_t step) {

@@ -61,16 +61,13 @@ static sg_status check_params(const sg_dist_params *p) {
   if (p->feed != NULL) { /* healing is on: the tier applies */
     sg_qos q = (sg_qos)p->qos;
     if (p->qos == -1) SG_CHECK(sg_qos_from_env(SG_QOS_STRICT, &q));
-    /* best-effort promises retries of a failed collective within its
-     * budget; the runtime does not retry, so it refuses the tier rather than
-     * quietly running it as strict. */
-    if (q == SG_QOS_BEST_EFFORT)
-      return sg__error(
-          SG_ERR_UNSUPPORTED,
-          "%s: QoS tier best-effort (retry a failed collective within 200 ms)%s is not available: "
-          "the runtime does not retry collectives; use strict (recover and redo the step) or "
-          "graceful-degrade",
-          fn, p->qos == -1 ? ", from SG_QOS," : "");
+    /* best-effort retries a collective from the step's own gradients, which
+     * ZeRO-1's reduce-scatter does not keep. */
+    if (q == SG_QOS_BEST_EFFORT && p->zero == 1)
+      return sg__error(SG_ERR_UNSUPPORTED,
+                       "%s: QoS tier best-effort%s with zero 1: its retry averages the step's own gradients "
+                       "again, which ZeRO-1 does not keep; use strict or zero 0",
+                       fn, p->qos == -1 ? " (from SG_QOS)" : "");
   }
   bool offload;
   sg_gmem_tier tier;
@@ -149,7 +146,8 @@ static sg_status prepare_healing(sg_dist *d) {
    * copies of the step's own gradients (recovery.c): one more gradient-sized
    * buffer, and a copy per bucket on the scheduler thread. ZeRO-1 keeps
    * redoing the step (its reduce-scatter leaves each rank a shard only). */
-  DP(d)->keep_local = DP(d)->qos == SG_QOS_GRACEFUL_DEGRADE && !DP(d)->zero.on;
+  DP(d)->keep_local =
+      (DP(d)->qos == SG_QOS_GRACEFUL_DEGRADE || DP(d)->qos == SG_QOS_BEST_EFFORT) && !DP(d)->zero.on;
   if (DP(d)->keep_local) {
     DP(d)->local = sg__malloc(DP(d)->plan.total_bytes ? DP(d)->plan.total_bytes : 4);
     DP(d)->started = sg__calloc(DP(d)->plan.n_buckets ? DP(d)->plan.n_buckets : 1, 1);

@@ -176,6 +176,9 @@ typedef struct sg__dist_heal {
   uint64_t forward;   /* out: the most any member completed (rollback or rollback + 1) */
   int donor;          /* out: rank (new epoch) of a member that completed `forward` steps */
   bool excluded;      /* out: this rank is not a member of the new epoch */
+  int retries;        /* out: best-effort: the collective retried over the same members after this many
+                         probes of the cut links (0: not a retry) */
+  int probes;         /* out: best-effort: the probes this recovery made (a member's most) */
   double detection_ms;
 } sg__dist_heal;
 
@@ -563,6 +566,13 @@ typedef struct sg__par_data {
   uint64_t inject_next;   /* faults of steps below this have fired */
   uint64_t inject_behind; /* 1-based step an injected 'behind' fault gives up before its updates; 0: none */
   unsigned inject_phases_fired; /* bit per sg_recovery_phase whose faults fired */
+  /* Scheduler thread (the injected cut and the recovery job): until when this rank's link to an original
+   * rank is down (a partition's ms=; INT64_MAX: for good; 0: up), on the plain ms clock. */
+  int64_t link_down_until_ms[SG__DIST_MAX_RANKS];
+  /* Best-effort (qos): the retries of the failure streak being healed, and when it began (ms; 0: none).
+   * The recovery job counts them, a completed step ends the streak (the compute thread, between jobs). */
+  int be_retries;
+  int64_t be_t0_ms;
   sg__dist_snap snap;
   int *shards;        /* the shards this rank runs in a step (micro.c), sg__dist_n_shards of room */
   float *accum;       /* gradients of this step's earlier shards (plan order), or NULL */

@@ -6,10 +6,9 @@
  * (SIGSTOP: a hang), drop-heartbeats (the scheduler thread, which sends
  * heartbeats and runs the collectives, stops doing anything for a while: a
  * hung communication thread), partition (the two ranks cut their link to
- * each other), device (the rank's device fails as after a sticky error, so
- * that its step fails with SG_ERR_DEVICE and the rank leaves), hang (the
- * compute thread stops making progress while the scheduler thread goes on
- * heartbeating: only hang diagnosis, SPEC H7, can find it). */
+ * each other; with ms=T it comes back after T ms), device (the rank's device fails as after a sticky error,
+ * so that its step fails with SG_ERR_DEVICE and the rank leaves), hang (the compute thread stops making
+ * progress while the scheduler thread goes on heartbeating: only hang diagnosis, SPEC H7, can find it). */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -111,7 +110,18 @@ __attribute__((noreturn)) static void hang(sg_dist *d, uint64_t step) {
   _exit(SG_DIST_EXIT_EXCLUDED);
 }
 
-static sg_status cut_job(sg_dist *d, void *arg) { return sg__comm_cut_peer(d->comm, *(int *)arg); }
+typedef struct cut_arg {
+  int peer, orig;  /* the other end: its rank in the communicator, its original rank */
+  int64_t link_ms; /* how long the link stays down; 0: for good */
+} cut_arg;
+
+/* The link goes down at once (an endpoint failure on this communicator);
+ * the recovery job reads how long it stays down (best-effort QoS probes it). */
+static sg_status cut_job(sg_dist *d, void *arg) {
+  const cut_arg *c = arg;
+  DP(d)->link_down_until_ms[c->orig] = c->link_ms > 0 ? sg__now_ms() + c->link_ms : INT64_MAX;
+  return sg__comm_cut_peer(d->comm, c->peer);
+}
 
 sg_status sg__dist_inject_step(sg_dist *d, uint64_t step) {
   if (DP(d)->inject == NULL || step < DP(d)->inject_next) return SG_OK;
@@ -132,7 +142,11 @@ sg_status sg__dist_inject_step(sg_dist *d, uint64_t step) {
         for (int r = 0; r < d->size; r++)
           if (d->members[r] == other) cur = r;
         if (cur < 0) break; /* no longer a member: nothing to cut */
-        SG_CHECK(sg__dist_run_job(d, cut_job, &cur));
+        cut_arg c = {cur, other, sg_fault_plan_link_ms(DP(d)->inject, f[i].rank, f[i].peer, (int64_t)step)};
+        if (c.link_ms > 0)
+          fprintf(stderr, "sgrt: rank %d: the link to rank %d is down for %lld ms\n", d->orig_rank, other,
+                  (long long)c.link_ms);
+        SG_CHECK(sg__dist_run_job(d, cut_job, &c));
         break;
       }
       case SG_FAULT_DROP_CHECKINS: /* heartbeats go on: the others see a DEGRADED rank, not a failure */

@@ -22,6 +22,13 @@
  *     listed, or one that cannot reach the store, stops with a clear error;
  *     members that are not a strict majority of the old epoch stop too, so
  *     two halves of a partition never both go on (no split brain).
+ * Best-effort QoS (SPEC H5) first probes the links this rank found cut, at
+ * the tier's retry times (budget / retries apart from the failure: 100 and
+ * 200 ms); a pair whose link both ends found up again stays in (the
+ * collective is retried over the same members, recovery.c), any other is
+ * split as above. The probe knows an injected cut's duration
+ * (partition:...,ms=T); a link that failed otherwise has no probe yet, so
+ * its pair is split as under strict.
  * The old communicator was aborted at detection; it is not destroyed here
  * (closing it may wait for dead peers) but at sg_dist_destroy(). */
 #include <stdio.h>
@@ -33,7 +40,9 @@
 
 typedef struct reg_rec {
   int64_t orig, committed;
+  int64_t probes;                           /* best-effort: link probes this rank made before registering */
   uint8_t suspects[SG__DIST_MAX_RANKS / 8]; /* original ranks this rank found unreachable itself */
+  uint8_t up[SG__DIST_MAX_RANKS / 8];       /* ... of which those whose cut link it probed up again */
 } reg_rec;
 
 typedef struct members_rec {
@@ -41,6 +50,8 @@ typedef struct members_rec {
   int64_t rollback;
   int64_t forward; /* the most steps a member completed */
   int32_t donor;   /* an original rank that completed `forward` steps */
+  int32_t probes;  /* best-effort: the most link probes a member made (the retries of this recovery) */
+  int32_t retry;   /* best-effort: a cut pair stays in, its link up again: the collective is retried */
   int32_t pad;
   int32_t orig[SG__DIST_MAX_RANKS];
   int32_t
@@ -83,8 +94,14 @@ static sg_status decide(sg_dist *d, sg__store *st, int epoch, const int *old, in
   memset(m, 0, sizeof *m);
   for (int i = 0; i < SG__DIST_MAX_RANKS; i++) m->cut_from[i] = -1;
   for (int i = 0; i < n_old; i++)
+    if (in[i] && regs[i].probes > m->probes) m->probes = (int32_t)regs[i].probes;
+  for (int i = 0; i < n_old; i++)
     for (int j = i + 1; j < n_old && in[i]; j++)
       if (in[j] && has_bit(regs[i].suspects, old[j]) && has_bit(regs[j].suspects, old[i])) {
+        if (has_bit(regs[i].up, old[j]) && has_bit(regs[j].up, old[i])) {
+          m->retry = 1; /* best-effort: both ends found the link up again */
+          continue;
+        }
         in[j] = false; /* a cut link between two live ranks: the higher one goes */
         m->cut_from[old[j]] = old[i];
       }
@@ -108,9 +125,11 @@ static sg_status decide(sg_dist *d, sg__store *st, int epoch, const int *old, in
  * communicator was built), up to the decision. `dead` marks original ranks
  * this rank found dead first-hand during the recovery itself. */
 static sg_status agree(sg_dist *d, sg__store *st, sg__heal_watch *w, int epoch, const int *old, int n_old,
-                       const uint8_t *dead, sg__dist_heal *h, members_rec *m) {
+                       const uint8_t *dead, const reg_rec *probed, sg__dist_heal *h, members_rec *m) {
   int me = d->orig_rank;
-  reg_rec mine = {me, (int64_t)h->committed, {0}};
+  reg_rec mine = *probed;
+  mine.orig = me;
+  mine.committed = (int64_t)h->committed;
   for (int i = 0; i < n_old; i++) {
     bool suspect = has_bit(dead, old[i]);
     for (int r = 0; r < d->size && !suspect; r++) /* first-hand only, see the top */
@@ -131,16 +150,19 @@ static sg_status agree(sg_dist *d, sg__store *st, sg__heal_watch *w, int epoch, 
     bool all = true;
     uint8_t suspected[SG__DIST_MAX_RANKS / 8] = {0};
     bool reg[SG__DIST_MAX_RANKS] = {false};
+    uint8_t awaited[SG__DIST_MAX_RANKS / 8] = {0};
     for (int i = 0; i < n_old; i++) {
       reg_rec r;
       sg_status err = SG_OK;
       reg[i] = read_reg(st, epoch, old[i], &r, &err);
       if (err != SG_OK) return err;
       if (reg[i])
-        for (int k = 0; k < (int)sizeof suspected; k++) suspected[k] |= r.suspects[k];
+        for (int k = 0; k < (int)sizeof suspected; k++) suspected[k] |= r.suspects[k], awaited[k] |= r.up[k];
     }
+    /* A suspect is enough, unless the suspecting rank found the link up
+     * again (best-effort): then the other end is alive and registers too. */
     for (int i = 0; i < n_old; i++)
-      if (!reg[i] && !has_bit(suspected, old[i])) all = false;
+      if (!reg[i] && (!has_bit(suspected, old[i]) || has_bit(awaited, old[i]))) all = false;
     if (all || sg__now_ms() >= deadline) break;
     void *v = NULL;
     size_t n = 0;
@@ -175,7 +197,7 @@ static sg_status agree(sg_dist *d, sg__store *st, sg__heal_watch *w, int epoch, 
   if (ok) memcpy(m, v, sizeof *m);
   sg__free(v);
   if (!ok || m->n < 0 || m->n > n_old || m->rollback < 0 || m->forward < m->rollback ||
-      m->forward - m->rollback > 1)
+      m->forward - m->rollback > 1 || m->probes < 0 || (m->retry != 0 && m->retry != 1))
     return sg__error(SG_ERR_FORMAT, "rank %d: malformed membership decision for epoch %d in the store", me,
                      epoch);
   bool donor_in = m->n == 0;
@@ -236,6 +258,7 @@ static void note_health(sg_dist *d, int epoch, const members_rec *m) {
   bool me_in = false;
   for (int i = 0; i < m->n; i++) me_in = me_in || m->orig[i] == d->orig_rank;
   if (me_in) sg_health_reset_epoch(DP(d)->health, now, (uint32_t)epoch, m->orig, m->n);
+  if (now > DP(d)->ci.fed_ms) DP(d)->ci.fed_ms = now; /* the monitor's clock: check-ins go in from here */
 }
 
 static sg_status watch_peers(void *ctx, int peer) {
@@ -265,6 +288,56 @@ static sg_status build(sg_dist *d, sg__heal_watch *w, int epoch, const members_r
   return SG_OK;
 }
 
+/* Whether this rank's link to original rank `orig` is down now (an injected
+ * cut that has not come back). */
+static bool link_down(const sg_dist *d, int orig, int64_t now) {
+  int64_t until = DP(d)->link_down_until_ms[orig];
+  return until != 0 && now < until;
+}
+
+/* Best-effort: the links this rank found cut (first-hand, by an injected
+ * cut) are probed at the tier's retry times, budget/retries apart from the
+ * start of the failure streak, until all are up again or the retries are
+ * spent; out->up marks those up, out->probes counts the probes. A rank with
+ * no such link (or another tier) probes nothing. Round 0 of a recovery:
+ * d->members are the old members. */
+static sg_status probe_links(sg_dist *d, sg__heal_watch *w, reg_rec *out) {
+  memset(out, 0, sizeof *out);
+  if (DP(d)->qos != SG_QOS_BEST_EFFORT) return SG_OK;
+  sg_qos_budget b;
+  SG_CHECK(sg_qos_budget_of(SG_QOS_BEST_EFFORT, &b));
+  bool cut[SG__DIST_MAX_RANKS] = {false}, any = false;
+  for (int r = 0; r < d->size; r++) {
+    int orig = d->members[r];
+    cut[r] = orig != d->orig_rank && DP(d)->link_down_until_ms[orig] != 0 &&
+             sg_comm_peer_unreachable(d->comm, r) == 1;
+    any = any || cut[r];
+  }
+  if (!any) return SG_OK;
+  pthread_mutex_lock(&d->mu);
+  int64_t failed_ms = d->fail_ns ? d->fail_ns / 1000000 : sg__now_ms();
+  pthread_mutex_unlock(&d->mu);
+  if (DP(d)->be_t0_ms == 0) DP(d)->be_t0_ms = failed_ms;
+  bool down = true;
+  for (int k = DP(d)->be_retries + 1; k <= b.retries && down; k++) {
+    int64_t at = DP(d)->be_t0_ms + (int64_t)k * b.collective_budget_ms / b.retries;
+    while (sg__now_ms() < at) {
+      SG_CHECK(sg__heal_beat(w));
+      usleep(2000);
+    }
+    out->probes++;
+    down = false;
+    for (int r = 0; r < d->size; r++) down = down || (cut[r] && link_down(d, d->members[r], sg__now_ms()));
+  }
+  DP(d)->be_retries += (int)out->probes;
+  for (int r = 0; r < d->size; r++)
+    if (cut[r] && !link_down(d, d->members[r], sg__now_ms()))
+      out->up[d->members[r] / 8] |= (uint8_t)(1u << (d->members[r] % 8));
+  fprintf(stderr, "sgrt: rank %d: best-effort: the cut link is %s after %lld probe(s) (%d ms budget)\n",
+          d->orig_rank, down ? "still down" : "up again", (long long)out->probes, b.collective_budget_ms);
+  return SG_OK;
+}
+
 sg_status sg__dist_job_recover(sg_dist *d, void *arg) {
   sg__dist_heal *h = arg;
   int me = d->orig_rank, epoch = d->epoch + 1;
@@ -286,11 +359,18 @@ sg_status sg__dist_job_recover(sg_dist *d, void *arg) {
   members_rec m;
   sg_comm *c = NULL;
   int idx = -1;
+  reg_rec probed;
+  s = probe_links(d, &w, &probed);
+  if (s != SG_OK) {
+    sg__store_close(st);
+    return s;
+  }
   /* A member that dies before the decided epoch's communicator is built
    * sends everyone back to agree on the next epoch, from the decided
    * membership: each round loses a member, so there are at most n_old. */
   for (int round = 0;; round++, epoch++) {
-    s = agree(d, st, &w, epoch, old, n_old, dead, h, &m);
+    s = agree(d, st, &w, epoch, old, n_old, dead, &probed, h, &m);
+    memset(probed.up, 0, sizeof probed.up); /* a later round is not a retry: somebody died */
     if (s != SG_OK) {
       snprintf(why, sizeof why, "%s", sg_last_error());
       sg__store_close(st);
@@ -334,6 +414,10 @@ sg_status sg__dist_job_recover(sg_dist *d, void *arg) {
                      me, epoch);
   }
   SG_CHECK(sg__dist_install_epoch(d, c, idx, m.n, epoch, m.orig));
+  h->retries = m.retry ? m.probes : 0;
+  h->probes = m.probes;
+  if (m.retry) /* the links are up again: a later failure is a new one */
+    for (int i = 0; i < m.n; i++) DP(d)->link_down_until_ms[m.orig[i]] = 0;
   h->rollback = (uint64_t)m.rollback;
   h->forward = (uint64_t)m.forward;
   h->donor = 0;

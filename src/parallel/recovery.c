@@ -77,7 +77,12 @@ sg_status sg__dist_recover(sg_dist *d) {
   }
   SG_CHECK(sg__dist_inject_recovery(d, SG_RECOVERY_TRANSFER));
   DP(d)->rereduce = false;
-  if (DP(d)->keep_local) {
+  d->stats.collective_retries += h.probes;
+  /* Graceful-degrade averages the step again over the survivors; best-effort
+   * does when the members are the same (its retry of the collective), and
+   * recovers as strict otherwise. */
+  bool same = h.retries > 0 && d->size == old_size;
+  if (DP(d)->keep_local && (DP(d)->qos == SG_QOS_GRACEFUL_DEGRADE || same)) {
     bool yes;
     int shards;
     SG_CHECK(vote_rereduce(d, &h, &yes, &shards));
@@ -94,15 +99,27 @@ sg_status sg__dist_recover(sg_dist *d) {
       d->stats.world_size = d->size;
       d->stats.detection_ms = h.detection_ms;
       DP(d)->heal_t0_ns = t0;
-      fprintf(stderr,
-              "sgrt: rank %d: recovered: epoch %d, rank %d of %d, averaging step %llu again over the %d "
-              "members' %d shards (graceful-degrade: %d dropped)\n",
-              d->orig_rank, d->epoch, d->rank, d->size, (unsigned long long)d->stats.steps + 1, d->size,
-              shards, sg__dist_n_shards(d) - shards);
+      if (same)
+        fprintf(
+            stderr,
+            "sgrt: rank %d: recovered: epoch %d, rank %d of %d, retrying step %llu's allreduce over the same "
+            "%d members (best-effort: %d probe(s) of the cut link)\n",
+            d->orig_rank, d->epoch, d->rank, d->size, (unsigned long long)d->stats.steps + 1, d->size,
+            h.retries);
+      else
+        fprintf(stderr,
+                "sgrt: rank %d: recovered: epoch %d, rank %d of %d, averaging step %llu again over the %d "
+                "members' %d shards (graceful-degrade: %d dropped)\n",
+                d->orig_rank, d->epoch, d->rank, d->size, (unsigned long long)d->stats.steps + 1, d->size,
+                shards, sg__dist_n_shards(d) - shards);
       return SG_OK;
     }
   }
-  if (h.rollback > d->stats.steps || d->stats.steps > h.forward || h.forward - h.rollback > 1)
+  /* Plain data parallelism rolls forward, so no member is past `forward`; ZeRO-1 rolls back to the
+   * latest step every replica holds complete, which a push cut short by the failure may put one step
+   * behind this rank. */
+  if (h.rollback > d->stats.steps || h.forward - h.rollback > 1 ||
+      (!DP(d)->zero.on && d->stats.steps > h.forward))
     return sg__error(SG_ERR_INTERNAL, "rank %d: recovery: members completed %llu..%llu steps, this rank %llu",
                      d->orig_rank, (unsigned long long)h.rollback, (unsigned long long)h.forward,
                      (unsigned long long)d->stats.steps);

@@ -235,7 +235,9 @@ static void note_health(sg_dist *d, const sg__dist_adm *a) {
   if (DP(d)->health == NULL) return;
   int orig[SG__DIST_MAX_RANKS];
   for (int i = 0; i < a->n; i++) orig[i] = a->orig[i];
-  sg_health_reset_epoch(DP(d)->health, sg__now_ms(), (uint32_t)a->epoch + 1, orig, a->n);
+  int64_t now = sg__now_ms();
+  sg_health_reset_epoch(DP(d)->health, now, (uint32_t)a->epoch + 1, orig, a->n);
+  if (now > DP(d)->ci.fed_ms) DP(d)->ci.fed_ms = now; /* the monitor's clock: check-ins go in from here */
 }
 
 /* Root: its step count; everyone else receives it. */

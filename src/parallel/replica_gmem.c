@@ -160,13 +160,20 @@ typedef struct held_arg {
   uint64_t latest;
 } held_arg;
 
-/* Scheduler job: the latest step a readable held slot has (UINT64_MAX: none). */
+/* Scheduler job: the latest step a readable held slot has (UINT64_MAX: none).
+ * A slot whose entry cannot be read is not readable: in a recovery that is
+ * an entry a failed writer left busy (its push was cut short, so the slot
+ * holds no complete step), and waiting on it spins against the aborted
+ * communicator. */
 static sg_status latest_job(sg_dist *d, void *arg) {
   held_arg *h = arg;
   h->latest = UINT64_MAX;
   for (int k = 0; k < 2; k++) {
     sg_gmem_pte e;
-    SG_CHECK(sg_gmem_pte_read(DP(d)->zero.gm, DP(d)->zero.held_hdr[k], &e));
+    if (sg_gmem_pte_read(DP(d)->zero.gm, DP(d)->zero.held_hdr[k], &e) != SG_OK) {
+      sg_clear_error();
+      continue;
+    }
     if (!(e.flags & SG_GMEM_READ) || e.version < 2) continue;
     uint64_t s = e.version - 2u;
     if (h->latest == UINT64_MAX || s > h->latest) h->latest = s, h->slot = k;

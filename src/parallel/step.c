@@ -308,6 +308,8 @@ sg_status sg__par_data_step(sg_dist *d) {
     pthread_mutex_unlock(&d->mu);
     d->stats.steps++;
     d->stats.step_ms = (double)(t1 - t0) * 1e-6;
+    DP(d)->be_retries = 0; /* a completed step ends a best-effort failure streak */
+    DP(d)->be_t0_ms = 0;
     /* Graceful-degrade after a loss: each member runs its own shards only, the lost ranks' are dropped. */
     if (DP(d)->qos == SG_QOS_GRACEFUL_DEGRADE && d->size != d->orig_size && d->p.feed != NULL)
       d->stats.dropped_shards += (uint64_t)(sg__dist_n_shards(d) - d->size * d->p.micro_batches);

@@ -132,6 +132,19 @@ static void test_fault_plan_parse_and_query(void **state) {
   assert_false(sg_fault_plan_active(p, SG_FAULT_DROP_HEARTBEATS, 1, 50));
   assert_true(sg_fault_plan_active(p, SG_FAULT_PARTITION, 1, 20));
   assert_false(sg_fault_plan_active(p, SG_FAULT_PARTITION, 2, 20));
+  /* link_ms: the partition above is for good (0). */
+  assert_int_equal(sg_fault_plan_link_ms(p, 1, 3, 20), 0);
+  sg_fault_plan_destroy(p);
+  /* A transient cut: ms=T, for that pair (either direction) at that step only. */
+  assert_status(
+      sg_fault_plan_parse("partition:ranks=1-2,step=5,ms=150; partition:ranks=0-3,step=5", 4, 0, &p), SG_OK,
+      NULL);
+  assert_int_equal(sg_fault_plan_link_ms(p, 1, 2, 5), 150);
+  assert_int_equal(sg_fault_plan_link_ms(p, 2, 1, 5), 150);
+  assert_int_equal(sg_fault_plan_link_ms(p, 1, 2, 6), 0);
+  assert_int_equal(sg_fault_plan_link_ms(p, 0, 3, 5), 0);
+  assert_int_equal(sg_fault_plan_link_ms(p, 1, 1, 5), 0);
+  assert_int_equal(sg_fault_plan_link_ms(NULL, 1, 2, 5), 0);
   sg_fault_plan_destroy(p);
 
   /* A kill in a phase of a recovery: never due at a step, due once the rank
@@ -258,7 +271,13 @@ static void test_fault_bad_specs(void **state) {
       {"kill:rank=1,recovery=agree,recovery=build", "recovery= or at= given twice"},
       {"stop:rank=1,recovery=agree", "unknown key 'recovery' (stop takes rank and step)"},
       {"kill:rank=1,recovery=agree;kill:rank=1,recovery=agree", "the same fault as fault 1"},
-      {"partition:rank=1,step=2", "unknown key 'rank' (partition takes ranks and step)"},
+      {"partition:rank=1,step=2",
+       "unknown key 'rank' (partition takes ranks and step, and ms for a transient cut)"},
+      {"partition:ranks=1-2,step=2,ms=0", "ms='0' is not a duration in 1..86400000 ms"},
+      {"partition:ranks=1-2,step=2,ms=86400001", "ms='86400001' is not a duration"},
+      {"partition:ranks=1-2,step=2,ms=x", "ms='x' is not a duration"},
+      {"partition:ranks=1-2,step=2,ms=5,ms=6", "ms= given twice"},
+      {"kill:rank=1,step=2,ms=5", "unknown key 'ms'"},
       {"partition:ranks=1,step=2", "ranks='1': expected two ranks A-B"},
       {"partition:ranks=2-2,step=2", "ranks=2-2: a rank has no link to itself"},
       {"partition:ranks=1-7,step=2", "ranks=7 is outside"},
