@@ -239,12 +239,27 @@ sg_status sg_comm_destroy(sg_comm *comm) {
   if (comm->failed == SG_OK && !sg__comm_aborted(comm) && comm->ucx) st = sg_comm_barrier(comm);
   sg__nccl_destroy(comm);
   sg__ucx_destroy(comm->ucx);
+  for (size_t i = 0; i < comm->n_keep; i++) sg__free(comm->keep[i]); /* the transport is closed */
+  sg__free(comm->keep);
   sg__det_destroy(comm->det);
   sg__store_close(comm->store);
   sg__store_server_stop(comm->server);
   sg__free(comm->scratch);
   sg__free(comm);
   return st;
+}
+
+bool sg__comm_unusable(const sg_comm *comm) {
+  return comm != NULL && (comm->failed != SG_OK || sg__comm_aborted(comm));
+}
+
+sg_status sg__comm_free_at_close(sg_comm *comm, void *p) {
+  if (comm == NULL || p == NULL) return SG_OK;
+  void **k = sg__realloc(comm->keep, (comm->n_keep + 1) * sizeof *k);
+  if (k == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg__comm_free_at_close: out of memory");
+  comm->keep = k;
+  comm->keep[comm->n_keep++] = p;
+  return SG_OK;
 }
 
 sg_status sg__comm_store_bcast(sg_comm *comm, const char *key, void *buf, size_t len) {

@@ -75,6 +75,18 @@ sg_status sg__comm_create_watched(const sg_comm_params *params, sg__comm_watch_f
  * SG_ERR_INVALID_ARG for NULL. */
 sg_status sg__comm_set_away(sg_comm *comm, int away);
 
+/* Whether comm failed or was aborted: a peer's put or atomic sent before the
+ * failure may still be delivered into its windows until it is destroyed,
+ * and window destruction no longer waits for the peers. Owner thread. */
+bool sg__comm_unusable(const sg_comm *comm);
+/* Hands `p` (from sg__malloc or sg__calloc; NULL is ignored) to comm, which
+ * frees it in sg_comm_destroy after closing its transport: memory exposed
+ * through a window of an unusable communicator must outlive the deliveries
+ * that closing it still runs (UCX emulates RMA with active messages, whose
+ * handlers write to the target address). SG_ERR_NO_MEMORY: p was not taken
+ * (the caller frees it). Owner thread only. */
+sg_status sg__comm_free_at_close(sg_comm *comm, void *p);
+
 /* Cuts the link to `peer` on this side (fault injection, `partition:` faults):
  * the peer is declared unreachable at once, as if its endpoint had failed
  * ("rank P is unreachable: ... (link cut)"), heartbeats to it stop and every

@@ -154,6 +154,8 @@ struct sg_comm {
    * Only atomic accesses to abort_state. */
   int abort_state;
   char abort_reason[256];
+  void **keep;   /* sg__comm_free_at_close: freed after the transport closes */
+  size_t n_keep; /* owner thread only */
 };
 
 /* Grows comm->scratch to at least `bytes`. */

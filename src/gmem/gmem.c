@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "comm/comm.h"
 #include "gmem/gmem_internal.h"
 
 enum { REC_WORDS = 8, REC_MAGIC = 0x53474d31 /* 'SGM1' */ };
@@ -216,6 +217,19 @@ sg_status sg_gmem_create(sg_comm *comm, const sg_gmem_params *params, sg_gmem **
   return SG_OK;
 }
 
+/* A communicator that failed or was aborted may still deliver a peer's
+ * earlier put or atomic into the table, the frames or the table replica
+ * while it closes: that memory goes to the communicator, freed after its
+ * transport (a free here would be written after). */
+static void hand_exposed_memory(sg_gmem *gm) {
+  if (gm->comm == NULL || !sg__comm_unusable(gm->comm)) return;
+  if (sg__comm_free_at_close(gm->comm, gm->meta) == SG_OK) gm->meta = NULL;
+  for (int t = 0; t < SG__GM_TIERS; t++)
+    if (gm->tier[t].kind == SG_GMEM_DRAM && sg__comm_free_at_close(gm->comm, gm->tier[t].raw) == SG_OK)
+      gm->tier[t].raw = NULL;
+  if (sg__comm_free_at_close(gm->comm, gm->replica) == SG_OK) gm->replica = NULL;
+}
+
 sg_status sg_gmem_destroy(sg_gmem *gm) {
   if (gm == NULL) return SG_OK;
   /* Window destruction flushes and waits for every node, so nobody still
@@ -228,6 +242,7 @@ sg_status sg_gmem_destroy(sg_gmem *gm) {
   sg_status s3 = sg_comm_window_destroy(gm->replica_win);
   if (st == SG_OK) st = s3;
   gm->replica_win = NULL;
+  hand_exposed_memory(gm);
   sg__gm_replica_fini(gm);
   free_all(gm);
   return st;
