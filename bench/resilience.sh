@@ -11,12 +11,17 @@
 # are given.
 #
 #   bench/resilience.sh [--build DIR] [--json] [--steps N] [--dead-ms N] [--heartbeat-ms N]
-#                       [--width N] [--res N] [--batch N] [--logs DIR]
+#                       [--width N] [--res N] [--batch N] [--logs DIR] [--fault SPEC]...
+#
+# --fault SPEC (repeatable) runs those faults instead of the default list, e.g.
+# SG_QOS=best-effort bench/resilience.sh --fault 'partition:ranks=1-2,step=3,ms=150'
+# (the QoS tier comes from SG_QOS, as for any job; the JSON names it).
 #
 # Defaults: build (or build-heal when it exists), 8 steps (fault at step 3),
 # width 64, res 64, batch 8. The build needs -DSG_FAULT_INJECTION=ON.
 set -u
 build=build json=0 steps=8 dead= hb= logs= width=64 res=64 batch=8
+given=()
 [ -d build-heal ] && build=build-heal
 while [ $# -gt 0 ]; do
   case $1 in
@@ -29,7 +34,8 @@ while [ $# -gt 0 ]; do
     --res) res=$2; shift 2 ;;
     --batch) batch=$2; shift 2 ;;
     --logs) logs=$2; shift 2 ;;
-    *) echo "usage: $0 [--build DIR] [--json] [--steps N] [--dead-ms N] [--heartbeat-ms N] [--width N] [--res N] [--batch N] [--logs DIR]" >&2; exit 2 ;;
+    --fault) given+=("$2"); shift 2 ;;
+    *) echo "usage: $0 [--build DIR] [--json] [--steps N] [--dead-ms N] [--heartbeat-ms N] [--width N] [--res N] [--batch N] [--logs DIR] [--fault SPEC]..." >&2; exit 2 ;;
   esac
 done
 sgrt=$build/tools/sgrt
@@ -45,6 +51,7 @@ args=(--steps "$steps" --warmup 1 --res "$res" --batch "$batch" --width "$width"
 [ -n "$dead" ] && args+=(--dead-ms "$dead")
 faults=("kill:rank=2,step=3" "stop:rank=1,step=3" "drop-heartbeats:rank=3,step=3" "partition:ranks=1-2,step=3"
         "kill:rank=0,step=3" "device:rank=2,step=3")
+[ ${#given[@]} -gt 0 ] && faults=("${given[@]}")
 # The seed's published figures (SPEC H6): network partition RTO 8.2 s, RPO 17
 # steps; GPU hard failure RTO 11.6 s, RPO 23 steps.
 seed_rto() { case $1 in partition:*) echo 8200 ;; device:* | kill:*) echo 11600 ;; *) echo ;; esac; }
@@ -70,11 +77,11 @@ for f in "${faults[@]}"; do
     [ $json = 1 ] || printf '%-30s | %12s | %8s | %9s | %11s | %s\n' "$f" failed - - - "$(seed_rto "$f")"
     continue
   fi
-  read -r det rto rpo now rec < <(python3 -c 'import json,sys; j=json.loads(sys.argv[1]); print(j["detection_ms"], j["rto_ms"], j["rpo_steps"], j["ranks_now"], j["recoveries"])' "$line")
+  read -r det rto rpo now rec retries < <(python3 -c 'import json,sys; j=json.loads(sys.argv[1]); print(j["detection_ms"], j["rto_ms"], j["rpo_steps"], j["ranks_now"], j["recoveries"], j.get("collective_retries", 0))' "$line")
   seed=$(seed_rto "$f")
-  rows+=("{\"fault\":\"$f\",\"ok\":true,\"launcher_status\":$rc,\"detection_ms\":$det,\"rto_ms\":$rto,\"rpo_steps\":$rpo,\"ranks_after\":$now,\"recoveries\":$rec,\"seed_rto_ms\":${seed:-null}}")
+  rows+=("{\"fault\":\"$f\",\"ok\":true,\"launcher_status\":$rc,\"detection_ms\":$det,\"rto_ms\":$rto,\"rpo_steps\":$rpo,\"ranks_after\":$now,\"recoveries\":$rec,\"collective_retries\":$retries,\"seed_rto_ms\":${seed:-null}}")
   [ $json = 1 ] || printf '%-30s | %12.0f | %8.0f | %9s | %11s | %s\n' "$f" "$det" "$rto" "$rpo" "$now" "$seed"
 done
 if [ $json = 1 ]; then
-  (IFS=,; echo "{\"bench\":\"resilience\",\"width\":$width,\"res\":$res,\"batch\":$batch,\"heartbeat_ms\":${hb:-null},\"dead_ms\":${dead:-null},\"results\":[${rows[*]}]}")
+  (IFS=,; echo "{\"bench\":\"resilience\",\"qos\":\"${SG_QOS:-strict}\",\"width\":$width,\"res\":$res,\"batch\":$batch,\"heartbeat_ms\":${hb:-null},\"dead_ms\":${dead:-null},\"results\":[${rows[*]}]}")
 fi
