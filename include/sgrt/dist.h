@@ -456,7 +456,7 @@ typedef struct sg_dist_stats {
    *  redone, and of every later step). 0 under strict QoS. */
   uint64_t dropped_shards;
   /** Graceful-degrade: steps completed by averaging them again over the survivors after a loss, instead
-   *  of redoing them. */
+   *  of redoing them; best-effort: over the same members after a cut link came back (its retry). */
   int rereduced_steps;
   /** Best-effort (sg_dist_params.qos): probes of a cut link made before recovering, in total. A probe that
    *  finds the link up again retries the step's allreduce over the same members (no membership change);
