@@ -427,6 +427,11 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(j, "dropped_shards", (double)stats.dropped_shards);
     cJSON_AddNumberToObject(j, "rereduced_steps", stats.rereduced_steps);
     cJSON_AddNumberToObject(j, "collective_retries", stats.collective_retries);
+    /* The profile sampler's latest sample (SPEC P6) and whether its trigger fired. */
+    cJSON_AddNumberToObject(j, "cpu_util", stats.cpu_util);
+    cJSON_AddNumberToObject(j, "step_p99_ms", stats.step_p99_ms);
+    cJSON_AddNumberToObject(j, "steps_per_s", stats.steps_per_s);
+    cJSON_AddBoolToObject(j, "repartition_due", stats.repartition_due != 0);
     cJSON_AddNumberToObject(j, "ranks_now", stats.world_size);
     cJSON_AddNumberToObject(j, "epoch", stats.epoch);
     cJSON_AddNumberToObject(j, "recoveries", stats.recoveries);

@@ -462,6 +462,17 @@ typedef struct sg_dist_stats {
    *  finds the link up again retries the step's allreduce over the same members (no membership change);
    *  when the tier's retries (2, within 200 ms) find it down, the recovery goes on as strict. */
   int collective_retries;
+  /** The profile sampler (SPEC P6), its latest sample, taken after a step at most every 500 ms: the CPU
+   *  utilisation of the threads this rank computes with (0..1, from /proc/self/stat), the p99 step time
+   *  and the steps per second over the last 64 steps; 0 before the first sample. */
+  double cpu_util;
+  double step_p99_ms;
+  double steps_per_s;
+  /** Pipeline parallelism: 1 when sg_repartition_trigger() fires on this stage's samples (CPU above 85 % and
+   *  p99 above 200 ms for 3 samples in a row); 0 in the other modes, which have nothing to re-cut.
+   *  Reported only: this version does not repartition a running pipeline (a line on stderr says so the
+   *  first time). */
+  int repartition_due;
 } sg_dist_stats;
 #define SG_DIST_STATS_INIT \
   { sizeof(sg_dist_stats) }

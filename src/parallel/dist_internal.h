@@ -18,6 +18,7 @@
 #include "sgrt/dist.h"
 #include "sgrt/gmem.h"
 #include "sgrt/health.h"
+#include "sgrt/partition.h"
 
 /* ---- gradient buckets (buckets.c) ---------------------------------------- */
 
@@ -446,6 +447,26 @@ typedef struct sg__par_strategy {
 
 extern const sg__par_strategy sg__par_data_strategy, sg__par_pipeline_strategy, sg__par_tensor_strategy;
 
+/* The profile sampler (profile.c): the compute thread's record of the last
+ * steps and its samples. */
+#define SG__DIST_PROFILE_WINDOW 64 /* steps of the p99 and steps/s window */
+#define SG__DIST_PROFILE_SAMPLES 8 /* samples kept for the trigger */
+typedef struct sg__dist_profile {
+  double step_ms[SG__DIST_PROFILE_WINDOW];  /* a ring of the last steps' times */
+  int64_t done_ms[SG__DIST_PROFILE_WINDOW]; /* ... and when each completed */
+  int head, n;
+  int64_t next_ms; /* the next sample: 0 before the first step */
+  sg_cpu_meter cpu;
+  sg_profile_sample samples[SG__DIST_PROFILE_SAMPLES];
+  int n_samples;
+  bool said; /* the trigger's firing was reported */
+} sg__dist_profile;
+
+/* After every completed step (sg_dist_step): records it and takes a sample
+ * when one is due; the latest sample and the trigger's answer go to
+ * d->stats. Compute thread. */
+void sg__dist_profile_step(sg_dist *d, double step_ms);
+
 struct sg_dist {
   const sg__par_strategy *strategy;
   void *impl; /* the strategy's state: sg__par_data (DP()), model.h's sg__par_pipeline or sg__par_tensor */
@@ -467,6 +488,7 @@ struct sg_dist {
   /* Owned by the compute thread. */
   sg__dist_ring compute_ring;
   sg_dist_stats stats;
+  sg__dist_profile prof;
 
   /* Shared, under mu. */
   pthread_t thread;

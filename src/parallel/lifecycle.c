@@ -250,6 +250,7 @@ sg_status sg_dist_step(sg_dist *d) {
   __atomic_store_n(&d->away, 0, __ATOMIC_RELAXED);
   sg_status st = d->strategy->step(d);
   __atomic_store_n(&d->away, 1, __ATOMIC_RELAXED);
+  if (st == SG_OK) sg__dist_profile_step(d, d->stats.step_ms);
   return st;
 }
 

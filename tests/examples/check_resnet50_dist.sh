@@ -46,7 +46,17 @@ d = json.loads(sys.stdin.read())
 name = sys.argv[1]
 print("%s: loss %.4f at step 1, %.4f at step %d" % (name, d["first_loss"], d["final_loss"], d["steps"]))
 if not d["final_loss"] < d["first_loss"]:
-    sys.exit("FAIL: %s: the loss did not fall over the first 10 steps" % name)' "$name"
+    sys.exit("FAIL: %s: the loss did not fall over the first 10 steps" % name)
+# The profile sampler (SPEC P6) against the timing of the example itself: a job of 10 steps over 1 s has
+# samples, whose steps/s agree with the measured step time (within 3x: the window of the sampler includes
+# the first, slower steps) and whose p99 is not below half of it.
+print("%s: profile: cpu %.2f, step p99 %.1f ms, %.2f steps/s (example: %.1f ms per step)" %
+      (name, d["cpu_util"], d["step_p99_ms"], d["steps_per_s"], d["ms_per_step"]))
+if d["ms_per_step"] * d["steps"] > 1000:
+    rate = 1000.0 / d["ms_per_step"]
+    if not (0 < d["cpu_util"] <= 1 and rate / 3 < d["steps_per_s"] < rate * 3 and
+            d["step_p99_ms"] >= 0.5 * d["ms_per_step"]):
+        sys.exit("FAIL: %s: the profile sample disagrees with the timing of the example" % name)' "$name"
   }
   learns defaults 2
   learns demo 4 "${demo_args[@]}"
