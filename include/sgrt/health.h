@@ -416,6 +416,8 @@ typedef enum sg_fault_kind {
                             behind them (a recovery that must roll it forward) */
   SG_FAULT_DROP_CHECKINS = 8, /**< "drop-checkins": the rank stops sending check-ins; its heartbeats go on
                                    (the others find it DEGRADED, not failed) */
+  SG_FAULT_SLOW = 9, /**< "slow": from the step on, the rank computes `factor` times slower (a slow or
+                          shared CPU; sg_fault_plan_slow_factor): the others find it DEGRADED, too slow */
 } sg_fault_kind;
 
 /** The phases of a recovery (docs/resilience.md "Recovery"), where a
@@ -445,8 +447,8 @@ SG_API const char *sg_recovery_phase_name(sg_recovery_phase phase);
 
 typedef struct sg_fault_plan sg_fault_plan;
 
-/** "kill", "stop", "drop-heartbeats", "partition", "device", "hang", "behind", "drop-checkins"; "?" for
- *  other values. */
+/** "kill", "stop", "drop-heartbeats", "partition", "device", "hang", "behind", "drop-checkins", "slow"; "?"
+ *  for other values. */
 SG_API const char *sg_fault_kind_name(sg_fault_kind kind);
 
 /**
@@ -454,7 +456,7 @@ SG_API const char *sg_fault_kind_name(sg_fault_kind kind);
  * by ';', each KIND:KEY=VALUE,... (docs/resilience.md):
  *   kill:rank=R,step=S   stop:rank=R,step=S   drop-heartbeats:rank=R,step=S
  *   device:rank=R,step=S hang:rank=R,step=S   partition:ranks=A-B,step=S[,ms=T]
- *   behind:rank=R,step=S drop-checkins:rank=R,step=S
+ *   behind:rank=R,step=S drop-checkins:rank=R,step=S slow:rank=R,step=S,factor=F
  *   kill:rank=R,recovery=detect|agree|build|transfer
  *   kill:rank=R,at=create
  * S is a number, "random" (a step drawn from `seed`, uniform in 1..100) or
@@ -463,7 +465,8 @@ SG_API const char *sg_fault_kind_name(sg_fault_kind kind);
  * phase of a recovery (a second failure during one); with at=create, in
  * sg_dist_create before the job's first collective. A partition with ms=T
  * (1..86400000) is transient: the link is down for T ms, then up again
- * (sg_fault_plan_link_ms). Spaces around tokens are ignored.
+ * (sg_fault_plan_link_ms). A slow fault's factor F is a number in
+ * (1, 100] (sg_fault_plan_slow_factor). Spaces around tokens are ignored.
  * @return SG_OK; SG_ERR_INVALID_ARG naming the offending token for an
  *   unknown kind or key, a missing or repeated key, a bad number, a rank
  *   outside the job, a partition of a rank with itself, an empty fault, a
@@ -496,6 +499,9 @@ SG_API bool sg_fault_plan_cuts(const sg_fault_plan *plan, int a, int b, int64_t 
 /** How long the partition of the link a <-> b that fires at `step` lasts: its ms=T, or 0 when it is for
  *  good or there is none. 0 for NULL. */
 SG_API int64_t sg_fault_plan_link_ms(const sg_fault_plan *plan, int a, int b, int64_t step);
+/** How many times slower `rank` computes at `step`: the factor of the latest slow fault of that rank that
+ *  fired at `step` or before, 1 when none has. 1 for NULL. */
+SG_API double sg_fault_plan_slow_factor(const sg_fault_plan *plan, int rank, int64_t step);
 /** Whether a fault of `kind` on `rank` has fired by `step` (it then stays in effect: a dropped heartbeat
  *  stream stays dropped). For SG_FAULT_PARTITION, whether rank is cut from anyone. false for NULL. */
 SG_API bool sg_fault_plan_active(const sg_fault_plan *plan, sg_fault_kind kind, int rank, int64_t step);

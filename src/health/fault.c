@@ -4,6 +4,7 @@
  * docs/resilience.md; every error quotes the token it could not take. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
@@ -21,6 +22,7 @@ struct sg_fault_plan {
   size_t n;
   int64_t
       link_ms[MAX_FAULTS]; /* a partition's ms=: how long the cut lasts; 0 for good (sg_fault has no room) */
+  double factor[MAX_FAULTS]; /* a slow fault's factor= (1 for the other kinds) */
   sg_fault faults[];
 };
 
@@ -36,6 +38,7 @@ static const struct {
     {SG_FAULT_HANG, "hang"},
     {SG_FAULT_BEHIND, "behind"},
     {SG_FAULT_DROP_CHECKINS, "drop-checkins"},
+    {SG_FAULT_SLOW, "slow"},
 };
 #define N_KINDS (sizeof kinds / sizeof kinds[0])
 
@@ -172,11 +175,27 @@ static sg_status parse_phase(const ctx *c, slice v, sg_fault *f) {
   return bad(c, "recovery='%.*s' is not a phase (accepted: detect, agree, build, transfer)", (int)v.n, v.p);
 }
 
+/* A slow fault's factor: a plain decimal number in (1, 100]. */
+static bool parse_factor(slice v, double *out) {
+  char buf[32];
+  if (v.n == 0 || v.n >= sizeof buf) return false;
+  for (size_t i = 0; i < v.n; i++)
+    if (!((v.p[i] >= '0' && v.p[i] <= '9') || v.p[i] == '.')) return false;
+  memcpy(buf, v.p, v.n);
+  buf[v.n] = '\0';
+  char *end;
+  double x = strtod(buf, &end);
+  if (*end != '\0' || !(x > 1.0 && x <= 100.0)) return false;
+  *out = x;
+  return true;
+}
+
 static sg_status parse_fault(slice text, int index, int world_size, uint64_t seed, sg_fault *f,
-                             int64_t *link_ms) {
+                             int64_t *link_ms, double *factor) {
   ctx c = {text, index};
   memset(f, 0, sizeof *f);
   *link_ms = 0;
+  *factor = 1.0;
   f->peer = -1;
   if (text.n == 0) return bad(&c, "an empty fault (a stray ';'?)");
   const char *colon = memchr(text.p, ':', text.n);
@@ -188,7 +207,7 @@ static sg_status parse_fault(slice text, int index, int world_size, uint64_t see
     return bad(
         &c,
         "unknown fault kind '%.*s' (accepted: kill, stop, drop-heartbeats, partition, device, hang, behind, "
-        "drop-checkins)",
+        "drop-checkins, slow)",
         (int)kind.n, kind.p);
   bool pair = f->kind == SG_FAULT_PARTITION, have_rank = false, have_step = false, have_phase = false;
   const char *rank_key = pair ? "ranks" : "rank";
@@ -221,6 +240,10 @@ static sg_status parse_fault(slice text, int index, int world_size, uint64_t see
       if (*link_ms != 0) return bad(&c, "ms= given twice");
       if (!number(val, link_ms) || *link_ms < 1 || *link_ms > MAX_LINK_MS)
         return bad(&c, "ms='%.*s' is not a duration in 1..%d ms", (int)val.n, val.p, MAX_LINK_MS);
+    } else if (eq(key, "factor") && f->kind == SG_FAULT_SLOW) {
+      if (*factor != 1.0) return bad(&c, "factor= given twice");
+      if (!parse_factor(val, factor))
+        return bad(&c, "factor='%.*s' is not a number in (1, 100]", (int)val.n, val.p);
     } else if (eq(key, "recovery") && f->kind == SG_FAULT_KILL) {
       if (have_phase) return bad(&c, "recovery= or at= given twice");
       have_phase = true;
@@ -235,12 +258,15 @@ static sg_status parse_fault(slice text, int index, int world_size, uint64_t see
     } else {
       return bad(&c, "unknown key '%.*s' (%s takes %s and step%s)", (int)key.n, key.p,
                  sg_fault_kind_name(f->kind), rank_key,
-                 f->kind == SG_FAULT_KILL ? ", or recovery or at"
-                 : pair                   ? ", and ms for a transient cut"
-                                          : "");
+                 f->kind == SG_FAULT_KILL   ? ", or recovery or at"
+                 : pair                     ? ", and ms for a transient cut"
+                 : f->kind == SG_FAULT_SLOW ? ", and factor"
+                                            : "");
     }
   }
   if (!have_rank) return bad(&c, "%s= is missing", rank_key);
+  if (f->kind == SG_FAULT_SLOW && *factor == 1.0)
+    return bad(&c, "factor= is missing (how many times slower)");
   if (have_step && have_phase) return bad(&c, "step= and recovery=/at= given together (one or the other)");
   if (!have_step && !have_phase)
     return bad(&c, "step= is missing%s", f->kind == SG_FAULT_KILL ? " (or recovery=PHASE or at=create)" : "");
@@ -264,12 +290,13 @@ sg_status sg_fault_plan_parse(const char *spec, int world_size, uint64_t seed, s
   if (trim((slice){spec, len}).n == 0) return sg__error(SG_ERR_INVALID_ARG, "fault spec: empty");
   sg_fault faults[MAX_FAULTS];
   int64_t link_ms[MAX_FAULTS];
+  double factor[MAX_FAULTS];
   size_t n = 0;
   slice rest = {spec, len}, text;
   while (next(&rest, ';', &text)) {
     if (n == MAX_FAULTS) return sg__error(SG_ERR_INVALID_ARG, "fault spec: more than %d faults", MAX_FAULTS);
     text = trim(text);
-    SG_CHECK(parse_fault(text, (int)n, world_size, seed, &faults[n], &link_ms[n]));
+    SG_CHECK(parse_fault(text, (int)n, world_size, seed, &faults[n], &link_ms[n], &factor[n]));
     for (size_t i = 0; i < n; i++)
       if (same_fault(&faults[i], &faults[n])) {
         ctx c = {text, (int)n};
@@ -282,6 +309,7 @@ sg_status sg_fault_plan_parse(const char *spec, int world_size, uint64_t seed, s
   plan->n = n;
   memcpy(plan->faults, faults, n * sizeof faults[0]);
   memcpy(plan->link_ms, link_ms, n * sizeof link_ms[0]);
+  memcpy(plan->factor, factor, n * sizeof factor[0]);
   *out = plan;
   return SG_OK;
 }
@@ -342,6 +370,18 @@ int64_t sg_fault_plan_link_ms(const sg_fault_plan *plan, int a, int b, int64_t s
       return plan->link_ms[i];
   }
   return 0;
+}
+
+double sg_fault_plan_slow_factor(const sg_fault_plan *plan, int rank, int64_t step) {
+  if (plan == NULL || rank < 0) return 1.0;
+  double x = 1.0;
+  int64_t at = -1;
+  for (size_t i = 0; i < plan->n; i++) {
+    const sg_fault *f = &plan->faults[i];
+    if (f->kind == SG_FAULT_SLOW && f->rank == rank && f->step <= step && f->step >= at)
+      x = plan->factor[i], at = f->step;
+  }
+  return x;
 }
 
 bool sg_fault_plan_active(const sg_fault_plan *plan, sg_fault_kind kind, int rank, int64_t step) {

@@ -587,6 +587,7 @@ typedef struct sg__par_data {
   /* Compute thread: */
   uint64_t inject_next;   /* faults of steps below this have fired */
   uint64_t inject_behind; /* 1-based step an injected 'behind' fault gives up before its updates; 0: none */
+  double slow_factor;     /* an injected 'slow' fault: compute takes this many times longer (0 or 1: none) */
   unsigned inject_phases_fired; /* bit per sg_recovery_phase whose faults fired */
   /* Scheduler thread (the injected cut and the recovery job): until when this rank's link to an original
    * rank is down (a partition's ms=; INT64_MAX: for good; 0: up), on the plain ms clock. */

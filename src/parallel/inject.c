@@ -8,7 +8,9 @@
  * hung communication thread), partition (the two ranks cut their link to
  * each other; with ms=T it comes back after T ms), device (the rank's device fails as after a sticky error,
  * so that its step fails with SG_ERR_DEVICE and the rank leaves), hang (the compute thread stops making
- * progress while the scheduler thread goes on heartbeating: only hang diagnosis, SPEC H7, can find it). */
+ * progress while the scheduler thread goes on heartbeating: only hang diagnosis, SPEC H7, can find it),
+ * slow (every later step's compute is stretched F times, as on a slower or shared CPU: the others' health
+ * monitors find the rank DEGRADED, too slow). */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -153,6 +155,11 @@ sg_status sg__dist_inject_step(sg_dist *d, uint64_t step) {
         pthread_mutex_lock(&d->mu);
         DP(d)->ci.muted = true;
         pthread_mutex_unlock(&d->mu);
+        break;
+      case SG_FAULT_SLOW: /* step.c stretches every step's compute from now on */
+        DP(d)->slow_factor = sg_fault_plan_slow_factor(DP(d)->inject, d->orig_rank, (int64_t)step);
+        fprintf(stderr, "sgrt: rank %d: computing %.3gx slower from now on\n", d->orig_rank,
+                DP(d)->slow_factor);
         break;
       case SG_FAULT_BEHIND: /* fires in step.c, once the step's gradients are averaged */
         DP(d)->inject_behind = step + 1;

@@ -2,9 +2,11 @@
  * graph; its hooks hand each gradient bucket to the scheduler thread the
  * moment backward has produced it, and hold the first optimizer update until
  * every bucket has been averaged (SPEC C5). Nothing here allocates. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "parallel/dist_internal.h"
 #include "parallel/model.h"
@@ -261,6 +263,18 @@ sg_status sg__dist_rereduce_step(sg_dist *d) {
   return st;
 }
 
+/* An injected 'slow' fault: the step's compute (its time less the waits for
+ * the others) takes slow_factor times as long, as on a slower CPU; the time
+ * counts as busy (check-ins report it) and the others wait for this rank at
+ * the next step's first allreduce. */
+static void stretch(sg_dist *d, int64_t t0) {
+  double busy_ms = (double)(sg__now_ns() - t0) * 1e-6 - d->stats.wait_ms;
+  double extra_ms = busy_ms > 0 ? busy_ms * (DP(d)->slow_factor - 1) : 0;
+  if (extra_ms > 60000) extra_ms = 60000; /* a bounded stall, never a hang */
+  struct timespec ts = {(time_t)(extra_ms / 1000), (long)(fmod(extra_ms, 1000) * 1e6)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) continue;
+}
+
 /* A rank that goes on failing (e.g. a flapping link) gives up after this many
  * recoveries within one sg_dist_step() call. */
 #define MAX_RECOVERIES_PER_STEP 8
@@ -295,6 +309,7 @@ sg_status sg__par_data_step(sg_dist *d) {
       if (__atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE)) continue; /* the admission failed: heal */
       t0 = sg__now_ns();
       st = run_step(d, d->stats.steps);
+      if (st == SG_OK && DP(d)->slow_factor > 1) stretch(d, t0);
     }
     if (st != SG_OK) {
       if (__atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE) && sg__dist_healable(d)) continue;

@@ -22,13 +22,17 @@
 #                      ranks) and the demo's model (4 ranks, the options of
 #                      ARGS_FILE, scripts/demo.args) each end 10 steps with a
 #                      lower loss than their first step's.
+#   slow SGRT BIN      4 ranks; rank 2 computes 10x slower from step 2 on (an
+#                      injected `slow` fault): the others report it DEGRADED,
+#                      too slow, and rank 0's JSON counts a DEGRADED rank,
+#                      with no recovery (a slow rank is not a dead one).
 set -euo pipefail
 mode=${1:-}
 sgrt=${2:-}
 bin=${3:-}
-case $mode in offload | rejoin | learns) ;; *) mode= ;; esac
+case $mode in offload | rejoin | learns | slow) ;; *) mode= ;; esac
 [ -n "$mode" ] && [ -x "$sgrt" ] && [ -x "$bin" ] || {
-  echo "usage: check_resnet50_dist.sh offload|rejoin|learns SGRT BIN [ARGS_FILE]" >&2
+  echo "usage: check_resnet50_dist.sh offload|rejoin|learns|slow SGRT BIN [ARGS_FILE]" >&2
   exit 2
 }
 dir=$(mktemp -d)
@@ -60,6 +64,21 @@ if d["ms_per_step"] * d["steps"] > 1000:
   }
   learns defaults 2
   learns demo 4 "${demo_args[@]}"
+  exit 0
+fi
+if [ "$mode" = slow ]; then
+  "$sgrt" launch -n 4 --inject slow:rank=2,step=2,factor=10 -- "$bin" --steps 12 --res 32 --width 8 --batch 4 \
+    --threads 1 --json >"$dir/run" 2>&1 || { cat "$dir/run" >&2; echo "FAIL: the job with a slow rank failed" >&2; exit 1; }
+  grep -q "rank 2 is DEGRADED: too slow" "$dir/run" || {
+    cat "$dir/run" >&2; echo "FAIL: nobody reported rank 2 DEGRADED, too slow" >&2; exit 1; }
+  grep "DEGRADED" "$dir/run" | head -n 2
+  sed -n 's/^\[0\] \({.*}\)$/\1/p' "$dir/run" | tail -n 1 | /usr/bin/python3 -c '
+import json, sys
+d = json.loads(sys.stdin.read())
+print("rank 0: at most %d rank(s) DEGRADED, %d recoveries, %.1f ms per step" %
+      (d["max_degraded_ranks"], d["recoveries"], d["ms_per_step"]))
+if d["max_degraded_ranks"] < 1 or d["recoveries"] != 0:
+    sys.exit("FAIL: expected a DEGRADED rank and no recovery")'
   exit 0
 fi
 if [ "$mode" = rejoin ]; then

@@ -68,5 +68,11 @@ if(TARGET resnet50_dist)
                      $<TARGET_FILE:resnet50_dist> ${PROJECT_SOURCE_DIR}/scripts/demo.args)
     set_tests_properties(example_resnet50_dist_defaults_learn PROPERTIES TIMEOUT 600 LABELS examples
                                                                         ENVIRONMENT "SG_COMM_TIMEOUT_MS=60000")
+    # An injected slow rank (slow:rank=2,step=2,factor=10) is reported DEGRADED, too slow, not healed.
+    add_test(NAME example_resnet50_dist_slow
+             COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_resnet50_dist.sh slow $<TARGET_FILE:sgrt_cli>
+                     $<TARGET_FILE:resnet50_dist>)
+    set_tests_properties(example_resnet50_dist_slow PROPERTIES TIMEOUT 300 LABELS "examples;heal"
+                                                             ENVIRONMENT "SG_COMM_TIMEOUT_MS=60000")
   endif()
 endif()

@@ -146,6 +146,17 @@ static void test_fault_plan_parse_and_query(void **state) {
   assert_int_equal(sg_fault_plan_link_ms(p, 1, 1, 5), 0);
   assert_int_equal(sg_fault_plan_link_ms(NULL, 1, 2, 5), 0);
   sg_fault_plan_destroy(p);
+  /* slow: the factor of the latest slow fault fired by the step, 1 before and for other ranks. */
+  assert_status(sg_fault_plan_parse("slow:rank=2,step=3,factor=10; slow:rank=2,step=7,factor=2.5", 4, 0, &p),
+                SG_OK, NULL);
+  assert_string_equal(sg_fault_kind_name(SG_FAULT_SLOW), "slow");
+  assert_true(sg_fault_plan_slow_factor(p, 2, 2) == 1.0);
+  assert_true(sg_fault_plan_slow_factor(p, 2, 3) == 10.0);
+  assert_true(sg_fault_plan_slow_factor(p, 2, 6) == 10.0);
+  assert_true(sg_fault_plan_slow_factor(p, 2, 7) == 2.5);
+  assert_true(sg_fault_plan_slow_factor(p, 1, 7) == 1.0);
+  assert_true(sg_fault_plan_slow_factor(NULL, 2, 7) == 1.0);
+  sg_fault_plan_destroy(p);
 
   /* A kill in a phase of a recovery: never due at a step, due once the rank
    * reaches that phase; a step fault is never due in a recovery. */
@@ -243,7 +254,7 @@ static void test_fault_bad_specs(void **state) {
       {"", "empty"},
       {"   ", "empty"},
       {"kil:rank=1,step=2", "fault 1 'kil:rank=1,step=2': unknown fault kind 'kil' (accepted: kill, stop, "
-                            "drop-heartbeats, partition, device, hang, behind, drop-checkins)"},
+                            "drop-heartbeats, partition, device, hang, behind, drop-checkins, slow)"},
       {"kill", "no ':'"},
       {"kill:rank=1,step=2;", "an empty fault"},
       {"kill:rank=1,step=2;;stop:rank=0,step=1", "fault 2 '': an empty fault (a stray ';'?)"},
@@ -278,6 +289,13 @@ static void test_fault_bad_specs(void **state) {
       {"partition:ranks=1-2,step=2,ms=x", "ms='x' is not a duration"},
       {"partition:ranks=1-2,step=2,ms=5,ms=6", "ms= given twice"},
       {"kill:rank=1,step=2,ms=5", "unknown key 'ms'"},
+      {"slow:rank=1,step=2", "factor= is missing"},
+      {"slow:rank=1,step=2,factor=1", "factor='1' is not a number in (1, 100]"},
+      {"slow:rank=1,step=2,factor=101", "factor='101' is not"},
+      {"slow:rank=1,step=2,factor=-3", "factor='-3' is not"},
+      {"slow:rank=1,step=2,factor=2x", "factor='2x' is not"},
+      {"slow:rank=1,step=2,factor=2,factor=3", "factor= given twice"},
+      {"kill:rank=1,step=2,factor=2", "unknown key 'factor'"},
       {"partition:ranks=1,step=2", "ranks='1': expected two ranks A-B"},
       {"partition:ranks=2-2,step=2", "ranks=2-2: a rank has no link to itself"},
       {"partition:ranks=1-7,step=2", "ranks=7 is outside"},
