@@ -50,8 +50,8 @@ static sg_status validate_config(const sg_health_config *c) {
     return sg__error(SG_ERR_INVALID_ARG,
                      "sg_health_config.slow_factor %g is neither 0 (off) nor in (1, 1000]", c->slow_factor);
   if (c->slow_min_ms < 0 || c->slow_min_ms > MAX_PERIOD_MS)
-    return sg__error(SG_ERR_INVALID_ARG, "sg_health_config.slow_min_ms = %d ms is outside 0..%d", c->slow_min_ms,
-                     MAX_PERIOD_MS);
+    return sg__error(SG_ERR_INVALID_ARG, "sg_health_config.slow_min_ms = %d ms is outside 0..%d",
+                     c->slow_min_ms, MAX_PERIOD_MS);
   if (c->log_capacity < 1 || c->log_capacity > 1048576)
     return sg__error(SG_ERR_INVALID_ARG, "sg_health_config.log_capacity %d is outside 1..1048576",
                      c->log_capacity);

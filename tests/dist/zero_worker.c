@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "parallel/dist_internal.h" /* the buddy replicas' slots (sg__dist_replica_probe_get) */
 #include "dist_models.h"
+#include "parallel/dist_internal.h" /* the buddy replicas' slots (sg__dist_replica_probe_get) */
 #include "sgrt/sgrt.h"
 #include "worker_check.h"
 
