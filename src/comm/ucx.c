@@ -611,14 +611,20 @@ sg_status sg__ucx_wait(sg__ucx *u, sg__ucx_req **req, int64_t deadline) {
 }
 
 /* Waits for a bare UCX request (flush, atomics, AM) through the same loop,
- * as a send to `peer` (-1: every peer); frees it. */
-static sg_status wait_raw(sg__ucx *u, void *x, int peer, const char *what, int64_t deadline) {
+ * as a send to `peer` (-1: every peer); frees it. `writes_ours`: UCX may
+ * still write our memory while it is outstanding (a flush covers every get
+ * issued before it, an atomic writes its reply buffer), so a given-up one is
+ * settled as a receive is: a get's reply from a live peer arrives in
+ * microseconds, and one delivered after we returned would land in a buffer
+ * the caller has freed or reused. */
+static sg_status wait_raw(sg__ucx *u, void *x, int peer, const char *what, int64_t deadline,
+                          bool writes_ours) {
   if (x == NULL) return SG_OK;
   if (UCS_PTR_IS_ERR(x)) return ucx_error(u, UCS_PTR_STATUS(x), peer, what);
   sg__ucx_req r = {.ucx = x, .peer = peer};
   ucs_status_t us;
   sg_status st = wait_request(u, &r, what, deadline, &us);
-  if (st != SG_OK) settle_request(u, x, peer, false);
+  if (st != SG_OK) settle_request(u, x, peer, writes_ours);
   ucp_request_free(x);
   if (st != SG_OK) return st;
   return us == UCS_OK ? SG_OK : ucx_error(u, us, peer, what);
@@ -702,7 +708,7 @@ sg_status sg__ucx_get(sg__ucx *u, int peer, void *dst, size_t bytes, uint64_t ra
 
 sg_status sg__ucx_flush(sg__ucx *u, int64_t deadline) {
   ucp_request_param_t rp = {0};
-  return wait_raw(u, ucp_worker_flush_nbx(u->worker, &rp), -1, "flush", deadline);
+  return wait_raw(u, ucp_worker_flush_nbx(u->worker, &rp), -1, "flush", deadline, true);
 }
 
 sg_status sg__ucx_atomic(sg__ucx *u, int peer, int op, uint64_t value, uint64_t compare, uint64_t *result,
@@ -723,7 +729,7 @@ sg_status sg__ucx_atomic(sg__ucx *u, int peer, int op, uint64_t value, uint64_t 
     rp.reply_buffer = &reply;
     x = ucp_atomic_op_nbx(u->eps[peer], UCP_ATOMIC_OP_CSWAP, &operand, 1, raddr, rk->rkey, &rp);
   }
-  SG_CHECK(wait_raw(u, x, peer, op == 0 ? "atomic fetch-add" : "atomic compare-swap", deadline));
+  SG_CHECK(wait_raw(u, x, peer, op == 0 ? "atomic fetch-add" : "atomic compare-swap", deadline, true));
   if (result) *result = reply;
   return SG_OK;
 }
@@ -861,7 +867,7 @@ sg_status sg__ucx_am_send(sg__ucx *u, int peer, unsigned id, const void *buf, si
   rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   rp.flags = UCP_AM_SEND_FLAG_EAGER;
   void *x = ucp_am_send_nbx(u->eps[peer], AM_ID_BASE + id, hdr, sizeof hdr, buf, bytes, &rp);
-  return wait_raw(u, x, peer, "active message send", deadline);
+  return wait_raw(u, x, peer, "active message send", deadline, false);
 }
 
 sg_status sg__ucx_am_take(sg__ucx *u, unsigned id, void *buf, size_t *bytes, int *peer) {

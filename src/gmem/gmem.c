@@ -218,9 +218,10 @@ sg_status sg_gmem_create(sg_comm *comm, const sg_gmem_params *params, sg_gmem **
 }
 
 /* A communicator that failed or was aborted may still deliver a peer's
- * earlier put or atomic into the table, the frames or the table replica
- * while it closes: that memory goes to the communicator, freed after its
- * transport (a free here would be written after). */
+ * earlier put or atomic into the table, the frames or the table replica,
+ * or the reply of our own earlier get into a fetch buffer, while it closes:
+ * that memory goes to the communicator, freed after its transport (a free
+ * here would be written after). */
 static void hand_exposed_memory(sg_gmem *gm) {
   if (gm->comm == NULL || !sg__comm_unusable(gm->comm)) return;
   if (sg__comm_free_at_close(gm->comm, gm->meta) == SG_OK) gm->meta = NULL;
@@ -228,6 +229,8 @@ static void hand_exposed_memory(sg_gmem *gm) {
     if (gm->tier[t].kind == SG_GMEM_DRAM && sg__comm_free_at_close(gm->comm, gm->tier[t].raw) == SG_OK)
       gm->tier[t].raw = NULL;
   if (sg__comm_free_at_close(gm->comm, gm->replica) == SG_OK) gm->replica = NULL;
+  for (int i = 0; i < 3; i++)
+    if (sg__comm_free_at_close(gm->comm, gm->fetch[i]) == SG_OK) gm->fetch[i] = NULL;
 }
 
 sg_status sg_gmem_destroy(sg_gmem *gm) {
