@@ -152,8 +152,10 @@ typedef struct sg_dist_params {
   sg_dist_feed_fn feed;   /**< inputs per shard; NULL: the program sets inputs itself (no recovery) */
   void *feed_ctx;         /**< passed to feed */
   /** QoS tier (health.h's sg_qos) when a peer fails: -1 = SG_QOS or strict; 0 strict (recover and redo the
-   * step, the global batch kept, RPO 0); 1 best-effort: refused with feed set (SG_ERR_UNSUPPORTED: the
-   *  runtime does not retry collectives); 2 graceful-degrade (recover, but each member keeps only its
+   * step, the global batch kept, RPO 0); 1 best-effort (a rank that found a link cut probes it 100 and
+   *  200 ms later: a pair both of whose ends find it up again stays in and the step's allreduce is retried
+   *  over the same members, counted in collective_retries; still down: recovered as strict; not with
+   *  zero); 2 graceful-degrade (recover, but each member keeps only its
    *  own shard: the lost ranks' samples are skipped). Needs feed. */
   int qos;
   /** Where optimizer state lives: NULL or "none" (the session's memory), "dram" or "pmem" —
@@ -181,6 +183,15 @@ typedef struct sg_dist_params {
    *  ignored). Data parallelism only. */
   const char *inject;
   uint64_t inject_seed; /**< draws the steps of inject's random(a-b) faults */
+  /** Profile-guided repartitioning of a pipeline (SPEC P6, docs/pipeline_parallel.md "Repartitioning a
+   *  running pipeline"): when a stage's samples show CPU utilisation above repartition_cpu and a p99 step
+   *  time above repartition_p99_ms for 3 samples in a row (sg_repartition_trigger), the ranks re-cut the
+   *  stages from each stage's measured compute time at a step boundary and move the parameters and
+   *  optimizer state that change stage. 0 = the defaults (200 ms, 0.85); repartition_p99_ms < 0: never
+   *  (the trigger is still reported in sg_dist_stats.repartition_due). Pipeline mode only; elsewhere it
+   *  has nothing to re-cut and is ignored. */
+  double repartition_p99_ms;
+  double repartition_cpu; /**< 0..1; 0 = 0.85 */
 } sg_dist_params;
 
 #define SG_DIST_PARAMS_INIT                                                                                \
@@ -189,7 +200,7 @@ typedef struct sg_dist_params {
     .pipeline = 1, .tensor = 1, .micro_batches = 1, .bucket_bytes = (size_t)25 << 20, .heartbeat_ms = 100, \
     .dead_ms = 600, .trace = 0, .trace_path = NULL, .trace_events = 0, .feed = NULL, .feed_ctx = NULL,     \
     .qos = -1, .offload = NULL, .offload_path = NULL, .zero = 0, .hang_ms = 0, .inject = NULL,             \
-    .inject_seed = 0                                                                                       \
+    .inject_seed = 0, .repartition_p99_ms = 0, .repartition_cpu = 0                                        \
   }
 SG_API sg_dist_params sg_dist_params_init(void);
 
@@ -468,11 +479,20 @@ typedef struct sg_dist_stats {
   double cpu_util;
   double step_p99_ms;
   double steps_per_s;
-  /** Pipeline parallelism: 1 when sg_repartition_trigger() fires on this stage's samples (CPU above 85 % and
-   *  p99 above 200 ms for 3 samples in a row); 0 in the other modes, which have nothing to re-cut.
-   *  Reported only: this version does not repartition a running pipeline (a line on stderr says so the
-   *  first time). */
+  /** Pipeline parallelism: 1 when sg_repartition_trigger() fires on this stage's samples (CPU above
+   *  repartition_cpu and p99 above repartition_p99_ms for 3 samples in a row); 0 in the other modes, which
+   *  have nothing to re-cut. A firing on any stage makes every rank evaluate a re-cut at the next step
+   *  boundary (below). */
   int repartition_due;
+  /** Pipeline parallelism: re-cuts switched to at a step boundary (each predicted to make the slowest stage
+   *  at least 1.1x faster; an evaluation that predicts less keeps the cut), the bytes of parameters and
+   *  optimizer state this rank sent to their new stages (all of them, summed over the job's ranks, in
+   *  migrated_bytes_total), and the sampler's steps per second just before the latest switch (the window
+   *  restarts at a switch, so steps_per_s is measured after it). */
+  int repartitions;
+  uint64_t migrated_bytes;
+  uint64_t migrated_bytes_total;
+  double steps_per_s_before_repartition;
 } sg_dist_stats;
 #define SG_DIST_STATS_INIT \
   { sizeof(sg_dist_stats) }

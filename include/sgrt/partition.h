@@ -188,6 +188,11 @@ SG_API const sg_graph *sg_partition_graph(const sg_partition *p);
 /** Part (pipeline stage) of op `op`. SG_ERR_RANGE for a bad op index. */
 SG_API sg_status sg_partition_op_part(const sg_partition *p, int32_t op, int *part);
 
+/** The cost model's estimate of op `op` of a finalized graph: its FLOPs and the bytes it reads and
+ * writes (the roofline's two axes; what the partitioner weighs ops by). SG_ERR_INVALID_ARG for NULL,
+ * SG_ERR_STATE for a graph not finalized, SG_ERR_RANGE for a bad op index. */
+SG_API sg_status sg_partition_op_cost(const sg_graph *g, int32_t op, double *flops, double *bytes);
+
 /**
  * Parts in an order in which every forward tensor flows from an earlier part
  * to a later one (or within one): the pipeline order. In pipeline mode this

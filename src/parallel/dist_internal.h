@@ -157,6 +157,8 @@ sg_status sg__dist_snap_restore(sg_dist *d, uint64_t label);
  * SG_ERR_INVALID_ARG naming where it came from; SG_ERR_UNSUPPORTED for SG_INJECT in a library
  * built without SG_FAULT_INJECTION. */
 sg_status sg__dist_inject_init(sg_dist *d);
+/* The same plan into *out (NULL when there is none): the pipeline mode's (slow faults only). */
+sg_status sg__dist_inject_parse(sg_dist *d, sg_fault_plan **out);
 /* SG_INJECT when set and not empty, else NULL (for the modes that refuse faults). */
 const char *sg__dist_inject_env(void);
 /* Fires this rank's faults due at the start of 0-based step `step` (once per step, not again when the
@@ -466,6 +468,10 @@ typedef struct sg__dist_profile {
  * when one is due; the latest sample and the trigger's answer go to
  * d->stats. Compute thread. */
 void sg__dist_profile_step(sg_dist *d, double step_ms);
+/* Forgets the trigger's samples (a re-cut was evaluated: the next evaluation
+ * needs a fresh run of them) and, with `window`, the step window too (the
+ * stages changed: steps/s and p99 from then on are the new cut's). */
+void sg__dist_profile_restart(sg_dist *d, bool window);
 
 struct sg_dist {
   const sg__par_strategy *strategy;

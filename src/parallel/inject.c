@@ -42,7 +42,10 @@ static sg_status env_seed(uint64_t *seed) {
 }
 #endif
 
-sg_status sg__dist_inject_init(sg_dist *d) {
+sg_status sg__dist_inject_init(sg_dist *d) { return sg__dist_inject_parse(d, &DP(d)->inject); }
+
+sg_status sg__dist_inject_parse(sg_dist *d, sg_fault_plan **out) {
+  *out = NULL;
   const char *spec = d->p.inject, *from = "sg_dist_params.inject";
   uint64_t seed = d->p.inject_seed;
   if (spec == NULL && (spec = sg__dist_inject_env()) != NULL) {
@@ -60,7 +63,7 @@ sg_status sg__dist_inject_init(sg_dist *d) {
 #endif
   }
   if (spec == NULL || *spec == '\0') return SG_OK;
-  sg_status st = sg_fault_plan_parse(spec, d->orig_size, seed, &DP(d)->inject);
+  sg_status st = sg_fault_plan_parse(spec, d->orig_size, seed, out);
   if (st != SG_OK) {
     char why[512];
     snprintf(why, sizeof why, "%s", sg_last_error()); /* the error buffer is about to be rewritten */

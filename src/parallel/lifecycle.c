@@ -76,6 +76,13 @@ sg_status sg__par_check_params(const sg_dist_params *p, const char *fn) {
   if (p->trace_events > MAX_TRACE_EVENTS)
     return sg__error(SG_ERR_INVALID_ARG, "%s: trace_events is %zu, at most %zu", fn, p->trace_events,
                      MAX_TRACE_EVENTS);
+  if (!isfinite(p->repartition_p99_ms) || p->repartition_p99_ms > 3600000)
+    return sg__error(SG_ERR_INVALID_ARG,
+                     "%s: repartition_p99_ms is %g; 0 (200 ms), a threshold up to 3600000 ms, or < 0 (never)",
+                     fn, p->repartition_p99_ms);
+  if (!(p->repartition_cpu >= 0 && p->repartition_cpu <= 1))
+    return sg__error(SG_ERR_INVALID_ARG, "%s: repartition_cpu is %g; 0 (0.85) or a utilisation in (0, 1]", fn,
+                     p->repartition_cpu);
   return SG_OK;
 }
 

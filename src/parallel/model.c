@@ -90,13 +90,32 @@ static sg_status check_params(const sg_dist_params *p) {
   if (p->offload != NULL && strcmp(p->offload, "none") != 0)
     return sg__error(SG_ERR_UNSUPPORTED, "%s: offload '%s' is not supported with %s parallelism (%s=%d)", FN,
                      p->offload, mode, mode, deg);
-  /* Hang diagnosis names a rank stuck in a collective; the runners'
-   * transfers are point-to-point, which it does not cover yet. */
-  if (p->inject != NULL || sg__dist_inject_env() != NULL)
+  /* A pipeline takes slow faults (its profile re-cuts the stages); every
+   * other fault needs self-healing. Checked before joining, so that every
+   * rank fails alone; the plan proper is read once the world is known. */
+  const char *spec = p->inject != NULL ? p->inject : sg__dist_inject_env();
+  if (spec != NULL && p->pipeline == 1)
     return sg__error(SG_ERR_UNSUPPORTED,
                      "%s: fault injection (%s) is not supported with %s parallelism (%s=%d): its faults need "
                      "self-healing",
                      FN, p->inject != NULL ? "sg_dist_params.inject" : "SG_INJECT", mode, mode, deg);
+  sg_fault_plan *plan = NULL;
+  if (spec != NULL && sg_fault_plan_parse(spec, 65536, 0, &plan) == SG_OK) {
+    for (size_t i = 0; i < sg_fault_plan_count(plan); i++) {
+      sg_fault f;
+      if (sg_fault_plan_get(plan, i, &f) == SG_OK && f.kind != SG_FAULT_SLOW) {
+        sg_fault_plan_destroy(plan);
+        return sg__error(SG_ERR_UNSUPPORTED,
+                         "%s: fault %zu of %s is not 'slow': with pipeline parallelism only slow faults are "
+                         "injected (the others need self-healing)",
+                         FN, i, p->inject != NULL ? "sg_dist_params.inject" : "SG_INJECT");
+      }
+    }
+  }
+  sg_fault_plan_destroy(plan);
+  sg_clear_error(); /* a malformed plan is reported where it is read */
+  /* Hang diagnosis names a rank stuck in a collective; the runners'
+   * transfers are point-to-point, which it does not cover yet. */
   if (p->hang_ms > 0)
     return sg__error(
         SG_ERR_UNSUPPORTED,
@@ -285,18 +304,24 @@ uint8_t *sg__model_fuse_barrier(const sg_graph *g) {
   return mask;
 }
 
-sg_status sg__model_compile(sg_dist *d, const sg_graph *part, const uint8_t *barrier) {
-  sg__par_model *m = MODEL(d);
+sg_status sg__model_new_session(const sg_dist *d, const sg_graph *part, const uint8_t *barrier,
+                                sg_session **out) {
   sg_session_params sp = SG_SESSION_PARAMS_INIT;
   sp.device = d->p.device;
   sp.threads = d->p.threads;
   sp.seed = d->p.seed;
-  SG_CHECK(sg_session_create(part, &sp, &m->part_session));
+  SG_CHECK(sg_session_create(part, &sp, out));
+  SG_CHECK(sg__session_set_updates_last(*out, true));
+  SG_CHECK(sg__session_set_fuse_barrier(*out, barrier));
+  return sg_session_compile(*out);
+}
+
+sg_status sg__model_compile(sg_dist *d, const sg_graph *part, const uint8_t *barrier) {
+  sg__par_model *m = MODEL(d);
+  sg_status st = sg__model_new_session(d, part, barrier, &m->part_session);
   d->s = m->part_session;
   d->g = part;
-  SG_CHECK(sg__session_set_updates_last(d->s, true));
-  SG_CHECK(sg__session_set_fuse_barrier(d->s, barrier));
-  return sg_session_compile(d->s);
+  return st;
 }
 
 void sg__model_release_session(sg_dist *d) {
@@ -320,13 +345,16 @@ void sg__model_release(sg_dist *d) {
   sg__free(m->inputs);
   m->inputs = NULL;
   m->n_inputs = 0;
+  sg__free(m->step_sums);
+  m->step_sums = NULL;
+  m->n_step_sums = 0;
   sg__free(m->loss_name);
   m->loss_name = NULL;
   sg_graph_destroy(m->fwd);
   m->fwd = NULL;
 }
 
-static sg__model_input *find_input(sg__par_model *m, const char *name) {
+sg__model_input *sg__model_find_input(sg__par_model *m, const char *name) {
   for (int i = 0; i < m->n_inputs; i++)
     if (strcmp(m->inputs[i].name, name) == 0) return &m->inputs[i];
   return NULL;
@@ -337,7 +365,7 @@ sg_status sg__model_check_input(sg_dist *d, const char *fn, const char *name, sg
   *out = NULL;
   if (name == NULL || data == NULL || (ndim > 0 && dims == NULL))
     return sg__error(SG_ERR_INVALID_ARG, "%s: NULL argument", fn);
-  sg__model_input *in = find_input(MODEL(d), name);
+  sg__model_input *in = sg__model_find_input(MODEL(d), name);
   if (in == NULL) return sg__error(SG_ERR_NOT_FOUND, "%s: the model has no input '%s'", fn, name);
   /* The user feeds the batch of the forward graph on every rank, whatever
    * part of the model the rank runs. */
@@ -383,9 +411,16 @@ sg_status sg__model_step(sg_dist *d, sg_status (*part)(sg_dist *d, float *loss),
   }
   float mean = loss;
   if (reduce) {
-    float v = isnan(loss) ? 0.0f : loss;
-    SG_CHECK(sg__dist_world_allreduce(d, &v, 1, SG_F32, SG_REDUCE_SUM));
-    mean = v / (float)copies;
+    /* The loss and the strategy's figures in one allreduce. */
+    float v[1 + 2 * SG__PP_MAX_STAGES];
+    int n = 1 + m->n_step_sums;
+    if (n > (int)(sizeof v / sizeof v[0]))
+      return sg__error(SG_ERR_INTERNAL, "sg_dist_step: %d step sums", m->n_step_sums);
+    v[0] = isnan(loss) ? 0.0f : loss;
+    for (int i = 1; i < n; i++) v[i] = m->step_sums[i - 1];
+    SG_CHECK(sg__dist_world_allreduce(d, v, (size_t)n, SG_F32, SG_REDUCE_SUM));
+    for (int i = 1; i < n; i++) m->step_sums[i - 1] = v[i];
+    mean = v[0] / (float)copies;
   }
   int64_t t1 = sg__now_ns();
   sg__par_record(d, SG__EV_STEP, t0, t1, 0);

@@ -88,6 +88,10 @@ typedef struct sg__par_model {
   sg__xfer rxfer;
   bool broadcast_done;      /* data > 1: the replicas took replica 0's state (first step) */
   sg_session *part_session; /* this rank's part, compiled (sg_dist.s points to it) */
+  /* Figures a strategy sums over the world with each step's loss (one allreduce: loss, then these):
+   * the part's step writes them, the sums are here after sg__model_step. */
+  float *step_sums;
+  int n_step_sums;
 } sg__par_model;
 
 #define MODEL(d) ((sg__par_model *)(d)->impl)
@@ -99,6 +103,17 @@ typedef struct sg__par_pipeline {
   bool metis;       /* the stages came from the partitioner (else: evenly by op count) */
   sg__pp_stage *st;
   sg__pp_runner *pp;
+  /* Repartitioning from the profile (model_pp_replan.c). step_sums: [firing ranks, busy ms of stage 0..K-1
+   * summed over the replicas]; this stage's busy time is averaged since the last evaluation. */
+  sg_fault_plan *inject; /* slow faults only */
+  double busy_sum;
+  int busy_steps;
+  double *cost; /* per op of fwd: the cost model's estimate (sg__pp_recut) */
+  /* The optimizer, kept for a stage built again (the caller's may go away). */
+  sg_dist_optimizer opt;
+  sg_sgd_params sgd;
+  sg_adamw_params adamw;
+  char *lr_input;
 } sg__par_pipeline;
 
 #define PIPELINE(d) ((sg__par_pipeline *)(d)->impl)
@@ -145,6 +160,9 @@ uint8_t *sg__model_fuse_barrier(const sg_graph *g);
  * fusing what `barrier` (sg__model_fuse_barrier's, or NULL: no fusion)
  * leaves: d->s and d->g. */
 sg_status sg__model_compile(sg_dist *d, const sg_graph *part, const uint8_t *barrier);
+/* The same session into *out without touching d (on error *out may hold it: destroy it). */
+sg_status sg__model_new_session(const sg_dist *d, const sg_graph *part, const uint8_t *barrier,
+                                sg_session **out);
 /* Lists the source graph's inputs (and the learning rate when the source
  * graph lacks it) into m->inputs; `part` is this rank's graph, for `here`. */
 sg_status sg__model_list_inputs(sg__par_model *m, const sg_graph *part, const char *lr_name);
@@ -166,6 +184,30 @@ sg_status sg__model_step(sg_dist *d, sg_status (*part)(sg_dist *d, float *loss),
 /* sg_dist_params_hash: the parameters of this rank's part but skip[0..n_skip), digested, then every
  * rank's digest in rank order (one value for the whole model, the same on every rank). */
 sg_status sg__model_params_hash(const sg_dist *d, const int32_t *skip, int n_skip, uint64_t *out);
+
+/* The source graph's input `name`, or NULL. */
+sg__model_input *sg__model_find_input(sg__par_model *m, const char *name);
+
+/* ---- repartitioning a running pipeline (model_pp_replan.c) ---------------------------- */
+
+/* This rank's stage of the forward graph cut by `cut`, split (sg__pp_split), with the optimizer,
+ * compiled, and its runner over the pipeline's transports; d is not touched (the caller swaps). */
+typedef struct sg__pp_built {
+  sg__pp_stage *st;
+  sg_session *s;
+  sg__pp_runner *pp;
+} sg__pp_built;
+/* From an already split stage (b->st set): the optimizer, the session and the runner. On error b keeps
+ * what was made (sg__pp_built_free). */
+sg_status sg__pipeline_finish_stage(sg_dist *d, sg__pp_built *b);
+void sg__pp_built_free(sg__pp_built *b);
+/* Every input of the source graph that this rank's stage reads gets `here` and `batched` from st; the
+ * ones set before go to the runner again (a new stage's runner). */
+sg_status sg__pipeline_bind_inputs(sg_dist *d, bool resend);
+/* After a step of every rank (the step sums known): when a stage's profile fired, evaluates a re-cut
+ * from the stages' measured compute and switches to it when it predicts at least a 1.1x faster slowest
+ * stage. Collective over the world; a failure is the step's. */
+sg_status sg__pipeline_maybe_replan(sg_dist *d);
 
 /* Appends `opt` to an editable training graph (its "lr" input added when
  * missing) and finalizes it. */

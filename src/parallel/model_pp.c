@@ -8,6 +8,7 @@
 #include "graph/graph.h"
 #include "parallel/model.h"
 #include "runtime/hooks.h"
+#include "sgrt/partition.h"
 
 /* Stages of equal op counts, in op order (the graph's ops are in a
  * topological order, so every edge goes forward). */
@@ -70,36 +71,103 @@ static sg_status choose_stages(sg_dist *d, sg_tensor loss) {
   return sg__pp_split(fwd, loss, P->stage_of_op, n_ops, K, k, m->micro, &P->st);
 }
 
+sg_status sg__pipeline_finish_stage(sg_dist *d, sg__pp_built *b) {
+  sg__par_pipeline *P = PIPELINE(d);
+  sg__par_model *m = &P->m;
+  SG_CHECK(sg__model_add_optimizer(b->st->g, &P->opt));
+  uint8_t *barrier = sg__model_fuse_barrier(b->st->g);
+  if (barrier == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create_model: out of memory");
+  sg_status cs = sg__model_new_session(d, b->st->g, barrier, &b->s);
+  sg__free(barrier);
+  SG_CHECK(cs);
+  sg__pp_dp dp = {&m->rxfer, m->replica, m->data};
+  return sg__pp_runner_create(b->st, b->s, &m->xfer, m->index - 1, m->index + 1, &dp, &b->pp);
+}
+
+void sg__pp_built_free(sg__pp_built *b) {
+  sg__pp_runner_destroy(b->pp);
+  sg_session_destroy(b->s); /* before the stage graph it was compiled from */
+  sg__pp_stage_destroy(b->st);
+  *b = (sg__pp_built){0};
+}
+
+sg_status sg__pipeline_bind_inputs(sg_dist *d, bool resend) {
+  sg__par_pipeline *P = PIPELINE(d);
+  sg__par_model *m = &P->m;
+  const sg__pp_stage *st = P->st;
+  for (int i = 0; i < m->n_inputs; i++) {
+    sg__model_input *in = &m->inputs[i];
+    int32_t t = sg__tensor_lookup(st->g, in->name);
+    in->here = t >= 0 && st->g->tensors[t].role == SG_ROLE_INPUT;
+    in->batched = false;
+    for (int j = 0; j < st->n_inputs; j++)
+      if (st->inputs[j] == t && st->batched[j]) in->batched = in->here;
+    if (resend && in->here && in->src != NULL)
+      SG_CHECK(sg__pp_set_input(P->pp, in->name, in->src, in->bytes));
+  }
+  return SG_OK;
+}
+
+/* The optimizer, kept: the caller's may go away before a stage is built again. */
+static sg_status keep_optimizer(sg__par_pipeline *P, const sg_dist_optimizer *o) {
+  P->opt = *o;
+  P->sgd = (sg_sgd_params)SG_SGD_PARAMS_INIT;
+  P->adamw = (sg_adamw_params)SG_ADAMW_PARAMS_INIT;
+  if (o->sgd != NULL) memcpy(&P->sgd, o->sgd, o->sgd->size < sizeof P->sgd ? o->sgd->size : sizeof P->sgd);
+  if (o->adamw != NULL)
+    memcpy(&P->adamw, o->adamw, o->adamw->size < sizeof P->adamw ? o->adamw->size : sizeof P->adamw);
+  P->sgd.size = sizeof P->sgd;
+  P->adamw.size = sizeof P->adamw;
+  P->opt.sgd = o->sgd != NULL ? &P->sgd : NULL;
+  P->opt.adamw = o->adamw != NULL ? &P->adamw : NULL;
+  if ((P->lr_input = sg__strdup(o->lr_input)) == NULL)
+    return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create_model: out of memory");
+  P->opt.lr_input = P->lr_input;
+  return SG_OK;
+}
+
+/* A fault plan (sg_dist_params.inject or SG_INJECT) may slow ranks down,
+ * the profile's reason to re-cut (model.c's checks refused the other kinds). */
+static sg_status read_inject(sg_dist *d) { return sg__dist_inject_parse(d, &PIPELINE(d)->inject); }
+
 static sg_status pipeline_build(sg_dist *d, const sg__par_create_args *a) {
   SG_CHECK(sg__model_prepare(d, a));
   sg__par_pipeline *P = PIPELINE(d);
   sg__par_model *m = &P->m;
+  SG_CHECK(keep_optimizer(P, a->opt));
+  SG_CHECK(read_inject(d));
   sg_tensor loss;
   SG_CHECK(sg_graph_find_tensor(m->fwd, m->loss_name, &loss));
   int K = m->pipeline, D = m->data;
   SG_CHECK(sg__model_place(d, K)); /* rank = replica * K + stage */
-  SG_CHECK(choose_stages(d, loss));
-  sg__pp_stage *st = P->st;
-  SG_CHECK(sg__model_add_optimizer(st->g, a->opt));
-  uint8_t *barrier = sg__model_fuse_barrier(st->g);
-  if (barrier == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create_model: out of memory");
-  sg_status cs = sg__model_compile(d, st->g, barrier);
-  sg__free(barrier);
-  SG_CHECK(cs);
   /* The transports' ranks are member indices: the stage in the pipeline,
    * the replica among the stage's copies. */
   sg__xfer_sched_init(&m->xctx, d, m->group, K, m->index, "pipeline", &m->xfer);
   sg__xfer_sched_init(&m->rctx, d, m->replicas, D, m->replica, "replica", &m->rxfer);
-  sg__pp_dp dp = {&m->rxfer, m->replica, D};
-  SG_CHECK(sg__pp_runner_create(st, d->s, &m->xfer, m->index - 1, m->index + 1, &dp, &P->pp));
-  SG_CHECK(sg__model_list_inputs(m, st->g, a->opt->lr_input));
-  for (int i = 0; i < m->n_inputs; i++) {
-    sg__model_input *in = &m->inputs[i];
-    int32_t t = sg__tensor_lookup(st->g, in->name);
-    for (int j = 0; j < st->n_inputs; j++)
-      if (st->inputs[j] == t && st->batched[j]) in->batched = true;
-    if (in->batched && (in->copy = sg__malloc(in->bytes ? in->bytes : 1)) == NULL)
-      return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create_model: out of memory for input '%s'", in->name);
+  SG_CHECK(choose_stages(d, loss));
+  sg__pp_built b = {.st = P->st};
+  P->st = NULL;
+  sg_status st = sg__pipeline_finish_stage(d, &b);
+  /* Owned from here on, even half made: pipeline_free frees them. */
+  P->st = b.st;
+  P->pp = b.pp;
+  m->part_session = d->s = b.s;
+  d->g = P->st->g;
+  SG_CHECK(st);
+  SG_CHECK(sg__model_list_inputs(m, P->st->g, a->opt->lr_input));
+  SG_CHECK(sg__pipeline_bind_inputs(d, false));
+  /* Each step sums over the world: the ranks whose profile fired, each stage's busy time. */
+  m->n_step_sums = 1 + K;
+  m->step_sums = sg__calloc((size_t)m->n_step_sums, sizeof *m->step_sums);
+  int32_t n_ops = sg_graph_num_ops(m->fwd);
+  P->cost = sg__calloc((size_t)n_ops + 1, sizeof *P->cost);
+  if (m->step_sums == NULL || P->cost == NULL)
+    return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create_model: out of memory");
+  for (int32_t o = 0; o < n_ops; o++) {
+    double flops, bytes;
+    SG_CHECK(sg_partition_op_cost(m->fwd, o, &flops, &bytes));
+    /* A roofline time on a typical core (100 GFLOP/s, 20 GB/s): only the ratios matter. */
+    P->cost[o] = fmax(flops / 1e11, bytes / 2e10);
   }
   return SG_OK;
 }
@@ -113,12 +181,24 @@ static sg_status pipeline_part_step(sg_dist *d, float *loss) {
     SG_CHECK(sg__model_broadcast_state(d, P->st->recv, P->st->n_recv));
     P->m.broadcast_done = true;
   }
-  return sg__pp_step(P->pp, loss);
+  if (P->inject != NULL)
+    sg__pp_runner_set_slow(P->pp, sg_fault_plan_slow_factor(P->inject, d->orig_rank, (int64_t)d->step));
+  SG_CHECK(sg__pp_step(P->pp, loss));
+  sg__pp_stats ps;
+  sg__pp_runner_stats(P->pp, &ps);
+  P->busy_sum += ps.busy_ms;
+  P->busy_steps++;
+  sg__par_model *m = &P->m;
+  memset(m->step_sums, 0, (size_t)m->n_step_sums * sizeof *m->step_sums);
+  m->step_sums[0] = d->stats.repartition_due ? 1.0f : 0.0f;
+  m->step_sums[1 + m->index] = (float)(P->busy_sum / P->busy_steps);
+  return SG_OK;
 }
 
 /* Only the last stage has the loss: the world's sum over the replicas. */
 static sg_status pipeline_step(sg_dist *d) {
-  return sg__model_step(d, pipeline_part_step, true, MODEL(d)->data);
+  SG_CHECK(sg__model_step(d, pipeline_part_step, true, MODEL(d)->data));
+  return sg__pipeline_maybe_replan(d);
 }
 
 /* The runner's transfers are jobs of the scheduler: it goes while the scheduler runs (destroy's
@@ -132,22 +212,32 @@ static void pipeline_free(sg_dist *d) {
   P->st = NULL;
   sg__free(P->stage_of_op);
   P->stage_of_op = NULL;
+  sg__free(P->cost);
+  P->cost = NULL;
+  sg__free(P->lr_input);
+  P->lr_input = NULL;
+  sg_fault_plan_destroy(P->inject);
+  P->inject = NULL;
   sg__model_release(d);
 }
 
+/* Every rank keeps what each input was last set to (a copy, or the caller's
+ * bound buffer), read here or not: a re-cut may give its stage another input. */
 static sg_status pipeline_set_input(sg_dist *d, const char *name, sg_dtype dtype, int ndim,
                                     const int64_t *dims, void *data, bool copy) {
-  sg__model_input *in;
+  sg__model_input *here;
   SG_CHECK(sg__model_check_input(d, copy ? "sg_dist_set_input" : "sg_dist_bind_input", name, dtype, ndim,
-                                 dims, data, &in));
-  if (in == NULL) return SG_OK; /* another stage reads it */
-  if (in->batched && copy) {
-    /* The runner reads the batch during the step: keep a copy, as
-     * sg_session_set_input would. */
+                                 dims, data, &here));
+  sg__model_input *in = sg__model_find_input(MODEL(d), name);
+  if (copy) {
+    if (in->copy == NULL && (in->copy = sg__malloc(in->bytes ? in->bytes : 1)) == NULL)
+      return sg__error(SG_ERR_NO_MEMORY, "sg_dist_set_input: out of memory for input '%s'", name);
     memcpy(in->copy, data, in->bytes);
-    return sg__pp_set_input(PIPELINE(d)->pp, name, in->copy, in->bytes);
   }
-  return sg__pp_set_input(PIPELINE(d)->pp, name, data, in->bytes);
+  /* The runner reads a batched input during the step: the copy, as sg_session_set_input would keep one. */
+  in->src = copy ? in->copy : data;
+  if (here == NULL) return SG_OK; /* another stage reads it */
+  return sg__pp_set_input(PIPELINE(d)->pp, name, in->src, in->bytes);
 }
 
 /* The stage that holds tensor `name` of the source graph, -1 when none. */

@@ -98,6 +98,24 @@ void sg__pp_stage_destroy(sg__pp_stage *st);
  * that are not a pipeline; the partition's own errors. */
 sg_status sg__pp_stages_from_partition(const sg_partition *p, int32_t n_ops, int *stage_of_op);
 
+/* ---- re-cutting a running pipeline from its profile (pp_recut.c) --------------- */
+
+/* A new cut of the same `stages` stages from what a running pipeline
+ * measured (SPEC P6). cost[n_ops]: every op's static cost estimate (any unit,
+ * >= 0: sg_partition_op_cost's roofline time); stage_of_op: the current
+ * cut; busy_ms[stages]: each stage's measured compute per step. Stage k's
+ * speed is taken as busy_ms[k] over the cost it holds (a slow or shared CPU
+ * shows as a higher time per unit of cost), and the new cut is contiguous
+ * in op order (the graph's ops are topologically ordered, so it is
+ * acyclic), every stage non-empty, minimising the slowest stage's predicted
+ * time. out[n_ops]: the new cut; *gain: the measured slowest stage's time
+ * over the predicted one (1 when nothing can be predicted: a stage with no
+ * cost or no time, whose cut is then out = stage_of_op). SG_ERR_INVALID_ARG
+ * for NULL, sizes, a negative or non-finite cost or time, an entry outside
+ * 0..stages-1, or fewer ops than stages. */
+sg_status sg__pp_recut(const double *cost, int32_t n_ops, const int *stage_of_op, const double *busy_ms,
+                       int stages, int *out, double *gain);
+
 /* ---- running one stage (pp_run.c) ------------------------------------------- */
 
 typedef struct sg__pp_runner sg__pp_runner;
@@ -170,6 +188,12 @@ sg_status sg__pp_step(sg__pp_runner *r, float *loss);
 /* Figures of the last step. */
 void sg__pp_runner_stats(const sg__pp_runner *r, sg__pp_stats *out);
 
+/* An injected 'slow' fault (sg_fault_plan_slow_factor): from the next step
+ * on, each compute pass of the stage takes `factor` times as long (the
+ * excess slept, as on a slower or shared CPU) and counts as busy time.
+ * factor <= 1: full speed. */
+void sg__pp_runner_set_slow(sg__pp_runner *r, double factor);
+
 /* ---- the schedule (pp_sched.c) ---------------------------------------------- */
 
 typedef enum sg__pp_action {
@@ -234,6 +258,7 @@ struct sg__pp_runner {
   uint64_t step;
   double loss_sum;
   sg__pp_stats stats;
+  double slow; /* > 1: an injected slow fault's factor (sg__pp_runner_set_slow) */
 };
 
 #endif /* SG_DIST_PP_H */

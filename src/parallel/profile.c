@@ -8,10 +8,11 @@
  * to sg_repartition_trigger (85 % CPU and p99 above 200 ms for 3 samples in
  * a row: a stage that is the bottleneck); a data-parallel or tensor-parallel
  * rank runs the whole graph or an even share of every op, where re-cutting
- * has nothing to move, and a busy CPU there is just training. What this
- * version does not do is act on the trigger: a running pipeline is not
- * repartitioned yet, and the first firing says so on stderr instead of
- * passing silently. */
+ * has nothing to move, and a busy CPU there is just training. The
+ * thresholds are sg_dist_params.repartition_p99_ms and repartition_cpu; the
+ * pipeline strategy acts on a firing (model_pp_replan.c) and restarts the
+ * samples after each evaluation (sg__dist_profile_restart), so the next one
+ * needs a fresh run of samples. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +65,8 @@ static void take_sample(sg_dist *d, sg__dist_profile *p, int64_t now) {
   d->stats.steps_per_s = s.steps_per_s;
   if (d->strategy != &sg__par_pipeline_strategy) return;
   sg_repartition_trigger_params tp = SG_REPARTITION_TRIGGER_PARAMS_INIT;
+  if (d->p.repartition_p99_ms > 0) tp.latency_p99_ms = d->p.repartition_p99_ms;
+  if (d->p.repartition_cpu > 0) tp.cpu_util = d->p.repartition_cpu;
   int fire = 0;
   int32_t node = -1;
   if (sg_repartition_trigger(p->samples, (size_t)p->n_samples, &tp, &fire, &node) != SG_OK) {
@@ -71,14 +74,21 @@ static void take_sample(sg_dist *d, sg__dist_profile *p, int64_t now) {
     fire = 0;
   }
   d->stats.repartition_due = fire;
-  if (fire && !p->said) {
+  if (fire && !p->said && d->p.repartition_p99_ms < 0) {
     p->said = true;
     fprintf(stderr,
             "sgrt: rank %d: profile: CPU %.0f %% and step p99 %.0f ms for %d samples (thresholds %.0f %%, "
-            "%.0f ms): a repartition is due, but this version does not repartition a running job\n",
+            "%.0f ms): a repartition is due, but repartitioning is off (repartition_p99_ms < 0)\n",
             d->orig_rank, 100 * s.cpu_util, s.latency_p99_ms, tp.sustain_samples, 100 * tp.cpu_util,
             tp.latency_p99_ms);
   }
+}
+
+void sg__dist_profile_restart(sg_dist *d, bool window) {
+  sg__dist_profile *p = &d->prof;
+  p->n_samples = 0;
+  d->stats.repartition_due = 0;
+  if (window) p->n = 0;
 }
 
 void sg__dist_profile_step(sg_dist *d, double step_ms) {

@@ -158,3 +158,15 @@ sg__op_cost sg__op_cost_of(const sg_graph *g, const sg__op *op) {
   for (int i = 0; i < op->n_outputs; i++) c.traffic += (double)g->tensors[op->outputs[i]].nbytes;
   return c;
 }
+
+sg_status sg_partition_op_cost(const sg_graph *g, int32_t op, double *flops, double *bytes) {
+  if (g == NULL || flops == NULL || bytes == NULL)
+    return sg__error(SG_ERR_INVALID_ARG, "sg_partition_op_cost: NULL argument");
+  if (!g->finalized) return sg__error(SG_ERR_STATE, "sg_partition_op_cost: the graph is not finalized");
+  if (op < 0 || (uint32_t)op >= g->n_ops)
+    return sg__error(SG_ERR_RANGE, "sg_partition_op_cost: op %d is not in 0..%u", (int)op, g->n_ops - 1);
+  sg__op_cost c = sg__op_cost_of(g, &g->ops[op]);
+  *flops = c.flops;
+  *bytes = c.traffic;
+  return SG_OK;
+}

@@ -28,6 +28,11 @@ add_test(NAME model_mlp_tp2_dp2 COMMAND ${_sg_model_launch} -n 4 -- ${_sg_model_
 add_test(NAME model_mlp_tp2_micro4 COMMAND ${_sg_model_launch} -n 2 -- ${_sg_model_worker} tpm 4)
 add_test(NAME model_mlp_tp2_dp2_micro2 COMMAND ${_sg_model_launch} -n 4 -- ${_sg_model_worker} tpmdp 2)
 add_test(NAME model_mlp_dp2 COMMAND ${_sg_model_launch} -n 2 -- ${_sg_model_worker} dp)
+# Repartitioning a running pipeline (SPEC P6): rank 1 slowed 4x by a 'slow' fault; the stages are re-cut
+# from the profile at a step boundary and the state moved; parameters and loss as one process's.
+add_test(NAME model_mlp_pp2_recut COMMAND ${_sg_model_launch} -n 2 -- ${_sg_model_worker} recut)
+add_test(NAME model_mlp_pp4_recut COMMAND ${_sg_model_launch} -n 4 -- ${_sg_model_worker} recut)
+add_test(NAME model_mlp_pp2_dp2_recut COMMAND ${_sg_model_launch} -n 4 -- ${_sg_model_worker} recutdp)
 # ResNet-50 (width 16, 32x32, 10 classes, batch 8): the tensor split in lockstep with the reference
 # (model_worker.c says why not free-running), the pipeline (METIS stages) free-running. The pipeline
 # runs one micro-batch: batch norm normalises over each micro-batch, so M > 1 differs from the
@@ -44,6 +49,7 @@ set_tests_properties(model_death_pp2_dp2 PROPERTIES TIMEOUT 120 LABELS "dist;mod
                      ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000;MODEL_DEATH_DATA=2")
 set_tests_properties(model_mlp_pp4 model_mlp_pp2 model_mlp_pp2_dp2 model_mlp_tp2 model_mlp_tp2_dp2 model_mlp_dp2
                      model_mlp_tp2_micro4 model_mlp_tp2_dp2_micro2 model_badargs model_mismatch_np2 model_death_pp4
+                     model_mlp_pp2_recut model_mlp_pp4_recut model_mlp_pp2_dp2_recut
                      PROPERTIES TIMEOUT 120 LABELS "dist;model" ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000")
 set_tests_properties(model_resnet_tp2 model_resnet_pp4 PROPERTIES TIMEOUT 240 LABELS "dist;model"
                      ENVIRONMENT "SG_COMM_TIMEOUT_MS=60000")

@@ -12,6 +12,10 @@
  *   tpm M       the N-way split running M micro-batches per step (gradients
  *               accumulated: equal to the whole-batch step of one process);
  *   tpmdp M     2 replicas of an N/2-way split, M micro-batches each;
+ *   recut       the MLP as an N-stage pipeline whose rank 1 is slowed 4x
+ *               (a 'slow' fault): the ranks re-cut the stages from the
+ *               profile and move the state (repartitioning, SPEC P6);
+ *   recutdp     the same with 2 copies of an N/2-stage pipeline;
  *   dp          the same MLP, data-parallel over N ranks (pipeline = tensor
  *               = 1): equal to the single-process run, and bitwise equal to
  *               sg_dist_create() on the training graph built by hand;
@@ -578,6 +582,86 @@ static int run_parts(int resnet, int pipeline, int micro, const char *trace, int
   return 0;
 }
 
+/* ---- repartitioning a running pipeline from its profile ----------------------------- */
+
+#define RECUT_MAX_STEPS 6000
+
+/* An N/data-stage pipeline of 4 micro-batches whose rank 1 computes 4 times
+ * slower from step 2 on (a 'slow' fault), with the profile's thresholds low
+ * enough for the MLP's millisecond steps: the ranks must re-cut the stages
+ * at a step boundary (sg_dist_stats.repartitions), move the state that
+ * changes stage, and go on computing what one process computes on the same
+ * global batch: every parameter held by exactly one stage afterwards, each
+ * within TOL of the reference, the loss too. Runs until 3 steps after the
+ * first switch (the same step on every rank: the decision is collective). */
+static int run_recut(int data) {
+  model m, full;
+  int global = 16;
+  build_mlp(&m, global / data), build_mlp(&full, global);
+  sg_graph *ref_g = training_graph(&full);
+  sg_session_params sp = SG_SESSION_PARAMS_INIT;
+  sp.threads = 1;
+  sg_session *ref;
+  OK(sg_session_create(ref_g, &sp, &ref));
+  OK(sg_session_compile(ref));
+  sg_dist_params dp = SG_DIST_PARAMS_INIT;
+  dp.threads = 1;
+  int world = env_world(), stages = world / data;
+  dp.pipeline = stages, dp.micro_batches = 4, dp.data = data;
+  dp.inject = "slow:rank=1,step=2,factor=4";
+  dp.repartition_p99_ms = 0.001;
+  dp.repartition_cpu = 0.01;
+  sg_sgd_params sgd = SG_SGD_PARAMS_INIT;
+  sgd.momentum = 0.9;
+  sg_dist_optimizer opt = SG_DIST_OPTIMIZER_INIT;
+  opt.sgd = &sgd;
+  sg_dist *d;
+  OK(sg_dist_create_model(m.fwd, m.loss, &opt, &dp, &d));
+  int rank = sg_dist_rank(d), replica = rank / stages;
+  init_weights(&m, d, NULL, stages, rank % stages);
+  sg_dist_stats st = SG_DIST_STATS_INIT;
+  int step = 0, after = -1;
+  float ref_loss = 0;
+  for (; step < RECUT_MAX_STEPS && after < 3; step++) {
+    feed(&full, NULL, ref, step, 0, full.batch);
+    OK(sg_session_step(ref));
+    OK(sg_session_read(ref, "loss", &ref_loss, sizeof ref_loss));
+    if (step % 2) feed_bound(&m, d, step, replica * m.batch, m.batch);
+    else feed(&m, d, NULL, step, replica * m.batch, m.batch);
+    OK(sg_dist_step(d));
+    OK(sg_dist_get_stats(d, &st));
+    if (st.repartitions > 0) after++;
+  }
+  CHECK(st.repartitions >= 1, "no repartition in %d steps (rank 1 slowed 4x from step 2)", RECUT_MAX_STEPS);
+  CHECK(st.migrated_bytes_total > 0, "a re-cut moved no state");
+  CHECK(st.steps_per_s_before_repartition > 0, "no steps/s before the switch");
+  double le = fabs((double)st.loss_mean - ref_loss) / fabs((double)ref_loss);
+  CHECK(le <= TOL, "step %d: loss_mean %.9g, single process %.9g", step, st.loss_mean, ref_loss);
+  int64_t held = 0, n_params = 0;
+  size_t repl_bytes = 0;
+  double worst = compare(&m, ref, d, NULL, 1, stages, rank % stages, 0, &held, &n_params, &repl_bytes);
+  OK(sg_dist_destroy(d));
+  sg_comm *c = rejoin();
+  int64_t sum = held;
+  OK(sg_comm_allreduce(c, &sum, &sum, 1, SG_I64, SG_REDUCE_SUM));
+  CHECK(sum == n_params * data, "after the re-cut the stages hold %lld parameters, the model has %lld (x %d)",
+        (long long)sum, (long long)n_params, data);
+  printf(
+      "rank %d: pipeline %d x data %d re-cut %d time(s) by step %d (rank 1 slowed 4x): %lld bytes moved in "
+      "all, %lld of %lld parameters here, worst rel diff %.3g, steps/s %.0f before the switch, %.0f after\n",
+      rank, stages, data, st.repartitions, step, (long long)st.migrated_bytes_total, (long long)held,
+      (long long)n_params, worst, st.steps_per_s_before_repartition, st.steps_per_s);
+  OK(sg_comm_destroy(c));
+  sg_session_destroy(ref);
+  sg_graph_destroy(ref_g);
+  sg_graph_destroy(m.fwd);
+  sg_graph_destroy(full.fwd);
+  free(bound_x);
+  free(bound_y);
+  bound_x = NULL, bound_y = NULL;
+  return 0;
+}
+
 /* ---- data parallelism: the same as sg_dist_create --------------------------------- */
 
 static param_set dp_run(const model *m, const model *full, sg_dist *d, float *losses) {
@@ -839,6 +923,16 @@ static int run_badargs(void) {
   p = p0, p.pipeline = 4, p.feed = feed_none;
   EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_UNSUPPORTED,
          "feed callback (self-healing) is not supported with pipeline parallelism");
+  p = p0, p.pipeline = 4, p.inject = "slow:rank=1,step=2,factor=3;kill:rank=2,step=3";
+  EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_UNSUPPORTED,
+         "fault 1 of sg_dist_params.inject is not 'slow'");
+  p = p0, p.tensor = 4, p.inject = "slow:rank=1,step=2,factor=3";
+  EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_UNSUPPORTED,
+         "fault injection (sg_dist_params.inject) is not supported with tensor parallelism");
+  p = p0, p.pipeline = 4, p.repartition_cpu = 2;
+  EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_INVALID_ARG, "repartition_cpu is 2");
+  p = p0, p.pipeline = 4, p.repartition_p99_ms = NAN;
+  EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_INVALID_ARG, "repartition_p99_ms is nan");
   p = p0, p.tensor = 4, p.feed = feed_none;
   EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_UNSUPPORTED,
          "not supported with tensor parallelism (tensor=4)");
@@ -902,6 +996,8 @@ int main(int argc, char **argv) {
   if (strcmp(mode, "rn_tp") == 0) return run_parts(1, 0, 1, NULL, 1);
   if (strcmp(mode, "rn_pp") == 0) return run_parts(1, 1, micro, NULL, 1);
   if (strcmp(mode, "dp") == 0) return run_dp();
+  if (strcmp(mode, "recut") == 0) return run_recut(1);
+  if (strcmp(mode, "recutdp") == 0) return run_recut(2);
   if (strcmp(mode, "death") == 0 && argc > 2) return run_death(argv[2]);
   if (strcmp(mode, "badargs") == 0) return run_badargs();
   if (strcmp(mode, "mismatch") == 0) return run_mismatch();

@@ -355,6 +355,52 @@ static void simulate(int K, int M) {
   }
 }
 
+/* sg__pp_recut against cuts worked out by hand. */
+static void recut_cases(void) {
+  const double one[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+  int cur[8] = {0, 0, 0, 0, 1, 1, 1, 1}, out[8];
+  double gain = 0;
+  /* Stage 1 takes 4 ms per unit of cost, stage 0 1 ms: x ops on stage 0 cost max(x, 4 (8 - x)), least at
+   * x = 7 (7 ms against the measured 16). */
+  OK(sg__pp_recut(one, 8, cur, (const double[]){4, 16}, 2, out, &gain));
+  for (int i = 0; i < 8; i++) CHECK(out[i] == (i < 7 ? 0 : 1), "2 stages: op %d on stage %d", i, out[i]);
+  CHECK(fabs(gain - 16.0 / 7.0) < 1e-9, "2 stages: gain %.9g, want 16/7", gain);
+  /* Balanced already: the same cut, gain 1. */
+  OK(sg__pp_recut(one, 8, cur, (const double[]){4, 4}, 2, out, &gain));
+  for (int i = 0; i < 8; i++) CHECK(out[i] == cur[i], "balanced: op %d moved to stage %d", i, out[i]);
+  CHECK(gain == 1, "balanced: gain %g", gain);
+  /* 3 stages of speeds 1, 1, 4: the last stage's one op bounds it at 4 ms; the sweep fills stage 0 up
+   * to that bound and leaves one op to each later stage. */
+  int cur3[6] = {0, 0, 1, 1, 2, 2}, out3[6], want3[6] = {0, 0, 0, 0, 1, 2};
+  OK(sg__pp_recut(one, 6, cur3, (const double[]){2, 2, 8}, 3, out3, &gain));
+  for (int i = 0; i < 6; i++) CHECK(out3[i] == want3[i], "3 stages: op %d on stage %d", i, out3[i]);
+  CHECK(fabs(gain - 2) < 1e-9, "3 stages: gain %.9g, want 2", gain);
+  /* Costs that differ: op 0 is heavy (6 units); stage 1 is twice as slow. Cuts after op 0: max(6, 2 x 4)
+   * = 8; after op 1: max(7, 2 x 3) = 7; after op 2: max(8, 4) = 8: the second. */
+  const double heavy[5] = {6, 1, 1, 1, 1};
+  int cur5[5] = {0, 0, 0, 1, 1}, out5[5], want5[5] = {0, 0, 1, 1, 1};
+  OK(sg__pp_recut(heavy, 5, cur5, (const double[]){8, 4}, 2, out5, &gain));
+  for (int i = 0; i < 5; i++) CHECK(out5[i] == want5[i], "heavy op: op %d on stage %d", i, out5[i]);
+  CHECK(fabs(gain - 8.0 / 7.0) < 1e-9, "heavy op: gain %.9g, want 8/7", gain);
+  /* A stage whose speed cannot be told (no cost or no time): the cut stays. */
+  const double zero_on_1[8] = {1, 1, 1, 1, 0, 0, 0, 0};
+  OK(sg__pp_recut(zero_on_1, 8, cur, (const double[]){4, 16}, 2, out, &gain));
+  CHECK(gain == 1 && memcmp(out, cur, sizeof cur) == 0, "no cost on stage 1: the cut moved");
+  OK(sg__pp_recut(one, 8, cur, (const double[]){4, 0}, 2, out, &gain));
+  CHECK(gain == 1 && memcmp(out, cur, sizeof cur) == 0, "no time on stage 1: the cut moved");
+  EXPECT(sg__pp_recut(NULL, 8, cur, (const double[]){4, 4}, 2, out, &gain), SG_ERR_INVALID_ARG, "NULL");
+  EXPECT(sg__pp_recut(one, 1, cur, (const double[]){4, 4}, 2, out, &gain), SG_ERR_INVALID_ARG,
+         "2 stages for 1");
+  EXPECT(sg__pp_recut(one, 8, cur, (const double[]){4, -1}, 2, out, &gain), SG_ERR_INVALID_ARG, "busy_ms[1]");
+  EXPECT(
+      sg__pp_recut((const double[]){1, NAN, 1, 1, 1, 1, 1, 1}, 8, cur, (const double[]){4, 4}, 2, out, &gain),
+      SG_ERR_INVALID_ARG, "cost[1]");
+  int bad[8] = {0, 0, 0, 0, 1, 1, 1, 2};
+  EXPECT(sg__pp_recut(one, 8, bad, (const double[]){4, 4}, 2, out, &gain), SG_ERR_INVALID_ARG,
+         "stage_of_op[7] is 2");
+  printf("ok: sg__pp_recut matches the hand-worked cuts and refuses bad arguments\n");
+}
+
 static int pp_badargs(void) {
   sg_graph *fwd = build();
   int n = sg_graph_num_ops(fwd), st2[64], bad[64];
@@ -438,6 +484,7 @@ static int pp_badargs(void) {
   for (int K = 1; K <= 8; K++)
     for (int M = 1; M <= 12; M++) simulate(K, M);
   printf("ok: 1F1B programs for K = 1..8, M = 1..12 run to completion with rendezvous sends\n");
+  recut_cases();
   sg_graph_destroy(fwd);
   return 0;
 }
