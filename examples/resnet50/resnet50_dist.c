@@ -61,6 +61,7 @@ typedef struct options {
   int batch, res, steps, threads, classes, width, warmup, json, heartbeat_ms, dead_ms, no_heal;
   int pipeline, tensor, micro; /* > 1: sg_dist_create_model's modes */
   double lr, bucket_mb;
+  double repartition_p99_ms, repartition_cpu; /* pipeline: the profile's thresholds (0: the library's) */
   uint64_t seed;
   const char *trace, *offload, *offload_path, *device;
 } options;
@@ -71,16 +72,18 @@ static const char usage[] =
     "[--heartbeat-ms N] [--dead-ms N]\n"
     "                     [--offload dram|pmem] [--offload-path PATH] [--no-heal] [--json]\n"
     "                     [--pipeline K] [--tensor T] [--micro-batches M] [--device cpu|cuda|cuda:N]\n"
+    "                     [--repartition-p99-ms X] [--repartition-cpu X]\n"
     "       batch 2..65536, res 32..4096, steps 1..1000000, threads 1..4096, classes 1..100000,\n"
     "       width 1..4096, warmup 0..1000000, lr in (0, 100], bucket-mb in (0, 4096],\n"
     "       heartbeat-ms 1..3600000, dead-ms 2..3600000 (more than heartbeat-ms), pipeline, tensor\n"
-    "       1..256, micro-batches 1..65536, seed 0..2^64-1\n"
+    "       1..256, micro-batches 1..65536, seed 0..2^64-1, repartition-p99-ms -1..3600000 (0: 200,\n"
+    "       -1: never), repartition-cpu 0..1 (0: 0.85)\n"
     "       (start it once per rank: sgrt launch -n 4 resnet50_dist ...)\n";
 
 static int parse(int argc, char **argv, options *o) {
   const sg_dist_params lib = SG_DIST_PARAMS_INIT; /* the failure detector's defaults are the library's */
-  *o = (options){8, 64,   10, 1, 10,   64,   1,    0,    lib.heartbeat_ms, lib.dead_ms, 0, 1, 1,
-                 1, 0.01, 25, 1, NULL, NULL, NULL, "cpu"};
+  *o = (options){8,    64, 10, 1,    10,   64,   1,   0, lib.heartbeat_ms, lib.dead_ms, 0, 1, 1,
+                 1, 0.01, 25, 0, 0, 1, NULL, NULL, NULL, "cpu"};
   /* The ranges are in the usage text and docs/examples.md. */
   const example_opt opts[] = {
       {"--batch", EXAMPLE_OPT_INT, &o->batch, 2, 65536},
@@ -104,6 +107,8 @@ static int parse(int argc, char **argv, options *o) {
       {"--tensor", EXAMPLE_OPT_INT, &o->tensor, 1, 256},
       {"--micro-batches", EXAMPLE_OPT_INT, &o->micro, 1, 65536},
       {"--device", EXAMPLE_OPT_STRING, &o->device},
+      {"--repartition-p99-ms", EXAMPLE_OPT_DOUBLE, &o->repartition_p99_ms, -1, 3600000},
+      {"--repartition-cpu", EXAMPLE_OPT_DOUBLE, &o->repartition_cpu, 0, 1},
   };
   int rc = example_parse_opts("resnet50_dist", usage, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
   if (rc != 0) return rc;
@@ -288,6 +293,8 @@ int main(int argc, char **argv) {
   dp.feed_ctx = &fd;
   dp.pipeline = o.pipeline;
   dp.tensor = o.tensor;
+  dp.repartition_p99_ms = o.repartition_p99_ms;
+  dp.repartition_cpu = o.repartition_cpu;
   sg_sgd_params sgd = SG_SGD_PARAMS_INIT;
   sgd.momentum = 0.9;
   sg_dist_optimizer opt = SG_DIST_OPTIMIZER_INIT; /* SGD, momentum 0.9, from the input "lr" */
@@ -330,7 +337,7 @@ int main(int argc, char **argv) {
   int max_degraded = 0; /* most ranks DEGRADED at once over the run */
   double *snap_wait = calloc((size_t)o.steps + 1, sizeof(double));
   if (snap == NULL || snap_wait == NULL) return fail(rank, "allocating the data", SG_ERR_NO_MEMORY);
-  int recoveries = 0;
+  int recoveries = 0, repartitions = 0, recut_step = -1; /* the first re-cut of a pipeline: after this step */
   double first_loss = NAN; /* of the first step this rank ran */
   for (int step = start; step < o.steps; step++) {
     double ts = now(), cs = cpu_now();
@@ -352,7 +359,7 @@ int main(int argc, char **argv) {
     waits[step] = stats.wait_ms;
     snap[step] = stats.snapshot_ms;
     snap_wait[step] = stats.snapshot_wait_ms;
-    char healed[256] = "";
+    char healed[512] = "";
     if (stats.recoveries > recoveries) {
       recoveries = stats.recoveries;
       if (stats.rto_ms > worst_rto) worst_rto = stats.rto_ms;
@@ -362,6 +369,13 @@ int main(int argc, char **argv) {
                " step(s) redone, %d shard(s) here]",
                stats.epoch, stats.world_size, stats.detection_ms, stats.rto_ms, stats.redone_steps,
                stats.shards);
+    }
+    if (stats.repartitions > repartitions) {
+      repartitions = stats.repartitions;
+      if (recut_step < 0) recut_step = step;
+      snprintf(healed + strlen(healed), sizeof healed - strlen(healed),
+               "  [re-cut: the stages repartitioned from the profile, %" PRIu64 " bytes of state moved]",
+               stats.migrated_bytes_total);
     }
     /* world: the original ranks, whose shards make the global batch (kept by a recovery). */
     if (stats.degraded_ranks > max_degraded) max_degraded = stats.degraded_ranks;
@@ -381,6 +395,13 @@ int main(int argc, char **argv) {
   int first = o.steps > o.warmup ? o.warmup : 0;
   if (first < start) first = start < o.steps ? start : o.steps; /* a joiner timed only its own steps */
   int timed = o.steps - first;
+  /* A pipeline that re-cut itself: steps/s before the first switch (after the warm-up) and after it (the
+   * step after the switch left out), from this program's step times; before the medians below, which
+   * sort in place. */
+  double before = 0, after = 0;
+  if (recut_step > first) before = 1.0 / median(times + first, recut_step - first);
+  if (recut_step >= 0 && o.steps - recut_step - 2 > 0)
+    after = 1.0 / median(times + recut_step + 2, o.steps - recut_step - 2);
   double med = median(times + first, timed), med_comm = median(comm + first, timed);
   double med_wait = median(waits + first, timed), med_cpu = median(cpu + first, timed);
   double ips = med > 0 ? global_batch / med : 0.0;
@@ -432,6 +453,12 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(j, "step_p99_ms", stats.step_p99_ms);
     cJSON_AddNumberToObject(j, "steps_per_s", stats.steps_per_s);
     cJSON_AddBoolToObject(j, "repartition_due", stats.repartition_due != 0);
+    cJSON_AddNumberToObject(j, "repartitions", stats.repartitions);
+    cJSON_AddNumberToObject(j, "repartition_step", recut_step + 1); /* 0: none */
+    cJSON_AddNumberToObject(j, "steps_per_s_before", before);
+    cJSON_AddNumberToObject(j, "steps_per_s_after", after);
+    cJSON_AddNumberToObject(j, "repartition_speedup", before > 0 && after > 0 ? after / before : 0.0);
+    cJSON_AddNumberToObject(j, "migrated_bytes", (double)stats.migrated_bytes_total);
     cJSON_AddNumberToObject(j, "ranks_now", stats.world_size);
     cJSON_AddNumberToObject(j, "epoch", stats.epoch);
     cJSON_AddNumberToObject(j, "recoveries", stats.recoveries);

@@ -203,7 +203,7 @@ static void list_ms(const double *ms, int K, char *out, size_t cap) {
 }
 
 /* The new stage in place of the old: step counts carried over, inputs given again, the figures. */
-static sg_status switch_to(sg_dist *d, const int *cut, sg__pp_built *b, uint64_t sent) {
+static sg_status switch_to(sg_dist *d, const int *cut, sg__pp_built *b, uint64_t sent, int64_t *total) {
   sg__par_pipeline *P = PIPELINE(d);
   sg__par_model *m = &P->m;
   sg__session_set_steps(b->s, sg_session_steps(d->s)); /* dropout masks and SGD's first step read it */
@@ -220,9 +220,9 @@ static sg_status switch_to(sg_dist *d, const int *cut, sg__pp_built *b, uint64_t
   SG_CHECK(sg__pipeline_bind_inputs(d, true));
   d->stats.repartitions++;
   d->stats.migrated_bytes += sent;
-  int64_t total = (int64_t)sent;
-  SG_CHECK(sg__dist_world_allreduce(d, &total, 1, SG_I64, SG_REDUCE_SUM));
-  d->stats.migrated_bytes_total += (uint64_t)total;
+  *total = (int64_t)sent;
+  SG_CHECK(sg__dist_world_allreduce(d, total, 1, SG_I64, SG_REDUCE_SUM));
+  d->stats.migrated_bytes_total += (uint64_t)*total;
   d->stats.steps_per_s_before_repartition = d->stats.steps_per_s;
   sg__dist_profile_restart(d, true); /* steps/s and p99 from here on are the new cut's */
   return SG_OK;
@@ -305,15 +305,15 @@ sg_status sg__pipeline_maybe_replan(sg_dist *d) {
   char was[256], now[256];
   count_ops(P->stage_of_op, n, K, was, sizeof was);
   count_ops(cut, n, K, now, sizeof now);
-  st = switch_to(d, cut, &b, sent);
+  int64_t moved = 0;
+  st = switch_to(d, cut, &b, sent, &moved);
   if (st == SG_OK && d->rank == 0)
     fprintf(
         stderr,
         "sgrt: pipeline re-cut at step %llu from the profile: stage compute %s ms per step, ops per stage "
         "%s -> %s, slowest stage predicted %.2fx faster; %llu bytes of parameters and optimizer state "
         "moved\n",
-        (unsigned long long)d->stats.steps, ms, was, now, gain,
-        (unsigned long long)d->stats.migrated_bytes_total);
+        (unsigned long long)d->stats.steps, ms, was, now, gain, (unsigned long long)moved);
   sg__pp_built_free(&b);
   sg__free(cut);
   return st;

@@ -67,6 +67,9 @@ static void take_sample(sg_dist *d, sg__dist_profile *p, int64_t now) {
   sg_repartition_trigger_params tp = SG_REPARTITION_TRIGGER_PARAMS_INIT;
   if (d->p.repartition_p99_ms > 0) tp.latency_p99_ms = d->p.repartition_p99_ms;
   if (d->p.repartition_cpu > 0) tp.cpu_util = d->p.repartition_cpu;
+  /* A sample follows a step: steps longer than the period space the samples by a step, and those are
+   * still consecutive (the trigger wants each within 1.5 periods of the one before). */
+  if (s.latency_p99_ms > tp.sample_period_ms) tp.sample_period_ms = s.latency_p99_ms;
   int fire = 0;
   int32_t node = -1;
   if (sg_repartition_trigger(p->samples, (size_t)p->n_samples, &tp, &fire, &node) != SG_OK) {
