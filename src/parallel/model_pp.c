@@ -108,16 +108,23 @@ sg_status sg__pipeline_bind_inputs(sg_dist *d, bool resend) {
   return SG_OK;
 }
 
-/* The optimizer, kept: the caller's may go away before a stage is built again. */
+/* The optimizer, kept: the caller's may go away before a stage is built again. Its params keep the
+ * caller's size (an older caller's shorter struct reads as such, a bad size is still refused when the
+ * stage is built); a newer caller's longer struct is cut to the fields this library knows. */
 static sg_status keep_optimizer(sg__par_pipeline *P, const sg_dist_optimizer *o) {
   P->opt = *o;
   P->sgd = (sg_sgd_params)SG_SGD_PARAMS_INIT;
   P->adamw = (sg_adamw_params)SG_ADAMW_PARAMS_INIT;
-  if (o->sgd != NULL) memcpy(&P->sgd, o->sgd, o->sgd->size < sizeof P->sgd ? o->sgd->size : sizeof P->sgd);
-  if (o->adamw != NULL)
-    memcpy(&P->adamw, o->adamw, o->adamw->size < sizeof P->adamw ? o->adamw->size : sizeof P->adamw);
-  P->sgd.size = sizeof P->sgd;
-  P->adamw.size = sizeof P->adamw;
+  if (o->sgd != NULL) {
+    size_t n = o->sgd->size < sizeof P->sgd ? o->sgd->size : sizeof P->sgd;
+    memcpy(&P->sgd, o->sgd, n);
+    P->sgd.size = n;
+  }
+  if (o->adamw != NULL) {
+    size_t n = o->adamw->size < sizeof P->adamw ? o->adamw->size : sizeof P->adamw;
+    memcpy(&P->adamw, o->adamw, n);
+    P->adamw.size = n;
+  }
   P->opt.sgd = o->sgd != NULL ? &P->sgd : NULL;
   P->opt.adamw = o->adamw != NULL ? &P->adamw : NULL;
   if ((P->lr_input = sg__strdup(o->lr_input)) == NULL)

