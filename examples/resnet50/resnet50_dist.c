@@ -82,8 +82,8 @@ static const char usage[] =
 
 static int parse(int argc, char **argv, options *o) {
   const sg_dist_params lib = SG_DIST_PARAMS_INIT; /* the failure detector's defaults are the library's */
-  *o = (options){8,    64, 10, 1,    10,   64,   1,   0, lib.heartbeat_ms, lib.dead_ms, 0, 1, 1,
-                 1, 0.01, 25, 0, 0, 1, NULL, NULL, NULL, "cpu"};
+  *o = (options){8,  64, 10, 1, 10,   64,   1,    0,    lib.heartbeat_ms, lib.dead_ms, 0, 1, 1, 1, 0.01,
+                 25, 0,  0,  1, NULL, NULL, NULL, "cpu"};
   /* The ranges are in the usage text and docs/examples.md. */
   const example_opt opts[] = {
       {"--batch", EXAMPLE_OPT_INT, &o->batch, 2, 65536},
@@ -338,7 +338,7 @@ int main(int argc, char **argv) {
   double *snap_wait = calloc((size_t)o.steps + 1, sizeof(double));
   if (snap == NULL || snap_wait == NULL) return fail(rank, "allocating the data", SG_ERR_NO_MEMORY);
   int recoveries = 0, repartitions = 0, recut_step = -1; /* the first re-cut of a pipeline: after this step */
-  double first_loss = NAN; /* of the first step this rank ran */
+  double first_loss = NAN;                               /* of the first step this rank ran */
   for (int step = start; step < o.steps; step++) {
     double ts = now(), cs = cpu_now();
     if (o.no_heal) st = feed(&fd, d, (uint64_t)step, parts ? copy : rank, parts ? copies : world);
