@@ -241,6 +241,7 @@ sg_status sg__pipeline_maybe_replan(sg_dist *d) {
   sg__dist_profile_restart(d, false); /* the next evaluation needs a fresh run of samples */
   int *cut = sg__malloc(((size_t)n + 1) * sizeof *cut);
   if (cut == NULL) return sg__error(SG_ERR_NO_MEMORY, "pipeline re-cut: out of memory");
+  memcpy(cut, P->stage_of_op, (size_t)n * sizeof *cut); /* what the ranks agree on if the re-cut fails */
   double gain = 1;
   sg_status st = sg__pp_recut(P->cost, n, P->stage_of_op, busy, K, cut, &gain);
   bool go = st == SG_OK && gain >= MIN_GAIN;
