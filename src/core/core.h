@@ -103,6 +103,8 @@ sg_status sg__grow(void **items, uint32_t *cap, uint32_t need, size_t elem_size)
 /* The monotonic clock (CLOCK_MONOTONIC): nanoseconds and milliseconds. */
 int64_t sg__now_ns(void);
 int64_t sg__now_ms(void);
+/* Sleeps `ms` milliseconds (fractions too), resuming after a signal; nothing for ms <= 0. */
+void sg__sleep_ms(double ms);
 
 /* An appender into buf[cap] that keeps counting past the end (as snprintf),
  * so the caller learns how big the buffer had to be: len may exceed cap - 1.

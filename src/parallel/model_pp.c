@@ -134,20 +134,9 @@ static sg_status keep_optimizer(sg__par_pipeline *P, const sg_dist_optimizer *o)
 }
 
 /* A fault plan (sg_dist_params.inject or SG_INJECT) may slow ranks down,
- * the profile's reason to re-cut. model.c's checks refused the other kinds
- * before joining; a plan that reads otherwise against the real world size
- * is refused here too (on every rank alike), never half ignored. */
-static sg_status read_inject(sg_dist *d) {
-  sg__par_pipeline *P = PIPELINE(d);
-  SG_CHECK(sg__dist_inject_parse(d, &P->inject));
-  for (size_t i = 0; i < sg_fault_plan_count(P->inject); i++) {
-    sg_fault f;
-    SG_CHECK(sg_fault_plan_get(P->inject, i, &f));
-    if (f.kind != SG_FAULT_SLOW)
-      return sg__error(SG_ERR_UNSUPPORTED, "sg_dist_create_model: fault %zu of the plan is not 'slow'", i);
-  }
-  return SG_OK;
-}
+ * the profile's reason to re-cut (model.c's checks refused the other kinds
+ * before joining: the kinds do not depend on the world size). */
+static sg_status read_inject(sg_dist *d) { return sg__dist_inject_parse(d, &PIPELINE(d)->inject); }
 
 static sg_status pipeline_build(sg_dist *d, const sg__par_create_args *a) {
   SG_CHECK(sg__model_prepare(d, a));

@@ -21,7 +21,6 @@
  * sg__pp_step (DESIGN.md gives communication to the scheduler thread; it
  * takes them over when pipelines join sg_dist). After create, a step
  * allocates nothing. */
-#include <errno.h>
 #include <math.h>
 #include <string.h>
 #include <time.h>
@@ -103,13 +102,6 @@ static sg_status feed(sg__pp_runner *r, int m) {
   return SG_OK;
 }
 
-/* An injected slow fault: the pass's excess time, slept (bounded: a stall, never a hang). */
-static void stretch(double extra_ms) {
-  if (extra_ms > 60000) extra_ms = 60000;
-  struct timespec ts = {(time_t)(extra_ms / 1000), (long)(fmod(extra_ms, 1000) * 1e6)};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) continue;
-}
-
 void sg__pp_runner_set_slow(sg__pp_runner *r, double factor) {
   if (r != NULL) r->slow = factor > 1 ? factor : 0;
 }
@@ -127,7 +119,8 @@ static sg_status run(sg__pp_runner *r, int m, uint32_t end, bool recompute) {
   sg__session_pass pass = {.begin = 0, .end = end, .stream = g + 1, .freeze_stats = recompute};
   int64_t t0 = sg__now_ns();
   sg_status st = sg__session_run_pass(r->s, &pass);
-  if (r->slow > 1) stretch((double)(sg__now_ns() - t0) * 1e-6 * (r->slow - 1));
+  /* An injected slow fault: the pass's excess time, slept (bounded: a stall, never a hang). */
+  if (r->slow > 1) sg__sleep_ms(fmin((double)(sg__now_ns() - t0) * 1e-6 * (r->slow - 1), 60000));
   r->stats.busy_ms += (double)(sg__now_ns() - t0) * 1e-6;
   r->stats.forwards++;
   return st;

@@ -2,11 +2,9 @@
  * graph; its hooks hand each gradient bucket to the scheduler thread the
  * moment backward has produced it, and hold the first optimizer update until
  * every bucket has been averaged (SPEC C5). Nothing here allocates. */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "parallel/dist_internal.h"
 #include "parallel/model.h"
@@ -270,9 +268,7 @@ sg_status sg__dist_rereduce_step(sg_dist *d) {
 static void stretch(sg_dist *d, int64_t t0) {
   double busy_ms = (double)(sg__now_ns() - t0) * 1e-6 - d->stats.wait_ms;
   double extra_ms = busy_ms > 0 ? busy_ms * (DP(d)->slow_factor - 1) : 0;
-  if (extra_ms > 60000) extra_ms = 60000; /* a bounded stall, never a hang */
-  struct timespec ts = {(time_t)(extra_ms / 1000), (long)(fmod(extra_ms, 1000) * 1e6)};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) continue;
+  sg__sleep_ms(fmin(extra_ms, 60000)); /* a bounded stall, never a hang */
 }
 
 /* A rank that goes on failing (e.g. a flapping link) gives up after this many

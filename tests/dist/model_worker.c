@@ -449,6 +449,28 @@ static void check_trace(sg_dist *d, const char *path, int pipeline, int rank, in
   printf("rank 0: trace %s (%zu bytes) has every rank's steps and transfers\n", path, n);
 }
 
+/* The single-process reference of the whole model (one thread), compiled, before any step. */
+static sg_session *reference_session(const model *full, sg_graph **g) {
+  *g = training_graph(full);
+  sg_session_params sp = SG_SESSION_PARAMS_INIT;
+  sp.threads = 1;
+  sg_session *ref;
+  OK(sg_session_create(*g, &sp, &ref));
+  OK(sg_session_compile(ref));
+  return ref;
+}
+
+/* What a run of the parts and its reference leave: the reference, both models, the bound inputs. */
+static void free_run(sg_session *ref, sg_graph *ref_g, model *m, model *full) {
+  sg_session_destroy(ref);
+  sg_graph_destroy(ref_g);
+  sg_graph_destroy(m->fwd);
+  sg_graph_destroy(full->fwd);
+  free(bound_x);
+  free(bound_y);
+  bound_x = NULL, bound_y = NULL;
+}
+
 /* pipeline K (> 1) or tensor T (> 1); with data D > 1 (pipeline only) D
  * copies of the pipeline, each fed its part of the global batch. */
 static int run_parts(int resnet, int pipeline, int micro, const char *trace, int data) {
@@ -457,12 +479,8 @@ static int run_parts(int resnet, int pipeline, int micro, const char *trace, int
   if (resnet) build_resnet(&m, global / data), build_resnet(&full, global);
   else build_mlp(&m, global / data), build_mlp(&full, global);
   float ref_loss[STEPS], loss[STEPS];
-  sg_graph *ref_g = training_graph(&full);
-  sg_session_params sp = SG_SESSION_PARAMS_INIT;
-  sp.threads = 1;
-  sg_session *ref;
-  OK(sg_session_create(ref_g, &sp, &ref));
-  OK(sg_session_compile(ref));
+  sg_graph *ref_g;
+  sg_session *ref = reference_session(&full, &ref_g);
   if (m.resnet) OK(resnet50_init_session(ref_g, ref, SEED));
 
   sg_dist_params dp = SG_DIST_PARAMS_INIT;
@@ -572,13 +590,7 @@ static int run_parts(int resnet, int pipeline, int micro, const char *trace, int
   OK(sg_comm_destroy(c));
   free(repl);
   sg_tp_plan_destroy(plan);
-  sg_session_destroy(ref);
-  sg_graph_destroy(ref_g);
-  sg_graph_destroy(m.fwd);
-  sg_graph_destroy(full.fwd);
-  free(bound_x);
-  free(bound_y);
-  bound_x = NULL, bound_y = NULL;
+  free_run(ref, ref_g, &m, &full);
   return 0;
 }
 
@@ -598,12 +610,8 @@ static int run_recut(int data) {
   model m, full;
   int global = 16;
   build_mlp(&m, global / data), build_mlp(&full, global);
-  sg_graph *ref_g = training_graph(&full);
-  sg_session_params sp = SG_SESSION_PARAMS_INIT;
-  sp.threads = 1;
-  sg_session *ref;
-  OK(sg_session_create(ref_g, &sp, &ref));
-  OK(sg_session_compile(ref));
+  sg_graph *ref_g;
+  sg_session *ref = reference_session(&full, &ref_g);
   sg_dist_params dp = SG_DIST_PARAMS_INIT;
   dp.threads = 1;
   int world = env_world(), stages = world / data;
@@ -654,13 +662,7 @@ static int run_recut(int data) {
       rank, stages, data, st.repartitions, step, (long long)st.migrated_bytes_total, (long long)held,
       (long long)n_params, worst, st.steps_per_s_before_repartition, st.steps_per_s);
   OK(sg_comm_destroy(c));
-  sg_session_destroy(ref);
-  sg_graph_destroy(ref_g);
-  sg_graph_destroy(m.fwd);
-  sg_graph_destroy(full.fwd);
-  free(bound_x);
-  free(bound_y);
-  bound_x = NULL, bound_y = NULL;
+  free_run(ref, ref_g, &m, &full);
   return 0;
 }
 
