@@ -192,6 +192,15 @@ typedef struct sg_dist_params {
    *  has nothing to re-cut and is ignored. */
   double repartition_p99_ms;
   double repartition_cpu; /**< 0..1; 0 = 0.85 */
+  /** Self-healing of a pipeline (sg_dist_create_model with pipeline > 1 and data 1; docs/resilience.md
+   *  "Healing a pipeline"): 1 = after every step each stage's parameters, statistics and optimizer state
+   *  are also copied to the next stage's rank (a ring; sg_dist_stats.replica_bytes, replication_ms), and
+   *  when a rank is lost the survivors agree on a new membership, merge its stage into a neighbour, take
+   *  its state from that copy, and redo the failed step (strict QoS: RPO 0; at least 3 stages, so that a
+   *  majority survives). 0 = off: a failure fails the step with SG_ERR_COMM. Data parallelism heals when
+   *  it has a feed callback (heal = 1 without one is refused); tensor parallelism and a pipeline with
+   *  data > 1 refuse heal = 1 (not yet). */
+  int heal;
 } sg_dist_params;
 
 #define SG_DIST_PARAMS_INIT                                                                                \
@@ -200,7 +209,7 @@ typedef struct sg_dist_params {
     .pipeline = 1, .tensor = 1, .micro_batches = 1, .bucket_bytes = (size_t)25 << 20, .heartbeat_ms = 100, \
     .dead_ms = 600, .trace = 0, .trace_path = NULL, .trace_events = 0, .feed = NULL, .feed_ctx = NULL,     \
     .qos = -1, .offload = NULL, .offload_path = NULL, .zero = 0, .hang_ms = 0, .inject = NULL,             \
-    .inject_seed = 0, .repartition_p99_ms = 0, .repartition_cpu = 0                                        \
+    .inject_seed = 0, .repartition_p99_ms = 0, .repartition_cpu = 0, .heal = 0                             \
   }
 SG_API sg_dist_params sg_dist_params_init(void);
 
@@ -451,9 +460,11 @@ typedef struct sg_dist_stats {
   double reduce_scatter_ms;     /**< last step: the gradients' reduce-scatter (ZeRO-1; 0 otherwise) */
   double allgather_ms;          /**< last step: the parameters' allgather, copies included (ZeRO-1) */
   size_t replica_bytes;  /**< ZeRO-1 with a feed callback: optimizer state this rank copies to its buddy each
-                            step */
-  double replication_ms; /**< last step: that copy (one-sided puts on the scheduler thread, overlapping
-                            forward and backward; its exposed part shows in wait_ms) */
+                            step; a healing pipeline (sg_dist_params.heal): its stage's state copied to the
+                            next stage's rank after each step */
+  double replication_ms; /**< last step: that copy (ZeRO-1: one-sided puts on the scheduler thread,
+                            overlapping forward and backward, its exposed part in wait_ms; a pipeline: after
+                            the step, all of it exposed) */
   /** Rejoin (docs/resilience.md "Rejoin"): admissions of restarted ranks this rank took part in, its own
    *  included (a rejoined rank starts at 1; its epoch is the one it joined). */
   int rejoins;

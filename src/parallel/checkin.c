@@ -29,7 +29,7 @@ _Static_assert(SG_CHECKIN_MAX_BYTES <= SG__COMM_CHECKIN_BYTES,
 #define CHECKIN_MS 1000 /* the monitor's checkin_ms (SG_HEALTH_CONFIG_INIT) */
 
 sg_status sg__dist_checkins_init(sg_dist *d) {
-  sg__dist_checkins *c = &DP(d)->ci;
+  sg__dist_checkins *c = &d->heal.ci;
   memset(c, 0, sizeof *c);
   c->rx = sg__calloc(SG__DIST_CHECKIN_QUEUE, sizeof *c->rx);
   if (c->rx == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create: out of memory for check-ins");
@@ -43,8 +43,8 @@ sg_status sg__dist_checkins_init(sg_dist *d) {
 }
 
 void sg__dist_checkins_free(sg_dist *d) {
-  sg__free(DP(d)->ci.rx);
-  DP(d)->ci.rx = NULL;
+  sg__free(d->heal.ci.rx);
+  d->heal.ci.rx = NULL;
 }
 
 static void queue_locked(sg__dist_checkins *c, int64_t at, const sg_checkin *ci) {
@@ -58,7 +58,7 @@ static void queue_locked(sg__dist_checkins *c, int64_t at, const sg_checkin *ci)
 
 /* This rank's check-in, to every peer and to its own monitor. */
 static void send_locked(sg_dist *d, int64_t now) {
-  sg__dist_checkins *c = &DP(d)->ci;
+  sg__dist_checkins *c = &d->heal.ci;
   /* The mean busy time since the last check-in: one preemption in a short
    * step must not make a rank look three times slower than the others. */
   if (c->busy_n > 0) {
@@ -92,8 +92,8 @@ static void send_locked(sg_dist *d, int64_t now) {
 }
 
 void sg__dist_checkins_poll_locked(sg_dist *d) {
-  if (DP(d)->health == NULL || d->comm == NULL || DP(d)->ci.rx == NULL) return;
-  sg__dist_checkins *c = &DP(d)->ci;
+  if (d->heal.health == NULL || d->comm == NULL || d->heal.ci.rx == NULL) return;
+  sg__dist_checkins *c = &d->heal.ci;
   int64_t now = sg__now_ms();
   if (now >= c->next_ms) {
     c->next_ms = now + CHECKIN_MS;
@@ -118,18 +118,18 @@ void sg__dist_checkins_poll_locked(sg_dist *d) {
 }
 
 void sg__dist_checkins_step_done(sg_dist *d, double busy_ms) {
-  if (DP(d)->health == NULL) return;
+  if (d->heal.health == NULL) return;
   pthread_mutex_lock(&d->mu);
-  DP(d)->ci.busy_sum += busy_ms > 0 ? busy_ms : 0;
-  DP(d)->ci.busy_n++;
+  d->heal.ci.busy_sum += busy_ms > 0 ? busy_ms : 0;
+  d->heal.ci.busy_n++;
   pthread_mutex_unlock(&d->mu);
 }
 
 /* Transitions the monitor logged since the last look, on stderr: a DEGRADED
  * rank (and its return) is news to whoever watches the job. */
 static void report_transitions(sg_dist *d) {
-  sg__dist_checkins *c = &DP(d)->ci;
-  const sg_health *h = DP(d)->health;
+  sg__dist_checkins *c = &d->heal.ci;
+  const sg_health *h = d->heal.health;
   uint64_t total = sg_health_log_total(h);
   size_t kept = sg_health_log_size(h);
   for (uint64_t t = c->log_seen; t < total; t++) {
@@ -145,9 +145,9 @@ static void report_transitions(sg_dist *d) {
 }
 
 void sg__dist_checkins_feed(sg_dist *d) {
-  sg_health *h = DP(d)->health;
+  sg_health *h = d->heal.health;
   if (h == NULL) return;
-  sg__dist_checkins *c = &DP(d)->ci;
+  sg__dist_checkins *c = &d->heal.ci;
   sg__dist_checkin_rx rx[SG__DIST_CHECKIN_QUEUE];
   pthread_mutex_lock(&d->mu);
   int n = c->n_rx;

@@ -58,6 +58,11 @@ static sg_status check_params(const sg_dist_params *p) {
                      "%s: zero 1 with offload '%.32s': ZeRO-1 keeps a rank's share of the optimizer state in "
                      "its session; offloading it is not supported yet",
                      fn, p->offload);
+  if (p->heal == 1 && p->feed == NULL)
+    return sg__error(SG_ERR_INVALID_ARG,
+                     "%s: heal 1 without a feed callback: data parallelism heals by feeding the lost ranks' "
+                     "shards to the survivors; set sg_dist_params.feed",
+                     fn);
   if (p->feed != NULL) { /* healing is on: the tier applies */
     sg_qos q = (sg_qos)p->qos;
     if (p->qos == -1) SG_CHECK(sg_qos_from_env(SG_QOS_STRICT, &q));
@@ -95,13 +100,13 @@ static void find_loss(sg_dist *d) {
  * callback the rollback snapshot and the buffer that accumulates the
  * gradients of extra shards. */
 static sg_status prepare_healing(sg_dist *d) {
-  SG_CHECK(sg__comm_env_resolve(&d->comm_params, &DP(d)->env));
+  SG_CHECK(sg__comm_env_resolve(&d->comm_params, &d->heal.env));
   if (d->p.qos == -1) {
     sg_qos q;
     SG_CHECK(sg_qos_from_env(SG_QOS_STRICT, &q));
-    DP(d)->qos = (int)q;
+    d->heal.qos = (int)q;
   } else {
-    DP(d)->qos = d->p.qos;
+    d->heal.qos = d->p.qos;
   }
   SG_CHECK(sg__dist_inject_init(d));
   if (d->p.feed == NULL) return SG_OK;
@@ -120,7 +125,7 @@ static sg_status prepare_healing(sg_dist *d) {
     /* The scheduler is running already and sends check-ins once it sees the
      * monitor: both are published under mu. */
     pthread_mutex_lock(&d->mu);
-    DP(d)->health = h;
+    d->heal.health = h;
     sg_status st = sg__dist_checkins_init(d);
     pthread_mutex_unlock(&d->mu);
     SG_CHECK(st);
@@ -147,7 +152,7 @@ static sg_status prepare_healing(sg_dist *d) {
    * buffer, and a copy per bucket on the scheduler thread. ZeRO-1 keeps
    * redoing the step (its reduce-scatter leaves each rank a shard only). */
   DP(d)->keep_local =
-      (DP(d)->qos == SG_QOS_GRACEFUL_DEGRADE || DP(d)->qos == SG_QOS_BEST_EFFORT) && !DP(d)->zero.on;
+      (d->heal.qos == SG_QOS_GRACEFUL_DEGRADE || d->heal.qos == SG_QOS_BEST_EFFORT) && !DP(d)->zero.on;
   if (DP(d)->keep_local) {
     DP(d)->local = sg__malloc(DP(d)->plan.total_bytes ? DP(d)->plan.total_bytes : 4);
     DP(d)->started = sg__calloc(DP(d)->plan.n_buckets ? DP(d)->plan.n_buckets : 1, 1);
@@ -265,9 +270,9 @@ static void data_free(sg_dist *d) {
   sg__free(DP(d)->accum_off);
   sg__free(DP(d)->local);
   sg__free(DP(d)->started);
-  sg_fault_plan_destroy(DP(d)->inject);
+  sg_fault_plan_destroy(d->heal.inject);
   sg__dist_rejoin_free(d);
-  sg_health_destroy(DP(d)->health);
+  sg_health_destroy(d->heal.health);
   sg__dist_checkins_free(d);
   sg_graph_destroy(DP(d)->owned_graph); /* sg_dist_create_model's graph: last, everything above may use it */
 }
@@ -309,7 +314,7 @@ static sg_status data_params_hash(const sg_dist *d, uint64_t *out) {
   return SG_OK;
 }
 
-static const sg_health *data_health(const sg_dist *d) { return DP(d)->health; }
+static const sg_health *data_health(const sg_dist *d) { return d->heal.health; }
 
 static sg_status data_join(sg_dist *d) {
   /* A restarted rank joins the running job instead (rejoin.c). */
@@ -319,6 +324,9 @@ static sg_status data_join(sg_dist *d) {
 /* The replicas' global page table is collective while healthy, and must go
  * before its communicator. */
 static void data_sched_fini(sg_dist *d) { sg__dist_replica_gmem_fini(d); }
+
+/* The old communicator's buckets are gone with it. */
+static void data_epoch_installed_locked(sg_dist *d) { DP(d)->posted = DP(d)->done = 0; }
 
 const sg__par_strategy sg__par_data_strategy = {
     .name = "data",
@@ -336,6 +344,7 @@ const sg__par_strategy sg__par_data_strategy = {
     .sched_work_locked = sg__par_data_sched_work_locked,
     .sched_poll_locked = sg__dist_checkins_poll_locked,
     .sched_fini = data_sched_fini,
+    .epoch_installed_locked = data_epoch_installed_locked,
 };
 
 sg_status sg_dist_create(const sg_graph *g, const sg_dist_params *p, sg_dist **out) {

@@ -445,6 +445,9 @@ typedef struct sg__par_strategy {
   void (*sched_poll_locked)(sg_dist *d);
   /* optional: scheduler thread, at its exit, before the communicator is destroyed. */
   void (*sched_fini)(sg_dist *d);
+  /* optional: mu held, a recovery or rejoin installed a new epoch's communicator (sg__dist_install_epoch):
+   * forget what the old one had in flight. */
+  void (*epoch_installed_locked)(sg_dist *d);
 } sg__par_strategy;
 
 extern const sg__par_strategy sg__par_data_strategy, sg__par_pipeline_strategy, sg__par_tensor_strategy;
@@ -472,6 +475,67 @@ void sg__dist_profile_step(sg_dist *d, double step_ms);
  * needs a fresh run of them) and, with `window`, the step window too (the
  * stages changed: steps/s and p99 from then on are the new cut's). */
 void sg__dist_profile_restart(sg_dist *d, bool window);
+
+/* Check-ins (checkin.c): the scheduler sends this rank's and queues the
+ * peers' (under mu); the compute thread feeds them to the health monitor
+ * between steps. */
+#define SG__DIST_CHECKIN_QUEUE 256
+typedef struct sg__dist_checkin_rx {
+  int64_t at_ms; /* arrival (sg__now_ms) */
+  sg_checkin ci; /* decoded and validated */
+} sg__dist_checkin_rx;
+typedef struct sg__dist_checkins {
+  uint64_t instance; /* this process's id in its check-ins, nonzero */
+  /* Scheduler thread: */
+  int64_t next_ms; /* the next send */
+  sg_cpu_meter cpu;
+  /* Under mu: */
+  double busy_sum;         /* busy time (compute, not waiting) of the steps since the last check-in */
+  uint32_t busy_n;         /* and their number (both from the compute thread) */
+  uint32_t busy_ms;        /* the mean sent last */
+  bool muted;              /* an injected drop-checkins fault: nothing goes to the peers */
+  sg__dist_checkin_rx *rx; /* SG__DIST_CHECKIN_QUEUE of room */
+  int n_rx;
+  uint64_t rx_dropped, sent, received, rejected;
+  /* Compute thread: */
+  int64_t fed_ms;     /* the monitor's clock: its last now */
+  uint64_t log_seen;  /* monitor transitions already reported */
+  int64_t ring_epoch; /* the epoch whose ring the health graph has; -1: none yet */
+} sg__dist_checkins;
+
+sg_status sg__dist_checkins_init(sg_dist *d);
+void sg__dist_checkins_free(sg_dist *d);
+/* Scheduler thread, mu held: sends this rank's check-in when due, queues the arrived ones. */
+void sg__dist_checkins_poll_locked(sg_dist *d);
+/* Compute thread, between steps: the queue into the monitor, a tick, DEGRADED changes on stderr,
+ * stats.degraded_ranks. */
+void sg__dist_checkins_feed(sg_dist *d);
+/* Compute thread, after a completed step: its busy time, for the next check-ins. */
+void sg__dist_checkins_step_done(sg_dist *d, double busy_ms);
+
+/* What every strategy's healing and fault injection keep (membership.c,
+ * recovery.c, inject.c, checkin.c, rejoin.c; the pipeline's pp_heal.c). */
+typedef struct sg__dist_healing {
+  /* Set by create: */
+  int qos;               /* sg_qos */
+  sg__comm_env env;      /* resolved bootstrap: the store's address and token */
+  sg_fault_plan *inject; /* SG_INJECT, or NULL */
+  sg_health *health;     /* original ranks' states: failures and epochs (recovery job only), or NULL;
+                            the compute thread's */
+  sg__dist_checkins ci;  /* check-ins that feed it (checkin.c; data parallelism) */
+  /* Compute thread: */
+  uint64_t inject_next;   /* faults of steps below this have fired */
+  uint64_t inject_behind; /* 1-based step an injected 'behind' fault gives up before its updates; 0: none */
+  double slow_factor;     /* an injected 'slow' fault: compute takes this many times longer (0 or 1: none) */
+  unsigned inject_phases_fired; /* bit per sg_recovery_phase whose faults fired */
+  /* Scheduler thread (the injected cut and the recovery job): until when this rank's link to an original
+   * rank is down (a partition's ms=; INT64_MAX: for good; 0: up), on the plain ms clock. */
+  int64_t link_down_until_ms[SG__DIST_MAX_RANKS];
+  /* Best-effort (qos): the retries of the failure streak being healed, and when it began (ms; 0: none).
+   * The recovery job counts them, a completed step ends the streak (the compute thread, between jobs). */
+  int be_retries;
+  int64_t be_t0_ms;
+} sg__dist_healing;
 
 struct sg_dist {
   const sg__par_strategy *strategy;
@@ -523,44 +587,8 @@ struct sg_dist {
   int members[SG__DIST_MAX_RANKS]; /* original rank of each current rank */
   sg_comm **old_comms;             /* aborted communicators of earlier epochs, destroyed at the end */
   int n_old;
+  sg__dist_healing heal;
 };
-
-/* Check-ins (checkin.c): the scheduler sends this rank's and queues the
- * peers' (under mu); the compute thread feeds them to the health monitor
- * between steps. */
-#define SG__DIST_CHECKIN_QUEUE 256
-typedef struct sg__dist_checkin_rx {
-  int64_t at_ms; /* arrival (sg__now_ms) */
-  sg_checkin ci; /* decoded and validated */
-} sg__dist_checkin_rx;
-typedef struct sg__dist_checkins {
-  uint64_t instance; /* this process's id in its check-ins, nonzero */
-  /* Scheduler thread: */
-  int64_t next_ms; /* the next send */
-  sg_cpu_meter cpu;
-  /* Under mu: */
-  double busy_sum;         /* busy time (compute, not waiting) of the steps since the last check-in */
-  uint32_t busy_n;         /* and their number (both from the compute thread) */
-  uint32_t busy_ms;        /* the mean sent last */
-  bool muted;              /* an injected drop-checkins fault: nothing goes to the peers */
-  sg__dist_checkin_rx *rx; /* SG__DIST_CHECKIN_QUEUE of room */
-  int n_rx;
-  uint64_t rx_dropped, sent, received, rejected;
-  /* Compute thread: */
-  int64_t fed_ms;     /* the monitor's clock: its last now */
-  uint64_t log_seen;  /* monitor transitions already reported */
-  int64_t ring_epoch; /* the epoch whose ring the health graph has; -1: none yet */
-} sg__dist_checkins;
-
-sg_status sg__dist_checkins_init(sg_dist *d);
-void sg__dist_checkins_free(sg_dist *d);
-/* Scheduler thread, mu held: sends this rank's check-in when due, queues the arrived ones. */
-void sg__dist_checkins_poll_locked(sg_dist *d);
-/* Compute thread, between steps: the queue into the monitor, a tick, DEGRADED changes on stderr,
- * stats.degraded_ranks. */
-void sg__dist_checkins_feed(sg_dist *d);
-/* Compute thread, after a completed step: its busy time, for the next check-ins. */
-void sg__dist_checkins_step_done(sg_dist *d, double busy_ms);
 
 /* The data strategy's state (data.c, step.c, data_sched.c, buckets.c,
  * micro.c, zero.c, snapshot.c, replica*.c, recovery.c, membership.c,
@@ -583,25 +611,6 @@ typedef struct sg__par_data {
   bool busy;             /* the scheduler is inside a bucket's allreduce */
   float loss_mean;
   double comm_ms; /* this step's allreduce time */
-  /* Self-healing. Set by create: */
-  int qos;               /* sg_qos */
-  sg__comm_env env;      /* resolved bootstrap: the store's address and token */
-  sg_fault_plan *inject; /* SG_INJECT, or NULL */
-  sg_health *health;     /* original ranks' states: failures and epochs (recovery job only), or NULL;
-                            the compute thread's */
-  sg__dist_checkins ci;  /* check-ins that feed it (checkin.c) */
-  /* Compute thread: */
-  uint64_t inject_next;   /* faults of steps below this have fired */
-  uint64_t inject_behind; /* 1-based step an injected 'behind' fault gives up before its updates; 0: none */
-  double slow_factor;     /* an injected 'slow' fault: compute takes this many times longer (0 or 1: none) */
-  unsigned inject_phases_fired; /* bit per sg_recovery_phase whose faults fired */
-  /* Scheduler thread (the injected cut and the recovery job): until when this rank's link to an original
-   * rank is down (a partition's ms=; INT64_MAX: for good; 0: up), on the plain ms clock. */
-  int64_t link_down_until_ms[SG__DIST_MAX_RANKS];
-  /* Best-effort (qos): the retries of the failure streak being healed, and when it began (ms; 0: none).
-   * The recovery job counts them, a completed step ends the streak (the compute thread, between jobs). */
-  int be_retries;
-  int64_t be_t0_ms;
   sg__dist_snap snap;
   int *shards;        /* the shards this rank runs in a step (micro.c), sg__dist_n_shards of room */
   float *accum;       /* gradients of this step's earlier shards (plan order), or NULL */

@@ -42,7 +42,7 @@ static sg_status env_seed(uint64_t *seed) {
 }
 #endif
 
-sg_status sg__dist_inject_init(sg_dist *d) { return sg__dist_inject_parse(d, &DP(d)->inject); }
+sg_status sg__dist_inject_init(sg_dist *d) { return sg__dist_inject_parse(d, &d->heal.inject); }
 
 sg_status sg__dist_inject_parse(sg_dist *d, sg_fault_plan **out) {
   *out = NULL;
@@ -124,15 +124,15 @@ typedef struct cut_arg {
  * the recovery job reads how long it stays down (best-effort QoS probes it). */
 static sg_status cut_job(sg_dist *d, void *arg) {
   const cut_arg *c = arg;
-  DP(d)->link_down_until_ms[c->orig] = c->link_ms > 0 ? sg__now_ms() + c->link_ms : INT64_MAX;
+  d->heal.link_down_until_ms[c->orig] = c->link_ms > 0 ? sg__now_ms() + c->link_ms : INT64_MAX;
   return sg__comm_cut_peer(d->comm, c->peer);
 }
 
 sg_status sg__dist_inject_step(sg_dist *d, uint64_t step) {
-  if (DP(d)->inject == NULL || step < DP(d)->inject_next) return SG_OK;
-  DP(d)->inject_next = step + 1;
+  if (d->heal.inject == NULL || step < d->heal.inject_next) return SG_OK;
+  d->heal.inject_next = step + 1;
   sg_fault f[8];
-  size_t n = sg_fault_plan_due(DP(d)->inject, d->orig_rank, (int64_t)step, f, 8);
+  size_t n = sg_fault_plan_due(d->heal.inject, d->orig_rank, (int64_t)step, f, 8);
   for (size_t i = 0; i < n && i < 8; i++) {
     fprintf(stderr, "sgrt: rank %d: injected fault '%s' at the start of step %llu\n", d->orig_rank,
             sg_fault_kind_name(f[i].kind), (unsigned long long)step);
@@ -147,7 +147,7 @@ sg_status sg__dist_inject_step(sg_dist *d, uint64_t step) {
         for (int r = 0; r < d->size; r++)
           if (d->members[r] == other) cur = r;
         if (cur < 0) break; /* no longer a member: nothing to cut */
-        cut_arg c = {cur, other, sg_fault_plan_link_ms(DP(d)->inject, f[i].rank, f[i].peer, (int64_t)step)};
+        cut_arg c = {cur, other, sg_fault_plan_link_ms(d->heal.inject, f[i].rank, f[i].peer, (int64_t)step)};
         if (c.link_ms > 0)
           fprintf(stderr, "sgrt: rank %d: the link to rank %d is down for %lld ms\n", d->orig_rank, other,
                   (long long)c.link_ms);
@@ -156,16 +156,16 @@ sg_status sg__dist_inject_step(sg_dist *d, uint64_t step) {
       }
       case SG_FAULT_DROP_CHECKINS: /* heartbeats go on: the others see a DEGRADED rank, not a failure */
         pthread_mutex_lock(&d->mu);
-        DP(d)->ci.muted = true;
+        d->heal.ci.muted = true;
         pthread_mutex_unlock(&d->mu);
         break;
       case SG_FAULT_SLOW: /* step.c stretches every step's compute from now on */
-        DP(d)->slow_factor = sg_fault_plan_slow_factor(DP(d)->inject, d->orig_rank, (int64_t)step);
+        d->heal.slow_factor = sg_fault_plan_slow_factor(d->heal.inject, d->orig_rank, (int64_t)step);
         fprintf(stderr, "sgrt: rank %d: computing %.3gx slower from now on\n", d->orig_rank,
-                DP(d)->slow_factor);
+                d->heal.slow_factor);
         break;
       case SG_FAULT_BEHIND: /* fires in step.c, once the step's gradients are averaged */
-        DP(d)->inject_behind = step + 1;
+        d->heal.inject_behind = step + 1;
         break;
       case SG_FAULT_HANG: hang(d, step);
       case SG_FAULT_DEVICE: {
@@ -184,10 +184,10 @@ sg_status sg__dist_inject_step(sg_dist *d, uint64_t step) {
 }
 
 sg_status sg__dist_inject_recovery(sg_dist *d, sg_recovery_phase phase) {
-  if (DP(d)->inject == NULL || (DP(d)->inject_phases_fired >> phase) & 1u) return SG_OK;
+  if (d->heal.inject == NULL || (d->heal.inject_phases_fired >> phase) & 1u) return SG_OK;
   sg_fault f;
-  if (sg_fault_plan_due_in_recovery(DP(d)->inject, d->orig_rank, phase, &f, 1) == 0) return SG_OK;
-  DP(d)->inject_phases_fired |= 1u << phase; /* once per process, in its first recovery to reach the phase */
+  if (sg_fault_plan_due_in_recovery(d->heal.inject, d->orig_rank, phase, &f, 1) == 0) return SG_OK;
+  d->heal.inject_phases_fired |= 1u << phase; /* once per process, in its first recovery to reach the phase */
   if (phase == SG_RECOVERY_CREATE)
     fprintf(stderr, "sgrt: rank %d: injected fault 'kill' in sg_dist_create, before the first collective\n",
             d->orig_rank);

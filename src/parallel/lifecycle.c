@@ -83,6 +83,8 @@ sg_status sg__par_check_params(const sg_dist_params *p, const char *fn) {
   if (!(p->repartition_cpu >= 0 && p->repartition_cpu <= 1))
     return sg__error(SG_ERR_INVALID_ARG, "%s: repartition_cpu is %g; 0 (0.85) or a utilisation in (0, 1]", fn,
                      p->repartition_cpu);
+  if (p->heal != 0 && p->heal != 1)
+    return sg__error(SG_ERR_INVALID_ARG, "%s: heal is %d; 0 (off) or 1 (heal a lost rank)", fn, p->heal);
   return SG_OK;
 }
 

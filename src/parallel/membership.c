@@ -241,7 +241,7 @@ static double detection_ms(sg_dist *d, const members_rec *m) {
  * UNREACHABLE (logged with the reason), then the new epoch starts with the
  * members HEALTHY. Best effort: the monitor is a report, not the decider. */
 static void note_health(sg_dist *d, int epoch, const members_rec *m) {
-  if (DP(d)->health == NULL) return;
+  if (d->heal.health == NULL) return;
   int64_t now = sg__now_ms();
   for (int r = 0; r < d->size; r++) {
     int orig = d->members[r];
@@ -253,12 +253,12 @@ static void note_health(sg_dist *d, int epoch, const members_rec *m) {
       snprintf(why, sizeof why, "left out at epoch %d: its link to rank %d was cut", epoch,
                m->cut_from[orig]);
     else snprintf(why, sizeof why, "left out at epoch %d: unreachable", epoch);
-    sg_health_peer_failed(DP(d)->health, orig, now, why);
+    sg_health_peer_failed(d->heal.health, orig, now, why);
   }
   bool me_in = false;
   for (int i = 0; i < m->n; i++) me_in = me_in || m->orig[i] == d->orig_rank;
-  if (me_in) sg_health_reset_epoch(DP(d)->health, now, (uint32_t)epoch, m->orig, m->n);
-  if (now > DP(d)->ci.fed_ms) DP(d)->ci.fed_ms = now; /* the monitor's clock: check-ins go in from here */
+  if (me_in) sg_health_reset_epoch(d->heal.health, now, (uint32_t)epoch, m->orig, m->n);
+  if (now > d->heal.ci.fed_ms) d->heal.ci.fed_ms = now; /* the monitor's clock: check-ins go in from here */
 }
 
 static sg_status watch_peers(void *ctx, int peer) {
@@ -291,7 +291,7 @@ static sg_status build(sg_dist *d, sg__heal_watch *w, int epoch, const members_r
 /* Whether this rank's link to original rank `orig` is down now (an injected
  * cut that has not come back). */
 static bool link_down(const sg_dist *d, int orig, int64_t now) {
-  int64_t until = DP(d)->link_down_until_ms[orig];
+  int64_t until = d->heal.link_down_until_ms[orig];
   return until != 0 && now < until;
 }
 
@@ -303,13 +303,13 @@ static bool link_down(const sg_dist *d, int orig, int64_t now) {
  * d->members are the old members. */
 static sg_status probe_links(sg_dist *d, sg__heal_watch *w, reg_rec *out) {
   memset(out, 0, sizeof *out);
-  if (DP(d)->qos != SG_QOS_BEST_EFFORT) return SG_OK;
+  if (d->heal.qos != SG_QOS_BEST_EFFORT) return SG_OK;
   sg_qos_budget b;
   SG_CHECK(sg_qos_budget_of(SG_QOS_BEST_EFFORT, &b));
   bool cut[SG__DIST_MAX_RANKS] = {false}, any = false;
   for (int r = 0; r < d->size; r++) {
     int orig = d->members[r];
-    cut[r] = orig != d->orig_rank && DP(d)->link_down_until_ms[orig] != 0 &&
+    cut[r] = orig != d->orig_rank && d->heal.link_down_until_ms[orig] != 0 &&
              sg_comm_peer_unreachable(d->comm, r) == 1;
     any = any || cut[r];
   }
@@ -317,10 +317,10 @@ static sg_status probe_links(sg_dist *d, sg__heal_watch *w, reg_rec *out) {
   pthread_mutex_lock(&d->mu);
   int64_t failed_ms = d->fail_ns ? d->fail_ns / 1000000 : sg__now_ms();
   pthread_mutex_unlock(&d->mu);
-  if (DP(d)->be_t0_ms == 0) DP(d)->be_t0_ms = failed_ms;
+  if (d->heal.be_t0_ms == 0) d->heal.be_t0_ms = failed_ms;
   bool down = true;
-  for (int k = DP(d)->be_retries + 1; k <= b.retries && down; k++) {
-    int64_t at = DP(d)->be_t0_ms + (int64_t)k * b.collective_budget_ms / b.retries;
+  for (int k = d->heal.be_retries + 1; k <= b.retries && down; k++) {
+    int64_t at = d->heal.be_t0_ms + (int64_t)k * b.collective_budget_ms / b.retries;
     while (sg__now_ms() < at) {
       SG_CHECK(sg__heal_beat(w));
       usleep(2000);
@@ -329,7 +329,7 @@ static sg_status probe_links(sg_dist *d, sg__heal_watch *w, reg_rec *out) {
     down = false;
     for (int r = 0; r < d->size; r++) down = down || (cut[r] && link_down(d, d->members[r], sg__now_ms()));
   }
-  DP(d)->be_retries += (int)out->probes;
+  d->heal.be_retries += (int)out->probes;
   for (int r = 0; r < d->size; r++)
     if (cut[r] && !link_down(d, d->members[r], sg__now_ms()))
       out->up[d->members[r] / 8] |= (uint8_t)(1u << (d->members[r] % 8));
@@ -344,7 +344,7 @@ sg_status sg__dist_job_recover(sg_dist *d, void *arg) {
   SG_CHECK(sg__dist_inject_recovery(d, SG_RECOVERY_DETECT));
   sg__store *st = NULL;
   sg_status s =
-      sg__store_connect(DP(d)->env.master_addr, DP(d)->env.master_port, DP(d)->env.token, 2000, &st);
+      sg__store_connect(d->heal.env.master_addr, d->heal.env.master_port, d->heal.env.token, 2000, &st);
   char why[512];
   if (s != SG_OK) {
     snprintf(why, sizeof why, "%s", sg_last_error()); /* the error buffer is about to be rewritten */
@@ -417,7 +417,7 @@ sg_status sg__dist_job_recover(sg_dist *d, void *arg) {
   h->retries = m.retry ? m.probes : 0;
   h->probes = m.probes;
   if (m.retry) /* the links are up again: a later failure is a new one */
-    for (int i = 0; i < m.n; i++) DP(d)->link_down_until_ms[m.orig[i]] = 0;
+    for (int i = 0; i < m.n; i++) d->heal.link_down_until_ms[m.orig[i]] = 0;
   h->rollback = (uint64_t)m.rollback;
   h->forward = (uint64_t)m.forward;
   h->donor = 0;
@@ -431,10 +431,10 @@ void sg__dist_epoch_params(const sg_dist *d, int idx, int n, int epoch, sg_comm_
   out->size = sizeof *out;
   out->rank = idx;
   out->world_size = n;
-  out->master_addr = DP(d)->env.master_addr;
-  out->master_port = DP(d)->env.master_port;
-  out->token = DP(d)->env.token;
-  out->timeout_ms = DP(d)->env.timeout_ms;
+  out->master_addr = d->heal.env.master_addr;
+  out->master_port = d->heal.env.master_port;
+  out->token = d->heal.env.token;
+  out->timeout_ms = d->heal.env.timeout_ms;
   out->epoch = epoch;
 }
 
@@ -472,7 +472,7 @@ sg_status sg__dist_install_epoch(sg_dist *d, sg_comm *c, int idx, int n, int epo
   d->fail_msg[0] = '\0';
   __atomic_store_n(&d->failed_flag, 0, __ATOMIC_RELEASE);
   d->fail_ns = 0;
-  DP(d)->posted = DP(d)->done = 0;
+  if (d->strategy->epoch_installed_locked != NULL) d->strategy->epoch_installed_locked(d);
   d->last_healthy = n;
   __atomic_store_n(&d->healthy, n, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&d->mu);

@@ -16,7 +16,7 @@ int sg__dist_n_shards(const sg_dist *d) { return d->orig_size * d->p.micro_batch
 int sg__dist_my_shards(const sg_dist *d, int *out) {
   if (d->p.feed == NULL) return 0; /* the program sets one shard's inputs itself */
   int n_all = sg__dist_n_shards(d), n = 0;
-  bool degrade = d->size != d->orig_size && DP(d)->qos == SG_QOS_GRACEFUL_DEGRADE;
+  bool degrade = d->size != d->orig_size && d->heal.qos == SG_QOS_GRACEFUL_DEGRADE;
   int me = degrade ? d->orig_rank : d->rank, of = degrade ? d->orig_size : d->size;
   for (int k = me; k < n_all; k += of) out[n++] = k;
   return n;
@@ -29,7 +29,7 @@ int sg__dist_my_shards(const sg_dist *d, int *out) {
  * own before the allreduce, scheduler.c). */
 int sg__dist_sum_div(const sg_dist *d) {
   if (d->p.feed == NULL) return 0;
-  bool degrade = d->size != d->orig_size && DP(d)->qos == SG_QOS_GRACEFUL_DEGRADE;
+  bool degrade = d->size != d->orig_size && d->heal.qos == SG_QOS_GRACEFUL_DEGRADE;
   int shards = degrade ? d->size * d->p.micro_batches : sg__dist_n_shards(d);
   return shards == d->size ? 0 : shards;
 }

@@ -58,6 +58,16 @@ static sg_status check_fwd(const sg_graph *g, sg_tensor loss) {
   return SG_OK;
 }
 
+/* The faults a pipeline honours: slow ones (its profile re-cuts the stages), and with heal the losses it
+ * heals from (at a step or in a recovery's phase). Device, hang, behind and drop-checkins faults need what
+ * only data parallelism has (a GPU, hang diagnosis, rolling forward, check-ins). */
+static bool pipeline_fault_ok(const sg_fault *f, bool heal) {
+  if (f->kind == SG_FAULT_SLOW) return true;
+  if (f->phase == SG_RECOVERY_CREATE) return false; /* nothing is copied before the first step */
+  return heal && (f->kind == SG_FAULT_KILL || f->kind == SG_FAULT_STOP ||
+                  f->kind == SG_FAULT_DROP_HEARTBEATS || f->kind == SG_FAULT_PARTITION);
+}
+
 /* What only the pipeline and tensor modes read (sg__par_check_params
  * checked the rest; the data-parallel mode has sg_dist_create check its own). */
 static sg_status check_params(const sg_dist_params *p) {
@@ -70,13 +80,36 @@ static sg_status check_params(const sg_dist_params *p) {
   if (p->pipeline == 1 && p->tensor == 1) return SG_OK; /* sg_dist_create checks the rest */
   const char *mode = p->pipeline > 1 ? "pipeline" : "tensor";
   int deg = p->pipeline > 1 ? p->pipeline : p->tensor;
-  /* Self-healing re-plans a data-parallel job over the survivors; a stage or
-   * a share has no copy to take over from. */
+  /* The inputs are the whole batch on every rank: there are no shards to feed. A pipeline heals with
+   * heal = 1 (per-step copies of each stage's state, pp_heal.c); a tensor group has none yet. */
   if (p->feed != NULL)
     return sg__error(SG_ERR_UNSUPPORTED,
-                     "%s: a feed callback (self-healing) is not supported with %s parallelism (%s=%d); set "
-                     "feed to NULL: a failure then makes every rank's step fail with SG_ERR_COMM",
-                     FN, mode, mode, deg);
+                     "%s: a feed callback is not supported with %s parallelism (%s=%d): set feed to NULL%s",
+                     FN, mode, mode, deg,
+                     p->pipeline > 1 ? " and heal to 1 to heal a lost rank"
+                                     : ": a failure then makes every rank's step fail with SG_ERR_COMM");
+  if (p->heal == 1 && p->pipeline == 1)
+    return sg__error(
+        SG_ERR_UNSUPPORTED,
+        "%s: heal 1 is not supported with tensor parallelism (tensor=%d) yet: a lost share has no "
+        "copy to be rebuilt from; set heal 0 (a failure then fails every rank's step with "
+        "SG_ERR_COMM)",
+        FN, p->tensor);
+  if (p->heal == 1 && p->pipeline < 3)
+    return sg__error(
+        SG_ERR_INVALID_ARG,
+        "%s: heal 1 with pipeline %d: a lost rank must leave a strict majority of the ranks to go "
+        "on, so a healing pipeline has at least 3 stages",
+        FN, p->pipeline);
+  if (p->heal == 1) {
+    sg_qos q = (sg_qos)p->qos;
+    if (p->qos == -1) SG_CHECK(sg_qos_from_env(SG_QOS_STRICT, &q));
+    if (q != SG_QOS_STRICT)
+      return sg__error(SG_ERR_UNSUPPORTED,
+                       "%s: QoS tier %s%s with pipeline parallelism: a pipeline heals under strict QoS only "
+                       "(its stages have no other replica to continue on)",
+                       FN, sg_qos_name(q), p->qos == -1 ? " (from SG_QOS)" : "");
+  }
   if (sg__par_on_device(p))
     return sg__error(SG_ERR_UNSUPPORTED,
                      "%s: device '%s'%s: %s parallelism runs on device 'cpu' only for now (data parallelism "
@@ -90,9 +123,9 @@ static sg_status check_params(const sg_dist_params *p) {
   if (p->offload != NULL && strcmp(p->offload, "none") != 0)
     return sg__error(SG_ERR_UNSUPPORTED, "%s: offload '%s' is not supported with %s parallelism (%s=%d)", FN,
                      p->offload, mode, mode, deg);
-  /* A pipeline takes slow faults (its profile re-cuts the stages); every
-   * other fault needs self-healing. Checked before joining, so that every
-   * rank fails alone; the plan proper is read once the world is known. */
+  /* A pipeline takes slow faults (its profile re-cuts the stages), and with heal 1 the faults a healing
+   * pipeline survives; every other fault needs what a pipeline lacks. Checked before joining, so that
+   * every rank fails alone; the plan proper is read once the world is known. */
   const char *spec = p->inject != NULL ? p->inject : sg__dist_inject_env();
   if (spec != NULL && p->pipeline == 1)
     return sg__error(SG_ERR_UNSUPPORTED,
@@ -103,13 +136,15 @@ static sg_status check_params(const sg_dist_params *p) {
   if (spec != NULL && sg_fault_plan_parse(spec, 65536, 0, &plan) == SG_OK) {
     for (size_t i = 0; i < sg_fault_plan_count(plan); i++) {
       sg_fault f;
-      if (sg_fault_plan_get(plan, i, &f) == SG_OK && f.kind != SG_FAULT_SLOW) {
-        sg_fault_plan_destroy(plan);
-        return sg__error(SG_ERR_UNSUPPORTED,
-                         "%s: fault %zu of %s is not 'slow': with pipeline parallelism only slow faults are "
-                         "injected (the others need self-healing)",
-                         FN, i, p->inject != NULL ? "sg_dist_params.inject" : "SG_INJECT");
-      }
+      if (sg_fault_plan_get(plan, i, &f) != SG_OK || pipeline_fault_ok(&f, p->heal == 1)) continue;
+      sg_fault_plan_destroy(plan);
+      return sg__error(SG_ERR_UNSUPPORTED,
+                       "%s: fault %zu of %s ('%s') is not injected with pipeline parallelism%s: a pipeline "
+                       "takes 'slow'%s",
+                       FN, i, p->inject != NULL ? "sg_dist_params.inject" : "SG_INJECT",
+                       sg_fault_kind_name(f.kind), p->heal == 1 ? "" : " without heal",
+                       p->heal == 1 ? ", 'kill', 'stop', 'drop-heartbeats' and 'partition'"
+                                    : " only (the others need heal 1)");
     }
   }
   sg_fault_plan_destroy(plan);
@@ -143,6 +178,11 @@ static sg_status resolve_degrees(const sg_dist_params *p, int *D, int *K, int *T
     return sg__error(SG_ERR_INVALID_ARG,
                      "%s: data %d x pipeline %d x tensor %d = %lld ranks, but the world has %d", FN, *D, *K,
                      *T, (long long)*D * *K * *T, world);
+  if (p->heal == 1 && *K > 1 && *D > 1)
+    return sg__error(SG_ERR_UNSUPPORTED,
+                     "%s: heal 1 with pipeline %d x data %d is not supported yet: a healing pipeline has one "
+                     "copy (data 1)",
+                     FN, *K, *D);
   if (*K > 1 && *T > 1)
     return sg__error(SG_ERR_UNSUPPORTED,
                      "%s: pipeline (%d) and tensor (%d) parallelism together are not supported yet; use one "

@@ -96,6 +96,27 @@ typedef struct sg__par_model {
 
 #define MODEL(d) ((sg__par_model *)(d)->impl)
 
+/* After every step (and before the first) each stage's parameters, state and optimizer state are packed
+ * into `own` and sent to the next stage's rank, which keeps them as `prev`: one generation of copies. Two
+ * generations are kept, since a rank may hold one more complete generation than another when a failure
+ * cuts the exchange short. */
+typedef struct sg__pp_gen {
+  int64_t seq;                 /* 1, 2, ...: its number; 0: none */
+  uint64_t step;               /* the steps completed when it was taken */
+  int K;                       /* the stages then */
+  int *cut;                    /* the stage of each op of fwd then */
+  int orig[SG__PP_MAX_STAGES]; /* the original rank of each stage then */
+  unsigned char *own, *prev;   /* packed: this rank's stage, the previous stage's */
+  size_t own_bytes, prev_bytes, own_cap, prev_cap;
+} sg__pp_gen;
+
+typedef struct sg__pp_heal {
+  bool on;           /* sg_dist_params.heal */
+  int64_t seq;       /* the latest generation this rank holds complete (own and prev); 0: none */
+  sg__pp_gen gen[2]; /* gen[seq % 2] is the latest */
+  int64_t t0_ns;     /* detection of the failure being healed, until the first step after it; 0: none */
+} sg__pp_heal;
+
 /* The pipeline strategy's state (model_pp.c). */
 typedef struct sg__par_pipeline {
   sg__par_model m;
@@ -105,7 +126,6 @@ typedef struct sg__par_pipeline {
   sg__pp_runner *pp;
   /* Repartitioning from the profile (model_pp_replan.c). step_sums: [firing ranks, busy ms of stage 0..K-1
    * summed over the replicas]; this stage's busy time is averaged since the last evaluation. */
-  sg_fault_plan *inject; /* slow faults only */
   double busy_sum;
   int busy_steps;
   double *cost; /* per op of fwd: the cost model's estimate (sg__pp_recut) */
@@ -114,6 +134,7 @@ typedef struct sg__par_pipeline {
   sg_sgd_params sgd;
   sg_adamw_params adamw;
   char *lr_input;
+  sg__pp_heal heal; /* pp_heal.c */
 } sg__par_pipeline;
 
 #define PIPELINE(d) ((sg__par_pipeline *)(d)->impl)
@@ -208,6 +229,33 @@ sg_status sg__pipeline_bind_inputs(sg_dist *d, bool resend);
  * from the stages' measured compute and switches to it when it predicts at least a 1.1x faster slowest
  * stage. Collective over the world; a failure is the step's. */
 sg_status sg__pipeline_maybe_replan(sg_dist *d);
+
+/* The stage of source tensor t under `cut` (a stage per op of fwd): its producer's, else its first
+ * reader's; -1 when none. */
+int sg__pp_tensor_stage(const sg_graph *fwd, const int *cut, int32_t t);
+/* What goes with source tensor `name` in stage graph g: the tensor, then the optimizer state named after it
+ * (optimizer.c's names), as stage-graph ids; the count (0: not in g). */
+int sg__pp_state_group(const sg_graph *g, const char *name, int32_t out[5]);
+size_t sg__pp_group_bytes(const sg_graph *g, const int32_t *ids, int n);
+/* Every parameter, state and optimizer state of stage `to` was written (written: per tensor of to->g), a
+ * received boundary tensor and its never-run update's state excepted; `what` names the caller. */
+sg_status sg__pp_check_written(const sg__pp_stage *to, const uint8_t *written, const char *what);
+
+/* ---- healing a pipeline (pp_heal.c) ------------------------------------------------------ */
+
+/* A generation: this stage's state into own, own to the next stage's rank, the previous stage's into prev,
+ * then an allreduce, after which every rank holds the generation (a failure before it leaves some ranks
+ * one generation behind). Collective over the world; compute thread. */
+sg_status sg__pipeline_replicate(sg_dist *d);
+/* Whether the step's failure `st` is a lost peer this rank heals from. */
+bool sg__pipeline_healable(sg_dist *d, sg_status st);
+/* After a peer's loss: the survivors agree on a new membership (membership.c), take the latest generation
+ * they all hold, merge each lost stage into a neighbour (only those ops move), build the new stages,
+ * move the state from the generation's copies to its new owners, and take a generation of the new
+ * layout; again without a rank that dies meanwhile. d->stats.steps is then the generation's step: the
+ * caller redoes the steps after it. */
+sg_status sg__pipeline_heal(sg_dist *d);
+void sg__pp_heal_free(sg__pp_heal *h);
 
 /* Appends `opt` to an editable training graph (its "lr" input added when
  * missing) and finalizes it. */

@@ -133,17 +133,22 @@ static sg_status keep_optimizer(sg__par_pipeline *P, const sg_dist_optimizer *o)
   return SG_OK;
 }
 
-/* A fault plan (sg_dist_params.inject or SG_INJECT) may slow ranks down,
- * the profile's reason to re-cut (model.c's checks refused the other kinds
- * before joining: the kinds do not depend on the world size). */
-static sg_status read_inject(sg_dist *d) { return sg__dist_inject_parse(d, &PIPELINE(d)->inject); }
+/* A fault plan (sg_dist_params.inject or SG_INJECT) may slow ranks down, the profile's reason to re-cut,
+ * and with heal lose them (model.c's checks refused the other kinds before joining: the kinds do not
+ * depend on the world size). Healing reaches the rendezvous store for the recovery's agreement. */
+static sg_status read_heal(sg_dist *d) {
+  PIPELINE(d)->heal.on = d->p.heal == 1;
+  d->heal.qos = SG_QOS_STRICT;
+  if (d->p.heal == 1) SG_CHECK(sg__comm_env_resolve(&d->comm_params, &d->heal.env));
+  return sg__dist_inject_parse(d, &d->heal.inject);
+}
 
 static sg_status pipeline_build(sg_dist *d, const sg__par_create_args *a) {
   SG_CHECK(sg__model_prepare(d, a));
   sg__par_pipeline *P = PIPELINE(d);
   sg__par_model *m = &P->m;
   SG_CHECK(keep_optimizer(P, a->opt));
-  SG_CHECK(read_inject(d));
+  SG_CHECK(read_heal(d));
   sg_tensor loss;
   SG_CHECK(sg_graph_find_tensor(m->fwd, m->loss_name, &loss));
   int K = m->pipeline, D = m->data;
@@ -189,8 +194,9 @@ static sg_status pipeline_part_step(sg_dist *d, float *loss) {
     SG_CHECK(sg__model_broadcast_state(d, P->st->recv, P->st->n_recv));
     P->m.broadcast_done = true;
   }
-  if (P->inject != NULL)
-    sg__pp_runner_set_slow(P->pp, sg_fault_plan_slow_factor(P->inject, d->orig_rank, (int64_t)d->step));
+  SG_CHECK(sg__dist_inject_step(d, d->stats.steps)); /* kill, stop, ...: where a real failure would hit */
+  if (d->heal.inject != NULL)
+    sg__pp_runner_set_slow(P->pp, sg_fault_plan_slow_factor(d->heal.inject, d->orig_rank, (int64_t)d->step));
   SG_CHECK(sg__pp_step(P->pp, loss));
   sg__pp_stats ps;
   sg__pp_runner_stats(P->pp, &ps);
@@ -203,10 +209,31 @@ static sg_status pipeline_part_step(sg_dist *d, float *loss) {
   return SG_OK;
 }
 
-/* Only the last stage has the loss: the world's sum over the replicas. */
+/* Only the last stage has the loss: the world's sum over the replicas. A healing pipeline copies its
+ * stages' state after each step (before the first too), and after a peer's loss re-plans over the
+ * survivors and redoes the steps after the copy it rolled back to (pp_heal.c). */
 static sg_status pipeline_step(sg_dist *d) {
-  SG_CHECK(sg__model_step(d, pipeline_part_step, true, MODEL(d)->data));
-  return sg__pipeline_maybe_replan(d);
+  sg__pp_heal *H = &PIPELINE(d)->heal;
+  if (!H->on) {
+    SG_CHECK(sg__model_step(d, pipeline_part_step, true, MODEL(d)->data));
+    return sg__pipeline_maybe_replan(d);
+  }
+  uint64_t want = d->stats.steps + 1;
+  sg_status st = H->seq == 0 ? sg__pipeline_replicate(d) : SG_OK;
+  for (;;) {
+    if (st == SG_OK) st = sg__model_step(d, pipeline_part_step, true, MODEL(d)->data);
+    if (st == SG_OK) st = sg__pipeline_maybe_replan(d);
+    if (st == SG_OK) st = sg__pipeline_replicate(d);
+    if (st == SG_OK || (!sg__pipeline_healable(d, st))) break;
+    st = sg__pipeline_heal(d);
+    if (st != SG_OK || d->stats.steps >= want) break; /* the copy it rolled back to has the step */
+  }
+  if (st == SG_OK && H->t0_ns != 0) { /* the first step completed after a recovery */
+    d->stats.recovery_ms = (double)(sg__now_ns() - H->t0_ns) * 1e-6;
+    d->stats.rto_ms = d->stats.detection_ms + d->stats.recovery_ms;
+    H->t0_ns = 0;
+  }
+  return st;
 }
 
 /* The runner's transfers are jobs of the scheduler: it goes while the scheduler runs (destroy's
@@ -224,8 +251,9 @@ static void pipeline_free(sg_dist *d) {
   P->cost = NULL;
   sg__free(P->lr_input);
   P->lr_input = NULL;
-  sg_fault_plan_destroy(P->inject);
-  P->inject = NULL;
+  sg_fault_plan_destroy(d->heal.inject);
+  d->heal.inject = NULL;
+  sg__pp_heal_free(&P->heal);
   sg__model_release(d);
 }
 

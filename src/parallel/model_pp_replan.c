@@ -28,8 +28,7 @@
 /* The migration's messages: below the pipeline runner's tags (bit 30 set) and the groups' (0x7fffff00). */
 #define MOVE_TAG 0x3ffffe00u
 
-/* The stage of source tensor t under `cut`: its producer's, else its first reader's; -1 when none. */
-static int stage_of_tensor(const sg_graph *fwd, const int *cut, int32_t t) {
+int sg__pp_tensor_stage(const sg_graph *fwd, const int *cut, int32_t t) {
   if (fwd->tensors[t].producer >= 0) return cut[fwd->tensors[t].producer];
   for (uint32_t o = 0; o < fwd->n_ops; o++)
     for (int i = 0; i < fwd->ops[o].n_inputs; i++)
@@ -37,9 +36,7 @@ static int stage_of_tensor(const sg_graph *fwd, const int *cut, int32_t t) {
   return -1;
 }
 
-/* What goes with source tensor `name` in stage graph g: the tensor, then the optimizer state named
- * after it (optimizer.c's names), as stage-graph ids; the count. */
-static int group_of(const sg_graph *g, const char *name, int32_t out[5]) {
+int sg__pp_state_group(const sg_graph *g, const char *name, int32_t out[5]) {
   static const char *const suffix[] = {".momentum_buffer", ".exp_avg", ".exp_avg_sq", ".step"};
   int n = 0;
   int32_t t = sg__tensor_lookup(g, name);
@@ -54,7 +51,7 @@ static int group_of(const sg_graph *g, const char *name, int32_t out[5]) {
   return n;
 }
 
-static size_t group_bytes(const sg_graph *g, const int32_t *ids, int n) {
+size_t sg__pp_group_bytes(const sg_graph *g, const int32_t *ids, int n) {
   size_t b = 0;
   for (int i = 0; i < n; i++) b += g->tensors[ids[i]].nbytes;
   return b;
@@ -105,18 +102,18 @@ static sg_status unpack(move *mv, const int32_t *ids, int n) {
 /* Source tensor t (a parameter or state) and its optimizer state, from its old stage to its new one. */
 static sg_status move_one(move *mv, int32_t t) {
   sg__par_model *m = MODEL(mv->d);
-  int a = stage_of_tensor(mv->fwd, mv->from_cut, t), b = stage_of_tensor(mv->fwd, mv->to_cut, t);
+  int a = sg__pp_tensor_stage(mv->fwd, mv->from_cut, t), b = sg__pp_tensor_stage(mv->fwd, mv->to_cut, t);
   if (a < 0 || b < 0 || (m->index != a && m->index != b)) return SG_OK;
   const char *name = mv->fwd->tensors[t].name;
   int32_t from[5], to[5];
-  int nf = m->index == a ? group_of(mv->from_g, name, from) : 0;
-  int nt = m->index == b ? group_of(mv->to_g, name, to) : 0;
+  int nf = m->index == a ? sg__pp_state_group(mv->from_g, name, from) : 0;
+  int nt = m->index == b ? sg__pp_state_group(mv->to_g, name, to) : 0;
   if ((m->index == a && nf == 0) || (m->index == b && nt == 0))
     return sg__error(SG_ERR_INTERNAL, "pipeline re-cut: '%s' is not in stage %d's graph", name, m->index);
-  size_t bytes = nf ? group_bytes(mv->from_g, from, nf) : group_bytes(mv->to_g, to, nt);
+  size_t bytes = nf ? sg__pp_group_bytes(mv->from_g, from, nf) : sg__pp_group_bytes(mv->to_g, to, nt);
   SG_CHECK(reserve(mv, bytes));
   if (a == b) { /* stays: from the old session into the new one */
-    if (nf != nt || group_bytes(mv->to_g, to, nt) != bytes)
+    if (nf != nt || sg__pp_group_bytes(mv->to_g, to, nt) != bytes)
       return sg__error(SG_ERR_INTERNAL, "pipeline re-cut: '%s' and its state differ between the cuts", name);
     SG_CHECK(pack(mv, from, nf));
     return unpack(mv, to, nt);
@@ -137,13 +134,11 @@ static bool is_recv(const sg__pp_stage *st, int32_t t) {
   return false;
 }
 
-/* Every parameter, state and optimizer state of the new stage was written (a received boundary tensor
- * and its never-run update's state excepted). */
-static sg_status check_written(const move *mv, const sg__pp_stage *to) {
-  const sg_graph *g = mv->to_g;
+sg_status sg__pp_check_written(const sg__pp_stage *to, const uint8_t *written, const char *what) {
+  const sg_graph *g = to->g;
   for (uint32_t t = 0; t < g->n_tensors; t++) {
     sg_role r = g->tensors[t].role;
-    if ((r != SG_ROLE_PARAMETER && r != SG_ROLE_STATE && r != SG_ROLE_OPTIMIZER_STATE) || mv->written[t])
+    if ((r != SG_ROLE_PARAMETER && r != SG_ROLE_STATE && r != SG_ROLE_OPTIMIZER_STATE) || written[t])
       continue;
     bool boundary = is_recv(to, (int32_t)t);
     for (int j = 0; j < to->n_recv && !boundary; j++) {
@@ -152,7 +147,7 @@ static sg_status check_written(const move *mv, const sg__pp_stage *to) {
       boundary = strncmp(g->tensors[t].name, b, n) == 0 && g->tensors[t].name[n] == '.';
     }
     if (!boundary)
-      return sg__error(SG_ERR_INTERNAL, "pipeline re-cut: nothing moved '%s' to stage %d", g->tensors[t].name,
+      return sg__error(SG_ERR_INTERNAL, "%s: nothing moved '%s' to stage %d", what, g->tensors[t].name,
                        to->stage);
   }
   return SG_OK;
@@ -175,7 +170,7 @@ static sg_status migrate(sg_dist *d, const int *to_cut, const sg__pp_built *to, 
     sg_role r = mv.fwd->tensors[t].role;
     if (r == SG_ROLE_PARAMETER || r == SG_ROLE_STATE) st = move_one(&mv, (int32_t)t);
   }
-  if (st == SG_OK) st = check_written(&mv, to->st);
+  if (st == SG_OK) st = sg__pp_check_written(to->st, mv.written, "pipeline re-cut");
   *sent = mv.sent;
   sg__free(mv.written);
   sg__free(mv.buf);

@@ -82,7 +82,7 @@ sg_status sg__dist_recover(sg_dist *d) {
    * does when the members are the same (its retry of the collective), and
    * recovers as strict otherwise. */
   bool same = h.retries > 0 && d->size == old_size;
-  if (DP(d)->keep_local && (DP(d)->qos == SG_QOS_GRACEFUL_DEGRADE || same)) {
+  if (DP(d)->keep_local && (d->heal.qos == SG_QOS_GRACEFUL_DEGRADE || same)) {
     bool yes;
     int shards;
     SG_CHECK(vote_rereduce(d, &h, &yes, &shards));

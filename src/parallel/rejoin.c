@@ -92,7 +92,7 @@ void sg__dist_rejoin_free(sg_dist *d) {
 
 static sg_status connect_store(sg_dist *d, int timeout_ms, sg__store **out) {
   sg_status s =
-      sg__store_connect(DP(d)->env.master_addr, DP(d)->env.master_port, DP(d)->env.token, timeout_ms, out);
+      sg__store_connect(d->heal.env.master_addr, d->heal.env.master_port, d->heal.env.token, timeout_ms, out);
   if (s == SG_OK) return SG_OK;
   char why[512];
   snprintf(why, sizeof why, "%s", sg_last_error()); /* the error buffer is about to be rewritten */
@@ -232,12 +232,12 @@ static sg_status agree_up(sg_dist *d, sg__store *st, const sg__dist_adm *a, bool
 }
 
 static void note_health(sg_dist *d, const sg__dist_adm *a) {
-  if (DP(d)->health == NULL) return;
+  if (d->heal.health == NULL) return;
   int orig[SG__DIST_MAX_RANKS];
   for (int i = 0; i < a->n; i++) orig[i] = a->orig[i];
   int64_t now = sg__now_ms();
-  sg_health_reset_epoch(DP(d)->health, now, (uint32_t)a->epoch + 1, orig, a->n);
-  if (now > DP(d)->ci.fed_ms) DP(d)->ci.fed_ms = now; /* the monitor's clock: check-ins go in from here */
+  sg_health_reset_epoch(d->heal.health, now, (uint32_t)a->epoch + 1, orig, a->n);
+  if (now > d->heal.ci.fed_ms) d->heal.ci.fed_ms = now; /* the monitor's clock: check-ins go in from here */
 }
 
 /* Root: its step count; everyone else receives it. */
@@ -263,7 +263,7 @@ static sg_status wait_decision(sg_dist *d, sg__store *st, int64_t inc, int64_t d
       return sg__error(SG_ERR_TIMEOUT,
                        "rank %d: rejoin: not admitted within %d ms (SG_COMM_TIMEOUT_MS): is the job still "
                        "running, with its rendezvous store hosted by `sgrt launch`?",
-                       d->orig_rank, DP(d)->env.timeout_ms);
+                       d->orig_rank, d->heal.env.timeout_ms);
     usleep(5000);
   }
 }
@@ -288,15 +288,15 @@ static sg_status wait_arrival(sg_dist *d, sg__store *st, const sg__dist_adm *a, 
     if (s != SG_ERR_NOT_FOUND) return s;
     if (sg__now_ms() >= deadline)
       return sg__error(SG_ERR_TIMEOUT, "rank %d: rejoin: the members did not reach step %lld within %d ms",
-                       d->orig_rank, (long long)a->step, DP(d)->env.timeout_ms);
+                       d->orig_rank, (long long)a->step, d->heal.env.timeout_ms);
     usleep(2000);
   }
 }
 
 sg_status sg__dist_rejoin_join(sg_dist *d) {
-  SG_CHECK(sg__comm_env_resolve(&d->comm_params, &DP(d)->env));
-  d->orig_rank = DP(d)->env.rank;
-  d->orig_size = DP(d)->env.world_size;
+  SG_CHECK(sg__comm_env_resolve(&d->comm_params, &d->heal.env));
+  d->orig_rank = d->heal.env.rank;
+  d->orig_size = d->heal.env.world_size;
   if (d->orig_size > SG__DIST_MAX_RANKS)
     return sg__error(SG_ERR_UNSUPPORTED, "sg_dist_create: rejoin supports at most %d ranks, not %d",
                      SG__DIST_MAX_RANKS, d->orig_size);
@@ -304,8 +304,8 @@ sg_status sg__dist_rejoin_join(sg_dist *d) {
     return sg__error(SG_ERR_INVALID_ARG, "sg_dist_create: SG_REJOIN=1 in a job of %d rank: nobody to join",
                      d->orig_size);
   sg__store *st = NULL;
-  SG_CHECK(connect_store(d, DP(d)->env.timeout_ms, &st));
-  int64_t deadline = sg__now_ms() + DP(d)->env.timeout_ms;
+  SG_CHECK(connect_store(d, d->heal.env.timeout_ms, &st));
+  int64_t deadline = sg__now_ms() + d->heal.env.timeout_ms;
   char key[64];
   int64_t inc = 0, q = 0;
   sg__dist_adm *a = &DP(d)->rj.adm;
@@ -322,7 +322,7 @@ sg_status sg__dist_rejoin_join(sg_dist *d) {
             (long long)inc);
     s = wait_decision(d, st, inc, deadline, a);
   }
-  if (s == SG_OK) s = wait_arrival(d, st, a, sg__now_ms() + DP(d)->env.timeout_ms);
+  if (s == SG_OK) s = wait_arrival(d, st, a, sg__now_ms() + d->heal.env.timeout_ms);
   int idx = index_of(a, d->orig_rank);
   if (s == SG_OK) s = create_comm(d, a, idx, &c);
   if (s == SG_OK) {
@@ -332,7 +332,7 @@ sg_status sg__dist_rejoin_join(sg_dist *d) {
     void *v = NULL;
     size_t n = 0;
     int64_t out = 0;
-    s = sg__store_wait_get(st, key, DP(d)->env.timeout_ms, &v, &n);
+    s = sg__store_wait_get(st, key, d->heal.env.timeout_ms, &v, &n);
     if (s == SG_OK) {
       if (n == sizeof out) memcpy(&out, v, sizeof out);
       sg__free(v);
@@ -380,7 +380,7 @@ sg_status sg__dist_rejoin_receive(sg_dist *d) {
   uint64_t s = (uint64_t)a->step;
   DP(d)->broadcast_done = true;
   d->stats.steps = s;
-  DP(d)->inject_next = s; /* SG_INJECT: faults of the steps before the admission are the old incarnation's */
+  d->heal.inject_next = s; /* SG_INJECT: faults of the steps before the admission are the old incarnation's */
   sg__session_set_steps(d->s, s);
   d->stats.rejoins = 1;
   d->stats.epoch = d->epoch;
@@ -562,7 +562,7 @@ static sg_status look(sg_dist *d, sg__store *st, const look_req *q, look_res *r)
   int64_t claim = 0;
   SG_CHECK(sg__store_add(st, key, 1, &claim));
   if (claim != 1) { /* another member decides; it publishes right after claiming */
-    SG_CHECK(get_adm(d, st, q->next, DP(d)->env.timeout_ms, &r->adm));
+    SG_CHECK(get_adm(d, st, q->next, d->heal.env.timeout_ms, &r->adm));
     r->found = true;
     return SG_OK;
   }

@@ -35,8 +35,8 @@ static void wait_snapshot(sg_dist *d) {
  * and this rank gives the step up before its updates, as if the last
  * allreduce had failed here only; the others complete the step. */
 static sg_status inject_behind(sg_dist *d) {
-  if (DP(d)->inject_behind == 0 || DP(d)->inject_behind != d->stats.steps + 1) return SG_OK;
-  DP(d)->inject_behind = 0;
+  if (d->heal.inject_behind == 0 || d->heal.inject_behind != d->stats.steps + 1) return SG_OK;
+  d->heal.inject_behind = 0;
   sg__dist_fail(d, SG_ERR_COMM,
                 "rank %d, step %llu: injected fault 'behind': the step is given up after its "
                 "gradients were averaged, before the updates",
@@ -267,7 +267,7 @@ sg_status sg__dist_rereduce_step(sg_dist *d) {
  * the next step's first allreduce. */
 static void stretch(sg_dist *d, int64_t t0) {
   double busy_ms = (double)(sg__now_ns() - t0) * 1e-6 - d->stats.wait_ms;
-  double extra_ms = busy_ms > 0 ? busy_ms * (DP(d)->slow_factor - 1) : 0;
+  double extra_ms = busy_ms > 0 ? busy_ms * (d->heal.slow_factor - 1) : 0;
   sg__sleep_ms(fmin(extra_ms, 60000)); /* a bounded stall, never a hang */
 }
 
@@ -305,7 +305,7 @@ sg_status sg__par_data_step(sg_dist *d) {
       if (__atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE)) continue; /* the admission failed: heal */
       t0 = sg__now_ns();
       st = run_step(d, d->stats.steps);
-      if (st == SG_OK && DP(d)->slow_factor > 1) stretch(d, t0);
+      if (st == SG_OK && d->heal.slow_factor > 1) stretch(d, t0);
     }
     if (st != SG_OK) {
       if (__atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE) && sg__dist_healable(d)) continue;
@@ -319,10 +319,10 @@ sg_status sg__par_data_step(sg_dist *d) {
     pthread_mutex_unlock(&d->mu);
     d->stats.steps++;
     d->stats.step_ms = (double)(t1 - t0) * 1e-6;
-    DP(d)->be_retries = 0; /* a completed step ends a best-effort failure streak */
-    DP(d)->be_t0_ms = 0;
+    d->heal.be_retries = 0; /* a completed step ends a best-effort failure streak */
+    d->heal.be_t0_ms = 0;
     /* Graceful-degrade after a loss: each member runs its own shards only, the lost ranks' are dropped. */
-    if (DP(d)->qos == SG_QOS_GRACEFUL_DEGRADE && d->size != d->orig_size && d->p.feed != NULL)
+    if (d->heal.qos == SG_QOS_GRACEFUL_DEGRADE && d->size != d->orig_size && d->p.feed != NULL)
       d->stats.dropped_shards += (uint64_t)(sg__dist_n_shards(d) - d->size * d->p.micro_batches);
     sg__dist_checkins_step_done(d, d->stats.step_ms - d->stats.wait_ms);
     if (DP(d)->heal_t0_ns != 0) { /* the first step completed after a recovery */

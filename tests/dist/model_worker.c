@@ -666,6 +666,110 @@ static int run_recut(int data) {
   return 0;
 }
 
+/* ---- healing a pipeline ------------------------------------------------------------------ */
+
+/* ||a - b|| / ||b|| over n floats. */
+static double l2_rel(const float *a, const float *b, int64_t n) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double e = (double)a[i] - b[i];
+    num += e * e;
+    den += (double)b[i] * b[i];
+  }
+  return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+#define HEAL_TOL 1e-5
+
+/* A pipeline of one stage per rank with heal 1, 4 micro-batches, under a
+ * fault plan from `sgrt launch --inject` (SG_INJECT): every step must
+ * complete on every survivor (RPO 0: the step count and the loss of each
+ * step are the failure-free run's), and the parameters each survivor holds
+ * at the end must be within 1e-5 (L2, relative, per tensor) of one process
+ * trained on the same global batches. HEAL_STEPS steps (12). Prints
+ * "PPHEAL rank R: ... recoveries N" for run_pp_heal.sh; a rank the others
+ * healed around while it lived exits 75 (SG_DIST_EXIT_EXCLUDED). */
+static int run_pp_heal(int resnet) {
+  model m, full;
+  int global = resnet ? 8 : 16;
+  if (resnet) build_resnet(&m, global), build_resnet(&full, global);
+  else build_mlp(&m, global), build_mlp(&full, global);
+  const char *ns = getenv("HEAL_STEPS");
+  int steps = ns ? atoi(ns) : 12;
+  CHECK(steps >= 1 && steps <= 1000, "HEAL_STEPS=%s is not in 1..1000", ns);
+  sg_graph *ref_g;
+  sg_session *ref = reference_session(&full, &ref_g);
+  if (resnet) OK(resnet50_init_session(ref_g, ref, SEED));
+  sg_dist_params dp = SG_DIST_PARAMS_INIT;
+  dp.threads = 1;
+  /* Batch norm over micro-batches is not batch norm over the batch: ResNet-50 runs one. */
+  dp.pipeline = env_world(), dp.data = 1, dp.micro_batches = resnet ? 1 : 4, dp.heal = 1;
+  sg_sgd_params sgd = SG_SGD_PARAMS_INIT;
+  sgd.momentum = 0.9;
+  sg_dist_optimizer opt = SG_DIST_OPTIMIZER_INIT;
+  opt.sgd = &sgd;
+  sg_dist *d;
+  OK(sg_dist_create_model(m.fwd, m.loss, &opt, &dp, &d));
+  int rank = sg_dist_rank(d);
+  init_weights(&m, d, NULL, dp.pipeline, rank);
+  sg_dist_stats st = SG_DIST_STATS_INIT;
+  for (int step = 0; step < steps; step++) {
+    float ref_loss;
+    feed(&full, NULL, ref, step, 0, full.batch);
+    OK(sg_session_step(ref));
+    OK(sg_session_read(ref, "loss", &ref_loss, sizeof ref_loss));
+    if (step % 2) feed_bound(&m, d, step, 0, m.batch);
+    else feed(&m, d, NULL, step, 0, m.batch);
+    sg_status rc = sg_dist_step(d);
+    OK(sg_dist_get_stats(d, &st));
+    if (rc != SG_OK) {
+      fprintf(stderr, "rank %d: step %d: %s\n", st.original_rank, step + 1, sg_last_error());
+      int excluded = st.excluded;
+      sg_dist_destroy(d);
+      free_run(ref, ref_g, &m, &full);
+      return excluded ? SG_DIST_EXIT_EXCLUDED : 1;
+    }
+    CHECK(st.steps == (uint64_t)step + 1, "after step %d: %llu steps completed", step + 1,
+          (unsigned long long)st.steps);
+    double e = fabs((double)st.loss_mean - ref_loss) / fabs((double)ref_loss);
+    CHECK(e <= HEAL_TOL, "step %d: loss_mean %.9g, single process %.9g", step + 1, st.loss_mean, ref_loss);
+  }
+  /* The parameters this rank's stage holds now, against the reference. */
+  double worst = 0;
+  int held = 0;
+  char worst_at[256] = "-";
+  for (int32_t t = 0; t < sg_graph_num_tensors(m.fwd); t++) {
+    sg_tensor_info a;
+    OK(sg_graph_tensor_info(m.fwd, (sg_tensor){t}, &a));
+    if (a.role != SG_ROLE_PARAMETER) continue;
+    float *want = malloc(a.nbytes), *mine = malloc(a.nbytes);
+    CHECK(want && mine, "out of memory");
+    OK(sg_session_read(ref, a.name, want, a.nbytes));
+    sg_status rs = sg_dist_read(d, a.name, mine, a.nbytes);
+    if (rs == SG_OK) {
+      double e = l2_rel(mine, want, (int64_t)(a.nbytes / 4));
+      CHECK(e <= HEAL_TOL, "'%s' differs from the failure-free single-process run by %.3g (L2, relative)",
+            a.name, e);
+      if (e >= worst) worst = e, snprintf(worst_at, sizeof worst_at, "%s", a.name);
+      held++;
+    } else {
+      CHECK(rs == SG_ERR_NOT_FOUND, "reading '%s': %s", a.name, sg_last_error());
+    }
+    free(want);
+    free(mine);
+  }
+  CHECK(st.recoveries == 0 || st.rpo_steps == 0, "RPO %llu steps", (unsigned long long)st.rpo_steps);
+  printf("PPHEAL rank %d (now %d of %d): %s pipeline, %d steps, recoveries %d, epoch %d, %d parameters held, "
+         "worst L2 rel diff %.3g (%s), detection %.1f ms, RTO %.1f ms, %llu steps redone, copy %zu bytes "
+         "%.2f ms per step\n",
+         st.original_rank, sg_dist_rank(d), sg_dist_size(d), resnet ? "ResNet-50" : "MLP", steps,
+         st.recoveries, st.epoch, held, worst, worst_at, st.detection_ms, st.rto_ms,
+         (unsigned long long)st.redone_steps, st.replica_bytes, st.replication_ms);
+  OK(sg_dist_destroy(d));
+  free_run(ref, ref_g, &m, &full);
+  return 0;
+}
+
 /* ---- data parallelism: the same as sg_dist_create --------------------------------- */
 
 static param_set dp_run(const model *m, const model *full, sg_dist *d, float *losses) {
@@ -1002,6 +1106,8 @@ int main(int argc, char **argv) {
   if (strcmp(mode, "dp") == 0) return run_dp();
   if (strcmp(mode, "recut") == 0) return run_recut(1);
   if (strcmp(mode, "recutdp") == 0) return run_recut(2);
+  if (strcmp(mode, "ppheal") == 0) return run_pp_heal(0);
+  if (strcmp(mode, "rn_ppheal") == 0) return run_pp_heal(1);
   if (strcmp(mode, "death") == 0 && argc > 2) return run_death(argv[2]);
   if (strcmp(mode, "badargs") == 0) return run_badargs();
   if (strcmp(mode, "mismatch") == 0) return run_mismatch();
