@@ -19,7 +19,10 @@
  * tensor parallelism through sg_dist"): the forward graph of resnet50_build
  * is cut into K pipeline stages or split T ways, the world being D copies
  * of that (D = ranks / (K x T)); --batch is then per copy, the inputs are
- * set by the program (no self-healing in those modes).
+ * set by the program. A pipeline of K >= 3 stages in one copy heals itself
+ * (sg_dist_params.heal: each stage's state is copied to the next stage's
+ * rank after every step, and a lost stage is merged into a neighbour);
+ * --no-heal turns that off; the other parallel modes do not heal.
  *
  * --batch is per rank (the graph is built with it, as with PyTorch DDP); the
  * global batch is batch x ranks, times M with --micro-batches M in plain data
@@ -288,7 +291,10 @@ int main(int argc, char **argv) {
   /* Without the feed callback sg_dist keeps no rollback snapshots and does
    * not heal (a peer's failure ends the job): the program sets each step's
    * inputs itself. bench/replication_cost.sh compares the two. */
-  if (parts) o.no_heal = 1; /* no self-healing in those modes: the program sets the inputs */
+  /* A pipeline of 3 or more stages heals through sg_dist_params.heal (copies of each stage's state); the
+   * program sets its inputs in every mode but data parallelism. */
+  dp.heal = parts && o.pipeline >= 3 && o.tensor == 1 && !o.no_heal;
+  if (parts) o.no_heal = 1;
   dp.feed = o.no_heal ? NULL : feed;
   dp.feed_ctx = &fd;
   dp.pipeline = o.pipeline;
@@ -301,8 +307,14 @@ int main(int argc, char **argv) {
   opt.sgd = &sgd;
   dp.micro_batches = o.micro; /* data parallelism: accumulation through the feed; else cuts of the batch */
   sg_dist *d;
-  if ((st = parts ? sg_dist_create_model(g, loss, &opt, &dp, &d) : sg_dist_create(g, &dp, &d)) != SG_OK)
-    return fail(-1, "joining the job", st);
+  st = parts ? sg_dist_create_model(g, loss, &opt, &dp, &d) : sg_dist_create(g, &dp, &d);
+  if (st == SG_ERR_UNSUPPORTED && dp.heal && strstr(sg_last_error(), "heal 1 with pipeline") != NULL) {
+    /* Several copies of the pipeline (refused before joining, on every rank alike): no healing. */
+    fprintf(stderr, "resnet50_dist: %s; going on without healing\n", sg_last_error());
+    dp.heal = 0;
+    st = sg_dist_create_model(g, loss, &opt, &dp, &d);
+  }
+  if (st != SG_OK) return fail(-1, "joining the job", st);
   int rank = sg_dist_rank(d), world = sg_dist_size(d);
   /* Copies of the model, each fed its own batch: the ranks (data parallelism), or the pipelines. */
   int copies = world / (o.pipeline * o.tensor), copy = rank / (o.pipeline * o.tensor);
@@ -336,7 +348,9 @@ int main(int argc, char **argv) {
   double train_s = 0, worst_rto = 0, worst_detection = 0, *snap = calloc((size_t)o.steps + 1, sizeof(double));
   int max_degraded = 0; /* most ranks DEGRADED at once over the run */
   double *snap_wait = calloc((size_t)o.steps + 1, sizeof(double));
-  if (snap == NULL || snap_wait == NULL) return fail(rank, "allocating the data", SG_ERR_NO_MEMORY);
+  double *repl = calloc((size_t)o.steps + 1, sizeof(double)); /* a healing pipeline's copies, or ZeRO-1's */
+  if (snap == NULL || snap_wait == NULL || repl == NULL)
+    return fail(rank, "allocating the data", SG_ERR_NO_MEMORY);
   int recoveries = 0, repartitions = 0, recut_step = -1; /* the first re-cut of a pipeline: after this step */
   double first_loss = NAN;                               /* of the first step this rank ran */
   for (int step = start; step < o.steps; step++) {
@@ -359,6 +373,7 @@ int main(int argc, char **argv) {
     waits[step] = stats.wait_ms;
     snap[step] = stats.snapshot_ms;
     snap_wait[step] = stats.snapshot_wait_ms;
+    repl[step] = stats.replication_ms;
     char healed[512] = "";
     if (stats.recoveries > recoveries) {
       recoveries = stats.recoveries;
@@ -406,6 +421,7 @@ int main(int argc, char **argv) {
   double med_wait = median(waits + first, timed), med_cpu = median(cpu + first, timed);
   double ips = med > 0 ? global_batch / med : 0.0;
   double med_snap = median(snap + first, timed), med_snap_wait = median(snap_wait + first, timed);
+  double med_repl = median(repl + first, timed);
   uint64_t hash = 0;
   double psum = 0, pl2 = 0;
   /* A rank's part holds only some of g's parameters: there, sg_dist_params_hash (collective) digests
@@ -468,6 +484,9 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(j, "rpo_steps", (double)stats.rpo_steps);
     cJSON_AddNumberToObject(j, "redone_steps", (double)stats.redone_steps);
     cJSON_AddNumberToObject(j, "snapshot_ms_per_step", med_snap);
+    /* Rank 0's copy to its buddy (a healing pipeline: its stage's state, after each step). */
+    cJSON_AddNumberToObject(j, "replica_bytes", (double)stats.replica_bytes);
+    cJSON_AddNumberToObject(j, "replication_ms_per_step", med_repl);
     cJSON_AddNumberToObject(j, "offload_bytes", (double)stats.offload_bytes);
     /* The copy runs on the scheduler thread during forward; what the step pays is the wait. */
     cJSON_AddNumberToObject(j, "snapshot_exposed_ms_per_step", med_snap_wait);
@@ -497,6 +516,7 @@ int main(int argc, char **argv) {
   free(fd.y);
   free(snap);
   free(snap_wait);
+  free(repl);
   free(times);
   free(comm);
   free(waits);

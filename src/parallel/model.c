@@ -139,11 +139,13 @@ static sg_status check_params(const sg_dist_params *p) {
       if (sg_fault_plan_get(plan, i, &f) != SG_OK || pipeline_fault_ok(&f, p->heal == 1)) continue;
       sg_fault_plan_destroy(plan);
       return sg__error(SG_ERR_UNSUPPORTED,
-                       "%s: fault %zu of %s ('%s') is not injected with pipeline parallelism%s: a pipeline "
+                       "%s: fault %zu of %s ('%s%s') is not injected with pipeline parallelism%s: a pipeline "
                        "takes 'slow'%s",
                        FN, i, p->inject != NULL ? "sg_dist_params.inject" : "SG_INJECT",
-                       sg_fault_kind_name(f.kind), p->heal == 1 ? "" : " without heal",
-                       p->heal == 1 ? ", 'kill', 'stop', 'drop-heartbeats' and 'partition'"
+                       sg_fault_kind_name(f.kind), f.phase == SG_RECOVERY_CREATE ? " at=create" : "",
+                       p->heal == 1 ? "" : " without heal",
+                       p->heal == 1 ? ", and 'kill', 'stop', 'drop-heartbeats' and 'partition' at a step or "
+                                      "(kill) in a recovery's phase"
                                     : " only (the others need heal 1)");
     }
   }

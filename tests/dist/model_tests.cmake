@@ -53,3 +53,44 @@ set_tests_properties(model_mlp_pp4 model_mlp_pp2 model_mlp_pp2_dp2 model_mlp_tp2
                      PROPERTIES TIMEOUT 120 LABELS "dist;model" ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000")
 set_tests_properties(model_resnet_tp2 model_resnet_pp4 PROPERTIES TIMEOUT 240 LABELS "dist;model"
                      ENVIRONMENT "SG_COMM_TIMEOUT_MS=60000")
+
+# Healing a pipeline (sg_dist_params.heal, docs/resilience.md "Healing a pipeline"): one stage per rank,
+# a fault injected by `sgrt launch --inject`; the survivors merge the lost stage into a neighbour, restore
+# its state from the ring copy, redo the failed step, and finish with one process's parameters (run_pp_heal.sh).
+if(SG_FAULT_INJECTION)
+  set(_sg_pp_heal bash ${CMAKE_CURRENT_LIST_DIR}/run_pp_heal.sh $<TARGET_FILE:sgrt_cli> ${_sg_model_worker})
+  add_test(NAME dist_pp_heal_kill_np4 COMMAND ${_sg_pp_heal} ${_sg_model_dir}/pph_kill ppheal 4 "kill:rank=2,step=5" 3)
+  add_test(NAME dist_pp_heal_kill_first_np4 COMMAND ${_sg_pp_heal} ${_sg_model_dir}/pph_first ppheal 4
+                                                    "kill:rank=0,step=3" 3)
+  add_test(NAME dist_pp_heal_kill_last_np4 COMMAND ${_sg_pp_heal} ${_sg_model_dir}/pph_last ppheal 4
+                                                   "kill:rank=3,step=4" 3)
+  add_test(NAME dist_pp_heal_kill_random_np4 COMMAND ${_sg_pp_heal} ${_sg_model_dir}/pph_random ppheal 4
+                                                     "kill:rank=1,step=random(1-10)" 3 11)
+  add_test(NAME dist_pp_heal_stop_np4 COMMAND ${_sg_pp_heal} ${_sg_model_dir}/pph_stop ppheal 4 "stop:rank=2,step=3" 3)
+  add_test(NAME dist_pp_heal_drop_heartbeats_np4 COMMAND ${_sg_pp_heal} ${_sg_model_dir}/pph_drop ppheal 4
+                                                         "drop-heartbeats:rank=1,step=4" 3)
+  add_test(NAME dist_pp_heal_partition_np4 COMMAND ${_sg_pp_heal} ${_sg_model_dir}/pph_part ppheal 4
+                                                   "partition:ranks=1-2,step=3" 3)
+  # Two failures in one run (4 -> 3 -> 2 stages), and one during the recovery from the first.
+  add_test(NAME dist_pp_heal_two_kills_np4 COMMAND ${_sg_pp_heal} ${_sg_model_dir}/pph_two ppheal 4
+                                                   "kill:rank=1,step=2;kill:rank=3,step=6" 2)
+  add_test(NAME dist_pp_heal_kill_in_recovery_np4 COMMAND ${_sg_pp_heal} ${_sg_model_dir}/pph_inrec ppheal 4
+                                                          "kill:rank=2,step=5;kill:rank=0,recovery=transfer" 2)
+  # Two neighbouring stages lost at once: the first one's copy was on the second; a clear error.
+  add_test(NAME dist_pp_heal_lost_copy_np5 COMMAND ${_sg_pp_heal} ${_sg_model_dir}/pph_lost ppheal 5
+                                                   "kill:rank=1,step=3;kill:rank=2,step=3" 0)
+  set_tests_properties(dist_pp_heal_lost_copy_np5 PROPERTIES ENVIRONMENT
+                       "SG_COMM_TIMEOUT_MS=30000;PP_HEAL_ERROR=which kept its copy, were both lost")
+  add_test(NAME dist_pp_heal_resnet_kill_np4 COMMAND ${_sg_pp_heal} ${_sg_model_dir}/pph_rn rn_ppheal 4
+                                                     "kill:rank=1,step=3" 3)
+  set_tests_properties(dist_pp_heal_kill_np4 dist_pp_heal_kill_first_np4 dist_pp_heal_kill_last_np4
+                       dist_pp_heal_kill_random_np4 dist_pp_heal_stop_np4 dist_pp_heal_drop_heartbeats_np4
+                       dist_pp_heal_partition_np4 dist_pp_heal_two_kills_np4 dist_pp_heal_kill_in_recovery_np4
+                       dist_pp_heal_lost_copy_np5 PROPERTIES TIMEOUT 90 LABELS "dist;model;heal")
+  set_tests_properties(dist_pp_heal_kill_np4 dist_pp_heal_kill_first_np4 dist_pp_heal_kill_last_np4
+                       dist_pp_heal_kill_random_np4 dist_pp_heal_stop_np4 dist_pp_heal_drop_heartbeats_np4
+                       dist_pp_heal_partition_np4 dist_pp_heal_two_kills_np4 dist_pp_heal_kill_in_recovery_np4
+                       PROPERTIES ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000")
+  set_tests_properties(dist_pp_heal_resnet_kill_np4 PROPERTIES TIMEOUT 240 LABELS "dist;model;heal"
+                       ENVIRONMENT "SG_COMM_TIMEOUT_MS=60000;HEAL_STEPS=6")
+endif()

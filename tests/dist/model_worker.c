@@ -1030,10 +1030,31 @@ static int run_badargs(void) {
   sg_graph_destroy(md.fwd);
   p = p0, p.pipeline = 4, p.feed = feed_none;
   EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_UNSUPPORTED,
-         "feed callback (self-healing) is not supported with pipeline parallelism");
+         "feed callback is not supported with pipeline parallelism (pipeline=4): set feed to NULL and heal "
+         "to 1");
   p = p0, p.pipeline = 4, p.inject = "slow:rank=1,step=2,factor=3;kill:rank=2,step=3";
   EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_UNSUPPORTED,
-         "fault 1 of sg_dist_params.inject is not 'slow'");
+         "fault 1 of sg_dist_params.inject ('kill') is not injected with pipeline parallelism without heal");
+  p = p0, p.pipeline = 4, p.heal = 1, p.inject = "kill:rank=2,step=3;device:rank=1,step=2";
+  EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_UNSUPPORTED,
+         "fault 1 of sg_dist_params.inject ('device') is not injected with pipeline parallelism: a pipeline");
+  p = p0, p.pipeline = 4, p.heal = 1, p.inject = "kill:rank=2,at=create";
+  EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_UNSUPPORTED,
+         "('kill at=create') is not injected");
+  p = p0, p.pipeline = 4, p.heal = 2;
+  EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_INVALID_ARG, "heal is 2");
+  p = p0, p.pipeline = 2, p.heal = 1;
+  EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_INVALID_ARG,
+         "heal 1 with pipeline 2: a lost rank must leave a strict majority");
+  p = p0, p.tensor = 4, p.heal = 1;
+  EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_UNSUPPORTED,
+         "heal 1 is not supported with tensor parallelism (tensor=4) yet");
+  p = p0, p.pipeline = 4, p.heal = 1, p.qos = SG_QOS_GRACEFUL_DEGRADE;
+  EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_UNSUPPORTED,
+         "a pipeline heals under strict QoS only");
+  p = p0, p.heal = 1;
+  EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_INVALID_ARG,
+         "heal 1 without a feed callback");
   p = p0, p.tensor = 4, p.inject = "slow:rank=1,step=2,factor=3";
   EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_UNSUPPORTED,
          "fault injection (sg_dist_params.inject) is not supported with tensor parallelism");
