@@ -392,8 +392,47 @@ void sg__model_release(sg_dist *d) {
   m->n_step_sums = 0;
   sg__free(m->loss_name);
   m->loss_name = NULL;
+  sg__free(m->lr_input);
+  m->lr_input = NULL;
+  sg__model_heal_free(&m->heal);
+  sg_fault_plan_destroy(d->heal.inject);
+  d->heal.inject = NULL;
   sg_graph_destroy(m->fwd);
   m->fwd = NULL;
+}
+
+/* Its params keep the caller's size (an older caller's shorter struct reads as such, a bad size is still
+ * refused when the part is built); a newer caller's longer struct is cut to the fields this library knows. */
+sg_status sg__model_keep_optimizer(sg__par_model *m, const sg_dist_optimizer *o) {
+  m->opt = *o;
+  m->sgd = (sg_sgd_params)SG_SGD_PARAMS_INIT;
+  m->adamw = (sg_adamw_params)SG_ADAMW_PARAMS_INIT;
+  if (o->sgd != NULL) {
+    size_t n = o->sgd->size < sizeof m->sgd ? o->sgd->size : sizeof m->sgd;
+    memcpy(&m->sgd, o->sgd, n);
+    m->sgd.size = n;
+  }
+  if (o->adamw != NULL) {
+    size_t n = o->adamw->size < sizeof m->adamw ? o->adamw->size : sizeof m->adamw;
+    memcpy(&m->adamw, o->adamw, n);
+    m->adamw.size = n;
+  }
+  m->opt.sgd = o->sgd != NULL ? &m->sgd : NULL;
+  m->opt.adamw = o->adamw != NULL ? &m->adamw : NULL;
+  if ((m->lr_input = sg__strdup(o->lr_input)) == NULL)
+    return sg__error(SG_ERR_NO_MEMORY, "%s: out of memory", FN);
+  m->opt.lr_input = m->lr_input;
+  return SG_OK;
+}
+
+/* check_params refused the fault kinds and tiers the mode does not honour before joining (the kinds do
+ * not depend on the world size); the plan proper is read here, for the world. Healing reaches the
+ * rendezvous store for the recovery's agreement. */
+sg_status sg__model_read_heal(sg_dist *d) {
+  MODEL(d)->heal.on = d->p.heal == 1;
+  d->heal.qos = SG_QOS_STRICT;
+  if (d->p.heal == 1) SG_CHECK(sg__comm_env_resolve(&d->comm_params, &d->heal.env));
+  return sg__dist_inject_parse(d, &d->heal.inject);
 }
 
 sg__model_input *sg__model_find_input(sg__par_model *m, const char *name) {

@@ -66,6 +66,27 @@ typedef struct sg__model_input {
   const void *src; /* tensor with micro-batches, batched: copy, or the caller's buffer when bound */
 } sg__model_input;
 
+/* Healing (model_heal.c): after every step (and before the first) each rank packs the state of its part
+ * into `own` and sends it to the next rank of its group, which keeps it as `prev`: one generation of
+ * copies. Two generations are kept, since a rank may hold one more complete generation than another when a
+ * failure cuts the exchange short; each records the layout it was taken in. */
+typedef struct sg__model_gen {
+  int64_t seq;                 /* 1, 2, ...: its number; 0: none */
+  uint64_t step;               /* the steps completed when it was taken */
+  int K;                       /* the group's width then (the stages, the shares) */
+  int *cut;                    /* pipeline: the stage of each op of fwd then; else NULL */
+  int orig[SG__PP_MAX_STAGES]; /* the original rank of each stage or share then */
+  unsigned char *own, *prev;   /* packed (model_heal.c's format): this rank's part, the previous one's */
+  size_t own_bytes, prev_bytes, own_cap, prev_cap;
+} sg__model_gen;
+
+typedef struct sg__model_heal {
+  bool on;              /* sg_dist_params.heal */
+  int64_t seq;          /* the latest generation this rank holds complete (own and prev); 0: none */
+  sg__model_gen gen[2]; /* gen[seq % 2] is the latest */
+  int64_t t0_ns;        /* detection of the failure being healed, until the first step after it; 0: none */
+} sg__model_heal;
+
 /* The state both model strategies keep: the first member of each one's
  * state (sg__par_pipeline, sg__par_tensor), so MODEL(d) reaches it. */
 typedef struct sg__par_model {
@@ -92,30 +113,15 @@ typedef struct sg__par_model {
    * the part's step writes them, the sums are here after sg__model_step. */
   float *step_sums;
   int n_step_sums;
+  /* The optimizer, kept for a part built again (the caller's may go away; sg__model_keep_optimizer). */
+  sg_dist_optimizer opt;
+  sg_sgd_params sgd;
+  sg_adamw_params adamw;
+  char *lr_input;
+  sg__model_heal heal; /* model_heal.c */
 } sg__par_model;
 
 #define MODEL(d) ((sg__par_model *)(d)->impl)
-
-/* After every step (and before the first) each stage's parameters, state and optimizer state are packed
- * into `own` and sent to the next stage's rank, which keeps them as `prev`: one generation of copies. Two
- * generations are kept, since a rank may hold one more complete generation than another when a failure
- * cuts the exchange short. */
-typedef struct sg__pp_gen {
-  int64_t seq;                 /* 1, 2, ...: its number; 0: none */
-  uint64_t step;               /* the steps completed when it was taken */
-  int K;                       /* the stages then */
-  int *cut;                    /* the stage of each op of fwd then */
-  int orig[SG__PP_MAX_STAGES]; /* the original rank of each stage then */
-  unsigned char *own, *prev;   /* packed: this rank's stage, the previous stage's */
-  size_t own_bytes, prev_bytes, own_cap, prev_cap;
-} sg__pp_gen;
-
-typedef struct sg__pp_heal {
-  bool on;           /* sg_dist_params.heal */
-  int64_t seq;       /* the latest generation this rank holds complete (own and prev); 0: none */
-  sg__pp_gen gen[2]; /* gen[seq % 2] is the latest */
-  int64_t t0_ns;     /* detection of the failure being healed, until the first step after it; 0: none */
-} sg__pp_heal;
 
 /* The pipeline strategy's state (model_pp.c). */
 typedef struct sg__par_pipeline {
@@ -129,12 +135,6 @@ typedef struct sg__par_pipeline {
   double busy_sum;
   int busy_steps;
   double *cost; /* per op of fwd: the cost model's estimate (sg__pp_recut) */
-  /* The optimizer, kept for a stage built again (the caller's may go away). */
-  sg_dist_optimizer opt;
-  sg_sgd_params sgd;
-  sg_adamw_params adamw;
-  char *lr_input;
-  sg__pp_heal heal; /* pp_heal.c */
 } sg__par_pipeline;
 
 #define PIPELINE(d) ((sg__par_pipeline *)(d)->impl)
@@ -225,6 +225,8 @@ void sg__pp_built_free(sg__pp_built *b);
 /* Every input of the source graph that this rank's stage reads gets `here` and `batched` from st; the
  * ones set before go to the runner again (a new stage's runner). */
 sg_status sg__pipeline_bind_inputs(sg_dist *d, bool resend);
+/* The stage's step: the runner's 1F1B passes over the micro-batches (*loss: the last stage's). */
+sg_status sg__pipeline_part_step(sg_dist *d, float *loss);
 /* After a step of every rank (the step sums known): when a stage's profile fired, evaluates a re-cut
  * from the stages' measured compute and switches to it when it predicts at least a 1.1x faster slowest
  * stage. Collective over the world; a failure is the step's. */
@@ -241,21 +243,44 @@ size_t sg__pp_group_bytes(const sg_graph *g, const int32_t *ids, int n);
  * received boundary tensor and its never-run update's state excepted; `what` names the caller. */
 sg_status sg__pp_check_written(const sg__pp_stage *to, const uint8_t *written, const char *what);
 
-/* ---- healing a pipeline (pp_heal.c) ------------------------------------------------------ */
+/* ---- healing (model_heal.c; the strategies' parts in pp_heal.c and tp_heal.c) ---------------------- */
 
-/* A generation: this stage's state into own, own to the next stage's rank, the previous stage's into prev,
- * then an allreduce, after which every rank holds the generation (a failure before it leaves some ranks
- * one generation behind). Collective over the world; compute thread. */
-sg_status sg__pipeline_replicate(sg_dist *d);
-/* Whether the step's failure `st` is a lost peer this rank heals from. */
-bool sg__pipeline_healable(sg_dist *d, sg_status st);
-/* After a peer's loss: the survivors agree on a new membership (membership.c), take the latest generation
- * they all hold, merge each lost stage into a neighbour (only those ops move), build the new stages,
- * move the state from the generation's copies to its new owners, and take a generation of the new
- * layout; again without a rank that dies meanwhile. d->stats.steps is then the generation's step: the
- * caller redoes the steps after it. */
-sg_status sg__pipeline_heal(sg_dist *d);
-void sg__pp_heal_free(sg__pp_heal *h);
+/* What a healing strategy gives model_heal.c. */
+typedef struct sg__model_heal_ops {
+  sg_status (*part)(sg_dist *d, float *loss); /* the part's step (sg__model_step's) */
+  sg_status (*after)(sg_dist *d);             /* after a completed step (a re-cut), or NULL */
+  /* Whether source tensor t (a parameter or state of fwd) is in this rank's part now. */
+  bool (*mine)(const sg_dist *d, int32_t t);
+  /* The new part over the agreed members from generation g: built, its state from the copies, in place
+   * of the old one, d->stats.steps = g->step. A death meanwhile: SG_ERR_COMM with the job failed. */
+  sg_status (*rebuild)(sg_dist *d, const sg__model_gen *g);
+} sg__model_heal_ops;
+
+/* One step of a healing part: sg__model_step(d, ops->part, reduce, copies), ops->after, a generation of
+ * copies (before the first step too); after a peer's loss, the recovery (the agreement, ops->rebuild, a
+ * generation of the new layout) and the steps after the restored generation again, until the step this
+ * call is for is done. Compute thread. */
+sg_status sg__model_heal_step(sg_dist *d, const sg__model_heal_ops *ops, bool reduce, int copies);
+/* A generation (the caller's part, ops->mine): this part's state into own, own to the next rank of the
+ * group, the previous one's into prev, then an allreduce, after which every rank holds the generation.
+ * Collective over the world. */
+sg_status sg__model_replicate(sg_dist *d, const sg__model_heal_ops *ops);
+/* Where source tensor t's bytes (the tensor, then its optimizer state) are in a packed copy, and how many;
+ * NULL when it is not there. */
+const unsigned char *sg__model_copy_find(const unsigned char *copy, int64_t t, uint64_t *bytes);
+/* The per-rank index of generation g's stage or share k among the members now, -1 when lost. */
+int sg__model_gen_member(const sg_dist *d, const sg__model_gen *g, int k);
+void sg__model_heal_free(sg__model_heal *h);
+
+/* The pipeline's part (pp_heal.c). */
+extern const sg__model_heal_ops sg__pp_heal_ops;
+/* The tensor group's part (tp_heal.c). */
+extern const sg__model_heal_ops sg__tp_heal_ops;
+
+/* The optimizer kept in m (its params copied: the caller's may go away before a part is built again). */
+sg_status sg__model_keep_optimizer(sg__par_model *m, const sg_dist_optimizer *o);
+/* The resolved QoS, the store's address (with heal) and the fault plan, for a model strategy's build. */
+sg_status sg__model_read_heal(sg_dist *d);
 
 /* Appends `opt` to an editable training graph (its "lr" input added when
  * missing) and finalizes it. */

@@ -74,7 +74,7 @@ static sg_status choose_stages(sg_dist *d, sg_tensor loss) {
 sg_status sg__pipeline_finish_stage(sg_dist *d, sg__pp_built *b) {
   sg__par_pipeline *P = PIPELINE(d);
   sg__par_model *m = &P->m;
-  SG_CHECK(sg__model_add_optimizer(b->st->g, &P->opt));
+  SG_CHECK(sg__model_add_optimizer(b->st->g, &m->opt));
   uint8_t *barrier = sg__model_fuse_barrier(b->st->g);
   if (barrier == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create_model: out of memory");
   sg_status cs = sg__model_new_session(d, b->st->g, barrier, &b->s);
@@ -108,47 +108,12 @@ sg_status sg__pipeline_bind_inputs(sg_dist *d, bool resend) {
   return SG_OK;
 }
 
-/* The optimizer, kept: the caller's may go away before a stage is built again. Its params keep the
- * caller's size (an older caller's shorter struct reads as such, a bad size is still refused when the
- * stage is built); a newer caller's longer struct is cut to the fields this library knows. */
-static sg_status keep_optimizer(sg__par_pipeline *P, const sg_dist_optimizer *o) {
-  P->opt = *o;
-  P->sgd = (sg_sgd_params)SG_SGD_PARAMS_INIT;
-  P->adamw = (sg_adamw_params)SG_ADAMW_PARAMS_INIT;
-  if (o->sgd != NULL) {
-    size_t n = o->sgd->size < sizeof P->sgd ? o->sgd->size : sizeof P->sgd;
-    memcpy(&P->sgd, o->sgd, n);
-    P->sgd.size = n;
-  }
-  if (o->adamw != NULL) {
-    size_t n = o->adamw->size < sizeof P->adamw ? o->adamw->size : sizeof P->adamw;
-    memcpy(&P->adamw, o->adamw, n);
-    P->adamw.size = n;
-  }
-  P->opt.sgd = o->sgd != NULL ? &P->sgd : NULL;
-  P->opt.adamw = o->adamw != NULL ? &P->adamw : NULL;
-  if ((P->lr_input = sg__strdup(o->lr_input)) == NULL)
-    return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create_model: out of memory");
-  P->opt.lr_input = P->lr_input;
-  return SG_OK;
-}
-
-/* A fault plan (sg_dist_params.inject or SG_INJECT) may slow ranks down, the profile's reason to re-cut,
- * and with heal lose them (model.c's checks refused the other kinds before joining: the kinds do not
- * depend on the world size). Healing reaches the rendezvous store for the recovery's agreement. */
-static sg_status read_heal(sg_dist *d) {
-  PIPELINE(d)->heal.on = d->p.heal == 1;
-  d->heal.qos = SG_QOS_STRICT;
-  if (d->p.heal == 1) SG_CHECK(sg__comm_env_resolve(&d->comm_params, &d->heal.env));
-  return sg__dist_inject_parse(d, &d->heal.inject);
-}
-
 static sg_status pipeline_build(sg_dist *d, const sg__par_create_args *a) {
   SG_CHECK(sg__model_prepare(d, a));
   sg__par_pipeline *P = PIPELINE(d);
   sg__par_model *m = &P->m;
-  SG_CHECK(keep_optimizer(P, a->opt));
-  SG_CHECK(read_heal(d));
+  SG_CHECK(sg__model_keep_optimizer(m, a->opt));
+  SG_CHECK(sg__model_read_heal(d));
   sg_tensor loss;
   SG_CHECK(sg_graph_find_tensor(m->fwd, m->loss_name, &loss));
   int K = m->pipeline, D = m->data;
@@ -185,7 +150,7 @@ static sg_status pipeline_build(sg_dist *d, const sg__par_create_args *a) {
   return SG_OK;
 }
 
-static sg_status pipeline_part_step(sg_dist *d, float *loss) {
+sg_status sg__pipeline_part_step(sg_dist *d, float *loss) {
   sg__par_pipeline *P = PIPELINE(d);
   if (P->m.data > 1 && !P->m.broadcast_done) {
     /* The state may be set between create and the first step on replica 0
@@ -210,30 +175,11 @@ static sg_status pipeline_part_step(sg_dist *d, float *loss) {
 }
 
 /* Only the last stage has the loss: the world's sum over the replicas. A healing pipeline copies its
- * stages' state after each step (before the first too), and after a peer's loss re-plans over the
- * survivors and redoes the steps after the copy it rolled back to (pp_heal.c). */
+ * stages' state after each step and heals a lost rank (model_heal.c, pp_heal.c). */
 static sg_status pipeline_step(sg_dist *d) {
-  sg__pp_heal *H = &PIPELINE(d)->heal;
-  if (!H->on) {
-    SG_CHECK(sg__model_step(d, pipeline_part_step, true, MODEL(d)->data));
-    return sg__pipeline_maybe_replan(d);
-  }
-  uint64_t want = d->stats.steps + 1;
-  sg_status st = H->seq == 0 ? sg__pipeline_replicate(d) : SG_OK;
-  for (;;) {
-    if (st == SG_OK) st = sg__model_step(d, pipeline_part_step, true, MODEL(d)->data);
-    if (st == SG_OK) st = sg__pipeline_maybe_replan(d);
-    if (st == SG_OK) st = sg__pipeline_replicate(d);
-    if (st == SG_OK || (!sg__pipeline_healable(d, st))) break;
-    st = sg__pipeline_heal(d);
-    if (st != SG_OK || d->stats.steps >= want) break; /* the copy it rolled back to has the step */
-  }
-  if (st == SG_OK && H->t0_ns != 0) { /* the first step completed after a recovery */
-    d->stats.recovery_ms = (double)(sg__now_ns() - H->t0_ns) * 1e-6;
-    d->stats.rto_ms = d->stats.detection_ms + d->stats.recovery_ms;
-    H->t0_ns = 0;
-  }
-  return st;
+  if (MODEL(d)->heal.on) return sg__model_heal_step(d, &sg__pp_heal_ops, true, MODEL(d)->data);
+  SG_CHECK(sg__model_step(d, sg__pipeline_part_step, true, MODEL(d)->data));
+  return sg__pipeline_maybe_replan(d);
 }
 
 /* The runner's transfers are jobs of the scheduler: it goes while the scheduler runs (destroy's
@@ -249,11 +195,6 @@ static void pipeline_free(sg_dist *d) {
   P->stage_of_op = NULL;
   sg__free(P->cost);
   P->cost = NULL;
-  sg__free(P->lr_input);
-  P->lr_input = NULL;
-  sg_fault_plan_destroy(d->heal.inject);
-  d->heal.inject = NULL;
-  sg__pp_heal_free(&P->heal);
   sg__model_release(d);
 }
 

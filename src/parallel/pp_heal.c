@@ -1,30 +1,13 @@
-/* Healing a pipeline (sg_dist_params.heal, model.h, docs/resilience.md
- * "Healing a pipeline").
- *
- * Copies: after every step (and before the first) each stage packs its
- * parameters, state (batch-norm statistics) and optimizer state and sends
- * them to the next stage's rank (a ring), which keeps them; then an
- * allreduce. A rank that left that allreduce knows every rank holds the
- * generation; a failure before it can leave some ranks one generation
- * behind, so two are kept. A generation records the layout it was taken in
- * (the cut, the stages' original ranks) and the step.
- *
- * Recovery: the survivors agree on the membership through the store
- * (membership.c, as data parallelism does) and on the generation to restore:
- * the latest that all of them hold (the agreement's rollback is the least
- * generation number registered). Each lost stage is merged into its next
- * surviving neighbour (the previous one for the last stage): only its ops
- * move. The new stages are built, and every parameter with its optimizer
- * state goes from the generation's copy (its old stage's own copy, or, for
- * a lost stage, the copy its successor kept) to its new stage, in the source
- * graph's tensor order so that the blocking transfers cannot deadlock.
- * Nothing is taken from the sessions, which a failed step may have updated
- * halfway. Then a generation of the new layout, and the steps after the
- * restored one are redone with the inputs every rank kept: under strict QoS
- * no step is lost, and the result is a failure-free run's to rounding.
- * A rank that dies during all this sends the others back to the agreement,
- * from the same generation; two adjacent stages lost together leave one
- * stage without a copy, which stops the job with an error naming both. */
+/* Healing a pipeline (sg_dist_params.heal, docs/resilience.md "Healing a
+ * pipeline"): the pipeline's part of model_heal.c. A stage's copy holds the
+ * parameters and state the cut puts on it; after a loss each lost stage is
+ * merged into its next surviving neighbour (the previous one for the last
+ * stage), so only its ops change rank; the new stages are built, and every
+ * parameter with its optimizer state goes from the generation's copy (its
+ * old stage's own copy, or, for a lost stage, the copy its successor kept) to
+ * its new stage, in the source graph's tensor order so that the blocking
+ * transfers cannot deadlock. Two neighbouring stages lost at once leave the
+ * first without a copy, which stops the job with an error naming both. */
 #include <stdio.h>
 #include <string.h>
 
@@ -32,18 +15,8 @@
 #include "parallel/model.h"
 #include "runtime/hooks.h"
 
-/* The copies' messages: a size, then the bytes; the recovery's moves. Below the runner's tags (bit 30
- * set), the groups' (0x7fffff00) and the re-cut's (0x3ffffe00). */
-#define COPY_TAG 0x3ffffd00u
+/* The recovery's moves: below the re-cut's tags (0x3ffffe00) and the copies' (0x3ffffd00). */
 #define HEAL_TAG 0x3ffffc00u
-
-/* ---- the packed format: [n][n x (tensor of fwd, bytes)][the bytes] (native byte order: one host's ranks
- * or hosts of one kind, as the communicator's other messages) ------------------------------------------- */
-
-typedef struct entry {
-  int64_t t;
-  uint64_t bytes;
-} entry;
 
 static bool keeps(const sg_graph *fwd, uint32_t t) {
   sg_role r = fwd->tensors[t].role;
@@ -53,157 +26,16 @@ static bool keeps(const sg_graph *fwd, uint32_t t) {
 static sg_status reserve(unsigned char **buf, size_t *cap, size_t bytes) {
   if (bytes <= *cap) return SG_OK;
   unsigned char *b = sg__realloc(*buf, bytes);
-  if (b == NULL)
-    return sg__error(SG_ERR_NO_MEMORY, "pipeline healing: out of memory for a copy of %zu bytes", bytes);
+  if (b == NULL) return sg__error(SG_ERR_NO_MEMORY, "pipeline healing: out of memory for %zu bytes", bytes);
   *buf = b;
   *cap = bytes;
   return SG_OK;
 }
 
-/* This rank's stage: every parameter and state of the source graph that the current cut puts here, each
- * with its optimizer state. */
-static sg_status pack(sg_dist *d, sg__pp_gen *g) {
-  sg__par_pipeline *P = PIPELINE(d);
-  const sg_graph *fwd = P->m.fwd, *sg = P->st->g;
-  uint64_t n = 0;
-  size_t data = 0;
-  int32_t ids[5];
-  for (uint32_t t = 0; t < fwd->n_tensors; t++) {
-    if (!keeps(fwd, t) || sg__pp_tensor_stage(fwd, P->stage_of_op, (int32_t)t) != P->m.index) continue;
-    int k = sg__pp_state_group(sg, fwd->tensors[t].name, ids);
-    if (k == 0)
-      return sg__error(SG_ERR_INTERNAL, "pipeline healing: '%s' is not in stage %d's graph",
-                       fwd->tensors[t].name, P->m.index);
-    n++;
-    data += sg__pp_group_bytes(sg, ids, k);
-  }
-  size_t head = sizeof n + n * sizeof(entry);
-  SG_CHECK(reserve(&g->own, &g->own_cap, head + data));
-  memcpy(g->own, &n, sizeof n);
-  entry *e = (entry *)(void *)(g->own + sizeof n);
-  size_t off = head;
-  for (uint32_t t = 0; t < fwd->n_tensors; t++) {
-    if (!keeps(fwd, t) || sg__pp_tensor_stage(fwd, P->stage_of_op, (int32_t)t) != P->m.index) continue;
-    int k = sg__pp_state_group(sg, fwd->tensors[t].name, ids);
-    size_t start = off;
-    for (int i = 0; i < k; i++) {
-      const sg__tensor *x = &sg->tensors[ids[i]];
-      SG_CHECK(sg_session_read(d->s, x->name, g->own + off, x->nbytes));
-      off += x->nbytes;
-    }
-    *e++ = (entry){t, off - start};
-  }
-  g->own_bytes = off;
-  return SG_OK;
-}
-
-/* A copy from a peer, checked before it is kept (SPEC S1): its entries are parameters or state of the
- * source graph in increasing order, and their bytes fill it exactly. */
-static sg_status check_copy(const sg_graph *fwd, const unsigned char *b, size_t bytes, int from) {
-  uint64_t n;
-  if (bytes < sizeof n) goto bad;
-  memcpy(&n, b, sizeof n);
-  if (n > fwd->n_tensors || sizeof n + n * sizeof(entry) > bytes) goto bad;
-  size_t total = sizeof n + n * sizeof(entry);
-  int64_t last = -1;
-  for (uint64_t i = 0; i < n; i++) {
-    entry e;
-    memcpy(&e, b + sizeof n + i * sizeof e, sizeof e);
-    if (e.t <= last || e.t >= (int64_t)fwd->n_tensors || !keeps(fwd, (uint32_t)e.t) || e.bytes > bytes)
-      goto bad;
-    last = e.t;
-    total += e.bytes;
-    if (total > bytes) goto bad;
-  }
-  if (total == bytes) return SG_OK;
-bad:
-  return sg__error(SG_ERR_FORMAT, "pipeline healing: the copy of stage %d's state (%zu bytes) is malformed",
-                   from, bytes);
-}
-
-/* Where source tensor t's bytes are in a packed copy; NULL when it is not there. */
-static const unsigned char *find(const unsigned char *b, int64_t t, uint64_t *bytes) {
-  uint64_t n;
-  memcpy(&n, b, sizeof n);
-  size_t off = sizeof n + n * sizeof(entry);
-  for (uint64_t i = 0; i < n; i++) {
-    entry e;
-    memcpy(&e, b + sizeof n + i * sizeof e, sizeof e);
-    if (e.t == t) {
-      *bytes = e.bytes;
-      return b + off;
-    }
-    off += e.bytes;
-  }
-  return NULL;
-}
-
-/* ---- a generation ------------------------------------------------------------------------------- */
-
-static sg_status exchange(sg_dist *d, sg__pp_gen *g) {
-  sg__par_model *m = MODEL(d);
-  int K = m->pipeline, k = m->index, next = (k + 1) % K, prev = (k + K - 1) % K;
-  uint64_t out = g->own_bytes, in = 0;
-  /* Even stages send first, odd ones receive first: the ring's blocking transfers form a chain. */
-  for (int phase = 0; phase < 2; phase++) {
-    if ((phase == 0) == (k % 2 == 0)) {
-      SG_CHECK(m->xfer.send(m->xfer.ctx, next, COPY_TAG, &out, sizeof out));
-      SG_CHECK(m->xfer.send(m->xfer.ctx, next, COPY_TAG + 1, g->own, g->own_bytes));
-    } else {
-      SG_CHECK(m->xfer.recv(m->xfer.ctx, prev, COPY_TAG, &in, sizeof in));
-      if (in > ((uint64_t)1 << 40))
-        return sg__error(SG_ERR_FORMAT, "pipeline healing: stage %d announces a copy of %llu bytes", prev,
-                         (unsigned long long)in);
-      SG_CHECK(reserve(&g->prev, &g->prev_cap, (size_t)in));
-      SG_CHECK(m->xfer.recv(m->xfer.ctx, prev, COPY_TAG + 1, g->prev, (size_t)in));
-      SG_CHECK(check_copy(m->fwd, g->prev, (size_t)in, prev));
-      g->prev_bytes = (size_t)in;
-    }
-  }
-  return SG_OK;
-}
-
-sg_status sg__pipeline_replicate(sg_dist *d) {
-  sg__par_pipeline *P = PIPELINE(d);
-  sg__par_model *m = &P->m;
-  sg__pp_heal *H = &P->heal;
-  int64_t t0 = sg__now_ns();
-  /* The other generation is the older one (or none): it is overwritten. */
-  sg__pp_gen *g = &H->gen[(H->seq + 1) % 2];
-  g->seq = 0;
-  int32_t n_ops = sg_graph_num_ops(m->fwd);
-  if (g->cut == NULL && (g->cut = sg__calloc((size_t)n_ops + 1, sizeof *g->cut)) == NULL)
-    return sg__error(SG_ERR_NO_MEMORY, "pipeline healing: out of memory");
-  memcpy(g->cut, P->stage_of_op, (size_t)n_ops * sizeof *g->cut);
-  g->K = m->pipeline;
-  for (int k = 0; k < g->K; k++) g->orig[k] = d->members[m->group[k]];
-  g->step = d->stats.steps;
-  SG_CHECK(pack(d, g));
-  if (m->pipeline > 1) SG_CHECK(exchange(d, g));
-  g->seq = H->seq + 1;
-  H->seq = g->seq; /* held complete here: what this rank registers in a recovery */
-  int64_t one = 1;
-  SG_CHECK(sg__dist_world_allreduce(d, &one, 1, SG_I64, SG_REDUCE_MIN));
-  d->stats.replica_bytes = g->own_bytes;
-  d->stats.replication_ms = (double)(sg__now_ns() - t0) * 1e-6;
-  return SG_OK;
-}
-
-void sg__pp_heal_free(sg__pp_heal *H) {
-  for (int i = 0; i < 2; i++) {
-    sg__free(H->gen[i].cut);
-    sg__free(H->gen[i].own);
-    sg__free(H->gen[i].prev);
-  }
-  memset(H, 0, sizeof *H);
-}
-
-bool sg__pipeline_healable(sg_dist *d, sg_status st) {
-  if (st != SG_ERR_COMM || !PIPELINE(d)->heal.on) return false;
-  pthread_mutex_lock(&d->mu);
-  bool ok = d->failed == SG_ERR_COMM; /* a peer's failure: a local error fails with its own status */
-  pthread_mutex_unlock(&d->mu);
-  return ok;
+/* The stage the current cut puts source tensor t on is this rank's. */
+static bool mine(const sg_dist *d, int32_t t) {
+  const sg__par_pipeline *P = PIPELINE(d);
+  return sg__pp_tensor_stage(P->m.fwd, P->stage_of_op, t) == P->m.index;
 }
 
 /* ---- the recovery ------------------------------------------------------------------------------- */
@@ -211,7 +43,7 @@ bool sg__pipeline_healable(sg_dist *d, sg_status st) {
 /* The new layout from generation g over the members: which old stages survive (their new index), where
  * each lost one's ops go, and who holds each old stage's copy. */
 typedef struct layout {
-  const sg__pp_gen *g;
+  const sg__model_gen *g;
   int K;                            /* new stages: the members */
   int idx[SG__PP_MAX_STAGES];       /* per old stage: its new index, -1 lost */
   int into[SG__PP_MAX_STAGES];      /* per old stage: the new stage its ops go to */
@@ -220,16 +52,12 @@ typedef struct layout {
   int *cut;                         /* per op of fwd: the new stage */
 } layout;
 
-static sg_status plan(sg_dist *d, const sg__pp_gen *g, layout *L) {
+static sg_status plan(sg_dist *d, const sg__model_gen *g, layout *L) {
   int K0 = g->K;
   L->g = g;
   L->K = 0;
-  for (int k = 0; k < K0; k++) {
-    L->idx[k] = -1;
-    for (int r = 0; r < d->size; r++)
-      if (d->members[r] == g->orig[k]) L->idx[k] = r;
-    if (L->idx[k] >= 0) L->K++;
-  }
+  for (int k = 0; k < K0; k++)
+    if ((L->idx[k] = sg__model_gen_member(d, g, k)) >= 0) L->K++;
   /* A member that runs no stage of the generation (not in a pipeline of one copy) cannot happen: the
    * members are survivors of the stages' ranks. */
   if (L->K != d->size)
@@ -279,7 +107,7 @@ static sg_status move_state(sg_dist *d, const layout *L, const sg__pp_built *b, 
     uint64_t bytes = 0;
     if (me == src) {
       const unsigned char *copy = L->from_own[a] ? L->g->own : L->g->prev;
-      if (copy == NULL || (from = find(copy, t, &bytes)) == NULL) {
+      if ((from = sg__model_copy_find(copy, t, &bytes)) == NULL) {
         st = sg__error(SG_ERR_INTERNAL, "pipeline healing: the copy of stage %d lacks '%s'", a, name);
         break;
       }
@@ -335,18 +163,10 @@ static void place(sg_dist *d, int K) {
   m->n_step_sums = 1 + K;
 }
 
-/* One round on the agreed membership: the generation `seq` restored in the new layout. */
-static sg_status rebuild(sg_dist *d, int64_t seq) {
+/* The new stages over the agreed members from generation g (model.h's sg__model_heal_ops.rebuild). */
+static sg_status rebuild(sg_dist *d, const sg__model_gen *g) {
   sg__par_pipeline *P = PIPELINE(d);
   sg__par_model *m = &P->m;
-  sg__pp_gen *g = NULL;
-  for (int i = 0; i < 2; i++)
-    if (P->heal.gen[i].seq == seq && seq > 0) g = &P->heal.gen[i];
-  if (g == NULL)
-    return sg__error(SG_ERR_COMM,
-                     "rank %d: pipeline healing: no copy of the stages' state to restore (generation %lld): "
-                     "a rank was lost before the first copy was complete",
-                     d->orig_rank, (long long)seq);
   int32_t n_ops = sg_graph_num_ops(m->fwd);
   layout L = {0};
   L.cut = sg__malloc(((size_t)n_ops + 1) * sizeof *L.cut);
@@ -404,51 +224,11 @@ static sg_status rebuild(sg_dist *d, int64_t seq) {
       "sgrt: rank %d: pipeline healed: stages on ranks [%s] -> [%s] (lost stages merged into a neighbour), "
       "state of step %llu restored from the copies (%llu bytes sent from here)\n",
       d->orig_rank, was, now, (unsigned long long)g->step, (unsigned long long)sent);
-  uint64_t resume = g->step;
   sg__free(L.cut);
-  /* The restored generation is the latest this rank holds: the next one (of the new layout) goes into the
-   * other slot, and until every rank has it a recovery restores this one again. */
-  P->heal.seq = seq;
   SG_CHECK(sg__pipeline_bind_inputs(d, true));
-  if (resume < d->stats.steps) d->stats.redone_steps += d->stats.steps - resume;
-  d->stats.steps = resume;
+  d->stats.steps = g->step;
   return SG_OK;
 }
 
-sg_status sg__pipeline_heal(sg_dist *d) {
-  sg__par_pipeline *P = PIPELINE(d);
-  pthread_mutex_lock(&d->mu);
-  int64_t t0 = d->fail_ns ? d->fail_ns : sg__now_ns();
-  char cause[sizeof d->fail_msg];
-  snprintf(cause, sizeof cause, "%s", d->fail_msg);
-  pthread_mutex_unlock(&d->mu);
-  fprintf(stderr, "sgrt: rank %d: recovering from: %s\n", d->orig_rank, cause);
-  /* Each round that fails by a death loses a member: at most the stages' number of rounds. */
-  for (int round = 0;; round++) {
-    sg__dist_heal h = {.committed = (uint64_t)P->heal.seq};
-    sg_status st = sg__dist_run_job(d, sg__dist_job_recover, &h);
-    if (st != SG_OK) {
-      if (h.excluded) d->stats.excluded = 1;
-      return st;
-    }
-    sg_clear_error();
-    st = rebuild(d, (int64_t)h.rollback);
-    /* A generation of the new layout: the next failure restores from it. */
-    if (st == SG_OK) st = sg__pipeline_replicate(d);
-    if (st == SG_OK) {
-      d->stats.recoveries++;
-      d->stats.epoch = d->epoch;
-      d->stats.world_size = d->size;
-      d->stats.detection_ms = h.detection_ms;
-      if (P->heal.t0_ns == 0) P->heal.t0_ns = t0;
-      sg__dist_profile_restart(d, true);
-      fprintf(stderr, "sgrt: rank %d: recovered: epoch %d, stage %d of %d, resuming after step %llu\n",
-              d->orig_rank, d->epoch, MODEL(d)->index, MODEL(d)->pipeline,
-              (unsigned long long)d->stats.steps);
-      return SG_OK;
-    }
-    if (!sg__pipeline_healable(d, st) || round >= SG__PP_MAX_STAGES) return st;
-    fprintf(stderr, "sgrt: rank %d: a rank was lost during the recovery; agreeing again without it\n",
-            d->orig_rank);
-  }
-}
+const sg__model_heal_ops sg__pp_heal_ops = {
+    .part = sg__pipeline_part_step, .after = sg__pipeline_maybe_replan, .mine = mine, .rebuild = rebuild};
