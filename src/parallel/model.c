@@ -58,11 +58,12 @@ static sg_status check_fwd(const sg_graph *g, sg_tensor loss) {
   return SG_OK;
 }
 
-/* The faults a pipeline honours: slow ones (its profile re-cuts the stages), and with heal the losses it
- * heals from (at a step or in a recovery's phase). Device, hang, behind and drop-checkins faults need what
- * only data parallelism has (a GPU, hang diagnosis, rolling forward, check-ins). */
-static bool pipeline_fault_ok(const sg_fault *f, bool heal) {
-  if (f->kind == SG_FAULT_SLOW) return true;
+/* The faults a model strategy honours: a pipeline slow ones (its profile re-cuts the stages), and with
+ * heal both the losses they heal from: kill, stop, drop-heartbeats and partition at a step, or a kill in a
+ * recovery's phase. Device, hang, behind and drop-checkins faults need what only data parallelism has (a
+ * GPU, hang diagnosis, rolling forward, check-ins). */
+static bool model_fault_ok(const sg_fault *f, bool pipeline, bool heal) {
+  if (f->kind == SG_FAULT_SLOW) return pipeline;
   if (f->phase == SG_RECOVERY_CREATE) return false; /* nothing is copied before the first step */
   return heal && (f->kind == SG_FAULT_KILL || f->kind == SG_FAULT_STOP ||
                   f->kind == SG_FAULT_DROP_HEARTBEATS || f->kind == SG_FAULT_PARTITION);
@@ -80,35 +81,28 @@ static sg_status check_params(const sg_dist_params *p) {
   if (p->pipeline == 1 && p->tensor == 1) return SG_OK; /* sg_dist_create checks the rest */
   const char *mode = p->pipeline > 1 ? "pipeline" : "tensor";
   int deg = p->pipeline > 1 ? p->pipeline : p->tensor;
-  /* The inputs are the whole batch on every rank: there are no shards to feed. A pipeline heals with
-   * heal = 1 (per-step copies of each stage's state, pp_heal.c); a tensor group has none yet. */
+  /* The inputs are the whole batch on every rank: there are no shards to feed. A pipeline or a tensor
+   * group heals with heal = 1 (per-step copies of each part's state: model_heal.c). */
   if (p->feed != NULL)
     return sg__error(SG_ERR_UNSUPPORTED,
-                     "%s: a feed callback is not supported with %s parallelism (%s=%d): set feed to NULL%s",
-                     FN, mode, mode, deg,
-                     p->pipeline > 1 ? " and heal to 1 to heal a lost rank"
-                                     : ": a failure then makes every rank's step fail with SG_ERR_COMM");
-  if (p->heal == 1 && p->pipeline == 1)
-    return sg__error(
-        SG_ERR_UNSUPPORTED,
-        "%s: heal 1 is not supported with tensor parallelism (tensor=%d) yet: a lost share has no "
-        "copy to be rebuilt from; set heal 0 (a failure then fails every rank's step with "
-        "SG_ERR_COMM)",
-        FN, p->tensor);
-  if (p->heal == 1 && p->pipeline < 3)
+                     "%s: a feed callback is not supported with %s parallelism (%s=%d): set feed to NULL and "
+                     "heal to 1 to heal a lost rank",
+                     FN, mode, mode, deg);
+  if (p->heal == 1 && deg < 3)
     return sg__error(
         SG_ERR_INVALID_ARG,
-        "%s: heal 1 with pipeline %d: a lost rank must leave a strict majority of the ranks to go "
-        "on, so a healing pipeline has at least 3 stages",
-        FN, p->pipeline);
+        "%s: heal 1 with %s %d: a lost rank must leave a strict majority of the ranks to go on, so "
+        "a healing %s has at least 3 %s",
+        FN, mode, deg, p->pipeline > 1 ? "pipeline" : "tensor group", p->pipeline > 1 ? "stages" : "shares");
   if (p->heal == 1) {
     sg_qos q = (sg_qos)p->qos;
     if (p->qos == -1) SG_CHECK(sg_qos_from_env(SG_QOS_STRICT, &q));
     if (q != SG_QOS_STRICT)
-      return sg__error(SG_ERR_UNSUPPORTED,
-                       "%s: QoS tier %s%s with pipeline parallelism: a pipeline heals under strict QoS only "
-                       "(its stages have no other replica to continue on)",
-                       FN, sg_qos_name(q), p->qos == -1 ? " (from SG_QOS)" : "");
+      return sg__error(
+          SG_ERR_UNSUPPORTED,
+          "%s: QoS tier %s%s with %s parallelism: it heals under strict QoS only (its parts have "
+          "no other replica to continue on)",
+          FN, sg_qos_name(q), p->qos == -1 ? " (from SG_QOS)" : "", mode);
   }
   if (sg__par_on_device(p))
     return sg__error(SG_ERR_UNSUPPORTED,
@@ -123,30 +117,32 @@ static sg_status check_params(const sg_dist_params *p) {
   if (p->offload != NULL && strcmp(p->offload, "none") != 0)
     return sg__error(SG_ERR_UNSUPPORTED, "%s: offload '%s' is not supported with %s parallelism (%s=%d)", FN,
                      p->offload, mode, mode, deg);
-  /* A pipeline takes slow faults (its profile re-cuts the stages), and with heal 1 the faults a healing
-   * pipeline survives; every other fault needs what a pipeline lacks. Checked before joining, so that
-   * every rank fails alone; the plan proper is read once the world is known. */
+  /* A pipeline takes slow faults (its profile re-cuts the stages), and with heal 1 both strategies take
+   * the faults they survive; every other fault needs what they lack. Checked before joining, so that every
+   * rank fails alone; the plan proper is read once the world is known. */
   const char *spec = p->inject != NULL ? p->inject : sg__dist_inject_env();
-  if (spec != NULL && p->pipeline == 1)
-    return sg__error(SG_ERR_UNSUPPORTED,
-                     "%s: fault injection (%s) is not supported with %s parallelism (%s=%d): its faults need "
-                     "self-healing",
-                     FN, p->inject != NULL ? "sg_dist_params.inject" : "SG_INJECT", mode, mode, deg);
+  if (spec != NULL && p->pipeline == 1 && p->heal != 1)
+    return sg__error(
+        SG_ERR_UNSUPPORTED,
+        "%s: fault injection (%s) is not supported with %s parallelism (%s=%d) without heal 1: its "
+        "faults need self-healing",
+        FN, p->inject != NULL ? "sg_dist_params.inject" : "SG_INJECT", mode, mode, deg);
   sg_fault_plan *plan = NULL;
   if (spec != NULL && sg_fault_plan_parse(spec, 65536, 0, &plan) == SG_OK) {
     for (size_t i = 0; i < sg_fault_plan_count(plan); i++) {
       sg_fault f;
-      if (sg_fault_plan_get(plan, i, &f) != SG_OK || pipeline_fault_ok(&f, p->heal == 1)) continue;
+      if (sg_fault_plan_get(plan, i, &f) != SG_OK || model_fault_ok(&f, p->pipeline > 1, p->heal == 1))
+        continue;
       sg_fault_plan_destroy(plan);
-      return sg__error(SG_ERR_UNSUPPORTED,
-                       "%s: fault %zu of %s ('%s%s') is not injected with pipeline parallelism%s: a pipeline "
-                       "takes 'slow'%s",
-                       FN, i, p->inject != NULL ? "sg_dist_params.inject" : "SG_INJECT",
-                       sg_fault_kind_name(f.kind), f.phase == SG_RECOVERY_CREATE ? " at=create" : "",
-                       p->heal == 1 ? "" : " without heal",
-                       p->heal == 1 ? ", and 'kill', 'stop', 'drop-heartbeats' and 'partition' at a step or "
-                                      "(kill) in a recovery's phase"
-                                    : " only (the others need heal 1)");
+      return sg__error(
+          SG_ERR_UNSUPPORTED, "%s: fault %zu of %s ('%s%s') is not injected with %s parallelism%s: %s", FN, i,
+          p->inject != NULL ? "sg_dist_params.inject" : "SG_INJECT", sg_fault_kind_name(f.kind),
+          f.phase == SG_RECOVERY_CREATE ? " at=create" : "", mode, p->heal == 1 ? "" : " without heal",
+          p->heal != 1      ? "it takes 'slow' only (the others need heal 1)"
+          : p->pipeline > 1 ? "it takes 'slow', 'kill', 'stop', 'drop-heartbeats' and 'partition' at a "
+                              "step and 'kill' in a recovery's phase"
+                            : "it takes 'kill', 'stop', 'drop-heartbeats' and 'partition' at a step "
+                              "and 'kill' in a recovery's phase");
     }
   }
   sg_fault_plan_destroy(plan);
@@ -180,11 +176,11 @@ static sg_status resolve_degrees(const sg_dist_params *p, int *D, int *K, int *T
     return sg__error(SG_ERR_INVALID_ARG,
                      "%s: data %d x pipeline %d x tensor %d = %lld ranks, but the world has %d", FN, *D, *K,
                      *T, (long long)*D * *K * *T, world);
-  if (p->heal == 1 && *K > 1 && *D > 1)
-    return sg__error(SG_ERR_UNSUPPORTED,
-                     "%s: heal 1 with pipeline %d x data %d is not supported yet: a healing pipeline has one "
-                     "copy (data 1)",
-                     FN, *K, *D);
+  if (p->heal == 1 && (*K > 1 || *T > 1) && *D > 1)
+    return sg__error(
+        SG_ERR_UNSUPPORTED,
+        "%s: heal 1 with %s %d x data %d is not supported yet: a healing %s has one copy (data 1)", FN,
+        *K > 1 ? "pipeline" : "tensor", *K > 1 ? *K : *T, *D, *K > 1 ? "pipeline" : "tensor group");
   if (*K > 1 && *T > 1)
     return sg__error(SG_ERR_UNSUPPORTED,
                      "%s: pipeline (%d) and tensor (%d) parallelism together are not supported yet; use one "

@@ -274,7 +274,12 @@ void sg__model_heal_free(sg__model_heal *h);
 
 /* The pipeline's part (pp_heal.c). */
 extern const sg__model_heal_ops sg__pp_heal_ops;
-/* The tensor group's part (tp_heal.c). */
+/* The tensor group's part (tp_heal.c), and what it needs of model_tp.c: this rank's share for m->tensor
+ * ways at m->index built (plan, rewrite, backward, optimizer, session, transports, runner) and freed, and
+ * the share's step. */
+sg_status sg__tensor_build_share(sg_dist *d);
+void sg__tensor_free_share(sg_dist *d);
+sg_status sg__tensor_part_step(sg_dist *d, float *loss);
 extern const sg__model_heal_ops sg__tp_heal_ops;
 
 /* The optimizer kept in m (its params copied: the caller's may go away before a part is built again). */

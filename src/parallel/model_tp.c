@@ -63,20 +63,12 @@ static sg_status find_grads(sg_dist *d) {
   return SG_OK;
 }
 
-static sg_status tensor_build(sg_dist *d, const sg__par_create_args *a) {
-  SG_CHECK(sg__model_prepare(d, a));
+sg_status sg__tensor_build_share(sg_dist *d) {
   sg__par_tensor *P = TENSOR(d);
   sg__par_model *m = &P->m;
-  sg_tensor loss;
-  SG_CHECK(sg_graph_find_tensor(m->fwd, m->loss_name, &loss));
   int T = m->tensor, D = m->data;
-  SG_CHECK(sg__model_place(d, T)); /* rank = replica * T + share */
-  const sg_graph *src = m->fwd;
-  if (m->micro > 1) {
-    SG_CHECK(sg__pp_micro_forward(m->fwd, loss, m->micro, &P->micro_g, &P->batch));
-    src = P->micro_g;
-    loss = (sg_tensor){sg__tensor_lookup(src, m->loss_name)};
-  }
+  const sg_graph *src = P->micro_g != NULL ? P->micro_g : m->fwd;
+  sg_tensor loss = {sg__tensor_lookup(src, m->loss_name)};
   sg_tp_params tpp = SG_TP_PARAMS_INIT;
   tpp.ways = T;
   sg_tp_plan *plan;
@@ -91,7 +83,7 @@ static sg_status tensor_build(sg_dist *d, const sg__par_create_args *a) {
                      m->loss_name);
   SG_CHECK(mark_output(g, tp_loss)); /* readable after the step */
   SG_CHECK(sg_graph_backward(g, (sg_tensor){tp_loss}));
-  SG_CHECK(sg__model_add_optimizer(g, a->opt));
+  SG_CHECK(sg__model_add_optimizer(g, &m->opt));
   SG_CHECK(sg__tp_resolve_backward(g, P->syncs, P->n_syncs));
   /* The partial sums the hooks allreduce right after their producers. */
   uint8_t *barrier = sg__model_fuse_barrier(g);
@@ -110,13 +102,47 @@ static sg_status tensor_build(sg_dist *d, const sg__par_create_args *a) {
   sg__xfer_sched_init(&m->rctx, d, m->replicas, D, m->replica, "replica", &m->rxfer);
   SG_CHECK(sg__tp_runner_create(d->s, &m->xfer, P->syncs, P->n_syncs, &P->tp));
   if (D > 1 || m->micro > 1) SG_CHECK(find_grads(d));
-  SG_CHECK(sg__model_list_inputs(m, g, a->opt->lr_input));
+  return SG_OK;
+}
+
+void sg__tensor_free_share(sg_dist *d) {
+  sg__par_tensor *m = TENSOR(d);
+  sg__free(m->flat);
+  sg__free(m->grad_addr);
+  sg__free(m->grad_count);
+  m->flat = NULL, m->grad_addr = NULL, m->grad_count = NULL;
+  m->n_grads = 0, m->n_flat = 0;
+  sg__tp_runner_destroy(m->tp);
+  m->tp = NULL;
+  sg__model_release_session(d); /* before the graph it was compiled from */
+  sg__tp_syncs_free(m->syncs, m->n_syncs);
+  m->syncs = NULL;
+  m->n_syncs = 0;
+  sg_graph_destroy(m->tp_g);
+  m->tp_g = NULL;
+  d->g = NULL;
+  sg__xfer_sched_free(&m->m.xctx);
+  sg__xfer_sched_free(&m->m.rctx);
+}
+
+static sg_status tensor_build(sg_dist *d, const sg__par_create_args *a) {
+  SG_CHECK(sg__model_prepare(d, a));
+  sg__par_tensor *P = TENSOR(d);
+  sg__par_model *m = &P->m;
+  SG_CHECK(sg__model_keep_optimizer(m, a->opt));
+  SG_CHECK(sg__model_read_heal(d));
+  sg_tensor loss;
+  SG_CHECK(sg_graph_find_tensor(m->fwd, m->loss_name, &loss));
+  SG_CHECK(sg__model_place(d, m->tensor)); /* rank = replica * T + share */
+  if (m->micro > 1) SG_CHECK(sg__pp_micro_forward(m->fwd, loss, m->micro, &P->micro_g, &P->batch));
+  SG_CHECK(sg__tensor_build_share(d));
+  SG_CHECK(sg__model_list_inputs(m, d->g, a->opt->lr_input));
   /* Micro-batches: the whole batch of each batched input is kept (or bound)
-   * and cut at every step. */
-  for (int i = 0; i < m->n_inputs && m->micro > 1; i++) {
+   * and cut at every step; a healing group keeps every input, for a share built again. */
+  for (int i = 0; i < m->n_inputs; i++) {
     sg__model_input *in = &m->inputs[i];
-    in->batched = in->here && in->ndim >= 1 && in->dims[0] == P->batch;
-    if (in->batched && (in->copy = sg__malloc(in->bytes ? in->bytes : 1)) == NULL)
+    in->batched = m->micro > 1 && in->here && in->ndim >= 1 && in->dims[0] == P->batch;
+    if ((in->batched || m->heal.on) && (in->copy = sg__malloc(in->bytes ? in->bytes : 1)) == NULL)
       return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create_model: out of memory for input '%s'", in->name);
   }
   return SG_OK;
@@ -176,34 +202,27 @@ static sg_status accumulated_step(sg_dist *d, float *loss) {
   return SG_OK;
 }
 
-static sg_status tensor_part_step(sg_dist *d, float *loss) {
+sg_status sg__tensor_part_step(sg_dist *d, float *loss) {
+  SG_CHECK(sg__dist_inject_step(d, d->stats.steps)); /* kill, stop, ...: where a real failure would hit */
   if (MODEL(d)->data > 1 || MODEL(d)->micro > 1) return accumulated_step(d, loss);
   SG_CHECK(sg__tp_runner_step(TENSOR(d)->tp));
   return sg_session_read(d->s, MODEL(d)->loss_name, loss, sizeof *loss);
 }
 
-/* Every share of a copy holds its copy's loss: with replicas the world's sum counts each T times. */
+/* Every share of a copy holds its copy's loss: with replicas the world's sum counts each T times. A
+ * healing group copies each share's state after each step and heals a lost rank (model_heal.c,
+ * tp_heal.c). */
 static sg_status tensor_step(sg_dist *d) {
   const sg__par_model *m = MODEL(d);
-  return sg__model_step(d, tensor_part_step, m->data > 1, m->data * m->tensor);
+  if (m->heal.on) return sg__model_heal_step(d, &sg__tp_heal_ops, m->data > 1, m->data * m->tensor);
+  return sg__model_step(d, sg__tensor_part_step, m->data > 1, m->data * m->tensor);
 }
 
 /* The runner's transfers are jobs of the scheduler: it goes while the scheduler runs (destroy's
  * quiesce), or after it stopped (a failed create). Idempotent. */
 static void tensor_free(sg_dist *d) {
   sg__par_tensor *m = TENSOR(d);
-  sg__free(m->flat);
-  sg__free(m->grad_addr);
-  sg__free(m->grad_count);
-  m->flat = NULL, m->grad_addr = NULL, m->grad_count = NULL;
-  sg__tp_runner_destroy(m->tp);
-  m->tp = NULL;
-  sg__model_release_session(d); /* before the graph it was compiled from */
-  sg__tp_syncs_free(m->syncs, m->n_syncs);
-  m->syncs = NULL;
-  m->n_syncs = 0;
-  sg_graph_destroy(m->tp_g);
-  m->tp_g = NULL;
+  sg__tensor_free_share(d);
   sg_graph_destroy(m->micro_g);
   m->micro_g = NULL;
   sg__model_release(d);
@@ -215,10 +234,10 @@ static sg_status tensor_set_input(sg_dist *d, const char *name, sg_dtype dtype, 
   SG_CHECK(sg__model_check_input(d, copy ? "sg_dist_set_input" : "sg_dist_bind_input", name, dtype, ndim,
                                  dims, data, &in));
   if (in == NULL) return SG_OK;
-  if (in->batched) { /* micro-batches: cut at every step (feed_micro) */
+  if (in->copy != NULL) { /* micro-batches cut it at every step (feed_micro); a healing group keeps it */
     if (copy) memcpy(in->copy, data, in->bytes);
     in->src = copy ? in->copy : data;
-    return SG_OK;
+    if (in->batched) return SG_OK;
   }
   return copy ? sg_session_set_input(d->s, name, dtype, ndim, dims, data)
               : sg_session_bind_input(d->s, name, dtype, ndim, dims, data);

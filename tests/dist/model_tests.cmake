@@ -54,34 +54,35 @@ set_tests_properties(model_mlp_pp4 model_mlp_pp2 model_mlp_pp2_dp2 model_mlp_tp2
 set_tests_properties(model_resnet_tp2 model_resnet_pp4 PROPERTIES TIMEOUT 240 LABELS "dist;model"
                      ENVIRONMENT "SG_COMM_TIMEOUT_MS=60000")
 
-# Healing a pipeline (sg_dist_params.heal, docs/resilience.md "Healing a pipeline"): one stage per rank,
-# a fault injected by `sgrt launch --inject`; the survivors merge the lost stage into a neighbour, restore
-# its state from the ring copy, redo the failed step, and finish with one process's parameters (run_pp_heal.sh).
+# Healing a pipeline or a tensor group (sg_dist_params.heal, docs/resilience.md "Healing a pipeline", "Healing
+# a tensor group"): one stage or share per rank, a fault injected by `sgrt launch --inject`; the survivors
+# merge the lost stage into a neighbour or split the group again over fewer ways, restore the state from
+# the ring copies, redo the failed step, and finish with one process's parameters (run_model_heal.sh).
 if(SG_FAULT_INJECTION)
-  set(_sg_pp_heal bash ${CMAKE_CURRENT_LIST_DIR}/run_pp_heal.sh $<TARGET_FILE:sgrt_cli> ${_sg_model_worker})
-  add_test(NAME dist_pp_heal_kill_np4 COMMAND ${_sg_pp_heal} ${_sg_model_dir}/pph_kill ppheal 4 "kill:rank=2,step=5" 3)
-  add_test(NAME dist_pp_heal_kill_first_np4 COMMAND ${_sg_pp_heal} ${_sg_model_dir}/pph_first ppheal 4
+  set(_sg_model_heal bash ${CMAKE_CURRENT_LIST_DIR}/run_model_heal.sh $<TARGET_FILE:sgrt_cli> ${_sg_model_worker})
+  add_test(NAME dist_pp_heal_kill_np4 COMMAND ${_sg_model_heal} ${_sg_model_dir}/pph_kill ppheal 4 "kill:rank=2,step=5" 3)
+  add_test(NAME dist_pp_heal_kill_first_np4 COMMAND ${_sg_model_heal} ${_sg_model_dir}/pph_first ppheal 4
                                                     "kill:rank=0,step=3" 3)
-  add_test(NAME dist_pp_heal_kill_last_np4 COMMAND ${_sg_pp_heal} ${_sg_model_dir}/pph_last ppheal 4
+  add_test(NAME dist_pp_heal_kill_last_np4 COMMAND ${_sg_model_heal} ${_sg_model_dir}/pph_last ppheal 4
                                                    "kill:rank=3,step=4" 3)
-  add_test(NAME dist_pp_heal_kill_random_np4 COMMAND ${_sg_pp_heal} ${_sg_model_dir}/pph_random ppheal 4
+  add_test(NAME dist_pp_heal_kill_random_np4 COMMAND ${_sg_model_heal} ${_sg_model_dir}/pph_random ppheal 4
                                                      "kill:rank=1,step=random(1-10)" 3 11)
-  add_test(NAME dist_pp_heal_stop_np4 COMMAND ${_sg_pp_heal} ${_sg_model_dir}/pph_stop ppheal 4 "stop:rank=2,step=3" 3)
-  add_test(NAME dist_pp_heal_drop_heartbeats_np4 COMMAND ${_sg_pp_heal} ${_sg_model_dir}/pph_drop ppheal 4
+  add_test(NAME dist_pp_heal_stop_np4 COMMAND ${_sg_model_heal} ${_sg_model_dir}/pph_stop ppheal 4 "stop:rank=2,step=3" 3)
+  add_test(NAME dist_pp_heal_drop_heartbeats_np4 COMMAND ${_sg_model_heal} ${_sg_model_dir}/pph_drop ppheal 4
                                                          "drop-heartbeats:rank=1,step=4" 3)
-  add_test(NAME dist_pp_heal_partition_np4 COMMAND ${_sg_pp_heal} ${_sg_model_dir}/pph_part ppheal 4
+  add_test(NAME dist_pp_heal_partition_np4 COMMAND ${_sg_model_heal} ${_sg_model_dir}/pph_part ppheal 4
                                                    "partition:ranks=1-2,step=3" 3)
   # Two failures in one run (4 -> 3 -> 2 stages), and one during the recovery from the first.
-  add_test(NAME dist_pp_heal_two_kills_np4 COMMAND ${_sg_pp_heal} ${_sg_model_dir}/pph_two ppheal 4
+  add_test(NAME dist_pp_heal_two_kills_np4 COMMAND ${_sg_model_heal} ${_sg_model_dir}/pph_two ppheal 4
                                                    "kill:rank=1,step=2;kill:rank=3,step=6" 2)
-  add_test(NAME dist_pp_heal_kill_in_recovery_np4 COMMAND ${_sg_pp_heal} ${_sg_model_dir}/pph_inrec ppheal 4
+  add_test(NAME dist_pp_heal_kill_in_recovery_np4 COMMAND ${_sg_model_heal} ${_sg_model_dir}/pph_inrec ppheal 4
                                                           "kill:rank=2,step=5;kill:rank=0,recovery=transfer" 2)
   # Two neighbouring stages lost at once: the first one's copy was on the second; a clear error.
-  add_test(NAME dist_pp_heal_lost_copy_np5 COMMAND ${_sg_pp_heal} ${_sg_model_dir}/pph_lost ppheal 5
+  add_test(NAME dist_pp_heal_lost_copy_np5 COMMAND ${_sg_model_heal} ${_sg_model_dir}/pph_lost ppheal 5
                                                    "kill:rank=1,step=3;kill:rank=2,step=3" 0)
   set_tests_properties(dist_pp_heal_lost_copy_np5 PROPERTIES ENVIRONMENT
-                       "SG_COMM_TIMEOUT_MS=30000;PP_HEAL_ERROR=which kept its copy, were both lost")
-  add_test(NAME dist_pp_heal_resnet_kill_np4 COMMAND ${_sg_pp_heal} ${_sg_model_dir}/pph_rn rn_ppheal 4
+                       "SG_COMM_TIMEOUT_MS=30000;HEAL_ERROR=which kept its copy, were both lost")
+  add_test(NAME dist_pp_heal_resnet_kill_np4 COMMAND ${_sg_model_heal} ${_sg_model_dir}/pph_rn rn_ppheal 4
                                                      "kill:rank=1,step=3" 3)
   set_tests_properties(dist_pp_heal_kill_np4 dist_pp_heal_kill_first_np4 dist_pp_heal_kill_last_np4
                        dist_pp_heal_kill_random_np4 dist_pp_heal_stop_np4 dist_pp_heal_drop_heartbeats_np4
@@ -93,4 +94,33 @@ if(SG_FAULT_INJECTION)
                        PROPERTIES ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000")
   set_tests_properties(dist_pp_heal_resnet_kill_np4 PROPERTIES TIMEOUT 240 LABELS "dist;model;heal"
                        ENVIRONMENT "SG_COMM_TIMEOUT_MS=60000;HEAL_STEPS=6")
+  # The tensor group (an MLP 96 wide: split 4, then 3, then 2 ways).
+  add_test(NAME dist_tp_heal_kill_np4 COMMAND ${_sg_model_heal} ${_sg_model_dir}/tph_kill tpheal 4 "kill:rank=2,step=5" 3)
+  add_test(NAME dist_tp_heal_kill_first_np4 COMMAND ${_sg_model_heal} ${_sg_model_dir}/tph_first tpheal 4
+                                                    "kill:rank=0,step=0" 3)
+  add_test(NAME dist_tp_heal_stop_np4 COMMAND ${_sg_model_heal} ${_sg_model_dir}/tph_stop tpheal 4 "stop:rank=1,step=4" 3)
+  add_test(NAME dist_tp_heal_drop_heartbeats_np4 COMMAND ${_sg_model_heal} ${_sg_model_dir}/tph_drop tpheal 4
+                                                         "drop-heartbeats:rank=3,step=2" 3)
+  add_test(NAME dist_tp_heal_partition_np4 COMMAND ${_sg_model_heal} ${_sg_model_dir}/tph_part tpheal 4
+                                                   "partition:ranks=0-3,step=2" 3)
+  add_test(NAME dist_tp_heal_two_kills_np4 COMMAND ${_sg_model_heal} ${_sg_model_dir}/tph_two tpheal 4
+                                                   "kill:rank=3,step=3;kill:rank=1,step=7" 2)
+  add_test(NAME dist_tp_heal_kill_in_recovery_np4 COMMAND ${_sg_model_heal} ${_sg_model_dir}/tph_inrec tpheal 4
+                                                          "kill:rank=2,step=5;kill:rank=0,recovery=transfer" 2)
+  add_test(NAME dist_tp_heal_kill_random_np4 COMMAND ${_sg_model_heal} ${_sg_model_dir}/tph_random tpheal 4
+                                                     "kill:rank=1,step=random(1-10)" 3 5)
+  add_test(NAME dist_tp_heal_lost_copy_np5 COMMAND ${_sg_model_heal} ${_sg_model_dir}/tph_lost tpheal 5
+                                                   "kill:rank=1,step=3;kill:rank=2,step=3" 0)
+  set_tests_properties(dist_tp_heal_kill_np4 dist_tp_heal_kill_first_np4 dist_tp_heal_stop_np4
+                       dist_tp_heal_drop_heartbeats_np4 dist_tp_heal_partition_np4 dist_tp_heal_two_kills_np4
+                       dist_tp_heal_kill_in_recovery_np4 dist_tp_heal_kill_random_np4 dist_tp_heal_lost_copy_np5
+                       PROPERTIES TIMEOUT 90 LABELS "dist;model;heal" ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000")
+  set_tests_properties(dist_tp_heal_lost_copy_np5 PROPERTIES ENVIRONMENT
+                       "SG_COMM_TIMEOUT_MS=30000;HEAL_ERROR=which kept its copy, were both lost")
+  # ResNet-50 as a 4-way group (its last layer split; after the loss, 3 ways split nothing), compared with a
+  # failure-free run of the same job (model_worker.c says why not with one process).
+  add_test(NAME dist_tp_heal_resnet_kill_np4 COMMAND ${_sg_model_heal} ${_sg_model_dir}/tph_rn rn_tpheal 4
+                                                     "kill:rank=1,step=3" 3)
+  set_tests_properties(dist_tp_heal_resnet_kill_np4 PROPERTIES TIMEOUT 240 LABELS "dist;model;heal"
+                       ENVIRONMENT "SG_COMM_TIMEOUT_MS=60000;HEAL_STEPS=6;HEAL_REF=1")
 endif()

@@ -1,0 +1,250 @@
+/* Healing a tensor group (sg_dist_params.heal, docs/resilience.md "Healing a
+ * tensor group"): the tensor strategy's part of model_heal.c. A share's copy
+ * holds every parameter and state of its share (slices of the split ones,
+ * the whole replicated ones), each with its optimizer state. After a loss
+ * the group is split again, T' = the members ways: each split tensor is put
+ * together from the generation's slices (a surviving share's own copy, or,
+ * for a lost share, the copy the next share kept), each slice broadcast from
+ * the rank that holds it, in the source graph's tensor order; every rank
+ * cuts its new slice from the whole (a replicated tensor comes from its own
+ * copy). The new split is the plan's for T' ways: a dim that T' does not
+ * divide stays replicated, as sg_tp_plan_create decides for any job. Two
+ * neighbouring shares lost at once leave the first without a copy, which
+ * stops the job with an error naming both. */
+#include <stdio.h>
+#include <string.h>
+
+#include "graph/graph.h"
+#include "parallel/model.h"
+#include "runtime/hooks.h"
+
+/* The recovery's broadcasts: below the copies' tags (0x3ffffd00). */
+#define HEAL_TAG 0x3ffffb00u
+
+/* Every share holds every parameter and state (a slice, or the whole). */
+static bool mine(const sg_dist *d, int32_t t) {
+  (void)d, (void)t;
+  return true;
+}
+
+/* The axis along which tensor `name` of src is split under `plan`, -1 when whole. */
+static int split_axis(const sg_graph *src, const sg_tp_plan *plan, const char *name) {
+  int32_t t = sg__tensor_lookup(src, name);
+  for (int32_t i = 0; t >= 0 && i < sg_tp_plan_count(plan); i++) {
+    sg_tp_annotation a;
+    if (sg_tp_plan_get(plan, i, &a) != SG_OK || a.split == SG_TP_REPLICATE) continue;
+    if (a.weight.id == t) return a.weight_axis;
+    if (a.split == SG_TP_COLUMN && a.bias.id == t) return src->tensors[t].ndim - 1;
+  }
+  return -1;
+}
+
+/* Rows of `ways` slices along `axis` of a tensor of `dims` (element bytes es): outer blocks, each of `len`
+ * rows of `inner` bytes. */
+typedef struct cut {
+  size_t outer, len, inner;
+} cut;
+
+static cut cut_of(int ndim, const int64_t *dims, size_t es, int axis) {
+  cut c = {1, 1, es};
+  for (int i = 0; i < axis; i++) c.outer *= (size_t)dims[i];
+  c.len = (size_t)dims[axis];
+  for (int i = axis + 1; i < ndim; i++) c.inner *= (size_t)dims[i];
+  return c;
+}
+
+/* Slice k of `ways` of `whole` into dst, or (put) dst's slice back into `whole`. */
+static void slice(unsigned char *whole, unsigned char *part, cut c, int ways, int k, bool put) {
+  size_t chunk = c.len / (size_t)ways * c.inner;
+  for (size_t o = 0; o < c.outer; o++) {
+    unsigned char *w = whole + (o * c.len * c.inner) + (size_t)k * chunk, *p = part + o * chunk;
+    if (put) memcpy(w, p, chunk);
+    else memcpy(p, w, chunk);
+  }
+}
+
+typedef struct rebuild_ctx {
+  sg_dist *d;
+  const sg__model_gen *g;
+  const sg_graph *src;              /* the graph the plans are of (fwd, or the micro-batch one) */
+  sg_tp_plan *plan0, *plan1;        /* the generation's ways, the new ways */
+  int keeper[SG__PP_MAX_STAGES];    /* per old share: the rank holding its copy */
+  bool from_own[SG__PP_MAX_STAGES]; /* ... as its own (else as the next share's prev) */
+  unsigned char *all, *whole, *part;
+  size_t all_cap, whole_cap, part_cap;
+} rebuild_ctx;
+
+static sg_status reserve(unsigned char **buf, size_t *cap, size_t bytes) {
+  if (bytes <= *cap) return SG_OK;
+  unsigned char *b = sg__realloc(*buf, bytes ? bytes : 1);
+  if (b == NULL) return sg__error(SG_ERR_NO_MEMORY, "tensor healing: out of memory for %zu bytes", bytes);
+  *buf = b;
+  *cap = bytes;
+  return SG_OK;
+}
+
+/* Which rank holds each old share's copy; an error when a share and its keeper were both lost. */
+static sg_status keepers(rebuild_ctx *c) {
+  const sg__model_gen *g = c->g;
+  for (int k = 0; k < g->K; k++) {
+    int next = (k + 1) % g->K, own = sg__model_gen_member(c->d, g, k),
+        kept = sg__model_gen_member(c->d, g, next);
+    c->from_own[k] = own >= 0;
+    c->keeper[k] = own >= 0 ? own : kept;
+    if (c->keeper[k] < 0 || (own < 0 && next == k))
+      return sg__error(SG_ERR_COMM,
+                       "tensor healing: share %d (rank %d) and share %d (rank %d), which kept its copy, were "
+                       "both lost: share %d's state is gone; the job stops",
+                       k, g->orig[k], next, g->orig[next], k);
+  }
+  return SG_OK;
+}
+
+/* Source tensor t and its optimizer state: put together from the generation's slices (or this rank's own
+ * copy when whole under the old split) and cut into the new share. */
+static sg_status restore_one(rebuild_ctx *c, int32_t t) {
+  sg_dist *d = c->d;
+  const sg_graph *fwd = MODEL(d)->fwd, *ng = d->g;
+  const sg__tensor *p = &fwd->tensors[t];
+  int T0 = c->g->K, T1 = MODEL(d)->tensor;
+  int a0 = split_axis(c->src, c->plan0, p->name), a1 = split_axis(c->src, c->plan1, p->name);
+  int32_t ids[5];
+  int n = sg__pp_state_group(ng, p->name, ids);
+  if (n == 0) return sg__error(SG_ERR_INTERNAL, "tensor healing: '%s' is not in the new share", p->name);
+  /* A member shaped as the parameter is split with it; another (AdamW's step count) is whole. */
+  size_t old_bytes = 0;
+  for (int i = 0; i < n; i++) {
+    const sg__tensor *y = &ng->tensors[ids[i]];
+    bool shaped = y->ndim == p->ndim;
+    size_t whole = shaped ? p->nbytes : y->nbytes;
+    old_bytes += a0 >= 0 && shaped ? whole / (size_t)T0 : whole;
+  }
+  SG_CHECK(reserve(&c->all, &c->all_cap, a0 >= 0 ? old_bytes * (size_t)T0 : old_bytes));
+  if (a0 < 0) { /* whole in every share: this rank's own copy */
+    uint64_t bytes = 0;
+    const unsigned char *b = sg__model_copy_find(c->g->own, t, &bytes);
+    if (b == NULL || bytes != old_bytes)
+      return sg__error(SG_ERR_INTERNAL, "tensor healing: this rank's copy lacks '%s'", p->name);
+    memcpy(c->all, b, old_bytes);
+  } else { /* old share s's slices from the rank that holds them, to everyone */
+    sg__xfer *x = &MODEL(d)->xfer;
+    for (int s = 0; s < T0; s++) {
+      unsigned char *dst = c->all + (size_t)s * old_bytes;
+      if (c->keeper[s] == d->rank) {
+        uint64_t bytes = 0;
+        const unsigned char *b = sg__model_copy_find(c->from_own[s] ? c->g->own : c->g->prev, t, &bytes);
+        if (b == NULL || bytes != old_bytes)
+          return sg__error(SG_ERR_INTERNAL, "tensor healing: the copy of share %d lacks '%s'", s, p->name);
+        memcpy(dst, b, old_bytes);
+        for (int r = 0; r < d->size; r++)
+          if (r != d->rank) SG_CHECK(x->send(x->ctx, r, HEAL_TAG, dst, old_bytes));
+      } else {
+        SG_CHECK(x->recv(x->ctx, c->keeper[s], HEAL_TAG, dst, old_bytes));
+      }
+    }
+  }
+  /* Each member: whole from the slices, then this rank's new slice. */
+  size_t off_old = 0;
+  for (int i = 0; i < n; i++) {
+    const sg__tensor *y = &ng->tensors[ids[i]];
+    bool shaped = y->ndim == p->ndim;
+    size_t whole = shaped ? p->nbytes : y->nbytes, mine_old = a0 >= 0 && shaped ? whole / (size_t)T0 : whole;
+    SG_CHECK(reserve(&c->whole, &c->whole_cap, whole));
+    if (a0 >= 0 && shaped) {
+      cut k0 = cut_of(p->ndim, p->dims, sg_dtype_size(y->dtype), a0);
+      for (int s = 0; s < T0; s++) slice(c->whole, c->all + (size_t)s * old_bytes + off_old, k0, T0, s, true);
+    } else {
+      memcpy(c->whole, c->all + off_old, whole);
+    }
+    off_old += mine_old;
+    const unsigned char *out = c->whole;
+    if (a1 >= 0 && shaped) {
+      SG_CHECK(reserve(&c->part, &c->part_cap, whole / (size_t)T1));
+      slice(c->whole, c->part, cut_of(p->ndim, p->dims, sg_dtype_size(y->dtype), a1), T1, MODEL(d)->index,
+            false);
+      out = c->part;
+    }
+    SG_CHECK(sg_session_write(d->s, y->name, out, y->nbytes));
+  }
+  return SG_OK;
+}
+
+/* The share's place over the members: share r on rank r (one copy). */
+static void place(sg_dist *d) {
+  sg__par_model *m = MODEL(d);
+  m->tensor = d->size;
+  m->index = d->rank;
+  m->replica = 0;
+  for (int j = 0; j < m->tensor; j++) m->group[j] = j;
+  m->replicas[0] = d->rank;
+}
+
+/* The inputs every rank kept, into the new share's session (a micro-batched one is cut at every step). */
+static sg_status give_inputs(sg_dist *d) {
+  sg__par_model *m = MODEL(d);
+  for (int i = 0; i < m->n_inputs; i++) {
+    sg__model_input *in = &m->inputs[i];
+    if (in->src == NULL || in->batched || !in->here) continue;
+    SG_CHECK(sg_session_set_input(d->s, in->name, in->dtype, in->ndim, in->dims, in->src));
+  }
+  return SG_OK;
+}
+
+/* The new share over the agreed members from generation g (model.h's sg__model_heal_ops.rebuild). */
+static sg_status rebuild(sg_dist *d, const sg__model_gen *g) {
+  sg__par_tensor *P = TENSOR(d);
+  rebuild_ctx c = {.d = d, .g = g, .src = P->micro_g != NULL ? P->micro_g : P->m.fwd};
+  sg_status st = keepers(&c);
+  sg_tp_params tpp = SG_TP_PARAMS_INIT;
+  tpp.ways = g->K;
+  if (st == SG_OK) st = sg_tp_plan_create(c.src, &tpp, &c.plan0);
+  sg__tensor_free_share(d);
+  place(d);
+  tpp.ways = P->m.tensor;
+  if (st == SG_OK) st = sg_tp_plan_create(c.src, &tpp, &c.plan1);
+  if (st == SG_OK) st = sg__dist_inject_recovery(d, SG_RECOVERY_TRANSFER);
+  if (st == SG_OK) st = sg__tensor_build_share(d);
+  /* Every rank built its share, or all give up (a split the rewrite refuses fails everywhere). */
+  char why[512] = "";
+  if (st != SG_OK) snprintf(why, sizeof why, "%s", sg_last_error());
+  int64_t ok = st == SG_OK;
+  sg_status ast = st == SG_ERR_COMM ? st : sg__dist_world_allreduce(d, &ok, 1, SG_I64, SG_REDUCE_MIN);
+  const sg_graph *fwd = P->m.fwd;
+  for (uint32_t t = 0; t < fwd->n_tensors && ast == SG_OK && ok; t++) {
+    sg_role r = fwd->tensors[t].role;
+    if (r != SG_ROLE_PARAMETER && r != SG_ROLE_STATE) continue;
+    st = restore_one(&c, (int32_t)t);
+    if (st != SG_OK) {
+      snprintf(why, sizeof why, "%s", sg_last_error());
+      ok = 0;
+      if (st == SG_ERR_COMM) ast = st;
+    }
+  }
+  sg_tp_plan_destroy(c.plan0);
+  sg_tp_plan_destroy(c.plan1);
+  sg__free(c.all);
+  sg__free(c.whole);
+  sg__free(c.part);
+  if (ast != SG_OK) return ast; /* a death: the caller agrees again */
+  if (!ok)
+    return sg__error(st != SG_OK ? st : SG_ERR_COMM, "rank %d: tensor healing: %s", d->orig_rank,
+                     st != SG_OK ? why : "another rank could not build its new share");
+  sg__session_set_steps(d->s, g->step); /* dropout masks and SGD's first step read it */
+  SG_CHECK(give_inputs(d));
+  char was[160] = "", now[160] = "";
+  for (int k = 0, o = 0; k < g->K && o < (int)sizeof was; k++)
+    o += snprintf(was + o, sizeof was - (size_t)o, "%s%d%s", k ? " " : "", g->orig[k],
+                  sg__model_gen_member(d, g, k) < 0 ? "x" : "");
+  for (int k = 0, o = 0; k < d->size && o < (int)sizeof now; k++)
+    o += snprintf(now + o, sizeof now - (size_t)o, "%s%d", k ? " " : "", d->members[k]);
+  fprintf(
+      stderr,
+      "sgrt: rank %d: tensor group healed: shares on ranks [%s] -> [%s] (split %d ways), state of step %llu "
+      "restored from the copies\n",
+      d->orig_rank, was, now, d->size, (unsigned long long)g->step);
+  d->stats.steps = g->step;
+  return SG_OK;
+}
+
+const sg__model_heal_ops sg__tp_heal_ops = {
+    .part = sg__tensor_part_step, .after = NULL, .mine = mine, .rebuild = rebuild};
