@@ -192,14 +192,15 @@ typedef struct sg_dist_params {
    *  has nothing to re-cut and is ignored. */
   double repartition_p99_ms;
   double repartition_cpu; /**< 0..1; 0 = 0.85 */
-  /** Self-healing of a pipeline (sg_dist_create_model with pipeline > 1 and data 1; docs/resilience.md
-   *  "Healing a pipeline"): 1 = after every step each stage's parameters, statistics and optimizer state
-   *  are also copied to the next stage's rank (a ring; sg_dist_stats.replica_bytes, replication_ms), and
-   *  when a rank is lost the survivors agree on a new membership, merge its stage into a neighbour, take
-   *  its state from that copy, and redo the failed step (strict QoS: RPO 0; at least 3 stages, so that a
-   *  majority survives). 0 = off: a failure fails the step with SG_ERR_COMM. Data parallelism heals when
-   *  it has a feed callback (heal = 1 without one is refused); tensor parallelism and a pipeline with
-   *  data > 1 refuse heal = 1 (not yet). */
+  /** Self-healing of a pipeline or a tensor group (sg_dist_create_model with pipeline or tensor >= 3 and data
+   *  1; docs/resilience.md "Healing a pipeline", "Healing a tensor group"): 1 = after every step each
+   *  stage's or share's parameters, statistics and optimizer state are also copied to the next rank of the
+   *  group (a ring; sg_dist_stats.replica_bytes, replication_ms), and when a rank is lost the survivors
+   *  agree on a new membership, rebuild the model over themselves (a lost stage merged into a neighbour; a
+   *  tensor group split again over fewer ways) from those copies, and redo the failed step (strict QoS:
+   *  RPO 0; at least 3 ranks, so that a majority survives). 0 = off: a failure fails the step with
+   *  SG_ERR_COMM. Data parallelism heals when it has a feed callback (heal = 1 without one is refused); data
+   *  > 1 with a pipeline or a tensor group refuses heal = 1 (not yet). */
   int heal;
 } sg_dist_params;
 
@@ -460,8 +461,8 @@ typedef struct sg_dist_stats {
   double reduce_scatter_ms;     /**< last step: the gradients' reduce-scatter (ZeRO-1; 0 otherwise) */
   double allgather_ms;          /**< last step: the parameters' allgather, copies included (ZeRO-1) */
   size_t replica_bytes;  /**< ZeRO-1 with a feed callback: optimizer state this rank copies to its buddy each
-                            step; a healing pipeline (sg_dist_params.heal): its stage's state copied to the
-                            next stage's rank after each step */
+                            step; a healing pipeline or tensor group (sg_dist_params.heal): its part's state
+                            copied to the next rank of the group after each step */
   double replication_ms; /**< last step: that copy (ZeRO-1: one-sided puts on the scheduler thread,
                             overlapping forward and backward, its exposed part in wait_ms; a pipeline: after
                             the step, all of it exposed) */

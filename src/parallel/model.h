@@ -268,6 +268,10 @@ sg_status sg__model_replicate(sg_dist *d, const sg__model_heal_ops *ops);
 /* Where source tensor t's bytes (the tensor, then its optimizer state) are in a packed copy, and how many;
  * NULL when it is not there. */
 const unsigned char *sg__model_copy_find(const unsigned char *copy, int64_t t, uint64_t *bytes);
+/* The tensors of the source graph a copy holds: parameters and state (each with its optimizer state). */
+bool sg__model_heal_keeps(const sg_graph *fwd, uint32_t t);
+/* *buf grown to at least `bytes` (its capacity *cap). */
+sg_status sg__model_heal_reserve(unsigned char **buf, size_t *cap, size_t bytes);
 /* The per-rank index of generation g's stage or share k among the members now, -1 when lost. */
 int sg__model_gen_member(const sg_dist *d, const sg__model_gen *g, int k);
 void sg__model_heal_free(sg__model_heal *h);

@@ -40,15 +40,15 @@ typedef struct entry {
   uint64_t bytes;
 } entry;
 
-static bool keeps(const sg_graph *fwd, uint32_t t) {
+bool sg__model_heal_keeps(const sg_graph *fwd, uint32_t t) {
   sg_role r = fwd->tensors[t].role;
   return r == SG_ROLE_PARAMETER || r == SG_ROLE_STATE;
 }
 
-static sg_status reserve(unsigned char **buf, size_t *cap, size_t bytes) {
+sg_status sg__model_heal_reserve(unsigned char **buf, size_t *cap, size_t bytes) {
   if (bytes <= *cap) return SG_OK;
-  unsigned char *b = sg__realloc(*buf, bytes);
-  if (b == NULL) return sg__error(SG_ERR_NO_MEMORY, "healing: out of memory for a copy of %zu bytes", bytes);
+  unsigned char *b = sg__realloc(*buf, bytes ? bytes : 1);
+  if (b == NULL) return sg__error(SG_ERR_NO_MEMORY, "healing: out of memory for %zu bytes", bytes);
   *buf = b;
   *cap = bytes;
   return SG_OK;
@@ -61,7 +61,7 @@ static sg_status pack(sg_dist *d, const sg__model_heal_ops *ops, sg__model_gen *
   size_t data = 0;
   int32_t ids[5];
   for (uint32_t t = 0; t < fwd->n_tensors; t++) {
-    if (!keeps(fwd, t) || !ops->mine(d, (int32_t)t)) continue;
+    if (!sg__model_heal_keeps(fwd, t) || !ops->mine(d, (int32_t)t)) continue;
     int k = sg__pp_state_group(pg, fwd->tensors[t].name, ids);
     if (k == 0)
       return sg__error(SG_ERR_INTERNAL, "healing: '%s' is not in this rank's part", fwd->tensors[t].name);
@@ -69,12 +69,12 @@ static sg_status pack(sg_dist *d, const sg__model_heal_ops *ops, sg__model_gen *
     data += sg__pp_group_bytes(pg, ids, k);
   }
   size_t head = sizeof n + n * sizeof(entry);
-  SG_CHECK(reserve(&g->own, &g->own_cap, head + data));
+  SG_CHECK(sg__model_heal_reserve(&g->own, &g->own_cap, head + data));
   memcpy(g->own, &n, sizeof n);
   unsigned char *e = g->own + sizeof n;
   size_t off = head;
   for (uint32_t t = 0; t < fwd->n_tensors; t++) {
-    if (!keeps(fwd, t) || !ops->mine(d, (int32_t)t)) continue;
+    if (!sg__model_heal_keeps(fwd, t) || !ops->mine(d, (int32_t)t)) continue;
     int k = sg__pp_state_group(pg, fwd->tensors[t].name, ids);
     size_t start = off;
     for (int i = 0; i < k; i++) {
@@ -102,7 +102,8 @@ static sg_status check_copy(const sg_graph *fwd, const unsigned char *b, size_t 
   for (uint64_t i = 0; i < n; i++) {
     entry e;
     memcpy(&e, b + sizeof n + i * sizeof e, sizeof e);
-    if (e.t <= last || e.t >= (int64_t)fwd->n_tensors || !keeps(fwd, (uint32_t)e.t) || e.bytes > bytes)
+    if (e.t <= last || e.t >= (int64_t)fwd->n_tensors || !sg__model_heal_keeps(fwd, (uint32_t)e.t) ||
+        e.bytes > bytes)
       goto bad;
     last = e.t;
     total += e.bytes;
@@ -153,7 +154,7 @@ static sg_status exchange(sg_dist *d, sg__model_gen *g) {
       if (in > ((uint64_t)1 << 40))
         return sg__error(SG_ERR_FORMAT, "healing: group member %d announces a copy of %llu bytes", prev,
                          (unsigned long long)in);
-      SG_CHECK(reserve(&g->prev, &g->prev_cap, (size_t)in));
+      SG_CHECK(sg__model_heal_reserve(&g->prev, &g->prev_cap, (size_t)in));
       SG_CHECK(m->xfer.recv(m->xfer.ctx, prev, COPY_TAG + 1, g->prev, (size_t)in));
       SG_CHECK(check_copy(m->fwd, g->prev, (size_t)in, prev));
       g->prev_bytes = (size_t)in;

@@ -18,20 +18,6 @@
 /* The recovery's moves: below the re-cut's tags (0x3ffffe00) and the copies' (0x3ffffd00). */
 #define HEAL_TAG 0x3ffffc00u
 
-static bool keeps(const sg_graph *fwd, uint32_t t) {
-  sg_role r = fwd->tensors[t].role;
-  return r == SG_ROLE_PARAMETER || r == SG_ROLE_STATE;
-}
-
-static sg_status reserve(unsigned char **buf, size_t *cap, size_t bytes) {
-  if (bytes <= *cap) return SG_OK;
-  unsigned char *b = sg__realloc(*buf, bytes);
-  if (b == NULL) return sg__error(SG_ERR_NO_MEMORY, "pipeline healing: out of memory for %zu bytes", bytes);
-  *buf = b;
-  *cap = bytes;
-  return SG_OK;
-}
-
 /* The stage the current cut puts source tensor t on is this rank's. */
 static bool mine(const sg_dist *d, int32_t t) {
   const sg__par_pipeline *P = PIPELINE(d);
@@ -96,7 +82,7 @@ static sg_status move_state(sg_dist *d, const layout *L, const sg__pp_built *b, 
   sg_status st = SG_OK;
   *sent = 0;
   for (uint32_t t = 0; t < fwd->n_tensors && st == SG_OK; t++) {
-    if (!keeps(fwd, t)) continue;
+    if (!sg__model_heal_keeps(fwd, t)) continue;
     int a = sg__pp_tensor_stage(fwd, L->g->cut, (int32_t)t),
         nb = sg__pp_tensor_stage(fwd, L->cut, (int32_t)t);
     if (a < 0 || nb < 0) continue;
@@ -126,7 +112,7 @@ static sg_status move_state(sg_dist *d, const layout *L, const sg__pp_built *b, 
         break;
       }
       if (me != src) {
-        if ((st = reserve(&buf, &cap, want)) != SG_OK) break;
+        if ((st = sg__model_heal_reserve(&buf, &cap, want)) != SG_OK) break;
         if ((st = x->recv(x->ctx, src, HEAL_TAG, buf, want)) != SG_OK) break;
         from = buf;
       }

@@ -74,15 +74,6 @@ typedef struct rebuild_ctx {
   size_t all_cap, whole_cap, part_cap;
 } rebuild_ctx;
 
-static sg_status reserve(unsigned char **buf, size_t *cap, size_t bytes) {
-  if (bytes <= *cap) return SG_OK;
-  unsigned char *b = sg__realloc(*buf, bytes ? bytes : 1);
-  if (b == NULL) return sg__error(SG_ERR_NO_MEMORY, "tensor healing: out of memory for %zu bytes", bytes);
-  *buf = b;
-  *cap = bytes;
-  return SG_OK;
-}
-
 /* Which rank holds each old share's copy; an error when a share and its keeper were both lost. */
 static sg_status keepers(rebuild_ctx *c) {
   const sg__model_gen *g = c->g;
@@ -119,7 +110,7 @@ static sg_status restore_one(rebuild_ctx *c, int32_t t) {
     size_t whole = shaped ? p->nbytes : y->nbytes;
     old_bytes += a0 >= 0 && shaped ? whole / (size_t)T0 : whole;
   }
-  SG_CHECK(reserve(&c->all, &c->all_cap, a0 >= 0 ? old_bytes * (size_t)T0 : old_bytes));
+  SG_CHECK(sg__model_heal_reserve(&c->all, &c->all_cap, a0 >= 0 ? old_bytes * (size_t)T0 : old_bytes));
   if (a0 < 0) { /* whole in every share: this rank's own copy */
     uint64_t bytes = 0;
     const unsigned char *b = sg__model_copy_find(c->g->own, t, &bytes);
@@ -149,7 +140,7 @@ static sg_status restore_one(rebuild_ctx *c, int32_t t) {
     const sg__tensor *y = &ng->tensors[ids[i]];
     bool shaped = y->ndim == p->ndim;
     size_t whole = shaped ? p->nbytes : y->nbytes, mine_old = a0 >= 0 && shaped ? whole / (size_t)T0 : whole;
-    SG_CHECK(reserve(&c->whole, &c->whole_cap, whole));
+    SG_CHECK(sg__model_heal_reserve(&c->whole, &c->whole_cap, whole));
     if (a0 >= 0 && shaped) {
       cut k0 = cut_of(p->ndim, p->dims, sg_dtype_size(y->dtype), a0);
       for (int s = 0; s < T0; s++) slice(c->whole, c->all + (size_t)s * old_bytes + off_old, k0, T0, s, true);
@@ -159,7 +150,7 @@ static sg_status restore_one(rebuild_ctx *c, int32_t t) {
     off_old += mine_old;
     const unsigned char *out = c->whole;
     if (a1 >= 0 && shaped) {
-      SG_CHECK(reserve(&c->part, &c->part_cap, whole / (size_t)T1));
+      SG_CHECK(sg__model_heal_reserve(&c->part, &c->part_cap, whole / (size_t)T1));
       slice(c->whole, c->part, cut_of(p->ndim, p->dims, sg_dtype_size(y->dtype), a1), T1, MODEL(d)->index,
             false);
       out = c->part;

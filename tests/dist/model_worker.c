@@ -273,6 +273,17 @@ static void init_weights(const model *m, sg_dist *d, const sg_tp_plan *plan, int
   }
 }
 
+/* The job of m's forward graph with SGD, momentum 0.9 (the reference's optimizer). */
+static sg_dist *create_momentum(const model *m, const sg_dist_params *dp) {
+  sg_sgd_params sgd = SG_SGD_PARAMS_INIT;
+  sgd.momentum = 0.9;
+  sg_dist_optimizer opt = SG_DIST_OPTIMIZER_INIT;
+  opt.sgd = &sgd;
+  sg_dist *d;
+  OK(sg_dist_create_model(m->fwd, m->loss, &opt, dp, &d));
+  return d;
+}
+
 /* ---- pipeline and tensor runs ------------------------------------------------------ */
 
 /* The world size the launcher set (sgrt launch, or torchrun-style). */
@@ -494,12 +505,7 @@ static int run_parts(int resnet, int pipeline, int micro, const char *trace, int
   if (pipeline) dp.pipeline = stages, dp.micro_batches = micro, dp.data = data;
   else dp.tensor = stages, dp.data = data, dp.micro_batches = micro; /* "stages": the group, K or T */
   dp.trace = trace != NULL;
-  sg_sgd_params sgd = SG_SGD_PARAMS_INIT;
-  sgd.momentum = 0.9;
-  sg_dist_optimizer opt = SG_DIST_OPTIMIZER_INIT;
-  opt.sgd = &sgd;
-  sg_dist *d;
-  OK(sg_dist_create_model(m.fwd, m.loss, &opt, &dp, &d));
+  sg_dist *d = create_momentum(&m, &dp);
   int rank = sg_dist_rank(d), ways = sg_dist_size(d);
   CHECK(ways == world, "world %d, sg_dist_size %d", world, ways);
   sg_tp_plan *plan = NULL;
@@ -619,12 +625,7 @@ static int run_recut(int data) {
   dp.inject = "slow:rank=1,step=2,factor=4";
   dp.repartition_p99_ms = 0.001;
   dp.repartition_cpu = 0.01;
-  sg_sgd_params sgd = SG_SGD_PARAMS_INIT;
-  sgd.momentum = 0.9;
-  sg_dist_optimizer opt = SG_DIST_OPTIMIZER_INIT;
-  opt.sgd = &sgd;
-  sg_dist *d;
-  OK(sg_dist_create_model(m.fwd, m.loss, &opt, &dp, &d));
+  sg_dist *d = create_momentum(&m, &dp);
   int rank = sg_dist_rank(d), replica = rank / stages;
   init_weights(&m, d, NULL, stages, rank % stages);
   sg_dist_stats st = SG_DIST_STATS_INIT;
@@ -730,12 +731,7 @@ static int run_model_heal(int resnet, int pipeline) {
   /* Batch norm over micro-batches is not batch norm over the batch: ResNet-50 runs one. */
   if (pipeline) dp.pipeline = env_world(), dp.micro_batches = resnet ? 1 : 4;
   else dp.tensor = env_world();
-  sg_sgd_params sgd = SG_SGD_PARAMS_INIT;
-  sgd.momentum = 0.9;
-  sg_dist_optimizer opt = SG_DIST_OPTIMIZER_INIT;
-  opt.sgd = &sgd;
-  sg_dist *d;
-  OK(sg_dist_create_model(m.fwd, m.loss, &opt, &dp, &d));
+  sg_dist *d = create_momentum(&m, &dp);
   int rank = sg_dist_rank(d);
   sg_tp_plan *plan = NULL;
   if (!pipeline) {
@@ -876,12 +872,7 @@ static int run_dp(void) {
 
   sg_dist_params dp = SG_DIST_PARAMS_INIT;
   dp.threads = 1;
-  sg_sgd_params sgd = SG_SGD_PARAMS_INIT;
-  sgd.momentum = 0.9;
-  sg_dist_optimizer opt = SG_DIST_OPTIMIZER_INIT;
-  opt.sgd = &sgd;
-  sg_dist *d;
-  OK(sg_dist_create_model(m.fwd, m.loss, &opt, &dp, &d));
+  sg_dist *d = create_momentum(&m, &dp);
   int rank = sg_dist_rank(d);
   param_set a = dp_run(&m, &full, d, a_loss);
   uint64_t ha;
