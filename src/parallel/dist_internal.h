@@ -535,6 +535,11 @@ typedef struct sg__dist_healing {
    * The recovery job counts them, a completed step ends the streak (the compute thread, between jobs). */
   int be_retries;
   int64_t be_t0_ms;
+  /* A model strategy with several copies keeps every copy's layout alike: the recovery's decision also
+   * leaves out the live ranks in the lost ones' places in the other copies (released: they leave as if
+   * excluded). keep(d, alive, orig): whether original rank `orig` stays, given the survivors `alive` (by
+   * original rank); the installed communicator's layout is the strategy's. NULL: every survivor stays. */
+  bool (*keep)(const sg_dist *d, const bool *alive, int orig);
 } sg__dist_healing;
 
 struct sg_dist {

@@ -54,8 +54,8 @@ typedef struct members_rec {
   int32_t retry;   /* best-effort: a cut pair stays in, its link up again: the collective is retried */
   int32_t pad;
   int32_t orig[SG__DIST_MAX_RANKS];
-  int32_t
-      cut_from[SG__DIST_MAX_RANKS]; /* per original rank left out over a cut link: the other end, else -1 */
+  int32_t cut_from[SG__DIST_MAX_RANKS]; /* per original rank left out over a cut link: the other end; -2
+                                           released (sg__dist_healing.keep); else -1 */
 } members_rec;
 
 static bool has_bit(const uint8_t *b, int i) { return (b[i / 8] >> (i % 8)) & 1; }
@@ -105,6 +105,14 @@ static sg_status decide(sg_dist *d, sg__store *st, int epoch, const int *old, in
         in[j] = false; /* a cut link between two live ranks: the higher one goes */
         m->cut_from[old[j]] = old[i];
       }
+  int survivors = 0;
+  for (int i = 0; i < n_old; i++) survivors += in[i];
+  if (d->heal.keep != NULL) { /* a regular layout: live ranks released with the lost ones (cut_from -2) */
+    bool alive[SG__DIST_MAX_RANKS] = {false};
+    for (int i = 0; i < n_old; i++) alive[old[i]] = in[i];
+    for (int i = 0; i < n_old; i++)
+      if (in[i] && !d->heal.keep(d, alive, old[i])) in[i] = false, m->cut_from[old[i]] = -2;
+  }
   int64_t rollback = -1, forward = -1;
   m->donor = -1;
   for (int i = 0; i < n_old; i++) {
@@ -115,8 +123,7 @@ static sg_status decide(sg_dist *d, sg__store *st, int epoch, const int *old, in
   }
   m->rollback = rollback < 0 ? 0 : rollback;
   m->forward = forward < 0 ? 0 : forward;
-  m->majority = 2 * m->n > n_old;
-  (void)d;
+  m->majority = 2 * survivors > n_old; /* released ranks are alive and agree: they count */
   return SG_OK;
 }
 
@@ -408,6 +415,12 @@ sg_status sg__dist_job_recover(sg_dist *d, void *arg) {
     if (m.cut_from[me] >= 0)
       return sg__error(SG_ERR_COMM, "rank %d: excluded from the job at epoch %d (link to rank %d cut)", me,
                        epoch, m.cut_from[me]);
+    if (m.cut_from[me] == -2)
+      return sg__error(
+          SG_ERR_COMM,
+          "rank %d: released from the job at epoch %d: the other copies of the model dropped this "
+          "rank's place to keep the layout of the copy that lost a rank",
+          me, epoch);
     return sg__error(SG_ERR_COMM,
                      "rank %d: excluded from the job at epoch %d (the others went on without it: it was "
                      "unreachable)",

@@ -176,11 +176,6 @@ static sg_status resolve_degrees(const sg_dist_params *p, int *D, int *K, int *T
     return sg__error(SG_ERR_INVALID_ARG,
                      "%s: data %d x pipeline %d x tensor %d = %lld ranks, but the world has %d", FN, *D, *K,
                      *T, (long long)*D * *K * *T, world);
-  if (p->heal == 1 && (*K > 1 || *T > 1) && *D > 1)
-    return sg__error(
-        SG_ERR_UNSUPPORTED,
-        "%s: heal 1 with %s %d x data %d is not supported yet: a healing %s has one copy (data 1)", FN,
-        *K > 1 ? "pipeline" : "tensor", *K > 1 ? *K : *T, *D, *K > 1 ? "pipeline" : "tensor group");
   if (*K > 1 && *T > 1)
     return sg__error(SG_ERR_UNSUPPORTED,
                      "%s: pipeline (%d) and tensor (%d) parallelism together are not supported yet; use one "
@@ -425,7 +420,7 @@ sg_status sg__model_keep_optimizer(sg__par_model *m, const sg_dist_optimizer *o)
  * not depend on the world size); the plan proper is read here, for the world. Healing reaches the
  * rendezvous store for the recovery's agreement. */
 sg_status sg__model_read_heal(sg_dist *d) {
-  MODEL(d)->heal.on = d->p.heal == 1;
+  sg__model_heal_init(d);
   d->heal.qos = SG_QOS_STRICT;
   if (d->p.heal == 1) SG_CHECK(sg__comm_env_resolve(&d->comm_params, &d->heal.env));
   return sg__dist_inject_parse(d, &d->heal.inject);

@@ -248,6 +248,7 @@ sg_status sg__pp_check_written(const sg__pp_stage *to, const uint8_t *written, c
 /* What a healing strategy gives model_heal.c. */
 typedef struct sg__model_heal_ops {
   sg_status (*part)(sg_dist *d, float *loss); /* the part's step (sg__model_step's) */
+  int (*copies)(const sg_dist *d);            /* sg__model_step's `copies` now (a recovery changes it) */
   sg_status (*after)(sg_dist *d);             /* after a completed step (a re-cut), or NULL */
   /* Whether source tensor t (a parameter or state of fwd) is in this rank's part now. */
   bool (*mine)(const sg_dist *d, int32_t t);
@@ -256,11 +257,11 @@ typedef struct sg__model_heal_ops {
   sg_status (*rebuild)(sg_dist *d, const sg__model_gen *g);
 } sg__model_heal_ops;
 
-/* One step of a healing part: sg__model_step(d, ops->part, reduce, copies), ops->after, a generation of
- * copies (before the first step too); after a peer's loss, the recovery (the agreement, ops->rebuild, a
+/* One step of a healing part: sg__model_step(d, ops->part, reduce, ops->copies(d)), ops->after, a generation
+ * of copies (before the first step too); after a peer's loss, the recovery (the agreement, ops->rebuild, a
  * generation of the new layout) and the steps after the restored generation again, until the step this
  * call is for is done. Compute thread. */
-sg_status sg__model_heal_step(sg_dist *d, const sg__model_heal_ops *ops, bool reduce, int copies);
+sg_status sg__model_heal_step(sg_dist *d, const sg__model_heal_ops *ops, bool reduce);
 /* A generation (the caller's part, ops->mine): this part's state into own, own to the next rank of the
  * group, the previous one's into prev, then an allreduce, after which every rank holds the generation.
  * Collective over the world. */
@@ -274,6 +275,15 @@ bool sg__model_heal_keeps(const sg_graph *fwd, uint32_t t);
 sg_status sg__model_heal_reserve(unsigned char **buf, size_t *cap, size_t bytes);
 /* The per-rank index of generation g's stage or share k among the members now, -1 when lost. */
 int sg__model_gen_member(const sg_dist *d, const sg__model_gen *g, int k);
+/* Generation g's stage or share k: its index in this rank's group now (this copy), -1 when it is not in
+ * it (lost, or released to keep the copies alike). */
+int sg__model_gen_index(const sg_dist *d, const sg__model_gen *g, int k);
+/* After a recovery: this rank's place among m->data copies of d->size / data ranks each (rank = replica *
+ * width + index), the group's and the replicas' world ranks. The caller sets the width and transports. */
+sg_status sg__model_replace(sg_dist *d);
+/* heal.on from sg_dist_params.heal; with several copies, the recovery releases the ranks at the lost
+ * ones' places in the other copies (sg__dist_healing.keep). */
+void sg__model_heal_init(sg_dist *d);
 void sg__model_heal_free(sg__model_heal *h);
 
 /* The pipeline's part (pp_heal.c). */

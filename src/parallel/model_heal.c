@@ -138,6 +138,41 @@ int sg__model_gen_member(const sg_dist *d, const sg__model_gen *g, int k) {
   return -1;
 }
 
+int sg__model_gen_index(const sg_dist *d, const sg__model_gen *g, int k) {
+  int W = d->size / MODEL(d)->data, base = d->rank / W * W, r = sg__model_gen_member(d, g, k);
+  return r >= base && r < base + W ? r - base : -1;
+}
+
+sg_status sg__model_replace(sg_dist *d) {
+  sg__par_model *m = MODEL(d);
+  if (d->size % m->data != 0)
+    return sg__error(SG_ERR_INTERNAL, "healing: %d members for %d copies", d->size, m->data);
+  int W = d->size / m->data;
+  m->replica = d->rank / W;
+  m->index = d->rank % W;
+  for (int j = 0; j < W; j++) m->group[j] = m->replica * W + j;
+  for (int e = 0; e < m->data; e++) m->replicas[e] = e * W + m->index;
+  return SG_OK;
+}
+
+/* Every copy of the model keeps its layout: a rank stays when, at its place in the group, no copy lost its
+ * rank (sg__dist_healing.keep). */
+static bool keep_alike(const sg_dist *d, const bool *alive, int orig) {
+  const sg__par_model *m = MODEL(d);
+  int W = d->size / m->data, pos = -1;
+  for (int r = 0; r < d->size; r++)
+    if (d->members[r] == orig) pos = r;
+  if (pos < 0) return false;
+  for (int e = 0; e < m->data; e++)
+    if (!alive[d->members[e * W + pos % W]]) return false;
+  return true;
+}
+
+void sg__model_heal_init(sg_dist *d) {
+  MODEL(d)->heal.on = d->p.heal == 1;
+  if (d->p.heal == 1 && MODEL(d)->data > 1) d->heal.keep = keep_alike;
+}
+
 /* ---- a generation ------------------------------------------------------------------------------- */
 
 static sg_status exchange(sg_dist *d, sg__model_gen *g) {
@@ -261,12 +296,12 @@ static sg_status recover(sg_dist *d, const sg__model_heal_ops *ops) {
   }
 }
 
-sg_status sg__model_heal_step(sg_dist *d, const sg__model_heal_ops *ops, bool reduce, int copies) {
+sg_status sg__model_heal_step(sg_dist *d, const sg__model_heal_ops *ops, bool reduce) {
   sg__model_heal *H = &MODEL(d)->heal;
   uint64_t want = d->stats.steps + 1;
   sg_status st = H->seq == 0 ? sg__model_replicate(d, ops) : SG_OK; /* a failure in step 1 needs one */
   for (;;) {
-    if (st == SG_OK) st = sg__model_step(d, ops->part, reduce, copies);
+    if (st == SG_OK) st = sg__model_step(d, ops->part, reduce, ops->copies(d));
     if (st == SG_OK && ops->after != NULL) st = ops->after(d);
     if (st == SG_OK) st = sg__model_replicate(d, ops);
     if (st == SG_OK || !healable(d, st)) break;

@@ -177,7 +177,7 @@ sg_status sg__pipeline_part_step(sg_dist *d, float *loss) {
 /* Only the last stage has the loss: the world's sum over the replicas. A healing pipeline copies its
  * stages' state after each step and heals a lost rank (model_heal.c, pp_heal.c). */
 static sg_status pipeline_step(sg_dist *d) {
-  if (MODEL(d)->heal.on) return sg__model_heal_step(d, &sg__pp_heal_ops, true, MODEL(d)->data);
+  if (MODEL(d)->heal.on) return sg__model_heal_step(d, &sg__pp_heal_ops, true);
   SG_CHECK(sg__model_step(d, sg__pipeline_part_step, true, MODEL(d)->data));
   return sg__pipeline_maybe_replan(d);
 }

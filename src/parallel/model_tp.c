@@ -214,7 +214,7 @@ sg_status sg__tensor_part_step(sg_dist *d, float *loss) {
  * tp_heal.c). */
 static sg_status tensor_step(sg_dist *d) {
   const sg__par_model *m = MODEL(d);
-  if (m->heal.on) return sg__model_heal_step(d, &sg__tp_heal_ops, m->data > 1, m->data * m->tensor);
+  if (m->heal.on) return sg__model_heal_step(d, &sg__tp_heal_ops, m->data > 1);
   return sg__model_step(d, sg__tensor_part_step, m->data > 1, m->data * m->tensor);
 }
 

@@ -30,10 +30,10 @@ static bool mine(const sg_dist *d, int32_t t) {
  * each lost one's ops go, and who holds each old stage's copy. */
 typedef struct layout {
   const sg__model_gen *g;
-  int K;                            /* new stages: the members */
+  int K;                            /* new stages: the members of each copy */
   int idx[SG__PP_MAX_STAGES];       /* per old stage: its new index, -1 lost */
   int into[SG__PP_MAX_STAGES];      /* per old stage: the new stage its ops go to */
-  int keeper[SG__PP_MAX_STAGES];    /* per old stage: the new rank holding its copy */
+  int keeper[SG__PP_MAX_STAGES];    /* per old stage: the new stage (in this copy) holding its copy */
   bool from_own[SG__PP_MAX_STAGES]; /* ... as its own (else as the next stage's prev) */
   int *cut;                         /* per op of fwd: the new stage */
 } layout;
@@ -43,11 +43,12 @@ static sg_status plan(sg_dist *d, const sg__model_gen *g, layout *L) {
   L->g = g;
   L->K = 0;
   for (int k = 0; k < K0; k++)
-    if ((L->idx[k] = sg__model_gen_member(d, g, k)) >= 0) L->K++;
-  /* A member that runs no stage of the generation (not in a pipeline of one copy) cannot happen: the
-   * members are survivors of the stages' ranks. */
-  if (L->K != d->size)
-    return sg__error(SG_ERR_INTERNAL, "pipeline healing: %d members, %d surviving stages", d->size, L->K);
+    if ((L->idx[k] = sg__model_gen_index(d, g, k)) >= 0) L->K++;
+  /* Every copy lost (or released) the same places: each has the same number of stages left. */
+  if (L->K * MODEL(d)->data != d->size)
+    return sg__error(SG_ERR_INTERNAL,
+                     "pipeline healing: %d members, %d surviving stages in each of %d copies", d->size, L->K,
+                     MODEL(d)->data);
   for (int k = 0; k < K0; k++) {
     int next = (k + 1) % K0;
     if (L->idx[k] >= 0) {
@@ -86,7 +87,7 @@ static sg_status move_state(sg_dist *d, const layout *L, const sg__pp_built *b, 
     int a = sg__pp_tensor_stage(fwd, L->g->cut, (int32_t)t),
         nb = sg__pp_tensor_stage(fwd, L->cut, (int32_t)t);
     if (a < 0 || nb < 0) continue;
-    int src = L->keeper[a], me = d->rank;
+    int src = L->keeper[a], me = MODEL(d)->index;
     if (me != src && me != nb) continue;
     const char *name = fwd->tensors[t].name;
     const unsigned char *from = NULL;
@@ -134,19 +135,17 @@ static sg_status move_state(sg_dist *d, const layout *L, const sg__pp_built *b, 
   return st;
 }
 
-/* The pipeline's place and transports over the members: stage r on rank r (one copy). */
-static void place(sg_dist *d, int K) {
+/* The pipeline's place and transports over the members: K stages in each copy. */
+static sg_status place(sg_dist *d, int K) {
   sg__par_model *m = MODEL(d);
   sg__xfer_sched_free(&m->xctx);
   sg__xfer_sched_free(&m->rctx);
   m->pipeline = K;
-  m->index = d->rank;
-  m->replica = 0;
-  for (int j = 0; j < K; j++) m->group[j] = j;
-  m->replicas[0] = d->rank;
+  SG_CHECK(sg__model_replace(d));
   sg__xfer_sched_init(&m->xctx, d, m->group, K, m->index, "pipeline", &m->xfer);
-  sg__xfer_sched_init(&m->rctx, d, m->replicas, 1, 0, "replica", &m->rxfer);
+  sg__xfer_sched_init(&m->rctx, d, m->replicas, m->data, m->replica, "replica", &m->rxfer);
   m->n_step_sums = 1 + K;
+  return SG_OK;
 }
 
 /* The new stages over the agreed members from generation g (model.h's sg__model_heal_ops.rebuild). */
@@ -159,10 +158,8 @@ static sg_status rebuild(sg_dist *d, const sg__model_gen *g) {
   if (L.cut == NULL) return sg__error(SG_ERR_NO_MEMORY, "pipeline healing: out of memory");
   sg_status st = plan(d, g, &L);
   for (int32_t o = 0; o < n_ops && st == SG_OK; o++) L.cut[o] = L.into[g->cut[o]];
-  if (st == SG_OK) {
-    place(d, L.K);
-    st = sg__dist_inject_recovery(d, SG_RECOVERY_TRANSFER);
-  }
+  if (st == SG_OK) st = place(d, L.K);
+  if (st == SG_OK) st = sg__dist_inject_recovery(d, SG_RECOVERY_TRANSFER);
   sg__pp_built b = {0};
   sg_tensor loss = {sg__tensor_lookup(m->fwd, m->loss_name)};
   if (st == SG_OK) st = sg__pp_split(m->fwd, loss, L.cut, n_ops, L.K, m->index, m->micro, &b.st);
@@ -204,7 +201,7 @@ static sg_status rebuild(sg_dist *d, const sg__model_gen *g) {
     o += snprintf(was + o, sizeof was - (size_t)o, "%s%d%s", k ? " " : "", g->orig[k],
                   L.idx[k] < 0 ? "x" : "");
   for (int k = 0, o = 0; k < L.K && o < (int)sizeof now; k++)
-    o += snprintf(now + o, sizeof now - (size_t)o, "%s%d", k ? " " : "", d->members[k]);
+    o += snprintf(now + o, sizeof now - (size_t)o, "%s%d", k ? " " : "", d->members[MODEL(d)->group[k]]);
   fprintf(
       stderr,
       "sgrt: rank %d: pipeline healed: stages on ranks [%s] -> [%s] (lost stages merged into a neighbour), "
@@ -213,8 +210,17 @@ static sg_status rebuild(sg_dist *d, const sg__model_gen *g) {
   sg__free(L.cut);
   SG_CHECK(sg__pipeline_bind_inputs(d, true));
   d->stats.steps = g->step;
+  /* A generation from before the first step holds each copy's own initial state: the redone first step
+   * gives every copy replica 0's again. */
+  if (g->step == 0) m->broadcast_done = false;
   return SG_OK;
 }
 
-const sg__model_heal_ops sg__pp_heal_ops = {
-    .part = sg__pipeline_part_step, .after = sg__pipeline_maybe_replan, .mine = mine, .rebuild = rebuild};
+/* Only the last stage of each copy has the loss: the world's sum counts each copy once. */
+static int copies(const sg_dist *d) { return MODEL(d)->data; }
+
+const sg__model_heal_ops sg__pp_heal_ops = {.copies = copies,
+                                            .part = sg__pipeline_part_step,
+                                            .after = sg__pipeline_maybe_replan,
+                                            .mine = mine,
+                                            .rebuild = rebuild};

@@ -68,7 +68,7 @@ typedef struct rebuild_ctx {
   const sg__model_gen *g;
   const sg_graph *src;              /* the graph the plans are of (fwd, or the micro-batch one) */
   sg_tp_plan *plan0, *plan1;        /* the generation's ways, the new ways */
-  int keeper[SG__PP_MAX_STAGES];    /* per old share: the rank holding its copy */
+  int keeper[SG__PP_MAX_STAGES];    /* per old share: the share now (in this copy) holding its copy */
   bool from_own[SG__PP_MAX_STAGES]; /* ... as its own (else as the next share's prev) */
   unsigned char *all, *whole, *part;
   size_t all_cap, whole_cap, part_cap;
@@ -78,8 +78,8 @@ typedef struct rebuild_ctx {
 static sg_status keepers(rebuild_ctx *c) {
   const sg__model_gen *g = c->g;
   for (int k = 0; k < g->K; k++) {
-    int next = (k + 1) % g->K, own = sg__model_gen_member(c->d, g, k),
-        kept = sg__model_gen_member(c->d, g, next);
+    int next = (k + 1) % g->K, own = sg__model_gen_index(c->d, g, k),
+        kept = sg__model_gen_index(c->d, g, next);
     c->from_own[k] = own >= 0;
     c->keeper[k] = own >= 0 ? own : kept;
     if (c->keeper[k] < 0 || (own < 0 && next == k))
@@ -121,14 +121,14 @@ static sg_status restore_one(rebuild_ctx *c, int32_t t) {
     sg__xfer *x = &MODEL(d)->xfer;
     for (int s = 0; s < T0; s++) {
       unsigned char *dst = c->all + (size_t)s * old_bytes;
-      if (c->keeper[s] == d->rank) {
+      if (c->keeper[s] == MODEL(d)->index) {
         uint64_t bytes = 0;
         const unsigned char *b = sg__model_copy_find(c->from_own[s] ? c->g->own : c->g->prev, t, &bytes);
         if (b == NULL || bytes != old_bytes)
           return sg__error(SG_ERR_INTERNAL, "tensor healing: the copy of share %d lacks '%s'", s, p->name);
         memcpy(dst, b, old_bytes);
-        for (int r = 0; r < d->size; r++)
-          if (r != d->rank) SG_CHECK(x->send(x->ctx, r, HEAL_TAG, dst, old_bytes));
+        for (int r = 0; r < MODEL(d)->tensor; r++)
+          if (r != MODEL(d)->index) SG_CHECK(x->send(x->ctx, r, HEAL_TAG, dst, old_bytes));
       } else {
         SG_CHECK(x->recv(x->ctx, c->keeper[s], HEAL_TAG, dst, old_bytes));
       }
@@ -160,16 +160,6 @@ static sg_status restore_one(rebuild_ctx *c, int32_t t) {
   return SG_OK;
 }
 
-/* The share's place over the members: share r on rank r (one copy). */
-static void place(sg_dist *d) {
-  sg__par_model *m = MODEL(d);
-  m->tensor = d->size;
-  m->index = d->rank;
-  m->replica = 0;
-  for (int j = 0; j < m->tensor; j++) m->group[j] = j;
-  m->replicas[0] = d->rank;
-}
-
 /* The inputs every rank kept, into the new share's session (a micro-batched one is cut at every step). */
 static sg_status give_inputs(sg_dist *d) {
   sg__par_model *m = MODEL(d);
@@ -185,12 +175,19 @@ static sg_status give_inputs(sg_dist *d) {
 static sg_status rebuild(sg_dist *d, const sg__model_gen *g) {
   sg__par_tensor *P = TENSOR(d);
   rebuild_ctx c = {.d = d, .g = g, .src = P->micro_g != NULL ? P->micro_g : P->m.fwd};
+  if (d->size / P->m.data < 2)
+    return sg__error(
+        SG_ERR_COMM,
+        "rank %d: tensor healing: the survivors leave %d share(s) in each of the %d copies, and a "
+        "tensor group splits at least 2 ways: the job stops",
+        d->orig_rank, d->size / P->m.data, P->m.data);
   sg_status st = keepers(&c);
   sg_tp_params tpp = SG_TP_PARAMS_INIT;
   tpp.ways = g->K;
   if (st == SG_OK) st = sg_tp_plan_create(c.src, &tpp, &c.plan0);
   sg__tensor_free_share(d);
-  place(d);
+  P->m.tensor = d->size / P->m.data;
+  if (st == SG_OK) st = sg__model_replace(d);
   tpp.ways = P->m.tensor;
   if (st == SG_OK) st = sg_tp_plan_create(c.src, &tpp, &c.plan1);
   if (st == SG_OK) st = sg__dist_inject_recovery(d, SG_RECOVERY_TRANSFER);
@@ -222,20 +219,26 @@ static sg_status rebuild(sg_dist *d, const sg__model_gen *g) {
                      st != SG_OK ? why : "another rank could not build its new share");
   sg__session_set_steps(d->s, g->step); /* dropout masks and SGD's first step read it */
   SG_CHECK(give_inputs(d));
+  /* A generation from before the first step holds each copy's own initial state: the redone first step
+   * gives every copy replica 0's again. */
+  if (g->step == 0) P->m.broadcast_done = false;
   char was[160] = "", now[160] = "";
   for (int k = 0, o = 0; k < g->K && o < (int)sizeof was; k++)
     o += snprintf(was + o, sizeof was - (size_t)o, "%s%d%s", k ? " " : "", g->orig[k],
                   sg__model_gen_member(d, g, k) < 0 ? "x" : "");
-  for (int k = 0, o = 0; k < d->size && o < (int)sizeof now; k++)
-    o += snprintf(now + o, sizeof now - (size_t)o, "%s%d", k ? " " : "", d->members[k]);
+  for (int k = 0, o = 0; k < P->m.tensor && o < (int)sizeof now; k++)
+    o += snprintf(now + o, sizeof now - (size_t)o, "%s%d", k ? " " : "", d->members[MODEL(d)->group[k]]);
   fprintf(
       stderr,
       "sgrt: rank %d: tensor group healed: shares on ranks [%s] -> [%s] (split %d ways), state of step %llu "
       "restored from the copies\n",
-      d->orig_rank, was, now, d->size, (unsigned long long)g->step);
+      d->orig_rank, was, now, P->m.tensor, (unsigned long long)g->step);
   d->stats.steps = g->step;
   return SG_OK;
 }
 
+/* Every share holds its copy's loss: the world's sum counts each copy `tensor` times (the ways now). */
+static int copies(const sg_dist *d) { return MODEL(d)->data * MODEL(d)->tensor; }
+
 const sg__model_heal_ops sg__tp_heal_ops = {
-    .part = sg__tensor_part_step, .after = NULL, .mine = mine, .rebuild = rebuild};
+    .copies = copies, .part = sg__tensor_part_step, .after = NULL, .mine = mine, .rebuild = rebuild};

@@ -117,6 +117,24 @@ if(SG_FAULT_INJECTION)
                        PROPERTIES TIMEOUT 90 LABELS "dist;model;heal" ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000")
   set_tests_properties(dist_tp_heal_lost_copy_np5 PROPERTIES ENVIRONMENT
                        "SG_COMM_TIMEOUT_MS=30000;HEAL_ERROR=which kept its copy, were both lost")
+  # Two copies (HEAL_DATA=2, 6 ranks: rank = copy * 3 + place): the copy that lost a rank is rebuilt over its
+  # survivors, and the other copy releases the rank at the same place (it exits 75) so that both keep one
+  # layout; each copy restores from its own ring copies and is fed its half of the global batch.
+  add_test(NAME dist_pp_heal_dp2_kill_np6 COMMAND ${_sg_model_heal} ${_sg_model_dir}/pph_dp2 ppheal 6
+                                                  "kill:rank=4,step=5" 4)
+  add_test(NAME dist_pp_heal_dp2_two_kills_np6 COMMAND ${_sg_model_heal} ${_sg_model_dir}/pph_dp2_two ppheal 6
+                                                       "kill:rank=2,step=3;kill:rank=3,step=6" 2)
+  add_test(NAME dist_tp_heal_dp2_kill_np6 COMMAND ${_sg_model_heal} ${_sg_model_dir}/tph_dp2 tpheal 6
+                                                  "kill:rank=0,step=2" 4)
+  add_test(NAME dist_tp_heal_dp2_partition_np6 COMMAND ${_sg_model_heal} ${_sg_model_dir}/tph_dp2_part tpheal 6
+                                                       "partition:ranks=1-4,step=3" 4)
+  add_test(NAME dist_tp_heal_dp2_one_way_np6 COMMAND ${_sg_model_heal} ${_sg_model_dir}/tph_dp2_one tpheal 6
+                                                     "kill:rank=2,step=3;kill:rank=3,step=6" 0)
+  set_tests_properties(dist_pp_heal_dp2_kill_np6 dist_pp_heal_dp2_two_kills_np6 dist_tp_heal_dp2_kill_np6
+                       dist_tp_heal_dp2_partition_np6 PROPERTIES TIMEOUT 120 LABELS "dist;model;heal"
+                       ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000;HEAL_DATA=2")
+  set_tests_properties(dist_tp_heal_dp2_one_way_np6 PROPERTIES TIMEOUT 120 LABELS "dist;model;heal" ENVIRONMENT
+                       "SG_COMM_TIMEOUT_MS=30000;HEAL_DATA=2;HEAL_ERROR=a tensor group splits at least 2 ways")
   # ResNet-50 as a 4-way group (its last layer split; after the loss, 3 ways split nothing), compared with a
   # failure-free run of the same job (model_worker.c says why not with one process).
   add_test(NAME dist_tp_heal_resnet_kill_np4 COMMAND ${_sg_model_heal} ${_sg_model_dir}/tph_rn rn_tpheal 4

@@ -716,9 +716,15 @@ static int ref_param(const char *dir, int32_t t, float *out, size_t bytes) {
 static int run_model_heal(int resnet, int pipeline) {
   model m, full;
   int global = resnet ? 8 : 16;
+  /* HEAL_DATA=D: D copies of the pipeline or the group, each fed its part of the global batch. */
+  const char *nd = getenv("HEAL_DATA");
+  int data = nd ? atoi(nd) : 1, world = env_world();
+  CHECK(data >= 1 && world % data == 0 && global % data == 0,
+        "HEAL_DATA=%s does not divide the world or batch", nd);
+  int width = world / data;
   if (!pipeline) mlp_hidden = 96;
-  if (resnet) build_resnet(&m, global), build_resnet(&full, global);
-  else build_mlp(&m, global), build_mlp(&full, global);
+  if (resnet) build_resnet(&m, global / data), build_resnet(&full, global);
+  else build_mlp(&m, global / data), build_mlp(&full, global);
   const char *ns = getenv("HEAL_STEPS");
   int steps = ns ? atoi(ns) : 12;
   CHECK(steps >= 1 && steps <= 1000, "HEAL_STEPS=%s is not in 1..1000", ns);
@@ -727,19 +733,19 @@ static int run_model_heal(int resnet, int pipeline) {
   if (resnet) OK(resnet50_init_session(ref_g, ref, SEED));
   sg_dist_params dp = SG_DIST_PARAMS_INIT;
   dp.threads = 1;
-  dp.data = 1, dp.heal = 1;
+  dp.data = data, dp.heal = 1;
   /* Batch norm over micro-batches is not batch norm over the batch: ResNet-50 runs one. */
-  if (pipeline) dp.pipeline = env_world(), dp.micro_batches = resnet ? 1 : 4;
-  else dp.tensor = env_world();
+  if (pipeline) dp.pipeline = width, dp.micro_batches = resnet ? 1 : 4;
+  else dp.tensor = width;
   sg_dist *d = create_momentum(&m, &dp);
-  int rank = sg_dist_rank(d);
+  int rank = sg_dist_rank(d), replica = rank / width; /* this rank's copy feeds its part of the batch */
   sg_tp_plan *plan = NULL;
   if (!pipeline) {
     sg_tp_params tpp = SG_TP_PARAMS_INIT;
-    tpp.ways = env_world();
+    tpp.ways = width;
     OK(sg_tp_plan_create(m.fwd, &tpp, &plan));
   }
-  init_weights(&m, d, plan, env_world(), rank);
+  init_weights(&m, d, plan, width, rank % width);
   sg_tp_plan_destroy(plan);
   plan = NULL;
   sg_dist_stats st = SG_DIST_STATS_INIT;
@@ -748,8 +754,8 @@ static int run_model_heal(int resnet, int pipeline) {
     feed(&full, NULL, ref, step, 0, full.batch);
     OK(sg_session_step(ref));
     OK(sg_session_read(ref, "loss", &ref_loss, sizeof ref_loss));
-    if (step % 2) feed_bound(&m, d, step, 0, m.batch);
-    else feed(&m, d, NULL, step, 0, m.batch);
+    if (step % 2) feed_bound(&m, d, step, replica * m.batch, m.batch);
+    else feed(&m, d, NULL, step, replica * m.batch, m.batch);
     sg_status rc = sg_dist_step(d);
     OK(sg_dist_get_stats(d, &st));
     if (rc != SG_OK) {
@@ -766,7 +772,7 @@ static int run_model_heal(int resnet, int pipeline) {
   }
   /* The parameters this rank holds now (a tensor group's: its slice under the current split), against the
    * reference. */
-  int ways = sg_dist_size(d), me = sg_dist_rank(d);
+  int ways = sg_dist_size(d) / data, me = sg_dist_rank(d) % ways;
   if (!pipeline) {
     sg_tp_params tpp = SG_TP_PARAMS_INIT;
     tpp.ways = ways;
