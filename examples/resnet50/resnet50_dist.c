@@ -19,10 +19,12 @@
  * tensor parallelism through sg_dist"): the forward graph of resnet50_build
  * is cut into K pipeline stages or split T ways, the world being D copies
  * of that (D = ranks / (K x T)); --batch is then per copy, the inputs are
- * set by the program. A pipeline of K >= 3 stages in one copy heals itself
- * (sg_dist_params.heal: each stage's state is copied to the next stage's
- * rank after every step, and a lost stage is merged into a neighbour);
- * --no-heal turns that off; the other parallel modes do not heal.
+ * set by the program. A pipeline of K >= 3 stages or a tensor group of
+ * T >= 3 shares heals itself (sg_dist_params.heal: each part's state is
+ * copied to the next rank of its group after every step; a lost stage is
+ * merged into a neighbour, a group split again over fewer ways; with
+ * several copies the others release their rank at the same place);
+ * --no-heal turns that off.
  *
  * --batch is per rank (the graph is built with it, as with PyTorch DDP); the
  * global batch is batch x ranks, times M with --micro-batches M in plain data
@@ -291,9 +293,10 @@ int main(int argc, char **argv) {
   /* Without the feed callback sg_dist keeps no rollback snapshots and does
    * not heal (a peer's failure ends the job): the program sets each step's
    * inputs itself. bench/replication_cost.sh compares the two. */
-  /* A pipeline of 3 or more stages heals through sg_dist_params.heal (copies of each stage's state); the
-   * program sets its inputs in every mode but data parallelism. */
-  dp.heal = parts && o.pipeline >= 3 && o.tensor == 1 && !o.no_heal;
+  /* A pipeline of 3 or more stages, or a tensor group of 3 or more shares, heals through
+   * sg_dist_params.heal (copies of each part's state); the program sets its inputs in every mode but data
+   * parallelism. */
+  dp.heal = parts && (o.pipeline >= 3 || o.tensor >= 3) && (o.pipeline == 1 || o.tensor == 1) && !o.no_heal;
   if (parts) o.no_heal = 1;
   dp.feed = o.no_heal ? NULL : feed;
   dp.feed_ctx = &fd;
@@ -308,12 +311,6 @@ int main(int argc, char **argv) {
   dp.micro_batches = o.micro; /* data parallelism: accumulation through the feed; else cuts of the batch */
   sg_dist *d;
   st = parts ? sg_dist_create_model(g, loss, &opt, &dp, &d) : sg_dist_create(g, &dp, &d);
-  if (st == SG_ERR_UNSUPPORTED && dp.heal && strstr(sg_last_error(), "heal 1 with pipeline") != NULL) {
-    /* Several copies of the pipeline (refused before joining, on every rank alike): no healing. */
-    fprintf(stderr, "resnet50_dist: %s; going on without healing\n", sg_last_error());
-    dp.heal = 0;
-    st = sg_dist_create_model(g, loss, &opt, &dp, &d);
-  }
   if (st != SG_OK) return fail(-1, "joining the job", st);
   int rank = sg_dist_rank(d), world = sg_dist_size(d);
   /* Copies of the model, each fed its own batch: the ranks (data parallelism), or the pipelines. */

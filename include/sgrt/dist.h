@@ -192,15 +192,16 @@ typedef struct sg_dist_params {
    *  has nothing to re-cut and is ignored. */
   double repartition_p99_ms;
   double repartition_cpu; /**< 0..1; 0 = 0.85 */
-  /** Self-healing of a pipeline or a tensor group (sg_dist_create_model with pipeline or tensor >= 3 and data
-   *  1; docs/resilience.md "Healing a pipeline", "Healing a tensor group"): 1 = after every step each
+  /** Self-healing of a pipeline or a tensor group (sg_dist_create_model with pipeline or tensor >= 3;
+   *  docs/resilience.md "Healing a pipeline", "Healing a tensor group"): 1 = after every step each
    *  stage's or share's parameters, statistics and optimizer state are also copied to the next rank of the
    *  group (a ring; sg_dist_stats.replica_bytes, replication_ms), and when a rank is lost the survivors
    *  agree on a new membership, rebuild the model over themselves (a lost stage merged into a neighbour; a
    *  tensor group split again over fewer ways) from those copies, and redo the failed step (strict QoS:
    *  RPO 0; at least 3 ranks, so that a majority survives). 0 = off: a failure fails the step with
-   *  SG_ERR_COMM. Data parallelism heals when it has a feed callback (heal = 1 without one is refused); data
-   *  > 1 with a pipeline or a tensor group refuses heal = 1 (not yet). */
+   *  SG_ERR_COMM. With data > 1 every copy keeps one layout: the other copies release their rank at the lost
+   *  one's place (its step fails with SG_ERR_COMM "released", stats.excluded = 1). Data parallelism heals
+   *  when it has a feed callback (heal = 1 without one is refused). */
   int heal;
 } sg_dist_params;
 
