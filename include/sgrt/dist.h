@@ -203,6 +203,13 @@ typedef struct sg_dist_params {
    *  one's place (its step fails with SG_ERR_COMM "released", stats.excluded = 1). Data parallelism heals
    *  when it has a feed callback (heal = 1 without one is refused). */
   int heal;
+  /** Synchronized batch norm (SPEC P7; docs/dist.md "Synchronized batch norm"): 1 = every training-form batch
+   *  norm normalises with the mean and variance of the whole global batch (summed over the data-parallel
+   *  ranks inside the step, forward and backward), and its running statistics follow them, as one process
+   *  on the global batch computes. sg_dist_create_model with pipeline = tensor = 1 only (it rewrites the
+   *  forward graph); not with a feed callback or micro_batches > 1 (a rank's shards would not meet their
+   *  peers' in the sums), nor on a GPU. 0 = each rank's own statistics (PyTorch DDP's default). */
+  int sync_batch_norm;
 } sg_dist_params;
 
 #define SG_DIST_PARAMS_INIT                                                                                \
@@ -211,7 +218,7 @@ typedef struct sg_dist_params {
     .pipeline = 1, .tensor = 1, .micro_batches = 1, .bucket_bytes = (size_t)25 << 20, .heartbeat_ms = 100, \
     .dead_ms = 600, .trace = 0, .trace_path = NULL, .trace_events = 0, .feed = NULL, .feed_ctx = NULL,     \
     .qos = -1, .offload = NULL, .offload_path = NULL, .zero = 0, .hang_ms = 0, .inject = NULL,             \
-    .inject_seed = 0, .repartition_p99_ms = 0, .repartition_cpu = 0, .heal = 0                             \
+    .inject_seed = 0, .repartition_p99_ms = 0, .repartition_cpu = 0, .heal = 0, .sync_batch_norm = 0      \
   }
 SG_API sg_dist_params sg_dist_params_init(void);
 

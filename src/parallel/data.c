@@ -58,6 +58,19 @@ static sg_status check_params(const sg_dist_params *p) {
                      "%s: zero 1 with offload '%.32s': ZeRO-1 keeps a rank's share of the optimizer state in "
                      "its session; offloading it is not supported yet",
                      fn, p->offload);
+  if (p->sync_batch_norm != 0 && p->sync_batch_norm != 1)
+    return sg__error(SG_ERR_INVALID_ARG, "%s: sync_batch_norm is %d; 0 (off) or 1", fn, p->sync_batch_norm);
+  if (p->sync_batch_norm == 1 && (p->feed != NULL || p->micro_batches > 1))
+    return sg__error(
+        SG_ERR_UNSUPPORTED,
+        "%s: sync_batch_norm 1 with %s: a rank that runs several shards in a step would not meet "
+        "its peers in the statistics' sums; set %s",
+        fn, p->feed != NULL ? "a feed callback (self-healing)" : "micro_batches > 1",
+        p->feed != NULL ? "feed to NULL" : "micro_batches 1");
+  if (p->sync_batch_norm == 1 && sg__par_on_device(p))
+    return sg__error(SG_ERR_UNSUPPORTED,
+                     "%s: sync_batch_norm 1 on device '%s' is not supported yet (cpu only)", fn,
+                     p->device ? p->device : "cpu");
   if (p->heal == 1 && p->feed == NULL)
     return sg__error(SG_ERR_INVALID_ARG,
                      "%s: heal 1 without a feed callback: data parallelism heals by feeding the lost ranks' "
@@ -166,9 +179,11 @@ static sg_status prepare_healing(sg_dist *d) {
 /* What the step's hooks touch between ops, the parameters' gradients
  * (sg__dist_grad_barrier), stays out of generated kernels; elementwise ops
  * elsewhere still fuse (hooks.h). */
-static sg_status set_fuse_barrier(sg_dist *d) {
+static sg_status set_fuse_barrier(sg_dist *d, const sg__par_create_args *a) {
   uint8_t *mask = sg__dist_grad_barrier(d->g);
   if (mask == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create: out of memory");
+  sg__dist_sync_bn_barrier(d->g, a->sync_bn, a->n_sync_bn,
+                           mask);                          /* and the sums synchronized batch norm takes */
   sg_status st = sg__session_set_fuse_barrier(d->s, mask); /* copies it */
   sg__free(mask);
   return st;
@@ -194,7 +209,6 @@ static const char *rank_device(const sg_dist *d, char *buf, size_t cap) {
 
 /* Everything after joining that the compute thread prepares. */
 static sg_status data_build(sg_dist *d, const sg__par_create_args *a) {
-  (void)a;
   const sg_dist_params *p = &d->p;
   int world = DP(d)->rj.joining ? d->orig_size : d->size; /* a joiner's epoch may lack ranks still down */
   if (p->data != -1 && p->data != world)
@@ -210,7 +224,7 @@ static sg_status data_build(sg_dist *d, const sg__par_create_args *a) {
   sp.seed = p->seed;
   SG_CHECK(sg_session_create(d->g, &sp, &d->s));
   SG_CHECK(sg__session_set_updates_last(d->s, true));
-  SG_CHECK(set_fuse_barrier(d));
+  SG_CHECK(set_fuse_barrier(d, a));
   /* ZeRO-1: the optimizer state of other ranks' parameters gets no memory. */
   DP(d)->zero.on = p->zero == 1;
   if (DP(d)->zero.on) SG_CHECK(sg__dist_zero_unback(d));
@@ -221,6 +235,7 @@ static sg_status data_build(sg_dist *d, const sg__par_create_args *a) {
   SG_CHECK(sg__dist_offload_parse(p->offload, &offload, &tier));
   if (offload) SG_CHECK(sg__dist_offload_start(d->g, d->s, tier, p->offload_path, &DP(d)->offload));
   SG_CHECK(sg__dist_plan_build(d->s, p->bucket_bytes, DP(d)->zero.on, &DP(d)->plan));
+  SG_CHECK(sg__dist_sync_bn_start(d, a->sync_bn, a->n_sync_bn));
   if (DP(d)->zero.on) SG_CHECK(sg__dist_zero_init(d));
   find_loss(d);
   DP(d)->flat = sg__malloc(DP(d)->plan.flat_bytes + 64); /* + the loss */
@@ -262,6 +277,7 @@ static void data_free(sg_dist *d) {
   d->s = NULL;
   sg__dist_offload_stop(&DP(d)->offload); /* after the session that was bound to it */
   sg__dist_plan_free(&DP(d)->plan);
+  sg__dist_sync_bn_free(&DP(d)->sbn);
   sg__free(DP(d)->flat);
   sg__dist_snap_free(&DP(d)->snap);
   sg__dist_zero_free(&DP(d)->zero);
@@ -348,6 +364,11 @@ const sg__par_strategy sg__par_data_strategy = {
 };
 
 sg_status sg_dist_create(const sg_graph *g, const sg_dist_params *p, sg_dist **out) {
+  return sg__dist_create_data(g, p, NULL, 0, out);
+}
+
+sg_status sg__dist_create_data(const sg_graph *g, const sg_dist_params *p, const sg__sync_bn *bns, int n_bns,
+                               sg_dist **out) {
   if (out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_dist_create: out is NULL");
   *out = NULL;
   if (g == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_dist_create: graph is NULL");
@@ -358,7 +379,19 @@ sg_status sg_dist_create(const sg_graph *g, const sg_dist_params *p, sg_dist **o
   p = &q;
   SG_CHECK(sg__par_check_params(p, "sg_dist_create"));
   SG_CHECK(check_params(p));
-  sg__par_create_args a = {
-      .fn = "sg_dist_create", .p = p, .g = g, .data = p->data, .pipeline = 1, .tensor = 1};
+  /* The batch norms to synchronize are spelled out in the graph by sg_dist_create_model (sync_bn.c). */
+  if (p->sync_batch_norm == 1 && bns == NULL)
+    return sg__error(
+        SG_ERR_INVALID_ARG,
+        "sg_dist_create: sync_batch_norm 1 needs the forward graph: use sg_dist_create_model, which "
+        "rewrites its batch norms before backward");
+  sg__par_create_args a = {.fn = "sg_dist_create",
+                           .p = p,
+                           .g = g,
+                           .data = p->data,
+                           .pipeline = 1,
+                           .tensor = 1,
+                           .sync_bn = bns,
+                           .n_sync_bn = n_bns};
   return sg__par_create(&sg__par_data_strategy, &a, out);
 }

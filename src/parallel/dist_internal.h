@@ -398,6 +398,21 @@ typedef struct sg__dist_job {
 
 /* What a create hands to its strategy (sg__par_create): the checked
  * parameters and, per mode, the graph. */
+/* Synchronized batch norm (sync_bn.c): one batch norm of the rewritten forward graph, by its tensors'
+ * names (they outlive backward and the optimizer, which append to the graph). */
+typedef struct sg__sync_bn {
+  char *sum, *sqdev;                /* the sync points: summed over the ranks right after they are computed */
+  char *mean, *var;                 /* the global batch's statistics (the variance biased) */
+  char *running_mean, *running_var; /* its state, updated after forward */
+  double momentum, count;           /* count: elements per channel over every rank */
+} sg__sync_bn;
+
+/* The forward graph with every training-form batch norm spelled out in ops whose statistics are summed
+ * over `ranks` data-parallel ranks (*bns: one per batch norm, in op order). SG_ERR_INVALID_ARG when there
+ * is none; SG_ERR_UNSUPPORTED for a batch norm it cannot spell out (naming it); SG_ERR_NO_MEMORY. */
+sg_status sg__sync_bn_rewrite(const sg_graph *fwd, int ranks, sg_graph **out, sg__sync_bn **bns, int *n_bns);
+void sg__sync_bn_free(sg__sync_bn *bns, int n);
+
 typedef struct sg__par_create_args {
   const char *fn;               /* "sg_dist_create", "sg_dist_create_model": for messages */
   const sg_dist_params *p;      /* checked (sg__par_check_params and the strategy's own) */
@@ -405,6 +420,8 @@ typedef struct sg__par_create_args {
   sg_tensor loss;               /* pipeline, tensor: the loss in g */
   const sg_dist_optimizer *opt; /* pipeline, tensor */
   int data, pipeline, tensor;   /* the degrees, resolved against the world size */
+  const sg__sync_bn *sync_bn;   /* data: sg_dist_create_model's synchronized batch norms, or NULL */
+  int n_sync_bn;
 } sg__par_create_args;
 
 /* How this rank runs its part of the job: data, pipeline or tensor
@@ -595,6 +612,42 @@ struct sg_dist {
   sg__dist_healing heal;
 };
 
+/* Synchronized batch norm in a data-parallel step (sync_bn.c): the sync points at their schedule
+ * positions, and each batch norm's statistics and state. */
+typedef struct sg__dist_sync_point {
+  uint32_t pos; /* summed over the ranks after the op at this position */
+  float *addr;
+  size_t count;
+} sg__dist_sync_point;
+/* A running statistic of a batch norm, updated from the global batch's right after the op at `pos` computed
+ * it (its slot is reused later in the step). */
+typedef struct sg__dist_sync_stat {
+  uint32_t pos;
+  const float *batch; /* the global mean or (biased) variance */
+  float *running;
+  size_t channels;
+  double momentum, scale; /* scale: n / (n - 1) for the variance (unbiased, as the op), else 1 */
+} sg__dist_sync_stat;
+typedef struct sg__dist_sync_bns {
+  sg__dist_sync_point *pts; /* forward's and backward's, in schedule order */
+  int n_pts;
+  sg__dist_sync_stat *stats;
+  int n_stats;
+  int n_bns;
+} sg__dist_sync_bns;
+
+/* Marks what the sync points touch (the sums, their gradients, the statistics) in a fusion barrier of
+ * g's tensors. */
+void sg__dist_sync_bn_barrier(const sg_graph *g, const sg__sync_bn *bns, int n, uint8_t *mask);
+/* After the plan is built: the sync points' positions and slots, the statistics' slots; the plan's hooks
+ * run after those positions. */
+sg_status sg__dist_sync_bn_start(sg_dist *d, const sg__sync_bn *bns, int n);
+/* Compute thread, after the op at `pos`: the sync points there, each summed over the ranks once the
+ * buckets posted so far are done (the scheduler then runs the collectives in one order on every rank), and
+ * the running statistics computed there, updated as the batch norm op does (the variance unbiased). */
+sg_status sg__dist_sync_bn_after(sg_dist *d, uint32_t pos);
+void sg__dist_sync_bn_free(sg__dist_sync_bns *s);
+
 /* The data strategy's state (data.c, step.c, data_sched.c, buckets.c,
  * micro.c, zero.c, snapshot.c, replica*.c, recovery.c, membership.c,
  * rejoin.c, inject.c): gradient buckets, sharded optimizer state, the
@@ -640,6 +693,7 @@ typedef struct sg__par_data {
   int rr_div;          /* the shards the members ran in that step */
   /* Rejoin (rejoin.c): */
   sg__dist_rejoin rj;
+  sg__dist_sync_bns sbn; /* synchronized batch norm (sync_bn.c); n_bns 0: off */
 } sg__par_data;
 
 /* Graceful-degrade (step.c): after a recovery that chose to re-reduce,
@@ -651,6 +705,10 @@ sg_status sg__dist_rereduce_step(sg_dist *d);
 #define DP(d) ((sg__par_data *)(d)->impl)
 
 /* ---- the lifecycle every strategy shares (lifecycle.c) ------------------------- */
+
+/* sg_dist_create's, with sg_dist_create_model's synchronized batch norms (sync_bn.c); bns may be NULL. */
+sg_status sg__dist_create_data(const sg_graph *g, const sg_dist_params *p, const sg__sync_bn *bns, int n_bns,
+                               sg_dist **out);
 
 /* Reads the caller's params (NULL: the defaults) as far as its size goes,
  * and the communicator's params they point to, into p and comm (p->comm

@@ -81,6 +81,11 @@ static sg_status check_params(const sg_dist_params *p) {
   if (p->pipeline == 1 && p->tensor == 1) return SG_OK; /* sg_dist_create checks the rest */
   const char *mode = p->pipeline > 1 ? "pipeline" : "tensor";
   int deg = p->pipeline > 1 ? p->pipeline : p->tensor;
+  if (p->sync_batch_norm != 0)
+    return sg__error(SG_ERR_UNSUPPORTED,
+                     "%s: sync_batch_norm %d with %s parallelism (%s=%d): synchronized batch norm is data "
+                     "parallelism's (pipeline 1, tensor 1)",
+                     FN, p->sync_batch_norm, mode, mode, deg);
   /* The inputs are the whole batch on every rank: there are no shards to feed. A pipeline or a tensor
    * group heals with heal = 1 (per-step copies of each part's state: model_heal.c). */
   if (p->feed != NULL)
@@ -269,14 +274,21 @@ sg_status sg__model_list_inputs(sg__par_model *m, const sg_graph *part, const ch
 
 /* ---- data parallelism ---------------------------------------------------------- */
 
+/* With sync_batch_norm the batch norms are spelled out before backward (sync_bn.c), their statistics summed
+ * over the `ranks` of the job. */
 static sg_status create_dp(const sg_graph *fwd, sg_tensor loss, const sg_dist_optimizer *opt,
-                           const sg_dist_params *p, sg_dist **out) {
-  sg_graph *g;
-  SG_CHECK(sg_graph_clone(fwd, &g));
-  sg_status st = mark_output(g, loss);
+                           const sg_dist_params *p, int ranks, sg_dist **out) {
+  sg_graph *g = NULL;
+  sg__sync_bn *bns = NULL;
+  int n_bns = 0;
+  sg_status st =
+      p->sync_batch_norm == 1 ? sg__sync_bn_rewrite(fwd, ranks, &g, &bns, &n_bns) : sg_graph_clone(fwd, &g);
+  if (st == SG_OK) loss = (sg_tensor){sg__tensor_lookup(g, fwd->tensors[loss.id].name)};
+  if (st == SG_OK) st = mark_output(g, loss);
   if (st == SG_OK) st = sg_graph_backward(g, loss);
   if (st == SG_OK) st = sg__model_add_optimizer(g, opt);
-  if (st == SG_OK) st = sg_dist_create(g, p, out);
+  if (st == SG_OK) st = sg__dist_create_data(g, p, bns, n_bns, out);
+  sg__sync_bn_free(bns, n_bns);
   if (st != SG_OK) {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", sg_last_error());
@@ -554,7 +566,7 @@ sg_status sg_dist_create_model(const sg_graph *fwd, sg_tensor loss, const sg_dis
   int D, K, T;
   SG_CHECK(resolve_degrees(p, &D, &K, &T));
   SG_CHECK(check_tensor_micro(fwd, T, p->micro_batches));
-  if (K == 1 && T == 1) return create_dp(fwd, loss, opt, p, out);
+  if (K == 1 && T == 1) return create_dp(fwd, loss, opt, p, D, out);
   sg__par_create_args a = {
       .fn = FN, .p = p, .g = fwd, .loss = loss, .opt = opt, .data = D, .pipeline = K, .tensor = T};
   return sg__par_create(K > 1 ? &sg__par_pipeline_strategy : &sg__par_tensor_strategy, &a, out);

@@ -98,6 +98,7 @@ static sg_status after_op(void *ctx, uint32_t pos) {
     pthread_cond_signal(&d->wake_sched);
     pthread_mutex_unlock(&d->mu);
   }
+  if (DP(d)->sbn.n_bns > 0) SG_CHECK(sg__dist_sync_bn_after(d, pos));
   /* A peer died: the rest of backward would be wasted. Once the updates run
    * (every gradient was averaged) they all run: a recovery rolls forward from
    * a member that completed the step, which needs a step's updates to be all

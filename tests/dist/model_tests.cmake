@@ -40,6 +40,9 @@ add_test(NAME model_mlp_pp2_dp2_recut COMMAND ${_sg_model_launch} -n 4 -- ${_sg_
 add_test(NAME model_resnet_tp2 COMMAND ${_sg_model_launch} -n 2 -- ${_sg_model_worker} rn_tp)
 add_test(NAME model_resnet_pp4 COMMAND ${_sg_model_launch} -n 4 -- ${_sg_model_worker} rn_pp 1)
 add_test(NAME model_badargs COMMAND ${_sg_model_launch} -n 4 -- ${_sg_model_worker} badargs)
+# Synchronized batch norm (SPEC P7): ResNet-50 on 2 ranks with sync_batch_norm equals one process on the
+# global batch (and without it does not).
+add_test(NAME model_resnet_sync_bn_np2 COMMAND ${_sg_model_launch} -n 2 -- ${_sg_model_worker} syncbn)
 add_test(NAME model_mismatch_np2 COMMAND ${_sg_model_launch} -n 2 -- ${_sg_model_worker} mismatch)
 add_test(NAME model_death_pp4 COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_death.sh 4 ${_sg_model_worker}
                                       ${_sg_model_dir}/model_death)
@@ -51,7 +54,7 @@ set_tests_properties(model_mlp_pp4 model_mlp_pp2 model_mlp_pp2_dp2 model_mlp_tp2
                      model_mlp_tp2_micro4 model_mlp_tp2_dp2_micro2 model_badargs model_mismatch_np2 model_death_pp4
                      model_mlp_pp2_recut model_mlp_pp4_recut model_mlp_pp2_dp2_recut
                      PROPERTIES TIMEOUT 120 LABELS "dist;model" ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000")
-set_tests_properties(model_resnet_tp2 model_resnet_pp4 PROPERTIES TIMEOUT 240 LABELS "dist;model"
+set_tests_properties(model_resnet_tp2 model_resnet_pp4 model_resnet_sync_bn_np2 PROPERTIES TIMEOUT 240 LABELS "dist;model"
                      ENVIRONMENT "SG_COMM_TIMEOUT_MS=60000")
 
 # Healing a pipeline or a tensor group (sg_dist_params.heal, docs/resilience.md "Healing a pipeline", "Healing
