@@ -218,7 +218,7 @@ typedef struct sg_dist_params {
     .pipeline = 1, .tensor = 1, .micro_batches = 1, .bucket_bytes = (size_t)25 << 20, .heartbeat_ms = 100, \
     .dead_ms = 600, .trace = 0, .trace_path = NULL, .trace_events = 0, .feed = NULL, .feed_ctx = NULL,     \
     .qos = -1, .offload = NULL, .offload_path = NULL, .zero = 0, .hang_ms = 0, .inject = NULL,             \
-    .inject_seed = 0, .repartition_p99_ms = 0, .repartition_cpu = 0, .heal = 0, .sync_batch_norm = 0      \
+    .inject_seed = 0, .repartition_p99_ms = 0, .repartition_cpu = 0, .heal = 0, .sync_batch_norm = 0       \
   }
 SG_API sg_dist_params sg_dist_params_init(void);
 
