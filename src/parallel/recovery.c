@@ -54,7 +54,10 @@ sg_status sg__dist_recover(sg_dist *d) {
   char cause[sizeof d->fail_msg];
   snprintf(cause, sizeof cause, "%s", d->fail_msg);
   pthread_mutex_unlock(&d->mu);
-  fprintf(stderr, "sgrt: rank %d: recovering from: %s\n", d->orig_rank, cause);
+  /* How long after the detection the recovery starts (the compute thread notices at its next op): an
+   * observer of this line subtracts it to time the detection itself (tests/dist/run_detect.sh). */
+  fprintf(stderr, "sgrt: rank %d: recovering from: %s (detected %.0f ms ago)\n", d->orig_rank, cause,
+          (double)(sg__now_ns() - t0) * 1e-6);
   /* The scheduler finishes the step's snapshot first (it copies even after
    * a failure): the rollback may need it. */
   sg__dist_snap_wait(d);
