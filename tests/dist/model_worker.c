@@ -788,6 +788,7 @@ static int run_model_heal(int resnet, int pipeline) {
       fprintf(stderr, "rank %d: step %d: %s\n", st.original_rank, step + 1, sg_last_error());
       int excluded = st.excluded;
       sg_dist_destroy(d);
+      free(losses);
       free_run(ref, ref_g, &m, &full);
       return excluded ? SG_DIST_EXIT_EXCLUDED : 1;
     }
