@@ -209,6 +209,9 @@ sg_status sg__heal_watch_check(sg__heal_watch *w);
 /* On the scheduler thread: agrees on the members of the next epoch through
  * the store and builds its communicator (membership.c). */
 sg_status sg__dist_job_recover(sg_dist *d, void *arg);
+/* Compute thread, a recovery's start: "recovering from: <the failure> (detected N ms ago)" on stderr; the
+ * detection's time (monotonic ns; now when none was recorded). */
+int64_t sg__dist_announce_recovery(sg_dist *d);
 /* On the compute thread after a failure: recovery job, rollback; the caller redoes the steps. */
 sg_status sg__dist_recover(sg_dist *d);
 /* Whether the current failure can be healed (a peer's failure, a feed callback, QoS allows). */

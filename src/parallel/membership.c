@@ -439,6 +439,19 @@ sg_status sg__dist_job_recover(sg_dist *d, void *arg) {
   return SG_OK;
 }
 
+int64_t sg__dist_announce_recovery(sg_dist *d) {
+  pthread_mutex_lock(&d->mu);
+  int64_t t0 = d->fail_ns ? d->fail_ns : sg__now_ns();
+  char cause[sizeof d->fail_msg];
+  snprintf(cause, sizeof cause, "%s", d->fail_msg);
+  pthread_mutex_unlock(&d->mu);
+  /* How long after the detection the recovery starts (the compute thread notices at its next op): an
+   * observer of this line subtracts it to time the detection itself (tests/dist/run_detect.sh). */
+  fprintf(stderr, "sgrt: rank %d: recovering from: %s (detected %.0f ms ago)\n", d->orig_rank, cause,
+          (double)(sg__now_ns() - t0) * 1e-6);
+  return t0;
+}
+
 void sg__dist_epoch_params(const sg_dist *d, int idx, int n, int epoch, sg_comm_params *out) {
   *out = d->comm_params;
   out->size = sizeof *out;

@@ -247,15 +247,7 @@ static bool healable(sg_dist *d, sg_status st) {
 
 static sg_status recover(sg_dist *d, const sg__model_heal_ops *ops) {
   sg__model_heal *H = &MODEL(d)->heal;
-  pthread_mutex_lock(&d->mu);
-  int64_t t0 = d->fail_ns ? d->fail_ns : sg__now_ns();
-  char cause[sizeof d->fail_msg];
-  snprintf(cause, sizeof cause, "%s", d->fail_msg);
-  pthread_mutex_unlock(&d->mu);
-  /* How long after the detection the recovery starts (the compute thread notices at its next op): an
-   * observer of this line subtracts it to time the detection itself (tests/dist/run_detect.sh). */
-  fprintf(stderr, "sgrt: rank %d: recovering from: %s (detected %.0f ms ago)\n", d->orig_rank, cause,
-          (double)(sg__now_ns() - t0) * 1e-6);
+  int64_t t0 = sg__dist_announce_recovery(d);
   /* Each round that fails by a death loses a member: at most the group's width of rounds. */
   for (int round = 0;; round++) {
     sg__dist_heal h = {.committed = (uint64_t)H->seq};

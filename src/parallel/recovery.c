@@ -50,14 +50,8 @@ sg_status sg__dist_recover(sg_dist *d) {
   pthread_mutex_lock(&d->mu);
   /* The scheduler may still be inside the failed allreduce: let it leave. */
   while (DP(d)->busy) pthread_cond_wait(&d->wake_compute, &d->mu);
-  int64_t t0 = d->fail_ns ? d->fail_ns : sg__now_ns();
-  char cause[sizeof d->fail_msg];
-  snprintf(cause, sizeof cause, "%s", d->fail_msg);
   pthread_mutex_unlock(&d->mu);
-  /* How long after the detection the recovery starts (the compute thread notices at its next op): an
-   * observer of this line subtracts it to time the detection itself (tests/dist/run_detect.sh). */
-  fprintf(stderr, "sgrt: rank %d: recovering from: %s (detected %.0f ms ago)\n", d->orig_rank, cause,
-          (double)(sg__now_ns() - t0) * 1e-6);
+  int64_t t0 = sg__dist_announce_recovery(d);
   /* The scheduler finishes the step's snapshot first (it copies even after
    * a failure): the rollback may need it. */
   sg__dist_snap_wait(d);
