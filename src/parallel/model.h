@@ -221,6 +221,9 @@ typedef struct sg__pp_built {
 /* From an already split stage (b->st set): the optimizer, the session and the runner. On error b keeps
  * what was made (sg__pp_built_free). */
 sg_status sg__pipeline_finish_stage(sg_dist *d, sg__pp_built *b);
+/* b's stage in place of this rank's (b is emptied), the cut `cut`, the inputs given to its runner again;
+ * the runner's message tags continue at `tag_step`. The caller sets the session's step count. */
+sg_status sg__pipeline_install(sg_dist *d, const int *cut, sg__pp_built *b, uint64_t tag_step);
 void sg__pp_built_free(sg__pp_built *b);
 /* Every input of the source graph that this rank's stage reads gets `here` and `batched` from st; the
  * ones set before go to the runner again (a new stage's runner). */
@@ -253,7 +256,8 @@ typedef struct sg__model_heal_ops {
   /* Whether source tensor t (a parameter or state of fwd) is in this rank's part now. */
   bool (*mine)(const sg_dist *d, int32_t t);
   /* The new part over the agreed members from generation g: built, its state from the copies, in place
-   * of the old one, d->stats.steps = g->step. A death meanwhile: SG_ERR_COMM with the job failed. */
+   * of the old one (model_heal.c then sets the step count). A death meanwhile: SG_ERR_COMM with the job
+   * failed. */
   sg_status (*rebuild)(sg_dist *d, const sg__model_gen *g);
 } sg__model_heal_ops;
 
@@ -278,6 +282,9 @@ int sg__model_gen_member(const sg_dist *d, const sg__model_gen *g, int k);
 /* Generation g's stage or share k: its index in this rank's group now (this copy), -1 when it is not in
  * it (lost, or released to keep the copies alike). */
 int sg__model_gen_index(const sg_dist *d, const sg__model_gen *g, int k);
+/* Who holds generation g's copy of stage or share k now: *index, in this rank's group (the rank of k itself,
+ * *from_own; else the next one, which kept it as its prev). SG_ERR_COMM naming both when both were lost. */
+sg_status sg__model_gen_keeper(const sg_dist *d, const sg__model_gen *g, int k, int *index, bool *from_own);
 /* After a recovery: this rank's place among m->data copies of d->size / data ranks each (rank = replica *
  * width + index), the group's and the replicas' world ranks. The caller sets the width and transports. */
 sg_status sg__model_replace(sg_dist *d);

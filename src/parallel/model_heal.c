@@ -143,6 +143,20 @@ int sg__model_gen_index(const sg_dist *d, const sg__model_gen *g, int k) {
   return r >= base && r < base + W ? r - base : -1;
 }
 
+sg_status sg__model_gen_keeper(const sg_dist *d, const sg__model_gen *g, int k, int *index, bool *from_own) {
+  int next = (k + 1) % g->K, own = sg__model_gen_index(d, g, k);
+  *from_own = own >= 0;
+  *index = own >= 0 ? own : next != k ? sg__model_gen_index(d, g, next) : -1;
+  if (*index >= 0) return SG_OK;
+  bool pipeline = d->strategy == &sg__par_pipeline_strategy;
+  const char *part = pipeline ? "stage" : "share";
+  return sg__error(
+      SG_ERR_COMM,
+      "%s healing: %s %d (rank %d) and %s %d (rank %d), which kept its copy, were both lost: %s %d's "
+      "state is gone; the job stops",
+      pipeline ? "pipeline" : "tensor", part, k, g->orig[k], part, next, g->orig[next], part, k);
+}
+
 sg_status sg__model_replace(sg_dist *d) {
   sg__par_model *m = MODEL(d);
   if (d->size % m->data != 0)
@@ -205,7 +219,7 @@ sg_status sg__model_replicate(sg_dist *d, const sg__model_heal_ops *ops) {
   /* The other generation is the older one (or none): it is overwritten. */
   sg__model_gen *g = &H->gen[(H->seq + 1) % 2];
   g->seq = 0;
-  int width = d->strategy == &sg__par_pipeline_strategy ? m->pipeline : m->tensor;
+  int width = d->size / m->data; /* the stages or the shares of a copy */
   if (d->strategy == &sg__par_pipeline_strategy) {
     int32_t n_ops = sg_graph_num_ops(m->fwd);
     if (g->cut == NULL && (g->cut = sg__calloc((size_t)n_ops + 1, sizeof *g->cut)) == NULL)
@@ -245,6 +259,25 @@ static bool healable(sg_dist *d, sg_status st) {
   return ok;
 }
 
+/* "<what> healed: ranks [0 1 2x 3] -> [0 1 3] (N ways), state of step S restored": this copy's group in
+ * generation g (x: lost or released) and now. */
+static void describe(const sg_dist *d, const sg__model_gen *g) {
+  const sg__par_model *m = MODEL(d);
+  bool pipeline = d->strategy == &sg__par_pipeline_strategy;
+  int width = pipeline ? m->pipeline : m->tensor;
+  char was[160] = "", now[160] = "";
+  for (int k = 0, o = 0; k < g->K && o < (int)sizeof was; k++)
+    o += snprintf(was + o, sizeof was - (size_t)o, "%s%d%s", k ? " " : "", g->orig[k],
+                  sg__model_gen_index(d, g, k) < 0 ? "x" : "");
+  for (int k = 0, o = 0; k < width && o < (int)sizeof now; k++)
+    o += snprintf(now + o, sizeof now - (size_t)o, "%s%d", k ? " " : "", d->members[m->group[k]]);
+  fprintf(stderr,
+          "sgrt: rank %d: %s healed: %s on ranks [%s] -> [%s] (%s), state of step %llu restored from the "
+          "copies\n",
+          d->orig_rank, pipeline ? "pipeline" : "tensor group", pipeline ? "stages" : "shares", was, now,
+          pipeline ? "lost stages merged into a neighbour" : "split again", (unsigned long long)g->step);
+}
+
 static sg_status recover(sg_dist *d, const sg__model_heal_ops *ops) {
   sg__model_heal *H = &MODEL(d)->heal;
   int64_t t0 = sg__dist_announce_recovery(d);
@@ -268,6 +301,13 @@ static sg_status recover(sg_dist *d, const sg__model_heal_ops *ops) {
     uint64_t was = d->stats.steps;
     st = ops->rebuild(d, g);
     if (st == SG_OK) {
+      describe(d, g);
+      /* The new part resumes at the generation's step: dropout masks and SGD's first step read the count;
+       * a generation from before the first step holds each copy's own initial state, so the redone first
+       * step gives every copy replica 0's again. */
+      sg__session_set_steps(d->s, g->step);
+      d->stats.steps = g->step;
+      if (g->step == 0) MODEL(d)->broadcast_done = false;
       /* The restored generation is the latest this rank holds: the next one (of the new layout) goes into
        * the other slot, and until every rank has it a recovery restores this one again. */
       H->seq = g->seq;

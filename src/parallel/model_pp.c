@@ -84,6 +84,23 @@ sg_status sg__pipeline_finish_stage(sg_dist *d, sg__pp_built *b) {
   return sg__pp_runner_create(b->st, b->s, &m->xfer, m->index - 1, m->index + 1, &dp, &b->pp);
 }
 
+sg_status sg__pipeline_install(sg_dist *d, const int *cut, sg__pp_built *b, uint64_t tag_step) {
+  sg__par_pipeline *P = PIPELINE(d);
+  b->pp->step = tag_step;
+  sg__pp_runner_destroy(P->pp);
+  sg__model_release_session(d); /* before the stage graph it was compiled from */
+  sg__pp_stage_destroy(P->st);
+  P->st = b->st;
+  P->pp = b->pp;
+  P->m.part_session = d->s = b->s;
+  d->g = P->st->g;
+  *b = (sg__pp_built){0};
+  memcpy(P->stage_of_op, cut, (size_t)sg_graph_num_ops(P->m.fwd) * sizeof *cut);
+  P->busy_sum = 0;
+  P->busy_steps = 0;
+  return sg__pipeline_bind_inputs(d, true);
+}
+
 void sg__pp_built_free(sg__pp_built *b) {
   sg__pp_runner_destroy(b->pp);
   sg_session_destroy(b->s); /* before the stage graph it was compiled from */

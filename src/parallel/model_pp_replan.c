@@ -199,20 +199,8 @@ static void list_ms(const double *ms, int K, char *out, size_t cap) {
 
 /* The new stage in place of the old: step counts carried over, inputs given again, the figures. */
 static sg_status switch_to(sg_dist *d, const int *cut, sg__pp_built *b, uint64_t sent, int64_t *total) {
-  sg__par_pipeline *P = PIPELINE(d);
-  sg__par_model *m = &P->m;
   sg__session_set_steps(b->s, sg_session_steps(d->s)); /* dropout masks and SGD's first step read it */
-  b->pp->step = P->pp->step;                           /* the message tags' step */
-  sg__pp_runner_destroy(P->pp);
-  sg__model_release_session(d);
-  sg__pp_stage_destroy(P->st);
-  P->st = b->st;
-  P->pp = b->pp;
-  m->part_session = d->s = b->s;
-  d->g = P->st->g;
-  *b = (sg__pp_built){0};
-  memcpy(P->stage_of_op, cut, (size_t)sg_graph_num_ops(m->fwd) * sizeof *cut);
-  SG_CHECK(sg__pipeline_bind_inputs(d, true));
+  SG_CHECK(sg__pipeline_install(d, cut, b, PIPELINE(d)->pp->step));
   d->stats.repartitions++;
   d->stats.migrated_bytes += sent;
   *total = (int64_t)sent;

@@ -50,18 +50,7 @@ static sg_status plan(sg_dist *d, const sg__model_gen *g, layout *L) {
                      "pipeline healing: %d members, %d surviving stages in each of %d copies", d->size, L->K,
                      MODEL(d)->data);
   for (int k = 0; k < K0; k++) {
-    int next = (k + 1) % K0;
-    if (L->idx[k] >= 0) {
-      L->keeper[k] = L->idx[k], L->from_own[k] = true;
-    } else if (K0 > 1 && L->idx[next] >= 0 && next != k) {
-      L->keeper[k] = L->idx[next], L->from_own[k] = false;
-    } else {
-      return sg__error(
-          SG_ERR_COMM,
-          "pipeline healing: stage %d (rank %d) and stage %d (rank %d), which kept its copy, were "
-          "both lost: stage %d's state is gone; the job stops",
-          k, g->orig[k], next, g->orig[next], k);
-    }
+    SG_CHECK(sg__model_gen_keeper(d, g, k, &L->keeper[k], &L->from_own[k]));
     int j = k;
     while (j < K0 && L->idx[j] < 0) j++; /* the next survivor, else the previous one */
     if (j == K0)
@@ -183,37 +172,13 @@ static sg_status rebuild(sg_dist *d, const sg__model_gen *g) {
     return sg__error(st != SG_OK ? st : SG_ERR_COMM, "rank %d: pipeline healing: %s", d->orig_rank,
                      st != SG_OK ? why : "another rank could not build its new stage");
   }
-  /* The new stage in place of the old one, at the generation's step. */
-  sg__session_set_steps(b.s, g->step); /* dropout masks and SGD's first step read it */
-  b.pp->step = g->step;                /* the message tags' step */
-  sg__pp_runner_destroy(P->pp);
-  sg__model_release_session(d);
-  sg__pp_stage_destroy(P->st);
-  P->st = b.st;
-  P->pp = b.pp;
-  m->part_session = d->s = b.s;
-  d->g = P->st->g;
-  memcpy(P->stage_of_op, L.cut, (size_t)n_ops * sizeof *L.cut);
-  P->busy_sum = 0;
-  P->busy_steps = 0;
-  char was[160] = "", now[160] = "";
-  for (int k = 0, o = 0; k < g->K && o < (int)sizeof was; k++)
-    o += snprintf(was + o, sizeof was - (size_t)o, "%s%d%s", k ? " " : "", g->orig[k],
-                  L.idx[k] < 0 ? "x" : "");
-  for (int k = 0, o = 0; k < L.K && o < (int)sizeof now; k++)
-    o += snprintf(now + o, sizeof now - (size_t)o, "%s%d", k ? " " : "", d->members[MODEL(d)->group[k]]);
-  fprintf(
-      stderr,
-      "sgrt: rank %d: pipeline healed: stages on ranks [%s] -> [%s] (lost stages merged into a neighbour), "
-      "state of step %llu restored from the copies (%llu bytes sent from here)\n",
-      d->orig_rank, was, now, (unsigned long long)g->step, (unsigned long long)sent);
+  /* The new stage in place of the old one; the runner's message tags continue at the generation's step. */
+  st = sg__pipeline_install(d, L.cut, &b, g->step);
   sg__free(L.cut);
-  SG_CHECK(sg__pipeline_bind_inputs(d, true));
-  d->stats.steps = g->step;
-  /* A generation from before the first step holds each copy's own initial state: the redone first step
-   * gives every copy replica 0's again. */
-  if (g->step == 0) m->broadcast_done = false;
-  return SG_OK;
+  if (sent > 0)
+    fprintf(stderr, "sgrt: rank %d: %llu bytes of state sent to new stages\n", d->orig_rank,
+            (unsigned long long)sent);
+  return st;
 }
 
 /* Only the last stage of each copy has the loss: the world's sum counts each copy once. */

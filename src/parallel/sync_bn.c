@@ -43,10 +43,9 @@ static sg_status named(rw *c, sg_tensor t, const char *base, const char *suffix)
   return sg_tensor_set_name(c->g, t, name);
 }
 
-static sg_status keep_name(sg__sync_bn *b, char **slot, const sg_graph *g, sg_tensor t) {
+static sg_status keep_name(char **slot, const sg_graph *g, sg_tensor t) {
   if ((*slot = sg__strdup(g->tensors[t.id].name)) == NULL)
     return sg__error(SG_ERR_NO_MEMORY, "%s: out of memory", FN);
-  (void)b;
   return SG_OK;
 }
 
@@ -87,12 +86,12 @@ static sg_status spell_out(rw *c, uint32_t k) {
   SG_CHECK(sg_graph_status(g));
   SG_CHECK(sg_tensor_set_name(g, y, c->src->tensors[op->outputs[0]].name));
   c->map[op->outputs[0]] = y.id;
-  SG_CHECK(keep_name(b, &b->sum, g, sum));
-  SG_CHECK(keep_name(b, &b->sqdev, g, sqsum));
-  SG_CHECK(keep_name(b, &b->mean, g, mean));
-  SG_CHECK(keep_name(b, &b->var, g, var));
-  SG_CHECK(keep_name(b, &b->running_mean, c->src, (sg_tensor){op->inputs[3]}));
-  return keep_name(b, &b->running_var, c->src, (sg_tensor){op->inputs[4]});
+  SG_CHECK(keep_name(&b->sum, g, sum));
+  SG_CHECK(keep_name(&b->sqdev, g, sqsum));
+  SG_CHECK(keep_name(&b->mean, g, mean));
+  SG_CHECK(keep_name(&b->var, g, var));
+  SG_CHECK(keep_name(&b->running_mean, c->src, (sg_tensor){op->inputs[3]}));
+  return keep_name(&b->running_var, c->src, (sg_tensor){op->inputs[4]});
 }
 
 static sg_status copy_op(rw *c, uint32_t k) {

@@ -76,18 +76,8 @@ typedef struct rebuild_ctx {
 
 /* Which rank holds each old share's copy; an error when a share and its keeper were both lost. */
 static sg_status keepers(rebuild_ctx *c) {
-  const sg__model_gen *g = c->g;
-  for (int k = 0; k < g->K; k++) {
-    int next = (k + 1) % g->K, own = sg__model_gen_index(c->d, g, k),
-        kept = sg__model_gen_index(c->d, g, next);
-    c->from_own[k] = own >= 0;
-    c->keeper[k] = own >= 0 ? own : kept;
-    if (c->keeper[k] < 0 || (own < 0 && next == k))
-      return sg__error(SG_ERR_COMM,
-                       "tensor healing: share %d (rank %d) and share %d (rank %d), which kept its copy, were "
-                       "both lost: share %d's state is gone; the job stops",
-                       k, g->orig[k], next, g->orig[next], k);
-  }
+  for (int k = 0; k < c->g->K; k++)
+    SG_CHECK(sg__model_gen_keeper(c->d, c->g, k, &c->keeper[k], &c->from_own[k]));
   return SG_OK;
 }
 
@@ -199,8 +189,7 @@ static sg_status rebuild(sg_dist *d, const sg__model_gen *g) {
   sg_status ast = st == SG_ERR_COMM ? st : sg__dist_world_allreduce(d, &ok, 1, SG_I64, SG_REDUCE_MIN);
   const sg_graph *fwd = P->m.fwd;
   for (uint32_t t = 0; t < fwd->n_tensors && ast == SG_OK && ok; t++) {
-    sg_role r = fwd->tensors[t].role;
-    if (r != SG_ROLE_PARAMETER && r != SG_ROLE_STATE) continue;
+    if (!sg__model_heal_keeps(fwd, t)) continue;
     st = restore_one(&c, (int32_t)t);
     if (st != SG_OK) {
       snprintf(why, sizeof why, "%s", sg_last_error());
@@ -217,24 +206,7 @@ static sg_status rebuild(sg_dist *d, const sg__model_gen *g) {
   if (!ok)
     return sg__error(st != SG_OK ? st : SG_ERR_COMM, "rank %d: tensor healing: %s", d->orig_rank,
                      st != SG_OK ? why : "another rank could not build its new share");
-  sg__session_set_steps(d->s, g->step); /* dropout masks and SGD's first step read it */
-  SG_CHECK(give_inputs(d));
-  /* A generation from before the first step holds each copy's own initial state: the redone first step
-   * gives every copy replica 0's again. */
-  if (g->step == 0) P->m.broadcast_done = false;
-  char was[160] = "", now[160] = "";
-  for (int k = 0, o = 0; k < g->K && o < (int)sizeof was; k++)
-    o += snprintf(was + o, sizeof was - (size_t)o, "%s%d%s", k ? " " : "", g->orig[k],
-                  sg__model_gen_member(d, g, k) < 0 ? "x" : "");
-  for (int k = 0, o = 0; k < P->m.tensor && o < (int)sizeof now; k++)
-    o += snprintf(now + o, sizeof now - (size_t)o, "%s%d", k ? " " : "", d->members[MODEL(d)->group[k]]);
-  fprintf(
-      stderr,
-      "sgrt: rank %d: tensor group healed: shares on ranks [%s] -> [%s] (split %d ways), state of step %llu "
-      "restored from the copies\n",
-      d->orig_rank, was, now, P->m.tensor, (unsigned long long)g->step);
-  d->stats.steps = g->step;
-  return SG_OK;
+  return give_inputs(d);
 }
 
 /* Every share holds its copy's loss: the world's sum counts each copy `tensor` times (the ways now). */
