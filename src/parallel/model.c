@@ -79,21 +79,28 @@ static sg_status check_params(const sg_dist_params *p) {
     return sg__error(SG_ERR_INVALID_ARG, "%s: micro_batches is %d, must be 1..%d", FN, p->micro_batches,
                      SG__PP_MAX_MICRO);
   if (p->pipeline == 1 && p->tensor == 1) return SG_OK; /* sg_dist_create checks the rest */
-  const char *mode = p->pipeline > 1 ? "pipeline" : "tensor";
+  bool both = p->pipeline > 1 && p->tensor > 1;
+  const char *mode = both ? "pipeline x tensor" : p->pipeline > 1 ? "pipeline" : "tensor";
   int deg = p->pipeline > 1 ? p->pipeline : p->tensor;
+  char shape[64]; /* "pipeline=4", "pipeline=2, tensor=2": what the message's parentheses show */
+  if (both) snprintf(shape, sizeof shape, "pipeline=%d, tensor=%d", p->pipeline, p->tensor);
+  else snprintf(shape, sizeof shape, "%s=%d", mode, deg);
   if (p->sync_batch_norm != 0)
     return sg__error(SG_ERR_UNSUPPORTED,
-                     "%s: sync_batch_norm %d with %s parallelism (%s=%d): synchronized batch norm is data "
+                     "%s: sync_batch_norm %d with %s parallelism (%s): synchronized batch norm is data "
                      "parallelism's (pipeline 1, tensor 1)",
-                     FN, p->sync_batch_norm, mode, mode, deg);
+                     FN, p->sync_batch_norm, mode, shape);
   /* The inputs are the whole batch on every rank: there are no shards to feed. A pipeline or a tensor
    * group heals with heal = 1 (per-step copies of each part's state: model_heal.c). */
   if (p->feed != NULL)
     return sg__error(SG_ERR_UNSUPPORTED,
-                     "%s: a feed callback is not supported with %s parallelism (%s=%d): set feed to NULL and "
+                     "%s: a feed callback is not supported with %s parallelism (%s): set feed to NULL and "
                      "heal to 1 to heal a lost rank",
-                     FN, mode, mode, deg);
-  if (p->heal == 1 && deg < 3)
+                     FN, mode, shape);
+  if (p->heal == 1 && both)
+    return sg__error(SG_ERR_UNSUPPORTED, "%s: heal 1 with %s parallelism (%s) is not supported yet", FN, mode,
+                     shape);
+  if (p->heal == 1 && !both && deg < 3)
     return sg__error(
         SG_ERR_INVALID_ARG,
         "%s: heal 1 with %s %d: a lost rank must leave a strict majority of the ranks to go on, so "
@@ -117,37 +124,36 @@ static sg_status check_params(const sg_dist_params *p) {
                      sg__session_host_mirror_env() ? " with SG_HOST_MIRROR=1 (the GPU path)" : "", mode);
   if (p->zero != 0)
     return sg__error(SG_ERR_UNSUPPORTED,
-                     "%s: zero %d (sharded optimizer state) is not supported with %s parallelism (%s=%d)", FN,
-                     p->zero, mode, mode, deg);
+                     "%s: zero %d (sharded optimizer state) is not supported with %s parallelism (%s)", FN,
+                     p->zero, mode, shape);
   if (p->offload != NULL && strcmp(p->offload, "none") != 0)
-    return sg__error(SG_ERR_UNSUPPORTED, "%s: offload '%s' is not supported with %s parallelism (%s=%d)", FN,
-                     p->offload, mode, mode, deg);
+    return sg__error(SG_ERR_UNSUPPORTED, "%s: offload '%s' is not supported with %s parallelism (%s)", FN,
+                     p->offload, mode, shape);
   /* A pipeline takes slow faults (its profile re-cuts the stages), and with heal 1 both strategies take
    * the faults they survive; every other fault needs what they lack. Checked before joining, so that every
    * rank fails alone; the plan proper is read once the world is known. */
   const char *spec = p->inject != NULL ? p->inject : sg__dist_inject_env();
-  if (spec != NULL && p->pipeline == 1 && p->heal != 1)
-    return sg__error(
-        SG_ERR_UNSUPPORTED,
-        "%s: fault injection (%s) is not supported with %s parallelism (%s=%d) without heal 1: its "
-        "faults need self-healing",
-        FN, p->inject != NULL ? "sg_dist_params.inject" : "SG_INJECT", mode, mode, deg);
+  bool recut = p->pipeline > 1 && p->tensor == 1; /* a pipeline of tensor groups is not re-cut */
+  if (spec != NULL && !recut && p->heal != 1)
+    return sg__error(SG_ERR_UNSUPPORTED,
+                     "%s: fault injection (%s) is not supported with %s parallelism (%s) without heal 1: its "
+                     "faults need self-healing",
+                     FN, p->inject != NULL ? "sg_dist_params.inject" : "SG_INJECT", mode, shape);
   sg_fault_plan *plan = NULL;
   if (spec != NULL && sg_fault_plan_parse(spec, 65536, 0, &plan) == SG_OK) {
     for (size_t i = 0; i < sg_fault_plan_count(plan); i++) {
       sg_fault f;
-      if (sg_fault_plan_get(plan, i, &f) != SG_OK || model_fault_ok(&f, p->pipeline > 1, p->heal == 1))
-        continue;
+      if (sg_fault_plan_get(plan, i, &f) != SG_OK || model_fault_ok(&f, recut, p->heal == 1)) continue;
       sg_fault_plan_destroy(plan);
       return sg__error(
           SG_ERR_UNSUPPORTED, "%s: fault %zu of %s ('%s%s') is not injected with %s parallelism%s: %s", FN, i,
           p->inject != NULL ? "sg_dist_params.inject" : "SG_INJECT", sg_fault_kind_name(f.kind),
           f.phase == SG_RECOVERY_CREATE ? " at=create" : "", mode, p->heal == 1 ? "" : " without heal",
-          p->heal != 1      ? "it takes 'slow' only (the others need heal 1)"
-          : p->pipeline > 1 ? "it takes 'slow', 'kill', 'stop', 'drop-heartbeats' and 'partition' at a "
-                              "step and 'kill' in a recovery's phase"
-                            : "it takes 'kill', 'stop', 'drop-heartbeats' and 'partition' at a step "
-                              "and 'kill' in a recovery's phase");
+          p->heal != 1 ? "it takes 'slow' only (the others need heal 1)"
+          : recut      ? "it takes 'slow', 'kill', 'stop', 'drop-heartbeats' and 'partition' at a "
+                         "step and 'kill' in a recovery's phase"
+                       : "it takes 'kill', 'stop', 'drop-heartbeats' and 'partition' at a step "
+                         "and 'kill' in a recovery's phase");
     }
   }
   sg_fault_plan_destroy(plan);
@@ -155,11 +161,10 @@ static sg_status check_params(const sg_dist_params *p) {
   /* Hang diagnosis names a rank stuck in a collective; the runners'
    * transfers are point-to-point, which it does not cover yet. */
   if (p->hang_ms > 0)
-    return sg__error(
-        SG_ERR_UNSUPPORTED,
-        "%s: hang_ms %d: hang diagnosis is not supported with %s parallelism (%s=%d); leave it 0 "
-        "or -1",
-        FN, p->hang_ms, mode, mode, deg);
+    return sg__error(SG_ERR_UNSUPPORTED,
+                     "%s: hang_ms %d: hang diagnosis is not supported with %s parallelism (%s); leave it 0 "
+                     "or -1",
+                     FN, p->hang_ms, mode, shape);
   return SG_OK;
 }
 
@@ -181,11 +186,6 @@ static sg_status resolve_degrees(const sg_dist_params *p, int *D, int *K, int *T
     return sg__error(SG_ERR_INVALID_ARG,
                      "%s: data %d x pipeline %d x tensor %d = %lld ranks, but the world has %d", FN, *D, *K,
                      *T, (long long)*D * *K * *T, world);
-  if (*K > 1 && *T > 1)
-    return sg__error(SG_ERR_UNSUPPORTED,
-                     "%s: pipeline (%d) and tensor (%d) parallelism together are not supported yet; use one "
-                     "of them",
-                     FN, *K, *T);
   return SG_OK;
 }
 

@@ -130,14 +130,28 @@ typedef struct sg__par_pipeline {
   bool metis;       /* the stages came from the partitioner (else: evenly by op count) */
   sg__pp_stage *st;
   sg__pp_runner *pp;
+  /* Pipeline x tensor (m.tensor > 1, pp_tp.c): each stage is a tensor group of m.tensor shares, rank =
+   * replica * (K * T) + stage * T + share (m.index = stage * T + share); the stage's share of the split
+   * and the runner of its allreduces, over the stage's group. */
+  sg__tp_sync *syncs;
+  int n_syncs;
+  sg__tp_runner *tp;
+  int *tgroup;         /* world ranks of this stage's shares */
+  sg__xfer_sched tctx; /* ... as a transport */
+  sg__xfer txfer;
   /* Repartitioning from the profile (model_pp_replan.c). step_sums: [firing ranks, busy ms of stage 0..K-1
    * summed over the replicas]; this stage's busy time is averaged since the last evaluation. */
   double busy_sum;
   int busy_steps;
-  double *cost; /* per op of fwd: the cost model's estimate (sg__pp_recut) */
+  double *cost;       /* per op of fwd: the cost model's estimate (sg__pp_recut) */
+  bool recut_refused; /* pipeline x tensor: a profile fired, and the re-cut was said not to apply */
 } sg__par_pipeline;
 
 #define PIPELINE(d) ((sg__par_pipeline *)(d)->impl)
+
+/* A pipeline rank's stage and its share in the stage's tensor group (0 without one). */
+static inline int sg__pipeline_stage(const sg__par_model *m) { return m->index / m->tensor; }
+static inline int sg__pipeline_share(const sg__par_model *m) { return m->index % m->tensor; }
 
 /* The tensor strategy's state (model_tp.c). */
 typedef struct sg__par_tensor {
@@ -217,7 +231,20 @@ typedef struct sg__pp_built {
   sg__pp_stage *st;
   sg_session *s;
   sg__pp_runner *pp;
+  sg__tp_sync *syncs; /* a stage that is a tensor group: its share's syncs and their runner */
+  int n_syncs;
+  sg__tp_runner *tp;
 } sg__pp_built;
+/* This rank's stage of the forward graph cut by `cut` into `stages`, split (with a tensor group: its share,
+ * pp_tp.c) into b->st and b->syncs. */
+sg_status sg__pipeline_split(sg_dist *d, const int *cut, int stages, sg__pp_built *b);
+/* Stage `stage` of `stages` of fwd cut by stage_of_op, as share `share` of `ways` (pp_tp.c): the stage's
+ * forward graph rewritten by its own tensor plan, then backward; *syncs the allreduces the share needs
+ * (resolve them after the optimizer). ways 1: sg__pp_split. The errors of sg__pp_split, sg_tp_plan_create
+ * and sg__tp_rewrite; SG_ERR_UNSUPPORTED when the plan would split a received activation. */
+sg_status sg__pp_split_tp(const sg_graph *fwd, sg_tensor loss, const int *stage_of_op, int stages, int stage,
+                          int micro_batches, int ways, int share, sg__pp_stage **out, sg__tp_sync **syncs,
+                          int *n_syncs);
 /* From an already split stage (b->st set): the optimizer, the session and the runner. On error b keeps
  * what was made (sg__pp_built_free). */
 sg_status sg__pipeline_finish_stage(sg_dist *d, sg__pp_built *b);

@@ -1,7 +1,10 @@
 /* The pipeline strategy (sg_dist_create_model with pipeline > 1, model.h):
  * rank k builds stage k of the forward graph (pp_split.c), appends the
  * optimizer, compiles with the updates last and drives the stage with the
- * 1F1B runner (pp_run.c) over the scheduler's transport (xfer_sched.c). */
+ * 1F1B runner (pp_run.c) over the scheduler's transport (xfer_sched.c).
+ * With tensor > 1 each stage is a tensor group: its ranks build their shares
+ * of the stage (pp_tp.c) and the runner's passes allreduce the split's partial
+ * results over the group (tp_run.c's hooks). */
 #include <math.h>
 #include <string.h>
 
@@ -38,60 +41,86 @@ static sg_status from_metis(const sg_graph *fwd, int stages, int *stage_of) {
  * accepts on every rank; otherwise evenly by op count. The ranks agree
  * through one allreduce, since a split can fail on one stage only (one that
  * sends nothing). */
-static sg_status choose_stages(sg_dist *d, sg_tensor loss) {
+static sg_status choose_stages(sg_dist *d, sg__pp_built *b) {
   sg__par_pipeline *P = PIPELINE(d);
   sg__par_model *m = &P->m;
   const sg_graph *fwd = m->fwd;
   int32_t n_ops = sg_graph_num_ops(fwd);
-  int K = m->pipeline, k = m->index;
+  int K = m->pipeline, k = sg__pipeline_stage(m);
   P->stage_of_op = sg__calloc((size_t)n_ops + 1, sizeof *P->stage_of_op);
   if (P->stage_of_op == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create_model: out of memory");
-  sg__pp_stage *st = NULL;
   sg_status st_metis = from_metis(fwd, K, P->stage_of_op);
-  if (st_metis == SG_OK) st_metis = sg__pp_split(fwd, loss, P->stage_of_op, n_ops, K, k, m->micro, &st);
+  if (st_metis == SG_OK) st_metis = sg__pipeline_split(d, P->stage_of_op, K, b);
   if (st_metis == SG_ERR_NO_MEMORY) return st_metis;
   int64_t ok = st_metis == SG_OK;
   sg_status cst = sg__dist_world_allreduce(d, &ok, 1, SG_I64, SG_REDUCE_MIN);
-  if (cst != SG_OK) {
-    sg__pp_stage_destroy(st);
-    return cst;
-  }
+  if (cst != SG_OK) return cst;
   if (ok) {
     P->metis = true;
-    P->st = st;
     SG_INFO("rank %d: pipeline stage %d of %d from the partitioner (%d ops of %d)", d->rank, k, K,
             count_ops(P->stage_of_op, n_ops, k), n_ops);
     return SG_OK;
   }
-  sg__pp_stage_destroy(st);
+  sg__pp_built_free(b);
   spread(n_ops, K, P->stage_of_op);
   SG_INFO("rank %d: pipeline stage %d of %d by op count (%d ops of %d): the partitioner's stages were not "
           "usable on every rank",
           d->rank, k, K, count_ops(P->stage_of_op, n_ops, k), n_ops);
-  return sg__pp_split(fwd, loss, P->stage_of_op, n_ops, K, k, m->micro, &P->st);
+  return sg__pipeline_split(d, P->stage_of_op, K, b);
+}
+
+sg_status sg__pipeline_split(sg_dist *d, const int *cut, int stages, sg__pp_built *b) {
+  const sg__par_model *m = MODEL(d);
+  sg_tensor loss = {sg__tensor_lookup(m->fwd, m->loss_name)};
+  return sg__pp_split_tp(m->fwd, loss, cut, stages, sg__pipeline_stage(m), m->micro, m->tensor,
+                         sg__pipeline_share(m), &b->st, &b->syncs, &b->n_syncs);
+}
+
+/* A share's fusion barrier: the model's, and the partial sums its hooks allreduce right after their
+ * producers. NULL when out of memory. */
+static uint8_t *share_barrier(const sg__pp_built *b) {
+  uint8_t *barrier = sg__model_fuse_barrier(b->st->g);
+  for (int i = 0; i < b->n_syncs && barrier != NULL; i++) {
+    int32_t t = b->syncs[i].tensor ? sg__tensor_lookup(b->st->g, b->syncs[i].tensor) : -1;
+    if (t >= 0) barrier[t] = 1;
+  }
+  return barrier;
 }
 
 sg_status sg__pipeline_finish_stage(sg_dist *d, sg__pp_built *b) {
   sg__par_pipeline *P = PIPELINE(d);
   sg__par_model *m = &P->m;
   SG_CHECK(sg__model_add_optimizer(b->st->g, &m->opt));
-  uint8_t *barrier = sg__model_fuse_barrier(b->st->g);
+  if (b->n_syncs > 0) SG_CHECK(sg__tp_resolve_backward(b->st->g, b->syncs, b->n_syncs));
+  uint8_t *barrier = share_barrier(b);
   if (barrier == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create_model: out of memory");
   sg_status cs = sg__model_new_session(d, b->st->g, barrier, &b->s);
   sg__free(barrier);
   SG_CHECK(cs);
+  /* The neighbours are the same share of the stages before and after (every share holds the boundary
+   * tensors whole). */
   sg__pp_dp dp = {&m->rxfer, m->replica, m->data};
-  return sg__pp_runner_create(b->st, b->s, &m->xfer, m->index - 1, m->index + 1, &dp, &b->pp);
+  int T = m->tensor;
+  SG_CHECK(sg__pp_runner_create(b->st, b->s, &m->xfer, m->index - T, m->index + T, &dp, &b->pp));
+  if (T == 1) return SG_OK;
+  SG_CHECK(sg__tp_runner_create(b->s, &P->txfer, b->syncs, b->n_syncs, &b->tp));
+  sg__pp_runner_set_hooks(b->pp, sg__tp_runner_hooks(b->tp));
+  return SG_OK;
 }
 
 sg_status sg__pipeline_install(sg_dist *d, const int *cut, sg__pp_built *b, uint64_t tag_step) {
   sg__par_pipeline *P = PIPELINE(d);
   b->pp->step = tag_step;
   sg__pp_runner_destroy(P->pp);
+  sg__tp_runner_destroy(P->tp);
   sg__model_release_session(d); /* before the stage graph it was compiled from */
   sg__pp_stage_destroy(P->st);
+  sg__tp_syncs_free(P->syncs, P->n_syncs);
   P->st = b->st;
   P->pp = b->pp;
+  P->tp = b->tp;
+  P->syncs = b->syncs;
+  P->n_syncs = b->n_syncs;
   P->m.part_session = d->s = b->s;
   d->g = P->st->g;
   *b = (sg__pp_built){0};
@@ -103,8 +132,10 @@ sg_status sg__pipeline_install(sg_dist *d, const int *cut, sg__pp_built *b, uint
 
 void sg__pp_built_free(sg__pp_built *b) {
   sg__pp_runner_destroy(b->pp);
+  sg__tp_runner_destroy(b->tp);
   sg_session_destroy(b->s); /* before the stage graph it was compiled from */
   sg__pp_stage_destroy(b->st);
+  sg__tp_syncs_free(b->syncs, b->n_syncs);
   *b = (sg__pp_built){0};
 }
 
@@ -131,23 +162,29 @@ static sg_status pipeline_build(sg_dist *d, const sg__par_create_args *a) {
   sg__par_model *m = &P->m;
   SG_CHECK(sg__model_keep_optimizer(m, a->opt));
   SG_CHECK(sg__model_read_heal(d));
-  sg_tensor loss;
-  SG_CHECK(sg_graph_find_tensor(m->fwd, m->loss_name, &loss));
-  int K = m->pipeline, D = m->data;
-  SG_CHECK(sg__model_place(d, K)); /* rank = replica * K + stage */
-  /* The transports' ranks are member indices: the stage in the pipeline,
-   * the replica among the stage's copies. */
-  sg__xfer_sched_init(&m->xctx, d, m->group, K, m->index, "pipeline", &m->xfer);
+  int K = m->pipeline, T = m->tensor, D = m->data;
+  SG_CHECK(sg__model_place(d, K * T)); /* rank = replica * K * T + stage * T + share */
+  /* The transports' ranks are member indices: the stage and share in the pipeline, the replica among the
+   * part's copies, the share in the stage's tensor group. */
+  sg__xfer_sched_init(&m->xctx, d, m->group, K * T, m->index, "pipeline", &m->xfer);
   sg__xfer_sched_init(&m->rctx, d, m->replicas, D, m->replica, "replica", &m->rxfer);
-  SG_CHECK(choose_stages(d, loss));
-  sg__pp_built b = {.st = P->st};
-  P->st = NULL;
-  sg_status st = sg__pipeline_finish_stage(d, &b);
+  if (T > 1) {
+    if ((P->tgroup = sg__calloc((size_t)T, sizeof *P->tgroup)) == NULL)
+      return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create_model: out of memory");
+    for (int j = 0; j < T; j++) P->tgroup[j] = m->group[sg__pipeline_stage(m) * T + j];
+    sg__xfer_sched_init(&P->tctx, d, P->tgroup, T, sg__pipeline_share(m), "tensor", &P->txfer);
+  }
+  sg__pp_built b = {0};
+  sg_status st = choose_stages(d, &b);
+  if (st == SG_OK) st = sg__pipeline_finish_stage(d, &b);
   /* Owned from here on, even half made: pipeline_free frees them. */
   P->st = b.st;
   P->pp = b.pp;
+  P->tp = b.tp;
+  P->syncs = b.syncs;
+  P->n_syncs = b.n_syncs;
   m->part_session = d->s = b.s;
-  d->g = P->st->g;
+  d->g = P->st != NULL ? P->st->g : NULL;
   SG_CHECK(st);
   SG_CHECK(sg__model_list_inputs(m, P->st->g, a->opt->lr_input));
   SG_CHECK(sg__pipeline_bind_inputs(d, false));
@@ -187,15 +224,16 @@ sg_status sg__pipeline_part_step(sg_dist *d, float *loss) {
   sg__par_model *m = &P->m;
   memset(m->step_sums, 0, (size_t)m->n_step_sums * sizeof *m->step_sums);
   m->step_sums[0] = d->stats.repartition_due ? 1.0f : 0.0f;
-  m->step_sums[1 + m->index] = (float)(P->busy_sum / P->busy_steps);
+  m->step_sums[1 + sg__pipeline_stage(m)] = (float)(P->busy_sum / P->busy_steps);
   return SG_OK;
 }
 
-/* Only the last stage has the loss: the world's sum over the replicas. A healing pipeline copies its
- * stages' state after each step and heals a lost rank (model_heal.c, pp_heal.c). */
+/* Only the last stage has the loss (each of its shares): the world's sum over the replicas and shares. A
+ * healing pipeline copies its stages' state after each step and heals a lost rank (model_heal.c,
+ * pp_heal.c). */
 static sg_status pipeline_step(sg_dist *d) {
   if (MODEL(d)->heal.on) return sg__model_heal_step(d, &sg__pp_heal_ops, true);
-  SG_CHECK(sg__model_step(d, sg__pipeline_part_step, true, MODEL(d)->data));
+  SG_CHECK(sg__model_step(d, sg__pipeline_part_step, true, MODEL(d)->data * MODEL(d)->tensor));
   return sg__pipeline_maybe_replan(d);
 }
 
@@ -205,9 +243,17 @@ static void pipeline_free(sg_dist *d) {
   sg__par_pipeline *P = PIPELINE(d);
   sg__pp_runner_destroy(P->pp);
   P->pp = NULL;
+  sg__tp_runner_destroy(P->tp);
+  P->tp = NULL;
   sg__model_release_session(d); /* before the stage graph it was compiled from */
   sg__pp_stage_destroy(P->st);
   P->st = NULL;
+  sg__tp_syncs_free(P->syncs, P->n_syncs);
+  P->syncs = NULL;
+  P->n_syncs = 0;
+  sg__xfer_sched_free(&P->tctx);
+  sg__free(P->tgroup);
+  P->tgroup = NULL;
   sg__free(P->stage_of_op);
   P->stage_of_op = NULL;
   sg__free(P->cost);
@@ -259,9 +305,9 @@ static sg_status pipeline_read(const sg_dist *d, const char *name, void *out, si
   sg_tensor t;
   int k = stage_of(P, name);
   if (sg_graph_find_tensor(d->g, name, &t) != SG_OK && k >= 0 && k != P->st->stage)
-    return sg__error(SG_ERR_NOT_FOUND,
-                     "sg_dist_read: '%s' is on pipeline stage %d (rank %d); this rank runs stage %d", name, k,
-                     P->m.replica * P->m.pipeline + k, P->st->stage);
+    return sg__error(
+        SG_ERR_NOT_FOUND, "sg_dist_read: '%s' is on pipeline stage %d (rank %d); this rank runs stage %d",
+        name, k, (P->m.replica * P->m.pipeline + k) * P->m.tensor + sg__pipeline_share(&P->m), P->st->stage);
   return sg_session_read(d->s, name, out, bytes);
 }
 

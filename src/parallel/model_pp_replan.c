@@ -103,13 +103,14 @@ static sg_status unpack(move *mv, const int32_t *ids, int n) {
 static sg_status move_one(move *mv, int32_t t) {
   sg__par_model *m = MODEL(mv->d);
   int a = sg__pp_tensor_stage(mv->fwd, mv->from_cut, t), b = sg__pp_tensor_stage(mv->fwd, mv->to_cut, t);
-  if (a < 0 || b < 0 || (m->index != a && m->index != b)) return SG_OK;
+  int k = sg__pipeline_stage(m);
+  if (a < 0 || b < 0 || (k != a && k != b)) return SG_OK;
   const char *name = mv->fwd->tensors[t].name;
   int32_t from[5], to[5];
-  int nf = m->index == a ? sg__pp_state_group(mv->from_g, name, from) : 0;
-  int nt = m->index == b ? sg__pp_state_group(mv->to_g, name, to) : 0;
-  if ((m->index == a && nf == 0) || (m->index == b && nt == 0))
-    return sg__error(SG_ERR_INTERNAL, "pipeline re-cut: '%s' is not in stage %d's graph", name, m->index);
+  int nf = k == a ? sg__pp_state_group(mv->from_g, name, from) : 0;
+  int nt = k == b ? sg__pp_state_group(mv->to_g, name, to) : 0;
+  if ((k == a && nf == 0) || (k == b && nt == 0))
+    return sg__error(SG_ERR_INTERNAL, "pipeline re-cut: '%s' is not in stage %d's graph", name, k);
   size_t bytes = nf ? sg__pp_group_bytes(mv->from_g, from, nf) : sg__pp_group_bytes(mv->to_g, to, nt);
   SG_CHECK(reserve(mv, bytes));
   if (a == b) { /* stays: from the old session into the new one */
@@ -118,13 +119,13 @@ static sg_status move_one(move *mv, int32_t t) {
     SG_CHECK(pack(mv, from, nf));
     return unpack(mv, to, nt);
   }
-  if (m->index == a) {
+  if (k == a) {
     SG_CHECK(pack(mv, from, nf));
-    SG_CHECK(m->xfer.send(m->xfer.ctx, b, MOVE_TAG, mv->buf, bytes));
+    SG_CHECK(m->xfer.send(m->xfer.ctx, b * m->tensor + sg__pipeline_share(m), MOVE_TAG, mv->buf, bytes));
     mv->sent += bytes;
     return SG_OK;
   }
-  SG_CHECK(m->xfer.recv(m->xfer.ctx, a, MOVE_TAG, mv->buf, bytes));
+  SG_CHECK(m->xfer.recv(m->xfer.ctx, a * m->tensor + sg__pipeline_share(m), MOVE_TAG, mv->buf, bytes));
   return unpack(mv, to, nt);
 }
 
@@ -215,6 +216,16 @@ sg_status sg__pipeline_maybe_replan(sg_dist *d) {
   sg__par_pipeline *P = PIPELINE(d);
   sg__par_model *m = &P->m;
   if (m->step_sums[0] < 0.5f || d->p.repartition_p99_ms < 0) return SG_OK; /* no stage's profile fired */
+  if (m->tensor > 1) {
+    /* A re-cut would move slices between stages whose own plans split them differently. */
+    if (d->rank == 0 && !P->recut_refused)
+      SG_INFO("pipeline re-cut not evaluated at step %llu: the stages are tensor groups (tensor %d), which "
+              "are not re-cut from the profile",
+              (unsigned long long)d->stats.steps, m->tensor);
+    P->recut_refused = true;
+    sg__dist_profile_restart(d, false);
+    return SG_OK;
+  }
   int K = m->pipeline;
   int32_t n = sg_graph_num_ops(m->fwd);
   double busy[SG__PP_MAX_STAGES];
@@ -251,8 +262,7 @@ sg_status sg__pipeline_maybe_replan(sg_dist *d) {
     return SG_OK;
   }
   sg__pp_built b = {0};
-  sg_tensor loss = {sg__tensor_lookup(m->fwd, m->loss_name)};
-  st = sg__pp_split(m->fwd, loss, cut, n, K, m->index, m->micro, &b.st);
+  st = sg__pipeline_split(d, cut, K, &b);
   if (st == SG_OK) st = sg__pipeline_finish_stage(d, &b);
   char why[512] = "";
   if (st != SG_OK) snprintf(why, sizeof why, "%s", sg_last_error());

@@ -18,6 +18,8 @@
 #include "sgrt/partition.h"
 #include "sgrt/session.h"
 
+struct sg__step_hooks; /* runtime/hooks.h */
+
 /* Bounds that keep a message tag in 31 bits (pp_run.c packs direction,
  * step, boundary index and micro-batch into it). */
 #define SG__PP_MAX_STAGES 1024
@@ -81,6 +83,15 @@ typedef struct sg__pp_stage {
  * the batch (16 channels at batch 16). */
 sg_status sg__pp_split(const sg_graph *fwd, sg_tensor loss, const int *stage_of_op, int32_t n_ops, int stages,
                        int stage, int micro_batches, sg__pp_stage **out);
+
+/* The same stage without backward (a pipeline stage that is a tensor group rewrites it into its share
+ * first, pp_tp.c): its forward ops and the loss or surrogate, the boundary tensors marked outputs;
+ * recv_grad is NULL. The errors of sg__pp_split. */
+sg_status sg__pp_split_forward(const sg_graph *fwd, sg_tensor loss, const int *stage_of_op, int32_t n_ops,
+                               int stages, int stage, int micro_batches, sg__pp_stage **out);
+/* Backward of st->g from st->loss, and recv_grad: each boundary input's gradient, a marked output (the
+ * last part of sg__pp_split). SG_ERR_UNSUPPORTED when the loss does not depend on a boundary input. */
+sg_status sg__pp_stage_backward(sg__pp_stage *st);
 
 /* The whole of `fwd` (finalized, forward only) rebuilt at the shapes of one
  * of `micro_batches` micro-batches, forward only and finalized, every tensor
@@ -185,6 +196,10 @@ sg_status sg__pp_set_input(sg__pp_runner *r, const char *name, const void *data,
  * (a malformed or unexpected message) and the session. */
 sg_status sg__pp_step(sg__pp_runner *r, float *loss);
 
+/* Hooks the runner's compute passes run with (a tensor group's allreduces: tp.h's
+ * sg__tp_runner_hooks), or NULL. They must outlive the runner. */
+void sg__pp_runner_set_hooks(sg__pp_runner *r, const struct sg__step_hooks *hooks);
+
 /* Figures of the last step. */
 void sg__pp_runner_stats(const sg__pp_runner *r, sg__pp_stats *out);
 
@@ -258,7 +273,8 @@ struct sg__pp_runner {
   uint64_t step;
   double loss_sum;
   sg__pp_stats stats;
-  double slow; /* > 1: an injected slow fault's factor (sg__pp_runner_set_slow) */
+  double slow;                        /* > 1: an injected slow fault's factor (sg__pp_runner_set_slow) */
+  const struct sg__step_hooks *hooks; /* of the compute passes (sg__pp_runner_set_hooks), or NULL */
 };
 
 #endif /* SG_DIST_PP_H */

@@ -21,7 +21,7 @@
 /* The stage the current cut puts source tensor t on is this rank's. */
 static bool mine(const sg_dist *d, int32_t t) {
   const sg__par_pipeline *P = PIPELINE(d);
-  return sg__pp_tensor_stage(P->m.fwd, P->stage_of_op, t) == P->m.index;
+  return sg__pp_tensor_stage(P->m.fwd, P->stage_of_op, t) == sg__pipeline_stage(&P->m);
 }
 
 /* ---- the recovery ------------------------------------------------------------------------------- */
@@ -150,8 +150,7 @@ static sg_status rebuild(sg_dist *d, const sg__model_gen *g) {
   if (st == SG_OK) st = place(d, L.K);
   if (st == SG_OK) st = sg__dist_inject_recovery(d, SG_RECOVERY_TRANSFER);
   sg__pp_built b = {0};
-  sg_tensor loss = {sg__tensor_lookup(m->fwd, m->loss_name)};
-  if (st == SG_OK) st = sg__pp_split(m->fwd, loss, L.cut, n_ops, L.K, m->index, m->micro, &b.st);
+  if (st == SG_OK) st = sg__pipeline_split(d, L.cut, L.K, &b);
   if (st == SG_OK) st = sg__pipeline_finish_stage(d, &b);
   /* Every rank built its stage, or all give up (a stage the split refuses fails everywhere). */
   int64_t ok = st == SG_OK;

@@ -102,6 +102,10 @@ static sg_status feed(sg__pp_runner *r, int m) {
   return SG_OK;
 }
 
+void sg__pp_runner_set_hooks(sg__pp_runner *r, const sg__step_hooks *hooks) {
+  if (r != NULL) r->hooks = hooks;
+}
+
 void sg__pp_runner_set_slow(sg__pp_runner *r, double factor) {
   if (r != NULL) r->slow = factor > 1 ? factor : 0;
 }
@@ -116,7 +120,8 @@ void sg__pp_runner_set_slow(sg__pp_runner *r, double factor) {
  * passes, run in that order). */
 static sg_status run(sg__pp_runner *r, int m, uint32_t end, bool recompute) {
   uint64_t g = (uint64_t)r->replica * (uint64_t)r->st->micro_batches + (uint64_t)m;
-  sg__session_pass pass = {.begin = 0, .end = end, .stream = g + 1, .freeze_stats = recompute};
+  sg__session_pass pass = {
+      .begin = 0, .end = end, .stream = g + 1, .freeze_stats = recompute, .hooks = r->hooks};
   int64_t t0 = sg__now_ns();
   sg_status st = sg__session_run_pass(r->s, &pass);
   /* An injected slow fault: the pass's excess time, slept (bounded: a stall, never a hang). */

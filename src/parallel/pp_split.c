@@ -289,19 +289,23 @@ static sg_status build(cut *c, sg_tensor loss) {
   SG_CHECK(sg_graph_mark_output(c->g, (sg_tensor){st->loss}));
   for (int j = 0; j < st->n_send; j++) SG_CHECK(sg_graph_mark_output(c->g, (sg_tensor){st->send[j]}));
   if (c->forward_only) return SG_OK;
-  SG_CHECK(sg_graph_backward(c->g, (sg_tensor){st->loss}));
+  return sg__pp_stage_backward(st);
+}
+
+sg_status sg__pp_stage_backward(sg__pp_stage *st) {
+  SG_CHECK(sg_graph_backward(st->g, (sg_tensor){st->loss}));
   st->recv_grad = sg__calloc((size_t)st->n_recv + 1, sizeof(int32_t));
   if (st->recv_grad == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg__pp_split: out of memory");
   for (int j = 0; j < st->n_recv; j++) {
     sg_tensor gr;
-    if (sg_graph_grad(c->g, (sg_tensor){st->recv[j]}, &gr) != SG_OK)
+    if (sg_graph_grad(st->g, (sg_tensor){st->recv[j]}, &gr) != SG_OK)
       return sg__error(SG_ERR_UNSUPPORTED,
                        "sg__pp_split: stage %d's loss does not depend on its boundary input '%s' (no "
                        "gradient to send back)",
-                       c->k, c->g->tensors[st->recv[j]].name);
+                       st->stage, st->g->tensors[st->recv[j]].name);
     st->recv_grad[j] = gr.id;
     /* Kept between calls, so the runner can send it after the pass. */
-    SG_CHECK(sg_graph_mark_output(c->g, gr));
+    SG_CHECK(sg_graph_mark_output(st->g, gr));
   }
   return SG_OK;
 }
@@ -367,6 +371,11 @@ fail:
 sg_status sg__pp_split(const sg_graph *fwd, sg_tensor loss, const int *stage_of_op, int32_t n_ops, int stages,
                        int stage, int micro_batches, sg__pp_stage **out) {
   return split(fwd, loss, stage_of_op, n_ops, stages, stage, micro_batches, false, out);
+}
+
+sg_status sg__pp_split_forward(const sg_graph *fwd, sg_tensor loss, const int *stage_of_op, int32_t n_ops,
+                               int stages, int stage, int micro_batches, sg__pp_stage **out) {
+  return split(fwd, loss, stage_of_op, n_ops, stages, stage, micro_batches, true, out);
 }
 
 /* One stage of everything, without backward: the same rebuild at the

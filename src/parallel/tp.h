@@ -14,6 +14,8 @@
 #include "sgrt/partition.h"
 #include "sgrt/session.h"
 
+struct sg__step_hooks; /* runtime/hooks.h */
+
 /* What a sync point does with its tensor, in place, across the TP group. */
 typedef enum sg__tp_sync_kind {
   /* Forward: sum a row-split op's partial output, or a column-split output
@@ -94,6 +96,9 @@ sg_status sg__tp_runner_create(sg_session *s, const sg__xfer *x, const sg__tp_sy
 sg_status sg__tp_runner_run(sg__tp_runner *r, uint32_t begin, uint32_t end, bool count_step);
 /* A whole training step with the syncs: sg_session_step's counterpart. */
 sg_status sg__tp_runner_step(sg__tp_runner *r);
+/* The hooks that run the syncs, for passes run by another runner (a pipeline stage that is a tensor
+ * group: every share runs the same passes, so the allreduces meet). Live as long as r. */
+const struct sg__step_hooks *sg__tp_runner_hooks(const sg__tp_runner *r);
 /* Frees. Accepts NULL. */
 void sg__tp_runner_destroy(sg__tp_runner *r);
 /* Number of all-reduces per step and the elements they move (for reports). */

@@ -199,6 +199,12 @@ static sg_status check_op(const rw *c, uint32_t k, const sg_tp_annotation *a) {
   return SG_OK;
 }
 
+/* Whether a gradient may flow into tensor t: computed, or a parameter (a pipeline stage's received
+ * activation is one, to get the gradient it sends back: pp_split.c). */
+static bool gets_grad(const sg_graph *g, int32_t t) {
+  return g->tensors[t].producer >= 0 || g->tensors[t].role == SG_ROLE_PARAMETER;
+}
+
 /* Row split: the op on the input and weight slices gives a partial sum
  * "<y>.tp_partial" (synced forward), then the bias, scaled by gemm's beta,
  * is added once. An input that arrives whole is sliced first. */
@@ -211,7 +217,7 @@ static sg_status add_row_op(rw *c, const sg__op *op, const sg_tp_annotation *a) 
     SG_CHECK(sg__tp_slice_last(c->g, in[0], c->ways, c->rank, name, &in[0], &sel));
     /* The selector product's input gradient is this rank's share, zero
      * elsewhere: summed over the group when a gradient flows there. */
-    if (s->tensors[op->inputs[0]].producer >= 0)
+    if (gets_grad(s, op->inputs[0]))
       SG_CHECK(add_sync(c, SG__TP_SYNC_BWD_ALLREDUCE, NULL, c->g->ops[c->g->n_ops - 1].name,
                         c->g->tensors[sel.id].name));
   }
@@ -266,7 +272,7 @@ static sg_status add_op(rw *c, uint32_t k) {
   /* Each rank back-propagates through its weight slice only: its share of
    * the input's gradient is summed over the group, unless no gradient flows
    * there (a graph input); sg__tp_resolve_backward finds out which. */
-  if (c->src->tensors[op->inputs[0]].producer >= 0)
+  if (gets_grad(c->src, op->inputs[0]))
     SG_CHECK(add_sync(c, SG__TP_SYNC_BWD_ALLREDUCE, NULL, c->g->ops[c->g->n_ops - 1].name,
                       c->g->tensors[c->map[op->inputs[1]]].name));
   if (a->output_comm != SG_TP_COMM_ALLGATHER) return SG_OK; /* a row split consumes the shard */

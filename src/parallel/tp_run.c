@@ -125,6 +125,8 @@ sg_status sg__tp_runner_step(sg__tp_runner *r) {
   return sg__tp_runner_run(r, 0, r->n_order, true);
 }
 
+const sg__step_hooks *sg__tp_runner_hooks(const sg__tp_runner *r) { return r ? &r->hooks : NULL; }
+
 void sg__tp_runner_destroy(sg__tp_runner *r) {
   if (r == NULL) return;
   sg__free(r->slots);

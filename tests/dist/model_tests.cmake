@@ -27,6 +27,12 @@ add_test(NAME model_mlp_tp2_dp2 COMMAND ${_sg_model_launch} -n 4 -- ${_sg_model_
 # replicas of a 2-way split with 2 micro-batches of 4 of their 8 samples.
 add_test(NAME model_mlp_tp2_micro4 COMMAND ${_sg_model_launch} -n 2 -- ${_sg_model_worker} tpm 4)
 add_test(NAME model_mlp_tp2_dp2_micro2 COMMAND ${_sg_model_launch} -n 4 -- ${_sg_model_worker} tpmdp 2)
+# Pipeline x tensor (SPEC P7): each stage a tensor group (rank = stage * T + share), split by its own plan;
+# 2 stages x 2 shares with 4 micro-batches, 3 x 2 (a middle stage that receives and sends, column splits
+# gathered at the stage's end) with 2, and 2 copies of 2 x 2 each fed half of the batch.
+add_test(NAME model_mlp_pp2_tp2 COMMAND ${_sg_model_launch} -n 4 -- ${_sg_model_worker} pptp 2 4)
+add_test(NAME model_mlp_pp3_tp2 COMMAND ${_sg_model_launch} -n 6 -- ${_sg_model_worker} pptp 2 2)
+add_test(NAME model_mlp_pp2_tp2_dp2 COMMAND ${_sg_model_launch} -n 8 -- ${_sg_model_worker} pptp 2 2 2)
 add_test(NAME model_mlp_dp2 COMMAND ${_sg_model_launch} -n 2 -- ${_sg_model_worker} dp)
 # Repartitioning a running pipeline (SPEC P6): rank 1 slowed 4x by a 'slow' fault; the stages are re-cut
 # from the profile at a step boundary and the state moved; parameters and loss as one process's.
@@ -39,6 +45,8 @@ add_test(NAME model_mlp_pp2_dp2_recut COMMAND ${_sg_model_launch} -n 4 -- ${_sg_
 # whole-batch reference by design.
 add_test(NAME model_resnet_tp2 COMMAND ${_sg_model_launch} -n 2 -- ${_sg_model_worker} rn_tp)
 add_test(NAME model_resnet_pp4 COMMAND ${_sg_model_launch} -n 4 -- ${_sg_model_worker} rn_pp 1)
+# ... and as 2 stages x 2 shares (its last layer split), in lockstep as the tensor split.
+add_test(NAME model_resnet_pp2_tp2 COMMAND ${_sg_model_launch} -n 4 -- ${_sg_model_worker} rn_pptp 2 1)
 add_test(NAME model_badargs COMMAND ${_sg_model_launch} -n 4 -- ${_sg_model_worker} badargs)
 # Synchronized batch norm (SPEC P7): ResNet-50 on 2 ranks with sync_batch_norm equals one process on the
 # global batch (and without it does not).
@@ -53,8 +61,9 @@ set_tests_properties(model_death_pp2_dp2 PROPERTIES TIMEOUT 120 LABELS "dist;mod
 set_tests_properties(model_mlp_pp4 model_mlp_pp2 model_mlp_pp2_dp2 model_mlp_tp2 model_mlp_tp2_dp2 model_mlp_dp2
                      model_mlp_tp2_micro4 model_mlp_tp2_dp2_micro2 model_badargs model_mismatch_np2 model_death_pp4
                      model_mlp_pp2_recut model_mlp_pp4_recut model_mlp_pp2_dp2_recut
+                     model_mlp_pp2_tp2 model_mlp_pp3_tp2 model_mlp_pp2_tp2_dp2
                      PROPERTIES TIMEOUT 120 LABELS "dist;model" ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000")
-set_tests_properties(model_resnet_tp2 model_resnet_pp4 model_resnet_sync_bn_np2 PROPERTIES TIMEOUT 240 LABELS "dist;model"
+set_tests_properties(model_resnet_tp2 model_resnet_pp4 model_resnet_pp2_tp2 model_resnet_sync_bn_np2 PROPERTIES TIMEOUT 240 LABELS "dist;model"
                      ENVIRONMENT "SG_COMM_TIMEOUT_MS=60000")
 
 # Healing a pipeline or a tensor group (sg_dist_params.heal, docs/resilience.md "Healing a pipeline", "Healing

@@ -22,6 +22,10 @@
  *   rn_tp       ResNet-50 (examples/resnet50, width 16, 32x32, 10 classes,
  *               batch 8) split N ways: only the final linear is split;
  *   rn_pp M     the same ResNet-50 as an N-stage pipeline;
+ *   pptp T M [D] the MLP as a pipeline of N / (T x D) stages, each a tensor
+ *               group of T shares (pipeline x tensor), M micro-batches, D
+ *               copies (1);
+ *   rn_pptp T M the same with ResNet-50 (one copy; in lockstep, as rn_tp);
  *   death DIR   a 4-stage pipeline (MODEL_DEATH_DATA=2: 2 copies of 2
  *               stages) whose rank 2 SIGKILLs itself in step 3:
  *               every other rank's step fails with SG_ERR_COMM naming rank 2
@@ -667,6 +671,164 @@ static int run_recut(int data) {
   return 0;
 }
 
+/* ---- pipeline x tensor ------------------------------------------------------------------- */
+
+/* This rank's part of parameter `a` against the reference's values `want`: whole (a replicated tensor of
+ * this rank's stage), a slice of `ways` (split by the stage's own plan, which the public API does not show:
+ * the slice is compared with the reference's slice `share` along each axis it divides, and the closest
+ * must match), or absent (another stage). Returns the error, -1 when absent; *split 1 for a slice. */
+static double compare_part(sg_dist *d, const sg_tensor_info *a, const float *want, int ways, int share,
+                           int *split) {
+  float *mine = malloc(a->nbytes), *part = malloc(a->nbytes);
+  CHECK(mine && part, "out of memory");
+  double e = -1;
+  *split = 0;
+  sg_status st = sg_dist_read(d, a->name, mine, a->nbytes);
+  if (st == SG_OK) {
+    e = rel_diff(mine, want, (size_t)(a->nbytes / 4));
+  } else if (st != SG_ERR_NOT_FOUND) {
+    size_t bytes = a->nbytes / (size_t)ways;
+    CHECK(sg_dist_read(d, a->name, mine, bytes) == SG_OK, "'%s' reads neither whole nor as 1/%d: %s", a->name,
+          ways, sg_last_error());
+    *split = 1;
+    e = INFINITY;
+    for (int axis = 0; axis < a->ndim; axis++) {
+      if (a->dims[axis] % ways != 0) continue;
+      slice(want, a, axis, ways, share, part);
+      e = fmin(e, rel_diff(mine, part, bytes / 4));
+    }
+  } else {
+    CHECK(strstr(sg_last_error(), "pipeline stage") != NULL, "'%s': %s", a->name, sg_last_error());
+  }
+  free(mine);
+  free(part);
+  return e;
+}
+
+/* sync_reference for a pipeline of tensor groups (one copy): a whole tensor goes from the first rank that
+ * holds it to everybody; a split one (ResNet-50's last layer and its momentum, split as the whole graph's
+ * plan says: the last stage's plan is the same there) is gathered from the T consecutive ranks of its
+ * stage. */
+static void sync_pptp(const model *m, const sg_graph *ref_g, sg_session *ref, sg_dist *d,
+                      const sg_tp_plan *plan, sg_comm *c, int T) {
+  int world = sg_comm_size(c), me = sg_comm_rank(c);
+  for (int32_t t = 0; t < sg_graph_num_tensors(ref_g); t++) {
+    sg_tensor_info a;
+    OK(sg_graph_tensor_info(ref_g, (sg_tensor){t}, &a));
+    if (a.role != SG_ROLE_PARAMETER && a.role != SG_ROLE_STATE && a.role != SG_ROLE_OPTIMIZER_STATE) continue;
+    int axis = train_axis(plan, m, a.name);
+    size_t bytes = axis < 0 ? a.nbytes : a.nbytes / (size_t)T;
+    float *full = malloc(a.nbytes), *all = calloc((size_t)world, bytes), *mine = calloc(1, bytes);
+    CHECK(full && all && mine, "out of memory");
+    sg_status st = sg_dist_read(d, a.name, axis < 0 ? full : mine, bytes);
+    CHECK(st == SG_OK || st == SG_ERR_NOT_FOUND, "'%s': %s", a.name, sg_status_str(st));
+    int32_t first = st == SG_OK ? me : world;
+    OK(sg_comm_allreduce(c, &first, &first, 1, SG_I32, SG_REDUCE_MIN));
+    CHECK(first < world, "no rank holds '%s'", a.name);
+    if (axis < 0) {
+      OK(sg_comm_broadcast(c, full, (size_t)a.numel, SG_F32, first));
+    } else {
+      OK(sg_comm_allgather(c, mine, all, bytes / 4, SG_F32));
+      unslice(all + (size_t)first * (bytes / 4), &a, axis, T, full);
+    }
+    OK(sg_session_write(ref, a.name, full, a.nbytes));
+    free(full);
+    free(all);
+    free(mine);
+  }
+}
+
+/* The MLP (or ResNet-50) as a pipeline of world / (T x data) stages, each a tensor group of T shares, with
+ * M micro-batches (and `data` copies, each fed its part of the global batch): every step's loss and, at the
+ * end, every parameter (each rank's stage's, whole or its slice) against one process on the whole batch;
+ * afterwards every parameter is held by exactly T ranks of each copy. */
+static int run_pptp(int resnet, int T, int micro, int data) {
+  model m, full;
+  int global = resnet ? 8 : 16;
+  if (resnet) build_resnet(&m, global / data), build_resnet(&full, global);
+  else build_mlp(&m, global / data), build_mlp(&full, global);
+  sg_graph *ref_g;
+  sg_session *ref = reference_session(&full, &ref_g);
+  if (m.resnet) OK(resnet50_init_session(ref_g, ref, SEED));
+  int world = env_world(), K = world / (T * data);
+  CHECK(K >= 2 && K * T * data == world, "world %d is not data %d x (pipeline >= 2) x tensor %d", world, data,
+        T);
+  sg_dist_params dp = SG_DIST_PARAMS_INIT;
+  dp.threads = 1;
+  dp.pipeline = K, dp.tensor = T, dp.data = data, dp.micro_batches = micro;
+  if (m.resnet) dp.dead_ms = 10000; /* as run_parts: rank 0 computes the reference between steps */
+  sg_dist *d = create_momentum(&m, &dp);
+  int rank = sg_dist_rank(d), replica = rank / (K * T), share = rank % T;
+  /* ResNet-50's weights have no initializers: the whole-graph plan's split of its last layer is the last
+   * stage's (the only matmul with a parameter weight). */
+  sg_tp_plan *plan = NULL;
+  sg_tp_params tpp = SG_TP_PARAMS_INIT;
+  tpp.ways = T;
+  OK(sg_tp_plan_create(m.fwd, &tpp, &plan));
+  init_weights(&m, d, plan, T, share);
+  /* ResNet-50 runs in lockstep with the reference, as under tensor parallelism (sync_reference says why). */
+  sg_comm *side = resnet ? rejoin() : NULL;
+  double worst_loss = 0;
+  float loss0 = 0, lossN = 0;
+  for (int step = 0; step < STEPS; step++) {
+    float ref_loss;
+    if (side != NULL) sync_pptp(&m, ref_g, ref, d, plan, side, T);
+    feed(&full, NULL, ref, step, 0, full.batch);
+    OK(sg_session_step(ref));
+    OK(sg_session_read(ref, "loss", &ref_loss, sizeof ref_loss));
+    if (step % 2) feed_bound(&m, d, step, replica * m.batch, m.batch);
+    else feed(&m, d, NULL, step, replica * m.batch, m.batch);
+    OK(sg_dist_step(d));
+    sg_dist_stats st = SG_DIST_STATS_INIT;
+    OK(sg_dist_get_stats(d, &st));
+    CHECK(st.steps == (uint64_t)step + 1, "stats: %llu steps", (unsigned long long)st.steps);
+    double e = fabs((double)st.loss_mean - ref_loss) / fabs((double)ref_loss);
+    CHECK(e <= TOL, "step %d: loss_mean %.9g, single process %.9g", step + 1, st.loss_mean, ref_loss);
+    worst_loss = fmax(worst_loss, e);
+    if (step == 0) loss0 = st.loss_mean;
+    lossN = st.loss_mean;
+  }
+  double worst = 0;
+  int64_t held = 0, n_params = 0, n_split = 0;
+  char at[256] = "-";
+  for (int32_t t = 0; t < sg_graph_num_tensors(m.fwd); t++) {
+    sg_tensor_info a;
+    OK(sg_graph_tensor_info(m.fwd, (sg_tensor){t}, &a));
+    if (a.role != SG_ROLE_PARAMETER) continue;
+    n_params++;
+    float *want = malloc(a.nbytes);
+    CHECK(want != NULL, "out of memory");
+    OK(sg_session_read(ref, a.name, want, a.nbytes));
+    int split;
+    double e = compare_part(d, &a, want, T, share, &split);
+    free(want);
+    if (e < 0) continue;
+    CHECK(e <= TOL, "'%s' (%s) differs from the single-process run by %.3g", a.name,
+          split ? "a slice" : "whole", e);
+    held++, n_split += split;
+    if (e >= worst) worst = e, snprintf(at, sizeof at, "%s", a.name);
+  }
+  uint64_t h1, h2;
+  OK(sg_dist_params_hash(d, &h1));
+  OK(sg_dist_params_hash(d, &h2));
+  CHECK(h1 == h2, "params hash not stable");
+  OK(sg_dist_destroy(d));
+  sg_tp_plan_destroy(plan);
+  sg_comm *c = side != NULL ? side : rejoin();
+  int64_t sum = held;
+  OK(sg_comm_allreduce(c, &sum, &sum, 1, SG_I64, SG_REDUCE_SUM));
+  CHECK(sum == n_params * T * data,
+        "the ranks hold %lld parameter parts, expected %lld (%d shares x %d copies)", (long long)sum,
+        (long long)(n_params * T * data), T, data);
+  OK(sg_comm_destroy(c));
+  printf("rank %d: %s pipeline=%d x tensor=%d x data=%d, M=%d: %lld of %lld parameters here (%lld split), "
+         "worst rel diff %.3g (%s), loss %.6f -> %.6f, worst loss rel diff %.3g\n",
+         rank, resnet ? "ResNet-50" : "MLP", K, T, data, micro, (long long)held, (long long)n_params,
+         (long long)n_split, worst, at, loss0, lossN, worst_loss);
+  free_run(ref, ref_g, &m, &full);
+  return 0;
+}
+
 /* ---- healing a pipeline ------------------------------------------------------------------ */
 
 /* ||a - b|| / ||b|| over n floats. */
@@ -1192,9 +1354,14 @@ static int run_badargs(void) {
          "data 2 x pipeline 4 x tensor 1 = 8 ranks, but the world has 4");
   p = p0, p.data = 3;
   EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_INVALID_ARG, "but the world has 4");
-  p = p0, p.pipeline = 2, p.tensor = 2;
+  /* Pipeline x tensor runs (pptp), but does not heal yet, and its stages are not re-cut ('slow' faults). */
+  p = p0, p.pipeline = 2, p.tensor = 2, p.heal = 1;
   EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_UNSUPPORTED,
-         "together are not supported");
+         "heal 1 with pipeline x tensor parallelism (pipeline=2, tensor=2) is not supported yet");
+  p = p0, p.pipeline = 2, p.tensor = 2, p.inject = "slow:rank=1,factor=4,step=2";
+  EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_UNSUPPORTED,
+         "fault injection (sg_dist_params.inject) is not supported with pipeline x tensor parallelism "
+         "(pipeline=2, tensor=2) without heal 1");
   p = p0, p.tensor = 4, p.micro_batches = 3;
   EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_INVALID_ARG,
          "the batch of 16 (first dim of input 'x') does not divide into micro_batches 3");
@@ -1318,6 +1485,10 @@ int main(int argc, char **argv) {
   if (strcmp(mode, "tpmdp") == 0) return run_parts(0, 0, micro, NULL, 2);
   if (strcmp(mode, "rn_tp") == 0) return run_parts(1, 0, 1, NULL, 1);
   if (strcmp(mode, "rn_pp") == 0) return run_parts(1, 1, micro, NULL, 1);
+  /* pptp T M [D]: a pipeline of tensor groups of T shares, M micro-batches, D copies (1). */
+  if (strcmp(mode, "pptp") == 0 && argc > 3)
+    return run_pptp(0, atoi(argv[2]), atoi(argv[3]), argc > 4 ? atoi(argv[4]) : 1);
+  if (strcmp(mode, "rn_pptp") == 0 && argc > 3) return run_pptp(1, atoi(argv[2]), atoi(argv[3]), 1);
   if (strcmp(mode, "dp") == 0) return run_dp();
   if (strcmp(mode, "recut") == 0) return run_recut(1);
   if (strcmp(mode, "recutdp") == 0) return run_recut(2);
