@@ -17,7 +17,8 @@
  * --pipeline K / --tensor T (with --micro-batches M: M micro-batches of the batch) train
  * the same model through sg_dist_create_model (docs/dist.md, "Pipeline and
  * tensor parallelism through sg_dist"): the forward graph of resnet50_build
- * is cut into K pipeline stages or split T ways, the world being D copies
+ * is cut into K pipeline stages or split T ways (both: K stages, each split
+ * T ways), the world being D copies
  * of that (D = ranks / (K x T)); --batch is then per copy, the inputs are
  * set by the program. A pipeline of K >= 3 stages or a tensor group of
  * T >= 3 shares heals itself (sg_dist_params.heal: each part's state is

@@ -312,6 +312,14 @@ SG_API sg_dist_optimizer sg_dist_optimizer_init(void);
  *     a step runs forward and backward on each of the M cuts of the batch,
  *     accumulating the gradients (dropout is refused). With D > 1 a
  *     share's copies average their gradients before the update.
+ *   K > 1 and T > 1: pipeline x tensor. The stages are chosen as for K > 1,
+ *     and each is a tensor group: rank (d*K + k)*T + t rewrites stage k's
+ *     graph by the stage's own sg_tp_plan into share t
+ *     (docs/pipeline_parallel.md "Stages that are tensor groups"); share t
+ *     exchanges the boundary tensors (whole on every share) with share t of
+ *     the neighbouring stages, and the runner's passes allreduce the
+ *     split's partial results over the stage's group. Not healed yet
+ *     (heal 1 is refused), and its stages are not re-cut from the profile.
  * In the K > 1 and T > 1 modes every transfer runs on the scheduler thread,
  * which owns the communicator, and a rank that dies makes every other rank's
  * sg_dist_step() fail with SG_ERR_COMM naming it (within dead_ms plus a
@@ -326,7 +334,7 @@ SG_API sg_dist_optimizer sg_dist_optimizer_init(void);
  *   message names the field) or degrees whose product is not the world
  *   size ("data 1 x pipeline 2 x tensor 2 = 4 ranks, but the world has 2");
  *   SG_ERR_UNSUPPORTED for combinations this version does not run (the
- *   message says which): pipeline with tensor, tensor with
+ *   message says which): heal with pipeline x tensor, tensor with
  *   micro-batches and dropout, a feed callback (self-healing), zero or
  *   an offload tier with pipeline or tensor > 1, a graph the split or the
  *   rewrite does not handle;

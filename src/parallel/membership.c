@@ -418,8 +418,8 @@ sg_status sg__dist_job_recover(sg_dist *d, void *arg) {
     if (m.cut_from[me] == -2)
       return sg__error(
           SG_ERR_COMM,
-          "rank %d: released from the job at epoch %d: the other copies of the model dropped this "
-          "rank's place to keep the layout of the copy that lost a rank",
+          "rank %d: released from the job at epoch %d: its place was dropped to keep the model's layout "
+          "regular (every copy of the model, or every stage's tensor group, loses the lost rank's place)",
           me, epoch);
     return sg__error(SG_ERR_COMM,
                      "rank %d: excluded from the job at epoch %d (the others went on without it: it was "

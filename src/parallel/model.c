@@ -97,9 +97,6 @@ static sg_status check_params(const sg_dist_params *p) {
                      "%s: a feed callback is not supported with %s parallelism (%s): set feed to NULL and "
                      "heal to 1 to heal a lost rank",
                      FN, mode, shape);
-  if (p->heal == 1 && both)
-    return sg__error(SG_ERR_UNSUPPORTED, "%s: heal 1 with %s parallelism (%s) is not supported yet", FN, mode,
-                     shape);
   if (p->heal == 1 && !both && deg < 3)
     return sg__error(
         SG_ERR_INVALID_ARG,

@@ -73,7 +73,8 @@ typedef struct sg__model_input {
 typedef struct sg__model_gen {
   int64_t seq;                 /* 1, 2, ...: its number; 0: none */
   uint64_t step;               /* the steps completed when it was taken */
-  int K;                       /* the group's width then (the stages, the shares) */
+  int K;                       /* the group's width then (the stages, the shares; stages x shares) */
+  int ring;                    /* the copies went round blocks of `ring` members (a stage's shares, or K) */
   int *cut;                    /* pipeline: the stage of each op of fwd then; else NULL */
   int orig[SG__PP_MAX_STAGES]; /* the original rank of each stage or share then */
   unsigned char *own, *prev;   /* packed (model_heal.c's format): this rank's part, the previous one's */
@@ -235,6 +236,9 @@ typedef struct sg__pp_built {
   int n_syncs;
   sg__tp_runner *tp;
 } sg__pp_built;
+/* The pipeline's transports for this rank's place now (model.h's group and replicas; with tensor > 1 the
+ * stage's group too), made anew. */
+sg_status sg__pipeline_transports(sg_dist *d);
 /* This rank's stage of the forward graph cut by `cut` into `stages`, split (with a tensor group: its share,
  * pp_tp.c) into b->st and b->syncs. */
 sg_status sg__pipeline_split(sg_dist *d, const int *cut, int stages, sg__pp_built *b);
@@ -318,6 +322,9 @@ sg_status sg__model_replace(sg_dist *d);
 /* heal.on from sg_dist_params.heal; with several copies, the recovery releases the ranks at the lost
  * ones' places in the other copies (sg__dist_healing.keep). */
 void sg__model_heal_init(sg_dist *d);
+/* sg__dist_healing.keep for the layout now (a pipeline of tensor groups that healed down to one share per
+ * stage is a plain pipeline). */
+void sg__model_heal_keep(sg_dist *d);
 void sg__model_heal_free(sg__model_heal *h);
 
 /* The pipeline's part (pp_heal.c). */
@@ -329,6 +336,30 @@ sg_status sg__tensor_build_share(sg_dist *d);
 void sg__tensor_free_share(sg_dist *d);
 sg_status sg__tensor_part_step(sg_dist *d, float *loss);
 extern const sg__model_heal_ops sg__tp_heal_ops;
+
+/* Re-splitting a tensor group's state from generation g's copies (tp_heal.c; a pipeline of tensor groups'
+ * heal, pptp_heal.c, per stage): old share s's slices come from keeper[s] (from its own copy, or the prev it
+ * kept), each broadcast over x (the group now, this rank `me` of T1) in the source graph's tensor order,
+ * and every member cuts its new slice; a tensor whole under plan0 comes from this rank's own copy. */
+typedef struct sg__reshard {
+  sg_dist *d;
+  const sg__model_gen *g;
+  const sg_graph *src;              /* the graph the plans are of */
+  sg_tp_plan *plan0, *plan1;        /* T0 ways then, T1 now (NULL: one way, nothing split) */
+  int T0, T1, me;                   /* ... and this rank's share now */
+  sg__xfer *x;                      /* the group now */
+  int keeper[SG__PP_MAX_STAGES];    /* per old share: the share now holding its copy */
+  bool from_own[SG__PP_MAX_STAGES]; /* ... as its own (else as the next share's prev) */
+  unsigned char *all, *whole, *part;
+  size_t all_cap, whole_cap, part_cap;
+} sg__reshard;
+/* Source tensor t (a parameter or state in this rank's new part d->g) and its optimizer state, into the
+ * session. Collective over c->x. */
+sg_status sg__reshard_one(sg__reshard *c, int32_t t);
+/* Frees the plans and buffers. */
+void sg__reshard_free(sg__reshard *c);
+/* The pipeline of tensor groups' part (pptp_heal.c). */
+extern const sg__model_heal_ops sg__pptp_heal_ops;
 
 /* The optimizer kept in m (its params copied: the caller's may go away before a part is built again). */
 sg_status sg__model_keep_optimizer(sg__par_model *m, const sg_dist_optimizer *o);

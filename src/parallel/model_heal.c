@@ -132,6 +132,16 @@ const unsigned char *sg__model_copy_find(const unsigned char *b, int64_t t, uint
   return NULL;
 }
 
+/* The member after (before) k in its ring: blocks of `ring` consecutive members of the group (a stage's
+ * tensor group in a pipeline of tensor groups, else the whole group). */
+static int ring_next(int k, int ring) { return k / ring * ring + (k % ring + 1) % ring; }
+static int ring_prev(int k, int ring) { return k / ring * ring + (k % ring + ring - 1) % ring; }
+
+/* A pipeline of tensor groups: its copies go round each stage's group, whose shares a heal re-splits. */
+static bool tensor_stages(const sg_dist *d) {
+  return d->strategy == &sg__par_pipeline_strategy && MODEL(d)->tensor > 1;
+}
+
 int sg__model_gen_member(const sg_dist *d, const sg__model_gen *g, int k) {
   for (int r = 0; r < d->size; r++)
     if (d->members[r] == g->orig[k]) return r;
@@ -144,17 +154,20 @@ int sg__model_gen_index(const sg_dist *d, const sg__model_gen *g, int k) {
 }
 
 sg_status sg__model_gen_keeper(const sg_dist *d, const sg__model_gen *g, int k, int *index, bool *from_own) {
-  int next = (k + 1) % g->K, own = sg__model_gen_index(d, g, k);
+  int next = ring_next(k, g->ring), own = sg__model_gen_index(d, g, k);
   *from_own = own >= 0;
   *index = own >= 0 ? own : next != k ? sg__model_gen_index(d, g, next) : -1;
   if (*index >= 0) return SG_OK;
-  bool pipeline = d->strategy == &sg__par_pipeline_strategy;
+  bool pipeline = d->strategy == &sg__par_pipeline_strategy && g->ring == g->K;
   const char *part = pipeline ? "stage" : "share";
+  char in[48] = ""; /* a pipeline of tensor groups: the stage whose shares these are */
+  if (g->ring < g->K) snprintf(in, sizeof in, " of stage %d", k / g->ring);
   return sg__error(
       SG_ERR_COMM,
-      "%s healing: %s %d (rank %d) and %s %d (rank %d), which kept its copy, were both lost: %s %d's "
-      "state is gone; the job stops",
-      pipeline ? "pipeline" : "tensor", part, k, g->orig[k], part, next, g->orig[next], part, k);
+      "%s healing: %s %d%s (rank %d) and %s %d (rank %d), which kept its copy, were both lost: %s "
+      "%d's state is gone; the job stops",
+      pipeline ? "pipeline" : "tensor", part, k % g->ring, in, g->orig[k], part, next % g->ring,
+      g->orig[next], part, k % g->ring);
 }
 
 sg_status sg__model_replace(sg_dist *d) {
@@ -182,20 +195,37 @@ static bool keep_alike(const sg_dist *d, const bool *alive, int orig) {
   return true;
 }
 
+/* A pipeline of tensor groups keeps one width in every stage and copy: a rank stays when, at its share's
+ * place, no stage of any copy lost its rank. */
+static bool keep_share(const sg_dist *d, const bool *alive, int orig) {
+  int T = MODEL(d)->tensor, pos = -1;
+  for (int r = 0; r < d->size; r++)
+    if (d->members[r] == orig) pos = r;
+  if (pos < 0) return false;
+  for (int r = pos % T; r < d->size; r += T)
+    if (!alive[d->members[r]]) return false;
+  return true;
+}
+
+void sg__model_heal_keep(sg_dist *d) {
+  if (d->p.heal != 1) return;
+  d->heal.keep = tensor_stages(d) ? keep_share : MODEL(d)->data > 1 ? keep_alike : NULL;
+}
+
 void sg__model_heal_init(sg_dist *d) {
   MODEL(d)->heal.on = d->p.heal == 1;
-  if (d->p.heal == 1 && MODEL(d)->data > 1) d->heal.keep = keep_alike;
+  sg__model_heal_keep(d);
 }
 
 /* ---- a generation ------------------------------------------------------------------------------- */
 
 static sg_status exchange(sg_dist *d, sg__model_gen *g) {
   sg__par_model *m = MODEL(d);
-  int K = g->K, k = m->index, next = (k + 1) % K, prev = (k + K - 1) % K;
+  int k = m->index, next = ring_next(k, g->ring), prev = ring_prev(k, g->ring);
   uint64_t out = g->own_bytes, in = 0;
-  /* Even members send first, odd ones receive first: the ring's blocking transfers form a chain. */
+  /* Even members of a ring send first, odd ones receive first: its blocking transfers form a chain. */
   for (int phase = 0; phase < 2; phase++) {
-    if ((phase == 0) == (k % 2 == 0)) {
+    if ((phase == 0) == (k % g->ring % 2 == 0)) {
       SG_CHECK(m->xfer.send(m->xfer.ctx, next, COPY_TAG, &out, sizeof out));
       SG_CHECK(m->xfer.send(m->xfer.ctx, next, COPY_TAG + 1, g->own, g->own_bytes));
     } else {
@@ -227,10 +257,11 @@ sg_status sg__model_replicate(sg_dist *d, const sg__model_heal_ops *ops) {
     memcpy(g->cut, PIPELINE(d)->stage_of_op, (size_t)n_ops * sizeof *g->cut);
   }
   g->K = width;
+  g->ring = tensor_stages(d) ? m->tensor : width;
   for (int k = 0; k < width; k++) g->orig[k] = d->members[m->group[k]];
   g->step = d->stats.steps;
   SG_CHECK(pack(d, ops, g));
-  if (width > 1) SG_CHECK(exchange(d, g));
+  if (g->ring > 1) SG_CHECK(exchange(d, g));
   g->seq = H->seq + 1;
   H->seq = g->seq; /* held complete here: what this rank registers in a recovery */
   int64_t one = 1;
@@ -263,8 +294,8 @@ static bool healable(sg_dist *d, sg_status st) {
  * generation g (x: lost or released) and now. */
 static void describe(const sg_dist *d, const sg__model_gen *g) {
   const sg__par_model *m = MODEL(d);
-  bool pipeline = d->strategy == &sg__par_pipeline_strategy;
-  int width = pipeline ? m->pipeline : m->tensor;
+  bool pipeline = d->strategy == &sg__par_pipeline_strategy, shares = g->ring < g->K;
+  int width = d->size / m->data;
   char was[160] = "", now[160] = "";
   for (int k = 0, o = 0; k < g->K && o < (int)sizeof was; k++)
     o += snprintf(was + o, sizeof was - (size_t)o, "%s%d%s", k ? " " : "", g->orig[k],
@@ -274,8 +305,15 @@ static void describe(const sg_dist *d, const sg__model_gen *g) {
   fprintf(stderr,
           "sgrt: rank %d: %s healed: %s on ranks [%s] -> [%s] (%s), state of step %llu restored from the "
           "copies\n",
-          d->orig_rank, pipeline ? "pipeline" : "tensor group", pipeline ? "stages" : "shares", was, now,
-          pipeline ? "lost stages merged into a neighbour" : "split again", (unsigned long long)g->step);
+          d->orig_rank, pipeline ? "pipeline" : "tensor group",
+          shares     ? "stages x shares"
+          : pipeline ? "stages"
+                     : "shares",
+          was, now,
+          shares     ? "every stage's tensor group split again"
+          : pipeline ? "lost stages merged into a neighbour"
+                     : "split again",
+          (unsigned long long)g->step);
 }
 
 static sg_status recover(sg_dist *d, const sg__model_heal_ops *ops) {

@@ -69,6 +69,23 @@ static sg_status choose_stages(sg_dist *d, sg__pp_built *b) {
   return sg__pipeline_split(d, P->stage_of_op, K, b);
 }
 
+sg_status sg__pipeline_transports(sg_dist *d) {
+  sg__par_pipeline *P = PIPELINE(d);
+  sg__par_model *m = &P->m;
+  int K = m->pipeline, T = m->tensor;
+  sg__xfer_sched_free(&m->xctx);
+  sg__xfer_sched_free(&m->rctx);
+  sg__xfer_sched_free(&P->tctx);
+  sg__xfer_sched_init(&m->xctx, d, m->group, K * T, m->index, "pipeline", &m->xfer);
+  sg__xfer_sched_init(&m->rctx, d, m->replicas, m->data, m->replica, "replica", &m->rxfer);
+  if (T == 1) return SG_OK;
+  if (P->tgroup == NULL && (P->tgroup = sg__calloc((size_t)T, sizeof *P->tgroup)) == NULL)
+    return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create_model: out of memory");
+  for (int j = 0; j < T; j++) P->tgroup[j] = m->group[sg__pipeline_stage(m) * T + j];
+  sg__xfer_sched_init(&P->tctx, d, P->tgroup, T, sg__pipeline_share(m), "tensor", &P->txfer);
+  return SG_OK;
+}
+
 sg_status sg__pipeline_split(sg_dist *d, const int *cut, int stages, sg__pp_built *b) {
   const sg__par_model *m = MODEL(d);
   sg_tensor loss = {sg__tensor_lookup(m->fwd, m->loss_name)};
@@ -162,18 +179,9 @@ static sg_status pipeline_build(sg_dist *d, const sg__par_create_args *a) {
   sg__par_model *m = &P->m;
   SG_CHECK(sg__model_keep_optimizer(m, a->opt));
   SG_CHECK(sg__model_read_heal(d));
-  int K = m->pipeline, T = m->tensor, D = m->data;
+  int K = m->pipeline, T = m->tensor;
   SG_CHECK(sg__model_place(d, K * T)); /* rank = replica * K * T + stage * T + share */
-  /* The transports' ranks are member indices: the stage and share in the pipeline, the replica among the
-   * part's copies, the share in the stage's tensor group. */
-  sg__xfer_sched_init(&m->xctx, d, m->group, K * T, m->index, "pipeline", &m->xfer);
-  sg__xfer_sched_init(&m->rctx, d, m->replicas, D, m->replica, "replica", &m->rxfer);
-  if (T > 1) {
-    if ((P->tgroup = sg__calloc((size_t)T, sizeof *P->tgroup)) == NULL)
-      return sg__error(SG_ERR_NO_MEMORY, "sg_dist_create_model: out of memory");
-    for (int j = 0; j < T; j++) P->tgroup[j] = m->group[sg__pipeline_stage(m) * T + j];
-    sg__xfer_sched_init(&P->tctx, d, P->tgroup, T, sg__pipeline_share(m), "tensor", &P->txfer);
-  }
+  SG_CHECK(sg__pipeline_transports(d));
   sg__pp_built b = {0};
   sg_status st = choose_stages(d, &b);
   if (st == SG_OK) st = sg__pipeline_finish_stage(d, &b);
@@ -230,9 +238,10 @@ sg_status sg__pipeline_part_step(sg_dist *d, float *loss) {
 
 /* Only the last stage has the loss (each of its shares): the world's sum over the replicas and shares. A
  * healing pipeline copies its stages' state after each step and heals a lost rank (model_heal.c,
- * pp_heal.c). */
+ * pp_heal.c; stages that are tensor groups: pptp_heal.c, until they are down to one share). */
 static sg_status pipeline_step(sg_dist *d) {
-  if (MODEL(d)->heal.on) return sg__model_heal_step(d, &sg__pp_heal_ops, true);
+  if (MODEL(d)->heal.on)
+    return sg__model_heal_step(d, MODEL(d)->tensor > 1 ? &sg__pptp_heal_ops : &sg__pp_heal_ops, true);
   SG_CHECK(sg__model_step(d, sg__pipeline_part_step, true, MODEL(d)->data * MODEL(d)->tensor));
   return sg__pipeline_maybe_replan(d);
 }

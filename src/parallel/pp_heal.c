@@ -127,12 +127,9 @@ static sg_status move_state(sg_dist *d, const layout *L, const sg__pp_built *b, 
 /* The pipeline's place and transports over the members: K stages in each copy. */
 static sg_status place(sg_dist *d, int K) {
   sg__par_model *m = MODEL(d);
-  sg__xfer_sched_free(&m->xctx);
-  sg__xfer_sched_free(&m->rctx);
   m->pipeline = K;
   SG_CHECK(sg__model_replace(d));
-  sg__xfer_sched_init(&m->xctx, d, m->group, K, m->index, "pipeline", &m->xfer);
-  sg__xfer_sched_init(&m->rctx, d, m->replicas, m->data, m->replica, "replica", &m->rxfer);
+  SG_CHECK(sg__pipeline_transports(d));
   m->n_step_sums = 1 + K;
   return SG_OK;
 }

@@ -27,9 +27,9 @@ static bool mine(const sg_dist *d, int32_t t) {
   return true;
 }
 
-/* The axis along which tensor `name` of src is split under `plan`, -1 when whole. */
+/* The axis along which tensor `name` of src is split under `plan`, -1 when whole (or no plan: one way). */
 static int split_axis(const sg_graph *src, const sg_tp_plan *plan, const char *name) {
-  int32_t t = sg__tensor_lookup(src, name);
+  int32_t t = plan != NULL ? sg__tensor_lookup(src, name) : -1;
   for (int32_t i = 0; t >= 0 && i < sg_tp_plan_count(plan); i++) {
     sg_tp_annotation a;
     if (sg_tp_plan_get(plan, i, &a) != SG_OK || a.split == SG_TP_REPLICATE) continue;
@@ -63,31 +63,11 @@ static void slice(unsigned char *whole, unsigned char *part, cut c, int ways, in
   }
 }
 
-typedef struct rebuild_ctx {
-  sg_dist *d;
-  const sg__model_gen *g;
-  const sg_graph *src;              /* the graph the plans are of (fwd, or the micro-batch one) */
-  sg_tp_plan *plan0, *plan1;        /* the generation's ways, the new ways */
-  int keeper[SG__PP_MAX_STAGES];    /* per old share: the share now (in this copy) holding its copy */
-  bool from_own[SG__PP_MAX_STAGES]; /* ... as its own (else as the next share's prev) */
-  unsigned char *all, *whole, *part;
-  size_t all_cap, whole_cap, part_cap;
-} rebuild_ctx;
-
-/* Which rank holds each old share's copy; an error when a share and its keeper were both lost. */
-static sg_status keepers(rebuild_ctx *c) {
-  for (int k = 0; k < c->g->K; k++)
-    SG_CHECK(sg__model_gen_keeper(c->d, c->g, k, &c->keeper[k], &c->from_own[k]));
-  return SG_OK;
-}
-
-/* Source tensor t and its optimizer state: put together from the generation's slices (or this rank's own
- * copy when whole under the old split) and cut into the new share. */
-static sg_status restore_one(rebuild_ctx *c, int32_t t) {
+sg_status sg__reshard_one(sg__reshard *c, int32_t t) {
   sg_dist *d = c->d;
   const sg_graph *fwd = MODEL(d)->fwd, *ng = d->g;
   const sg__tensor *p = &fwd->tensors[t];
-  int T0 = c->g->K, T1 = MODEL(d)->tensor;
+  int T0 = c->T0, T1 = c->T1;
   int a0 = split_axis(c->src, c->plan0, p->name), a1 = split_axis(c->src, c->plan1, p->name);
   int32_t ids[5];
   int n = sg__pp_state_group(ng, p->name, ids);
@@ -108,17 +88,17 @@ static sg_status restore_one(rebuild_ctx *c, int32_t t) {
       return sg__error(SG_ERR_INTERNAL, "tensor healing: this rank's copy lacks '%s'", p->name);
     memcpy(c->all, b, old_bytes);
   } else { /* old share s's slices from the rank that holds them, to everyone */
-    sg__xfer *x = &MODEL(d)->xfer;
+    sg__xfer *x = c->x;
     for (int s = 0; s < T0; s++) {
       unsigned char *dst = c->all + (size_t)s * old_bytes;
-      if (c->keeper[s] == MODEL(d)->index) {
+      if (c->keeper[s] == c->me) {
         uint64_t bytes = 0;
         const unsigned char *b = sg__model_copy_find(c->from_own[s] ? c->g->own : c->g->prev, t, &bytes);
         if (b == NULL || bytes != old_bytes)
           return sg__error(SG_ERR_INTERNAL, "tensor healing: the copy of share %d lacks '%s'", s, p->name);
         memcpy(dst, b, old_bytes);
-        for (int r = 0; r < MODEL(d)->tensor; r++)
-          if (r != MODEL(d)->index) SG_CHECK(x->send(x->ctx, r, HEAL_TAG, dst, old_bytes));
+        for (int r = 0; r < T1; r++)
+          if (r != c->me) SG_CHECK(x->send(x->ctx, r, HEAL_TAG, dst, old_bytes));
       } else {
         SG_CHECK(x->recv(x->ctx, c->keeper[s], HEAL_TAG, dst, old_bytes));
       }
@@ -141,13 +121,22 @@ static sg_status restore_one(rebuild_ctx *c, int32_t t) {
     const unsigned char *out = c->whole;
     if (a1 >= 0 && shaped) {
       SG_CHECK(sg__model_heal_reserve(&c->part, &c->part_cap, whole / (size_t)T1));
-      slice(c->whole, c->part, cut_of(p->ndim, p->dims, sg_dtype_size(y->dtype), a1), T1, MODEL(d)->index,
-            false);
+      slice(c->whole, c->part, cut_of(p->ndim, p->dims, sg_dtype_size(y->dtype), a1), T1, c->me, false);
       out = c->part;
     }
     SG_CHECK(sg_session_write(d->s, y->name, out, y->nbytes));
   }
   return SG_OK;
+}
+
+void sg__reshard_free(sg__reshard *c) {
+  sg_tp_plan_destroy(c->plan0);
+  sg_tp_plan_destroy(c->plan1);
+  sg__free(c->all);
+  sg__free(c->whole);
+  sg__free(c->part);
+  c->plan0 = c->plan1 = NULL;
+  c->all = c->whole = c->part = NULL;
 }
 
 /* The inputs every rank kept, into the new share's session (a micro-batched one is cut at every step). */
@@ -164,21 +153,25 @@ static sg_status give_inputs(sg_dist *d) {
 /* The new share over the agreed members from generation g (model.h's sg__model_heal_ops.rebuild). */
 static sg_status rebuild(sg_dist *d, const sg__model_gen *g) {
   sg__par_tensor *P = TENSOR(d);
-  rebuild_ctx c = {.d = d, .g = g, .src = P->micro_g != NULL ? P->micro_g : P->m.fwd};
+  sg__reshard c = {.d = d, .g = g, .src = P->micro_g != NULL ? P->micro_g : P->m.fwd, .T0 = g->K};
   if (d->size / P->m.data < 2)
     return sg__error(
         SG_ERR_COMM,
         "rank %d: tensor healing: the survivors leave %d share(s) in each of the %d copies, and a "
         "tensor group splits at least 2 ways: the job stops",
         d->orig_rank, d->size / P->m.data, P->m.data);
-  sg_status st = keepers(&c);
+  sg_status st = SG_OK;
+  for (int k = 0; k < g->K && st == SG_OK; k++)
+    st = sg__model_gen_keeper(d, g, k, &c.keeper[k], &c.from_own[k]);
   sg_tp_params tpp = SG_TP_PARAMS_INIT;
   tpp.ways = g->K;
   if (st == SG_OK) st = sg_tp_plan_create(c.src, &tpp, &c.plan0);
   sg__tensor_free_share(d);
   P->m.tensor = d->size / P->m.data;
   if (st == SG_OK) st = sg__model_replace(d);
-  tpp.ways = P->m.tensor;
+  tpp.ways = c.T1 = P->m.tensor;
+  c.me = P->m.index;
+  c.x = &P->m.xfer;
   if (st == SG_OK) st = sg_tp_plan_create(c.src, &tpp, &c.plan1);
   if (st == SG_OK) st = sg__dist_inject_recovery(d, SG_RECOVERY_TRANSFER);
   if (st == SG_OK) st = sg__tensor_build_share(d);
@@ -190,18 +183,14 @@ static sg_status rebuild(sg_dist *d, const sg__model_gen *g) {
   const sg_graph *fwd = P->m.fwd;
   for (uint32_t t = 0; t < fwd->n_tensors && ast == SG_OK && ok; t++) {
     if (!sg__model_heal_keeps(fwd, t)) continue;
-    st = restore_one(&c, (int32_t)t);
+    st = sg__reshard_one(&c, (int32_t)t);
     if (st != SG_OK) {
       snprintf(why, sizeof why, "%s", sg_last_error());
       ok = 0;
       if (st == SG_ERR_COMM) ast = st;
     }
   }
-  sg_tp_plan_destroy(c.plan0);
-  sg_tp_plan_destroy(c.plan1);
-  sg__free(c.all);
-  sg__free(c.whole);
-  sg__free(c.part);
+  sg__reshard_free(&c);
   if (ast != SG_OK) return ast; /* a death: the caller agrees again */
   if (!ok)
     return sg__error(st != SG_OK ? st : SG_ERR_COMM, "rank %d: tensor healing: %s", d->orig_rank,

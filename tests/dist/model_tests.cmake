@@ -147,6 +147,40 @@ if(SG_FAULT_INJECTION)
                        ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000;HEAL_DATA=2")
   set_tests_properties(dist_tp_heal_dp2_one_way_np6 PROPERTIES TIMEOUT 120 LABELS "dist;model;heal" ENVIRONMENT
                        "SG_COMM_TIMEOUT_MS=30000;HEAL_DATA=2;HEAL_ERROR=a tensor group splits at least 2 ways")
+  # A pipeline of tensor groups (HEAL_TENSOR=T: 2 stages x T shares, rank = stage * T + share): the lost rank's
+  # share index is dropped in every stage (the other stage releases its rank there), and each stage's group
+  # is split again over T - 1 shares from the ring copies within the stage (2 x 2 -> 2 x 1, 2 x 3 -> 2 x 2).
+  add_test(NAME dist_pptp_heal_kill_np4 COMMAND ${_sg_model_heal} ${_sg_model_dir}/ppt_kill4 ppheal 4
+                                                "kill:rank=1,step=3" 2)
+  add_test(NAME dist_pptp_heal_kill_np6 COMMAND ${_sg_model_heal} ${_sg_model_dir}/ppt_kill6 ppheal 6
+                                                "kill:rank=4,step=5" 4)
+  add_test(NAME dist_pptp_heal_stop_np6 COMMAND ${_sg_model_heal} ${_sg_model_dir}/ppt_stop ppheal 6
+                                                "stop:rank=2,step=3" 4)
+  add_test(NAME dist_pptp_heal_drop_heartbeats_np6 COMMAND ${_sg_model_heal} ${_sg_model_dir}/ppt_drop ppheal 6
+                                                           "drop-heartbeats:rank=1,step=4" 4)
+  add_test(NAME dist_pptp_heal_two_kills_np6 COMMAND ${_sg_model_heal} ${_sg_model_dir}/ppt_two ppheal 6
+                                                     "kill:rank=0,step=2;kill:rank=5,step=6" 2)
+  # A death during the recovery (2 x 4 -> 2 x 2): shares 2 and 0 of stage 0 lost, their copies on shares 3 and 1.
+  add_test(NAME dist_pptp_heal_kill_in_recovery_np8 COMMAND ${_sg_model_heal} ${_sg_model_dir}/ppt_inrec ppheal 8
+                                                            "kill:rank=2,step=5;kill:rank=0,recovery=transfer" 4)
+  # Two neighbouring shares of one stage lost at once: the first one's copy was on the second.
+  add_test(NAME dist_pptp_heal_lost_copy_np6 COMMAND ${_sg_model_heal} ${_sg_model_dir}/ppt_lost ppheal 6
+                                                     "kill:rank=0,step=3;kill:rank=1,step=3" 0)
+  set_tests_properties(dist_pptp_heal_kill_np4 PROPERTIES TIMEOUT 120 LABELS "dist;model;heal"
+                       ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000;HEAL_TENSOR=2")
+  set_tests_properties(dist_pptp_heal_kill_np6 dist_pptp_heal_stop_np6 dist_pptp_heal_drop_heartbeats_np6
+                       dist_pptp_heal_two_kills_np6 PROPERTIES TIMEOUT 120 LABELS "dist;model;heal"
+                       ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000;HEAL_TENSOR=3")
+  set_tests_properties(dist_pptp_heal_kill_in_recovery_np8 PROPERTIES TIMEOUT 120 LABELS "dist;model;heal"
+                       ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000;HEAL_TENSOR=4")
+  set_tests_properties(dist_pptp_heal_lost_copy_np6 PROPERTIES TIMEOUT 120 LABELS "dist;model;heal" ENVIRONMENT
+                       "SG_COMM_TIMEOUT_MS=30000;HEAL_TENSOR=3;HEAL_ERROR=which kept its copy, were both lost")
+  # ... with two copies (8 ranks: copy x 2 stages x 2 shares): a loss in one copy releases the same share
+  # index in every stage of both.
+  add_test(NAME dist_pptp_heal_dp2_kill_np8 COMMAND ${_sg_model_heal} ${_sg_model_dir}/ppt_dp2 ppheal 8
+                                                    "kill:rank=5,step=4" 4)
+  set_tests_properties(dist_pptp_heal_dp2_kill_np8 PROPERTIES TIMEOUT 120 LABELS "dist;model;heal"
+                       ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000;HEAL_TENSOR=2;HEAL_DATA=2")
   # ResNet-50 as a 4-way group (its last layer split; after the loss, 3 ways split nothing), compared with a
   # failure-free run of the same job (model_worker.c says why not with one process).
   add_test(NAME dist_tp_heal_resnet_kill_np4 COMMAND ${_sg_model_heal} ${_sg_model_dir}/tph_rn rn_tpheal 4

@@ -395,6 +395,20 @@ static void sync_reference(const model *m, const sg_graph *ref_g, sg_session *re
   }
 }
 
+/* Step `step` of the reference on the whole batch (its loss returned) and of the job on this copy's part
+ * (`replica`; odd steps bind the inputs, even ones copy them). */
+static float step_both(const model *full, sg_session *ref, const model *m, sg_dist *d, int step,
+                       int replica) {
+  float ref_loss;
+  feed(full, NULL, ref, step, 0, full->batch);
+  OK(sg_session_step(ref));
+  OK(sg_session_read(ref, "loss", &ref_loss, sizeof ref_loss));
+  if (step % 2) feed_bound(m, d, step, replica * m->batch, m->batch);
+  else feed(m, d, NULL, step, replica * m->batch, m->batch);
+  OK(sg_dist_step(d));
+  return ref_loss;
+}
+
 /* The run's worst figure of compare() so far, and its tensor. */
 static double run_worst;
 static char worst_name[256] = "-";
@@ -636,12 +650,7 @@ static int run_recut(int data) {
   int step = 0, after = -1;
   float ref_loss = 0;
   for (; step < RECUT_MAX_STEPS && after < 3; step++) {
-    feed(&full, NULL, ref, step, 0, full.batch);
-    OK(sg_session_step(ref));
-    OK(sg_session_read(ref, "loss", &ref_loss, sizeof ref_loss));
-    if (step % 2) feed_bound(&m, d, step, replica * m.batch, m.batch);
-    else feed(&m, d, NULL, step, replica * m.batch, m.batch);
-    OK(sg_dist_step(d));
+    ref_loss = step_both(&full, ref, &m, d, step, replica);
     OK(sg_dist_get_stats(d, &st));
     if (st.repartitions > 0) after++;
   }
@@ -673,20 +682,34 @@ static int run_recut(int data) {
 
 /* ---- pipeline x tensor ------------------------------------------------------------------- */
 
+/* rel_diff (compare.h) in compare_part's signature. */
+static double max_rel(const float *a, const float *b, int64_t n) { return rel_diff(a, b, (size_t)n); }
+
+/* ||a - b|| / ||b|| over n floats. */
+static double l2_rel(const float *a, const float *b, int64_t n) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double e = (double)a[i] - b[i];
+    num += e * e;
+    den += (double)b[i] * b[i];
+  }
+  return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
 /* This rank's part of parameter `a` against the reference's values `want`: whole (a replicated tensor of
  * this rank's stage), a slice of `ways` (split by the stage's own plan, which the public API does not show:
  * the slice is compared with the reference's slice `share` along each axis it divides, and the closest
  * must match), or absent (another stage). Returns the error, -1 when absent; *split 1 for a slice. */
 static double compare_part(sg_dist *d, const sg_tensor_info *a, const float *want, int ways, int share,
-                           int *split) {
+                           double (*diff)(const float *, const float *, int64_t), int *split) {
   float *mine = malloc(a->nbytes), *part = malloc(a->nbytes);
   CHECK(mine && part, "out of memory");
   double e = -1;
   *split = 0;
   sg_status st = sg_dist_read(d, a->name, mine, a->nbytes);
   if (st == SG_OK) {
-    e = rel_diff(mine, want, (size_t)(a->nbytes / 4));
-  } else if (st != SG_ERR_NOT_FOUND) {
+    e = diff(mine, want, (int64_t)(a->nbytes / 4));
+  } else if (st != SG_ERR_NOT_FOUND && ways > 1) {
     size_t bytes = a->nbytes / (size_t)ways;
     CHECK(sg_dist_read(d, a->name, mine, bytes) == SG_OK, "'%s' reads neither whole nor as 1/%d: %s", a->name,
           ways, sg_last_error());
@@ -695,7 +718,7 @@ static double compare_part(sg_dist *d, const sg_tensor_info *a, const float *wan
     for (int axis = 0; axis < a->ndim; axis++) {
       if (a->dims[axis] % ways != 0) continue;
       slice(want, a, axis, ways, share, part);
-      e = fmin(e, rel_diff(mine, part, bytes / 4));
+      e = fmin(e, diff(mine, part, (int64_t)(bytes / 4)));
     }
   } else {
     CHECK(strstr(sg_last_error(), "pipeline stage") != NULL, "'%s': %s", a->name, sg_last_error());
@@ -771,14 +794,8 @@ static int run_pptp(int resnet, int T, int micro, int data) {
   double worst_loss = 0;
   float loss0 = 0, lossN = 0;
   for (int step = 0; step < STEPS; step++) {
-    float ref_loss;
     if (side != NULL) sync_pptp(&m, ref_g, ref, d, plan, side, T);
-    feed(&full, NULL, ref, step, 0, full.batch);
-    OK(sg_session_step(ref));
-    OK(sg_session_read(ref, "loss", &ref_loss, sizeof ref_loss));
-    if (step % 2) feed_bound(&m, d, step, replica * m.batch, m.batch);
-    else feed(&m, d, NULL, step, replica * m.batch, m.batch);
-    OK(sg_dist_step(d));
+    float ref_loss = step_both(&full, ref, &m, d, step, replica);
     sg_dist_stats st = SG_DIST_STATS_INIT;
     OK(sg_dist_get_stats(d, &st));
     CHECK(st.steps == (uint64_t)step + 1, "stats: %llu steps", (unsigned long long)st.steps);
@@ -800,7 +817,7 @@ static int run_pptp(int resnet, int T, int micro, int data) {
     CHECK(want != NULL, "out of memory");
     OK(sg_session_read(ref, a.name, want, a.nbytes));
     int split;
-    double e = compare_part(d, &a, want, T, share, &split);
+    double e = compare_part(d, &a, want, T, share, max_rel, &split);
     free(want);
     if (e < 0) continue;
     CHECK(e <= TOL, "'%s' (%s) differs from the single-process run by %.3g", a.name,
@@ -830,17 +847,6 @@ static int run_pptp(int resnet, int T, int micro, int data) {
 }
 
 /* ---- healing a pipeline ------------------------------------------------------------------ */
-
-/* ||a - b|| / ||b|| over n floats. */
-static double l2_rel(const float *a, const float *b, int64_t n) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < n; i++) {
-    double e = (double)a[i] - b[i];
-    num += e * e;
-    den += (double)b[i] * b[i];
-  }
-  return den > 0 ? sqrt(num / den) : sqrt(num);
-}
 
 #define HEAL_TOL 1e-5
 
@@ -898,7 +904,11 @@ static int run_model_heal(int resnet, int pipeline) {
   CHECK(data >= 1 && world % data == 0 && global % data == 0,
         "HEAL_DATA=%s does not divide the world or batch", nd);
   int width = world / data;
-  if (!pipeline) mlp_hidden = 96;
+  /* HEAL_TENSOR=T (pipeline): each stage a tensor group of T shares. */
+  const char *nt = getenv("HEAL_TENSOR");
+  int tensor = pipeline && nt ? atoi(nt) : 1;
+  CHECK(tensor >= 1 && width % tensor == 0, "HEAL_TENSOR=%s does not divide the group of %d", nt, width);
+  if (!pipeline || tensor > 1) mlp_hidden = 96;
   if (resnet) build_resnet(&m, global / data), build_resnet(&full, global);
   else build_mlp(&m, global / data), build_mlp(&full, global);
   const char *ns = getenv("HEAL_STEPS");
@@ -911,7 +921,7 @@ static int run_model_heal(int resnet, int pipeline) {
   dp.threads = 1;
   dp.data = data, dp.heal = 1;
   /* Batch norm over micro-batches is not batch norm over the batch: ResNet-50 runs one. */
-  if (pipeline) dp.pipeline = width, dp.micro_batches = resnet ? 1 : 4;
+  if (pipeline) dp.pipeline = width / tensor, dp.tensor = tensor, dp.micro_batches = resnet ? 1 : 4;
   else dp.tensor = width;
   sg_dist *d = create_momentum(&m, &dp);
   int rank = sg_dist_rank(d), replica = rank / width; /* this rank's copy feeds its part of the batch */
@@ -933,6 +943,7 @@ static int run_model_heal(int resnet, int pipeline) {
    * losses; HEAL_REF_DIR=DIR: the losses and the parameters this rank holds whole that some rank held whole
    * there are compared with them (1e-5), and nothing with one process. */
   const char *save = getenv("HEAL_SAVE_DIR"), *refdir = getenv("HEAL_REF_DIR");
+  CHECK(tensor == 1 || (save == NULL && refdir == NULL), "HEAL_REF with HEAL_TENSOR is not supported");
   float *losses = calloc((size_t)steps, sizeof *losses);
   CHECK(losses != NULL, "out of memory");
   if (refdir != NULL) ref_losses(refdir, losses, steps, false);
@@ -987,6 +998,18 @@ static int run_model_heal(int resnet, int pipeline) {
     float *want = malloc(a.nbytes), *mine = malloc(a.nbytes), *part = malloc(a.nbytes);
     CHECK(want && mine && part, "out of memory");
     OK(sg_session_read(ref, a.name, want, a.nbytes));
+    if (tensor > 1) { /* stages of tensor groups: split by each stage's own plan (compare_part) */
+      int tn = sg_dist_size(d) / (data * (width / tensor)), sp;
+      double e = compare_part(d, &a, want, tn, sg_dist_rank(d) % tn, l2_rel, &sp);
+      CHECK(e <= HEAL_TOL, "'%s' differs from the failure-free single-process run by %.3g (L2, relative)",
+            a.name, e);
+      if (e >= 0) held++, split += sp;
+      if (e >= worst) worst = e, snprintf(worst_at, sizeof worst_at, "%s", a.name);
+      free(want);
+      free(mine);
+      free(part);
+      continue;
+    }
     int axis = split_axis(plan, m.fwd, a.name);
     size_t bytes = axis >= 0 ? a.nbytes / (size_t)ways : a.nbytes;
     if (axis >= 0) slice(want, &a, axis, ways, me, part), split++;
@@ -1025,9 +1048,10 @@ static int run_model_heal(int resnet, int pipeline) {
       "HEALED rank %d (now %d of %d): %s %s, %d steps, recoveries %d, epoch %d, %d parameters held (%d split "
       "%d ways), worst L2 rel diff %.3g (%s; vs %s), detection %.1f ms, RTO %.1f ms, %llu steps redone, copy "
       "%zu bytes %.2f ms per step\n",
-      st.original_rank, me, ways, resnet ? "ResNet-50" : "MLP", pipeline ? "pipeline" : "tensor group", steps,
-      st.recoveries, st.epoch, held, split, ways, worst, worst_at,
-      refdir ? "the failure-free run of the job" : "one process", st.detection_ms, st.rto_ms,
+      st.original_rank, me, ways, resnet ? "ResNet-50" : "MLP",
+      pipeline ? (tensor > 1 ? "pipeline of tensor groups" : "pipeline") : "tensor group", steps,
+      st.recoveries, st.epoch, held, split, tensor > 1 ? sg_dist_size(d) / (data * (width / tensor)) : ways,
+      worst, worst_at, refdir ? "the failure-free run of the job" : "one process", st.detection_ms, st.rto_ms,
       (unsigned long long)st.redone_steps, st.replica_bytes, st.replication_ms);
   OK(sg_dist_destroy(d));
   free_run(ref, ref_g, &m, &full);
@@ -1354,10 +1378,10 @@ static int run_badargs(void) {
          "data 2 x pipeline 4 x tensor 1 = 8 ranks, but the world has 4");
   p = p0, p.data = 3;
   EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_INVALID_ARG, "but the world has 4");
-  /* Pipeline x tensor runs (pptp), but does not heal yet, and its stages are not re-cut ('slow' faults). */
-  p = p0, p.pipeline = 2, p.tensor = 2, p.heal = 1;
+  /* Pipeline x tensor heals under strict QoS only, and its stages are not re-cut ('slow' faults). */
+  p = p0, p.pipeline = 2, p.tensor = 2, p.heal = 1, p.qos = SG_QOS_BEST_EFFORT;
   EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_UNSUPPORTED,
-         "heal 1 with pipeline x tensor parallelism (pipeline=2, tensor=2) is not supported yet");
+         "QoS tier best-effort with pipeline x tensor parallelism: it heals under strict QoS only");
   p = p0, p.pipeline = 2, p.tensor = 2, p.inject = "slow:rank=1,factor=4,step=2";
   EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_UNSUPPORTED,
          "fault injection (sg_dist_params.inject) is not supported with pipeline x tensor parallelism "
