@@ -192,16 +192,17 @@ typedef struct sg_dist_params {
    *  has nothing to re-cut and is ignored. */
   double repartition_p99_ms;
   double repartition_cpu; /**< 0..1; 0 = 0.85 */
-  /** Self-healing of a pipeline or a tensor group (sg_dist_create_model with pipeline or tensor >= 3;
-   *  docs/resilience.md "Healing a pipeline", "Healing a tensor group"): 1 = after every step each
+  /** Self-healing of a pipeline or a tensor group (sg_dist_create_model with pipeline or tensor >= 3, or
+   *  both > 1; docs/resilience.md "Healing a pipeline", "Healing a tensor group", "Healing a pipeline of
+   *  tensor groups"): 1 = after every step each
    *  stage's or share's parameters, statistics and optimizer state are also copied to the next rank of the
    *  group (a ring; sg_dist_stats.replica_bytes, replication_ms), and when a rank is lost the survivors
    *  agree on a new membership, rebuild the model over themselves (a lost stage merged into a neighbour; a
-   *  tensor group split again over fewer ways) from those copies, and redo the failed step (strict QoS:
-   *  RPO 0; at least 3 ranks, so that a majority survives). 0 = off: a failure fails the step with
-   *  SG_ERR_COMM. With data > 1 every copy keeps one layout: the other copies release their rank at the lost
-   *  one's place (its step fails with SG_ERR_COMM "released", stats.excluded = 1). Data parallelism heals
-   *  when it has a feed callback (heal = 1 without one is refused). */
+   *  tensor group split again over fewer ways; every stage's group one share narrower) from those copies, and
+   * redo the failed step (strict QoS: RPO 0; at least 3 ranks, so that a majority survives). 0 = off: a
+   * failure fails the step with SG_ERR_COMM. With data > 1 every copy keeps one layout: the other copies
+   * release their rank at the lost one's place (its step fails with SG_ERR_COMM "released", stats.excluded =
+   * 1). Data parallelism heals when it has a feed callback (heal = 1 without one is refused). */
   int heal;
   /** Synchronized batch norm (SPEC P7; docs/dist.md "Synchronized batch norm"): 1 = every training-form batch
    *  norm normalises with the mean and variance of the whole global batch (summed over the data-parallel
@@ -318,8 +319,9 @@ SG_API sg_dist_optimizer sg_dist_optimizer_init(void);
  *     (docs/pipeline_parallel.md "Stages that are tensor groups"); share t
  *     exchanges the boundary tensors (whole on every share) with share t of
  *     the neighbouring stages, and the runner's passes allreduce the
- *     split's partial results over the stage's group. Not healed yet
- *     (heal 1 is refused), and its stages are not re-cut from the profile.
+ *     split's partial results over the stage's group. With heal 1 a loss
+ *     re-splits every stage's group over one share fewer; the stages are
+ *     not re-cut from the profile.
  * In the K > 1 and T > 1 modes every transfer runs on the scheduler thread,
  * which owns the communicator, and a rank that dies makes every other rank's
  * sg_dist_step() fail with SG_ERR_COMM naming it (within dead_ms plus a
@@ -334,7 +336,7 @@ SG_API sg_dist_optimizer sg_dist_optimizer_init(void);
  *   message names the field) or degrees whose product is not the world
  *   size ("data 1 x pipeline 2 x tensor 2 = 4 ranks, but the world has 2");
  *   SG_ERR_UNSUPPORTED for combinations this version does not run (the
- *   message says which): heal with pipeline x tensor, tensor with
+ *   message says which): a slow fault with pipeline x tensor, tensor with
  *   micro-batches and dropout, a feed callback (self-healing), zero or
  *   an offload tier with pipeline or tensor > 1, a graph the split or the
  *   rewrite does not handle;
