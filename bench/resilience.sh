@@ -11,12 +11,13 @@
 # are given.
 #
 #   bench/resilience.sh [--build DIR] [--json] [--steps N] [--dead-ms N] [--heartbeat-ms N]
-#                       [--width N] [--res N] [--batch N] [--logs DIR] [--pipeline] [--fault SPEC]...
+#                       [--width N] [--res N] [--batch N] [--logs DIR] [--pipeline [--tensor]] [--fault SPEC]...
 #
 # --pipeline runs the job as a 4-stage pipeline (resnet50_dist --pipeline 4, which heals through
 # sg_dist_params.heal: docs/resilience.md "Healing a pipeline") instead of 4 data-parallel ranks; the
 # batch is then the whole pipeline's, and the default faults leave out 'device' (a pipeline runs on
-# the CPU only).
+# the CPU only). --pipeline --tensor runs it as 2 stages, each a tensor group of 2 shares
+# (docs/resilience.md "Healing a pipeline of tensor groups").
 #
 # --fault SPEC (repeatable) runs those faults instead of the default list, e.g.
 # SG_QOS=best-effort bench/resilience.sh --fault 'partition:ranks=1-2,step=3,ms=150'
@@ -25,7 +26,7 @@
 # Defaults: build (or build-heal when it exists), 8 steps (fault at step 3),
 # width 64, res 64, batch 8. The build needs -DSG_FAULT_INJECTION=ON.
 set -u
-build=build json=0 steps=8 dead= hb= logs= width=64 res=64 batch=8 pipeline=0
+build=build json=0 steps=8 dead= hb= logs= width=64 res=64 batch=8 pipeline=0 tensor=0
 given=()
 [ -d build-heal ] && build=build-heal
 while [ $# -gt 0 ]; do
@@ -41,7 +42,8 @@ while [ $# -gt 0 ]; do
     --logs) logs=$2; shift 2 ;;
     --fault) given+=("$2"); shift 2 ;;
     --pipeline) pipeline=1; shift ;;
-    *) echo "usage: $0 [--build DIR] [--json] [--steps N] [--dead-ms N] [--heartbeat-ms N] [--width N] [--res N] [--batch N] [--logs DIR] [--pipeline] [--fault SPEC]..." >&2; exit 2 ;;
+    --tensor) tensor=1; shift ;;
+    *) echo "usage: $0 [--build DIR] [--json] [--steps N] [--dead-ms N] [--heartbeat-ms N] [--width N] [--res N] [--batch N] [--logs DIR] [--pipeline [--tensor]] [--fault SPEC]..." >&2; exit 2 ;;
   esac
 done
 sgrt=$build/tools/sgrt
@@ -57,8 +59,13 @@ args=(--steps "$steps" --warmup 1 --res "$res" --batch "$batch" --width "$width"
 [ -n "$dead" ] && args+=(--dead-ms "$dead")
 faults=("kill:rank=2,step=3" "stop:rank=1,step=3" "drop-heartbeats:rank=3,step=3" "partition:ranks=1-2,step=3"
         "kill:rank=0,step=3" "device:rank=2,step=3")
+if [ $tensor = 1 ] && [ $pipeline = 0 ]; then
+  echo "resilience.sh: --tensor goes with --pipeline (2 stages x 2 shares)" >&2
+  exit 2
+fi
+mode=data
 if [ $pipeline = 1 ]; then
-  args+=(--pipeline 4)
+  if [ $tensor = 1 ]; then args+=(--pipeline 2 --tensor 2) mode="pipeline x tensor"; else args+=(--pipeline 4) mode=pipeline; fi
   unset 'faults[5]'
 fi
 [ ${#given[@]} -gt 0 ] && faults=("${given[@]}")
@@ -93,5 +100,5 @@ for f in "${faults[@]}"; do
   [ $json = 1 ] || printf '%-30s | %12.0f | %8.0f | %9s | %11s | %s\n' "$f" "$det" "$rto" "$rpo" "$now" "$seed"
 done
 if [ $json = 1 ]; then
-  (IFS=,; echo "{\"bench\":\"resilience\",\"mode\":\"$([ $pipeline = 1 ] && echo pipeline || echo data)\",\"qos\":\"${SG_QOS:-strict}\",\"width\":$width,\"res\":$res,\"batch\":$batch,\"heartbeat_ms\":${hb:-null},\"dead_ms\":${dead:-null},\"results\":[${rows[*]}]}")
+  (IFS=,; echo "{\"bench\":\"resilience\",\"mode\":\"$mode\",\"qos\":\"${SG_QOS:-strict}\",\"width\":$width,\"res\":$res,\"batch\":$batch,\"heartbeat_ms\":${hb:-null},\"dead_ms\":${dead:-null},\"results\":[${rows[*]}]}")
 fi

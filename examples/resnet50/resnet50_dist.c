@@ -20,10 +20,11 @@
  * is cut into K pipeline stages or split T ways (both: K stages, each split
  * T ways), the world being D copies
  * of that (D = ranks / (K x T)); --batch is then per copy, the inputs are
- * set by the program. A pipeline of K >= 3 stages or a tensor group of
- * T >= 3 shares heals itself (sg_dist_params.heal: each part's state is
- * copied to the next rank of its group after every step; a lost stage is
- * merged into a neighbour, a group split again over fewer ways; with
+ * set by the program. A pipeline of K >= 3 stages, a tensor group of
+ * T >= 3 shares or a pipeline of tensor groups heals itself
+ * (sg_dist_params.heal: each part's state is copied to the next rank of its
+ * group after every step; a lost stage is merged into a neighbour, a group
+ * split again over fewer ways, every stage's group one share narrower; with
  * several copies the others release their rank at the same place);
  * --no-heal turns that off.
  *
@@ -294,10 +295,10 @@ int main(int argc, char **argv) {
   /* Without the feed callback sg_dist keeps no rollback snapshots and does
    * not heal (a peer's failure ends the job): the program sets each step's
    * inputs itself. bench/replication_cost.sh compares the two. */
-  /* A pipeline of 3 or more stages, or a tensor group of 3 or more shares, heals through
-   * sg_dist_params.heal (copies of each part's state); the program sets its inputs in every mode but data
-   * parallelism. */
-  dp.heal = parts && (o.pipeline >= 3 || o.tensor >= 3) && (o.pipeline == 1 || o.tensor == 1) && !o.no_heal;
+  /* A pipeline of 3 or more stages, a tensor group of 3 or more shares, or a pipeline of tensor groups heals
+   * through sg_dist_params.heal (copies of each part's state); the program sets its inputs in every mode but
+   * data parallelism. */
+  dp.heal = parts && (o.pipeline >= 3 || o.tensor >= 3 || (o.pipeline > 1 && o.tensor > 1)) && !o.no_heal;
   if (parts) o.no_heal = 1;
   dp.feed = o.no_heal ? NULL : feed;
   dp.feed_ctx = &fd;
