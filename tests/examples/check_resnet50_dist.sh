@@ -26,13 +26,18 @@
 #                      injected `slow` fault): the others report it DEGRADED,
 #                      too slow, and rank 0's JSON counts a DEGRADED rank,
 #                      with no recovery (a slow rank is not a dead one).
+#   pptp SGRT BIN      4 ranks as 2 pipeline stages x 2 tensor shares, 2
+#                      micro-batches; rank 3 is killed at step 3: the job heals
+#                      to 2 x 1 (rank 1 released), with one recovery and RPO 0,
+#                      and ends within 1e-4 (relative) of the failure-free
+#                      run's final loss.
 set -euo pipefail
 mode=${1:-}
 sgrt=${2:-}
 bin=${3:-}
-case $mode in offload | rejoin | learns | slow) ;; *) mode= ;; esac
+case $mode in offload | rejoin | learns | slow | pptp) ;; *) mode= ;; esac
 [ -n "$mode" ] && [ -x "$sgrt" ] && [ -x "$bin" ] || {
-  echo "usage: check_resnet50_dist.sh offload|rejoin|learns|slow SGRT BIN [ARGS_FILE]" >&2
+  echo "usage: check_resnet50_dist.sh offload|rejoin|learns|slow|pptp SGRT BIN [ARGS_FILE]" >&2
   exit 2
 }
 dir=$(mktemp -d)
@@ -64,6 +69,30 @@ if d["ms_per_step"] * d["steps"] > 1000:
   }
   learns defaults 2
   learns demo 4 "${demo_args[@]}"
+  exit 0
+fi
+if [ "$mode" = pptp ]; then
+  common=(--steps 5 --res 32 --width 8 --batch 4 --threads 1 --json --pipeline 2 --tensor 2 --micro-batches 2)
+  "$sgrt" launch -n 4 -- "$bin" "${common[@]}" >"$dir/ref" 2>&1 || {
+    cat "$dir/ref" >&2; echo "FAIL: the failure-free pipeline x tensor job failed" >&2; exit 1; }
+  "$sgrt" launch -n 4 --inject kill:rank=3,step=3 -- "$bin" "${common[@]}" >"$dir/run" 2>&1 || {
+    cat "$dir/run" >&2; echo "FAIL: the pipeline x tensor job with rank 3 killed did not heal" >&2; exit 1; }
+  grep "healed:" "$dir/run" | head -n 1
+  /usr/bin/python3 - "$dir/ref" "$dir/run" <<'PY'
+import json, re, sys
+def last(path):
+    lines = [l for l in open(path) if re.match(r"^\[0\] \{", l)]
+    if not lines:
+        sys.exit("FAIL: no JSON from rank 0 in %s" % path)
+    return json.loads(lines[-1][4:])
+ref, run = last(sys.argv[1]), last(sys.argv[2])
+diff = abs(run["final_loss"] - ref["final_loss"]) / abs(ref["final_loss"])
+print("pipeline 2 x tensor 2: failure-free final loss %.9f; rank 3 killed: %.9f (%.2g relative), %d recoveries, "
+      "RPO %d, %d ranks after" % (ref["final_loss"], run["final_loss"], diff, run["recoveries"], run["rpo_steps"],
+                                  run["ranks_now"]))
+if run["recoveries"] != 1 or run["rpo_steps"] != 0 or run["ranks_now"] != 2 or diff > 1e-4:
+    sys.exit("FAIL: expected one recovery, RPO 0, 2 ranks after and the failure-free loss within 1e-4")
+PY
   exit 0
 fi
 if [ "$mode" = slow ]; then

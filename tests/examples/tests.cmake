@@ -74,5 +74,11 @@ if(TARGET resnet50_dist)
                      $<TARGET_FILE:resnet50_dist>)
     set_tests_properties(example_resnet50_dist_slow PROPERTIES TIMEOUT 300 LABELS "examples;heal"
                                                              ENVIRONMENT "SG_COMM_TIMEOUT_MS=60000")
+    # A pipeline of tensor groups (--pipeline 2 --tensor 2) heals a killed rank.
+    add_test(NAME example_resnet50_dist_pptp_heal
+             COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_resnet50_dist.sh pptp $<TARGET_FILE:sgrt_cli>
+                     $<TARGET_FILE:resnet50_dist>)
+    set_tests_properties(example_resnet50_dist_pptp_heal PROPERTIES TIMEOUT 300 LABELS "examples;heal"
+                                                                   ENVIRONMENT "SG_COMM_TIMEOUT_MS=60000")
   endif()
 endif()
