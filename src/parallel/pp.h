@@ -84,9 +84,9 @@ typedef struct sg__pp_stage {
 sg_status sg__pp_split(const sg_graph *fwd, sg_tensor loss, const int *stage_of_op, int32_t n_ops, int stages,
                        int stage, int micro_batches, sg__pp_stage **out);
 
-/* The same stage without backward (a pipeline stage that is a tensor group rewrites it into its share
- * first, pp_tp.c): its forward ops and the loss or surrogate, the boundary tensors marked outputs;
- * recv_grad is NULL. The errors of sg__pp_split. */
+/* The same stage without backward, finalized (a pipeline stage that is a tensor group plans and rewrites it
+ * into its share first, pp_tp.c): its forward ops and the loss or surrogate, the boundary tensors marked
+ * outputs; recv_grad is NULL. The errors of sg__pp_split and sg_graph_finalize. */
 sg_status sg__pp_split_forward(const sg_graph *fwd, sg_tensor loss, const int *stage_of_op, int32_t n_ops,
                                int stages, int stage, int micro_batches, sg__pp_stage **out);
 /* Backward of st->g from st->loss, and recv_grad: each boundary input's gradient, a marked output (the

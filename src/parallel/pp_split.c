@@ -375,7 +375,13 @@ sg_status sg__pp_split(const sg_graph *fwd, sg_tensor loss, const int *stage_of_
 
 sg_status sg__pp_split_forward(const sg_graph *fwd, sg_tensor loss, const int *stage_of_op, int32_t n_ops,
                                int stages, int stage, int micro_batches, sg__pp_stage **out) {
-  return split(fwd, loss, stage_of_op, n_ops, stages, stage, micro_batches, true, out);
+  SG_CHECK(split(fwd, loss, stage_of_op, n_ops, stages, stage, micro_batches, true, out));
+  sg_status st = sg_graph_finalize((*out)->g);
+  if (st != SG_OK) {
+    sg__pp_stage_destroy(*out);
+    *out = NULL;
+  }
+  return st;
 }
 
 /* One stage of everything, without backward: the same rebuild at the

@@ -62,8 +62,7 @@ sg_status sg__pp_split_tp(const sg_graph *fwd, sg_tensor loss, const int *stage_
   sg_tp_plan *plan = NULL;
   sg_tp_params tpp = SG_TP_PARAMS_INIT;
   tpp.ways = ways;
-  sg_status rc = sg_graph_finalize(st->g);
-  if (rc == SG_OK) rc = sg_tp_plan_create(st->g, &tpp, &plan);
+  sg_status rc = sg_tp_plan_create(st->g, &tpp, &plan);
   if (rc == SG_OK) rc = check_plan(st, plan);
   if (rc == SG_OK)
     rc = sg__tp_rewrite(st->g, (sg_tensor){st->loss}, plan, ways, share, &share_g, syncs, n_syncs);

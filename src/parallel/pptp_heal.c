@@ -21,7 +21,6 @@ static sg_status stage_plans(sg_dist *d, sg__reshard *c, sg__pp_stage **fst) {
   sg_tensor loss = {sg__tensor_lookup(m->fwd, m->loss_name)};
   SG_CHECK(sg__pp_split_forward(m->fwd, loss, P->stage_of_op, sg_graph_num_ops(m->fwd), m->pipeline,
                                 sg__pipeline_stage(m), m->micro, fst));
-  SG_CHECK(sg_graph_finalize((*fst)->g));
   c->src = (*fst)->g;
   sg_tp_params tpp = SG_TP_PARAMS_INIT;
   tpp.ways = c->T0;

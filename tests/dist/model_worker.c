@@ -876,6 +876,25 @@ static int ref_param(const char *dir, int32_t t, float *out, size_t bytes) {
   return found;
 }
 
+/* A parameter this rank holds whole (mine, `bytes`): written to the failure-free run's file `saved` (records:
+ * tensor id, bytes, the bytes), or, with `refdir`, compared with that run's value when some rank held it
+ * whole there (within HEAL_TOL; *e gets the difference, ++*n counts it; scratch: room for `bytes`). Whether
+ * it was compared. */
+static bool vs_failure_free(FILE *saved, const char *refdir, int32_t t, const char *name, const float *mine,
+                            size_t bytes, float *scratch, double *e, int *n) {
+  if (saved != NULL)
+    CHECK(fwrite(&t, sizeof t, 1, saved) == 1 &&
+              fwrite(&(uint64_t){bytes}, sizeof(uint64_t), 1, saved) == 1 &&
+              fwrite(mine, bytes, 1, saved) == 1,
+          "writing the parameters");
+  if (refdir == NULL || !ref_param(refdir, t, scratch, bytes)) return false;
+  *e = l2_rel(mine, scratch, (int64_t)(bytes / 4));
+  CHECK(*e <= HEAL_TOL, "'%s' differs from the failure-free run of the same job by %.3g (L2, relative)", name,
+        *e);
+  ++*n;
+  return true;
+}
+
 /* HEAL_SAVE_DIR / HEAL_REF_DIR: the failure-free run's loss of each step (DIR/losses, rank 0's). */
 static void ref_losses(const char *dir, float *loss, int steps, bool write) {
   char path[512];
@@ -1005,25 +1024,13 @@ static int run_model_heal(int resnet, int pipeline) {
       double e = compare_part(d, &a, want, tn, sg_dist_rank(d) % tn, l2_rel, &sp);
       CHECK(e <= tol, "'%s' differs from the failure-free single-process run by %.3g (L2, relative)", a.name,
             e);
+      bool compared = e >= 0 && refdir == NULL && save == NULL;
       if (e >= 0) held++, split += sp;
-      /* With a failure-free run of the job as the reference: the tensors held whole in both. */
       if (e >= 0 && !sp && (saved != NULL || refdir != NULL)) {
         OK(sg_dist_read(d, a.name, mine, a.nbytes));
-        if (saved != NULL)
-          CHECK(fwrite(&t, sizeof t, 1, saved) == 1 &&
-                    fwrite(&(uint64_t){a.nbytes}, sizeof(uint64_t), 1, saved) == 1 &&
-                    fwrite(mine, a.nbytes, 1, saved) == 1,
-                "writing the parameters");
-        e = -1;
-        if (refdir != NULL && ref_param(refdir, t, part, a.nbytes)) {
-          e = l2_rel(mine, part, (int64_t)(a.nbytes / 4));
-          CHECK(e <= HEAL_TOL,
-                "'%s' differs from the failure-free run of the same job by %.3g (L2, relative)", a.name, e);
-          vs_ref++;
-        }
+        compared |= vs_failure_free(saved, refdir, t, a.name, mine, a.nbytes, part, &e, &vs_ref);
       }
-      if (e >= worst && (save == NULL && (refdir == NULL || e >= 0)))
-        worst = e, snprintf(worst_at, sizeof worst_at, "%s", a.name);
+      if (compared && e >= worst) worst = e, snprintf(worst_at, sizeof worst_at, "%s", a.name);
       free(want);
       free(mine);
       free(part);
@@ -1038,18 +1045,8 @@ static int run_model_heal(int resnet, int pipeline) {
       double e = l2_rel(mine, part, (int64_t)(bytes / 4));
       CHECK(e <= tol, "'%s' differs from the failure-free single-process run by %.3g (L2, relative)", a.name,
             e);
-      if (saved != NULL && axis < 0)
-        CHECK(fwrite(&t, sizeof t, 1, saved) == 1 &&
-                  fwrite(&(uint64_t){bytes}, sizeof(uint64_t), 1, saved) == 1 &&
-                  fwrite(mine, bytes, 1, saved) == 1,
-              "writing the parameters");
       bool compared = refdir == NULL && save == NULL;
-      if (refdir != NULL && axis < 0 && ref_param(refdir, t, part, bytes)) {
-        e = l2_rel(mine, part, (int64_t)(bytes / 4));
-        CHECK(e <= HEAL_TOL, "'%s' differs from the failure-free run of the same job by %.3g (L2, relative)",
-              a.name, e);
-        vs_ref++, compared = true;
-      }
+      if (axis < 0) compared |= vs_failure_free(saved, refdir, t, a.name, mine, bytes, part, &e, &vs_ref);
       if (compared && e >= worst) worst = e, snprintf(worst_at, sizeof worst_at, "%s", a.name);
       held++;
     } else {
