@@ -177,6 +177,14 @@ SG_API sg_status sg_comm_nccl_broadcast(sg_comm *comm, void *buf, size_t count, 
  * Collective. base must stay valid until sg_comm_window_destroy().
  */
 SG_API sg_status sg_comm_window_create(sg_comm *comm, void *base, size_t bytes, sg_comm_window **out);
+/**
+ * A window over `bytes` of memory that the transport allocates (*base gets it, page-aligned; its contents
+ * are unspecified), freed by sg_comm_window_destroy(). Collective. Prefer it for memory peers write: on
+ * one host UCX allocates shared memory, which peers' puts, gets and atomics reach directly (a put is the
+ * initiator's copy), whereas a window over the caller's memory is reached there through UCX's software
+ * emulation (the target's progress engine copies: about half the bandwidth).
+ */
+SG_API sg_status sg_comm_window_alloc(sg_comm *comm, size_t bytes, void **base, sg_comm_window **out);
 /** Collective: waits for every rank's outstanding operations, then unregisters. Accepts NULL. */
 SG_API sg_status sg_comm_window_destroy(sg_comm_window *win);
 /** Non-blocking put of `bytes` bytes into peer's window at `offset`; complete after sg_comm_window_flush().

@@ -338,12 +338,8 @@ struct sg_comm_window {
   uint64_t *rbytes;     /* per peer: remote window size */
 };
 
-sg_status sg_comm_window_create(sg_comm *comm, void *base, size_t bytes, sg_comm_window **out) {
-  if (out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_comm_window_create: NULL out");
-  *out = NULL;
-  SG_CHECK(sg__comm_begin_all(comm, "sg_comm_window_create"));
-  if (base == NULL || bytes == 0)
-    return sg__error(SG_ERR_INVALID_ARG, "sg_comm_window_create: empty window on rank %d", comm->rank);
+/* A window over [base, base+bytes), or, with alloc, over memory the transport allocates (*alloc gets it). */
+static sg_status window_make(sg_comm *comm, void *base, size_t bytes, void **alloc, sg_comm_window **out) {
   sg_comm_window *w = sg__calloc(1, sizeof *w);
   int n = comm->size;
   sg_status st = SG_OK;
@@ -359,7 +355,12 @@ sg_status sg_comm_window_create(sg_comm *comm, void *base, size_t bytes, sg_comm
     st = sg__error(SG_ERR_NO_MEMORY, "sg_comm_window_create: out of memory");
     goto fail;
   }
-  SG_CHECK_GOTO(sg__ucx_mem_map(comm->ucx, base, bytes, &w->mem), st, fail);
+  if (alloc != NULL) {
+    SG_CHECK_GOTO(sg__ucx_mem_alloc(comm->ucx, bytes, &w->mem, &base), st, fail);
+    w->base = *alloc = base;
+  } else {
+    SG_CHECK_GOTO(sg__ucx_mem_map(comm->ucx, base, bytes, &w->mem), st, fail);
+  }
   size_t klen;
   SG_CHECK_GOTO(sg__ucx_rkey_pack(comm->ucx, w->mem, &key, &klen), st, fail);
   /* Exchange fixed-size records: address, size, key length, key. */
@@ -407,7 +408,28 @@ fail:
   sg__free(w->raddr);
   sg__free(w->rbytes);
   sg__free(w);
+  if (alloc != NULL) *alloc = NULL;
   return sg__comm_fail(comm, st);
+}
+
+sg_status sg_comm_window_create(sg_comm *comm, void *base, size_t bytes, sg_comm_window **out) {
+  if (out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_comm_window_create: NULL out");
+  *out = NULL;
+  SG_CHECK(sg__comm_begin_all(comm, "sg_comm_window_create"));
+  if (base == NULL || bytes == 0)
+    return sg__error(SG_ERR_INVALID_ARG, "sg_comm_window_create: empty window on rank %d", comm->rank);
+  return window_make(comm, base, bytes, NULL, out);
+}
+
+sg_status sg_comm_window_alloc(sg_comm *comm, size_t bytes, void **base, sg_comm_window **out) {
+  if (out == NULL || base == NULL)
+    return sg__error(SG_ERR_INVALID_ARG, "sg_comm_window_alloc: NULL out or base");
+  *out = NULL;
+  *base = NULL;
+  SG_CHECK(sg__comm_begin_all(comm, "sg_comm_window_alloc"));
+  if (bytes == 0)
+    return sg__error(SG_ERR_INVALID_ARG, "sg_comm_window_alloc: empty window on rank %d", comm->rank);
+  return window_make(comm, NULL, bytes, base, out);
 }
 
 sg_status sg_comm_window_destroy(sg_comm_window *w) {

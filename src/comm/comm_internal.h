@@ -73,6 +73,9 @@ int64_t sg__ucx_last_running(const sg__ucx *u, int peer);
 typedef struct sg__ucx_mem sg__ucx_mem;
 typedef struct sg__ucx_rkey sg__ucx_rkey;
 sg_status sg__ucx_mem_map(sg__ucx *u, void *base, size_t bytes, sg__ucx_mem **out);
+/* Memory UCX allocates and registers (on one host: shared memory, which peers' RMA and atomics reach
+ * directly; memory registered from an address takes UCX's software emulation there); freed by unmap. */
+sg_status sg__ucx_mem_alloc(sg__ucx *u, size_t bytes, sg__ucx_mem **out, void **base);
 void sg__ucx_mem_unmap(sg__ucx *u, sg__ucx_mem *m);
 sg_status sg__ucx_rkey_pack(sg__ucx *u, sg__ucx_mem *m, void **buf, size_t *len); /* free with sg__free */
 sg_status sg__ucx_rkey_unpack(sg__ucx *u, int peer, const void *buf, size_t len, sg__ucx_rkey **out);

@@ -649,6 +649,36 @@ sg_status sg__ucx_mem_map(sg__ucx *u, void *base, size_t bytes, sg__ucx_mem **ou
   return SG_OK;
 }
 
+sg_status sg__ucx_mem_alloc(sg__ucx *u, size_t bytes, sg__ucx_mem **out, void **base) {
+  *out = NULL;
+  *base = NULL;
+  sg__ucx_mem *m = sg__calloc(1, sizeof *m);
+  if (m == NULL) return sg__error(SG_ERR_NO_MEMORY, "UCX memory allocation: out of memory");
+  ucp_mem_map_params_t mp = {0};
+  mp.field_mask =
+      UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+  mp.address = NULL;
+  mp.length = bytes;
+  mp.flags = UCP_MEM_MAP_ALLOCATE;
+  ucs_status_t us = ucp_mem_map(u->ctx, &mp, &m->memh);
+  if (us != UCS_OK) {
+    sg__free(m);
+    return ucx_error(u, us, -1, "memory allocation");
+  }
+  ucp_mem_attr_t attr = {.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH};
+  us = ucp_mem_query(m->memh, &attr);
+  if (us != UCS_OK || attr.address == NULL || attr.length < bytes) {
+    ucp_mem_unmap(u->ctx, m->memh);
+    sg__free(m);
+    return us != UCS_OK ? ucx_error(u, us, -1, "memory query")
+                        : sg__error(SG_ERR_NO_MEMORY, "UCX memory allocation: %zu bytes asked, %zu given",
+                                    bytes, attr.length);
+  }
+  *out = m;
+  *base = attr.address;
+  return SG_OK;
+}
+
 void sg__ucx_mem_unmap(sg__ucx *u, sg__ucx_mem *m) {
   if (m == NULL) return;
   ucp_mem_unmap(u->ctx, m->memh);

@@ -70,7 +70,7 @@ static sg_status setup_local(sg_gmem *gm, const sg_gmem_params *p) {
   for (uint64_t tp = 0; tp < sg__gm_n_tp(p->table_pages); tp++) gm->sharers[tp] = 1ull << (gm->node % 64);
   /* Entry 0 is never handed out: a zeroed sg_gva is never a valid address. */
   sg__bits_set(gm->pages_used, 0, 1, true);
-  SG_CHECK(sg__tier_dram_init(&gm->tier[SG_GMEM_DRAM], p->dram_bytes));
+  SG_CHECK(sg__tier_dram_init(&gm->tier[SG_GMEM_DRAM], p->dram_bytes, gm->comm != NULL));
   SG_CHECK(sg__tier_pmem_init(&gm->tier[SG_GMEM_PMEM], p->pmem_path, p->pmem_bytes));
   SG_CHECK(sg__tier_vram_init(&gm->tier[SG_GMEM_VRAM], p->vram_device, p->vram_bytes));
   SG_CHECK(sg__tlb_init(gm, p->tlb_entries));
@@ -131,6 +131,10 @@ static sg_status make_windows(sg_gmem *gm) {
     for (int n = 0; n < gm->nodes; n++) anywhere |= gm->peers[n].tier_bytes[t] > 0;
     if (!anywhere) continue;
     sg__tier *tier = &gm->tier[t];
+    if (t == SG_GMEM_DRAM && tier->bytes > 0) {
+      SG_CHECK(sg__tier_dram_window(tier, gm->comm));
+      continue;
+    }
     void *base = tier->base;
     size_t bytes = tier->bytes;
     if (bytes == 0) {

@@ -86,7 +86,7 @@ typedef struct sg__tier {
   size_t bytes; /* whole frames; 0: this node has no such tier */
   uint64_t frames;
   uint8_t *base;       /* host address (DRAM, PMEM); NULL for VRAM */
-  void *raw;           /* DRAM: the allocation base points into */
+  void *raw;           /* DRAM without a communicator: the allocation base points into (else the window's) */
   uint64_t *used;      /* bitmap of frames */
   sg_comm_window *win; /* remote access; NULL without comm and for VRAM */
   void *win_dummy;     /* window memory where this node lacks a tier others have */
@@ -192,7 +192,10 @@ sg_status sg__gmem_gather(sg_gmem *gm, const uint64_t *rec, int words, sg_status
 bool sg__bits_test(const uint64_t *bits, uint64_t i);
 
 /* ---- tier.c / tier_pmem.c / tier_vram.c (sg__tier_name: gmem/gmem.h) --------- */
-sg_status sg__tier_dram_init(sg__tier *t, size_t bytes);
+/* shared: the memory is allocated later, with the tier's window (sg__tier_dram_window): on one host, shared
+ * memory that peers' RMA reaches directly. */
+sg_status sg__tier_dram_init(sg__tier *t, size_t bytes, bool shared);
+sg_status sg__tier_dram_window(sg__tier *t, sg_comm *comm);
 sg_status sg__tier_pmem_init(sg__tier *t, const char *path, size_t bytes);
 sg_status sg__tier_vram_init(sg__tier *t, int device, size_t bytes);
 void sg__tier_fini(sg__tier *t);

@@ -23,13 +23,17 @@ sg_status sg__tier_frames_init(sg__tier *t) {
   return SG_OK;
 }
 
-sg_status sg__tier_dram_init(sg__tier *t, size_t bytes) {
+sg_status sg__tier_dram_init(sg__tier *t, size_t bytes, bool shared) {
   t->kind = SG_GMEM_DRAM;
   if (bytes == 0) return SG_OK;
   size_t want = bytes / SG__GM_PAGE * SG__GM_PAGE, total;
   if (want == 0 || !sg__add_size(want, SG__GM_PAGE, &total))
     return sg__error(SG_ERR_INVALID_ARG, "sg_gmem_create: dram_bytes %zu is not at least one 4096-byte page",
                      bytes);
+  if (shared) { /* the memory comes with the window (sg__tier_dram_window) */
+    t->bytes = want;
+    return sg__tier_frames_init(t);
+  }
   /* calloc of a large block maps fresh zero pages lazily, so an unused tier
    * costs address space only. Page-aligned frames keep every allocation
    * 64-byte aligned, as sg_session_bind_state() wants. */
@@ -39,6 +43,20 @@ sg_status sg__tier_dram_init(sg__tier *t, size_t bytes) {
   t->base = (uint8_t *)(((uintptr_t)t->raw + SG__GM_PAGE - 1) & ~(uintptr_t)(SG__GM_PAGE - 1));
   t->bytes = want;
   return sg__tier_frames_init(t);
+}
+
+sg_status sg__tier_dram_window(sg__tier *t, sg_comm *comm) {
+  void *base = NULL;
+  SG_CHECK(sg_comm_window_alloc(comm, t->bytes, &base, &t->win));
+  /* The transport's allocations are page-aligned (shared memory, mmap); frames must be 64-byte aligned,
+   * as sg_session_bind_state() wants. */
+  if ((uintptr_t)base % 64 != 0)
+    return sg__error(SG_ERR_INTERNAL,
+                     "sg_gmem_create: the transport allocated the DRAM tier at %p, not 64-byte "
+                     "aligned",
+                     base);
+  t->base = base;
+  return SG_OK;
 }
 
 void sg__tier_fini(sg__tier *t) {

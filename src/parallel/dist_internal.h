@@ -282,6 +282,44 @@ void sg__dist_epoch_params(const sg_dist *d, int idx, int n, int epoch, sg_comm_
  * message, which is copied to msg[0..cap), and destroyed. */
 void sg__dist_discard_comm(sg_comm *c, char *msg, size_t cap);
 
+/* ---- copies in the global page table (gmem_slots.c) ------------------------------- */
+
+/* Two versioned slots per rank for the copy of another rank's state (ZeRO-1's buddy replicas, the model
+ * strategies' copies): this rank holds one copy (held_*) and writes its own into rank `target`'s (push_*).
+ * The sg_gmem, over the communicator of the setup, and every call are the scheduler thread's. A slot is a
+ * header page, whose entry's version is the label of the copy it holds + 2, and a payload. */
+typedef struct sg__slots {
+  const char *what;   /* names the copies in messages and in the communicator's label */
+  sg_gmem *gm;        /* NULL: none */
+  sg_gva held_hdr[2]; /* slot k: the copies with label mod 2 == k */
+  sg_gva held_pay[2]; /*   payload (node 0:0 when held_bytes is 0) */
+  size_t held_bytes;  /*   payload bytes */
+  int target;         /* the rank holding this rank's copies; -1: none */
+  sg_gva push_hdr[2]; /* its slots */
+  sg_gva push_pay[2];
+  size_t push_cap;         /*   payload bytes */
+  sg_gmem_pte push_pte[2]; /*   header entries as this rank (their only writer) last committed them */
+} sg__slots;
+
+/* The version of a slot holding `label`. */
+uint32_t sg__slots_version(uint64_t label);
+/* Collective over comm: a new sg_gmem (the old one freed locally first: its communicator may be aborted),
+ * this rank's two slots of held_bytes, the target's slots (an allgather). next: the first label written. */
+sg_status sg__slots_setup(sg__slots *s, sg_comm *comm, int target, size_t held_bytes, uint64_t next);
+/* Collective while the communicator is healthy, a local free once it is aborted. */
+void sg__slots_fini(sg__slots *s);
+/* Writing copy `label` into the target's slot label mod 2: close it, write the payload (bytes at off, any
+ * pieces), open it naming the payload's size. */
+sg_status sg__slots_close(sg__slots *s, uint64_t label);
+sg_status sg__slots_write(sg__slots *s, uint64_t label, size_t off, const void *src, size_t bytes);
+sg_status sg__slots_open(sg__slots *s, uint64_t label, uint64_t bytes);
+/* As holder: the latest label a readable slot has (UINT64_MAX, slot -1: none); the slot holding `label`
+ * read at its version, and the size its writer named (SG_ERR_STALE: it holds another); a local pointer
+ * into a slot's payload. */
+sg_status sg__slots_latest(sg__slots *s, uint64_t *label, int *slot);
+sg_status sg__slots_check(sg__slots *s, uint64_t label, int *slot, uint64_t *bytes);
+sg_status sg__slots_held_ptr(sg__slots *s, int slot, size_t off, size_t bytes, const void **out);
+
 /* ---- ZeRO-1: sharded optimizer state (zero.c) ----------------------------------- */
 
 typedef struct sg__dist_zero {
@@ -297,18 +335,12 @@ typedef struct sg__dist_zero {
   size_t count;         /* floats per rank's segment: the largest range + 1 (the loss) */
   float *buf;           /* size * count: reduce-scatter in, allgather out, in place */
   int64_t rs_ns, ag_ns; /* the last step's reduce-scatter (scheduler) and allgather (copies included) */
-  /* Buddy replicas (replica.c, replica_gmem.c), with a feed callback: slots in the global page table;
-   * the sg_gmem and the pushes are the scheduler's. A slot is a header page (its entry's version: the
-   * step it holds + 2) and a payload. */
-  sg_gmem *gm;        /* over the current communicator; NULL: no replicas */
-  sg_gva held_hdr[2]; /* as buddy of rank (rank-1) mod size: slot k (steps with step mod 2 == k) */
-  sg_gva held_pay[2]; /*   payload (node 0:0 when held_bytes is 0) */
-  size_t held_bytes;  /*   payload bytes */
-  sg_gva push_hdr[2]; /* the buddy's slots of this rank's state */
-  sg_gva push_pay[2];
-  sg_gmem_pte push_pte[2]; /*   header entries as this rank (their only writer) last committed them */
-  uint32_t n_rep;          /* this rank's state tensors, pushed to the buddy: */
-  size_t *rep_snap_off;    /*   offset in a snapshot slot */
+  /* Buddy replicas (replica.c, replica_gmem.c), with a feed callback: slots in the global page table
+   * (labels: steps), as buddy of rank (rank-1) mod size, pushing to rank (rank+1) mod size; slots.gm NULL:
+   * no replicas. held_bytes is known before the setup (the owner's range). */
+  sg__slots slots;
+  uint32_t n_rep;       /* this rank's state tensors, pushed to the buddy: */
+  size_t *rep_snap_off; /*   offset in a snapshot slot */
   size_t *rep_bytes;
   size_t *rep_pay_off;  /*   offset in the buddy's slot payload */
   size_t replica_bytes; /* this rank's state pushed each step */

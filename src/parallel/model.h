@@ -77,7 +77,10 @@ typedef struct sg__model_gen {
   int ring;                    /* the copies went round blocks of `ring` members (a stage's shares, or K) */
   int *cut;                    /* pipeline: the stage of each op of fwd then; else NULL */
   int orig[SG__PP_MAX_STAGES]; /* the original rank of each stage or share then */
-  unsigned char *own, *prev;   /* packed (model_heal.c's format): this rank's part, the previous one's */
+  /* Packed (model_heal.c's format): this rank's part, and the previous member's, in this rank's slot in the
+   * global page table (model_copy.c) or, once the slots were set up again, in prev_heap. */
+  unsigned char *own, *prev_heap;
+  const unsigned char *prev;
   size_t own_bytes, prev_bytes, own_cap, prev_cap;
 } sg__model_gen;
 
@@ -86,7 +89,42 @@ typedef struct sg__model_heal {
   int64_t seq;          /* the latest generation this rank holds complete (own and prev); 0: none */
   sg__model_gen gen[2]; /* gen[seq % 2] is the latest */
   int64_t t0_ns;        /* detection of the failure being healed, until the first step after it; 0: none */
+  /* Where the copies are kept (model_copy.c): the slots in the global page table (labels: generation
+   * numbers), set up for the layout of epoch slots_epoch (-1: none). */
+  sg__slots slots;
+  int slots_epoch;
 } sg__model_heal;
+
+/* The member after (before) k in its ring: blocks of `ring` consecutive members of the group (a stage's
+ * tensor group in a pipeline of tensor groups, else the whole group). */
+static inline int sg__model_ring_next(int k, int ring) { return k / ring * ring + (k % ring + 1) % ring; }
+static inline int sg__model_ring_prev(int k, int ring) {
+  return k / ring * ring + (k % ring + ring - 1) % ring;
+}
+
+/* The copies in the global page table (model_copy.c), generation g's (g->own packed, the label g's number
+ * to be): writes g->own into the slot the ring's next member holds for this rank (setting the slots up
+ * first, collectively, when the layout or a copy's size changed since: gens still in the old slots are
+ * moved to the heap), then, after a barrier over the world, takes the copy the previous member wrote as
+ * g->prev (a pointer into this rank's slot). Compute thread. */
+sg_status sg__model_copy_push(sg_dist *d, sg__model_gen *g, uint64_t label);
+sg_status sg__model_copy_take(sg_dist *d, sg__model_gen *g, uint64_t label);
+/* Scheduler thread, at exit: the slots' sg_gmem. */
+void sg__model_sched_fini(sg_dist *d);
+/* For tests: the slots of this rank's latest generation as it sees them, as writer (push_*) and holder. */
+typedef struct sg__model_copy_probe {
+  uint64_t label;                /* the generation's number (0: none) */
+  int push_node, push_pay_node;  /* the nodes of the target's slot header entry and of its payload */
+  uint32_t push_version;         /* that entry's version, and whether it is readable */
+  bool push_open;                /*   */
+  bool push_matches;             /* the target's slot read back (remote reads) equals this rank's copy */
+  char push_gva[SG_GVA_STR_MAX]; /* the slot's header */
+  int held_node;                 /* this rank's slot of the generation: its header entry's node, version */
+  uint32_t held_version;         /*   */
+  bool prev_in_slot;             /* the generation's copy of the previous member is that slot, in place */
+  sg_status held_stale;          /* reading the held header at version + 2 */
+} sg__model_copy_probe;
+sg_status sg__model_copy_probe_get(sg_dist *d, sg__model_copy_probe *out);
 
 /* The state both model strategies keep: the first member of each one's
  * state (sg__par_pipeline, sg__par_tensor), so MODEL(d) reaches it. */

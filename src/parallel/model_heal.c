@@ -4,11 +4,13 @@
  *
  * Copies: after every step (and before the first) each rank packs the
  * parameters, state (batch-norm statistics) and optimizer state of its part
- * and sends them to the next rank of its group (a ring), which keeps them;
- * then an allreduce. A rank that left that allreduce knows every rank holds
- * the generation; a failure before it can leave some ranks one generation
- * behind, so two are kept. A generation records the layout it was taken in
- * (the group's width, its ranks, a pipeline's cut) and the step.
+ * and writes them into a slot that the next rank of its group (a ring) holds
+ * in the global page table (model_copy.c); then an allreduce, after which
+ * each rank takes the copy written into its own slot. A rank that left that
+ * allreduce knows every rank holds the generation; a failure before it can
+ * leave some ranks one generation behind, so two are kept (the slots' two).
+ * A generation records the layout it was taken in (the group's width, its
+ * ranks, a pipeline's cut) and the step.
  *
  * Recovery: the survivors agree on the membership through the store
  * (membership.c, as data parallelism does) and on the generation to restore:
@@ -27,10 +29,6 @@
 #include "graph/graph.h"
 #include "parallel/model.h"
 #include "runtime/hooks.h"
-
-/* The copies' messages: a size, then the bytes. Below the runners' tags (bit 30 set), the groups'
- * (0x7fffff00), the re-cut's (0x3ffffe00) and the rebuilds' (pp_heal.c, tp_heal.c). */
-#define COPY_TAG 0x3ffffd00u
 
 /* ---- the packed format: [n][n x (tensor of fwd, bytes)][the bytes] (native byte order: one host's ranks
  * or hosts of one kind, as the communicator's other messages) ------------------------------------------- */
@@ -132,11 +130,6 @@ const unsigned char *sg__model_copy_find(const unsigned char *b, int64_t t, uint
   return NULL;
 }
 
-/* The member after (before) k in its ring: blocks of `ring` consecutive members of the group (a stage's
- * tensor group in a pipeline of tensor groups, else the whole group). */
-static int ring_next(int k, int ring) { return k / ring * ring + (k % ring + 1) % ring; }
-static int ring_prev(int k, int ring) { return k / ring * ring + (k % ring + ring - 1) % ring; }
-
 /* A pipeline of tensor groups: its copies go round each stage's group, whose shares a heal re-splits. */
 static bool tensor_stages(const sg_dist *d) {
   return d->strategy == &sg__par_pipeline_strategy && MODEL(d)->tensor > 1;
@@ -154,7 +147,7 @@ int sg__model_gen_index(const sg_dist *d, const sg__model_gen *g, int k) {
 }
 
 sg_status sg__model_gen_keeper(const sg_dist *d, const sg__model_gen *g, int k, int *index, bool *from_own) {
-  int next = ring_next(k, g->ring), own = sg__model_gen_index(d, g, k);
+  int next = sg__model_ring_next(k, g->ring), own = sg__model_gen_index(d, g, k);
   *from_own = own >= 0;
   *index = own >= 0 ? own : next != k ? sg__model_gen_index(d, g, next) : -1;
   if (*index >= 0) return SG_OK;
@@ -219,29 +212,6 @@ void sg__model_heal_init(sg_dist *d) {
 
 /* ---- a generation ------------------------------------------------------------------------------- */
 
-static sg_status exchange(sg_dist *d, sg__model_gen *g) {
-  sg__par_model *m = MODEL(d);
-  int k = m->index, next = ring_next(k, g->ring), prev = ring_prev(k, g->ring);
-  uint64_t out = g->own_bytes, in = 0;
-  /* Even members of a ring send first, odd ones receive first: its blocking transfers form a chain. */
-  for (int phase = 0; phase < 2; phase++) {
-    if ((phase == 0) == (k % g->ring % 2 == 0)) {
-      SG_CHECK(m->xfer.send(m->xfer.ctx, next, COPY_TAG, &out, sizeof out));
-      SG_CHECK(m->xfer.send(m->xfer.ctx, next, COPY_TAG + 1, g->own, g->own_bytes));
-    } else {
-      SG_CHECK(m->xfer.recv(m->xfer.ctx, prev, COPY_TAG, &in, sizeof in));
-      if (in > ((uint64_t)1 << 40))
-        return sg__error(SG_ERR_FORMAT, "healing: group member %d announces a copy of %llu bytes", prev,
-                         (unsigned long long)in);
-      SG_CHECK(sg__model_heal_reserve(&g->prev, &g->prev_cap, (size_t)in));
-      SG_CHECK(m->xfer.recv(m->xfer.ctx, prev, COPY_TAG + 1, g->prev, (size_t)in));
-      SG_CHECK(check_copy(m->fwd, g->prev, (size_t)in, prev));
-      g->prev_bytes = (size_t)in;
-    }
-  }
-  return SG_OK;
-}
-
 sg_status sg__model_replicate(sg_dist *d, const sg__model_heal_ops *ops) {
   sg__par_model *m = MODEL(d);
   sg__model_heal *H = &m->heal;
@@ -261,11 +231,18 @@ sg_status sg__model_replicate(sg_dist *d, const sg__model_heal_ops *ops) {
   for (int k = 0; k < width; k++) g->orig[k] = d->members[m->group[k]];
   g->step = d->stats.steps;
   SG_CHECK(pack(d, ops, g));
-  if (g->ring > 1) SG_CHECK(exchange(d, g));
-  g->seq = H->seq + 1;
-  H->seq = g->seq; /* held complete here: what this rank registers in a recovery */
+  uint64_t label = (uint64_t)H->seq + 1;
+  if (g->ring > 1) SG_CHECK(sg__model_copy_push(d, g, label));
+  /* Every rank has written its copy once every rank is past this: the previous member's is complete. */
   int64_t one = 1;
   SG_CHECK(sg__dist_world_allreduce(d, &one, 1, SG_I64, SG_REDUCE_MIN));
+  if (g->ring > 1) {
+    SG_CHECK(sg__model_copy_take(d, g, label));
+    int prev = sg__model_ring_prev(m->index, g->ring);
+    SG_CHECK(check_copy(m->fwd, g->prev, g->prev_bytes, prev));
+  }
+  g->seq = (int64_t)label;
+  H->seq = g->seq; /* held complete here: what this rank registers in a recovery */
   d->stats.replica_bytes = g->own_bytes;
   d->stats.replication_ms = (double)(sg__now_ns() - t0) * 1e-6;
   return SG_OK;
@@ -275,9 +252,11 @@ void sg__model_heal_free(sg__model_heal *H) {
   for (int i = 0; i < 2; i++) {
     sg__free(H->gen[i].cut);
     sg__free(H->gen[i].own);
-    sg__free(H->gen[i].prev);
+    sg__free(H->gen[i].prev_heap);
   }
+  sg__slots slots = H->slots; /* the scheduler's, destroyed when it stops (sg__model_sched_fini) */
   memset(H, 0, sizeof *H);
+  H->slots = slots;
 }
 
 /* ---- the recovery ------------------------------------------------------------------------------- */

@@ -337,4 +337,5 @@ const sg__par_strategy sg__par_pipeline_strategy = {
     .params_hash = pipeline_params_hash,
     .quiesce = pipeline_free,
     .free = pipeline_free,
+    .sched_fini = sg__model_sched_fini,
 };

@@ -262,4 +262,5 @@ const sg__par_strategy sg__par_tensor_strategy = {
     .params_hash = tensor_params_hash,
     .quiesce = tensor_free,
     .free = tensor_free,
+    .sched_fini = sg__model_sched_fini,
 };

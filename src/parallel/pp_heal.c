@@ -15,7 +15,7 @@
 #include "parallel/model.h"
 #include "runtime/hooks.h"
 
-/* The recovery's moves: below the re-cut's tags (0x3ffffe00) and the copies' (0x3ffffd00). */
+/* The recovery's moves: below the re-cut's tags (0x3ffffe00). */
 #define HEAL_TAG 0x3ffffc00u
 
 /* The stage the current cut puts source tensor t on is this rank's. */

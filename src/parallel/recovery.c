@@ -59,7 +59,7 @@ sg_status sg__dist_recover(sg_dist *d) {
    * and the rollback is at most the latest replica this rank holds as buddy (replica.c). */
   int old_members[SG__DIST_MAX_RANKS], old_size = d->size;
   memcpy(old_members, d->members, (size_t)old_size * sizeof old_members[0]);
-  if (DP(d)->zero.gm != NULL) sg__dist_replica_quiesce(d);
+  if (DP(d)->zero.slots.gm != NULL) sg__dist_replica_quiesce(d);
   uint64_t committed;
   sg_status st = sg__dist_replica_committed(d, d->stats.steps, &committed);
   if (st != SG_OK) return st;
@@ -131,7 +131,7 @@ sg_status sg__dist_recover(sg_dist *d) {
     if (st != SG_OK && d->stats.steps != h.rollback)
       return sg__error(SG_ERR_INTERNAL, "rank %d: recovery: no rollback snapshot of step %llu", d->orig_rank,
                        (unsigned long long)h.rollback);
-    if (DP(d)->zero.gm != NULL) SG_CHECK(sg__dist_zero_recover(d, old_members, old_size, h.rollback));
+    if (DP(d)->zero.slots.gm != NULL) SG_CHECK(sg__dist_zero_recover(d, old_members, old_size, h.rollback));
     resume = h.rollback;
   } else {
     /* Plain data parallelism rolls forward: every member holds the whole

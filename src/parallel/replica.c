@@ -72,7 +72,7 @@ static sg_status replica_setup(sg_dist *d, uint64_t next) {
   sg__dist_zero *z = &DP(d)->zero;
   int owner = (z->rank + z->size - 1) % z->size;
   size_t mine = 0;
-  range_state(d, owner, NULL, NULL, &z->held_bytes);
+  range_state(d, owner, NULL, NULL, &z->slots.held_bytes); /* the setup takes it */
   uint32_t n = range_state(d, z->rank, NULL, NULL, &mine);
   sg__dist_replica_free(z);
   int32_t *ts = sg__malloc((n ? n : 1) * sizeof *ts);
@@ -109,7 +109,7 @@ static sg_status replica_setup(sg_dist *d, uint64_t next) {
 sg_status sg__dist_replica_init(sg_dist *d) { return replica_setup(d, d->stats.steps); }
 
 void sg__dist_replica_begin(sg_dist *d, uint64_t label) {
-  if (DP(d)->zero.gm == NULL) return;
+  if (DP(d)->zero.slots.gm == NULL) return;
   pthread_mutex_lock(&d->mu);
   DP(d)->zero.rep_label = label;
   DP(d)->zero.rep_pending = true;
@@ -166,7 +166,7 @@ void sg__dist_replica_flush_locked(sg_dist *d) {
 
 sg_status sg__dist_replica_committed(sg_dist *d, uint64_t committed, uint64_t *out) {
   *out = committed;
-  if (DP(d)->zero.gm == NULL) return SG_OK;
+  if (DP(d)->zero.slots.gm == NULL) return SG_OK;
   uint64_t l;
   SG_CHECK(sg__dist_replica_latest(d, &l));
   if (l != NO_LABEL && l < committed) *out = l;

@@ -18,7 +18,7 @@
 #include "parallel/model.h"
 #include "runtime/hooks.h"
 
-/* The recovery's broadcasts: below the copies' tags (0x3ffffd00). */
+/* The recovery's broadcasts: below the pipeline's moves (pp_heal.c). */
 #define HEAL_TAG 0x3ffffb00u
 
 /* Every share holds every parameter and state (a slice, or the whole). */

@@ -291,7 +291,7 @@ sg_status sg__dist_zero_bucket(sg_dist *d, uint32_t b, float *loss_mean) {
   if (b + 1 < DP(d)->plan.n_buckets) return SG_OK; /* the reduce-scatter waits for the whole backward */
   /* With replicas: the step's state is at the buddy before any rank can get past this reduce-scatter
    * (replica.c). */
-  if (z->gm != NULL) {
+  if (z->slots.gm != NULL) {
     pthread_mutex_lock(&d->mu);
     sg__dist_replica_flush_locked(d);
     bool failed = d->failed != SG_OK;

@@ -57,6 +57,7 @@
 #include "../worker_check.h"
 #include "compare.h"
 #include "dist_models.h"
+#include "parallel/model.h" /* the copies' slots in the global page table (sg__model_copy_probe_get) */
 #include "sgrt/sgrt.h"
 
 #define STEPS 5
@@ -685,7 +686,13 @@ static int run_recut(int data) {
 /* rel_diff (compare.h) in compare_part's signature. */
 static double max_rel(const float *a, const float *b, int64_t n) { return rel_diff(a, b, (size_t)n); }
 
-/* ||a - b|| / ||b|| over n floats. */
+/* ||a - b|| / max(||b||, L2_FLOOR * sqrt(n)) over n floats: relative, except for a tensor whose values are
+ * all but zero (root mean square under L2_FLOOR), which is compared absolutely at that scale. Why: a
+ * batch-norm bias that starts at 0 and sits in front of the next batch norm gets gradients of ~1e-7, so after
+ * a few steps its norm is ~1e-6 and a last-bit difference in a summation order (a tensor group split 2 ways
+ * before a heal and 1 way after) is 1e-2 of it, while its absolute difference (~1e-8) is four orders of
+ * magnitude under the float rounding of the weights (RMS >= 1e-2) it is trained with. */
+#define L2_FLOOR 1e-3
 static double l2_rel(const float *a, const float *b, int64_t n) {
   double num = 0, den = 0;
   for (int64_t i = 0; i < n; i++) {
@@ -693,7 +700,8 @@ static double l2_rel(const float *a, const float *b, int64_t n) {
     num += e * e;
     den += (double)b[i] * b[i];
   }
-  return den > 0 ? sqrt(num / den) : sqrt(num);
+  double floor = L2_FLOOR * L2_FLOOR * (double)n;
+  return sqrt(num / (den > floor ? den : floor));
 }
 
 /* This rank's part of parameter `a` against the reference's values `want`: whole (a replicated tensor of
@@ -895,6 +903,41 @@ static bool vs_failure_free(FILE *saved, const char *refdir, int32_t t, const ch
   return true;
 }
 
+/* The copies in the global page table (model_copy.c) at the end of a run, the layout being `ring`-member
+ * rings of consecutive ranks: the slot this rank wrote its latest generation into is on the next member's
+ * node, open at the generation's number + 2, and holds, read back remotely, this rank's copy; the slot of
+ * that generation this rank holds is on its own node at the same version, is the very memory the recovery
+ * would read the previous member's copy from, and read at another version gives SG_ERR_STALE. With rings
+ * of one member there are no copies. */
+static void check_copies(sg_dist *d, int ring) {
+  sg__model_copy_probe p;
+  sg_status rs = sg__model_copy_probe_get(d, &p);
+  int r = sg_dist_rank(d), next = r / ring * ring + (r % ring + 1) % ring;
+  if (ring < 2) {
+    CHECK(rs == SG_ERR_STATE, "rings of one member: the probe says %s", sg_status_str(rs));
+    sg_clear_error();
+    return;
+  }
+  OK(rs);
+  uint32_t want = (uint32_t)p.label + 2;
+  CHECK(p.push_node == next && p.push_pay_node == next,
+        "copy slot %s is on node %d, its payload on %d, not %d", p.push_gva, p.push_node, p.push_pay_node,
+        next);
+  CHECK(p.push_open && p.push_version == want,
+        "copy slot %s: version %u (%s), want generation %" PRIu64 " + 2", p.push_gva, p.push_version,
+        p.push_open ? "readable" : "closed", p.label);
+  CHECK(p.push_matches, "copy slot %s on rank %d does not hold this rank's copy of generation %" PRIu64,
+        p.push_gva, next, p.label);
+  CHECK(p.held_node == r && p.held_version == want && p.prev_in_slot,
+        "held slot of generation %" PRIu64 ": node %d, version %u, %s", p.label, p.held_node, p.held_version,
+        p.prev_in_slot ? "in place" : "not the copy the recovery reads");
+  CHECK(p.held_stale == SG_ERR_STALE, "held slot read at version %u: %s, not SG_ERR_STALE", want + 2,
+        sg_status_str(p.held_stale));
+  printf("COPIES rank %d: generation %" PRIu64 " in slot %s on rank %d at version %u, read back equal; the "
+         "previous member's in this rank's slot, in place\n",
+         r, p.label, p.push_gva, next, p.push_version);
+}
+
 /* HEAL_SAVE_DIR / HEAL_REF_DIR: the failure-free run's loss of each step (DIR/losses, rank 0's). */
 static void ref_losses(const char *dir, float *loss, int steps, bool write) {
   char path[512];
@@ -910,9 +953,9 @@ static void ref_losses(const char *dir, float *loss, int steps, bool write) {
  * rank, with heal 1, under a fault plan from `sgrt launch --inject` (SG_INJECT): every step must complete
  * on every survivor (RPO 0: the step count and the loss of each step are the failure-free run's), and the
  * parameters each survivor holds at the end (a stage's, or its slice of a split one under the group's
- * current split) must be within 1e-5 (L2, relative, per tensor) of one process trained on the same global
- * batches. HEAL_STEPS steps (12). Prints "HEALED rank R: ... recoveries N" for run_model_heal.sh; a rank
- * the others healed around while it lived exits 75 (SG_DIST_EXIT_EXCLUDED). The tensor group's MLP is 96
+ * current split) must be within 1e-5 (l2_rel: L2, relative, per tensor) of one process trained on the same
+ * global batches. HEAL_STEPS steps (12). Prints "HEALED rank R: ... recoveries N" for run_model_heal.sh; a
+ * rank the others healed around while it lived exits 75 (SG_DIST_EXIT_EXCLUDED). The tensor group's MLP is 96
  * wide, so that 4, 3 and 2 ways all split it. */
 static int run_model_heal(int resnet, int pipeline) {
   model m, full;
@@ -1069,6 +1112,8 @@ static int run_model_heal(int resnet, int pipeline) {
       st.recoveries, st.epoch, held, split, tensor > 1 ? sg_dist_size(d) / (data * (width / tensor)) : ways,
       worst, worst_at, refdir ? "the failure-free run of the job" : "one process", st.detection_ms, st.rto_ms,
       (unsigned long long)st.redone_steps, st.replica_bytes, st.replication_ms);
+  int tn = tensor > 1 ? sg_dist_size(d) / (data * (width / tensor)) : 1;
+  check_copies(d, tn > 1 ? tn : ways);
   OK(sg_dist_destroy(d));
   free_run(ref, ref_g, &m, &full);
   return 0;
@@ -1077,9 +1122,8 @@ static int run_model_heal(int resnet, int pipeline) {
 /* ---- synchronized batch norm ------------------------------------------------------------------- */
 
 /* The worst per-tensor difference of this rank's parameters and running statistics from the reference
- * session's, ||a - b|| / max(||b||, 1e-3 sqrt(n)) (L2 relative, a tensor whose values are below 1e-3 on
- * average taken at that scale: deep batch-norm biases move by 1e-7 in 5 steps, where any summation order
- * shows), and its tensor. */
+ * session's (l2_rel: relative, a tensor whose values are below L2_FLOOR on average taken at that scale),
+ * and its tensor. */
 static double state_diff(const model *m, sg_session *ref, sg_dist *d, char *at, size_t cap) {
   double worst = 0;
   for (int32_t t = 0; t < sg_graph_num_tensors(m->fwd); t++) {
@@ -1090,11 +1134,7 @@ static double state_diff(const model *m, sg_session *ref, sg_dist *d, char *at, 
     CHECK(want && mine, "out of memory");
     OK(sg_session_read(ref, a.name, want, a.nbytes));
     OK(sg_dist_read(d, a.name, mine, a.nbytes));
-    int64_t n = (int64_t)(a.nbytes / 4);
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++)
-      num += ((double)mine[i] - want[i]) * ((double)mine[i] - want[i]), den += (double)want[i] * want[i];
-    double e = sqrt(num) / fmax(sqrt(den), 1e-3 * sqrt((double)n));
+    double e = l2_rel(mine, want, (int64_t)(a.nbytes / 4));
     if (e >= worst) worst = e, snprintf(at, cap, "%s", a.name);
     free(want);
     free(mine);
