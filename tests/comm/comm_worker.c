@@ -26,6 +26,7 @@ static int rank_env(void) {
   if (s == NULL) s = getenv("RANK");
   return s ? atoi(s) : 0;
 }
+
 static int size_env(void) {
   const char *s = getenv("SG_WORLD_SIZE");
   if (s == NULL) s = getenv("WORLD_SIZE");
@@ -190,30 +191,23 @@ static void run_coll(sg_comm *c, int big) {
   printf("rank %d: %zu collective cases match the reference (%.2f s)\n", me, cases, now_s() - t0);
 }
 
-static void run_rma(sg_comm *c) {
-  int n = sg_comm_size(c), me = sg_comm_rank(c), right = (me + 1) % n, left = (me + n - 1) % n;
-  /* tagged point to point around the ring, and a wrong length is refused */
-  int32_t out[5] = {me, me * 2, me * 3, 4, 5}, in[5] = {0};
-  if (me % 2 == 0) {
-    CHECK_OK(sg_comm_send(c, right, 42, out, sizeof out));
-    CHECK_OK(sg_comm_recv(c, left, 42, in, sizeof in));
-  } else {
-    CHECK_OK(sg_comm_recv(c, left, 42, in, sizeof in));
-    CHECK_OK(sg_comm_send(c, right, 42, out, sizeof out));
-  }
-  if (in[0] != left || in[1] != left * 2 || in[4] != 5) FAIL("point-to-point payload wrong");
-  if (me == 0) CHECK_OK(sg_comm_send(c, 1, 7, out, 8));
-  if (me == 1) {
-    int64_t small[4];
-    sg_status st = sg_comm_recv(c, 0, 7, small, sizeof small);
-    if (st != SG_ERR_TRUNCATED) FAIL("a message of the wrong length gave %s", sg_status_str(st));
-  }
-  CHECK_OK(sg_comm_barrier(c));
-
-  /* RMA: window of 64 u64; put my rank into the right neighbour's slot `me`, get it back */
-  uint64_t *win_mem = calloc(64, 8);
+/* A window of 64 u64 (over calloc'd memory, or allocated by the transport): each rank puts its rank into
+ * the right neighbour's slot `me` and gets it back, a put past the end is refused, every rank fetch-adds
+ * into rank 0's word 0 and exactly one wins a compare-swap on its word 63. */
+static void check_window(sg_comm *c, int me, int n, int left, int right, bool alloc) {
+  uint64_t *win_mem = NULL;
   sg_comm_window *w;
-  CHECK_OK(sg_comm_window_create(c, win_mem, 64 * 8, &w));
+  if (alloc) {
+    void *base = NULL;
+    CHECK_OK(sg_comm_window_alloc(c, 64 * 8, &base, &w));
+    if (base == NULL || (uintptr_t)base % 64 != 0) FAIL("sg_comm_window_alloc gave %p", base);
+    win_mem = base;
+    memset(win_mem, 0, 64 * 8); /* its contents are unspecified */
+    CHECK_OK(sg_comm_barrier(c));
+  } else {
+    win_mem = calloc(64, 8);
+    CHECK_OK(sg_comm_window_create(c, win_mem, 64 * 8, &w));
+  }
   uint64_t v = 1000 + (uint64_t)me, back = 0;
   CHECK_OK(sg_comm_put(w, right, 8 * (size_t)(me + 1), &v, 8));
   CHECK_OK(sg_comm_window_flush(w));
@@ -235,8 +229,40 @@ static void run_rma(sg_comm *c) {
   int32_t wins = won;
   CHECK_OK(sg_comm_allreduce(c, &wins, &wins, 1, SG_I32, SG_REDUCE_SUM));
   if (wins != 1) FAIL("%d ranks won the compare-swap", wins);
-  CHECK_OK(sg_comm_window_destroy(w));
-  free(win_mem);
+  CHECK_OK(sg_comm_window_destroy(w)); /* frees an allocated window's memory */
+  if (!alloc) free(win_mem);
+}
+
+static void run_rma(sg_comm *c) {
+  int n = sg_comm_size(c), me = sg_comm_rank(c), right = (me + 1) % n, left = (me + n - 1) % n;
+  /* tagged point to point around the ring, and a wrong length is refused */
+  int32_t out[5] = {me, me * 2, me * 3, 4, 5}, in[5] = {0};
+  if (me % 2 == 0) {
+    CHECK_OK(sg_comm_send(c, right, 42, out, sizeof out));
+    CHECK_OK(sg_comm_recv(c, left, 42, in, sizeof in));
+  } else {
+    CHECK_OK(sg_comm_recv(c, left, 42, in, sizeof in));
+    CHECK_OK(sg_comm_send(c, right, 42, out, sizeof out));
+  }
+  if (in[0] != left || in[1] != left * 2 || in[4] != 5) FAIL("point-to-point payload wrong");
+  if (me == 0) CHECK_OK(sg_comm_send(c, 1, 7, out, 8));
+  if (me == 1) {
+    int64_t small[4];
+    sg_status st = sg_comm_recv(c, 0, 7, small, sizeof small);
+    if (st != SG_ERR_TRUNCATED) FAIL("a message of the wrong length gave %s", sg_status_str(st));
+  }
+  CHECK_OK(sg_comm_barrier(c));
+
+  /* RMA over the caller's memory, then over memory the transport allocates (shared memory here, which
+   * puts reach directly): the same checks. */
+  check_window(c, me, n, left, right, false);
+  check_window(c, me, n, left, right, true);
+  void *none = NULL;
+  sg_comm_window *nw = NULL;
+  if (sg_comm_window_alloc(c, 64, NULL, &nw) != SG_ERR_INVALID_ARG || nw != NULL)
+    FAIL("sg_comm_window_alloc without a base pointer was accepted");
+  if (sg_comm_window_alloc(c, 0, &none, &nw) != SG_ERR_INVALID_ARG || none != NULL || nw != NULL)
+    FAIL("an empty sg_comm_window_alloc was accepted");
 
   /* active messages: each rank tells its right neighbour its rank on queue 3 */
   char msg[32];
