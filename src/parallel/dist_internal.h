@@ -289,13 +289,14 @@ void sg__dist_discard_comm(sg_comm *c, char *msg, size_t cap);
  * The sg_gmem, over the communicator of the setup, and every call are the scheduler thread's. A slot is a
  * header page, whose entry's version is the label of the copy it holds + 2, and a payload. */
 typedef struct sg__slots {
-  const char *what;   /* names the copies in messages and in the communicator's label */
-  sg_gmem *gm;        /* NULL: none */
-  sg_gva held_hdr[2]; /* slot k: the copies with label mod 2 == k */
-  sg_gva held_pay[2]; /*   payload (node 0:0 when held_bytes is 0) */
-  size_t held_bytes;  /*   payload bytes */
-  int target;         /* the rank holding this rank's copies; -1: none */
-  sg_gva push_hdr[2]; /* its slots */
+  const char *what;                /* names the copies in messages and in the communicator's label */
+  sg_gmem *gm;                     /* NULL: none */
+  sg_gva held_hdr[2];              /* slot k: the copies with label mod 2 == k */
+  sg_gva held_pay[2];              /*   payload (node 0:0 when held_bytes is 0) */
+  size_t held_bytes;               /*   payload bytes */
+  const unsigned char *held_at[2]; /*   local pointers to the payloads (NULL when held_bytes is 0) */
+  int target;                      /* the rank holding this rank's copies; -1: none */
+  sg_gva push_hdr[2];              /* its slots */
   sg_gva push_pay[2];
   size_t push_cap;         /*   payload bytes */
   sg_gmem_pte push_pte[2]; /*   header entries as this rank (their only writer) last committed them */
@@ -319,6 +320,8 @@ sg_status sg__slots_open(sg__slots *s, uint64_t label, uint64_t bytes);
 sg_status sg__slots_latest(sg__slots *s, uint64_t *label, int *slot);
 sg_status sg__slots_check(sg__slots *s, uint64_t label, int *slot, uint64_t *bytes);
 sg_status sg__slots_held_ptr(sg__slots *s, int slot, size_t off, size_t bytes, const void **out);
+/* Whether p points into one of this rank's slots (any thread: no page-table access). */
+bool sg__slots_holds(const sg__slots *s, const void *p);
 
 /* ---- ZeRO-1: sharded optimizer state (zero.c) ----------------------------------- */
 

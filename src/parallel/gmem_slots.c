@@ -69,6 +69,9 @@ static sg_status alloc_held(sg__slots *s, uint64_t next) {
     SG_CHECK(sg_gmem_alloc(s->gm, SG_GMEM_DRAM, SG_GMEM_PAGE_SIZE, CLOSED, &s->held_hdr[k]));
     s->held_pay[k] = sg_gva_make(0, 0);
     if (s->held_bytes > 0) SG_CHECK(sg_gmem_alloc(s->gm, SG_GMEM_DRAM, s->held_bytes, OPEN, &s->held_pay[k]));
+    void *at = NULL;
+    if (s->held_bytes > 0) SG_CHECK(sg_gmem_ptr(s->gm, s->held_pay[k], s->held_bytes, SG_GMEM_READ, &at));
+    s->held_at[k] = at;
     uint64_t label = first_label(next, k);
     SG_CHECK(check_label(s, label));
     sg_gmem_pte e;
@@ -85,6 +88,14 @@ void sg__slots_fini(sg__slots *s) {
   }
   s->gm = NULL;
   s->push_cap = s->held_bytes = 0;
+  s->held_at[0] = s->held_at[1] = NULL;
+}
+
+bool sg__slots_holds(const sg__slots *s, const void *p) {
+  const unsigned char *q = p;
+  for (int k = 0; k < 2 && s->gm != NULL && q != NULL; k++)
+    if (s->held_at[k] != NULL && q >= s->held_at[k] && q < s->held_at[k] + s->held_bytes) return true;
+  return false;
 }
 
 sg_status sg__slots_setup(sg__slots *s, sg_comm *comm, int target, size_t held_bytes, uint64_t next) {

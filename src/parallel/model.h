@@ -93,6 +93,10 @@ typedef struct sg__model_heal {
    * numbers), set up for the layout of epoch slots_epoch (-1: none). */
   sg__slots slots;
   int slots_epoch;
+  /* The slots of the layout before, kept (not copied out) until no generation is in them: a recovery cut
+   * short restores from them, and freeing them (with the copy of what a recovery still needs) stays out
+   * of the recovery's time. */
+  sg__slots stash;
 } sg__model_heal;
 
 /* The member after (before) k in its ring: blocks of `ring` consecutive members of the group (a stage's

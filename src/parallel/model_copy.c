@@ -10,8 +10,10 @@
  * it). Every rank tells whether its copy still fits its target's slot and its
  * epoch is the slots' one; one allreduce makes that a collective decision, and
  * a new set-up (a collective sg_gmem_create, the sizes by an allgather) follows
- * on every rank. The generations still in the old slots, which a recovery may
- * yet restore, move to the heap first. */
+ * on every rank. The old slots are kept as they are (a recovery cut short
+ * restores the generation still in them) and freed once both generations are
+ * in the new ones: neither a copy nor a free is on the way to the first step
+ * after a recovery. */
 #include <stdio.h>
 #include <string.h>
 
@@ -38,13 +40,30 @@ static sg_status setup_job(sg_dist *d, void *arg) {
   return sg__slots_setup(s, d->comm, next, (size_t)all[prev], a->label);
 }
 
-/* A generation whose previous member's copy is in the slots gets its own heap copy of it. */
+/* A generation whose previous member's copy is in slots s gets its own heap copy of it. */
 static sg_status detach(sg__model_gen *g, const sg__slots *s) {
-  if (g->prev == NULL || g->prev == g->prev_heap || s->gm == NULL) return SG_OK;
+  if (!sg__slots_holds(s, g->prev)) return SG_OK;
   SG_CHECK(sg__model_heal_reserve(&g->prev_heap, &g->prev_cap, g->prev_bytes));
   memcpy(g->prev_heap, g->prev, g->prev_bytes);
   g->prev = g->prev_heap;
   return SG_OK;
+}
+
+static sg_status stash_fini_job(sg_dist *d, void *arg) {
+  (void)arg;
+  sg__slots_fini(&MODEL(d)->heal.stash);
+  return SG_OK;
+}
+
+/* The slots of the layout before are freed once no generation is in them: two generations after the
+ * set-up, on every rank at the same point (the free is collective on a communicator still healthy, as
+ * after a re-cut). */
+static sg_status release_stash(sg_dist *d) {
+  sg__model_heal *H = &MODEL(d)->heal;
+  if (H->stash.gm == NULL) return SG_OK;
+  for (int i = 0; i < 2; i++)
+    if (sg__slots_holds(&H->stash, H->gen[i].prev)) return SG_OK;
+  return sg__dist_run_job(d, stash_fini_job, NULL);
 }
 
 static sg_status push_job(sg_dist *d, void *arg) {
@@ -61,10 +80,16 @@ sg_status sg__model_copy_push(sg_dist *d, sg__model_gen *g, uint64_t label) {
   SG_CHECK(sg__dist_world_allreduce(d, &again, 1, SG_I64, SG_REDUCE_MAX));
   setup_arg a = {g, label};
   if (again) {
-    for (int i = 0; i < 2; i++) {
-      if (&H->gen[i] != g) SG_CHECK(detach(&H->gen[i], &H->slots));
-      else g->prev = NULL, g->prev_bytes = 0; /* being replaced (its number is 0 until it is complete) */
+    g->prev = NULL; /* being replaced (its number is 0 until it is complete) */
+    g->prev_bytes = 0;
+    /* Set up again before the stash was released (a recovery cut short, two recoveries in a row): what is
+     * still in the stash moves to the heap. The current slots become the stash. */
+    if (H->stash.gm != NULL) {
+      for (int i = 0; i < 2; i++) SG_CHECK(detach(&H->gen[i], &H->stash));
+      SG_CHECK(sg__dist_run_job(d, stash_fini_job, NULL));
     }
+    H->stash = H->slots;
+    memset(&H->slots, 0, sizeof H->slots);
     SG_CHECK(sg__dist_run_job(d, setup_job, &a));
     H->slots_epoch = d->epoch;
   }
@@ -93,10 +118,13 @@ sg_status sg__model_copy_take(sg_dist *d, sg__model_gen *g, uint64_t label) {
                      sg_last_error());
   g->prev = t.p;
   g->prev_bytes = (size_t)t.bytes;
-  return SG_OK;
+  return release_stash(d);
 }
 
-void sg__model_sched_fini(sg_dist *d) { sg__slots_fini(&MODEL(d)->heal.slots); }
+void sg__model_sched_fini(sg_dist *d) {
+  sg__slots_fini(&MODEL(d)->heal.stash);
+  sg__slots_fini(&MODEL(d)->heal.slots);
+}
 
 /* ---- the test's view ---------------------------------------------------------------------------- */
 

@@ -254,9 +254,10 @@ void sg__model_heal_free(sg__model_heal *H) {
     sg__free(H->gen[i].own);
     sg__free(H->gen[i].prev_heap);
   }
-  sg__slots slots = H->slots; /* the scheduler's, destroyed when it stops (sg__model_sched_fini) */
+  sg__slots slots = H->slots, stash = H->stash; /* the scheduler's, destroyed when it stops */
   memset(H, 0, sizeof *H);
   H->slots = slots;
+  H->stash = stash;
 }
 
 /* ---- the recovery ------------------------------------------------------------------------------- */
