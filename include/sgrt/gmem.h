@@ -102,6 +102,10 @@ enum {
   SG_GMEM_READ = 1,
   SG_GMEM_WRITE = 2,
   SG_GMEM_COHERENT = 4, /**< writes go through the version protocol, copies are invalidated */
+  /** sg_gmem_alloc() only, never an entry flag: the frames are not zeroed (their contents are whatever
+   * the tier held), for memory the caller fills before anyone reads it. Zeroing touches every page on
+   * the calling thread; a large buffer then costs its page faults and a pass over it up front. */
+  SG_GMEM_UNINIT = 8,
 };
 
 /** Memory tiers. Stored in an entry's offset; never renumber. */
@@ -188,7 +192,8 @@ SG_API sg_status sg_gmem_progress(sg_gmem *gm);
 /**
  * Allocates `bytes` (rounded up to pages) in `tier` on this node, mapped at
  * consecutive GVAs of this node's range with `flags`, backed by consecutive
- * frames (zeroed), so sg_gmem_ptr() gives one local pointer for the range.
+ * frames (zeroed, unless flags has SG_GMEM_UNINIT), so sg_gmem_ptr() gives one
+ * local pointer for the range.
  * @return SG_OK; SG_ERR_INVALID_ARG (bytes 0, unknown flags or tier);
  *   SG_ERR_UNSUPPORTED for a tier this node does not have; SG_ERR_NO_MEMORY
  *   when the tier or the GVA range has no run of free pages that long (both

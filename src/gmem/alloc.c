@@ -40,14 +40,16 @@ sg_status sg_gmem_alloc(sg_gmem *gm, sg_gmem_tier tier, size_t bytes, unsigned f
   if (gm == NULL || out == NULL) return sg__error(SG_ERR_INVALID_ARG, "%s: NULL gmem or out", what);
   SG_CHECK(check_tier(tier, what));
   if (bytes == 0) return sg__error(SG_ERR_INVALID_ARG, "%s: zero bytes", what);
-  if (flags & ~(unsigned)(SG_GMEM_READ | SG_GMEM_WRITE | SG_GMEM_COHERENT))
+  if (flags & ~(unsigned)(SG_GMEM_READ | SG_GMEM_WRITE | SG_GMEM_COHERENT | SG_GMEM_UNINIT))
     return sg__error(SG_ERR_INVALID_ARG, "%s: flags 0x%x have unknown bits", what, flags);
+  bool zero = !(flags & SG_GMEM_UNINIT);
+  flags &= ~(unsigned)SG_GMEM_UNINIT; /* how to allocate, not an entry flag */
   uint64_t pages = bytes / SG__GM_PAGE + (bytes % SG__GM_PAGE != 0), first, frame;
   if (!sg__bits_find_run(gm->pages_used, gm->table_pages, pages, &first))
     return sg__error(SG_ERR_NO_MEMORY,
                      "%s: node %d's global range has no run of %llu free pages (%llu pages in all)", what,
                      gm->node, (unsigned long long)pages, (unsigned long long)gm->table_pages);
-  SG_CHECK(sg__tier_frames_alloc(gm, tier, pages, &frame));
+  SG_CHECK(sg__tier_frames_alloc(gm, tier, pages, zero, &frame));
   sg_status st = sg__grow((void **)&gm->allocs, &gm->cap_allocs, gm->n_allocs + 1, sizeof *gm->allocs);
   if (st != SG_OK) {
     sg__tier_frames_free(gm, tier, frame, pages);

@@ -204,7 +204,7 @@ sg_status sg__tier_frames_init(sg__tier *t);
 void sg__tier_pmem_unmap(sg__tier *t);
 void sg__tier_vram_release(sg__tier *t);
 /* Frame bookkeeping (level 2). */
-sg_status sg__tier_frames_alloc(sg_gmem *gm, sg_gmem_tier tier, uint64_t n, uint64_t *first);
+sg_status sg__tier_frames_alloc(sg_gmem *gm, sg_gmem_tier tier, uint64_t n, bool zero, uint64_t *first);
 void sg__tier_frames_free(sg_gmem *gm, sg_gmem_tier tier, uint64_t first, uint64_t n);
 /* Copies between host memory and a local tier at byte `at`. */
 sg_status sg__tier_write(sg__tier *t, uint64_t at, const void *src, size_t n);

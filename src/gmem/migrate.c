@@ -49,7 +49,7 @@ sg_status sg__gm_migrate(sg_gmem *gm, sg_gva gva, sg_gmem_tier tier, sg__gm_move
   SG_CHECK(sg__gm_find_alloc(gm, gva, what, &a));
   if (a->tier == tier) return SG_OK;
   move_ctx m = {gm, a, tier, 0, moved, ctx};
-  SG_CHECK(sg__tier_frames_alloc(gm, tier, a->pages, &m.frame));
+  SG_CHECK(sg__tier_frames_alloc(gm, tier, a->pages, true, &m.frame));
   sg_status st = sg__gm_update_range(gm, a->first, a->pages, copy_frames, apply_move, &m);
   if (st != SG_OK) {
     sg__tier_frames_free(gm, tier, m.frame, a->pages);

@@ -70,7 +70,7 @@ void sg__tier_fini(sg__tier *t) {
   t->kind = kind;
 }
 
-sg_status sg__tier_frames_alloc(sg_gmem *gm, sg_gmem_tier tier, uint64_t n, uint64_t *first) {
+sg_status sg__tier_frames_alloc(sg_gmem *gm, sg_gmem_tier tier, uint64_t n, bool zero, uint64_t *first) {
   sg__tier *t = &gm->tier[tier];
   if (t->bytes == 0)
     return sg__error(SG_ERR_UNSUPPORTED, "gmem: node %d has no %s tier (create it with a non-zero %s_bytes)",
@@ -84,7 +84,7 @@ sg_status sg__tier_frames_alloc(sg_gmem *gm, sg_gmem_tier tier, uint64_t n, uint
                      sg__tier_name(tier), gm->node, (unsigned long long)n, (unsigned long long)t->frames,
                      SG_GMEM_PAGE_SIZE);
   /* Frames are handed out zeroed: a freed frame may hold another tensor's bytes. */
-  SG_CHECK(sg__tier_zero(t, *first * SG__GM_PAGE, (size_t)(n * SG__GM_PAGE)));
+  if (zero) SG_CHECK(sg__tier_zero(t, *first * SG__GM_PAGE, (size_t)(n * SG__GM_PAGE)));
   sg__bits_set(t->used, *first, n, true);
   return SG_OK;
 }

@@ -291,6 +291,7 @@ void sg__dist_discard_comm(sg_comm *c, char *msg, size_t cap);
 typedef struct sg__slots {
   const char *what;                /* names the copies in messages and in the communicator's label */
   sg_gmem *gm;                     /* NULL: none */
+  sg_comm *comm;                   /* its communicator, polled while a large copy is written */
   sg_gva held_hdr[2];              /* slot k: the copies with label mod 2 == k */
   sg_gva held_pay[2];              /*   payload (node 0:0 when held_bytes is 0) */
   size_t held_bytes;               /*   payload bytes */

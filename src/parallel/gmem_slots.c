@@ -68,7 +68,10 @@ static sg_status alloc_held(sg__slots *s, uint64_t next) {
   for (int k = 0; k < 2; k++) {
     SG_CHECK(sg_gmem_alloc(s->gm, SG_GMEM_DRAM, SG_GMEM_PAGE_SIZE, CLOSED, &s->held_hdr[k]));
     s->held_pay[k] = sg_gva_make(0, 0);
-    if (s->held_bytes > 0) SG_CHECK(sg_gmem_alloc(s->gm, SG_GMEM_DRAM, s->held_bytes, OPEN, &s->held_pay[k]));
+    /* Not zeroed: the writer fills it before it opens, and zeroing hundreds of MB on the scheduler thread
+     * would hold its heartbeats up. */
+    if (s->held_bytes > 0)
+      SG_CHECK(sg_gmem_alloc(s->gm, SG_GMEM_DRAM, s->held_bytes, OPEN | SG_GMEM_UNINIT, &s->held_pay[k]));
     void *at = NULL;
     if (s->held_bytes > 0) SG_CHECK(sg_gmem_ptr(s->gm, s->held_pay[k], s->held_bytes, SG_GMEM_READ, &at));
     s->held_at[k] = at;
@@ -87,6 +90,7 @@ void sg__slots_fini(sg__slots *s) {
     if (st != SG_OK) sg_clear_error();     /* its communicator is gone: only the local free mattered */
   }
   s->gm = NULL;
+  s->comm = NULL;
   s->push_cap = s->held_bytes = 0;
   s->held_at[0] = s->held_at[1] = NULL;
 }
@@ -105,6 +109,7 @@ sg_status sg__slots_setup(sg__slots *s, sg_comm *comm, int target, size_t held_b
     return sg__error(SG_ERR_UNSUPPORTED, "%s: %d ranks; at most %d with copies in the global page table",
                      s->what, size, SG__DIST_MAX_RANKS);
   sg_comm_label(comm, s->what); /* hang diagnosis (SPEC H7) */
+  s->comm = comm;
   s->held_bytes = held_bytes;
   uint64_t pages = 2 * (1 + pages_of(held_bytes)), tlb = 16;
   while (tlb < 2 * pages) tlb *= 2;
@@ -157,13 +162,24 @@ sg_status sg__slots_close(sg__slots *s, uint64_t label) {
   return SG_OK;
 }
 
+/* A copy goes in pieces of this size, the communicator polled between them: a heartbeat is due every
+ * 100 ms by default, and one put of a few hundred MB (a memory copy into the holder's shared memory,
+ * faulting its pages in the first time) takes longer than that here, far longer under a sanitizer. */
+#define PIECE ((size_t)16 << 20)
+
 sg_status sg__slots_write(sg__slots *s, uint64_t label, size_t off, const void *src, size_t bytes) {
   if (off > s->push_cap || bytes > s->push_cap - off)
     return sg__error(SG_ERR_INTERNAL, "%s: %zu bytes at %zu overflow rank %d's slot of %zu", s->what, bytes,
                      off, s->target, s->push_cap);
-  if (bytes == 0) return SG_OK;
   sg_gva pay = s->push_pay[label % 2];
-  return sg_gmem_write(s->gm, sg_gva_make(sg_gva_node(pay), pay.lo + off), src, bytes, NULL);
+  const unsigned char *from = src;
+  for (size_t done = 0; done < bytes;) {
+    size_t n = bytes - done < PIECE ? bytes - done : PIECE;
+    SG_CHECK(sg_gmem_write(s->gm, sg_gva_make(sg_gva_node(pay), pay.lo + off + done), from + done, n, NULL));
+    done += n;
+    if (done < bytes) SG_CHECK(sg_comm_poll(s->comm));
+  }
+  return SG_OK;
 }
 
 sg_status sg__slots_open(sg__slots *s, uint64_t label, uint64_t bytes) {

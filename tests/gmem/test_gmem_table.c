@@ -140,7 +140,7 @@ static void test_alloc_translate(void **state) {
   assert_status(sg_gmem_read(gm, a, NULL, 1, NULL), SG_ERR_INVALID_ARG, "NULL buffer");
   assert_status(sg_gmem_ptr(gm, a, 5 * 4096, 0, &p), SG_ERR_RANGE, "runs past the end of its allocation");
   assert_status(sg_gmem_alloc(gm, SG_GMEM_DRAM, 0, 0, &b), SG_ERR_INVALID_ARG, "zero bytes");
-  assert_status(sg_gmem_alloc(gm, SG_GMEM_DRAM, 1, 8, &b), SG_ERR_INVALID_ARG, "flags 0x8");
+  assert_status(sg_gmem_alloc(gm, SG_GMEM_DRAM, 1, 16, &b), SG_ERR_INVALID_ARG, "flags 0x10");
   assert_status(sg_gmem_alloc(gm, (sg_gmem_tier)7, 1, 0, &b), SG_ERR_INVALID_ARG, "7 is not a tier");
   assert_status(sg_gmem_alloc(gm, SG_GMEM_PMEM, 1, 0, &b), SG_ERR_UNSUPPORTED, "no PMEM tier");
   assert_status(sg_gmem_alloc(gm, SG_GMEM_DRAM, 12 * 4096, 0, &b), SG_ERR_NO_MEMORY,
@@ -160,6 +160,29 @@ static void test_alloc_translate(void **state) {
   sg_gmem_pte e;
   assert_status(sg_gmem_pte_read(gm, a, &e), SG_OK, NULL);
   assert_int_equal(e.version, 3); /* mapped, unmapped, mapped again */
+
+  /* SG_GMEM_UNINIT: the frames keep what they held (here: the same frames, freed and taken again), and
+   * it is not an entry flag. */
+  sg_gva c, u;
+  void *pc = NULL, *pu = NULL;
+  memset(buf, 0xab, 4096);
+  assert_status(sg_gmem_alloc(gm, SG_GMEM_DRAM, 4096, SG_GMEM_READ | SG_GMEM_WRITE, &c), SG_OK, NULL);
+  assert_status(sg_gmem_write(gm, c, buf, 4096, NULL), SG_OK, NULL);
+  assert_status(sg_gmem_ptr(gm, c, 4096, SG_GMEM_READ, &pc), SG_OK, NULL);
+  assert_status(sg_gmem_free(gm, c), SG_OK, NULL);
+  assert_status(sg_gmem_alloc(gm, SG_GMEM_DRAM, 4096, SG_GMEM_READ | SG_GMEM_WRITE | SG_GMEM_UNINIT, &u),
+                SG_OK, NULL);
+  assert_status(sg_gmem_ptr(gm, u, 4096, SG_GMEM_READ, &pu), SG_OK, NULL);
+  assert_ptr_equal(pc, pu);
+  assert_int_equal(((unsigned char *)pu)[0], 0xab);
+  assert_int_equal(((unsigned char *)pu)[4095], 0xab);
+  assert_status(sg_gmem_pte_read(gm, u, &e), SG_OK, NULL);
+  assert_int_equal(e.flags, SG_GMEM_READ | SG_GMEM_WRITE);
+  assert_status(sg_gmem_free(gm, u), SG_OK, NULL);
+  assert_status(sg_gmem_alloc(gm, SG_GMEM_DRAM, 4096, SG_GMEM_READ | SG_GMEM_WRITE, &c), SG_OK, NULL);
+  assert_status(sg_gmem_ptr(gm, c, 4096, SG_GMEM_READ, &pc), SG_OK, NULL);
+  assert_ptr_equal(pc, pu);
+  assert_int_equal(((unsigned char *)pc)[0], 0); /* without the flag: zeroed */
   assert_status(sg_gmem_destroy(gm), SG_OK, NULL);
 }
 
