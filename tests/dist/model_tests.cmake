@@ -210,4 +210,40 @@ if(SG_FAULT_INJECTION)
                                                      "kill:rank=1,step=3" 3)
   set_tests_properties(dist_tp_heal_resnet_kill_np4 PROPERTIES TIMEOUT 240 LABELS "dist;model;heal"
                        ENVIRONMENT "SG_COMM_TIMEOUT_MS=60000;HEAL_STEPS=6;HEAL_REF=1")
+  # The silent faults on ResNet-50 (width 16, 6 steps) in the three model modes, each at a seeded random
+  # step of 1-5: SIGSTOP, dropped heartbeats, a cut link. The pipeline against one process (its heal changes
+  # no arithmetic), the tensor group and the pipeline of tensor groups against a failure-free run of the
+  # same job (HEAL_REF).
+  foreach(_f stop drop part)
+    if(_f STREQUAL "stop")
+      set(_pp "stop:rank=2,step=random(1-5)")
+      set(_tp "stop:rank=1,step=random(1-5)")
+      set(_ppt "stop:rank=1,step=random(1-5)")
+      set(_seed 2)
+    elseif(_f STREQUAL "drop")
+      set(_pp "drop-heartbeats:rank=1,step=random(1-5)")
+      set(_tp "drop-heartbeats:rank=3,step=random(1-5)")
+      set(_ppt "drop-heartbeats:rank=3,step=random(1-5)")
+      set(_seed 4)
+    else()
+      set(_pp "partition:ranks=1-2,step=random(1-5)")
+      set(_tp "partition:ranks=0-3,step=random(1-5)")
+      set(_ppt "partition:ranks=1-2,step=random(1-5)")
+      set(_seed 8)
+    endif()
+    add_test(NAME dist_pp_heal_resnet_${_f}_np4 COMMAND ${_sg_model_heal} ${_sg_model_dir}/pph_rn_${_f} rn_ppheal 4
+                                                        "${_pp}" 3 ${_seed})
+    add_test(NAME dist_tp_heal_resnet_${_f}_np4 COMMAND ${_sg_model_heal} ${_sg_model_dir}/tph_rn_${_f} rn_tpheal 4
+                                                        "${_tp}" 3 ${_seed})
+    add_test(NAME dist_pptp_heal_resnet_${_f}_np4 COMMAND ${_sg_model_heal} ${_sg_model_dir}/ppt_rn_${_f}
+                                                          rn_ppheal 4 "${_ppt}" 2 ${_seed})
+    set_tests_properties(dist_pp_heal_resnet_${_f}_np4 dist_tp_heal_resnet_${_f}_np4 dist_pptp_heal_resnet_${_f}_np4
+                         PROPERTIES TIMEOUT 240 LABELS "dist;model;heal")
+    set_tests_properties(dist_pp_heal_resnet_${_f}_np4 PROPERTIES ENVIRONMENT
+                         "SG_COMM_TIMEOUT_MS=60000;HEAL_STEPS=6")
+    set_tests_properties(dist_tp_heal_resnet_${_f}_np4 PROPERTIES ENVIRONMENT
+                         "SG_COMM_TIMEOUT_MS=60000;HEAL_STEPS=6;HEAL_REF=1")
+    set_tests_properties(dist_pptp_heal_resnet_${_f}_np4 PROPERTIES ENVIRONMENT
+                         "SG_COMM_TIMEOUT_MS=60000;HEAL_STEPS=6;HEAL_REF=1;HEAL_TENSOR=2")
+  endforeach()
 endif()
