@@ -196,7 +196,8 @@ typedef struct sg_dist_params {
    *  both > 1; docs/resilience.md "Healing a pipeline", "Healing a tensor group", "Healing a pipeline of
    *  tensor groups"): 1 = after every step each
    *  stage's or share's parameters, statistics and optimizer state are also copied to the next rank of the
-   *  group (a ring; sg_dist_stats.replica_bytes, replication_ms), and when a rank is lost the survivors
+   *  group (a ring, into a slot of the global page table that rank holds; sg_dist_stats.replica_bytes,
+   *  replication_ms), and when a rank is lost the survivors
    *  agree on a new membership, rebuild the model over themselves (a lost stage merged into a neighbour; a
    *  tensor group split again over fewer ways; every stage's group one share narrower) from those copies, and
    * redo the failed step (strict QoS: RPO 0; at least 3 ranks, so that a majority survives). 0 = off: a

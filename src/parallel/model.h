@@ -67,9 +67,10 @@ typedef struct sg__model_input {
 } sg__model_input;
 
 /* Healing (model_heal.c): after every step (and before the first) each rank packs the state of its part
- * into `own` and sends it to the next rank of its group, which keeps it as `prev`: one generation of
- * copies. Two generations are kept, since a rank may hold one more complete generation than another when a
- * failure cuts the exchange short; each records the layout it was taken in. */
+ * into `own` and writes it into the slot the next rank of its group holds in the global page table
+ * (model_copy.c), which keeps it there as `prev`: one generation of copies. Two generations are kept, since
+ * a rank may hold one more complete generation than another when a failure cuts the exchange short; each
+ * records the layout it was taken in. */
 typedef struct sg__model_gen {
   int64_t seq;                 /* 1, 2, ...: its number; 0: none */
   uint64_t step;               /* the steps completed when it was taken */
