@@ -393,8 +393,7 @@ sg_status sg__dist_replica_committed(sg_dist *d, uint64_t committed, uint64_t *o
  * members, moves the state to the new owners, rebuilds the snapshot and the window. */
 sg_status sg__dist_zero_recover(sg_dist *d, const int *old_members, int old_size, uint64_t rollback);
 
-/* The slots in the global page table (replica_gmem.c). The version of a slot holding `step`. */
-uint32_t sg__dist_rep_version(uint64_t step);
+/* The slots in the global page table (replica_gmem.c, over gmem_slots.c). */
 /* Compute thread, collective: a new sg_gmem over d->comm, the slots; `next`: the next step pushed. */
 sg_status sg__dist_replica_gmem_setup(sg_dist *d, uint64_t next);
 /* Scheduler thread, at exit: destroys the sg_gmem. */

@@ -7,8 +7,6 @@
 
 #include "parallel/dist_internal.h"
 
-uint32_t sg__dist_rep_version(uint64_t step) { return sg__slots_version(step); }
-
 /* Scheduler job, collective: the slots over the current communicator. arg: the next step to push. */
 static sg_status setup_job(sg_dist *d, void *arg) {
   sg__dist_zero *z = &DP(d)->zero;
