@@ -344,7 +344,8 @@ int main(int argc, char **argv) {
          *cpu = calloc((size_t)o.steps + 1, sizeof(double));
   if (!times || !comm || !waits || !cpu) return fail(rank, "allocating the data", SG_ERR_NO_MEMORY);
 
-  double train_s = 0, worst_rto = 0, worst_detection = 0, *snap = calloc((size_t)o.steps + 1, sizeof(double));
+  double train_s = 0, worst_rto = 0, worst_rto_step = 0, worst_detection = 0,
+         *snap = calloc((size_t)o.steps + 1, sizeof(double));
   int max_degraded = 0; /* most ranks DEGRADED at once over the run */
   double *snap_wait = calloc((size_t)o.steps + 1, sizeof(double));
   double *repl = calloc((size_t)o.steps + 1, sizeof(double)); /* a healing pipeline's copies, or ZeRO-1's */
@@ -377,12 +378,13 @@ int main(int argc, char **argv) {
     if (stats.recoveries > recoveries) {
       recoveries = stats.recoveries;
       if (stats.rto_ms > worst_rto) worst_rto = stats.rto_ms;
+      if (stats.rto_step_ms > worst_rto_step) worst_rto_step = stats.rto_step_ms;
       if (stats.detection_ms > worst_detection) worst_detection = stats.detection_ms;
       snprintf(healed, sizeof healed,
-               "  [recovered: epoch %d, %d ranks, detection %.0f ms, RTO %.0f ms, %" PRIu64
-               " step(s) redone, %d shard(s) here]",
-               stats.epoch, stats.world_size, stats.detection_ms, stats.rto_ms, stats.redone_steps,
-               stats.shards);
+               "  [recovered: epoch %d, %d ranks, detection %.0f ms, RTO %.0f ms (%.0f ms to this step's "
+               "end), %" PRIu64 " step(s) redone, %d shard(s) here]",
+               stats.epoch, stats.world_size, stats.detection_ms, stats.rto_ms, stats.rto_step_ms,
+               stats.redone_steps, stats.shards);
     }
     if (stats.repartitions > repartitions) {
       repartitions = stats.repartitions;
@@ -480,6 +482,7 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(j, "rejoins", stats.rejoins); /* restarted ranks admitted (docs/resilience.md) */
     cJSON_AddNumberToObject(j, "detection_ms", worst_detection); /* worst over the recoveries seen here */
     cJSON_AddNumberToObject(j, "rto_ms", worst_rto);
+    cJSON_AddNumberToObject(j, "rto_step_ms", worst_rto_step);
     cJSON_AddNumberToObject(j, "rpo_steps", (double)stats.rpo_steps);
     cJSON_AddNumberToObject(j, "redone_steps", (double)stats.redone_steps);
     cJSON_AddNumberToObject(j, "snapshot_ms_per_step", med_snap);

@@ -461,9 +461,11 @@ typedef struct sg_dist_stats {
   double detection_ms;   /**< last recovery: from the lost rank's last sign of life (the last message or
                               heartbeat received from it) to the failure's detection here; 0 when
                               nobody was lost */
-  double recovery_ms;    /**< last recovery: from detection to the first step completed after it
-                              (agreement, new communicator, rollback, redone steps) */
-  double rto_ms;         /**< last recovery: detection_ms + recovery_ms */
+  double recovery_ms;    /**< last recovery: from detection to the job's resumption (SPEC H4: new
+                              membership agreed, communicator rebuilt, state restored or rolled back,
+                              the lost ranks' work given to the members; the step it resumes with
+                              begins); rto_step_ms adds that step */
+  double rto_ms;         /**< last recovery: detection_ms + recovery_ms (SPEC H6's RTO) */
   uint64_t rpo_steps;    /**< steps lost for good (0 under strict QoS: rolled back steps are redone) */
   uint64_t redone_steps; /**< steps run again after rollbacks, in total */
   double snapshot_ms;    /**< last step: time spent copying its snapshot (state such as batch-norm
@@ -524,6 +526,10 @@ typedef struct sg_dist_stats {
   uint64_t migrated_bytes;
   uint64_t migrated_bytes_total;
   double steps_per_s_before_repartition;
+  /** Last recovery: detection_ms plus the time from the detection to the end of the first step completed
+   *  after the recovery -- rto_ms and the step the job resumed with (the redone step under strict QoS,
+   *  the re-averaged one under graceful-degrade), so never under a step's time. */
+  double rto_step_ms;
 } sg_dist_stats;
 #define SG_DIST_STATS_INIT \
   { sizeof(sg_dist_stats) }

@@ -327,8 +327,7 @@ sg_status sg__par_data_step(sg_dist *d) {
       d->stats.dropped_shards += (uint64_t)(sg__dist_n_shards(d) - d->size * d->p.micro_batches);
     sg__dist_checkins_step_done(d, d->stats.step_ms - d->stats.wait_ms);
     if (DP(d)->heal_t0_ns != 0) { /* the first step completed after a recovery */
-      d->stats.recovery_ms = (double)(t1 - DP(d)->heal_t0_ns) * 1e-6;
-      d->stats.rto_ms = d->stats.detection_ms + d->stats.recovery_ms;
+      d->stats.rto_step_ms = d->stats.detection_ms + (double)(t1 - DP(d)->heal_t0_ns) * 1e-6;
       DP(d)->heal_t0_ns = 0;
     }
   }

@@ -197,10 +197,10 @@ int main(int argc, char **argv) {
   double rel;
   CHECK_OK(params_save_compare(g, sg_dist_session(d), dir, st.original_rank, ref, &rel));
   printf("HANG rank %d (now %d of %d): steps %" PRIu64
-         " recoveries %d epoch %d detection_ms %.1f rto_ms %.1f "
+         " recoveries %d epoch %d detection_ms %.1f rto_ms %.1f rto_step_ms %.1f "
          "max_rel %.3g\n",
          st.original_rank, sg_dist_rank(d), st.world_size, st.steps, st.recoveries, st.epoch, st.detection_ms,
-         st.rto_ms, rel);
+         st.rto_ms, st.rto_step_ms, rel);
   if (!(rel <= 1e-5)) FAIL("parameters differ from the failure-free run by %.3g relative", rel);
   if (slow && st.recoveries != 0) FAIL("%d recoveries in a run without a fault", st.recoveries);
   CHECK_OK(sg_dist_destroy(d));

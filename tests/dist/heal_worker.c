@@ -330,11 +330,16 @@ int main(int argc, char **argv) {
   CHECK_OK(params_save_compare(g, sg_dist_session(d), dir, st.original_rank, ref, &rel));
   rank = sg_dist_rank(d);
   printf("HEAL rank %d (now %d of %d): recoveries %d epoch %d shards %d detection_ms %.1f rto_ms %.1f "
-         "rpo_steps %" PRIu64 " redone %" PRIu64 " snapshot_ms %.3f step_ms %.3f max_rel %.3g rejoins %d "
+         "rto_step_ms %.1f rpo_steps %" PRIu64 " redone %" PRIu64
+         " snapshot_ms %.3f step_ms %.3f max_rel %.3g rejoins %d "
          "replica_bytes %zu replication_ms %.3f state_bytes %zu of %zu\n",
          st.original_rank, rank, st.world_size, st.recoveries, st.epoch, st.shards, st.detection_ms,
-         st.rto_ms, st.rpo_steps, st.redone_steps, st.snapshot_ms, st.step_ms, rel, st.rejoins,
-         st.replica_bytes, st.replication_ms, st.optimizer_state_bytes, st.optimizer_state_total);
+         st.rto_ms, st.rto_step_ms, st.rpo_steps, st.redone_steps, st.snapshot_ms, st.step_ms, rel,
+         st.rejoins, st.replica_bytes, st.replication_ms, st.optimizer_state_bytes, st.optimizer_state_total);
+  /* The RTO ends where the job resumes, before the step it resumes with ends. */
+  if (st.recoveries > 0 && !(st.detection_ms <= st.rto_ms && st.rto_ms > 0 && st.rto_ms <= st.rto_step_ms))
+    FAIL("recovery times out of order: detection %.1f ms, RTO %.1f ms, to the step's end %.1f ms",
+         st.detection_ms, st.rto_ms, st.rto_step_ms);
   /* graceful-degrade skips the lost ranks' samples: not the failure-free result, one shard each. */
   const char *qos = getenv("SG_QOS");
   bool degrade = qos != NULL && strcmp(qos, "graceful-degrade") == 0;

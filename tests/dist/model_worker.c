@@ -1103,15 +1103,19 @@ static int run_model_heal(int resnet, int pipeline) {
   if (saved != NULL) CHECK(fclose(saved) == 0, "writing the parameters");
   CHECK(refdir == NULL || vs_ref > 0, "no parameter compared with %s", refdir);
   CHECK(st.recoveries == 0 || st.rpo_steps == 0, "RPO %llu steps", (unsigned long long)st.rpo_steps);
+  /* The RTO ends where the job resumes, before the step it resumes with ends. */
+  CHECK(st.recoveries == 0 || (st.detection_ms <= st.rto_ms && st.rto_ms > 0 && st.rto_ms <= st.rto_step_ms),
+        "recovery times out of order: detection %.1f ms, RTO %.1f ms, to the step's end %.1f ms",
+        st.detection_ms, st.rto_ms, st.rto_step_ms);
   printf(
       "HEALED rank %d (now %d of %d): %s %s, %d steps, recoveries %d, epoch %d, %d parameters held (%d split "
-      "%d ways), worst L2 rel diff %.3g (%s; vs %s), detection %.1f ms, RTO %.1f ms, %llu steps redone, copy "
-      "%zu bytes %.2f ms per step\n",
+      "%d ways), worst L2 rel diff %.3g (%s; vs %s), detection %.1f ms, RTO %.1f ms (%.1f ms to the "
+      "step's end), %llu steps redone, copy %zu bytes %.2f ms per step\n",
       st.original_rank, me, ways, resnet ? "ResNet-50" : "MLP",
       pipeline ? (tensor > 1 ? "pipeline of tensor groups" : "pipeline") : "tensor group", steps,
       st.recoveries, st.epoch, held, split, tensor > 1 ? sg_dist_size(d) / (data * (width / tensor)) : ways,
       worst, worst_at, refdir ? "the failure-free run of the job" : "one process", st.detection_ms, st.rto_ms,
-      (unsigned long long)st.redone_steps, st.replica_bytes, st.replication_ms);
+      st.rto_step_ms, (unsigned long long)st.redone_steps, st.replica_bytes, st.replication_ms);
   int tn = tensor > 1 ? sg_dist_size(d) / (data * (width / tensor)) : 1;
   check_copies(d, tn > 1 ? tn : ways);
   OK(sg_dist_destroy(d));
