@@ -86,14 +86,14 @@ torch_resnet50() {
 }
 
 # Runs `sgrt launch -n N -- resnet50_dist ARGS...` (said first, with the load
-# average) and sets bench_json to rank 0's --json line (which the launcher
-# prefixes "[0] "); without one the script ends.
+# average) and sets bench_json to rank 0's --json line (the last line of the
+# job's standard output: only rank 0 prints one); without one the script ends.
 bench_launch() {
   local n=$1 cmd
   shift
   cmd="$sgrt launch -n $n -- $bin $*"
   say "\$ $cmd    # load average $(load1)"
-  bench_json=$($cmd 2>&1 | grep '^\[0\] {' | tail -n 1 | sed 's/^\[0\] //')
+  bench_json=$($cmd 2>/dev/null | tail -n 1 | grep '^{')
   [ -n "$bench_json" ] || { echo "$bench: no JSON from: $cmd" >&2; exit 1; }
 }
 

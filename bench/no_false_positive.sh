@@ -42,12 +42,12 @@ for ((i = 0; i < $(nproc); i++)); do
   hogs+=($!)
 done
 # Step time under this load, from a short run, sets the number of steps.
-probe=$("$sgrt" launch -n 4 -- "$bin" "${args[@]}" --steps 6 --json 2>/dev/null | sed -n 's/^\[0\] \({.*}\)$/\1/p' | tail -n 1)
+probe=$("$sgrt" launch --label -n 4 -- "$bin" "${args[@]}" --steps 6 --json 2>/dev/null | sed -n 's/^\[0\] \({.*}\)$/\1/p' | tail -n 1)
 ms=$(/usr/bin/python3 -c 'import json,sys; print(json.loads(sys.argv[1])["ms_per_step"])' "$probe" 2>/dev/null) ||
   { echo "no_false_positive: the probe run failed" >&2; exit 1; }
 steps=$(/usr/bin/python3 -c "import sys; print(max(10, int($minutes * 60000 / float(sys.argv[1]))))" "$ms")
 echo "no_false_positive: $(nproc) CPU hogs; ${ms} ms per step under load; $steps steps (~$minutes min)" >&2
-out=$("$sgrt" launch --heal -n 4 -- "$bin" "${args[@]}" --steps "$steps" --json 2>&1)
+out=$("$sgrt" launch --label --heal -n 4 -- "$bin" "${args[@]}" --steps "$steps" --json 2>&1)
 rc=$?
 cleanup
 hogs=()

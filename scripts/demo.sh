@@ -52,5 +52,8 @@ echo "=== sgrt launch -n 4 ${inject[*]} -- resnet50_dist (ResNet-50, data parall
 mapfile -t demo_args < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' scripts/demo.args | tr -s ' \t' '\n' | sed '/^$/d')
 build/tools/sgrt launch -n 4 "${inject[@]}" -- build/examples/resnet50_dist --steps "$steps" "${demo_args[@]}" \
   --trace "$trace" "${json[@]}"
-echo
-echo "timeline of every rank's ops and allreduces: $trace (open in chrome://tracing or ui.perfetto.dev)"
+# With --json rank 0's JSON summary stays the last line of standard output.
+note=1
+[ ${#json[@]} -gt 0 ] && note=2
+echo >&$note
+echo "timeline of every rank's ops and allreduces: $trace (open in chrome://tracing or ui.perfetto.dev)" >&$note

@@ -114,7 +114,7 @@ say "5. data parallelism on one GPU"
 dist_run() {
   local tag=$1 limit=$2 rc
   shift 2
-  timeout "$limit" "$bin/sgrt" launch "$@" >"$out/dist_$tag.log" 2>&1
+  timeout "$limit" "$bin/sgrt" launch --label "$@" >"$out/dist_$tag.log" 2>&1
   rc=$?
   grep '^\[0\] {' "$out/dist_$tag.log" | tail -n 1 | sed 's/^\[0\] //' | $py -c '
 import json, sys

@@ -1,7 +1,8 @@
-/* sgrt launch: starts N local ranks with the bootstrap environment (SPEC M7),
- * hosts the job's rendezvous store itself (so it outlives any rank: the
- * survivors of a failure agree on a new membership through it,
- * docs/resilience.md), prefixes their output lines with the rank, forwards
+/* sgrt launch: starts N local ranks with the bootstrap environment (SPEC M7:
+ * sgrt's SG_* variables and torchrun's), hosts the job's rendezvous store
+ * itself (so it outlives any rank: the survivors of a failure agree on a new
+ * membership through it, docs/resilience.md), passes their output through
+ * line by line (prefixed with the rank with --label, as srun --label), forwards
  * SIGINT/SIGTERM, and either stops the others when one fails and returns the
  * first failure's exit status, or (--heal, --inject) lets the others go on;
  * --restart-failed restarts a failed rank (with --heal as a joiner of the
@@ -129,8 +130,14 @@ static int spawn(rank_proc *p, int rank, int n, const char *port, const char *to
     snprintf(v, sizeof v, "%d", rank);
     setenv("SG_RANK", v, 1);
     setenv("SG_LOCAL_RANK", v, 1);
+    /* torchrun's variables too: programs written for it read these (one node: local = global). */
+    setenv("RANK", v, 1);
+    setenv("LOCAL_RANK", v, 1);
+    setenv("GROUP_RANK", "0", 1);
     snprintf(v, sizeof v, "%d", n);
     setenv("SG_WORLD_SIZE", v, 1);
+    setenv("WORLD_SIZE", v, 1);
+    setenv("LOCAL_WORLD_SIZE", v, 1);
     setenv("MASTER_ADDR", "127.0.0.1", 1);
     setenv("MASTER_PORT", port, 1);
     setenv("SG_JOB_TOKEN", token, 1);
@@ -374,7 +381,7 @@ int cli_launch_ranks(int n, int restarts, int prefix, char **argv) {
 }
 
 static int run_launch(const cli_command *cmd, int argc, char **argv) {
-  int n = 0, restarts = 0, i = 1;
+  int n = 0, restarts = 0, label = 0, i = 1;
   for (; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "--") == 0) {
@@ -387,6 +394,10 @@ static int run_launch(const cli_command *cmd, int argc, char **argv) {
     }
     if (strcmp(a, "--heal") == 0) {
       opt_heal = 1;
+      continue;
+    }
+    if (strcmp(a, "--label") == 0 || strcmp(a, "-l") == 0) {
+      label = 1;
       continue;
     }
     if (strcmp(a, "--inject") == 0) {
@@ -419,14 +430,16 @@ static int run_launch(const cli_command *cmd, int argc, char **argv) {
       return cli_usage_error(cmd, "--inject: %s", sg_last_error());
     sg_fault_plan_destroy(plan);
   }
-  return cli_launch_ranks(n, restarts, 1, argv + i);
+  return cli_launch_ranks(n, restarts, label, argv + i);
 }
 
 const cli_command cli_cmd_launch = {
     "launch",
-    "-n N [--restart-failed K] [--heal] [--inject SPEC] [--] PROGRAM [ARGS...]",
+    "-n N [--label] [--restart-failed K] [--heal] [--inject SPEC] [--] PROGRAM [ARGS...]",
     "start N local ranks of a program with the bootstrap environment set",
     "  -n, --np N            number of ranks, 1..256\n"
+    "  -l, --label           prefix each output line with \"[RANK] \" (as srun --label); without it\n"
+    "                        the ranks' lines pass through as they are (whole lines, never mixed)\n"
     "  --restart-failed K    restart a rank that exits non-zero, up to K times each (0..1000000);\n"
     "                        with --heal (or --inject) the restarted rank gets SG_REJOIN=1 and\n"
     "                        rejoins the running ranks at their next step (a rank that died: any\n"
@@ -440,9 +453,9 @@ const cli_command cli_cmd_launch = {
     "  --inject SPEC         fault injection (implies --heal): exported as SG_INJECT, e.g.\n"
     "                        'kill:rank=2,step=5', 'partition:ranks=1-2,step=random',\n"
     "                        'kill:rank=3,recovery=agree' (a second failure during a recovery)\n"
-    "Each rank gets SG_RANK, SG_WORLD_SIZE, SG_LOCAL_RANK, MASTER_ADDR=127.0.0.1, MASTER_PORT\n"
-    "(a free port), SG_JOB_TOKEN (random) and SG_STORE_EXTERNAL=1 (the launcher hosts the store). Output "
-    "lines are prefixed with \"[RANK] \".\n"
+    "Each rank gets SG_RANK, SG_WORLD_SIZE, SG_LOCAL_RANK and torchrun's RANK, WORLD_SIZE, LOCAL_RANK,\n"
+    "LOCAL_WORLD_SIZE, GROUP_RANK=0, MASTER_ADDR=127.0.0.1, MASTER_PORT (a free port), SG_JOB_TOKEN\n"
+    "(random, new for each job) and SG_STORE_EXTERNAL=1 (the launcher hosts the store).\n"
     "SIGINT and SIGTERM are forwarded. When a rank fails the others are stopped and the\n"
     "first non-zero exit status is returned (128+N for a signal N).\n",
     run_launch,

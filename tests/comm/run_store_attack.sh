@@ -11,14 +11,14 @@
 set -u
 sgrt=$1 tool=$2 worker=$3 dir=$4
 rm -rf "$dir" && mkdir -p "$dir/ref" "$dir/run" || exit 1
-"$sgrt" launch -n 4 -- "$worker" "$dir/ref" > "$dir/ref.log" 2>&1 || {
+"$sgrt" launch --label -n 4 -- "$worker" "$dir/ref" > "$dir/ref.log" 2>&1 || {
   cat "$dir/ref.log"
   echo "run_store_attack: the failure-free run failed"
   exit 1
 }
 # Steps paced at 400 ms: the job lasts several of the store's 2 s
 # authentication windows, so every attack plays more than once.
-HEAL_STEP_SLEEP_MS=400 timeout 300 "$sgrt" launch --inject "kill:rank=2,step=5" -n 4 -- \
+HEAL_STEP_SLEEP_MS=400 timeout 300 "$sgrt" launch --label --inject "kill:rank=2,step=5" -n 4 -- \
   "$tool" "$worker" "$dir/run" "$dir/ref" > "$dir/log" 2>&1
 rc=$?
 cat "$dir/log"

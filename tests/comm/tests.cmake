@@ -6,7 +6,7 @@ add_executable(comm_worker ${CMAKE_CURRENT_LIST_DIR}/comm_worker.c)
 target_link_libraries(comm_worker PRIVATE sgrt_internal)
 target_compile_options(comm_worker PRIVATE ${SG_WARNINGS})
 
-set(_sg_launch $<TARGET_FILE:sgrt_cli> launch)
+set(_sg_launch $<TARGET_FILE:sgrt_cli> launch --label)
 set(_sg_comm_env "SG_COMM_TIMEOUT_MS=20000")
 foreach(n 2 3 4)
   add_test(NAME comm_coll_np${n} COMMAND ${_sg_launch} -n ${n} -- $<TARGET_FILE:comm_worker> coll)
@@ -25,12 +25,20 @@ add_test(NAME comm_bad_token COMMAND ${_sg_launch} -n 2 -- $<TARGET_FILE:comm_wo
 add_test(NAME comm_mismatch COMMAND ${_sg_launch} -n 3 -- $<TARGET_FILE:comm_worker> mismatch)
 set_tests_properties(comm_timeout comm_bad_token comm_mismatch
                      PROPERTIES TIMEOUT 60 LABELS comm ENVIRONMENT "SG_COMM_TIMEOUT_MS=2000")
-# The launcher: output prefixed by rank, the first failure's status returned.
+# The launcher: output prefixed by rank with --label, the first failure's status returned.
 add_test(NAME comm_launch_fail COMMAND ${_sg_launch} -n 2 -- sh -c "echo hi; exit \$SG_RANK")
 set_tests_properties(comm_launch_fail PROPERTIES TIMEOUT 30 LABELS comm WILL_FAIL TRUE)
 add_test(NAME comm_launch_prefix COMMAND ${_sg_launch} -n 2 -- sh -c "echo rank=\$SG_RANK of \$SG_WORLD_SIZE")
 set_tests_properties(comm_launch_prefix PROPERTIES TIMEOUT 30 LABELS comm
                      PASS_REGULAR_EXPRESSION "\\[1\\] rank=1 of 2")
+# Without --label the lines pass through as they are (srun's and mpirun's default), and each rank
+# gets torchrun's variables beside sgrt's.
+add_test(NAME comm_launch_plain
+         COMMAND $<TARGET_FILE:sgrt_cli> launch -n 2 -- sh -c
+                 "echo rank=\$RANK of \$WORLD_SIZE local \$LOCAL_RANK of \$LOCAL_WORLD_SIZE group \$GROUP_RANK at \$MASTER_ADDR:\$MASTER_PORT sg \$SG_RANK")
+set_tests_properties(comm_launch_plain PROPERTIES TIMEOUT 30 LABELS comm
+                     PASS_REGULAR_EXPRESSION "(^|\n)rank=1 of 2 local 1 of 2 group 0 at 127\\.0\\.0\\.1:[0-9]+ sg 1"
+                     FAIL_REGULAR_EXPRESSION "\\[[01]\\]")
 add_test(NAME comm_devices COMMAND $<TARGET_FILE:sgrt_cli> devices)
 set_tests_properties(comm_devices PROPERTIES TIMEOUT 30 LABELS comm)
 # Peer liveness (SPEC H1): heartbeats, a SIGKILLed and a SIGSTOPped rank. The

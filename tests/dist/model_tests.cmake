@@ -11,7 +11,7 @@ add_executable(model_worker ${CMAKE_CURRENT_LIST_DIR}/model_worker.c ${CMAKE_CUR
 target_link_libraries(model_worker PRIVATE sgrt_internal m)
 target_compile_options(model_worker PRIVATE ${SG_WARNINGS})
 
-set(_sg_model_launch $<TARGET_FILE:sgrt_cli> launch)
+set(_sg_model_launch $<TARGET_FILE:sgrt_cli> launch --label)
 set(_sg_model_worker $<TARGET_FILE:model_worker>)
 set(_sg_model_dir ${CMAKE_CURRENT_BINARY_DIR}/dist)
 file(MAKE_DIRECTORY ${_sg_model_dir})

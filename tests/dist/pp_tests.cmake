@@ -14,7 +14,7 @@ add_executable(pp_worker ${CMAKE_CURRENT_LIST_DIR}/pp_worker.c ${CMAKE_CURRENT_L
 target_link_libraries(pp_worker PRIVATE sgrt_internal m)
 target_compile_options(pp_worker PRIVATE ${SG_WARNINGS})
 
-set(_sg_pp_launch $<TARGET_FILE:sgrt_cli> launch)
+set(_sg_pp_launch $<TARGET_FILE:sgrt_cli> launch --label)
 set(_sg_pp_worker $<TARGET_FILE:pp_worker>)
 add_test(NAME pp_mlp_np2 COMMAND ${_sg_pp_launch} -n 2 -- ${_sg_pp_worker} mlp)
 add_test(NAME pp_mlp_np4 COMMAND ${_sg_pp_launch} -n 4 -- ${_sg_pp_worker} mlp)

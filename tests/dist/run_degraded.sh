@@ -11,9 +11,9 @@ sgrt=$1 worker=$2 dir=$3 spec=$4 pattern=$5
 rm -rf "$dir" && mkdir -p "$dir" || exit 1
 export HEAL_STEPS=${HEAL_STEPS:-20} HEAL_STEP_SLEEP_MS=${HEAL_STEP_SLEEP_MS:-200}
 if [ "$spec" = none ]; then
-  "$sgrt" launch -n 4 -- "$worker" "$dir" > "$dir/log" 2>&1
+  "$sgrt" launch --label -n 4 -- "$worker" "$dir" > "$dir/log" 2>&1
 else
-  "$sgrt" launch --inject "$spec" -n 4 -- "$worker" "$dir" > "$dir/log" 2>&1
+  "$sgrt" launch --label --inject "$spec" -n 4 -- "$worker" "$dir" > "$dir/log" 2>&1
 fi
 rc=$?
 cat "$dir/log"

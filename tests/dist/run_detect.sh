@@ -17,7 +17,7 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 stamp() { while IFS= read -r line; do printf '%s %s\n' "${EPOCHREALTIME/./}" "$line"; done; }
 args=(--steps 60 --res 32 --width 16 --batch 8 --threads 1 --heartbeat-ms 100 --dead-ms 400)
-"$sgrt" launch -n 4 --heal -- "$bin" "${args[@]}" > >(stamp > "$dir/log") 2>&1 &
+"$sgrt" launch --label -n 4 --heal -- "$bin" "${args[@]}" > >(stamp > "$dir/log") 2>&1 &
 job=$!
 for ((i = 0; i < 600; i++)); do
   grep -q "step 5/" "$dir/log" 2> /dev/null && break

@@ -21,7 +21,7 @@ stuck=$(sed -n 's/.*hang:rank=\([0-9]*\).*/\1/p' <<< "$spec")
 [ -n "$stuck" ] || { echo "run_hang: no hang:rank=R in '$spec'"; exit 1; }
 
 if [ "$mode" = fail ]; then
-  SG_INJECT=$spec SG_INJECT_SEED=$seed "$sgrt" launch -n 4 -- "$worker" fail "$dir/run" > "$dir/log" 2>&1
+  SG_INJECT=$spec SG_INJECT_SEED=$seed "$sgrt" launch --label -n 4 -- "$worker" fail "$dir/run" > "$dir/log" 2>&1
   rc=$?
   cat "$dir/log"
   [ "$rc" != 0 ] || { echo "run_hang: the launcher exited 0 although rank $stuck hung"; exit 1; }
@@ -49,9 +49,9 @@ if [ "$mode" = fail ]; then
 fi
 
 [ "$mode" = heal ] || { echo "run_hang: unknown mode '$mode'"; exit 1; }
-"$sgrt" launch -n 4 -- "$worker" heal "$dir/ref" > "$dir/ref.log" 2>&1 ||
+"$sgrt" launch --label -n 4 -- "$worker" heal "$dir/ref" > "$dir/ref.log" 2>&1 ||
   { cat "$dir/ref.log"; echo "run_hang: the failure-free run failed"; exit 1; }
-SG_INJECT_SEED=$seed "$sgrt" launch --inject "$spec" -n 4 -- "$worker" heal "$dir/run" "$dir/ref" > "$dir/log" 2>&1
+SG_INJECT_SEED=$seed "$sgrt" launch --label --inject "$spec" -n 4 -- "$worker" heal "$dir/run" "$dir/ref" > "$dir/log" 2>&1
 rc=$?
 cat "$dir/log"
 [ "$rc" = 0 ] || { echo "run_hang: the job with '$spec' failed ($rc)"; exit 1; }

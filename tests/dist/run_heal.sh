@@ -13,9 +13,9 @@
 set -u
 sgrt=$1 worker=$2 dir=$3 spec=$4 seed=${5:-0} cont=${6:-}
 rm -rf "$dir" && mkdir -p "$dir/ref" "$dir/run" || exit 1
-"$sgrt" launch -n 4 -- "$worker" "$dir/ref" || { echo "run_heal: the failure-free run failed"; exit 1; }
+"$sgrt" launch --label -n 4 -- "$worker" "$dir/ref" || { echo "run_heal: the failure-free run failed"; exit 1; }
 [ -n "$cont" ] && export HEAL_STEP_SLEEP_MS=300
-SG_INJECT_SEED=$seed "$sgrt" launch --inject "$spec" -n 4 -- "$worker" "$dir/run" "$dir/ref" > "$dir/log" 2>&1 &
+SG_INJECT_SEED=$seed "$sgrt" launch --label --inject "$spec" -n 4 -- "$worker" "$dir/run" "$dir/ref" > "$dir/log" 2>&1 &
 job=$!
 if [ -n "$cont" ]; then
   # Find the stopped rank (state T) among this job's workers, within 10 s, and continue it.

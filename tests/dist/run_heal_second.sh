@@ -15,13 +15,13 @@
 set -u
 sgrt=$1 worker=$2 dir=$3 n=$4 spec=$5 expect=$6
 rm -rf "$dir" && mkdir -p "$dir/ref" "$dir/run" || exit 1
-"$sgrt" launch -n "$n" -- "$worker" "$dir/ref" > "$dir/ref.log" 2>&1 || {
+"$sgrt" launch --label -n "$n" -- "$worker" "$dir/ref" > "$dir/ref.log" 2>&1 || {
   cat "$dir/ref.log"
   echo "run_heal_second: the failure-free run failed"
   exit 1
 }
 t0=$(date +%s)
-SG_COMM_TIMEOUT_MS=60000 timeout 120 "$sgrt" launch --inject "$spec" -n "$n" -- "$worker" "$dir/run" "$dir/ref" \
+SG_COMM_TIMEOUT_MS=60000 timeout 120 "$sgrt" launch --label --inject "$spec" -n "$n" -- "$worker" "$dir/run" "$dir/ref" \
   > "$dir/log" 2>&1
 rc=$?
 took=$(($(date +%s) - t0))

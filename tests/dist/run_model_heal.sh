@@ -16,11 +16,11 @@ set -u
 sgrt=$1 worker=$2 dir=$3 mode=$4 n=$5 spec=$6 expect=$7 seed=${8:-0}
 rm -rf "$dir" && mkdir -p "$dir/ref" || exit 1
 if [ "${HEAL_REF:-0}" = 1 ]; then
-  HEAL_SAVE_DIR=$dir/ref "$sgrt" launch -n "$n" -- "$worker" "$mode" > "$dir/ref/log" 2>&1 ||
+  HEAL_SAVE_DIR=$dir/ref "$sgrt" launch --label -n "$n" -- "$worker" "$mode" > "$dir/ref/log" 2>&1 ||
     { cat "$dir/ref/log"; echo "run_model_heal: the failure-free run failed"; exit 1; }
   export HEAL_REF_DIR=$dir/ref
 fi
-SG_INJECT_SEED=$seed "$sgrt" launch --inject "$spec" -n "$n" -- "$worker" "$mode" > "$dir/log" 2>&1
+SG_INJECT_SEED=$seed "$sgrt" launch --label --inject "$spec" -n "$n" -- "$worker" "$mode" > "$dir/log" 2>&1
 rc=$?
 cat "$dir/log"
 if [ "$expect" = 0 ]; then

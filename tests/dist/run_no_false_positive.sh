@@ -15,7 +15,7 @@ for ((i = 0; i < $(nproc); i++)); do
   sh -c 'while :; do :; done' &
   hogs+=($!)
 done
-HEAL_STEP_SLEEP_MS=$pause "$sgrt" launch --heal -n 4 -- "$worker" "$dir" > "$dir/log" 2>&1
+HEAL_STEP_SLEEP_MS=$pause "$sgrt" launch --label --heal -n 4 -- "$worker" "$dir" > "$dir/log" 2>&1
 rc=$?
 cleanup
 hogs=()

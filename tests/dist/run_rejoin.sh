@@ -24,13 +24,13 @@ export HEAL_STEPS=${HEAL_STEPS:-12}
 export HEAL_STEP_SLEEP_MS=150
 [ "$mode" = kill-joiner ] && export HEAL_STEP_SLEEP_MS=400
 rm -rf "$dir" && mkdir -p "$dir/ref" "$dir/run" || exit 1
-"$sgrt" launch -n 4 -- "$worker" "$dir/ref" > "$dir/ref.log" 2>&1 || {
+"$sgrt" launch --label -n 4 -- "$worker" "$dir/ref" > "$dir/ref.log" 2>&1 || {
   cat "$dir/ref.log"
   echo "run_rejoin: the failure-free run failed"
   exit 1
 }
 t0=$(date +%s.%N)
-"$sgrt" launch --heal --restart-failed "$restarts" --inject "$spec" -n 4 -- "$worker" "$dir/run" "$dir/ref" \
+"$sgrt" launch --label --heal --restart-failed "$restarts" --inject "$spec" -n 4 -- "$worker" "$dir/run" "$dir/ref" \
   > "$dir/log" 2>&1 &
 job=$!
 if [ "$mode" = kill-joiner ]; then

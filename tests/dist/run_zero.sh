@@ -7,6 +7,6 @@
 set -u
 sgrt=$1 worker=$2 dir=$3 n=$4 opt=$5
 rm -rf "$dir" && mkdir -p "$dir/dp" "$dir/zero" || exit 1
-"$sgrt" launch -n "$n" -- "$worker" zero "$dir/dp" "$opt" 0 || { echo "run_zero: the plain DP run failed"; exit 1; }
-"$sgrt" launch -n "$n" -- "$worker" zero "$dir/zero" "$opt" 1 "$dir/dp" || { echo "run_zero: the ZeRO-1 run failed"; exit 1; }
+"$sgrt" launch --label -n "$n" -- "$worker" zero "$dir/dp" "$opt" 0 || { echo "run_zero: the plain DP run failed"; exit 1; }
+"$sgrt" launch --label -n "$n" -- "$worker" zero "$dir/zero" "$opt" 1 "$dir/dp" || { echo "run_zero: the ZeRO-1 run failed"; exit 1; }
 echo "run_zero: $opt: ZeRO-1 on $n ranks matches plain DP and one process"

@@ -9,7 +9,7 @@
 set -u
 sgrt=$1 worker=$2 dir=$3
 rm -rf "$dir" && mkdir -p "$dir/run" || exit 1
-HEAL_ZERO=1 "$sgrt" launch --inject "kill:rank=1,step=4;kill:rank=2,step=4" -n 5 -- "$worker" "$dir/run" \
+HEAL_ZERO=1 "$sgrt" launch --label --inject "kill:rank=1,step=4;kill:rank=2,step=4" -n 5 -- "$worker" "$dir/run" \
   > "$dir/log" 2>&1
 rc=$?
 cat "$dir/log"

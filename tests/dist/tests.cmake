@@ -8,7 +8,7 @@ add_executable(dist_worker ${CMAKE_CURRENT_LIST_DIR}/dist_worker.c ${CMAKE_CURRE
 target_link_libraries(dist_worker PRIVATE sgrt_internal cjson)
 target_compile_options(dist_worker PRIVATE ${SG_WARNINGS})
 
-set(_sg_launch $<TARGET_FILE:sgrt_cli> launch)
+set(_sg_launch $<TARGET_FILE:sgrt_cli> launch --label)
 set(_sg_worker $<TARGET_FILE:dist_worker>)
 set(_sg_dist_dir ${CMAKE_CURRENT_BINARY_DIR}/dist)
 file(MAKE_DIRECTORY ${_sg_dist_dir})

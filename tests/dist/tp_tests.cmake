@@ -8,7 +8,7 @@ add_executable(tp_worker ${CMAKE_CURRENT_LIST_DIR}/tp_worker.c ${CMAKE_CURRENT_L
 target_link_libraries(tp_worker PRIVATE sgrt_internal m)
 target_compile_options(tp_worker PRIVATE ${SG_WARNINGS})
 
-set(_sg_tp_launch $<TARGET_FILE:sgrt_cli> launch)
+set(_sg_tp_launch $<TARGET_FILE:sgrt_cli> launch --label)
 set(_sg_tp_worker $<TARGET_FILE:tp_worker>)
 add_test(NAME tp_mlp_np2 COMMAND ${_sg_tp_launch} -n 2 -- ${_sg_tp_worker} mlp)
 add_test(NAME tp_mlp_np4 COMMAND ${_sg_tp_launch} -n 4 -- ${_sg_tp_worker} mlp)

@@ -140,7 +140,7 @@ case $mode in
     for mode in "--micro-batches 1" "--micro-batches 2" "--pipeline 2" "--tensor 2"; do
       for f in 1 0; do
         # shellcheck disable=SC2086 # $mode is two words
-        SG_FUSION=$f SG_LOG_LEVEL=info SG_CACHE_DIR="$work/cache" "$sgrt" launch -n 2 -- "$bin" --steps 3 \
+        SG_FUSION=$f SG_LOG_LEVEL=info SG_CACHE_DIR="$work/cache" "$sgrt" launch --label -n 2 -- "$bin" --steps 3 \
           --batch 4 --res 32 --width 16 $mode --json >"$work/d$f.out" 2>"$work/d$f.err" || {
           echo "FAIL: $mode, fusion $f: exit status $?" >&2
           cat "$work/d$f.err" >&2

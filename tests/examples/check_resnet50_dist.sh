@@ -48,7 +48,7 @@ if [ "$mode" = learns ]; then
   learns() { # NAME RANKS ARGS...: the job's first and final loss
     local name=$1 n=$2
     shift 2
-    "$sgrt" launch -n "$n" -- "$bin" --steps 10 --json "$@" >"$dir/$name" 2>&1 || { cat "$dir/$name" >&2; exit 1; }
+    "$sgrt" launch --label -n "$n" -- "$bin" --steps 10 --json "$@" >"$dir/$name" 2>&1 || { cat "$dir/$name" >&2; exit 1; }
     sed -n 's/^\[0\] \({.*}\)$/\1/p' "$dir/$name" | tail -n 1 | /usr/bin/python3 -c '
 import json, sys
 d = json.loads(sys.stdin.read())
@@ -73,9 +73,9 @@ if d["ms_per_step"] * d["steps"] > 1000:
 fi
 if [ "$mode" = pptp ]; then
   common=(--steps 5 --res 32 --width 8 --batch 4 --threads 1 --json --pipeline 2 --tensor 2 --micro-batches 2)
-  "$sgrt" launch -n 4 -- "$bin" "${common[@]}" >"$dir/ref" 2>&1 || {
+  "$sgrt" launch --label -n 4 -- "$bin" "${common[@]}" >"$dir/ref" 2>&1 || {
     cat "$dir/ref" >&2; echo "FAIL: the failure-free pipeline x tensor job failed" >&2; exit 1; }
-  "$sgrt" launch -n 4 --inject kill:rank=3,step=3 -- "$bin" "${common[@]}" >"$dir/run" 2>&1 || {
+  "$sgrt" launch --label -n 4 --inject kill:rank=3,step=3 -- "$bin" "${common[@]}" >"$dir/run" 2>&1 || {
     cat "$dir/run" >&2; echo "FAIL: the pipeline x tensor job with rank 3 killed did not heal" >&2; exit 1; }
   grep "healed:" "$dir/run" | head -n 1
   /usr/bin/python3 - "$dir/ref" "$dir/run" <<'PY'
@@ -96,7 +96,7 @@ PY
   exit 0
 fi
 if [ "$mode" = slow ]; then
-  "$sgrt" launch -n 4 --inject slow:rank=2,step=2,factor=10 -- "$bin" --steps 12 --res 32 --width 8 --batch 4 \
+  "$sgrt" launch --label -n 4 --inject slow:rank=2,step=2,factor=10 -- "$bin" --steps 12 --res 32 --width 8 --batch 4 \
     --threads 1 --json >"$dir/run" 2>&1 || { cat "$dir/run" >&2; echo "FAIL: the job with a slow rank failed" >&2; exit 1; }
   grep -q "rank 2 is DEGRADED: too slow" "$dir/run" || {
     cat "$dir/run" >&2; echo "FAIL: nobody reported rank 2 DEGRADED, too slow" >&2; exit 1; }
@@ -117,8 +117,8 @@ if [ "$mode" = rejoin ]; then
       /usr/bin/python3 -c 'import json, sys; d = json.loads(sys.stdin.read())
 print(d["params_l2"], d["params_sum"], d["world_size"], d["recoveries"], d["rejoins"], d["rpo_steps"])'
   }
-  "$sgrt" launch -n 4 -- "$bin" "${args[@]}" >"$dir/ref" 2>&1 || { cat "$dir/ref" >&2; exit 1; }
-  "$sgrt" launch -n 4 --heal --restart-failed 1 --inject kill:rank=2,step=3 -- "$bin" "${args[@]}" \
+  "$sgrt" launch --label -n 4 -- "$bin" "${args[@]}" >"$dir/ref" 2>&1 || { cat "$dir/ref" >&2; exit 1; }
+  "$sgrt" launch --label -n 4 --heal --restart-failed 1 --inject kill:rank=2,step=3 -- "$bin" "${args[@]}" \
     >"$dir/run" 2>&1 || { cat "$dir/run" >&2; echo "FAIL: the job with a rejoin did not finish" >&2; exit 1; }
   read -r l2 sum _ _ _ _ < <(summary ref)
   read -r l2b sumb world rec rej rpo < <(summary run)
@@ -134,12 +134,17 @@ sys.exit(0 if ok else 1)' "$l2" "$sum" "$l2b" "$sumb" "$world" "$rec" "$rej" "$r
   exit 0
 fi
 hash_of() {
-  "$sgrt" launch -n 2 -- "$bin" --steps 3 --res 32 --width 8 --batch 2 --json "$@" >"$dir/out" 2>&1 || {
-    cat "$dir/out" >&2
+  # The launcher's default output (no labels): the JSON summary is the last line of standard output,
+  # as `sgrt launch -n 2 -- resnet50_dist --json | tail -n 1 | python3 -m json.tool` reads it.
+  "$sgrt" launch -n 2 -- "$bin" --steps 3 --res 32 --width 8 --batch 2 --json "$@" >"$dir/out" 2>"$dir/err" || {
+    cat "$dir/out" "$dir/err" >&2
     exit 1
   }
-  # The JSON summary is rank 0's last line: "[0] {...}".
-  sed -n 's/^\[0\] \({.*}\)$/\1/p' "$dir/out" | tail -n 1 |
+  tail -n 1 "$dir/out" | /usr/bin/python3 -m json.tool >/dev/null || {
+    echo "FAIL: the last line of the job's standard output is not JSON: $(tail -n 1 "$dir/out")" >&2
+    exit 1
+  }
+  tail -n 1 "$dir/out" |
     /usr/bin/python3 -c 'import json, sys; d = json.loads(sys.stdin.read()); print(d["params_hash"], d["offload_bytes"])'
 }
 read -r plain plain_bytes < <(hash_of)
