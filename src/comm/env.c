@@ -3,6 +3,7 @@
  * Every value read is validated (SPEC S1): a garbled variable is an error,
  * never a silent default. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,24 @@ static int env_int(const char *name, long lo, long hi, int *out, sg_status *err)
 }
 
 #define SG_MAX_WORLD 4096
+
+/* Loopback only: 127.0.0.0/8, ::1 and "localhost". Any other name may
+ * resolve to an address other hosts reach. */
+static bool is_loopback(const char *addr) {
+  return strncmp(addr, "127.", 4) == 0 || strcmp(addr, "::1") == 0 || strcmp(addr, "[::1]") == 0 ||
+         strcmp(addr, "localhost") == 0;
+}
+
+sg_status sg__comm_require_token(const char *who, const char *addr, const char *token) {
+  if ((token != NULL && *token != '\0') || is_loopback(addr)) return SG_OK;
+  return sg__error(SG_ERR_DENIED,
+                   "%s: the rendezvous store's address %s is not loopback and no job token is set, so any "
+                   "process that reaches it could join the job: give every rank the same secret in "
+                   "SG_JOB_TOKEN (e.g. export SG_JOB_TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \\n') "
+                   "before srun, or mpirun -x SG_JOB_TOKEN), or start the job with `sgrt launch`, which "
+                   "makes one",
+                   who, addr);
+}
 
 sg_status sg__comm_env_resolve(const sg_comm_params *params, sg__comm_env *env) {
   if (params == NULL || env == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_comm_create: NULL argument");
@@ -94,6 +113,7 @@ sg_status sg__comm_env_resolve(const sg_comm_params *params, sg__comm_env *env) 
   if (strlen(tok) >= sizeof env->token)
     return sg__error(SG_ERR_INVALID_ARG, "job token is longer than %zu bytes", sizeof env->token - 1);
   strcpy(env->token, tok);
+  SG_CHECK(sg__comm_require_token("sg_comm_create", env->master_addr, env->token));
 
   env->timeout_ms = params->timeout_ms;
   if (env->timeout_ms == 0) {

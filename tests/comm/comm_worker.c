@@ -5,6 +5,10 @@
  *               computed here from every rank's (deterministic) input
  *   timeout     the last rank never arrives; the others fail with SG_ERR_TIMEOUT in time
  *   badtoken    rank 1 holds the wrong token and is refused; rank 0 times out
+ *   notoken     (one rank) a master address other than loopback with no job
+ *               token is refused (SPEC S3), by sg_comm_create and by
+ *               sg_comm_store_serve, with a message that names SG_JOB_TOKEN;
+ *               loopback without a token, or any address with one, is not
  *   mismatch    rank 1 publishes another boundary shape hash: every rank fails
  *               with "Gradient topology mismatch"
  *   rma         tagged send/recv, RMA put/get, atomics, active messages, the
@@ -313,6 +317,24 @@ int main(int argc, char **argv) {
       FAIL("expected SG_ERR_TIMEOUT, got %s", sg_status_str(st));
     if (dt > limit + 2.0) FAIL("timed out after %.2f s, limit %.2f s", dt, limit);
     printf("rank %d: timed out as expected after %.2f s: %s\n", me, dt, sg_last_error());
+    return 0;
+  }
+  if (strcmp(mode, "notoken") == 0) {
+    sg_comm_params remote = SG_COMM_PARAMS_INIT;
+    remote.master_addr = "192.0.2.1"; /* TEST-NET-1: never reached, the refusal comes first */
+    remote.token = "";
+    sg_status st = sg_comm_create(&remote, &c);
+    if (st != SG_ERR_DENIED || strstr(sg_last_error(), "SG_JOB_TOKEN") == NULL)
+      FAIL("sg_comm_create at 192.0.2.1 without a token gave %s: %s", sg_status_str(st), sg_last_error());
+    printf("refused as expected: %s\n", sg_last_error());
+    sg_comm_store_server *srv = NULL;
+    st = sg_comm_store_serve("0.0.0.0", 0, NULL, &srv);
+    if (st != SG_ERR_DENIED || srv != NULL || strstr(sg_last_error(), "SG_JOB_TOKEN") == NULL)
+      FAIL("sg_comm_store_serve on 0.0.0.0 without a token gave %s", sg_status_str(st));
+    CHECK_OK(sg_comm_store_serve("0.0.0.0", 0, "a-job-token", &srv));
+    sg_comm_store_stop(srv);
+    CHECK_OK(sg_comm_store_serve("127.0.0.1", 0, "", &srv));
+    sg_comm_store_stop(srv);
     return 0;
   }
   if (strcmp(mode, "badtoken") == 0) {

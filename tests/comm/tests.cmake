@@ -23,6 +23,9 @@ endforeach()
 add_test(NAME comm_timeout COMMAND ${_sg_launch} -n 3 -- $<TARGET_FILE:comm_worker> timeout)
 add_test(NAME comm_bad_token COMMAND ${_sg_launch} -n 2 -- $<TARGET_FILE:comm_worker> badtoken)
 add_test(NAME comm_mismatch COMMAND ${_sg_launch} -n 3 -- $<TARGET_FILE:comm_worker> mismatch)
+add_test(NAME comm_no_token_remote COMMAND ${CMAKE_COMMAND} -E env SG_RANK=0 SG_WORLD_SIZE=1
+                                           $<TARGET_FILE:comm_worker> notoken)
+set_tests_properties(comm_no_token_remote PROPERTIES TIMEOUT 30 LABELS comm)
 set_tests_properties(comm_timeout comm_bad_token comm_mismatch
                      PROPERTIES TIMEOUT 60 LABELS comm ENVIRONMENT "SG_COMM_TIMEOUT_MS=2000")
 # The launcher: output prefixed by rank with --label, the first failure's status returned.

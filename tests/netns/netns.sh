@@ -90,11 +90,13 @@ for i in 0 1; do
   }
 done
 
+# A master address other hosts reach needs a job token (SPEC S3).
+token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 start=$(date +%s)
 for i in 0 1; do
   j=$((1 - i))
   "$in_netns" "${ns[$i]}" env SG_NETNS_INDEX=$i SG_RANK=$i SG_WORLD_SIZE=2 \
-    MASTER_ADDR="${addr[0]}" MASTER_PORT="${MASTER_PORT:-29577}" \
+    MASTER_ADDR="${addr[0]}" MASTER_PORT="${MASTER_PORT:-29577}" SG_JOB_TOKEN="$token" \
     UCX_TLS="${UCX_TLS:-tcp}" UCX_NET_DEVICES="${dev[$i]}" \
     SG_NETNS_DEV="${dev[$i]}" SG_NETNS_ADDR="${addr[$i]}" SG_NETNS_PEER_ADDR="${addr[$j]}" \
     SG_NETNS_CUT_FILE="$dir/cut" "$@" > >(sed -u "s/^/[ns$i] /") 2>&1 &
