@@ -26,6 +26,8 @@ int cli_launch_ranks(int n, int restarts, int prefix, char **argv);
 
 #define MAX_RANKS 256
 #define MAX_RESTARTS 1000000 /* --restart-failed K: 0..MAX_RESTARTS */
+#define MAX_NODES 4096
+#define MAX_WORLD 4096 /* the library's largest world (comm/env.c) */
 
 typedef struct stream {
   int fd;
@@ -46,6 +48,14 @@ typedef struct rank_proc {
 /* Options beyond cli_launch_ranks()'s arguments (set by run_launch). */
 static int opt_heal;
 static const char *opt_inject;
+/* Several nodes, as torchrun's --nnodes/--node-rank/--master-addr/--master-port: this launcher starts
+ * the ranks node_rank * n .. node_rank * n + n - 1 of nnodes * n; node 0's hosts the store on
+ * master_addr:master_port. One node (the default): the store on loopback, a port the kernel picks. */
+static int opt_nnodes = 1, opt_node_rank;
+static const char *opt_master_addr;
+static int opt_master_port;
+
+static int label_base; /* this node's first global rank: opt_node_rank * ranks per node */
 
 static volatile sig_atomic_t got_signal;
 static void on_signal(int sig) { got_signal = sig; }
@@ -63,7 +73,7 @@ static int make_token(char *out, size_t cap) {
 }
 
 static void emit(stream *s, int rank, int prefix, const char *line, size_t n) {
-  if (prefix) fprintf(s->out, "[%d] ", rank);
+  if (prefix) fprintf(s->out, "[%d] ", label_base + rank); /* the global rank */
   fwrite(line, 1, n, s->out);
   fputc('\n', s->out);
 }
@@ -126,19 +136,22 @@ static int spawn(rank_proc *p, int rank, int n, const char *port, const char *to
     close(err[1]);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
+    /* sgrt's variables and torchrun's (programs written for it read these). */
     char v[32];
-    snprintf(v, sizeof v, "%d", rank);
+    snprintf(v, sizeof v, "%d", opt_node_rank * n + rank);
     setenv("SG_RANK", v, 1);
-    setenv("SG_LOCAL_RANK", v, 1);
-    /* torchrun's variables too: programs written for it read these (one node: local = global). */
     setenv("RANK", v, 1);
+    snprintf(v, sizeof v, "%d", rank);
+    setenv("SG_LOCAL_RANK", v, 1);
     setenv("LOCAL_RANK", v, 1);
-    setenv("GROUP_RANK", "0", 1);
-    snprintf(v, sizeof v, "%d", n);
+    snprintf(v, sizeof v, "%d", opt_node_rank);
+    setenv("GROUP_RANK", v, 1);
+    snprintf(v, sizeof v, "%d", opt_nnodes * n);
     setenv("SG_WORLD_SIZE", v, 1);
     setenv("WORLD_SIZE", v, 1);
+    snprintf(v, sizeof v, "%d", n);
     setenv("LOCAL_WORLD_SIZE", v, 1);
-    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_ADDR", opt_master_addr ? opt_master_addr : "127.0.0.1", 1);
     setenv("MASTER_PORT", port, 1);
     setenv("SG_JOB_TOKEN", token, 1);
     setenv("SG_STORE_EXTERNAL", "1", 1); /* this launcher hosts the store */
@@ -236,19 +249,32 @@ static int heal_restart(rank_proc *procs, int r, int n, int restarts, int ending
 
 int cli_launch_ranks(int n, int restarts, int prefix, char **argv) {
   static rank_proc procs[MAX_RANKS];
-  char token[64], port[16];
-  if (make_token(token, sizeof token) != 0) {
+  char token[256], port[16];
+  label_base = opt_node_rank * n;
+  /* Several nodes share the token the user gives them all (SG_JOB_TOKEN, checked by run_launch); one
+   * node makes its own, new for each job. */
+  const char *given = getenv("SG_JOB_TOKEN");
+  if (opt_nnodes > 1) {
+    snprintf(token, sizeof token, "%s", given ? given : "");
+  } else if (make_token(token, sizeof token) != 0) {
     cli_error("launch: cannot make a job token: %s", strerror(errno));
     return CLI_EXIT_FAIL;
   }
-  /* Port 0: the kernel picks a free one as the store binds it, so two
-   * launchers starting at once on one host cannot both choose the same. */
+  /* Node 0 hosts the store (the others' ranks reach it at master_addr:master_port). Port 0: the
+   * kernel picks a free one as the store binds it, so two launchers starting at once on one host
+   * cannot both choose the same. */
+  const char *addr = opt_master_addr ? opt_master_addr : "127.0.0.1";
   sg_comm_store_server *store = NULL;
-  if (sg_comm_store_serve("127.0.0.1", 0, token, &store) != SG_OK) {
-    cli_error("launch: cannot host the rendezvous store on 127.0.0.1: %s", sg_last_error());
-    return CLI_EXIT_FAIL;
+  if (opt_node_rank == 0) {
+    if (sg_comm_store_serve(addr, opt_master_port, token, &store) != SG_OK) {
+      cli_error("launch: cannot host the rendezvous store on %s:%d: %s", addr, opt_master_port,
+                sg_last_error());
+      return CLI_EXIT_FAIL;
+    }
+    snprintf(port, sizeof port, "%d", sg_comm_store_server_port(store));
+  } else {
+    snprintf(port, sizeof port, "%d", opt_master_port);
   }
-  snprintf(port, sizeof port, "%d", sg_comm_store_server_port(store));
   struct sigaction sa = {0}, old_int, old_term;
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
@@ -375,7 +401,7 @@ int cli_launch_ranks(int n, int restarts, int prefix, char **argv) {
   }
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);
-  sg_comm_store_stop(store);
+  if (store != NULL) sg_comm_store_stop(store);
   if (opt_heal && !got_signal && first_fail == 0) return heal_result(procs, n);
   return first_fail;
 }
@@ -406,10 +432,22 @@ static int run_launch(const cli_command *cmd, int argc, char **argv) {
       opt_heal = 1;
       continue;
     }
+    if (strcmp(a, "--master-addr") == 0) {
+      if (i + 1 >= argc) return cli_usage_error(cmd, "option '--master-addr' needs a value");
+      opt_master_addr = argv[++i];
+      if (*opt_master_addr == '\0' || strlen(opt_master_addr) > 255)
+        return cli_usage_error(cmd,
+                               "--master-addr: give a host name or address of node 0 (1..255 characters)");
+      continue;
+    }
     int *dst = NULL;
     int64_t lo, hi, x;
-    if (strcmp(a, "-n") == 0 || strcmp(a, "--np") == 0) dst = &n, lo = 1, hi = MAX_RANKS;
+    if (strcmp(a, "-n") == 0 || strcmp(a, "--np") == 0 || strcmp(a, "--nproc-per-node") == 0)
+      dst = &n, lo = 1, hi = MAX_RANKS;
     else if (strcmp(a, "--restart-failed") == 0) dst = &restarts, lo = 0, hi = MAX_RESTARTS;
+    else if (strcmp(a, "--nnodes") == 0) dst = &opt_nnodes, lo = 1, hi = MAX_NODES;
+    else if (strcmp(a, "--node-rank") == 0) dst = &opt_node_rank, lo = 0, hi = MAX_NODES - 1;
+    else if (strcmp(a, "--master-port") == 0) dst = &opt_master_port, lo = 1, hi = 65535;
     else if (a[0] == '-') return cli_usage_error(cmd, "unknown option '%s'", a);
     else break;
     if (i + 1 >= argc) return cli_usage_error(cmd, "option '%s' needs a value", a);
@@ -418,6 +456,26 @@ static int run_launch(const cli_command *cmd, int argc, char **argv) {
     *dst = (int)x;
   }
   if (n < 1) return cli_usage_error(cmd, "-n N is required (1..%d ranks)", MAX_RANKS);
+  if (opt_node_rank >= opt_nnodes)
+    return cli_usage_error(cmd, "--node-rank %d is not below --nnodes %d", opt_node_rank, opt_nnodes);
+  if ((int64_t)opt_nnodes * n > MAX_WORLD)
+    return cli_usage_error(cmd, "--nnodes %d x -n %d ranks is more than %d", opt_nnodes, n, MAX_WORLD);
+  if (opt_nnodes > 1) {
+    /* Every node must know where node 0's store is, and hold the same token. */
+    if (opt_master_addr == NULL)
+      return cli_usage_error(cmd, "--nnodes %d needs --master-addr (an address of node 0 the others reach)",
+                             opt_nnodes);
+    if (opt_master_port == 0) opt_master_port = 29500; /* torchrun's default */
+    const char *tok = getenv("SG_JOB_TOKEN");
+    if (sg_comm_check_job_token(opt_master_addr, tok) != SG_OK)
+      return cli_usage_error(cmd, "%s", sg_last_error());
+    if (tok != NULL && strlen(tok) > 255)
+      return cli_usage_error(cmd, "SG_JOB_TOKEN is longer than 255 bytes");
+    if (restarts > 0 && opt_heal)
+      return cli_usage_error(cmd,
+                             "--restart-failed with --heal runs on one node only: a rank rejoins through "
+                             "the launcher that hosts the store");
+  }
   if (i >= argc) return cli_usage_error(cmd, "missing PROGRAM");
   if (opt_heal && restarts > 0 && n < 2)
     return cli_usage_error(cmd,
@@ -435,9 +493,18 @@ static int run_launch(const cli_command *cmd, int argc, char **argv) {
 
 const cli_command cli_cmd_launch = {
     "launch",
-    "-n N [--label] [--restart-failed K] [--heal] [--inject SPEC] [--] PROGRAM [ARGS...]",
+    "-n N [--nnodes N --node-rank R --master-addr A [--master-port P]] [--label] [--restart-failed K] "
+    "[--heal] [--inject SPEC] [--] PROGRAM [ARGS...]",
     "start N local ranks of a program with the bootstrap environment set",
-    "  -n, --np N            number of ranks, 1..256\n"
+    "  -n, --np, --nproc-per-node N\n"
+    "                        ranks on this node, 1..256\n"
+    "  --nnodes N            nodes in the job (default 1), each running its own `sgrt launch` with\n"
+    "                        the same -n, --nnodes, --master-addr, --master-port and SG_JOB_TOKEN\n"
+    "  --node-rank R         this node, 0..N-1: it runs ranks R*n .. R*n+n-1; node 0 hosts the store\n"
+    "  --master-addr A       an address of node 0 that the other nodes reach (needed with --nnodes\n"
+    "                        above 1; other than loopback it needs SG_JOB_TOKEN set on every node)\n"
+    "  --master-port P       the store's port on node 0 (default: 29500 with --nnodes above 1, else a\n"
+    "                        free port)\n"
     "  -l, --label           prefix each output line with \"[RANK] \" (as srun --label); without it\n"
     "                        the ranks' lines pass through as they are (whole lines, never mixed)\n"
     "  --restart-failed K    restart a rank that exits non-zero, up to K times each (0..1000000);\n"
@@ -454,8 +521,9 @@ const cli_command cli_cmd_launch = {
     "                        'kill:rank=2,step=5', 'partition:ranks=1-2,step=random',\n"
     "                        'kill:rank=3,recovery=agree' (a second failure during a recovery)\n"
     "Each rank gets SG_RANK, SG_WORLD_SIZE, SG_LOCAL_RANK and torchrun's RANK, WORLD_SIZE, LOCAL_RANK,\n"
-    "LOCAL_WORLD_SIZE, GROUP_RANK=0, MASTER_ADDR=127.0.0.1, MASTER_PORT (a free port), SG_JOB_TOKEN\n"
-    "(random, new for each job) and SG_STORE_EXTERNAL=1 (the launcher hosts the store).\n"
+    "LOCAL_WORLD_SIZE, GROUP_RANK (the node), MASTER_ADDR (127.0.0.1 on one node), MASTER_PORT,\n"
+    "SG_JOB_TOKEN (on one node random, new for each job; on several, the one in the environment) and\n"
+    "SG_STORE_EXTERNAL=1 (the launcher of node 0 hosts the store).\n"
     "SIGINT and SIGTERM are forwarded. When a rank fails the others are stopped and the\n"
     "first non-zero exit status is returned (128+N for a signal N).\n",
     run_launch,

@@ -85,7 +85,9 @@ SG_API sg_comm_params sg_comm_params_init(void);
  *         params->size this library does not know (the message names both
  *         sizes);
  *         SG_ERR_TIMEOUT when a rank does not arrive in time; SG_ERR_DENIED when
- *         the store refuses our token; SG_ERR_COMM for transport failures.
+ *         the store refuses our token, or when the master address is not
+ *         loopback and there is no token (sg_comm_check_job_token);
+ *         SG_ERR_COMM for transport failures.
  */
 SG_API sg_status sg_comm_create(const sg_comm_params *params, sg_comm **out);
 /**
@@ -288,10 +290,21 @@ typedef struct sg_comm_store_server sg_comm_store_server;
  * with sg_comm_store_server_port()): a launcher that picks a port first and
  * binds it later races every other process on the host for it.
  * @return SG_OK; SG_ERR_INVALID_ARG for NULL addr/out or a port outside
- * 0..65535; SG_ERR_COMM when the address cannot be bound.
+ * 0..65535; SG_ERR_DENIED for an address other than loopback without a token
+ * (sg_comm_check_job_token); SG_ERR_COMM when the address cannot be bound.
  */
 SG_API sg_status sg_comm_store_serve(const char *addr, int port, const char *token,
                                      sg_comm_store_server **out);
+/**
+ * SPEC S3: whether a job whose rendezvous store is at `addr` may run with
+ * `token`. A store other hosts can reach (an address other than 127.0.0.0/8,
+ * ::1 or "localhost") needs a non-empty token, or any process that reaches
+ * it could join the job; sg_comm_create and sg_comm_store_serve apply this,
+ * and a launcher can ask first.
+ * @return SG_OK; SG_ERR_DENIED with a message that says how to set
+ *   SG_JOB_TOKEN; SG_ERR_INVALID_ARG for a NULL addr.
+ */
+SG_API sg_status sg_comm_check_job_token(const char *addr, const char *token);
 /** The port the server listens on (the chosen one after port 0); -1 for NULL. */
 SG_API int sg_comm_store_server_port(const sg_comm_store_server *server);
 /** Stops the server and frees it. Accepts NULL. */

@@ -28,11 +28,6 @@ typedef struct sg__comm_env {
  * (SPEC M1). Validates every value read. */
 sg_status sg__comm_env_resolve(const sg_comm_params *params, sg__comm_env *env);
 
-/* SPEC S3: a store reachable from other hosts (`addr` not loopback) needs a
- * job token, or any process that reaches it could join the job. SG_OK, or
- * SG_ERR_DENIED with a message, from `who`, that says how to set one. */
-sg_status sg__comm_require_token(const char *who, const char *addr, const char *token);
-
 /* ---- communicators --------------------------------------------------------- */
 
 /* The versions of sg_comm_params (core/core.h's sg__params_read): the first

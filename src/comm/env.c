@@ -36,15 +36,16 @@ static bool is_loopback(const char *addr) {
          strcmp(addr, "localhost") == 0;
 }
 
-sg_status sg__comm_require_token(const char *who, const char *addr, const char *token) {
+sg_status sg_comm_check_job_token(const char *addr, const char *token) {
+  if (addr == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_comm_check_job_token: addr is NULL");
   if ((token != NULL && *token != '\0') || is_loopback(addr)) return SG_OK;
   return sg__error(SG_ERR_DENIED,
-                   "%s: the rendezvous store's address %s is not loopback and no job token is set, so any "
+                   "the rendezvous store's address %s is not loopback and no job token is set, so any "
                    "process that reaches it could join the job: give every rank the same secret in "
                    "SG_JOB_TOKEN (e.g. export SG_JOB_TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \\n') "
-                   "before srun, or mpirun -x SG_JOB_TOKEN), or start the job with `sgrt launch`, which "
-                   "makes one",
-                   who, addr);
+                   "before srun or sgrt launch --nnodes, or mpirun -x SG_JOB_TOKEN), or start a one-node job "
+                   "with `sgrt launch`, which makes one",
+                   addr);
 }
 
 sg_status sg__comm_env_resolve(const sg_comm_params *params, sg__comm_env *env) {
@@ -113,7 +114,7 @@ sg_status sg__comm_env_resolve(const sg_comm_params *params, sg__comm_env *env) 
   if (strlen(tok) >= sizeof env->token)
     return sg__error(SG_ERR_INVALID_ARG, "job token is longer than %zu bytes", sizeof env->token - 1);
   strcpy(env->token, tok);
-  SG_CHECK(sg__comm_require_token("sg_comm_create", env->master_addr, env->token));
+  SG_CHECK(sg_comm_check_job_token(env->master_addr, env->token));
 
   env->timeout_ms = params->timeout_ms;
   if (env->timeout_ms == 0) {

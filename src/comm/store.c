@@ -247,7 +247,7 @@ sg_status sg_comm_store_serve(const char *addr, int port, const char *token, sg_
     return sg__error(SG_ERR_INVALID_ARG, "sg_comm_store_serve: port %d is not in [0, 65535]", port);
   if (token != NULL && strlen(token) >= 256)
     return sg__error(SG_ERR_INVALID_ARG, "sg_comm_store_serve: the token is longer than 255 bytes");
-  SG_CHECK(sg__comm_require_token("sg_comm_store_serve", addr, token));
+  SG_CHECK(sg_comm_check_job_token(addr, token));
   sg_comm_store_server *s = sg__calloc(1, sizeof *s);
   if (s == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg_comm_store_serve: out of memory");
   sg_status st = sg__store_server_start(addr, port, token ? token : "", &s->srv);

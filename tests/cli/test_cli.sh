@@ -674,6 +674,16 @@ numbers)
   bad_int "[0, 1000000]" --restart-failed +1 launch -n 2 --restart-failed +1 true
   run_t 2 launch true
   expect_one_error_line "^sgrt: launch: -n N is required"
+  bad_int "[1, 4096]" --nnodes 0 launch -n 2 --nnodes 0 true
+  bad_int "[1, 65535]" --master-port 70000 launch -n 2 --master-port 70000 true
+  run_t 2 launch -n 2 --nnodes 2 --node-rank 2 --master-addr 127.0.0.1 true
+  expect_one_error_line "^sgrt: launch: --node-rank 2 is not below --nnodes 2"
+  run_t 2 launch -n 2 --nnodes 2 --node-rank 1 true
+  expect_one_error_line "^sgrt: launch: --nnodes 2 needs --master-addr"
+  run_t 2 launch -n 2 --nnodes 2 --node-rank 1 --master-addr 10.1.2.3 true
+  expect_one_error_line "^sgrt: launch: the rendezvous store's address 10.1.2.3 is not loopback and no job token is set.*SG_JOB_TOKEN"
+  run_t 2 launch -n 2 --nnodes 3000 --node-rank 1 --master-addr 127.0.0.1 true
+  expect_one_error_line "^sgrt: launch: --nnodes 3000 x -n 2 ranks is more than 4096"
   for v in +3 ' 5' 3.5 1e1 4097 -1; do
     bad_int "[0, 4096]" --threads "$v" run "$data/mlp.sgg" -o "$work/o" --threads "$v"
   done
