@@ -21,8 +21,8 @@
  * built once, compiled once. --steps stops after that many training steps
  * in all (0: no limit; the epoch in progress is then evaluated and is the
  * last). The default options give the same net, numbers and params_hash as
- * before the options existed. One progress line per epoch; with --json the
- * last line of stdout is one JSON object (final accuracy, params_hash,
+ * before the options existed. One progress line per epoch, on stderr; with
+ * --json stdout holds one JSON object (final accuracy, params_hash,
  * ms_per_step = the median wall time of sg_session_step over the
  * training steps after the first, ...). The fusion benchmark's PyTorch peer builds the same net. */
 #include <inttypes.h>
@@ -270,9 +270,9 @@ int main(int argc, char **argv) {
     return fail("compiling", st);
   sg_compile_report rep = SG_COMPILE_REPORT_INIT;
   sg_session_compile_report(s, &rep);
-  if (!o.json)
-    printf("compiled: %d ops per step, planned memory %zu bytes (%zu without reuse)\n", rep.ops_scheduled,
-           rep.planned_peak_bytes, rep.sum_tensor_bytes);
+  /* Progress goes to stderr, with --json too (stdout keeps the JSON alone). */
+  fprintf(stderr, "compiled: %d ops per step, planned memory %zu bytes (%zu without reuse)\n",
+          rep.ops_scheduled, rep.planned_peak_bytes, rep.sum_tensor_bytes);
 
   int64_t xd[] = {o.batch, n_features}, yd[] = {o.batch};
   float lr = (float)o.lr;
@@ -335,9 +335,8 @@ int main(int argc, char **argv) {
       }
     }
     acc = (double)correct / seen;
-    if (!o.json)
-      printf("epoch %d  loss %.4f  test accuracy %.2f%%  %.0f samples/s\n", e + 1, last_loss, 100 * acc,
-             done * o.batch / (now() - te));
+    fprintf(stderr, "epoch %d  loss %.4f  test accuracy %.2f%%  %.0f samples/s\n", e + 1, last_loss,
+            100 * acc, done * o.batch / (now() - te));
   }
   double seconds = now() - t0;
   uint64_t hash;

@@ -34,8 +34,8 @@
  * allreduce, sg_dist_params.micro_batches). Every rank draws its own shard of each step
  * (the dataset's classes are the same everywhere, the samples are seeded by
  * step and rank). Rank 0 prints one line per step: the loss averaged over
- * the ranks, images/s of the whole job, and how many ranks are healthy; with
- * --json the last line of its stdout is one JSON object. --trace writes a
+ * the ranks, images/s of the whole job, and how many ranks are healthy, on
+ * stderr (with --json too); with --json its stdout holds one JSON object. --trace writes a
  * Chrome trace (chrome://tracing, Perfetto) of every rank's ops, gradient
  * allreduces and waits.
  *
@@ -331,12 +331,14 @@ int main(int argc, char **argv) {
     return fail(rank, "initialising the weights", st);
   double setup_s = now() - t0;
   int64_t n_params = resnet50_count_parameters(g);
-  if (rank == 0 && !o.json)
-    printf("resnet50_dist: %d ranks x batch %d (global batch %d), %dx%d images, %d classes, width %d, %d "
-           "thread%s "
-           "per rank; %" PRId64 " parameters, %u gradient buckets (%.1f MB per step); ready in %.2f s\n",
-           world, o.batch, global_batch, o.res, o.res, o.classes, o.width, o.threads,
-           o.threads == 1 ? "" : "s", n_params, stats.buckets, stats.gradient_bytes / 1e6, setup_s);
+  /* Progress goes to stderr, with --json too (a run is never silent; stdout keeps the JSON alone). */
+  if (rank == 0)
+    fprintf(stderr,
+            "resnet50_dist: %d ranks x batch %d (global batch %d), %dx%d images, %d classes, width %d, %d "
+            "thread%s "
+            "per rank; %" PRId64 " parameters, %u gradient buckets (%.1f MB per step); ready in %.2f s\n",
+            world, o.batch, global_batch, o.res, o.res, o.classes, o.width, o.threads,
+            o.threads == 1 ? "" : "s", n_params, stats.buckets, stats.gradient_bytes / 1e6, setup_s);
 
   double *times = calloc((size_t)o.steps + 1, sizeof(double)),
          *comm = calloc((size_t)o.steps + 1, sizeof(double));
@@ -397,14 +399,14 @@ int main(int argc, char **argv) {
     if (stats.degraded_ranks > max_degraded) max_degraded = stats.degraded_ranks;
     char degraded[32] = "";
     if (stats.degraded_ranks > 0) snprintf(degraded, sizeof degraded, ", %d degraded", stats.degraded_ranks);
-    if (rank == 0 && !o.json)
-      printf(
+    if (rank == 0)
+      fprintf(
+          stderr,
           "step %d/%d  loss %.4f  %.1f images/s  healthy %d/%d%s  (%.0f ms; allreduce %.0f ms, %.0f ms not "
           "hidden by backward; snapshot %.1f ms, %.1f ms not hidden)%s\n",
           step + 1, o.steps, stats.loss_mean, global_batch / times[step], stats.healthy_ranks, world,
           degraded, 1e3 * times[step], stats.comm_ms, stats.wait_ms, stats.snapshot_ms,
           stats.snapshot_wait_ms, healed);
-    fflush(stdout);
   }
 
   /* Summary: medians over the steps after the warm-up. */

@@ -12,8 +12,8 @@
  * every step, so the network cannot memorise samples but learns the classes
  * within tens of steps. The graph is forward + backward + update (SGD with
  * momentum 0.9, or AdamW), built and compiled once. One progress line per
- * step (loss, accuracy on that step's batch, images/s); with --json the last
- * line of stdout is one JSON object. --steps 0 builds, compiles and reports
+ * step (loss, accuracy on that step's batch, images/s), on stderr; with
+ * --json stdout holds one JSON object. --steps 0 builds, compiles and reports
  * the model (parameter count, planned memory) without training;
  * --until-accuracy X stops early once the training accuracy (over the last
  * ACC_WINDOW steps) reaches X. */
@@ -136,15 +136,16 @@ int main(int argc, char **argv) {
   sg_compile_report rep = SG_COMPILE_REPORT_INIT;
   sg_session_compile_report(s, &rep);
   int64_t n_params = resnet50_count_parameters(g);
-  if (!o.json)
-    printf(
-        "resnet50: %" PRId64
-        " parameters, %d classes, %dx%d images, batch %d, %d threads; set up in %.2f s, compiled in %.2f s: "
-        "%d ops per step (%d in %d generated kernels: %d programs compiled, %d loads from the cache), "
-        "planned memory %.1f MB (%.1f MB without reuse)\n",
-        n_params, o.classes, o.res, o.res, o.batch, o.threads, setup_s, rep.compile_seconds,
-        rep.ops_scheduled, rep.ops_fused, rep.fused_kernels, rep.kernels_generated, rep.cache_hits,
-        rep.planned_peak_bytes / 1e6, rep.sum_tensor_bytes / 1e6);
+  /* Progress goes to stderr, with --json too (a run is never silent; stdout keeps the JSON alone). */
+  fprintf(
+      stderr,
+      "resnet50: %" PRId64
+      " parameters, %d classes, %dx%d images, batch %d, %d threads; set up in %.2f s, compiled in %.2f s: "
+      "%d ops per step (%d in %d generated kernels: %d programs compiled, %d loads from the cache), "
+      "planned memory %.1f MB (%.1f MB without reuse)\n",
+      n_params, o.classes, o.res, o.res, o.batch, o.threads, setup_s, rep.compile_seconds, rep.ops_scheduled,
+      rep.ops_fused, rep.fused_kernels, rep.kernels_generated, rep.cache_hits, rep.planned_peak_bytes / 1e6,
+      rep.sum_tensor_bytes / 1e6);
 
   resnet50_dataset data;
   size_t xn = (size_t)o.batch * 3 * o.res * o.res;
@@ -180,10 +181,8 @@ int main(int argc, char **argv) {
         if (logits[i * o.classes + c] > logits[i * o.classes + best]) best = c;
       correct[step] += best == y[i];
     }
-    if (!o.json)
-      printf("step %d  loss %.4f  accuracy %.2f%%  %.2f images/s  (%.1f ms)\n", step + 1, loss,
-             100.0 * correct[step] / o.batch, o.batch / times[step], 1e3 * times[step]);
-    fflush(stdout);
+    fprintf(stderr, "step %d  loss %.4f  accuracy %.2f%%  %.2f images/s  (%.1f ms)\n", step + 1, loss,
+            100.0 * correct[step] / o.batch, o.batch / times[step], 1e3 * times[step]);
     run = step + 1;
     if (o.until > 0 && run >= ACC_WINDOW) {
       int hits = 0;

@@ -38,3 +38,12 @@ r = json.loads(sys.stdin.read())
 assert r["steps"] == 10 and r["epochs"] == 1 and r["features"] == 16 and r["ms_per_step"] > 0, r
 print("ok: --steps 10")
 '
+# --json: stdout is the JSON object alone, and the progress lines still come, on stderr (a run is never
+# silent), as `mlp_train --json | python3 -m json.tool` needs.
+err=$(mktemp)
+trap 'rm -f "$err"' EXIT
+out=$("$bin" --steps 3 --threads 2 --json 2>"$err")
+[ "$(printf '%s\n' "$out" | wc -l)" = 1 ] || { echo "FAIL: --json printed more than the JSON on stdout: $out" >&2; exit 1; }
+printf '%s\n' "$out" | /usr/bin/python3 -m json.tool >/dev/null
+grep -q '^epoch 1  loss' "$err" || { echo "FAIL: no progress line on stderr with --json" >&2; cat "$err" >&2; exit 1; }
+echo "ok: --json alone on stdout, progress on stderr"

@@ -144,6 +144,9 @@ hash_of() {
     echo "FAIL: the last line of the job's standard output is not JSON: $(tail -n 1 "$dir/out")" >&2
     exit 1
   }
+  # ... and the whole of it (progress goes to stderr, with --json too: the run is never silent).
+  [ "$(wc -l <"$dir/out")" = 1 ] || { echo "FAIL: more than the JSON on stdout:" >&2; cat "$dir/out" >&2; exit 1; }
+  grep -q '^step 3/3  loss' "$dir/err" || { echo "FAIL: no progress line on stderr with --json" >&2; exit 1; }
   tail -n 1 "$dir/out" |
     /usr/bin/python3 -c 'import json, sys; d = json.loads(sys.stdin.read()); print(d["params_hash"], d["offload_bytes"])'
 }
