@@ -55,7 +55,7 @@ typedef struct sg_cache_info {
   uint64_t temporaries; /**< temporary directories (stores in progress or abandoned, removals) */
 } sg_cache_info;
 #define SG_CACHE_INFO_INIT \
-  { sizeof(sg_cache_info) }
+  { .size = sizeof(sg_cache_info) }
 
 /** One entry. What is not known (an entry without info.txt, a line
  * missing from it) is -1 for numbers and "" for strings. */
@@ -76,7 +76,7 @@ typedef struct sg_cache_entry {
   char sgrt_version[32]; /**< info.txt "sgrt": the version of the library that stored it */
 } sg_cache_entry;
 #define SG_CACHE_ENTRY_INIT \
-  { sizeof(sg_cache_entry) }
+  { .size = sizeof(sg_cache_entry) }
 
 /**
  * The cache directory, whether sessions use it, and the count and bytes of

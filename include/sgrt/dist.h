@@ -532,7 +532,7 @@ typedef struct sg_dist_stats {
   double rto_step_ms;
 } sg_dist_stats;
 #define SG_DIST_STATS_INIT \
-  { sizeof(sg_dist_stats) }
+  { .size = sizeof(sg_dist_stats) }
 
 /** Fills `out`. SG_ERR_INVALID_ARG for NULL or a bad out->size. Compute thread. */
 SG_API sg_status sg_dist_get_stats(const sg_dist *d, sg_dist_stats *out);

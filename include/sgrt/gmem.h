@@ -12,7 +12,7 @@
  *   gp.pmem_bytes = 64 << 20;
  *   gp.pmem_path = "/mnt/pmem";              // a directory, a file or a DAX device
  *   sg_gmem *gm;
- *   if (sg_gmem_create(comm, &gp, &gm) != SG_OK) { fprintf(stderr, "%s\n", sg_last_error()); ... }
+ *   if (sg_gmem_create(comm, &gp, &gm) != SG_OK) { fprintf(stderr, "%s\n", sg_last_error()); return 1; }
  *   sg_gva a;
  *   sg_gmem_alloc(gm, SG_GMEM_PMEM, 1 << 20, SG_GMEM_READ | SG_GMEM_WRITE, &a);
  *   char text[SG_GVA_STR_MAX];
@@ -344,7 +344,7 @@ typedef struct sg_gmem_stats {
   uint64_t table_pages_pushed;    /**< table pages put to the replica (sg_gmem_table_push) */
 } sg_gmem_stats;
 #define SG_GMEM_STATS_INIT \
-  { sizeof(sg_gmem_stats) }
+  { .size = sizeof(sg_gmem_stats) }
 /** Fills the first out->size bytes of `out` (an older caller's shorter struct
  * gets the counters it knows; out->size becomes the bytes written).
  * SG_ERR_INVALID_ARG for NULL or a size below the first version's. */

@@ -12,8 +12,8 @@
  *   sg_gmem *gm;
  *   sg_gmem_create(NULL, &gp, &gm);               // one node: this process's table
  *   sg_gmem_offload *off;
- *   if (sg_gmem_offload_optimizer_state(gm, session, graph, SG_GMEM_PMEM, &off) != SG_OK) { ... }
- *   for (...) {
+ *   if (sg_gmem_offload_optimizer_state(gm, session, graph, SG_GMEM_PMEM, &off) != SG_OK) return 1;
+ *   for (int step = 0; step < n; step++) {
  *     sg_session_step(session);                    // updates the state in the PMEM tier
  *     sg_gmem_offload_persist(off);                // durable after the step
  *   }

@@ -37,7 +37,7 @@
  *   sg_graph_mark_output(g, loss);
  *   sg_graph_backward(g, loss);
  *   sg_graph_add_sgd(g, lr, NULL);
- *   if (sg_graph_finalize(g) != SG_OK) { ... }
+ *   if (sg_graph_finalize(g) != SG_OK) { fprintf(stderr, "%s\n", sg_last_error()); return 1; }
  * @endcode
  *
  * Threads: imports may run concurrently on different threads; each builds its

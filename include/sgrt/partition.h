@@ -233,7 +233,7 @@ typedef struct sg_partition_report {
 } sg_partition_report;
 
 #define SG_PARTITION_REPORT_INIT \
-  { sizeof(sg_partition_report) }
+  { .size = sizeof(sg_partition_report) }
 
 /** Fills `out` (out->size must be set; a smaller size from an older caller
  * gets the fields it knows). SG_ERR_INVALID_ARG for NULL or a bad size. */
@@ -254,7 +254,7 @@ typedef struct sg_partition_part_info {
 } sg_partition_part_info;
 
 #define SG_PARTITION_PART_INFO_INIT \
-  { sizeof(sg_partition_part_info) }
+  { .size = sizeof(sg_partition_part_info) }
 
 /** Fills `out` for part `part`. SG_ERR_RANGE for a bad part. */
 SG_API sg_status sg_partition_part(const sg_partition *p, int part, sg_partition_part_info *out);

@@ -8,7 +8,7 @@
  *   sg_session_params sp = SG_SESSION_PARAMS_INIT;
  *   sp.threads = 2;
  *   sg_session *s;
- *   if (sg_session_create(g, &sp, &s) != SG_OK || sg_session_compile(s) != SG_OK) { ... }
+ *   if (sg_session_create(g, &sp, &s) != SG_OK || sg_session_compile(s) != SG_OK) return 1;
  *   for (int step = 0; step < n; step++) {
  *     sg_session_set_input(s, "images", SG_F32, 4, xdims, images);
  *     sg_session_set_input(s, "labels", SG_I64, 1, ydims, labels);
@@ -106,7 +106,7 @@ typedef struct sg_compile_report {
   int32_t cache_misses;         /**< compile cache lookups that found no valid entry */
 } sg_compile_report;
 #define SG_COMPILE_REPORT_INIT \
-  { sizeof(sg_compile_report) }
+  { .size = sizeof(sg_compile_report) }
 
 /** Fills the first out->size bytes of `out` (initialised with
  * SG_COMPILE_REPORT_INIT: an older caller's shorter report gets the fields

@@ -31,3 +31,12 @@ endif()
 
 # Issue 19's bar for free mode is checked on the example's ResNet-50.
 target_sources(test_partition_resnet PRIVATE ${PROJECT_SOURCE_DIR}/examples/resnet50/resnet50_model.c)
+# What users copy out of the public headers compiles cleanly under -Wall -Wextra -Werror with
+# nothing turned off (the project's own warnings leave out -Wmissing-field-initializers): each
+# header's worked example and every SG_*_INIT macro (check_header_examples.cmake).
+add_test(NAME public_header_examples_wextra
+         COMMAND ${CMAKE_COMMAND} -DCC=${CMAKE_C_COMPILER} -DINCLUDE=${PROJECT_SOURCE_DIR}/include
+                 -DPRELUDE=${CMAKE_CURRENT_LIST_DIR}/header_example_prelude.h
+                 -DWORK=${CMAKE_CURRENT_BINARY_DIR}/header_examples -P
+                 ${CMAKE_CURRENT_LIST_DIR}/check_header_examples.cmake)
+set_tests_properties(public_header_examples_wextra PROPERTIES TIMEOUT 120 LABELS unit)
