@@ -168,7 +168,8 @@ SG_API sg_partition_params sg_partition_params_init(void);
  *   parts outside 1..SG_PARTITION_MAX_PARTS, a table whose device count
  *   differs from parts, or an imbalance outside (0, 1] or a negative alpha
  *   (the message names the field); SG_ERR_STATE if g is not finalized;
- *   SG_ERR_RANGE when the graph cannot fit the devices' memory (the message
+ *   SG_ERR_RANGE for more parts than the graph has ops (a part would be
+ *   empty), or when the graph cannot fit the devices' memory (the message
  *   states need and capacity, and names the op when one alone is too big);
  *   SG_ERR_NO_MEMORY; SG_ERR_INTERNAL if METIS fails.
  *   Any thread; g may be shared with other readers.

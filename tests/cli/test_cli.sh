@@ -544,6 +544,11 @@ expect(j["train"] == "'"$opt"'", "train")
   done
   run 1 partition "$work/missing.sgg" --parts 2
   expect_one_error_line "^sgrt: cannot load"
+  # More parts than ops (9): refused with both counts, nothing on stdout.
+  run 1 partition "$data/cnn.sgg" --parts 100 --json
+  expect_one_error_line "SG_ERR_RANGE: sg_partition_create: 100 parts for a graph of 9 ops would leave 91 parts empty"
+  [ ! -s "$work/out" ] || fail "partition --parts 100 printed a result"
+  run 0 partition "$data/cnn.sgg" --parts 9 --json
   run 0 partition --help
   grep -q "^usage: sgrt partition MODEL" "$work/out" || fail "partition --help"
   ;;

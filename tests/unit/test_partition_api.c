@@ -360,6 +360,16 @@ static void test_arguments(void **state) {
   pp.alpha = -1;
   assert_status(sg_partition_create(g, &pp, NULL, &p), SG_ERR_INVALID_ARG, "alpha");
   pp.alpha = 0.3;
+  /* More parts than ops: refused, naming both counts; as many parts as ops is a partition. */
+  int32_t n_ops = sg_graph_num_ops(g);
+  pp.parts = n_ops + 1;
+  assert_status(sg_partition_create(g, &pp, NULL, &p), SG_ERR_RANGE, "parts for a graph of");
+  assert_null(p);
+  pp.parts = n_ops;
+  assert_int_equal(sg_partition_create(g, &pp, NULL, &p), SG_OK);
+  sg_partition_destroy(p);
+  p = NULL;
+  pp.parts = 2;
   pp.parts = SG_PARTITION_MAX_PARTS + 1;
   assert_status(sg_partition_create(g, &pp, NULL, &p), SG_ERR_INVALID_ARG, "parts");
   pp.parts = 2;
