@@ -1,6 +1,7 @@
 /* sgrt bench allreduce: times sg_comm_allreduce (f32 sum, in place) on N local
  * ranks the way nccl-tests does: algbw = bytes / time, busbw = algbw x 2(n-1)/n,
- * with the median time over the timed iterations. */
+ * with the median time over the timed iterations. With one rank nothing moves:
+ * no algbw (null), busbw 0. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,7 +85,18 @@ static int worker(unsigned long long bytes, int iters, int json) {
     double med = iters % 2 ? t[iters / 2] : 0.5 * (t[iters / 2 - 1] + t[iters / 2]);
     int n = sg_comm_size(c);
     double algbw = (double)count * 4 / med / 1e9, busbw = algbw * 2.0 * (n - 1) / n;
-    if (json)
+    if (n == 1) {
+      /* One rank: the allreduce moves nothing, so bytes / time is no bandwidth (it read 12,192 GB/s). */
+      if (json)
+        printf("{\"np\": 1, \"bytes\": %llu, \"ms\": %.4f, \"algbw_gbs\": null, \"busbw_gbs\": 0, \"note\": "
+               "\"one rank: nothing crosses a link, no bandwidth to report\"}\n",
+               (unsigned long long)count * 4, med * 1e3);
+      else
+        printf("allreduce f32 sum  np 1  bytes %llu  time %.3f ms (median of %d)  algbw -  busbw 0 GB/s  "
+               "(one rank: "
+               "nothing crosses a link; use -n 2 or more)\n",
+               (unsigned long long)count * 4, med * 1e3, iters);
+    } else if (json)
       printf("{\"np\": %d, \"bytes\": %llu, \"ms\": %.4f, \"algbw_gbs\": %.3f, \"busbw_gbs\": %.3f}\n", n,
              (unsigned long long)count * 4, med * 1e3, algbw, busbw);
     else

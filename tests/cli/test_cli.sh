@@ -724,6 +724,8 @@ numbers)
   check_json 'expect(j["np"] == 2 and j["bytes"] == 4096, "np 2, 4 KiB")'
   run_t 0 bench allreduce -n 1 --bytes 1KiB --iters 1 --json
   check_json 'expect(j["np"] == 1 and j["bytes"] == 1024, "np 1, 1 KiB")'
+  # One rank moves nothing: no bandwidth figure (it used to read thousands of GB/s).
+  check_json 'expect(j["algbw_gbs"] is None and j["busbw_gbs"] == 0, "np 1: algbw null, busbw 0")'
   run_t 0 launch -n 2 --restart-failed 0 true
   run_t 0 launch --np 1 -- true
   ;;
