@@ -197,32 +197,32 @@ static int parse(int argc, char **argv, options *o) {
   *o = (options){5, 64, 2, 0, 0.05, "sgd", 1, 64, 128, 1, 0, 0, 0, "relu", "cpu"};
   /* The ranges are in the usage text and docs/examples.md. */
   const example_opt opts[] = {
-      {"--epochs", EXAMPLE_OPT_INT, &o->epochs, 1, 100000},
-      {"--batch", EXAMPLE_OPT_INT, &o->batch, 1, N_TEST},
-      {"--threads", EXAMPLE_OPT_INT, &o->threads, 1, 4096},
-      {"--lr", EXAMPLE_OPT_DOUBLE, &o->lr, 0, 100, .min_open = 1},
-      {"--seed", EXAMPLE_OPT_U64, &o->seed},
-      {"--optimizer", EXAMPLE_OPT_STRING, &o->optimizer},
-      {"--json", EXAMPLE_OPT_FLAG, &o->json},
-      {"--features", EXAMPLE_OPT_INT, &o->features, 1, 65536},
-      {"--hidden", EXAMPLE_OPT_INT, &o->hidden, 1, 65536},
-      {"--depth", EXAMPLE_OPT_INT, &o->depth, 1, MAX_DEPTH},
-      {"--activation", EXAMPLE_OPT_STRING, &o->activation},
-      {"--layernorm", EXAMPLE_OPT_FLAG, &o->layernorm},
-      {"--decomposed", EXAMPLE_OPT_FLAG, &o->decomposed},
-      {"--steps", EXAMPLE_OPT_INT, &o->steps, 0, 2147483647},
-      {"--device", EXAMPLE_OPT_STRING, &o->device},
+      {"--epochs", EXAMPLE_OPT_INT, &o->epochs, 1, 100000, .help = "passes over the generated training set"},
+      {"--batch", EXAMPLE_OPT_INT, &o->batch, 1, N_TEST, .help = "samples per step"},
+      {"--threads", EXAMPLE_OPT_INT, &o->threads, 1, 4096, .help = "compute threads"},
+      {"--lr", EXAMPLE_OPT_DOUBLE, &o->lr, 0, 100, .min_open = 1, .help = "learning rate"},
+      {"--seed", EXAMPLE_OPT_U64, &o->seed, .help = "seed of the dataset and the initial weights"},
+      {"--optimizer", EXAMPLE_OPT_STRING, &o->optimizer, .arg = "sgd|adamw",
+       .help = "SGD with momentum 0.9, or AdamW"},
+      {"--json", EXAMPLE_OPT_FLAG, &o->json,
+       .help = "print one JSON object on stdout at the end (progress stays on stderr)"},
+      {"--features", EXAMPLE_OPT_INT, &o->features, 1, 65536, .help = "input features"},
+      {"--hidden", EXAMPLE_OPT_INT, &o->hidden, 1, 65536, .help = "width of the hidden layers"},
+      {"--depth", EXAMPLE_OPT_INT, &o->depth, 1, MAX_DEPTH, .help = "hidden layers"},
+      {"--activation", EXAMPLE_OPT_STRING, &o->activation, .arg = "relu|gelu|gelu-tanh",
+       .help = "the hidden layers' activation"},
+      {"--layernorm", EXAMPLE_OPT_FLAG, &o->layernorm, .help = "a LayerNorm before each activation"},
+      {"--decomposed", EXAMPLE_OPT_FLAG, &o->decomposed,
+       .help = "LayerNorm and GELU as the elementwise ops torch.onnx.export writes (for the fusion bench)"},
+      {"--steps", EXAMPLE_OPT_INT, &o->steps, 0, 2147483647,
+       .help = "stop after this many steps in all (0: no limit)"},
+      {"--device", EXAMPLE_OPT_STRING, &o->device, .arg = "cpu|cuda|cuda:N", .help = "where to train"},
   };
-  int rc = example_parse_opts(
-      "mlp_train",
-      "usage: mlp_train [--epochs N] [--batch N] [--threads N] [--lr X] [--optimizer sgd|adamw] [--seed N] "
-      "[--json]\n"
-      "                 [--features N] [--hidden N] [--depth N] [--activation relu|gelu|gelu-tanh] "
-      "[--layernorm] [--decomposed] [--steps N]\n"
-      "                 [--device cpu|cuda|cuda:N]\n"
-      "       epochs 1..100000, batch 1..1024, threads 1..4096, lr in (0, 100], seed 0..2^64-1,\n"
-      "       features 1..65536, hidden 1..65536, depth 1..64, steps 0..2^31-1 (0: no limit)\n",
-      argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
+  int rc =
+      example_parse_opts("mlp_train",
+                         "Trains a multi-layer perceptron on a generated classification dataset and reports "
+                         "the held-out accuracy\nafter each epoch (on stderr).\n",
+                         argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
   if (rc != 0) return rc;
   if (strcmp(o->activation, "relu") != 0 && strcmp(o->activation, "gelu") != 0 &&
       strcmp(o->activation, "gelu-tanh") != 0) {
@@ -243,7 +243,7 @@ static int parse(int argc, char **argv, options *o) {
 int main(int argc, char **argv) {
   options o;
   int rc = parse(argc, argv, &o);
-  if (rc) return rc;
+  if (rc) return rc == EXAMPLE_OPTS_HELP ? 0 : rc; /* --help: printed, exit 0 */
   rng = 0x9E3779B97F4A7C15ull ^ o.seed;
   n_features = o.features;
 

@@ -23,14 +23,21 @@ typedef struct example_opt {
   const char *name; /* with its dashes: "--batch" */
   example_opt_kind kind;
   void *target;
-  double min, max; /* INT and DOUBLE: the accepted range (INT: within int) */
-  int min_open;    /* DOUBLE: min itself is excluded ("lr > 0") */
+  double min, max;  /* INT and DOUBLE: the accepted range (INT: within int) */
+  int min_open;     /* DOUBLE: min itself is excluded ("lr > 0") */
+  const char *arg;  /* the value's name in --help ("FILE", "sgd|adamw"); NULL: N, X or VALUE by kind */
+  const char *help; /* what it does, for --help (which adds the range and the default) */
 } example_opt;
 
-/* Parses argv[1..] against opts[0..n). Returns 0, or 2 after printing
- * `usage` (an unknown option or a missing value) or the bad value, the
- * option and its range to stderr. */
-int example_parse_opts(const char *prog, const char *usage, int argc, char **argv, const example_opt *opts,
+/* example_parse_opts() printed --help: the program exits 0. */
+#define EXAMPLE_OPTS_HELP (-1)
+
+/* Parses argv[1..] against opts[0..n). The targets hold the defaults when it
+ * is called. Returns 0; EXAMPLE_OPTS_HELP after printing the help (`about`,
+ * then every option with what it does, its range and its default) to stdout
+ * for --help or -h; or 2 after naming, on stderr, an unknown option, an
+ * option without its value, or a bad value with the option's range. */
+int example_parse_opts(const char *prog, const char *about, int argc, char **argv, const example_opt *opts,
                        int n);
 
 #endif /* EXAMPLE_OPTS_H */

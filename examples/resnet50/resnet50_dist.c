@@ -73,19 +73,11 @@ typedef struct options {
   const char *trace, *offload, *offload_path, *device;
 } options;
 
-static const char usage[] =
-    "usage: resnet50_dist [--steps N] [--batch N] [--res N] [--threads N] [--lr X] [--width N]\n"
-    "                     [--classes N] [--seed N] [--warmup N] [--bucket-mb X] [--trace FILE] "
-    "[--heartbeat-ms N] [--dead-ms N]\n"
-    "                     [--offload dram|pmem] [--offload-path PATH] [--no-heal] [--json]\n"
-    "                     [--pipeline K] [--tensor T] [--micro-batches M] [--device cpu|cuda|cuda:N]\n"
-    "                     [--repartition-p99-ms X] [--repartition-cpu X]\n"
-    "       batch 2..65536, res 32..4096, steps 1..1000000, threads 1..4096, classes 1..100000,\n"
-    "       width 1..4096, warmup 0..1000000, lr in (0, 100], bucket-mb in (0, 4096],\n"
-    "       heartbeat-ms 1..3600000, dead-ms 2..3600000 (more than heartbeat-ms), pipeline, tensor\n"
-    "       1..256, micro-batches 1..65536, seed 0..2^64-1, repartition-p99-ms -1..3600000 (0: 200,\n"
-    "       -1: never), repartition-cpu 0..1 (0: 0.85)\n"
-    "       (start it once per rank: sgrt launch -n 4 resnet50_dist ...)\n";
+static const char about[] =
+    "Trains torchvision's ResNet-50 layout on generated images, one process per rank: data parallel by\n"
+    "default, or a pipeline (--pipeline), tensor groups (--tensor) or both, healing around lost ranks.\n"
+    "Start it once per rank: sgrt launch -n 4 -- resnet50_dist [OPTIONS]. Rank 0 prints one line per step\n"
+    "on stderr.\n";
 
 static int parse(int argc, char **argv, options *o) {
   const sg_dist_params lib = SG_DIST_PARAMS_INIT; /* the failure detector's defaults are the library's */
@@ -93,31 +85,43 @@ static int parse(int argc, char **argv, options *o) {
                  25, 0,  0,  1, NULL, NULL, NULL, "cpu"};
   /* The ranges are in the usage text and docs/examples.md. */
   const example_opt opts[] = {
-      {"--batch", EXAMPLE_OPT_INT, &o->batch, 2, 65536},
-      {"--res", EXAMPLE_OPT_INT, &o->res, 32, 4096},
-      {"--steps", EXAMPLE_OPT_INT, &o->steps, 1, 1000000},
-      {"--threads", EXAMPLE_OPT_INT, &o->threads, 1, 4096},
-      {"--classes", EXAMPLE_OPT_INT, &o->classes, 1, 100000},
-      {"--width", EXAMPLE_OPT_INT, &o->width, 1, 4096},
-      {"--warmup", EXAMPLE_OPT_INT, &o->warmup, 0, 1000000},
-      {"--heartbeat-ms", EXAMPLE_OPT_INT, &o->heartbeat_ms, 1, 3600000},
-      {"--dead-ms", EXAMPLE_OPT_INT, &o->dead_ms, 2, 3600000},
-      {"--lr", EXAMPLE_OPT_DOUBLE, &o->lr, 0, 100, .min_open = 1},
-      {"--bucket-mb", EXAMPLE_OPT_DOUBLE, &o->bucket_mb, 0, 4096, .min_open = 1},
-      {"--seed", EXAMPLE_OPT_U64, &o->seed},
-      {"--trace", EXAMPLE_OPT_STRING, &o->trace},
-      {"--offload", EXAMPLE_OPT_STRING, &o->offload},
-      {"--offload-path", EXAMPLE_OPT_STRING, &o->offload_path},
-      {"--json", EXAMPLE_OPT_FLAG, &o->json},
-      {"--no-heal", EXAMPLE_OPT_FLAG, &o->no_heal},
-      {"--pipeline", EXAMPLE_OPT_INT, &o->pipeline, 1, 256},
-      {"--tensor", EXAMPLE_OPT_INT, &o->tensor, 1, 256},
-      {"--micro-batches", EXAMPLE_OPT_INT, &o->micro, 1, 65536},
-      {"--device", EXAMPLE_OPT_STRING, &o->device},
-      {"--repartition-p99-ms", EXAMPLE_OPT_DOUBLE, &o->repartition_p99_ms, -1, 3600000},
-      {"--repartition-cpu", EXAMPLE_OPT_DOUBLE, &o->repartition_cpu, 0, 1},
+      {"--batch", EXAMPLE_OPT_INT, &o->batch, 2, 65536,
+       .help = "images per rank and step (a pipeline or tensor group: per copy of the model)"},
+      {"--res", EXAMPLE_OPT_INT, &o->res, 32, 4096, .help = "image height and width"},
+      {"--steps", EXAMPLE_OPT_INT, &o->steps, 1, 1000000, .help = "training steps"},
+      {"--threads", EXAMPLE_OPT_INT, &o->threads, 1, 4096, .help = "compute threads per rank"},
+      {"--classes", EXAMPLE_OPT_INT, &o->classes, 1, 100000, .help = "output classes"},
+      {"--width", EXAMPLE_OPT_INT, &o->width, 1, 4096,
+       .help = "bottleneck width of the first stage (64: ResNet-50)"},
+      {"--warmup", EXAMPLE_OPT_INT, &o->warmup, 0, 1000000, .help = "first steps left out of the timings"},
+      {"--heartbeat-ms", EXAMPLE_OPT_INT, &o->heartbeat_ms, 1, 3600000,
+       .help = "heartbeat period of the failure detector"},
+      {"--dead-ms", EXAMPLE_OPT_INT, &o->dead_ms, 2, 3600000,
+       .help = "silence after which a rank is declared dead (more than --heartbeat-ms)"},
+      {"--lr", EXAMPLE_OPT_DOUBLE, &o->lr, 0, 100, .min_open = 1,
+       .help = "learning rate (SGD, momentum 0.9)"},
+      {"--bucket-mb", EXAMPLE_OPT_DOUBLE, &o->bucket_mb, 0, 4096, .min_open = 1,
+       .help = "gradient bucket size of the allreduces, MB"},
+      {"--seed", EXAMPLE_OPT_U64, &o->seed, .help = "seed of the images and the initial weights"},
+      {"--trace", EXAMPLE_OPT_STRING, &o->trace, .arg = "FILE",
+       .help = "write a Chrome trace of every rank's ops and allreduces"},
+      {"--offload", EXAMPLE_OPT_STRING, &o->offload, .arg = "dram|pmem",
+       .help = "keep the optimizer state in a tier of the global page table"},
+      {"--offload-path", EXAMPLE_OPT_STRING, &o->offload_path, .arg = "PATH",
+       .help = "the PMEM tier's file or directory (with --offload pmem)"},
+      {"--json", EXAMPLE_OPT_FLAG, &o->json,
+       .help = "rank 0 prints one JSON object on stdout at the end (progress stays on stderr)"},
+      {"--no-heal", EXAMPLE_OPT_FLAG, &o->no_heal, .help = "fail instead of healing when a rank is lost"},
+      {"--pipeline", EXAMPLE_OPT_INT, &o->pipeline, 1, 256, .help = "pipeline stages"},
+      {"--tensor", EXAMPLE_OPT_INT, &o->tensor, 1, 256, .help = "tensor-parallel shares per stage"},
+      {"--micro-batches", EXAMPLE_OPT_INT, &o->micro, 1, 65536, .help = "micro-batches per step"},
+      {"--device", EXAMPLE_OPT_STRING, &o->device, .arg = "cpu|cuda|cuda:N", .help = "where to train"},
+      {"--repartition-p99-ms", EXAMPLE_OPT_DOUBLE, &o->repartition_p99_ms, -1, 3600000,
+       .help = "pipeline: re-cut when a stage's p99 step time stays above it (0: 200, -1: never)"},
+      {"--repartition-cpu", EXAMPLE_OPT_DOUBLE, &o->repartition_cpu, 0, 1,
+       .help = "pipeline: ... while its CPU use is above this fraction too (0: 0.85)"},
   };
-  int rc = example_parse_opts("resnet50_dist", usage, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
+  int rc = example_parse_opts("resnet50_dist", about, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
   if (rc != 0) return rc;
   if (o->dead_ms <= o->heartbeat_ms) {
     fprintf(stderr, "resnet50_dist: --dead-ms %d must be more than --heartbeat-ms %d\n", o->dead_ms,
@@ -265,7 +269,7 @@ static int fail(int rank, const char *what, sg_status st) {
 int main(int argc, char **argv) {
   options o;
   int rc = parse(argc, argv, &o);
-  if (rc) return rc;
+  if (rc) return rc == EXAMPLE_OPTS_HELP ? 0 : rc; /* --help: printed, exit 0 */
 
   double t0 = now();
   sg_graph *g = NULL;

@@ -75,32 +75,35 @@ static int fail(const char *what, sg_status st) {
   return 1;
 }
 
-static const char usage[] =
-    "usage: resnet50_train [--batch N] [--res N] [--steps N] [--threads N] [--classes N] [--width N]\n"
-    "                      [--optimizer sgd|adamw] [--lr X] [--warmup N] [--until-accuracy X] [--seed N]\n"
-    "                      [--json] [--device cpu|cuda|cuda:N]\n"
-    "       batch 2..65536, res 32..4096, steps 0..1000000, threads 1..4096, classes 1..100000,\n"
-    "       width 1..4096, lr in (0, 100], warmup 0..1000000, until-accuracy in [0, 1], seed 0..2^64-1\n";
+static const char about[] =
+    "Trains torchvision's ResNet-50 layout on generated images in one process and prints one line per step\n"
+    "(loss, accuracy on the step's batch, images/s) on stderr.\n";
 
 static int parse(int argc, char **argv, options *o) {
   *o = (options){16, 64, 30, 2, 10, 64, 1, 0, 0, 0, "sgd", 1, "cpu"};
   /* The ranges are in the usage text and docs/examples.md. */
   const example_opt opts[] = {
-      {"--batch", EXAMPLE_OPT_INT, &o->batch, 2, 65536},
-      {"--res", EXAMPLE_OPT_INT, &o->res, 32, 4096},
-      {"--steps", EXAMPLE_OPT_INT, &o->steps, 0, 1000000},
-      {"--threads", EXAMPLE_OPT_INT, &o->threads, 1, 4096},
-      {"--classes", EXAMPLE_OPT_INT, &o->classes, 1, 100000},
-      {"--width", EXAMPLE_OPT_INT, &o->width, 1, 4096},
-      {"--warmup", EXAMPLE_OPT_INT, &o->warmup, 0, 1000000},
-      {"--lr", EXAMPLE_OPT_DOUBLE, &o->lr, 0, 100, .min_open = 1},
-      {"--until-accuracy", EXAMPLE_OPT_DOUBLE, &o->until, 0, 1},
-      {"--seed", EXAMPLE_OPT_U64, &o->seed},
-      {"--optimizer", EXAMPLE_OPT_STRING, &o->optimizer},
-      {"--json", EXAMPLE_OPT_FLAG, &o->json},
-      {"--device", EXAMPLE_OPT_STRING, &o->device},
+      {"--batch", EXAMPLE_OPT_INT, &o->batch, 2, 65536, .help = "images per step"},
+      {"--res", EXAMPLE_OPT_INT, &o->res, 32, 4096, .help = "image height and width"},
+      {"--steps", EXAMPLE_OPT_INT, &o->steps, 0, 1000000,
+       .help = "training steps (0: build, compile and report the model only)"},
+      {"--threads", EXAMPLE_OPT_INT, &o->threads, 1, 4096, .help = "compute threads"},
+      {"--classes", EXAMPLE_OPT_INT, &o->classes, 1, 100000, .help = "output classes"},
+      {"--width", EXAMPLE_OPT_INT, &o->width, 1, 4096,
+       .help = "bottleneck width of the first stage (64: ResNet-50)"},
+      {"--warmup", EXAMPLE_OPT_INT, &o->warmup, 0, 1000000, .help = "first steps left out of the timings"},
+      {"--lr", EXAMPLE_OPT_DOUBLE, &o->lr, 0, 100, .min_open = 1,
+       .help = "learning rate (0 is not allowed; not given: 0.02 for SGD, 1e-3 for AdamW)"},
+      {"--until-accuracy", EXAMPLE_OPT_DOUBLE, &o->until, 0, 1,
+       .help = "stop once the training accuracy over the last 5 steps reaches it (0: never)"},
+      {"--seed", EXAMPLE_OPT_U64, &o->seed, .help = "seed of the images and the initial weights"},
+      {"--optimizer", EXAMPLE_OPT_STRING, &o->optimizer, .arg = "sgd|adamw",
+       .help = "SGD with momentum 0.9, or AdamW"},
+      {"--json", EXAMPLE_OPT_FLAG, &o->json,
+       .help = "print one JSON object on stdout at the end (progress stays on stderr)"},
+      {"--device", EXAMPLE_OPT_STRING, &o->device, .arg = "cpu|cuda|cuda:N", .help = "where to train"},
   };
-  int rc = example_parse_opts("resnet50_train", usage, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
+  int rc = example_parse_opts("resnet50_train", about, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
   if (rc != 0) return rc;
   if (strcmp(o->optimizer, "sgd") != 0 && strcmp(o->optimizer, "adamw") != 0) {
     fprintf(stderr, "resnet50_train: --optimizer '%s' is not sgd or adamw\n", o->optimizer);
@@ -118,7 +121,7 @@ static int parse(int argc, char **argv, options *o) {
 int main(int argc, char **argv) {
   options o;
   int rc = parse(argc, argv, &o);
-  if (rc) return rc;
+  if (rc) return rc == EXAMPLE_OPTS_HELP ? 0 : rc; /* --help: printed, exit 0 */
 
   double t0 = now();
   sg_graph *g = NULL;

@@ -768,6 +768,29 @@ example_numbers)
   check_json 'expect(j["epochs"] == 1 and j["batch"] == 256 and j["threads"] == 1, "mlp_train options")'
   run_prog 0 "$exdir/resnet50_train" --steps 0 --res 32 --width 1 --batch 2 --threads 1 --lr 1e-2 --json
   check_json 'expect(j["res"] == 32 and j["batch"] == 2 and abs(j["lr"] - 0.01) < 1e-12, "resnet50_train options")'
+  # --help: on stdout, exit 0, every option with a description; an unknown option is named, a missing value
+  # too (exit 2, one line on stderr).
+  for prog in mlp_train resnet50_train resnet50_dist; do
+    for h in --help -h; do
+      run_prog 0 "$exdir/$prog" $h
+      [ ! -s "$work/err" ] || fail "$prog $h wrote to stderr: $(cat "$work/err")"
+      grep -q "^usage: $prog " "$work/out" || fail "$prog $h: no usage line on stdout"
+    done
+    /usr/bin/python3 - "$work/out" "$prog" <<'PY' || fail "$prog --help leaves an option undescribed"
+import re, sys
+text = open(sys.argv[1]).read()
+opts = text.split("\noptions:\n", 1)[1].splitlines()
+assert len(opts) >= 5, opts
+for line in opts:
+    m = re.match(r"  (-h, --help|--[a-z0-9-]+(?: \S+)?) +(\S.*)$", line)
+    assert m and len(m.group(2)) > 8, "no description: %r" % line
+print("%s --help: %d options, each described" % (sys.argv[2], len(opts)))
+PY
+    run_prog 2 "$exdir/$prog" --bogus-option
+    expect_one_error_line "^$prog: unknown option '--bogus-option' \\($prog --help lists the options\\)\$"
+    run_prog 2 "$exdir/$prog" --threads
+    expect_one_error_line "^$prog: option '--threads' needs a value"
+  done
   ;;
 
 cache)
