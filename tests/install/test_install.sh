@@ -60,10 +60,24 @@ echo "pkg-config sgrt $pc_version: $pc_flags"
 # shellcheck disable=SC2086  # flags are meant to split
 "$cc" $extra_flags -std=c11 -Wall -Wextra -Werror "$consumer_src/main.c" -o "$work/consumer_pc" $pc_flags ||
   fail "cc with pkg-config flags"
-out=$(LD_LIBRARY_PATH=$prefix/$libdir "$work/consumer_pc" "$work/consumer_pc.sgg") || fail "consumer_pc exited $?"
+# As written in the README: no LD_LIBRARY_PATH (the .pc file's -rpath finds the installed library).
+out=$(env -u LD_LIBRARY_PATH "$work/consumer_pc" "$work/consumer_pc.sgg") || fail "consumer_pc exited $?"
 echo "$out"
 [[ $out == "consumer: ok"* ]] || fail "consumer_pc printed '$out'"
+[ "$(env -u LD_LIBRARY_PATH bash -c "$(declare -f libsgrt_dir); libsgrt_dir '$work/consumer_pc'")" = "$libs" ] ||
+  fail "consumer_pc does not load the installed libsgrt.so: $(ldd "$work/consumer_pc" | grep sgrt)"
 [[ $(pkg-config --static --libs sgrt) == *-lxxhash* ]] || fail "pkg-config --static misses libxxhash"
+
+step "the build tree as a package (sgrt_DIR=$build): sgrt::sgrt"
+"$cmake_bin" -S "$consumer_src" -B "$work/tree" -G "$generator" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_C_COMPILER="$cc" -DCMAKE_C_FLAGS="$extra_flags" -Dsgrt_DIR="$build" \
+  >"$work/tree-configure.log" 2>&1 || { cat "$work/tree-configure.log"; fail "build-tree consumer configure"; }
+"$cmake_bin" --build "$work/tree" >"$work/tree-build.log" 2>&1 || { cat "$work/tree-build.log"; fail "build-tree consumer build"; }
+out=$(env -u LD_LIBRARY_PATH "$work/tree/consumer_shared" "$work/tree.sgg") || fail "build-tree consumer exited $?"
+echo "$out"
+[[ $out == "consumer: ok"* ]] || fail "build-tree consumer printed '$out'"
+[ "$(libsgrt_dir "$work/tree/consumer_shared")" = "$(readlink -f "$(dirname "$(find "$build/src" -maxdepth 1 -name 'libsgrt.so' | head -1)")")" ] ||
+  fail "the build-tree consumer does not use the build tree's libsgrt.so: $(ldd "$work/tree/consumer_shared" | grep sgrt)"
 
 step "installed sgrt CLI"
 unset LD_LIBRARY_PATH
