@@ -250,6 +250,33 @@ sg_status cli_open_model(const char *path, long batch, sg_graph **out, char *msg
   return st;
 }
 
+size_t cli_symbolic_dims(const char *path, sg_onnx_symbolic_dim *out) {
+  size_t n = 0;
+  if (cli_is_sgg_file(path) || sg_onnx_symbolic_dims(path, out, CLI_MAX_SYMBOLIC, &n) != SG_OK) n = 0;
+  sg_clear_error();
+  return n < CLI_MAX_SYMBOLIC ? n : CLI_MAX_SYMBOLIC;
+}
+
+sg_status cli_open_model_symbolic(const char *path, long batch, sg_graph **out, char *msg, size_t cap,
+                                  sg_onnx_symbolic_dim *sym, size_t *n_sym) {
+  *n_sym = batch > 0 ? 0 : cli_symbolic_dims(path, sym);
+  return cli_open_model(path, *n_sym > 0 ? 1 : batch, out, msg, cap);
+}
+
+cJSON *cli_json_symbolic(const sg_onnx_symbolic_dim *sym, size_t n) {
+  cJSON *arr = cJSON_CreateArray();
+  int ok = arr != NULL;
+  for (size_t i = 0; ok && i < n; i++) {
+    cJSON *o = cJSON_CreateObject();
+    int ok2 = o != NULL;
+    ok2 = ok2 && cli_json_add(o, "input", cli_json_string(sym[i].input));
+    ok2 = ok2 && cli_json_add(o, "dim", cJSON_CreateNumber(sym[i].dim));
+    ok2 = ok2 && cli_json_add(o, "name", cli_json_string(sym[i].name));
+    ok = cli_json_add(arr, NULL, cli_json_finish(o, ok2));
+  }
+  return cli_json_finish(arr, ok);
+}
+
 int cli_load_model(const char *path, long batch, sg_graph **out) {
   char msg[2048];
   sg_status st = cli_open_model(path, batch, out, msg, sizeof msg);

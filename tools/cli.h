@@ -82,6 +82,17 @@ sg_status cli_open_model(const char *path, long batch, sg_graph **out, char *msg
 /* cli_open_model that reports a failure as
  * "sgrt: cannot load 'PATH': STATUS: <message>" and returns CLI_EXIT_FAIL. */
 int cli_load_model(const char *path, long batch, sg_graph **out);
+/* The symbolic input dims of an ONNX model (sg_onnx_symbolic_dims), up to CLI_MAX_SYMBOLIC of them;
+ * 0 for a .sgg file, a model without any, or a file that does not parse (the import says why). */
+#define CLI_MAX_SYMBOLIC 64
+size_t cli_symbolic_dims(const char *path, sg_onnx_symbolic_dim *out);
+/* For inspect and verify: cli_open_model, and when the model has symbolic input dims and no --batch
+ * gives their size, imported with them at 1 so that it can be reported; *n_sym (with the dims in sym,
+ * CLI_MAX_SYMBOLIC room) says how many there were. */
+sg_status cli_open_model_symbolic(const char *path, long batch, sg_graph **out, char *msg, size_t cap,
+                                  sg_onnx_symbolic_dim *sym, size_t *n_sym);
+/* JSON array of the symbolic dims: [{"input": NAME, "dim": D, "name": PARAM}, ...]. */
+cJSON *cli_json_symbolic(const sg_onnx_symbolic_dim *sym, size_t n);
 /* cli_load_model(path, 0, out). */
 int cli_load(const char *path, sg_graph **out);
 /* 1 when the path ends in ".onnx". */

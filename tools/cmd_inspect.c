@@ -97,16 +97,24 @@ static void print_total(const char *label, const role_total *r) {
   putchar('\n');
 }
 
-static void print_tensor_line(const sg_graph *g, sg_tensor t) {
+/* A symbolic dim of an input is shown by its name ("batch"; "?" without one). */
+static void print_tensor_line(const sg_graph *g, sg_tensor t, const sg_onnx_symbolic_dim *sym, size_t n_sym) {
   sg_tensor_info info;
   if (sg_graph_tensor_info(g, t, &info) != SG_OK) return;
   char name[256];
   printf("  %-24s %-5s [", cli_printable(info.name, name, sizeof name), sg_dtype_name(info.dtype));
-  for (int i = 0; i < info.ndim; i++) printf("%s%lld", i ? "," : "", (long long)info.dims[i]);
+  for (int i = 0; i < info.ndim; i++) {
+    const sg_onnx_symbolic_dim *s = NULL;
+    for (size_t k = 0; k < n_sym && s == NULL; k++)
+      if (sym[k].dim == i && strcmp(sym[k].input, info.name) == 0) s = &sym[k];
+    if (s != NULL) printf("%s%s", i ? "," : "", s->name[0] ? cli_printable(s->name, name, sizeof name) : "?");
+    else printf("%s%lld", i ? "," : "", (long long)info.dims[i]);
+  }
   printf("]\n");
 }
 
-static void print_text(const sg_graph *g, const char *path, const summary *s) {
+static void print_text(const sg_graph *g, const char *path, const summary *s, const sg_onnx_symbolic_dim *sym,
+                       size_t n_sym) {
   char file[1024];
   printf("%-17s%s\n", "file:", cli_printable(path, file, sizeof file));
   if (s->onnx) printf("%-17sonnx\n", "format:");
@@ -124,9 +132,12 @@ static void print_text(const sg_graph *g, const char *path, const summary *s) {
   print_total("optimizer state:", &s->optimizer_state);
   print_total("constants:", &s->constants);
   printf("inputs (%d):\n", (int)sg_graph_num_inputs(g));
-  for (int32_t i = 0; i < sg_graph_num_inputs(g); i++) print_tensor_line(g, sg_graph_input(g, i));
+  for (int32_t i = 0; i < sg_graph_num_inputs(g); i++) print_tensor_line(g, sg_graph_input(g, i), sym, n_sym);
   printf("outputs (%d):\n", (int)sg_graph_num_outputs(g));
-  for (int32_t i = 0; i < sg_graph_num_outputs(g); i++) print_tensor_line(g, sg_graph_output(g, i));
+  for (int32_t i = 0; i < sg_graph_num_outputs(g); i++) print_tensor_line(g, sg_graph_output(g, i), NULL, 0);
+  if (n_sym > 0)
+    printf("symbolic dims:   %zu (shown by name; sized 1 in the outputs and totals; --batch N sizes them)\n",
+           n_sym);
 }
 
 /* ---- JSON ---------------------------------------------------------------- */
@@ -149,7 +160,8 @@ static cJSON *json_tensors(const sg_graph *g, int outputs) {
   return cli_json_finish(arr, ok);
 }
 
-static cJSON *json_summary(const sg_graph *g, const char *path, const summary *s) {
+static cJSON *json_summary(const sg_graph *g, const char *path, const summary *s,
+                           const sg_onnx_symbolic_dim *sym, size_t n_sym) {
   char version[32];
   snprintf(version, sizeof version, "%u.%u", s->version_major, s->version_minor);
   cJSON *kinds = cJSON_CreateObject();
@@ -175,6 +187,8 @@ static cJSON *json_summary(const sg_graph *g, const char *path, const summary *s
   ok = ok && cli_json_add(o, "constants", json_total(&s->constants));
   ok = ok && cli_json_add(o, "inputs", json_tensors(g, 0));
   ok = ok && cli_json_add(o, "outputs", json_tensors(g, 1));
+  /* Sized 1 in the shapes above when --batch did not size them. */
+  ok = ok && cli_json_add(o, "symbolic_dims", cli_json_symbolic(sym, n_sym));
   return cli_json_finish(o, ok);
 }
 
@@ -188,13 +202,19 @@ static int run_inspect(const cli_command *cmd, int argc, char **argv) {
   if ((rc = cli_parse_batch(cmd, batch_s, &batch)) != CLI_CONTINUE) return rc;
 
   sg_graph *g = NULL;
-  rc = cli_load_model(path, batch, &g);
-  if (rc != CLI_EXIT_OK) return rc;
+  char msg[2048];
+  sg_onnx_symbolic_dim sym[CLI_MAX_SYMBOLIC];
+  size_t n_sym;
+  sg_status st = cli_open_model_symbolic(path, batch, &g, msg, sizeof msg, sym, &n_sym);
+  if (st != SG_OK) {
+    cli_error("cannot load '%s': %s: %s", path, sg_status_str(st), msg);
+    return CLI_EXIT_FAIL;
+  }
   summary s;
   rc = summarize(g, path, &s);
   if (rc == CLI_EXIT_OK) {
-    if (json) rc = cli_print_json(json_summary(g, path, &s));
-    else print_text(g, path, &s);
+    if (json) rc = cli_print_json(json_summary(g, path, &s, sym, n_sym));
+    else print_text(g, path, &s, sym, n_sym);
   }
   free(s.kinds);
   sg_graph_destroy(g);

@@ -218,8 +218,37 @@ static int read_inputs(run_state *st) {
   return CLI_EXIT_OK;
 }
 
+/* Without --batch, an ONNX model's symbolic input dims take their size from the .npy files given for
+ * those inputs (as onnxruntime takes it from the arrays fed); they must agree. 0: nothing to size. */
+static int batch_from_inputs(const run_state *st, const char *model, long *batch) {
+  sg_onnx_symbolic_dim sym[CLI_MAX_SYMBOLIC];
+  size_t n = cli_symbolic_dims(model, sym);
+  const run_input *from = NULL;
+  int from_dim = 0;
+  for (size_t k = 0; k < n; k++)
+    for (int i = 0; i < st->n_inputs; i++) {
+      const run_input *in = &st->inputs[i];
+      if (strcmp(in->name, sym[k].input) != 0 || sym[k].dim >= in->arr.ndim) continue;
+      long size = (long)in->arr.dims[sym[k].dim];
+      if (from != NULL && size != *batch) {
+        cli_error(
+            "run: the symbolic dims of '%s' get different sizes from the inputs: %ld (dim %d of '%s' in "
+            "'%s') and %ld (dim %d of '%s' in '%s'); give one with --batch N",
+            model, *batch, from_dim, from->name, from->file, size, sym[k].dim, in->name, in->file);
+        return CLI_EXIT_FAIL;
+      }
+      if (from == NULL) {
+        *batch = size;
+        from = in;
+        from_dim = sym[k].dim;
+      }
+    }
+  return CLI_EXIT_OK;
+}
+
 /* Loads and compiles the model and sets the given inputs. */
 static int prepare(run_state *st, const char *model, long batch, int64_t threads) {
+  if (batch == 0 && batch_from_inputs(st, model, &batch) != CLI_EXIT_OK) return CLI_EXIT_FAIL;
   int rc = cli_load_model(model, batch, &st->g);
   if (rc != CLI_EXIT_OK) return rc;
   sg_session_params sp = sg_session_params_init();

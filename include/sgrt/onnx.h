@@ -133,6 +133,28 @@ SG_API sg_status sg_onnx_import(const char *path, const sg_onnx_params *p, sg_gr
 SG_API sg_status sg_onnx_import_from_memory(const void *data, size_t size, const sg_onnx_params *p,
                                             sg_graph **out);
 
+/** A symbolic dim of an ONNX graph input: a dim_param (dynamic_axes' "batch"), or a dim without a
+ * value. sg_onnx_params.batch gives all of them their size at import. */
+typedef struct sg_onnx_symbolic_dim {
+  char input[256]; /**< the graph input's name (cut to 255 bytes) */
+  int dim;         /**< which dim */
+  char name[64];   /**< its dim_param (cut to 63 bytes); "" when the dim has neither value nor name */
+} sg_onnx_symbolic_dim;
+
+/**
+ * Lists the symbolic dims of the graph inputs of the ONNX model at `path`
+ * (initializers listed as inputs left out), so that a tool can size them (from
+ * the data it will feed, say) or report them, before importing. The file is
+ * read and checked as sg_onnx_import() reads it, not converted.
+ * @param out    room for `cap` entries (NULL with cap 0: count only)
+ * @param count  receives how many symbolic dims there are (may exceed cap; the
+ *               first cap are written)
+ * @return SG_OK; SG_ERR_INVALID_ARG for a NULL path or count, or NULL out with
+ *   cap > 0; SG_ERR_IO, SG_ERR_FORMAT, SG_ERR_NO_MEMORY as sg_onnx_import().
+ */
+SG_API sg_status sg_onnx_symbolic_dims(const char *path, sg_onnx_symbolic_dim *out, size_t cap,
+                                       size_t *count);
+
 SG_EXTERN_C_END
 
 #endif /* SGRT_ONNX_H */

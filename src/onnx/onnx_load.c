@@ -535,6 +535,65 @@ sg_status sg_onnx_import_from_memory(const void *data, size_t size, const sg_onn
   return import(data ? data : empty, size, &q, out);
 }
 
+/* The symbolic dims of the graph inputs of an unpacked model (sg_onnx_symbolic_dims). */
+static void list_symbolic(const Onnx__GraphProto *gp, sg_onnx_symbolic_dim *out, size_t cap, size_t *count) {
+  for (size_t i = 0; i < gp->n_input; i++) {
+    const Onnx__ValueInfoProto *vi = gp->input[i];
+    bool initializer = false;
+    for (size_t k = 0; k < gp->n_initializer && !initializer && vi->name; k++)
+      initializer = gp->initializer[k]->name && strcmp(gp->initializer[k]->name, vi->name) == 0;
+    const Onnx__TypeProto *tp = vi->type;
+    if (initializer || tp == NULL || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ||
+        tp->tensor_type == NULL || tp->tensor_type->shape == NULL)
+      continue;
+    const Onnx__TensorShapeProto *sh = tp->tensor_type->shape;
+    for (size_t d = 0; d < sh->n_dim; d++) {
+      const Onnx__TensorShapeProto__Dimension *dim = sh->dim[d];
+      if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) continue;
+      if (*count < cap) {
+        sg_onnx_symbolic_dim *e = &out[*count];
+        snprintf(e->input, sizeof e->input, "%s", vi->name ? vi->name : "");
+        e->dim = (int)d;
+        snprintf(e->name, sizeof e->name, "%s",
+                 dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && dim->dim_param
+                     ? dim->dim_param
+                     : "");
+      }
+      (*count)++;
+    }
+  }
+}
+
+sg_status sg_onnx_symbolic_dims(const char *path, sg_onnx_symbolic_dim *out, size_t cap, size_t *count) {
+  if (path == NULL || count == NULL || (out == NULL && cap > 0))
+    return sg__error(SG_ERR_INVALID_ARG,
+                     "sg_onnx_symbolic_dims: NULL path or count, or NULL out with cap %zu", cap);
+  *count = 0;
+  const void *map;
+  size_t size;
+  SG_CHECK(sg__map_file(path, &map, &size));
+  static const uint8_t empty[1];
+  const uint8_t *data = map ? map : empty;
+  wire w = {data, size};
+  sg_status st = wire_check(&w, data, data + size, &onnx__model_proto__descriptor, 0);
+  pb_alloc alloc = {{pb_malloc, pb_free, NULL}, false};
+  alloc.a.allocator_data = &alloc;
+  Onnx__ModelProto *m = st == SG_OK ? onnx__model_proto__unpack(&alloc.a, size, data) : NULL;
+  if (st == SG_OK && m == NULL)
+    st = alloc.failed ? sg__error(SG_ERR_NO_MEMORY, "out of memory unpacking the model")
+                      : sg__error(SG_ERR_FORMAT, "malformed protobuf: protobuf-c cannot unpack the model");
+  if (st == SG_OK && m->graph == NULL) st = sg__error(SG_ERR_FORMAT, "the model has no graph");
+  if (st == SG_OK) list_symbolic(m->graph, out, cap, count);
+  if (m != NULL) protobuf_c_message_free_unpacked(&m->base, &alloc.a);
+  sg__unmap_file(map, size);
+  if (st != SG_OK) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", sg_last_error());
+    return sg__error(st, "%s: %s", path, msg);
+  }
+  return SG_OK;
+}
+
 sg_status sg_onnx_import(const char *path, const sg_onnx_params *p, sg_graph **out) {
   if (out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_onnx_import: out is NULL");
   *out = NULL;

@@ -194,10 +194,11 @@ sg_status sg_partition_create(const sg_graph *g, const sg_partition_params *para
   /* A part without an op is a device left idle: more parts than ops is a mistake, not a plan. */
   int32_t n_ops = sg_graph_num_ops(g);
   if (k > n_ops)
-    return sg__error(SG_ERR_RANGE,
-                     "sg_partition_create: %d parts for a graph of %d ops would leave %d parts empty; ask for at "
-                     "most %d",
-                     k, n_ops, k - n_ops, n_ops);
+    return sg__error(
+        SG_ERR_RANGE,
+        "sg_partition_create: %d parts for a graph of %d ops would leave %d parts empty; ask for at "
+        "most %d",
+        k, n_ops, k - n_ops, n_ops);
   sg__device *dev;
   SG_CHECK(sg__partition_devices(devices, k, &dev));
   sg__pmodel *model = sg__calloc(1, sizeof *model);

@@ -218,6 +218,26 @@ static void test_symbolic_batch(void **state) {
   g = import("mlp_eval.onnx", 7, 0);
   assert_int_equal(info_of(g, "logits").dims[0], 7);
   sg_graph_destroy(g);
+  /* Listed before importing: x's dim 0, named "batch" (dynamic_axes); initializers are not inputs here. */
+  sg_onnx_symbolic_dim sym[4];
+  size_t n = 99;
+  assert_int_equal(sg_onnx_symbolic_dims(onnx_path("mlp_eval.onnx"), sym, 4, &n), SG_OK);
+  assert_int_equal(n, 1);
+  assert_string_equal(sym[0].input, "x");
+  assert_int_equal(sym[0].dim, 0);
+  assert_string_equal(sym[0].name, "batch");
+  n = 99; /* count only */
+  assert_int_equal(sg_onnx_symbolic_dims(onnx_path("mlp_eval.onnx"), NULL, 0, &n), SG_OK);
+  assert_int_equal(n, 1);
+  /* A static model has none. */
+  assert_int_equal(sg_onnx_symbolic_dims(onnx_path("cnn_eval.onnx"), sym, 4, &n), SG_OK);
+  assert_int_equal(n, 0);
+  /* Bad arguments and files. */
+  assert_status(sg_onnx_symbolic_dims(NULL, sym, 4, &n), SG_ERR_INVALID_ARG, "NULL");
+  assert_status(sg_onnx_symbolic_dims(onnx_path("mlp_eval.onnx"), sym, 4, NULL), SG_ERR_INVALID_ARG, "NULL");
+  assert_status(sg_onnx_symbolic_dims(onnx_path("mlp_eval.onnx"), NULL, 4, &n), SG_ERR_INVALID_ARG, "cap");
+  assert_status(sg_onnx_symbolic_dims(onnx_path("no_such.onnx"), sym, 4, &n), SG_ERR_IO, "no_such.onnx");
+  assert_status(sg_onnx_symbolic_dims(onnx_path("mlp_x.f32"), sym, 4, &n), SG_ERR_FORMAT, "mlp_x.f32");
 }
 
 /* ---- the CNN ---------------------------------------------------------------- */
