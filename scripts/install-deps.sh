@@ -18,6 +18,7 @@ PACKAGES=(
   python3 python3-numpy python3-onnx python3-pytest python3-torch python3-torchvision
   openmpi-bin              # mpirun, for the launcher tests (dist_mpirun_np4)
   iproute2 procps          # ip netns/veth for the multi-host tests; ps, pkill
+  prometheus               # promtool and a server that scrapes an example's /metrics (check_metrics.sh)
 )
 
 missing=()
@@ -38,6 +39,15 @@ if [ "$(id -u)" -ne 0 ]; then
   sudo=(sudo)
 fi
 export DEBIAN_FRONTEND=noninteractive
+# No package here is wanted as a running service (prometheus would start a daemon on :9090): while
+# apt installs, a policy-rc.d that denies every start, unless the machine has one of its own.
+policy=/usr/sbin/policy-rc.d
+own_policy=0
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\n# scripts/install-deps.sh: start no service while it installs packages\nexit 101\n' |
+    "${sudo[@]}" tee "$policy" >/dev/null && "${sudo[@]}" chmod 755 "$policy" && own_policy=1
+  trap '[ $own_policy = 1 ] && "${sudo[@]}" rm -f "$policy"' EXIT
+fi
 "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
 "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 echo "install-deps: done"

@@ -60,6 +60,7 @@
 #include <sgrt/sgrt.h>
 
 #include "example_digest.h"
+#include "example_metrics.h"
 #include "example_opts.h"
 #include "resnet50_data.h"
 #include "resnet50_model.h"
@@ -67,6 +68,8 @@
 typedef struct options {
   int batch, res, steps, threads, classes, width, warmup, json, heartbeat_ms, dead_ms, no_heal;
   int pipeline, tensor, micro; /* > 1: sg_dist_create_model's modes */
+  int metrics_port;            /* 0: none (SG_METRICS_PORT gives the default) */
+  const char *metrics_file;
   double lr, bucket_mb;
   double repartition_p99_ms, repartition_cpu; /* pipeline: the profile's thresholds (0: the library's) */
   uint64_t seed;
@@ -81,8 +84,24 @@ static const char about[] =
 
 static int parse(int argc, char **argv, options *o) {
   const sg_dist_params lib = SG_DIST_PARAMS_INIT; /* the failure detector's defaults are the library's */
-  *o = (options){8,  64, 10, 1, 10,   64,   1,    0,    lib.heartbeat_ms, lib.dead_ms, 0, 1, 1, 1, 0.01,
-                 25, 0,  0,  1, NULL, NULL, NULL, "cpu"};
+  *o = (options){.batch = 8,
+                 .res = 64,
+                 .steps = 10,
+                 .threads = 1,
+                 .classes = 10,
+                 .width = 64,
+                 .warmup = 1,
+                 .heartbeat_ms = lib.heartbeat_ms,
+                 .dead_ms = lib.dead_ms,
+                 .pipeline = 1,
+                 .tensor = 1,
+                 .micro = 1,
+                 .lr = 0.01,
+                 .bucket_mb = 25,
+                 .seed = 1,
+                 .device = "cpu"};
+  o->metrics_port = example_metrics_env_port("resnet50_dist");
+  if (o->metrics_port < 0) return 2;
   /* The ranges are in the usage text and docs/examples.md. */
   const example_opt opts[] = {
       {"--batch", EXAMPLE_OPT_INT, &o->batch, 2, 65536,
@@ -118,6 +137,13 @@ static int parse(int argc, char **argv, options *o) {
       {"--device", EXAMPLE_OPT_STRING, &o->device, .arg = "cpu|cuda|cuda:N", .help = "where to train"},
       {"--repartition-p99-ms", EXAMPLE_OPT_DOUBLE, &o->repartition_p99_ms, -1, 3600000,
        .help = "pipeline: re-cut when a stage's p99 step time stays above it (0: 200, -1: never)"},
+      {"--metrics-file", EXAMPLE_OPT_STRING, &o->metrics_file, .arg = "FILE",
+       .help =
+           "rank 0 writes one JSON line per step to FILE (loss, images/s, compute and exposed communication, "
+           "health, recoveries)"},
+      {"--metrics-port", EXAMPLE_OPT_INT, &o->metrics_port, 0, 65535,
+       .help =
+           "rank 0 serves Prometheus metrics on http://HOST:PORT/metrics (0: none; default SG_METRICS_PORT)"},
       {"--repartition-cpu", EXAMPLE_OPT_DOUBLE, &o->repartition_cpu, 0, 1,
        .help = "pipeline: ... while its CPU use is above this fraction too (0: 0.85)"},
   };
@@ -266,6 +292,36 @@ static int fail(int rank, const char *what, sg_status st) {
   return 1;
 }
 
+/* One step's figures for --metrics-file and --metrics-port (example_metrics.h). */
+static void record_metrics(example_metrics *m, const sg_dist *d, const sg_dist_stats *st, int step,
+                           double images_per_s, double seconds) {
+  example_step e = {.step = step + 1,
+                    .loss = st->loss_mean,
+                    .images_per_s = images_per_s,
+                    .step_ms = 1e3 * seconds,
+                    .exposed_comm_ms = st->wait_ms,
+                    .allreduce_bytes = (double)st->gradient_bytes,
+                    .world = st->world_size,
+                    .healthy = st->healthy_ranks,
+                    .degraded = st->degraded_ranks,
+                    .recoveries = st->recoveries,
+                    .rto_ms = st->rto_ms};
+  const sg_health *h = sg_dist_health(d); /* NULL without healing: no per-peer figures then */
+  e.unreachable = h ? sg_health_count(h, SG_HEALTH_UNREACHABLE) : 0;
+  e.n_ranks = h ? sg_health_world_size(h) : 0;
+  if (e.n_ranks > EXAMPLE_METRICS_MAX_RANKS) e.n_ranks = EXAMPLE_METRICS_MAX_RANKS;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts); /* the clock the monitor's times are on */
+  int64_t now_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  for (int r = 0; r < e.n_ranks; r++) {
+    sg_health_peer p;
+    e.heartbeat_age_ms[r] = r != sg_health_self(h) && sg_health_peer_info(h, r, &p) == SG_OK
+                                ? (double)(now_ms - p.last_heard_ms)
+                                : -1;
+  }
+  example_metrics_step(m, &e);
+}
+
 int main(int argc, char **argv) {
   options o;
   int rc = parse(argc, argv, &o);
@@ -357,6 +413,10 @@ int main(int argc, char **argv) {
   double *repl = calloc((size_t)o.steps + 1, sizeof(double)); /* a healing pipeline's copies, or ZeRO-1's */
   if (snap == NULL || snap_wait == NULL || repl == NULL)
     return fail(rank, "allocating the data", SG_ERR_NO_MEMORY);
+  /* Metrics: written and served by the rank that starts as rank 0, for its whole run. */
+  example_metrics *metrics = NULL;
+  if (rank == 0 && example_metrics_open("resnet50_dist", o.metrics_file, o.metrics_port, &metrics) != 0)
+    return 2;
   int recoveries = 0, repartitions = 0, recut_step = -1; /* the first re-cut of a pipeline: after this step */
   double first_loss = NAN;                               /* of the first step this rank ran */
   for (int step = start; step < o.steps; step++) {
@@ -411,7 +471,9 @@ int main(int argc, char **argv) {
           step + 1, o.steps, stats.loss_mean, global_batch / times[step], stats.healthy_ranks, world,
           degraded, 1e3 * times[step], stats.comm_ms, stats.wait_ms, stats.snapshot_ms,
           stats.snapshot_wait_ms, healed);
+    if (metrics != NULL) record_metrics(metrics, d, &stats, step, global_batch / times[step], times[step]);
   }
+  example_metrics_close(metrics);
 
   /* Summary: medians over the steps after the warm-up. */
   int first = o.steps > o.warmup ? o.warmup : 0;

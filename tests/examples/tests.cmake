@@ -82,3 +82,11 @@ if(TARGET resnet50_dist)
                                                                    ENVIRONMENT "SG_COMM_TIMEOUT_MS=60000")
   endif()
 endif()
+# Watching a run: --metrics-port (promtool, and a Prometheus server that scrapes the job) and
+# --metrics-file on a 4-rank resnet50_dist job (check_metrics.sh; skips without prometheus).
+if(TARGET resnet50_dist)
+  add_test(NAME example_resnet50_dist_metrics
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_metrics.sh $<TARGET_FILE:sgrt_cli> $<TARGET_FILE:resnet50_dist>)
+  set_tests_properties(example_resnet50_dist_metrics PROPERTIES TIMEOUT 300 LABELS "examples;dist" SKIP_RETURN_CODE 77
+                       RUN_SERIAL TRUE)
+endif()
