@@ -223,7 +223,8 @@ static void expose(example_metrics *m, const example_step *s) {
   for (int r = 0; r < s->n_ranks && r < EXAMPLE_METRICS_MAX_RANKS; r++) {
     if (s->heartbeat_age_ms[r] < 0) continue;
     if (!any)
-      put(&t, "# HELP sgrt_heartbeat_age_seconds Time since this rank last heard from a peer (a heartbeat or a check-in).\n"
+      put(&t, "# HELP sgrt_heartbeat_age_seconds Time since this rank last heard from a peer (a heartbeat or "
+              "a check-in).\n"
               "# TYPE sgrt_heartbeat_age_seconds gauge\n");
     any = 1;
     put(&t, "sgrt_heartbeat_age_seconds{rank=\"%d\"} %.6f\n", r, s->heartbeat_age_ms[r] / 1e3);
