@@ -19,7 +19,21 @@ PACKAGES=(
   openmpi-bin              # mpirun, for the launcher tests (dist_mpirun_np4)
   iproute2 procps          # ip netns/veth for the multi-host tests; ps, pkill
   prometheus               # promtool and a server that scrapes an example's /metrics (check_metrics.sh)
+  python3-venv             # the virtual environment with tensorboard below
 )
+
+# Python packages Debian does not ship, from PyPI into a virtual environment of their own (never
+# into the system's Python): tensorboard, whose event reader checks the examples' --tensorboard files
+# (tests/examples/check_tensorboard.sh finds it here).
+PY_TOOLS=${XDG_CACHE_HOME:-$HOME/.cache}/sgrt/py-tools
+PY_PACKAGES=(tensorboard)
+py_tools() {
+  "$PY_TOOLS/bin/python" -c 'import tensorboard' 2>/dev/null && return 0
+  echo "install-deps: installing ${PY_PACKAGES[*]} into $PY_TOOLS (pip, from PyPI)"
+  /usr/bin/python3 -m venv --system-site-packages "$PY_TOOLS" &&
+    "$PY_TOOLS/bin/python" -m pip install -q --disable-pip-version-check "${PY_PACKAGES[@]}" ||
+    echo "install-deps: WARNING: could not install ${PY_PACKAGES[*]} (no PyPI?); the tests that need it skip" >&2
+}
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do
@@ -28,6 +42,7 @@ for pkg in "${PACKAGES[@]}"; do
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
+  py_tools
   echo "install-deps: all dependencies present"
   exit 0
 fi
@@ -50,4 +65,5 @@ if [ ! -e "$policy" ]; then
 fi
 "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
 "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+py_tools
 echo "install-deps: done"

@@ -3,6 +3,7 @@
  * a time and answers GET /metrics from a text snapshot rebuilt after each
  * step, so a slow scraper never holds up training. */
 #include "example_metrics.h"
+#include "example_tfevents.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -24,6 +25,7 @@ static const double bucket_le[] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
 
 struct example_metrics {
   FILE *file;
+  example_tfevents *tb;
   int listen_fd;
   pthread_t thread;
   int serving;
@@ -111,9 +113,10 @@ static void *serve(void *arg) {
   return NULL;
 }
 
-int example_metrics_open(const char *prog, const char *file, int port, example_metrics **out) {
+int example_metrics_open(const char *prog, const char *file, int port, const char *tensorboard_dir,
+                         example_metrics **out) {
   *out = NULL;
-  if (file == NULL && port == 0) return 0;
+  if (file == NULL && port == 0 && tensorboard_dir == NULL) return 0;
   example_metrics *m = calloc(1, sizeof *m);
   if (m == NULL) {
     fprintf(stderr, "%s: out of memory for the metrics\n", prog);
@@ -123,6 +126,12 @@ int example_metrics_open(const char *prog, const char *file, int port, example_m
   pthread_mutex_init(&m->mu, NULL);
   if (file != NULL && (m->file = fopen(file, "w")) == NULL) {
     fprintf(stderr, "%s: --metrics-file '%s': %s\n", prog, file, strerror(errno));
+    example_metrics_close(m);
+    return 2;
+  }
+  char err[4200];
+  if (tensorboard_dir != NULL && example_tfevents_open(tensorboard_dir, &m->tb, err, sizeof err) != 0) {
+    fprintf(stderr, "%s: --tensorboard: %s\n", prog, err);
     example_metrics_close(m);
     return 2;
   }
@@ -257,6 +266,23 @@ void example_metrics_step(example_metrics *m, const example_step *s) {
             s->allreduce_bytes, s->world, s->healthy, s->degraded, s->unreachable, s->recoveries);
     fflush(m->file);
   }
+  if (m->tb != NULL) {
+    static const char *const tags[] = {
+        "loss", "images_per_s", "step_ms", "compute_ms", "exposed_comm_ms", "healthy_ranks", "recoveries"};
+    double v[] = {s->loss,
+                  s->images_per_s,
+                  s->step_ms,
+                  fmax(0, s->step_ms - s->exposed_comm_ms),
+                  s->exposed_comm_ms,
+                  (double)s->healthy,
+                  (double)s->recoveries};
+    int first = isnan(s->loss) ? 1 : 0; /* no loss: the other scalars only */
+    if (example_tfevents_scalars(m->tb, s->step, tags + first, v + first, 7 - first) != 0) {
+      fprintf(stderr, "example: --tensorboard: a write failed; no more events\n");
+      example_tfevents_close(m->tb);
+      m->tb = NULL;
+    }
+  }
   if (m->serving) expose(m, s);
 }
 
@@ -270,6 +296,7 @@ void example_metrics_close(example_metrics *m) {
   }
   if (m->listen_fd >= 0) close(m->listen_fd);
   if (m->file != NULL) fclose(m->file);
+  example_tfevents_close(m->tb);
   pthread_mutex_destroy(&m->mu);
   free(m->text);
   free(m);

@@ -1,7 +1,8 @@
 /* Watching a training example while it runs (SPEC O4): one JSON line per step
- * in a file (--metrics-file F) and Prometheus text on http://HOST:PORT/metrics
+ * in a file (--metrics-file F), Prometheus text on http://HOST:PORT/metrics
  * (--metrics-port P, or SG_METRICS_PORT), served by a thread of its own from
- * the latest step's figures. docs/examples.md "Metrics" lists the names. */
+ * the latest step's figures, and TensorBoard scalars (--tensorboard DIR,
+ * example_tfevents.h). docs/examples.md "Metrics" lists the names. */
 #ifndef EXAMPLE_METRICS_H
 #define EXAMPLE_METRICS_H
 
@@ -28,11 +29,13 @@ typedef struct example_step {
 
 typedef struct example_metrics example_metrics;
 
-/* Opens the metrics file (NULL: none) and starts serving on port (0: none; it
- * says where on stderr). Returns 0, or 2 after saying what failed on stderr
- * (the file cannot be written, the port cannot be bound). *out NULL when
- * neither was asked for. */
-int example_metrics_open(const char *prog, const char *file, int port, example_metrics **out);
+/* Opens the metrics file (NULL: none), the TensorBoard event file in
+ * tensorboard_dir (NULL: none) and starts serving on port (0: none; it says
+ * where on stderr). Returns 0, or 2 after saying what failed on stderr (a
+ * file cannot be written, the port cannot be bound). *out NULL when none was
+ * asked for. */
+int example_metrics_open(const char *prog, const char *file, int port, const char *tensorboard_dir,
+                         example_metrics **out);
 /* Records a step: a line in the file (flushed), and the figures served from now on. NULL: nothing. */
 void example_metrics_step(example_metrics *m, const example_step *s);
 /* Stops serving and closes the file. Accepts NULL. */

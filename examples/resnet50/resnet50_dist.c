@@ -69,7 +69,7 @@ typedef struct options {
   int batch, res, steps, threads, classes, width, warmup, json, heartbeat_ms, dead_ms, no_heal;
   int pipeline, tensor, micro; /* > 1: sg_dist_create_model's modes */
   int metrics_port;            /* 0: none (SG_METRICS_PORT gives the default) */
-  const char *metrics_file;
+  const char *metrics_file, *tensorboard;
   double lr, bucket_mb;
   double repartition_p99_ms, repartition_cpu; /* pipeline: the profile's thresholds (0: the library's) */
   uint64_t seed;
@@ -141,6 +141,9 @@ static int parse(int argc, char **argv, options *o) {
        .help =
            "rank 0 writes one JSON line per step to FILE (loss, images/s, compute and exposed communication, "
            "health, recoveries)"},
+      {"--tensorboard", EXAMPLE_OPT_STRING, &o->tensorboard, .arg = "DIR",
+       .help = "rank 0 writes TensorBoard scalars (loss, images/s, step time split, health) to an event file "
+               "in DIR"},
       {"--metrics-port", EXAMPLE_OPT_INT, &o->metrics_port, 0, 65535,
        .help =
            "rank 0 serves Prometheus metrics on http://HOST:PORT/metrics (0: none; default SG_METRICS_PORT)"},
@@ -415,7 +418,8 @@ int main(int argc, char **argv) {
     return fail(rank, "allocating the data", SG_ERR_NO_MEMORY);
   /* Metrics: written and served by the rank that starts as rank 0, for its whole run. */
   example_metrics *metrics = NULL;
-  if (rank == 0 && example_metrics_open("resnet50_dist", o.metrics_file, o.metrics_port, &metrics) != 0)
+  if (rank == 0 &&
+      example_metrics_open("resnet50_dist", o.metrics_file, o.metrics_port, o.tensorboard, &metrics) != 0)
     return 2;
   int recoveries = 0, repartitions = 0, recut_step = -1; /* the first re-cut of a pipeline: after this step */
   double first_loss = NAN;                               /* of the first step this rank ran */

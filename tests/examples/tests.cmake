@@ -90,3 +90,10 @@ if(TARGET resnet50_dist)
   set_tests_properties(example_resnet50_dist_metrics PROPERTIES TIMEOUT 300 LABELS "examples;dist" SKIP_RETURN_CODE 77
                        RUN_SERIAL TRUE)
 endif()
+# TensorBoard scalars, read back by the tensorboard package's reader (check_tensorboard.sh; skips without it).
+if(TARGET resnet50_dist)
+  add_test(NAME example_resnet50_dist_tensorboard
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_tensorboard.sh $<TARGET_FILE:sgrt_cli> $<TARGET_FILE:resnet50_dist>)
+  set_tests_properties(example_resnet50_dist_tensorboard PROPERTIES TIMEOUT 300 LABELS "examples;dist"
+                       SKIP_RETURN_CODE 77)
+endif()
