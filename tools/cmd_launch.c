@@ -7,6 +7,8 @@
  * first failure's exit status, or (--heal, --inject) lets the others go on;
  * --restart-failed restarts a failed rank (with --heal as a joiner of the
  * running job, SG_REJOIN=1). */
+#define _GNU_SOURCE /* dladdr */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -156,6 +158,11 @@ static int spawn(rank_proc *p, int rank, int n, const char *port, const char *to
     setenv("SG_JOB_TOKEN", token, 1);
     setenv("SG_STORE_EXTERNAL", "1", 1); /* this launcher hosts the store */
     if (opt_inject != NULL) setenv("SG_INJECT", opt_inject, 1);
+    /* Python ranks load the library this launcher runs on (python/sgrt/_lib.py), unless told otherwise. */
+    Dl_info lib;
+    if (getenv("SGRT_LIBRARY") == NULL && dladdr((void *)sg_version, &lib) != 0 && lib.dli_fname != NULL &&
+        strstr(lib.dli_fname, "libsgrt.so") != NULL)
+      setenv("SGRT_LIBRARY", lib.dli_fname, 1);
     if (rejoin) setenv("SG_REJOIN", "1", 1);
     else unsetenv("SG_REJOIN"); /* the first incarnations start the job */
     /* A healing job destroys communicators whose peers died mid-transfer,

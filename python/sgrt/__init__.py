@@ -20,15 +20,18 @@ The shared library is found through $SGRT_LIBRARY, the repository's build tree
 (build/src/libsgrt.so) or the system loader.
 """
 
-from ._errors import Error
+from ._errors import (Error, InvalidArgumentError, DtypeError, FormatError, NotFoundError, FileError,
+                      MissingFileError, OutOfMemoryError, WaitTimeoutError, CommError, DeniedError, UnsupportedError,
+                      RuntimeFailure)
 from . import _lib
 from ._dtypes import BF16, BOOL, F16, F32, I32, I64, U8
 from .graph import Graph, Op, Tensor
-from .session import ALIGNMENT, Session, aligned, aligned_empty
+from .session import ALIGNMENT, ConversionWarning, Session, aligned, aligned_empty
 from .cache import cache_clear, cache_entry, cache_info, cache_list
 
 __all__ = [
-    "Error", "Graph", "Tensor", "Op", "Session", "aligned", "aligned_empty", "ALIGNMENT", "version",
+    "Error", "InvalidArgumentError", "DtypeError", "FormatError", "NotFoundError", "FileError", "MissingFileError",
+    "OutOfMemoryError", "WaitTimeoutError", "CommError", "DeniedError", "UnsupportedError", "RuntimeFailure", "Graph", "Tensor", "Op", "Session", "ConversionWarning", "aligned", "aligned_empty", "ALIGNMENT", "version",
     "library_path", "has_onnx", "set_log_level", "cache_info", "cache_list", "cache_entry", "cache_clear",
     "F32", "F16", "BF16", "I32", "I64", "U8", "BOOL", "STATUS",
 ]

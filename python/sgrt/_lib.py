@@ -1,9 +1,13 @@
 """Loading libsgrt and declaring the C functions the shim calls (ctypes only).
 
 The library is looked up, in order:
-  1. the path in the environment variable SGRT_LIBRARY;
-  2. the build tree of the repository this package sits in (build/src/libsgrt.so);
-  3. the system loader (libsgrt.so.0, then libsgrt.so; LD_LIBRARY_PATH, ld.so.cache).
+  1. the path in the environment variable SGRT_LIBRARY (`sgrt launch` sets it to its own
+     library for the ranks it starts, unless it is set);
+  2. the path recorded at install time in _libpath.py (`cmake --install` writes it);
+  3. the build tree of the repository this package sits in (build/src/libsgrt.so);
+  4. beside the `sgrt` tool found on PATH: PREFIX/lib*/libsgrt.so.0 of an installed tool, or
+     build/src/libsgrt.so of a build tree's build/tools/sgrt;
+  5. the system loader (libsgrt.so.0, then libsgrt.so; LD_LIBRARY_PATH, ld.so.cache).
 
 Every prototype is declared here with argtypes and restype, and the C structs
 are mirrored with ctypes.Structure. Params structs are always initialised by
@@ -13,7 +17,7 @@ the library's own sg_X_params_init() so their `size` field is right.
 import ctypes
 import os
 
-from ._errors import Error
+from ._errors import Error, make as _make_error
 
 c_int = ctypes.c_int
 c_int32 = ctypes.c_int32
@@ -217,11 +221,32 @@ class sg_onnx_params(ctypes.Structure):
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def _beside_tool():
+    """Where the library of the `sgrt` tool on PATH is: an install prefix's lib*/, or a build tree's src/."""
+    import glob
+    import shutil
+    tool = shutil.which("sgrt")
+    if tool is None:
+        return []
+    bindir = os.path.dirname(os.path.realpath(tool))
+    up = os.path.dirname(bindir)
+    return sorted(glob.glob(os.path.join(up, "lib*", "libsgrt.so.0")) + glob.glob(os.path.join(up, "lib", "*", "libsgrt.so.0"))) + [
+        os.path.join(up, "src", "libsgrt.so")]
+
+
 def _candidates():
     env = os.environ.get("SGRT_LIBRARY")
     if env:
         return [env], True
-    return [os.path.join(_REPO, "build", "src", "libsgrt.so"), "libsgrt.so.0", "libsgrt.so"], False
+    names = []
+    try:
+        from . import _libpath  # written by cmake --install
+        names.append(_libpath.LIBRARY)
+    except ImportError:
+        pass
+    names.append(os.path.join(_REPO, "build", "src", "libsgrt.so"))
+    names += _beside_tool()
+    return names + ["libsgrt.so.0", "libsgrt.so"], False
 
 
 def _load():
@@ -235,8 +260,9 @@ def _load():
         except OSError as e:
             tried.append("%s (%s)" % (name, e))
     raise ImportError(
-        "sgrt: cannot load libsgrt: tried " + "; ".join(tried or names) + ". Build it (cmake --build build) or set "
-        "SGRT_LIBRARY to the path of libsgrt.so"
+        "sgrt: cannot load libsgrt: tried " + "; ".join(tried or names) + ". Build it (cmake --build build) and "
+        "install it (cmake --install build), put its sgrt tool on PATH, or set SGRT_LIBRARY to the path of "
+        "libsgrt.so"
     )
 
 
@@ -378,6 +404,7 @@ _OPTIONAL = {
     "sg_onnx_params_init": (sg_onnx_params, []),
     "sg_onnx_import": (c_int, [c_char_p, POINTER(sg_onnx_params), POINTER(G)]),
     "sg_onnx_import_from_memory": (c_int, [c_void_p, c_size_t, POINTER(sg_onnx_params), POINTER(G)]),
+    "sg_onnx_symbolic_dims": (c_int, [c_char_p, c_void_p, c_size_t, POINTER(c_size_t)]),
 }
 
 
@@ -426,7 +453,7 @@ def last_error():
 def raise_error(status, fallback=""):
     """Raises sgrt.Error for a failed call, with the C message of this thread."""
     msg = last_error() or fallback
-    raise Error(status, status_name(status), msg)
+    raise _make_error(status, status_name(status), msg)
 
 
 def check(status, fallback=""):
@@ -437,7 +464,7 @@ def check(status, fallback=""):
 def error(code_name, message):
     """An Error raised by the shim itself (bad Python argument), with a status
     from the C enum so callers can treat it like one from the library."""
-    return Error(STATUS[code_name], code_name, message)
+    return _make_error(STATUS[code_name], code_name, message)
 
 
 # The status values of include/sgrt/status.h, read from the library itself so

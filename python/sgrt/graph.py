@@ -246,19 +246,37 @@ class Graph(Closeable):
             params.training = 1 if training else 0
         return params
 
+    @staticmethod
+    def _onnx_by_content(p):
+        """Whether a file not named .onnx is an ONNX model, as `sgrt` decides: one without the .sgg
+        magic that parses as ONNX (a file that cannot be read goes to sg_graph_load, which says why)."""
+        try:
+            with open(p, "rb") as f:
+                head = f.read(4)
+        except OSError:
+            return False
+        if head == b"\x89SGG" or not _lib.has("sg_onnx_symbolic_dims"):  # the .sgg magic's first 4 bytes
+            return False
+        n = ctypes.c_size_t()
+        ok = fn.sg_onnx_symbolic_dims(p, None, 0, ctypes.byref(n)) == 0
+        fn.sg_clear_error()
+        return ok
+
     @classmethod
     def load(cls, path, batch=None, training=None):
         """Loads a graph file.
 
         `.sgg` files go through sg_graph_load (validated, finalized, weights
-        mapped from the file). `.onnx` files go through sg_onnx_import: `batch`
+        mapped from the file). ONNX models (named .onnx, or any file without the
+        .sgg magic that parses as ONNX, as the sgrt tool decides) go through
+        sg_onnx_import: `batch`
         is the value of a symbolic (batch) dim; `training` True imports batch
         norm and dropout in training form (batch statistics, running statistics
         updated), False in inference form, None (default) as exported.
         """
         p = _lib.fspath(path)
         out = ctypes.c_void_p()
-        if p.lower().endswith(b".onnx"):
+        if p.lower().endswith(b".onnx") or cls._onnx_by_content(p):
             params = cls._onnx_params(batch, training)
             fn.sg_clear_error()
             _lib.check(fn.sg_onnx_import(p, ctypes.byref(params), ctypes.byref(out)))
@@ -479,7 +497,7 @@ class Graph(Closeable):
         msg = _lib.last_error()
         if not msg and self._sticky is not None:
             msg = "the graph has an earlier builder error: " + self._sticky.message
-        err = _lib.Error(status, _lib.status_name(status), msg)
+        err = _lib._make_error(status, _lib.status_name(status), msg)
         if self._sticky is None and fn.sg_graph_status(self._ptr()) != 0:
             self._sticky = err
         raise err
@@ -488,7 +506,7 @@ class Graph(Closeable):
         p = self._ptr()
         if self._sticky is not None:
             e = self._sticky
-            raise _lib.Error(e.status, e.code, "the graph has an earlier builder error: " + e.message)
+            raise _lib._make_error(e.status, e.code, "the graph has an earlier builder error: " + e.message)
         fn.sg_clear_error()
         return p
 

@@ -1,6 +1,7 @@
 """sgrt.Session: a graph compiled for one device, run step after step."""
 
 import ctypes
+import warnings
 
 import numpy as np
 
@@ -11,6 +12,10 @@ from ._lib import fn
 from .graph import Graph, _tensor_info
 
 ALIGNMENT = 64  # what sg_session_bind_input needs (SG__SLOT_ALIGN)
+
+
+class ConversionWarning(UserWarning):
+    """An input was converted to the tensor's dtype (float64 given for an f32 input)."""
 
 
 def aligned_empty(shape, dtype=np.float32, alignment=ALIGNMENT):
@@ -127,10 +132,16 @@ class Session(Closeable):
     def _describe(info):
         return "%s %s" % (D.NAMES.get(info.dtype, "?"), list(info.dims[i] for i in range(info.ndim)))
 
-    def _input_array(self, what, name, value):
+    def _input_array(self, what, name, value, convert=True):
         info = self._lookup(name)
         if isinstance(value, np.ndarray):
             arr = value
+            # numpy's default float64 for an f32 input: converted, with a warning (it costs a copy and
+            # rounds), rather than refused. bind_input cannot convert (it keeps the caller's memory).
+            if convert and info is not None and info.dtype == D.F32 and arr.dtype == np.float64:
+                warnings.warn("%s: input '%s' is f32; the float64 array given is converted (a copy, rounded to "
+                              "float32; pass float32 to avoid it)" % (what, name), ConversionWarning, stacklevel=4)
+                arr = arr.astype(np.float32)
         elif info is not None:
             arr = np.asarray(value, dtype=D.NUMPY[info.dtype])
         else:
@@ -166,7 +177,7 @@ class Session(Closeable):
         if not isinstance(array, np.ndarray):
             raise _lib.error("SG_ERR_INVALID_ARG", "sg_session_bind_input: input '%s': bind a numpy array, not %s"
                              % (name, type(array).__name__))
-        arr, code = self._input_array("sg_session_bind_input", name, array)
+        arr, code = self._input_array("sg_session_bind_input", name, array, convert=False)
         if not arr.flags.c_contiguous:
             raise _lib.error("SG_ERR_INVALID_ARG", "sg_session_bind_input: input '%s': the array is not C-contiguous, "
                              "so it cannot be used without a copy (use set_input, or np.ascontiguousarray first)"
@@ -187,18 +198,23 @@ class Session(Closeable):
 
     def step(self, inputs=None):
         """One training step (forward, backward, update). `inputs`: an optional
-        {name: array} given to set_input first."""
+        {name: array} given to set_input first. Returns the graph's outputs
+        after the step, {name: numpy array} (copies, as outputs() gives)."""
         self._set_inputs(inputs)
         s = self._ptr()
         fn.sg_clear_error()
         _lib.check(fn.sg_session_step(s))
+        return self.outputs()
 
     def forward(self, inputs=None):
-        """An evaluation pass (batch norm on running statistics, no updates)."""
+        """An evaluation pass (batch norm on running statistics, no updates).
+        Returns the graph's outputs, {name: numpy array}, as ONNX Runtime's
+        run() returns its outputs."""
         self._set_inputs(inputs)
         s = self._ptr()
         fn.sg_clear_error()
         _lib.check(fn.sg_session_forward(s))
+        return self.outputs()
 
     def read(self, name):
         """A copy of a tensor's current value (parameter, state, optimizer state,

@@ -79,6 +79,33 @@ echo "$out"
 [ "$(libsgrt_dir "$work/tree/consumer_shared")" = "$(readlink -f "$(dirname "$(find "$build/src" -maxdepth 1 -name 'libsgrt.so' | head -1)")")" ] ||
   fail "the build-tree consumer does not use the build tree's libsgrt.so: $(ldd "$work/tree/consumer_shared" | grep sgrt)"
 
+step "the Python package: cmake --install's, and pip install ./python"
+repo=$(cd "$consumer_src/../../.." && pwd)
+if [[ $extra_flags == *-fsanitize* ]]; then
+  # Python cannot load a sanitizer build's library (its runtime must come first): the plain build checks this.
+  echo "(skipped in a sanitizer build)"
+else
+pyd=$prefix/$libdir/python3/dist-packages
+got=$(cd "$work" && env -u SGRT_LIBRARY PYTHONPATH="$pyd" /usr/bin/python3 -c 'import sgrt; print(sgrt.library_path)') ||
+  fail "import sgrt from $pyd"
+[ "$(readlink -f "$got")" = "$(readlink -f "$prefix/$libdir/libsgrt.so.0")" ] ||
+  fail "the installed package loads $got, not the installed library"
+echo "cmake --install: import sgrt loads $got"
+/usr/bin/python3 -m venv --system-site-packages "$work/venv" || fail "python3 -m venv (python3-venv)"
+"$work/venv/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation "$repo/python" \
+  >"$work/pip.log" 2>&1 || { cat "$work/pip.log"; fail "pip install ./python"; }
+[ ! -e "$repo/python/sgrt.egg-info" ] || rm -rf "$repo/python/sgrt.egg-info" "$repo/python/build"
+# Found beside the sgrt tool on PATH, and under sgrt launch (which passes its own library on).
+got=$(cd "$work" && env -u SGRT_LIBRARY PATH="$prefix/bin:$PATH" "$work/venv/bin/python" -c \
+  'import sgrt; print(sgrt.library_path)') || fail "import sgrt after pip install"
+[ "$(readlink -f "$got")" = "$(readlink -f "$prefix/$libdir/libsgrt.so.0")" ] || fail "pip's sgrt loads $got"
+out=$(cd "$work" && env -u SGRT_LIBRARY "$prefix/bin/sgrt" launch -n 2 -- "$work/venv/bin/python" -c \
+  'import os, sgrt; print(os.environ["RANK"], os.path.realpath(sgrt.library_path))') || fail "sgrt launch of pip's sgrt"
+[ "$(sort <<<"$out" | awk '{print $2}' | sort -u)" = "$(readlink -f "$prefix/$libdir/libsgrt.so.0")" ] ||
+  fail "under sgrt launch, pip's sgrt loads: $out"
+echo "pip install ./python: import sgrt loads the installed library (beside the tool; under sgrt launch)"
+fi
+
 step "installed sgrt CLI"
 unset LD_LIBRARY_PATH
 [ "$(libsgrt_dir "$prefix/bin/sgrt")" = "$libs" ] ||

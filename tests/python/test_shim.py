@@ -320,7 +320,10 @@ def test_errors_carry_code_and_message(tmp_path):
     e = expect_error("SG_ERR_SHAPE", s.set_input, "x", np.zeros((N + 1, F), np.float32))
     assert "'x'" in e.message and "[8,12]" in e.message and "[9,12]" in e.message
     expect_error("SG_ERR_DTYPE", s.set_input, "y", y.astype(np.int32), match="'y'")
-    expect_error("SG_ERR_DTYPE", s.set_input, "x", x.astype(np.float64), match="float64")
+    # float64 for an f32 input: converted, with a ConversionWarning (numpy's default dtype); an int32 array
+    # for an i64 input stays an error (above).
+    with pytest.warns(sgrt.ConversionWarning, match="float64"):
+        s.set_input("x", x.astype(np.float64))
     # Unknown names, and a tensor that is not an input.
     expect_error("SG_ERR_NOT_FOUND", s.set_input, "nope", x, match="'nope'")
     expect_error("SG_ERR_NOT_FOUND", s.read, "nope", match="'nope'")
@@ -374,6 +377,66 @@ def test_errors_carry_code_and_message(tmp_path):
     g.close()
     expect_error("SG_ERR_STATE", g.finalize, match="closed")
     expect_error("SG_ERR_STATE", sgrt.Session, g, match="closed")
+
+
+def test_errors_are_the_builtin_exceptions_too(tmp_path):
+    """Each status is also the Python exception a caller expects (and pickles as itself)."""
+    import pickle
+    w = mlp_weights()
+    g = build_mlp(w, "sgd", momentum=0.9)
+    with sgrt.Session(g) as s:
+        x, y = batch()
+        with pytest.raises(ValueError) as ei:  # SG_ERR_SHAPE
+            s.set_input("x", np.zeros((N + 1, F), np.float32))
+        assert isinstance(ei.value, sgrt.InvalidArgumentError) and ei.value.code == "SG_ERR_SHAPE"
+        with pytest.raises(TypeError) as ei:  # SG_ERR_DTYPE
+            s.set_input("y", y.astype(np.int32))
+        assert isinstance(ei.value, sgrt.DtypeError) and isinstance(ei.value, sgrt.Error)
+        with pytest.raises(LookupError) as ei:  # SG_ERR_NOT_FOUND
+            s.read("nope")
+        assert isinstance(ei.value, sgrt.NotFoundError)
+        e2 = pickle.loads(pickle.dumps(ei.value))
+        assert type(e2) is sgrt.NotFoundError and (e2.status, e2.code, e2.message) == (
+            ei.value.status, ei.value.code, ei.value.message)
+    with pytest.raises(FileNotFoundError) as ei:  # SG_ERR_IO, no such file
+        sgrt.Graph.load(str(tmp_path / "missing.sgg"))
+    assert isinstance(ei.value, sgrt.MissingFileError) and isinstance(ei.value, sgrt.FileError)
+    assert ei.value.code == "SG_ERR_IO"
+    bad = tmp_path / "bad.sgg"
+    bad.write_bytes(b"not a graph at all" * 10)
+    with pytest.raises(ValueError) as ei:  # SG_ERR_FORMAT
+        sgrt.Graph.load(str(bad))
+    assert isinstance(ei.value, sgrt.FormatError)
+    with pytest.raises(RuntimeError) as ei:  # SG_ERR_STATE
+        sgrt.Session(g, compile=False).step()
+    assert isinstance(ei.value, sgrt.RuntimeFailure) and ei.value.code == "SG_ERR_STATE"
+    g.close()
+
+
+def test_forward_and_step_return_the_outputs():
+    """forward() and step() return {name: array} of the graph outputs, as ONNX Runtime's run() does."""
+    w = mlp_weights()
+    g = build_mlp(w, "sgd", momentum=0.9)
+    x, y = batch()
+    with sgrt.Session(g, threads=1) as s:
+        out = s.forward({"x": x, "y": y, "lr": 0.0})
+        assert set(out) == set(s.outputs()) and "logits" in out
+        ref = numpy_mlp(w, x, y)
+        assert rel_err(out["logits"], ref[0]) <= 1e-5
+        after = s.step({"x": x, "y": y, "lr": 0.1})
+        assert set(after) == set(out) and isinstance(after["loss"], np.ndarray)
+        np.testing.assert_array_equal(after["loss"], s.read("loss"))
+
+
+def test_load_recognises_onnx_by_content(tmp_path):
+    """A model not named .onnx is imported as ONNX when it is not .sgg, as the sgrt tool does."""
+    if not sgrt.has_onnx():
+        pytest.skip("no ONNX importer in this libsgrt")
+    src = os.path.join(os.path.dirname(__file__), "..", "data", "onnx", "cnn_eval.onnx")
+    dst = tmp_path / "model.bin"
+    dst.write_bytes(open(src, "rb").read())
+    a, b = sgrt.Graph.load(src), sgrt.Graph.load(str(dst))
+    assert a.hash() == b.hash()
 
 
 def test_error_is_exception_with_fields():
