@@ -28,10 +28,11 @@ from ._dtypes import BF16, BOOL, F16, F32, I32, I64, U8
 from .graph import Graph, Op, Tensor
 from .session import ALIGNMENT, ConversionWarning, Session, aligned, aligned_empty
 from .cache import cache_clear, cache_entry, cache_info, cache_list
+from .dist import Dist
 
 __all__ = [
     "Error", "InvalidArgumentError", "DtypeError", "FormatError", "NotFoundError", "FileError", "MissingFileError",
-    "OutOfMemoryError", "WaitTimeoutError", "CommError", "DeniedError", "UnsupportedError", "RuntimeFailure", "Graph", "Tensor", "Op", "Session", "ConversionWarning", "aligned", "aligned_empty", "ALIGNMENT", "version",
+    "OutOfMemoryError", "WaitTimeoutError", "CommError", "DeniedError", "UnsupportedError", "RuntimeFailure", "Graph", "Tensor", "Op", "Session", "Dist", "ConversionWarning", "aligned", "aligned_empty", "ALIGNMENT", "version",
     "library_path", "has_onnx", "set_log_level", "cache_info", "cache_list", "cache_entry", "cache_clear",
     "F32", "F16", "BF16", "I32", "I64", "U8", "BOOL", "STATUS",
 ]

@@ -28,3 +28,9 @@ if(TARGET sgrt_cli AND NOT TEST cli_run)
                                 ${PROJECT_SOURCE_DIR}/tests/data)
   set_tests_properties(cli_run PROPERTIES TIMEOUT 120 LABELS cli)
 endif()
+# sgrt.Dist from Python: examples/python/train_dist.py under sgrt launch (check_train_dist.sh).
+if(NOT SG_SANITIZE AND TARGET sgrt_cli)
+  add_test(NAME python_train_dist_np4
+           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/check_train_dist.sh $<TARGET_FILE:sgrt_cli> ${_sg_py})
+  set_tests_properties(python_train_dist_np4 PROPERTIES TIMEOUT 300 LABELS "python;dist" ENVIRONMENT "${_sg_py_env}")
+endif()

@@ -1,0 +1,120 @@
+#!/usr/bin/python3
+"""Data-parallel training of an MLP from Python (docs/python.md "Distributed training").
+
+Run one process per rank, with sgrt's launcher or torchrun-style variables:
+
+    sgrt launch -n 4 -- /usr/bin/python3 examples/python/train_dist.py --steps 20
+    RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 python3 train_dist.py &  # and RANK=1
+
+Each step's global batch (--batch samples, from a fixed generated dataset) is split into one shard
+per original rank; the feed callback sets a shard's inputs, so the job heals around a lost rank (its
+shard is run by the others: the same global batch, the same parameters). Rank 0 prints one line per
+step on stderr and, with --json, one JSON object on stdout at the end (params_hash as the C examples).
+"""
+
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+
+try:
+    import sgrt
+except ImportError:  # not installed (pip install ./python): the package of the repository this example is in
+    import os.path
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+    import sgrt
+
+FEATURES, HIDDEN, CLASSES = 16, 32, 4
+
+
+def build(batch_per_shard, seed=0, lr_default=None):
+    """The training graph of one shard: linear-relu-linear, mean cross entropy, SGD with momentum."""
+    rng = np.random.default_rng(seed)
+    g = sgrt.Graph()
+    x = g.input("x", "f32", (batch_per_shard, FEATURES))
+    y = g.input("y", "i64", (batch_per_shard,))
+    lr = g.input("lr", "f32", ())
+    w1 = g.parameter("fc1.weight", (rng.standard_normal((HIDDEN, FEATURES)) / np.sqrt(FEATURES)).astype(np.float32))
+    b1 = g.parameter("fc1.bias", np.zeros(HIDDEN, np.float32))
+    w2 = g.parameter("fc2.weight", (rng.standard_normal((CLASSES, HIDDEN)) / np.sqrt(HIDDEN)).astype(np.float32))
+    b2 = g.parameter("fc2.bias", np.zeros(CLASSES, np.float32))
+    logits = g.mark_output(g.linear(g.relu(g.linear(x, w1, b1)), w2, b2), "logits")
+    loss = g.mark_output(g.cross_entropy(logits, y), "loss")
+    g.backward(loss)
+    g.add_sgd(lr, momentum=0.9)
+    g.finalize()
+    return g
+
+
+def global_batch(step, batch, seed=0):
+    """Step `step`'s global batch: samples of a fixed task (the class is the argmax of a projection)."""
+    rng = np.random.default_rng([seed, step])
+    proj = np.random.default_rng(seed + 1000).standard_normal((FEATURES, CLASSES))
+    x = rng.standard_normal((batch, FEATURES)).astype(np.float32)
+    y = (x.astype(np.float64) @ proj).argmax(axis=1).astype(np.int64)
+    return x, y
+
+
+def shard_of(step, shard, n_shards, batch, seed=0):
+    x, y = global_batch(step, batch, seed)
+    per = batch // n_shards
+    return x[shard * per:(shard + 1) * per], y[shard * per:(shard + 1) * per]
+
+
+def train(steps, batch, lr, threads=1, seed=0, quiet=False):
+    """Trains on every rank of the job; returns the Dist's last stats and the params hash."""
+    import os
+    world = int(os.environ.get("SG_WORLD_SIZE") or os.environ.get("WORLD_SIZE") or 1)
+    if batch % world:
+        raise SystemExit("train_dist.py: --batch %d is not a multiple of the %d ranks" % (batch, world))
+    g = build(batch // world, seed)
+
+    def feed(d, step, shard, n_shards):
+        x, y = shard_of(step, shard, n_shards, batch, seed)
+        d.set_input("x", x)
+        d.set_input("y", y)
+        d.set_input("lr", np.float32(lr))
+
+    with sgrt.Dist(g, feed=feed, threads=threads, seed=seed) as d:
+        t0 = time.perf_counter()
+        for step in range(steps):
+            st = d.step()
+            if d.rank == 0 and not quiet:
+                print("step %d/%d  loss %.4f  %.0f samples/s  healthy %d/%d" % (
+                    step + 1, steps, st["loss_mean"], batch / (st["step_ms"] / 1e3), st["healthy_ranks"], world),
+                    file=sys.stderr)
+        seconds = time.perf_counter() - t0
+        params = {n: d.read(n) for n in ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias")}
+        return d.rank, d.size, st, d.params_hash(), params, seconds
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--steps", type=int, default=20, help="training steps (default 20)")
+    ap.add_argument("--batch", type=int, default=64, help="global batch, split over the ranks (default 64)")
+    ap.add_argument("--lr", type=float, default=0.05, help="learning rate (default 0.05)")
+    ap.add_argument("--threads", type=int, default=1, help="compute threads per rank (default 1)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the weights and the data (default 0)")
+    ap.add_argument("--json", action="store_true", help="rank 0 prints one JSON object on stdout at the end")
+    ap.add_argument("--save-params", metavar="FILE", help="rank 0 saves the final parameters (numpy .npz)")
+    a = ap.parse_args()
+    if a.steps < 1 or a.batch < 1 or not a.lr > 0 or a.threads < 0:
+        ap.error("--steps and --batch must be positive, --lr > 0, --threads >= 0")
+    rank, size, st, h, params, seconds = train(a.steps, a.batch, a.lr, a.threads, a.seed)
+    if rank == 0 and a.save_params:
+        np.savez(a.save_params, **params)
+    if rank == 0:
+        summary = {"example": "train_dist.py", "world_size": size, "steps": a.steps, "batch": a.batch,
+                   "final_loss": st["loss_mean"], "recoveries": st["recoveries"], "params_hash": h,
+                   "seconds": seconds}
+        if a.json:
+            print(json.dumps(summary))
+        else:
+            print("done: %d ranks, %d steps, final loss %.4f, params_hash %s" % (size, a.steps, st["loss_mean"], h))
+
+
+if __name__ == "__main__":
+    main()
