@@ -93,7 +93,7 @@ for _name, (_restype, _argtypes) in _PROTOTYPES.items():
     setattr(fn, _name, _f)
 
 _HEALTH_STATES = {0: "healthy", 1: "degraded", 2: "unreachable"}
-_OPTIMIZERS = {"sgd": 0, "adamw": 1}  # SG_DIST_OPT_SGD, SG_DIST_OPT_ADAMW
+_OPTIMIZERS = {"sgd": 1, "adamw": 2}  # SG_DIST_OPT_SGD, SG_DIST_OPT_ADAMW
 
 
 class Dist(Closeable):

@@ -5,7 +5,9 @@
 #     on each step's whole global batch (the MLP has no batch norm: the mean of the shards' mean
 #     gradients is the global batch's);
 #   - with rank 2 killed at step 4 (`--inject`, a build with fault injection), the 3 others heal and
-#     end with the failure-free run's parameters (within 1e-5), one recovery.
+#     end with the failure-free run's parameters (within 1e-5), one recovery;
+#   - sgrt.Dist.model as a 2-stage pipeline and as a 2-way tensor group matches one process step by
+#     step (tests/python/dist_model_check.py).
 # usage: check_train_dist.sh SGRT PYTHON
 set -euo pipefail
 sgrt=$1 py=$2
@@ -56,3 +58,7 @@ else
   cat "$work/herr" >&2
   fail "the run with rank 2 killed failed"
 fi
+for mode in pp tp; do
+  "$sgrt" launch -n 2 -- "$py" "$here/dist_model_check.py" $mode >"$work/m.out" 2>&1 || { cat "$work/m.out" >&2; fail "Dist.model $mode"; }
+  grep "Dist.model" "$work/m.out"
+done
