@@ -6,6 +6,8 @@
 #     gradients is the global batch's);
 #   - with rank 2 killed at step 4 (`--inject`, a build with fault injection), the 3 others heal and
 #     end with the failure-free run's parameters (within 1e-5), one recovery;
+#   - without the launcher, under torchrun-style variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+#     set by hand for 2 processes), the same script trains and rank 0 prints its summary;
 #   - sgrt.Dist.model as a 2-stage pipeline and as a 2-way tensor group matches one process step by
 #     step (tests/python/dist_model_check.py).
 # usage: check_train_dist.sh SGRT PYTHON
@@ -62,3 +64,13 @@ for mode in pp tp; do
   "$sgrt" launch -n 2 -- "$py" "$here/dist_model_check.py" $mode >"$work/m.out" 2>&1 || { cat "$work/m.out" >&2; fail "Dist.model $mode"; }
   grep "Dist.model" "$work/m.out"
 done
+port=$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+pids=()
+for r in 0 1; do
+  env -u SG_RANK -u SG_WORLD_SIZE -u SG_LOCAL_RANK RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 \
+    MASTER_PORT=$port "$py" "$ex" --steps 4 --json >"$work/t$r.out" 2>"$work/t$r.err" &
+  pids+=($!)
+done
+for r in 0 1; do wait "${pids[$r]}" || { cat "$work/t$r.err" >&2; fail "rank $r under torchrun-style variables"; }; done
+tail -n 1 "$work/t0.out" | "$py" -c 'import json, sys; j = json.loads(sys.stdin.read()); assert j["world_size"] == 2, j; print("torchrun-style variables: 2 ranks, params_hash", j["params_hash"])' ||
+  fail "rank 0's summary under torchrun-style variables: $(cat "$work/t0.out")"
