@@ -40,6 +40,7 @@ typedef struct options {
   const char *optimizer;
   uint64_t seed;
   const char *device;
+  const char *trace; /* Chrome trace of every op (sg_session_write_trace), or NULL */
 } options;
 
 /* ---- graph, timing ----------------------------------------------- */
@@ -80,7 +81,7 @@ static const char about[] =
     "(loss, accuracy on the step's batch, images/s) on stderr.\n";
 
 static int parse(int argc, char **argv, options *o) {
-  *o = (options){16, 64, 30, 2, 10, 64, 1, 0, 0, 0, "sgd", 1, "cpu"};
+  *o = (options){16, 64, 30, 2, 10, 64, 1, 0, 0, 0, "sgd", 1, "cpu", NULL};
   /* The ranges are in the usage text and docs/examples.md. */
   const example_opt opts[] = {
       {"--batch", EXAMPLE_OPT_INT, &o->batch, 2, 65536, .help = "images per step"},
@@ -102,6 +103,9 @@ static int parse(int argc, char **argv, options *o) {
       {"--json", EXAMPLE_OPT_FLAG, &o->json,
        .help = "print one JSON object on stdout at the end (progress stays on stderr)"},
       {"--device", EXAMPLE_OPT_STRING, &o->device, .arg = "cpu|cuda|cuda:N", .help = "where to train"},
+      {"--trace", EXAMPLE_OPT_STRING, &o->trace, .arg = "FILE",
+       .help =
+           "write a Chrome trace of every op of every step to FILE at the end (as resnet50_dist --trace)"},
   };
   int rc = example_parse_opts("resnet50_train", about, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
   if (rc != 0) return rc;
@@ -132,6 +136,7 @@ int main(int argc, char **argv) {
   sp.threads = o.threads;
   sp.device = o.device;
   sp.seed = o.seed;
+  sp.trace = o.trace != NULL;
   if ((st = sg_session_create(g, &sp, &s)) != SG_OK || (st = sg_session_compile(s)) != SG_OK)
     return fail("compiling", st);
   if ((st = resnet50_init_session(g, s, o.seed)) != SG_OK) return fail("initialising the weights", st);
@@ -254,6 +259,8 @@ int main(int argc, char **argv) {
         run, 1e3 * med, ips, first, first == 1 ? "" : "s", run > 0 ? loss : 0.0, 100 * acc, win,
         peak_rss_mb(), hash);
   }
+  if (o.trace != NULL && (st = sg_session_write_trace(s, o.trace)) != SG_OK)
+    return fail("writing the trace", st);
   sg_session_destroy(s);
   sg_graph_destroy(g);
   resnet50_dataset_free(&data);

@@ -54,9 +54,15 @@ typedef struct sg_session_params {
    * 0 (default) or 1 on, -1 off. The environment's SG_FUSION=0 turns it off
    * too (for comparisons). */
   int fusion;
+  /** Record a timeline of every op of every step and evaluation pass for
+   * sg_session_write_trace(): 1 on, 0 (default) off. The backend is then
+   * synchronized after each op, so that its time is its own. */
+  int trace;
+  /** Timeline capacity, in events (the latest are kept); 0 = 262144. */
+  size_t trace_events;
 } sg_session_params;
 #define SG_SESSION_PARAMS_INIT \
-  { sizeof(sg_session_params), "cpu", 0, 0, 0, 0 }
+  { sizeof(sg_session_params), "cpu", 0, 0, 0, 0, 0, 0 }
 /** SG_SESSION_PARAMS_INIT as a function (for ctypes). Any thread. */
 SG_API sg_session_params sg_session_params_init(void);
 
@@ -139,6 +145,19 @@ SG_API sg_status sg_session_step(sg_session *s);
 /** An evaluation pass: the forward ops behind the graph's non-gradient
  * outputs, batch norm on running statistics, dropout off, no updates. */
 SG_API sg_status sg_session_forward(sg_session *s);
+
+/**
+ * Writes the recorded timeline (sg_session_params.trace) as Chrome trace JSON
+ * (chrome://tracing, Perfetto), in the form sg_dist_write_trace() writes a
+ * rank's: process "session", thread 0 "compute", one complete event per op
+ * (its name; category forward, backward or update; args kind, pos, step: the
+ * step it is in, or for an evaluation pass the steps done before it) and one
+ * per step ("step N") or evaluation pass. Times are microseconds since the first
+ * recorded event.
+ * @return SG_OK; SG_ERR_INVALID_ARG for NULL; SG_ERR_STATE when tracing is
+ *   off; SG_ERR_IO naming the file; SG_ERR_NO_MEMORY.
+ */
+SG_API sg_status sg_session_write_trace(const sg_session *s, const char *path);
 
 /** Number of training steps run so far. */
 SG_API uint64_t sg_session_steps(const sg_session *s);

@@ -139,6 +139,8 @@ class sg_session_params(ctypes.Structure):
         ("seed", c_uint64),
         ("poison", c_int),
         ("fusion", c_int),
+        ("trace", c_int),
+        ("trace_events", c_size_t),
     ]
 
 
@@ -405,6 +407,7 @@ _OPTIONAL = {
     "sg_onnx_import": (c_int, [c_char_p, POINTER(sg_onnx_params), POINTER(G)]),
     "sg_onnx_import_from_memory": (c_int, [c_void_p, c_size_t, POINTER(sg_onnx_params), POINTER(G)]),
     "sg_onnx_symbolic_dims": (c_int, [c_char_p, c_void_p, c_size_t, POINTER(c_size_t)]),
+    "sg_session_write_trace": (c_int, [c_void_p, c_char_p]),
 }
 
 

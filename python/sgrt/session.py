@@ -49,7 +49,7 @@ class Session(Closeable):
     the Graph object is closed first. Use it from one thread at a time.
     """
 
-    def __init__(self, graph, threads=0, seed=0, device="cpu", compile=True, poison=False, fusion=True):
+    def __init__(self, graph, threads=0, seed=0, device="cpu", compile=True, poison=False, fusion=True, trace=False):
         if not isinstance(graph, Graph):
             raise _lib.error("SG_ERR_INVALID_ARG", "Session needs a sgrt.Graph, not %s" % type(graph).__name__)
         self._s = None
@@ -67,6 +67,7 @@ class Session(Closeable):
             prm.seed = int(seed)
             prm.poison = 1 if poison else 0
             prm.fusion = 1 if fusion else -1
+            prm.trace = 1 if trace else 0
             out = ctypes.c_void_p()
             fn.sg_clear_error()
             _lib.check(fn.sg_session_create(self._g.ptr, ctypes.byref(prm), ctypes.byref(out)))
@@ -252,6 +253,14 @@ class Session(Closeable):
                              % (name, self._describe(info), list(arr.shape)))
         arr = np.require(arr, requirements="C")
         _lib.check(fn.sg_session_write(s, _lib.encode(name), arr.ctypes.data_as(ctypes.c_void_p), arr.nbytes))
+
+    def write_trace(self, path):
+        """Writes the timeline of every op of every step and evaluation pass as Chrome trace JSON
+        (Session(trace=True); the form a distributed job writes for each rank)."""
+        if not _lib.has("sg_session_write_trace"):
+            raise _lib.error("SG_ERR_UNSUPPORTED", "this libsgrt (%s) cannot write a session's trace" % _lib.path)
+        fn.sg_clear_error()
+        _lib.check(fn.sg_session_write_trace(self._ptr(), _lib.fspath(path)))
 
     def outputs(self):
         """{name: array} of every graph output."""

@@ -40,15 +40,33 @@ sg_status sg_session_create(const sg_graph *g, const sg_session_params *p, sg_se
   /* SG_FUSION=0 turns fusion off for comparisons, whatever the parameters say. */
   const char *env = getenv("SG_FUSION");
   s->fusion = p->fusion >= 0 && !(env && strcmp(env, "0") == 0);
+  if (p->trace != 0 && p->trace != 1) {
+    sg__free(s);
+    return sg__error(SG_ERR_INVALID_ARG, "sg_session_create: trace is %d (0 off, 1 on)", p->trace);
+  }
+  if (p->trace) {
+    s->tr_cap = p->trace_events ? p->trace_events : 262144;
+    if (s->tr_cap > ((size_t)1 << 26)) {
+      sg__free(s);
+      return sg__error(SG_ERR_INVALID_ARG, "sg_session_create: trace_events is %zu; at most 2^26", s->tr_cap);
+    }
+    s->tr = sg__calloc(s->tr_cap, sizeof *s->tr);
+    if (s->tr == NULL) {
+      sg__free(s);
+      return sg__error(SG_ERR_NO_MEMORY, "sg_session_create: out of memory for the timeline");
+    }
+  }
   sg__backend_config cfg = {threads, p->seed, device};
   sg_status st = be->create(&cfg, &s->be_state);
   if (st != SG_OK) {
+    sg__free(s->tr);
     sg__free(s);
     return st;
   }
   /* Poisoning writes dead slots from the host. */
   if (s->poison && !be->is_host(s->be_state)) {
     be->destroy(s->be_state);
+    sg__free(s->tr);
     sg__free(s);
     return sg__error(SG_ERR_UNSUPPORTED,
                      "sg_session_create: poison needs device 'cpu' (host memory), not '%s'", be->name);
@@ -100,6 +118,7 @@ void sg_session_destroy(sg_session *s) {
   s->be->destroy(s->be_state);
   sg__free(s->unbacked);
   sg__free(s->fuse_barrier);
+  sg__free(s->tr);
   sg__free(s);
 }
 

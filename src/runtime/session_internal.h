@@ -45,10 +45,25 @@ struct sg_session {
   /* SG_PROFILE (debug, step.c): per-op-kind times, or NULL when off. */
   struct sg__profile *profile;
 
+  /* The timeline (sg_session_params.trace, trace.c): a ring of `tr_cap` events, `tr_n` recorded in all. */
+  struct sg__session_event *tr;
+  size_t tr_cap;
+  uint64_t tr_n;
+
   /* Poisoning (debug): slots to fill after each position of plan.order. */
   uint32_t *poison_start; /* n_order + 1 */
   int32_t *poison_tensor;
 };
+
+/* The timeline (trace.c): an op at schedule position `pos` (of plan.order, or
+ * of plan.eval_order when `eval`), or a whole step / pass (pos -1). */
+typedef struct sg__session_event {
+  int64_t t0_ns, t1_ns;
+  uint64_t step;
+  int32_t pos;
+  bool eval;
+} sg__session_event;
+void sg__session_trace(sg_session *s, int64_t t0_ns, int32_t pos, bool eval);
 
 /* SG_PROFILE=N: after the N-th step, print per-op-kind total times over
  * steps 2..N (step 1 is warm-up) to stderr. Set up at compile (allocates),

@@ -201,11 +201,19 @@ static sg__run_ctx run_ctx(const sg_session *s, const sg__session_pass *p) {
 /* An evaluation pass: no hooks, no poisoning. */
 static sg_status run(sg_session *s, const int32_t *order, uint32_t n, sg__kernel **kernels) {
   sg__run_ctx ctx = {.step = s->steps, .seed = s->seed};
+  int64_t t_pass = s->tr ? sg__now_ns() : 0;
   for (uint32_t i = 0; i < n; i++) {
     int32_t k = order[i];
+    int64_t t0 = s->tr ? sg__now_ns() : 0;
     SG_CHECK(s->be->kernel_run(s->be_state, kernels[i], s->op_in[k], s->op_out[k], &ctx));
+    if (s->tr) { /* timed to the end of its work */
+      SG_CHECK(s->be->synchronize(s->be_state));
+      sg__session_trace(s, t0, (int32_t)i, true);
+    }
   }
-  return s->be->synchronize(s->be_state);
+  SG_CHECK(s->be->synchronize(s->be_state));
+  if (s->tr) sg__session_trace(s, t_pass, -1, true);
+  return SG_OK;
 }
 
 /* Schedule positions [begin, end) with the hooks, if any. The backend is
@@ -217,7 +225,12 @@ static sg_status run_range(sg_session *s, const sg__session_pass *p, bool poison
   for (uint32_t i = p->begin; i < p->end; i++) {
     int32_t k = s->plan.order[i];
     if (h && h->before && (h->before_at == NULL || h->before_at[i])) SG_CHECK(h->before(h->ctx, i));
+    int64_t t0 = s->tr ? sg__now_ns() : 0;
     SG_CHECK(s->be->kernel_run(s->be_state, s->kernels[i], s->op_in[k], s->op_out[k], &ctx));
+    if (s->tr) { /* timed to the end of its work */
+      SG_CHECK(s->be->synchronize(s->be_state));
+      sg__session_trace(s, t0, (int32_t)i, false);
+    }
     if (poison) poison_after(s, i);
     if (h && h->after && (h->after_at == NULL || h->after_at[i])) {
       SG_CHECK(s->be->synchronize(s->be_state));
@@ -255,8 +268,10 @@ static sg_status run_pass(sg_session *s, const char *what, const sg__session_pas
   bool whole = p->begin == 0 && p->end == s->plan.n_order;
   bool poison = whole && s->poison && s->be->is_host(s->be_state);
   bool hooked = p->hooks && (p->hooks->before || p->hooks->after);
-  if (whole && !hooked && s->profile) SG_CHECK(run_profiled(s, p, poison));
+  int64_t t0 = s->tr ? sg__now_ns() : 0;
+  if (whole && !hooked && s->profile && !s->tr) SG_CHECK(run_profiled(s, p, poison));
   else if (p->begin < p->end) SG_CHECK(run_range(s, p, poison));
+  if (s->tr && p->count_step) sg__session_trace(s, t0, -1, false);
   if (p->count_step) s->steps++;
   return SG_OK;
 }

@@ -428,6 +428,25 @@ def test_forward_and_step_return_the_outputs():
         np.testing.assert_array_equal(after["loss"], s.read("loss"))
 
 
+def test_session_trace(tmp_path):
+    """Session(trace=True).write_trace(): Chrome trace JSON of every op of every step, as a rank's."""
+    import json
+    w = mlp_weights()
+    g = build_mlp(w, "sgd", momentum=0.9)
+    x, y = batch()
+    with sgrt.Session(g, threads=1, trace=True) as s:
+        s.step({"x": x, "y": y, "lr": 0.1})
+        s.step({"x": x, "y": y, "lr": 0.1})
+        s.write_trace(str(tmp_path / "t.json"))
+    ev = json.load(open(tmp_path / "t.json"))["traceEvents"]
+    cats = [e.get("cat") for e in ev if e.get("ph") == "X"]
+    assert cats.count("step") == 2 and "forward" in cats and "backward" in cats and "update" in cats, cats
+    assert [e["name"] for e in ev if e.get("cat") == "step"] == ["step 1", "step 2"]
+    with sgrt.Session(g, threads=1) as s:
+        expect_error("SG_ERR_STATE", s.write_trace, str(tmp_path / "u.json"), match="tracing is off")
+    g.close()
+
+
 def test_load_recognises_onnx_by_content(tmp_path):
     """A model not named .onnx is imported as ONNX when it is not .sgg, as the sgrt tool does."""
     if not sgrt.has_onnx():

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/core.h"
 #include "runtime/hooks.h"
@@ -376,10 +377,80 @@ static void test_device_failure(void **state) {
   sg_graph_destroy(g);
 }
 
+static size_t count_of(const char *text, const char *what) {
+  size_t n = 0;
+  for (const char *p = strstr(text, what); p != NULL; p = strstr(p + 1, what)) n++;
+  return n;
+}
+
+/* sg_session_params.trace: every op of every step and evaluation pass, the steps themselves, in
+ * Chrome trace JSON; a small ring keeps the latest events only; off, it is refused. */
+static void test_trace(void **state) {
+  (void)state;
+  sg_graph *g = dropout_graph();
+  char path[] = "/tmp/sg-session-trace-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  close(fd);
+  sg_session_params p = SG_SESSION_PARAMS_INIT;
+  p.threads = 1;
+  p.trace = 2;
+  sg_session *s;
+  assert_status(sg_session_create(g, &p, &s), SG_ERR_INVALID_ARG, "trace is 2");
+  s = open_session(g); /* tracing off */
+  assert_status(sg_session_write_trace(s, path), SG_ERR_STATE, "tracing is off");
+  assert_status(sg_session_write_trace(NULL, path), SG_ERR_INVALID_ARG, "NULL");
+  sg_session_destroy(s);
+  p.trace = 1;
+  assert_status(sg_session_create(g, &p, &s), SG_OK, NULL);
+  assert_status(sg_session_compile(s), SG_OK, NULL);
+  set_ones(s);
+  uint32_t n;
+  sg__session_order(s, &n);
+  assert_status(sg_session_step(s), SG_OK, NULL);
+  assert_status(sg_session_step(s), SG_OK, NULL);
+  assert_status(sg_session_forward(s), SG_OK, NULL);
+  assert_status(sg_session_write_trace(s, "/tmp"), SG_ERR_IO, "/tmp");
+  assert_status(sg_session_write_trace(s, path), SG_OK, NULL);
+  size_t len;
+  char *text = (char *)sg_test_read_file(path, &len);
+  assert_non_null(text);
+  /* 2 steps of n ops and their 2 step events, the evaluation pass's ops (at least 1) and its event. */
+  size_t events = count_of(text, "\"ph\":\"X\"");
+  assert_true(events >= 2 * (size_t)n + 2 + 2);
+  assert_int_equal(count_of(text, "\"name\":\"step 1\""), 1);
+  assert_int_equal(count_of(text, "\"name\":\"step 2\""), 1);
+  assert_int_equal(count_of(text, "\"name\":\"evaluation pass\""), 1);
+  assert_true(count_of(text, "\"cat\":\"forward\"") >= 2);
+  assert_true(count_of(text, "\"cat\":\"backward\"") >= 2);
+  assert_true(count_of(text, "\"cat\":\"update\"") >= 2);
+  assert_non_null(strstr(text, "\"process_name\""));
+  assert_non_null(strstr(text, "\"name\":\"session\""));
+  free(text);
+  sg_session_destroy(s);
+  /* A ring of 3 events: the last 3 of a step (its last two ops and the step itself). */
+  p.trace_events = 3;
+  assert_status(sg_session_create(g, &p, &s), SG_OK, NULL);
+  assert_status(sg_session_compile(s), SG_OK, NULL);
+  set_ones(s);
+  assert_status(sg_session_step(s), SG_OK, NULL);
+  assert_status(sg_session_write_trace(s, path), SG_OK, NULL);
+  text = (char *)sg_test_read_file(path, &len);
+  assert_int_equal(count_of(text, "\"ph\":\"X\""), 3);
+  assert_int_equal(count_of(text, "\"name\":\"step 1\""), 1);
+  free(text);
+  sg_session_destroy(s);
+  unlink(path);
+  sg_graph_destroy(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_dropout_streams),        cmocka_unit_test(test_frozen_batch_norm),
-      cmocka_unit_test(test_pass_range_hooks_count), cmocka_unit_test(test_host_views),
+      cmocka_unit_test(test_trace),
+      cmocka_unit_test(test_dropout_streams),
+      cmocka_unit_test(test_frozen_batch_norm),
+      cmocka_unit_test(test_pass_range_hooks_count),
+      cmocka_unit_test(test_host_views),
       cmocka_unit_test(test_device_failure),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -50,6 +50,7 @@ unsigned char *sg_test_read_file(const char *path, size_t *size) {
   assert_non_null(p);
   assert_int_equal(fread(p, 1, (size_t)n, f), (size_t)n);
   fclose(f);
+  p[n] = 0; /* text files can be searched as strings */
   *size = (size_t)n;
   return p;
 }
