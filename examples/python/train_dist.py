@@ -29,16 +29,33 @@ except ImportError:  # not installed (pip install ./python): the package of the 
 FEATURES, HIDDEN, CLASSES = 16, 32, 4
 
 
-def build(batch_per_shard, seed=0, lr_default=None):
-    """The training graph of one shard: linear-relu-linear, mean cross entropy, SGD with momentum."""
-    rng = np.random.default_rng(seed)
+def rnd(key, n):
+    """Elements 0..n-1 of stream `key` of the generator examples/mlp_dist.c uses: splitmix64's
+    finalizer of key + (i + 1) * golden, its top 24 bits scaled into [-1, 1) exactly (float32), so
+    that C and numpy make the same bits."""
+    with np.errstate(over="ignore"):
+        z = np.uint64(key) + (np.arange(1, n + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z ^= z >> np.uint64(31)
+    return (z >> np.uint64(40)).astype(np.float32) * np.float32(2.0 ** -23) - np.float32(1.0)
+
+
+def stream(seed, what):
+    """The streams: one per weight, one per step's data (as mlp_dist.c)."""
+    return (seed * 0x100000001B3 + what * 0x51ED27) % (1 << 64)
+
+
+def build(batch_per_shard, seed=0):
+    """The training graph of one shard, built in mlp_dist.c's order: linear-relu-linear, mean cross
+    entropy, SGD with momentum 0.9."""
     g = sgrt.Graph()
     x = g.input("x", "f32", (batch_per_shard, FEATURES))
     y = g.input("y", "i64", (batch_per_shard,))
     lr = g.input("lr", "f32", ())
-    w1 = g.parameter("fc1.weight", (rng.standard_normal((HIDDEN, FEATURES)) / np.sqrt(FEATURES)).astype(np.float32))
+    w1 = g.parameter("fc1.weight", rnd(stream(seed, 1), HIDDEN * FEATURES).reshape(HIDDEN, FEATURES) * np.float32(0.25))
     b1 = g.parameter("fc1.bias", np.zeros(HIDDEN, np.float32))
-    w2 = g.parameter("fc2.weight", (rng.standard_normal((CLASSES, HIDDEN)) / np.sqrt(HIDDEN)).astype(np.float32))
+    w2 = g.parameter("fc2.weight", rnd(stream(seed, 2), CLASSES * HIDDEN).reshape(CLASSES, HIDDEN) * np.float32(0.125))
     b2 = g.parameter("fc2.bias", np.zeros(CLASSES, np.float32))
     logits = g.mark_output(g.linear(g.relu(g.linear(x, w1, b1)), w2, b2), "logits")
     loss = g.mark_output(g.cross_entropy(logits, y), "loss")
@@ -49,11 +66,10 @@ def build(batch_per_shard, seed=0, lr_default=None):
 
 
 def global_batch(step, batch, seed=0):
-    """Step `step`'s global batch: samples of a fixed task (the class is the argmax of a projection)."""
-    rng = np.random.default_rng([seed, step])
-    proj = np.random.default_rng(seed + 1000).standard_normal((FEATURES, CLASSES))
-    x = rng.standard_normal((batch, FEATURES)).astype(np.float32)
-    y = (x.astype(np.float64) @ proj).argmax(axis=1).astype(np.int64)
+    """Step `step`'s global batch (as mlp_dist.c): sample b's features are elements b*F.. of the
+    step's stream; its class is the index of the largest of its first CLASSES features."""
+    x = rnd(stream(seed, 1000 + step), batch * FEATURES).reshape(batch, FEATURES)
+    y = x[:, :CLASSES].argmax(axis=1).astype(np.int64)
     return x, y
 
 

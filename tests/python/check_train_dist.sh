@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # examples/python/train_dist.py (sgrt.Dist, data parallel from Python) under `sgrt launch -n 4`:
-#   - the last line of the job's output is its JSON summary (4 ranks, params_hash);
+#   - the last line of the job's output is its JSON summary (4 ranks, params_hash), and the params_hash
+#     is that of the C example with the same options (examples/mlp_dist.c, MLP_DIST), to the last bit;
 #   - its parameters equal, within 1e-5 (L2, relative), those of one process (sgrt.Session) trained
 #     on each step's whole global batch (the MLP has no batch norm: the mean of the shards' mean
 #     gradients is the global batch's);
@@ -10,9 +11,9 @@
 #     set by hand for 2 processes), the same script trains and rank 0 prints its summary;
 #   - sgrt.Dist.model as a 2-stage pipeline and as a 2-way tensor group matches one process step by
 #     step (tests/python/dist_model_check.py).
-# usage: check_train_dist.sh SGRT PYTHON
+# usage: check_train_dist.sh SGRT PYTHON [MLP_DIST]
 set -euo pipefail
-sgrt=$1 py=$2
+sgrt=$1 py=$2 cex=${3:-}
 here=$(cd "$(dirname "$0")" && pwd)
 ex=$here/../../examples/python/train_dist.py
 work=$(mktemp -d)
@@ -24,6 +25,15 @@ steps=8
 tail -n 1 "$work/out" | "$py" -c 'import json, sys; j = json.loads(sys.stdin.read()); assert j["world_size"] == 4 and len(j["params_hash"]) == 16, j' ||
   fail "the last line is not the JSON summary: $(tail -n 1 "$work/out")"
 grep -q "^step $steps/$steps " "$work/err" || fail "no progress lines on stderr"
+if [ -n "$cex" ]; then
+  "$sgrt" launch -n 4 -- "$cex" --steps $steps --json >"$work/cout" 2>"$work/cerr" || { cat "$work/cerr" >&2; fail "mlp_dist"; }
+  "$py" - "$work/out" "$work/cout" <<'PY' || fail "Python and C params_hash differ"
+import json, sys
+p, c = (json.loads(open(f).read().strip().splitlines()[-1]) for f in sys.argv[1:])
+print("params_hash: Python %s, C (mlp_dist) %s" % (p["params_hash"], c["params_hash"]))
+assert p["params_hash"] == c["params_hash"] and p["final_loss"] == c["final_loss"], (p, c)
+PY
+fi
 "$py" - "$ex" "$work/dp.npz" $steps <<'PY' || fail "data parallel differs from one process"
 import importlib.util, sys
 import numpy as np

@@ -30,7 +30,11 @@ if(TARGET sgrt_cli AND NOT TEST cli_run)
 endif()
 # sgrt.Dist from Python: examples/python/train_dist.py under sgrt launch (check_train_dist.sh).
 if(NOT SG_SANITIZE AND TARGET sgrt_cli)
+  set(_sg_mlp_dist "")
+  if(TARGET mlp_dist)
+    set(_sg_mlp_dist $<TARGET_FILE:mlp_dist>)
+  endif()
   add_test(NAME python_train_dist_np4
-           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/check_train_dist.sh $<TARGET_FILE:sgrt_cli> ${_sg_py})
+           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/check_train_dist.sh $<TARGET_FILE:sgrt_cli> ${_sg_py} ${_sg_mlp_dist})
   set_tests_properties(python_train_dist_np4 PROPERTIES TIMEOUT 300 LABELS "python;dist" ENVIRONMENT "${_sg_py_env}")
 endif()
