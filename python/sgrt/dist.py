@@ -16,7 +16,11 @@ lets a job heal. Without it, set the inputs yourself before each step (no
 healing). Pipeline and tensor parallelism (and both) go through Dist.model().
 """
 
+from __future__ import annotations
+
 import ctypes
+import os
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -24,7 +28,7 @@ from . import _dtypes as D
 from . import _lib
 from ._closeable import Closeable
 from ._lib import fn, c_int, c_int64, c_uint64, c_size_t, c_double, c_char_p, c_void_p, POINTER
-from .graph import Graph
+from .graph import Graph, TensorLike
 
 c_uint32 = ctypes.c_uint32
 c_float = ctypes.c_float
@@ -107,7 +111,8 @@ class Dist(Closeable):
     function, see the module docstring) turns healing on.
     """
 
-    def __init__(self, graph, feed=None, threads=0, seed=0, device="cpu", _model=None, **params):
+    def __init__(self, graph: Graph, feed: Optional[Callable[["Dist", int, int, int], None]] = None, threads: int = 0,
+                 seed: int = 0, device: str = "cpu", _model=None, **params: Any) -> None:
         if not isinstance(graph, Graph):
             raise _lib.error("SG_ERR_INVALID_ARG", "sgrt.Dist: graph must be a sgrt.Graph, not %s"
                              % type(graph).__name__)
@@ -141,8 +146,8 @@ class Dist(Closeable):
         self._d = out.value
 
     @classmethod
-    def model(cls, forward, loss, optimizer="sgd", lr_input="lr", momentum=0.9, weight_decay=0.0,
-              pipeline=1, tensor=1, heal=False, **params):
+    def model(cls, forward: Graph, loss: TensorLike, optimizer: str = "sgd", lr_input: str = "lr", momentum: float = 0.9,
+              weight_decay: float = 0.0, pipeline: int = 1, tensor: int = 1, heal: bool = False, **params: Any) -> Dist:
         """A job over a forward graph (not finalized with backward or updates: the library adds them
         per part) with its loss tensor: `pipeline` stages, each a tensor group of `tensor` ranks, the
         other ranks data-parallel copies; `optimizer` "sgd" (momentum, weight_decay) or "adamw"
@@ -184,7 +189,7 @@ class Dist(Closeable):
             self._feed_error = e
             return _lib.STATUS["SG_ERR_INVALID_ARG"]
 
-    def close(self):
+    def close(self) -> None:
         """Leaves the job (collective unless it failed) and frees everything. Idempotent."""
         if self._d is not None:
             d, self._d = self._d, None
@@ -201,16 +206,16 @@ class Dist(Closeable):
         return self._d
 
     @property
-    def rank(self):
+    def rank(self) -> int:
         """This rank now (a recovery renumbers the ranks)."""
         return fn.sg_dist_rank(self._ptr())
 
     @property
-    def size(self):
+    def size(self) -> int:
         """The ranks in the job now."""
         return fn.sg_dist_size(self._ptr())
 
-    def set_input(self, name, value):
+    def set_input(self, name: str, value: Any) -> None:
         """Copies `value` into input `name` for this rank's next step (or, in feed, this shard). A
         float64 array for an f32 input is converted (as Session.set_input)."""
         arr = np.asarray(value)
@@ -227,7 +232,7 @@ class Dist(Closeable):
         _lib.check(fn.sg_dist_set_input(self._ptr(), _lib.encode(name), code, ndim, dims,
                                         arr.ctypes.data_as(c_void_p)))
 
-    def step(self):
+    def step(self) -> dict[str, Any]:
         """One training step of the whole job (collective). Returns the stats after it (a dict, as
         the `stats` property); a failure the job cannot heal raises sgrt.Error (SG_ERR_COMM ...)."""
         self._feed_error = None
@@ -239,7 +244,7 @@ class Dist(Closeable):
         _lib.check(st)
         return self.stats
 
-    def read(self, name):
+    def read(self, name: str) -> np.ndarray:
         """A copy of a tensor on this rank (a parameter, the loss ...) as a numpy array."""
         t = self._g.tensor(name)
         out = np.empty(t.shape, dtype=t.dtype)
@@ -247,7 +252,7 @@ class Dist(Closeable):
         _lib.check(fn.sg_dist_read(self._ptr(), _lib.encode(name), out.ctypes.data_as(c_void_p), out.nbytes))
         return out
 
-    def params_hash(self):
+    def params_hash(self) -> str:
         """The job's parameters digest (collective), as the C examples' params_hash: 16 hex digits."""
         h = c_uint64()
         fn.sg_clear_error()
@@ -255,7 +260,7 @@ class Dist(Closeable):
         return "%016x" % h.value
 
     @property
-    def stats(self):
+    def stats(self) -> dict[str, Any]:
         """sg_dist_stats as a dict (steps, loss_mean, step_ms, comm_ms, wait_ms, recoveries, rto_ms ...)."""
         s = sg_dist_stats()
         s.size = ctypes.sizeof(s)
@@ -264,7 +269,7 @@ class Dist(Closeable):
         return {k: getattr(s, k) for k, _ in sg_dist_stats._fields_ if k != "size"}
 
     @property
-    def health(self):
+    def health(self) -> dict[int, str]:
         """{original rank: "healthy" | "degraded" | "unreachable"} from the job's health monitor
         (empty without healing)."""
         h = fn.sg_dist_health(self._ptr())
@@ -277,7 +282,7 @@ class Dist(Closeable):
                 out[r] = _HEALTH_STATES.get(st.value, str(st.value))
         return out
 
-    def write_trace(self, path):
+    def write_trace(self, path: os.PathLike[str] | str) -> None:
         """Writes the job's Chrome trace (trace=1 at create; collective while the job is healthy)."""
         fn.sg_clear_error()
         _lib.check(fn.sg_dist_write_trace(self._ptr(), _lib.fspath(path)))

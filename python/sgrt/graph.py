@@ -1,8 +1,12 @@
 """sgrt.Graph: a compute graph, loaded from a file or built op by op."""
 
+from __future__ import annotations
+
 import collections
 import ctypes
+import os
 import threading
+from typing import Optional, Union
 
 import numpy as np
 
@@ -203,6 +207,10 @@ def _padding4(v):
 _REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
 
 
+
+#: What the builder methods take for a tensor: a Tensor of the graph, or a tensor's name.
+TensorLike = Union[Tensor, str]
+
 class Graph(Closeable):
     """A compute graph (sg_graph).
 
@@ -263,7 +271,7 @@ class Graph(Closeable):
         return ok
 
     @classmethod
-    def load(cls, path, batch=None, training=None):
+    def load(cls, path: os.PathLike[str] | str, batch=None, training=None) -> Graph:
         """Loads a graph file.
 
         `.sgg` files go through sg_graph_load (validated, finalized, weights
@@ -289,7 +297,7 @@ class Graph(Closeable):
         return cls._wrap(out.value)
 
     @classmethod
-    def from_bytes(cls, data, format="sgg", batch=None, training=None):
+    def from_bytes(cls, data, format="sgg", batch=None, training=None) -> Graph:
         """Loads a graph from the bytes of a .sgg file, or of an ONNX model with
         format="onnx" (batch= and training= as for load())."""
         data = bytes(data)
@@ -307,7 +315,7 @@ class Graph(Closeable):
             raise _lib.error("SG_ERR_INVALID_ARG", "format must be 'sgg' or 'onnx', not %r" % (format,))
         return cls._wrap(out.value)
 
-    def to_bytes(self):
+    def to_bytes(self) -> bytes:
         """The graph (finalized) as the bytes of a .sgg file."""
         buf, size = ctypes.c_void_p(), ctypes.c_size_t()
         fn.sg_clear_error()
@@ -317,7 +325,7 @@ class Graph(Closeable):
         finally:
             fn.sg_free(buf)
 
-    def clone(self):
+    def clone(self) -> Graph:
         """An editable (not finalized) copy, initializers included: how a loaded
         model gets a loss, backward() and an optimizer."""
         out = ctypes.c_void_p()
@@ -325,7 +333,7 @@ class Graph(Closeable):
         _lib.check(fn.sg_graph_clone(self._ptr(), ctypes.byref(out)))
         return Graph._wrap(out.value)
 
-    def close(self):
+    def close(self) -> None:
         """Releases the graph. Sessions made from it keep working until they are
         closed. Safe to call twice."""
         h = getattr(self, "_handle", None)
@@ -345,7 +353,7 @@ class Graph(Closeable):
 
     # ---- whole-graph operations --------------------------------------------
 
-    def finalize(self):
+    def finalize(self) -> None:
         """Verifies the graph and freezes it. Returns self."""
         fn.sg_clear_error()
         st = fn.sg_graph_finalize(self._ptr())
@@ -353,7 +361,7 @@ class Graph(Closeable):
             self._raise_sticky(st)
         return self
 
-    def verify(self):
+    def verify(self) -> None:
         """Runs the verifier without freezing; raises on the first problem."""
         fn.sg_clear_error()
         _lib.check(fn.sg_graph_verify(self._ptr()))
@@ -367,12 +375,12 @@ class Graph(Closeable):
         """The first builder error's status (0 if none)."""
         return fn.sg_graph_status(self._ptr())
 
-    def save(self, path):
+    def save(self, path: os.PathLike[str] | str) -> None:
         """Writes the (finalized) graph as a .sgg file."""
         fn.sg_clear_error()
         _lib.check(fn.sg_graph_save(self._ptr(), _lib.fspath(path)))
 
-    def hash(self, weights=False):
+    def hash(self, weights=False) -> str:
         """The graph's 64-bit content hash (int); with weights=True it also covers
         the initializer bytes."""
         out = ctypes.c_uint64()
@@ -380,7 +388,7 @@ class Graph(Closeable):
         _lib.check(fn.sg_graph_hash(self._ptr(), 1 if weights else 0, ctypes.byref(out)))
         return out.value
 
-    def write_dot(self, path="-"):
+    def write_dot(self, path="-") -> None:
         """Writes the (finalized) graph as Graphviz DOT to `path` ("-": stdout)."""
         fn.sg_clear_error()
         _lib.check(fn.sg_graph_write_dot(self._ptr(), _lib.fspath(path)))
@@ -388,26 +396,26 @@ class Graph(Closeable):
     # ---- queries -----------------------------------------------------------
 
     @property
-    def num_tensors(self):
+    def num_tensors(self) -> int:
         return fn.sg_graph_num_tensors(self._ptr())
 
     @property
-    def num_ops(self):
+    def num_ops(self) -> int:
         return fn.sg_graph_num_ops(self._ptr())
 
     @property
-    def tensors(self):
+    def tensors(self) -> list[Tensor]:
         """Every tensor, in id order."""
         return [Tensor(self, i) for i in range(self.num_tensors)]
 
     @property
-    def inputs(self):
+    def inputs(self) -> list[Tensor]:
         """The graph inputs (role input), in creation order."""
         p = self._ptr()
         return [Tensor(self, fn.sg_graph_input(p, i).id) for i in range(fn.sg_graph_num_inputs(p))]
 
     @property
-    def outputs(self):
+    def outputs(self) -> list[Tensor]:
         """The tensors marked as outputs."""
         p = self._ptr()
         return [Tensor(self, fn.sg_graph_output(p, i).id) for i in range(fn.sg_graph_num_outputs(p))]
@@ -417,10 +425,10 @@ class Graph(Closeable):
         return [t for t in self.tensors if t._info().role == code]
 
     @property
-    def parameters(self):
+    def parameters(self) -> list[Tensor]:
         return self.tensors_with_role("parameter")
 
-    def tensor(self, name):
+    def tensor(self, name: str) -> Tensor:
         """The tensor named `name` (sgrt.Error SG_ERR_NOT_FOUND if none)."""
         if isinstance(name, Tensor):
             return self._own(name)
@@ -428,7 +436,7 @@ class Graph(Closeable):
 
     __getitem__ = tensor
 
-    def __contains__(self, name):
+    def __contains__(self, name: str):
         out = _lib.sg_tensor(-1)
         return fn.sg_graph_find_tensor(self._ptr(), _lib.encode(name), ctypes.byref(out)) == 0
 
@@ -461,7 +469,7 @@ class Graph(Closeable):
     def ops(self):
         return [self.op(i) for i in range(self.num_ops)]
 
-    def grad(self, param):
+    def grad(self, param: TensorLike) -> Tensor:
         """The gradient tensor "<param>.grad" that backward() made."""
         out = _lib.sg_tensor(-1)
         fn.sg_clear_error()
@@ -481,7 +489,7 @@ class Graph(Closeable):
             raise _lib.error("SG_ERR_INVALID_ARG", "tensor %r belongs to another graph" % (t,))
         return t
 
-    def _t(self, x, optional=False):
+    def _t(self, x: TensorLike, optional=False):
         """sg_tensor of a Tensor or name (None: SG_NO_TENSOR when optional)."""
         if x is None:
             if optional:
@@ -525,7 +533,7 @@ class Graph(Closeable):
 
     # ---- sources -----------------------------------------------------------
 
-    def add_tensor(self, name, role, dtype=None, shape=None, data=None):
+    def add_tensor(self, name: str, role, dtype=None, shape=None, data=None) -> Tensor:
         """A source tensor with any role except activation and gradient.
         `data` (array-like) gives its initializer and, if omitted, its dtype and
         shape; float64 data becomes f32 unless `dtype` says otherwise."""
@@ -556,30 +564,30 @@ class Graph(Closeable):
         ptr = arr.ctypes.data_as(ctypes.c_void_p) if arr is not None else None
         return self._result(fn.sg_graph_add_tensor(p, _lib.encode(name), dcode, code, ndim, dims, ptr))
 
-    def input(self, name, dtype, shape):
+    def input(self, name: str, dtype, shape) -> Tensor:
         """A graph input, fed every step (Session.set_input)."""
         return self.add_tensor(name, D.ROLE_INPUT, dtype=dtype, shape=shape)
 
-    def parameter(self, name, data, dtype=None):
+    def parameter(self, name: str, data, dtype=None) -> Tensor:
         """A trainable parameter initialised from `data` (copied)."""
         return self.add_tensor(name, D.ROLE_PARAMETER, dtype=dtype, data=data)
 
-    def constant(self, name, data, dtype=None):
+    def constant(self, name: str, data, dtype=None) -> Tensor:
         """A constant known at build time (copied)."""
         return self.add_tensor(name, D.ROLE_CONSTANT, dtype=dtype, data=data)
 
-    def state(self, name, data, dtype=None):
+    def state(self, name: str, data, dtype=None) -> Tensor:
         """A non-trainable buffer updated by an op (batch-norm running statistics)."""
         return self.add_tensor(name, D.ROLE_STATE, dtype=dtype, data=data)
 
-    def set_name(self, tensor, name):
+    def set_name(self, tensor: TensorLike, name: str) -> None:
         """Renames a tensor (e.g. an op's output to "loss"). Returns the tensor."""
         t = self._t(tensor)
         p = self._begin()
         self._status(fn.sg_tensor_set_name(p, t, _lib.encode(name)))
         return Tensor(self, t.id)
 
-    def mark_output(self, tensor, name=None):
+    def mark_output(self, tensor: TensorLike, name=None) -> Tensor:
         """Marks a tensor as a graph output (optionally renaming it first)."""
         if name is not None:
             self.set_name(tensor, name)
@@ -619,17 +627,17 @@ class Graph(Closeable):
         self._status(st)
         return [Tensor(self, outs[i].id) for i in range(min(n_out.value, max_outputs))]
 
-    def _unary(self, f, x, *args):
+    def _unary(self, f, x: TensorLike, *args):
         t = self._t(x)
         p = self._begin()
         return self._result(f(p, t, *args))
 
-    def _binary(self, f, a, b):
+    def _binary(self, f, a: TensorLike, b: TensorLike):
         ta, tb = self._t(a), self._t(b)
         p = self._begin()
         return self._result(f(p, ta, tb))
 
-    def conv2d(self, x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    def conv2d(self, x: TensorLike, weight: TensorLike, bias: Optional[TensorLike] = None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
         """NCHW convolution, weight [C_out, C_in/groups, kH, kW]; padding is an int,
         (h, w) or (top, left, bottom, right)."""
         prm = fn.sg_conv2d_params_init()
@@ -641,7 +649,7 @@ class Graph(Closeable):
         p = self._begin()
         return self._result(fn.sg_conv2d(p, tx, tw, tb, ctypes.byref(prm)))
 
-    def batch_norm(self, x, weight, bias, running_mean, running_var, eps=1e-5, momentum=0.1, training=True):
+    def batch_norm(self, x: TensorLike, weight: TensorLike, bias: TensorLike, running_mean: TensorLike, running_var: TensorLike, eps=1e-5, momentum=0.1, training=True) -> Tensor:
         """Batch normalization over N (and H, W). In training form it uses batch
         statistics and updates the running statistics (role state) in place."""
         prm = fn.sg_batch_norm_params_init()
@@ -650,98 +658,98 @@ class Graph(Closeable):
         p = self._begin()
         return self._result(fn.sg_batch_norm(p, *ts, ctypes.byref(prm)))
 
-    def relu(self, x):
+    def relu(self, x: TensorLike) -> Tensor:
         return self._unary(fn.sg_relu, x)
 
-    def relu6(self, x):
+    def relu6(self, x: TensorLike) -> Tensor:
         return self._unary(fn.sg_relu6, x)
 
-    def clip(self, x, lo, hi):
+    def clip(self, x: TensorLike, lo, hi) -> Tensor:
         return self._unary(fn.sg_clip, x, float(lo), float(hi))
 
-    def gelu(self, x, approximate=False):
+    def gelu(self, x: TensorLike, approximate=False) -> Tensor:
         """GELU; approximate=True for the tanh form."""
         return self._unary(fn.sg_gelu, x, 1 if approximate else 0)
 
-    def sigmoid(self, x):
+    def sigmoid(self, x: TensorLike) -> Tensor:
         return self._unary(fn.sg_sigmoid, x)
 
-    def tanh(self, x):
+    def tanh(self, x: TensorLike) -> Tensor:
         return self._unary(fn.sg_tanh, x)
 
-    def add(self, a, b):
+    def add(self, a: TensorLike, b: TensorLike) -> Tensor:
         return self._binary(fn.sg_add, a, b)
 
-    def sub(self, a, b):
+    def sub(self, a: TensorLike, b: TensorLike) -> Tensor:
         return self._binary(fn.sg_sub, a, b)
 
-    def mul(self, a, b):
+    def mul(self, a: TensorLike, b: TensorLike) -> Tensor:
         return self._binary(fn.sg_mul, a, b)
 
-    def div(self, a, b):
+    def div(self, a: TensorLike, b: TensorLike) -> Tensor:
         return self._binary(fn.sg_div, a, b)
 
-    def add_scalar(self, x, s):
+    def add_scalar(self, x: TensorLike, s) -> Tensor:
         return self._unary(fn.sg_add_scalar, x, float(s))
 
-    def mul_scalar(self, x, s):
+    def mul_scalar(self, x: TensorLike, s) -> Tensor:
         return self._unary(fn.sg_mul_scalar, x, float(s))
 
-    def pow_scalar(self, x, s):
+    def pow_scalar(self, x: TensorLike, s) -> Tensor:
         return self._unary(fn.sg_pow_scalar, x, float(s))
 
-    def exp(self, x):
+    def exp(self, x: TensorLike) -> Tensor:
         return self._unary(fn.sg_exp, x)
 
-    def log(self, x):
+    def log(self, x: TensorLike) -> Tensor:
         return self._unary(fn.sg_log, x)
 
-    def sqrt(self, x):
+    def sqrt(self, x: TensorLike) -> Tensor:
         return self._unary(fn.sg_sqrt, x)
 
-    def reciprocal(self, x):
+    def reciprocal(self, x: TensorLike) -> Tensor:
         return self._unary(fn.sg_reciprocal, x)
 
-    def erf(self, x):
+    def erf(self, x: TensorLike) -> Tensor:
         return self._unary(fn.sg_erf, x)
 
-    def neg(self, x):
+    def neg(self, x: TensorLike) -> Tensor:
         return self._unary(fn.sg_neg, x)
 
-    def abs(self, x):
+    def abs(self, x: TensorLike) -> Tensor:
         return self._unary(fn.sg_abs, x)
 
-    def sign(self, x):
+    def sign(self, x: TensorLike) -> Tensor:
         return self._unary(fn.sg_sign, x)
 
-    def maximum(self, a, b):
+    def maximum(self, a: TensorLike, b: TensorLike) -> Tensor:
         """Elementwise maximum with broadcasting (NaN propagates), as torch.maximum."""
         return self._binary(fn.sg_max, a, b)
 
-    def minimum(self, a, b):
+    def minimum(self, a: TensorLike, b: TensorLike) -> Tensor:
         """Elementwise minimum with broadcasting (NaN propagates), as torch.minimum."""
         return self._binary(fn.sg_min, a, b)
 
-    def where(self, cond, a, b):
+    def where(self, cond: TensorLike, a: TensorLike, b: TensorLike) -> Tensor:
         """cond (bool) ? a : b, all three broadcast."""
         tc, ta, tb = self._t(cond), self._t(a), self._t(b)
         p = self._begin()
         return self._result(fn.sg_where(p, tc, ta, tb))
 
-    def cast(self, x, dtype):
+    def cast(self, x: TensorLike, dtype) -> Tensor:
         """x converted to dtype ("f32", "i32", "i64" or "bool")."""
         return self._unary(fn.sg_cast, x, D.dtype_code(dtype))
 
-    def layer_norm(self, x, weight=None, bias=None, axis=-1, eps=1e-5):
+    def layer_norm(self, x: TensorLike, weight: Optional[TensorLike] = None, bias: Optional[TensorLike] = None, axis=-1, eps=1e-5) -> Tensor:
         """Layer normalization over the dims of x from `axis` on (torch.nn.LayerNorm)."""
         tx, tw, tb = self._t(x), self._t(weight, optional=True), self._t(bias, optional=True)
         p = self._begin()
         return self._result(fn.sg_layer_norm(p, tx, tw, tb, int(axis), float(eps)))
 
-    def matmul(self, a, b):
+    def matmul(self, a: TensorLike, b: TensorLike) -> Tensor:
         return self._binary(fn.sg_matmul, a, b)
 
-    def gemm(self, a, b, c=None, trans_a=False, trans_b=False, alpha=1.0, beta=1.0):
+    def gemm(self, a: TensorLike, b: TensorLike, c: Optional[TensorLike] = None, trans_a=False, trans_b=False, alpha=1.0, beta=1.0) -> Tensor:
         prm = fn.sg_gemm_params_init()
         prm.trans_a, prm.trans_b = int(bool(trans_a)), int(bool(trans_b))
         prm.alpha, prm.beta = float(alpha), float(beta)
@@ -749,13 +757,13 @@ class Graph(Closeable):
         p = self._begin()
         return self._result(fn.sg_gemm(p, ta, tb, tc, ctypes.byref(prm)))
 
-    def linear(self, x, weight, bias=None):
+    def linear(self, x: TensorLike, weight: TensorLike, bias: Optional[TensorLike] = None) -> Tensor:
         """x [N, in] @ weight[out, in]^T + bias[out]."""
         tx, tw, tb = self._t(x), self._t(weight), self._t(bias, optional=True)
         p = self._begin()
         return self._result(fn.sg_linear(p, tx, tw, tb))
 
-    def _pool(self, f, x, kernel, stride, padding, ceil_mode, count_include_pad):
+    def _pool(self, f, x: TensorLike, kernel, stride, padding, ceil_mode, count_include_pad):
         prm = fn.sg_pool2d_params_init()
         prm.kernel[:] = _pair(kernel, "kernel")
         prm.stride[:] = (0, 0) if stride is None else _pair(stride, "stride")
@@ -766,42 +774,42 @@ class Graph(Closeable):
         p = self._begin()
         return self._result(f(p, t, ctypes.byref(prm)))
 
-    def max_pool2d(self, x, kernel, stride=None, padding=0, ceil_mode=False):
+    def max_pool2d(self, x: TensorLike, kernel, stride=None, padding=0, ceil_mode=False) -> Tensor:
         """Max pooling; stride None means the kernel size (like PyTorch)."""
         return self._pool(fn.sg_max_pool2d, x, kernel, stride, padding, ceil_mode, True)
 
-    def avg_pool2d(self, x, kernel, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    def avg_pool2d(self, x: TensorLike, kernel, stride=None, padding=0, ceil_mode=False, count_include_pad=True) -> Tensor:
         return self._pool(fn.sg_avg_pool2d, x, kernel, stride, padding, ceil_mode, count_include_pad)
 
-    def global_avg_pool(self, x):
+    def global_avg_pool(self, x: TensorLike) -> Tensor:
         """Mean over H and W: [N, C, H, W] -> [N, C, 1, 1]."""
         return self._unary(fn.sg_global_avg_pool, x)
 
-    def flatten(self, x, axis=1):
+    def flatten(self, x: TensorLike, axis=1) -> Tensor:
         return self._unary(fn.sg_flatten, x, int(axis))
 
-    def reshape(self, x, shape):
+    def reshape(self, x: TensorLike, shape) -> Tensor:
         """Reshape; one entry may be -1 and 0 copies the input's dim."""
         ndim, dims = _lib.dims_array(shape)
         return self._unary(fn.sg_reshape, x, ndim, dims)
 
-    def transpose(self, x, perm):
+    def transpose(self, x: TensorLike, perm) -> Tensor:
         ndim, dims = _lib.dims_array(perm)
         return self._unary(fn.sg_transpose, x, ndim, dims)
 
-    def concat(self, xs, axis):
+    def concat(self, xs, axis) -> Tensor:
         ts = [self._t(x) for x in xs]
         arr = (_lib.sg_tensor * max(len(ts), 1))(*ts)
         p = self._begin()
         return self._result(fn.sg_concat(p, len(ts), arr, int(axis)))
 
-    def softmax(self, x, axis=-1):
+    def softmax(self, x: TensorLike, axis=-1) -> Tensor:
         return self._unary(fn.sg_softmax, x, int(axis))
 
-    def log_softmax(self, x, axis=-1):
+    def log_softmax(self, x: TensorLike, axis=-1) -> Tensor:
         return self._unary(fn.sg_log_softmax, x, int(axis))
 
-    def cross_entropy(self, logits, labels, reduction="mean"):
+    def cross_entropy(self, logits: TensorLike, labels: TensorLike, reduction="mean") -> Tensor:
         """Cross entropy of logits [N, C] against class indices [N] (i32/i64),
         as torch.nn.functional.cross_entropy; reduction "mean", "sum" or "none"."""
         if isinstance(reduction, str):
@@ -812,7 +820,7 @@ class Graph(Closeable):
         p = self._begin()
         return self._result(fn.sg_cross_entropy(p, tl, ty, int(reduction)))
 
-    def _reduce(self, f, x, axes, keepdims):
+    def _reduce(self, f, x: TensorLike, axes, keepdims):
         if axes is None:
             axes = ()
         elif isinstance(axes, (int, np.integer)):
@@ -820,19 +828,19 @@ class Graph(Closeable):
         n, arr = _lib.dims_array(axes)
         return self._unary(f, x, n, arr, 1 if keepdims else 0)
 
-    def reduce_mean(self, x, axes=None, keepdims=False):
+    def reduce_mean(self, x: TensorLike, axes=None, keepdims=False) -> Tensor:
         """Mean over `axes` (all when None)."""
         return self._reduce(fn.sg_reduce_mean, x, axes, keepdims)
 
-    def reduce_sum(self, x, axes=None, keepdims=False):
+    def reduce_sum(self, x: TensorLike, axes=None, keepdims=False) -> Tensor:
         return self._reduce(fn.sg_reduce_sum, x, axes, keepdims)
 
-    def dropout(self, x, p, seed=0, training=True):
+    def dropout(self, x: TensorLike, p, seed=0, training=True) -> Tensor:
         return self._unary(fn.sg_dropout, x, float(p), int(seed), 1 if training else 0)
 
     # ---- training ----------------------------------------------------------
 
-    def backward(self, loss):
+    def backward(self, loss: TensorLike) -> None:
         """Appends the backward ops of `loss` (one element) for every parameter it
         depends on; the gradient of parameter "w" is the tensor "w.grad"."""
         t = self._t(loss)
@@ -844,7 +852,7 @@ class Graph(Closeable):
             return self.constant("lr", np.float32(lr))
         return lr
 
-    def add_sgd(self, lr, momentum=0.0, nesterov=False, weight_decay=0.0, dampening=0.0):
+    def add_sgd(self, lr, momentum=0.0, nesterov=False, weight_decay=0.0, dampening=0.0) -> None:
         """SGD updates (torch.optim.SGD semantics) of every parameter with a
         gradient. `lr`: a one-element f32 tensor (usually an input, so it can
         change every step), or a number, baked in as the constant tensor "lr".

@@ -1,6 +1,10 @@
 """sgrt.Session: a graph compiled for one device, run step after step."""
 
+from __future__ import annotations
+
 import ctypes
+import os
+from typing import Any, Mapping, Optional
 import warnings
 
 import numpy as np
@@ -11,6 +15,9 @@ from ._closeable import Closeable
 from ._lib import fn
 from .graph import Graph, _tensor_info
 
+ArrayLike = Any  # a numpy array, or what np.asarray takes
+DTypeLike = Any  # a numpy dtype or what np.dtype takes
+
 ALIGNMENT = 64  # what sg_session_bind_input needs (SG__SLOT_ALIGN)
 
 
@@ -18,7 +25,7 @@ class ConversionWarning(UserWarning):
     """An input was converted to the tensor's dtype (float64 given for an f32 input)."""
 
 
-def aligned_empty(shape, dtype=np.float32, alignment=ALIGNMENT):
+def aligned_empty(shape: tuple[int, ...], dtype: DTypeLike = np.float32, alignment: int = ALIGNMENT) -> np.ndarray:
     """An uninitialised C-contiguous array whose data starts on an `alignment`-byte
     boundary: memory that Session.bind_input accepts."""
     dt = np.dtype(dtype)
@@ -29,7 +36,7 @@ def aligned_empty(shape, dtype=np.float32, alignment=ALIGNMENT):
     return raw[off:off + n].view(dt).reshape(shape)
 
 
-def aligned(array, alignment=ALIGNMENT):
+def aligned(array: np.ndarray, alignment: int = ALIGNMENT) -> np.ndarray:
     """`array` itself when it is C-contiguous and aligned, else an aligned copy."""
     a = np.asarray(array)
     if a.flags.c_contiguous and a.ctypes.data % alignment == 0:
@@ -49,7 +56,8 @@ class Session(Closeable):
     the Graph object is closed first. Use it from one thread at a time.
     """
 
-    def __init__(self, graph, threads=0, seed=0, device="cpu", compile=True, poison=False, fusion=True, trace=False):
+    def __init__(self, graph: Graph, threads: int = 0, seed: int = 0, device: str = "cpu", compile: bool = True,
+                 poison: bool = False, fusion: bool = True, trace: bool = False) -> None:
         if not isinstance(graph, Graph):
             raise _lib.error("SG_ERR_INVALID_ARG", "Session needs a sgrt.Graph, not %s" % type(graph).__name__)
         self._s = None
@@ -80,7 +88,7 @@ class Session(Closeable):
 
     # ---- lifecycle ---------------------------------------------------------
 
-    def close(self):
+    def close(self) -> None:
         """Destroys the session (and lets go of the graph). Safe to call twice."""
         s, self._s = getattr(self, "_s", None), None
         if s is not None:
@@ -99,7 +107,7 @@ class Session(Closeable):
             raise _lib.error("SG_ERR_STATE", "the session is closed")
         return self._s
 
-    def compile(self):
+    def compile(self) -> None:
         """Compiles the graph (DCE, folding, schedule, memory plan, kernels). Once."""
         s = self._ptr()
         fn.sg_clear_error()
@@ -155,7 +163,7 @@ class Session(Closeable):
                              "type for%s" % (what, name, want, arr.dtype, hint))
         return arr, code
 
-    def set_input(self, name, value):
+    def set_input(self, name: str, value: ArrayLike) -> None:
         """Copies `value` into input `name`. A numpy array must have the input's
         dtype (float32 -> f32, int64 -> i64, int32 -> i32, ...) and shape exactly
         (sgrt.Error SG_ERR_DTYPE / SG_ERR_SHAPE otherwise); a Python scalar or list
@@ -168,7 +176,7 @@ class Session(Closeable):
         _lib.check(fn.sg_session_set_input(s, _lib.encode(name), code, ndim, dims, arr.ctypes.data_as(ctypes.c_void_p)))
         self._bound.pop(name, None)
 
-    def bind_input(self, name, array):
+    def bind_input(self, name: str, array: np.ndarray) -> None:
         """Binds `array` as input `name` without copying: every step reads its
         memory as it is then. The array must be a numpy array of the input's
         dtype and shape, C-contiguous and 64-byte aligned (sgrt.aligned_empty()
@@ -197,7 +205,7 @@ class Session(Closeable):
             for k, v in inputs.items():
                 self.set_input(k, v)
 
-    def step(self, inputs=None):
+    def step(self, inputs: Optional[Mapping[str, ArrayLike]] = None) -> dict[str, np.ndarray]:
         """One training step (forward, backward, update). `inputs`: an optional
         {name: array} given to set_input first. Returns the graph's outputs
         after the step, {name: numpy array} (copies, as outputs() gives)."""
@@ -207,7 +215,7 @@ class Session(Closeable):
         _lib.check(fn.sg_session_step(s))
         return self.outputs()
 
-    def forward(self, inputs=None):
+    def forward(self, inputs: Optional[Mapping[str, ArrayLike]] = None) -> dict[str, np.ndarray]:
         """An evaluation pass (batch norm on running statistics, no updates).
         Returns the graph's outputs, {name: numpy array}, as ONNX Runtime's
         run() returns its outputs."""
@@ -217,7 +225,7 @@ class Session(Closeable):
         _lib.check(fn.sg_session_forward(s))
         return self.outputs()
 
-    def read(self, name):
+    def read(self, name: str) -> np.ndarray:
         """A copy of a tensor's current value (parameter, state, optimizer state,
         input, constant or graph output) as a numpy array of its shape and dtype."""
         s = self._ptr()
@@ -230,7 +238,7 @@ class Session(Closeable):
         _lib.check(fn.sg_session_read(s, _lib.encode(name), out.ctypes.data_as(ctypes.c_void_p), out.nbytes))
         return out
 
-    def write(self, name, value):
+    def write(self, name: str, value: ArrayLike) -> None:
         """Overwrites a parameter, state or optimizer-state tensor. A numpy array
         must have its dtype and shape; scalars and lists are converted."""
         s = self._ptr()
@@ -254,7 +262,7 @@ class Session(Closeable):
         arr = np.require(arr, requirements="C")
         _lib.check(fn.sg_session_write(s, _lib.encode(name), arr.ctypes.data_as(ctypes.c_void_p), arr.nbytes))
 
-    def write_trace(self, path):
+    def write_trace(self, path: os.PathLike[str] | str) -> None:
         """Writes the timeline of every op of every step and evaluation pass as Chrome trace JSON
         (Session(trace=True); the form a distributed job writes for each rank)."""
         if not _lib.has("sg_session_write_trace"):
@@ -262,7 +270,7 @@ class Session(Closeable):
         fn.sg_clear_error()
         _lib.check(fn.sg_session_write_trace(self._ptr(), _lib.fspath(path)))
 
-    def outputs(self):
+    def outputs(self) -> dict[str, np.ndarray]:
         """{name: array} of every graph output."""
         self._ptr()
         p = self._g.ptr
@@ -272,14 +280,14 @@ class Session(Closeable):
 
     # ---- checkpoints -------------------------------------------------------
 
-    def save_checkpoint(self, path):
+    def save_checkpoint(self, path: os.PathLike[str] | str) -> None:
         """Writes the graph with the current parameters, state and optimizer state
         as a .sgg file (loadable with Graph.load too)."""
         s = self._ptr()
         fn.sg_clear_error()
         _lib.check(fn.sg_session_save_checkpoint(s, _lib.fspath(path)))
 
-    def load_checkpoint(self, path):
+    def load_checkpoint(self, path: os.PathLike[str] | str) -> None:
         """Restores parameters, state and optimizer state from a checkpoint of a
         graph with the same tensors (nothing changes when it does not fit)."""
         s = self._ptr()
