@@ -19,7 +19,7 @@ PACKAGES=(
   openmpi-bin              # mpirun, for the launcher tests (dist_mpirun_np4)
   iproute2 procps          # ip netns/veth for the multi-host tests; ps, pkill
   prometheus               # promtool and a server that scrapes an example's /metrics (check_metrics.sh)
-  python3-venv             # the virtual environment with tensorboard below
+  python3-venv python3-wheel  # virtual environments (tensorboard below; pip install ./python offline)
 )
 
 # Python packages Debian does not ship, from PyPI into a virtual environment of their own (never
