@@ -30,11 +30,20 @@ PY_PACKAGES=(tensorboard)
 py_tools() {
   "$PY_TOOLS/bin/python" -c 'import tensorboard' 2>/dev/null && return 0
   echo "install-deps: installing ${PY_PACKAGES[*]} into $PY_TOOLS (pip, from PyPI)"
+  # pip trusts the system's CA bundle (which holds the local CAs of /usr/local/share/ca-certificates,
+  # e.g. a company proxy's, once update-ca-certificates has seen them) rather than only its own.
+  local cert=()
+  if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1 && command -v update-ca-certificates >/dev/null; then
+    "${sudo[@]}" update-ca-certificates >/dev/null 2>&1 || true
+  fi
+  [ -s /etc/ssl/certs/ca-certificates.crt ] && cert=(--cert /etc/ssl/certs/ca-certificates.crt)
   /usr/bin/python3 -m venv --system-site-packages "$PY_TOOLS" &&
-    "$PY_TOOLS/bin/python" -m pip install -q --disable-pip-version-check "${PY_PACKAGES[@]}" ||
+    "$PY_TOOLS/bin/python" -m pip install -q --disable-pip-version-check "${cert[@]}" "${PY_PACKAGES[@]}" ||
     echo "install-deps: WARNING: could not install ${PY_PACKAGES[*]} (no PyPI?); the tests that need it skip" >&2
 }
 
+sudo=()
+[ "$(id -u)" -eq 0 ] || ! command -v sudo >/dev/null || sudo=(sudo)
 missing=()
 for pkg in "${PACKAGES[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
@@ -48,7 +57,6 @@ if [ ${#missing[@]} -eq 0 ]; then
 fi
 
 echo "install-deps: installing ${missing[*]}"
-sudo=()
 if [ "$(id -u)" -ne 0 ]; then
   command -v sudo >/dev/null || { echo "install-deps: not root and no sudo; install: ${missing[*]}" >&2; exit 1; }
   sudo=(sudo)
