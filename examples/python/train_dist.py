@@ -79,13 +79,15 @@ def shard_of(step, shard, n_shards, batch, seed=0):
     return x[shard * per:(shard + 1) * per], y[shard * per:(shard + 1) * per]
 
 
-def train(steps, batch, lr, threads=1, seed=0, quiet=False):
+def train(steps, batch, lr, threads=1, seed=0, quiet=False, **params):
     """Trains on every rank of the job; returns the Dist's last stats and the params hash."""
     import os
     world = int(os.environ.get("SG_WORLD_SIZE") or os.environ.get("WORLD_SIZE") or 1)
-    if batch % world:
-        raise SystemExit("train_dist.py: --batch %d is not a multiple of the %d ranks" % (batch, world))
-    g = build(batch // world, seed)
+    shards = world * params.get("micro_batches", 1)  # the graph takes one shard: a micro-batch of a rank
+    if batch % shards:
+        raise SystemExit("train_dist.py: --batch %d is not a multiple of the %d shards (ranks x micro-batches)"
+                         % (batch, shards))
+    g = build(batch // shards, seed)
 
     def feed(d, step, shard, n_shards):
         x, y = shard_of(step, shard, n_shards, batch, seed)
@@ -93,7 +95,7 @@ def train(steps, batch, lr, threads=1, seed=0, quiet=False):
         d.set_input("y", y)
         d.set_input("lr", np.float32(lr))
 
-    with sgrt.Dist(g, feed=feed, threads=threads, seed=seed) as d:
+    with sgrt.Dist(g, feed=feed, threads=threads, seed=seed, **params) as d:
         t0 = time.perf_counter()
         for step in range(steps):
             st = d.step()
@@ -116,15 +118,22 @@ def main():
     ap.add_argument("--seed", type=int, default=0, help="seed of the weights and the data (default 0)")
     ap.add_argument("--json", action="store_true", help="rank 0 prints one JSON object on stdout at the end")
     ap.add_argument("--save-params", metavar="FILE", help="rank 0 saves the final parameters (numpy .npz)")
+    ap.add_argument("--micro-batches", type=int, default=1, help="micro-batches per shard (default 1)")
+    ap.add_argument("--zero", action="store_true", help="ZeRO-1: each rank keeps a share of the optimizer state")
+    ap.add_argument("--qos", default="strict", help="strict (default), best-effort or graceful-degrade")
     a = ap.parse_args()
     if a.steps < 1 or a.batch < 1 or not a.lr > 0 or a.threads < 0:
         ap.error("--steps and --batch must be positive, --lr > 0, --threads >= 0")
-    rank, size, st, h, params, seconds = train(a.steps, a.batch, a.lr, a.threads, a.seed)
+    rank, size, st, h, params, seconds = train(a.steps, a.batch, a.lr, a.threads, a.seed,
+                                               micro_batches=a.micro_batches, zero=1 if a.zero else 0, qos=a.qos)
     if rank == 0 and a.save_params:
         np.savez(a.save_params, **params)
     if rank == 0:
         summary = {"example": "train_dist.py", "world_size": size, "steps": a.steps, "batch": a.batch,
                    "final_loss": st["loss_mean"], "recoveries": st["recoveries"], "params_hash": h,
+                   "micro_batches": a.micro_batches, "shards": st["shards"], "qos": a.qos,
+                   "optimizer_state_bytes": st["optimizer_state_bytes"],
+                   "optimizer_state_total": st["optimizer_state_total"],
                    "seconds": seconds}
         if a.json:
             print(json.dumps(summary))

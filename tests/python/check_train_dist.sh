@@ -7,6 +7,8 @@
 #     gradients is the global batch's);
 #   - with rank 2 killed at step 4 (`--inject`, a build with fault injection), the 3 others heal and
 #     end with the failure-free run's parameters (within 1e-5), one recovery;
+#   - with 2 micro-batches, ZeRO-1 and the graceful-degrade tier (train_dist.py's options, passed to
+#     sgrt.Dist): the plain run's parameters within 1e-5, 2 shards a step, a share of the optimizer state;
 #   - without the launcher, under torchrun-style variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
 #     set by hand for 2 processes), the same script trains and rank 0 prints its summary;
 #   - sgrt.Dist.model as a 2-stage pipeline and as a 2-way tensor group matches one process step by
@@ -70,6 +72,23 @@ else
   cat "$work/herr" >&2
   fail "the run with rank 2 killed failed"
 fi
+# Micro-batches, ZeRO-1 and the graceful-degrade tier from Python (sg_dist_params through sgrt.Dist):
+# the same parameters as the plain run within 1e-5 (other summation orders).
+"$sgrt" launch -n 4 -- "$py" "$ex" --steps $steps --json --micro-batches 2 --zero --qos graceful-degrade \
+  --save-params "$work/mz.npz" >"$work/mzout" 2>"$work/mzerr" || { cat "$work/mzerr" >&2; fail "micro-batches + ZeRO"; }
+"$py" - "$work/dp.npz" "$work/mz.npz" <<'PY' || fail "micro-batches + ZeRO-1 differ from the plain run"
+import sys
+import numpy as np
+a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
+worst = max(np.linalg.norm(a[n] - b[n]) / np.linalg.norm(a[n]) for n in a.files)
+print("2 micro-batches + ZeRO-1 + graceful-degrade vs plain: worst parameter %.2e" % worst)
+assert worst <= 1e-5, worst
+PY
+tail -n 1 "$work/mzout" | "$py" -c 'import json, sys
+j = json.loads(sys.stdin.read())
+assert j["shards"] == 2 and 0 < j["optimizer_state_bytes"] < j["optimizer_state_total"], j
+print("ZeRO-1: this rank keeps %d of %d bytes of optimizer state; 2 shards a step" % (
+    j["optimizer_state_bytes"], j["optimizer_state_total"]))' || fail "micro-batches / ZeRO-1 not in effect"
 for mode in pp tp; do
   "$sgrt" launch -n 2 -- "$py" "$here/dist_model_check.py" $mode >"$work/m.out" 2>&1 || { cat "$work/m.out" >&2; fail "Dist.model $mode"; }
   grep "Dist.model" "$work/m.out"
