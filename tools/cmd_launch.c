@@ -58,6 +58,9 @@ static const char *opt_master_addr;
 static int opt_master_port;
 
 static int label_base; /* this node's first global rank: opt_node_rank * ranks per node */
+/* The libsgrt this launcher runs on ("" when linked statically), found before any fork: the child
+ * only copies it into its environment. */
+static char own_library[4096];
 
 static volatile sig_atomic_t got_signal;
 static void on_signal(int sig) { got_signal = sig; }
@@ -159,10 +162,7 @@ static int spawn(rank_proc *p, int rank, int n, const char *port, const char *to
     setenv("SG_STORE_EXTERNAL", "1", 1); /* this launcher hosts the store */
     if (opt_inject != NULL) setenv("SG_INJECT", opt_inject, 1);
     /* Python ranks load the library this launcher runs on (python/sgrt/_lib.py), unless told otherwise. */
-    Dl_info lib;
-    if (getenv("SGRT_LIBRARY") == NULL && dladdr((void *)sg_version, &lib) != 0 && lib.dli_fname != NULL &&
-        strstr(lib.dli_fname, "libsgrt.so") != NULL)
-      setenv("SGRT_LIBRARY", lib.dli_fname, 1);
+    if (own_library[0] != '\0' && getenv("SGRT_LIBRARY") == NULL) setenv("SGRT_LIBRARY", own_library, 1);
     if (rejoin) setenv("SG_REJOIN", "1", 1);
     else unsetenv("SG_REJOIN"); /* the first incarnations start the job */
     /* A healing job destroys communicators whose peers died mid-transfer,
@@ -258,6 +258,10 @@ int cli_launch_ranks(int n, int restarts, int prefix, char **argv) {
   static rank_proc procs[MAX_RANKS];
   char token[256], port[16];
   label_base = opt_node_rank * n;
+  Dl_info lib;
+  if (dladdr((void *)sg_version, &lib) != 0 && lib.dli_fname != NULL &&
+      strstr(lib.dli_fname, "libsgrt.so") != NULL)
+    snprintf(own_library, sizeof own_library, "%s", lib.dli_fname);
   /* Several nodes share the token the user gives them all (SG_JOB_TOKEN, checked by run_launch); one
    * node makes its own, new for each job. */
   const char *given = getenv("SG_JOB_TOKEN");
