@@ -492,16 +492,30 @@ static sg_status build(ox_ctx *c) {
   return sg_graph_finalize(c->g);
 }
 
-static sg_status import(const uint8_t *data, size_t size, const sg_onnx_params *p, sg_graph **out) {
+/* Checks the wire format, then unpacks the ModelProto with `alloc` (set up here; free the model with it). */
+static sg_status unpack(const uint8_t *data, size_t size, pb_alloc *alloc, Onnx__ModelProto **out) {
   wire w = {data, size};
   SG_CHECK(wire_check(&w, data, data + size, &onnx__model_proto__descriptor, 0));
-  pb_alloc alloc = {{pb_malloc, pb_free, NULL}, false};
-  alloc.a.allocator_data = &alloc;
-  Onnx__ModelProto *m = onnx__model_proto__unpack(&alloc.a, size, data);
-  if (m == NULL) {
-    if (alloc.failed) return sg__error(SG_ERR_NO_MEMORY, "ONNX import: out of memory unpacking the model");
-    return sg__error(SG_ERR_FORMAT, "malformed protobuf: protobuf-c cannot unpack the model");
-  }
+  *alloc = (pb_alloc){{pb_malloc, pb_free, NULL}, false};
+  alloc->a.allocator_data = alloc;
+  *out = onnx__model_proto__unpack(&alloc->a, size, data);
+  if (*out != NULL) return SG_OK;
+  if (alloc->failed) return sg__error(SG_ERR_NO_MEMORY, "ONNX import: out of memory unpacking the model");
+  return sg__error(SG_ERR_FORMAT, "malformed protobuf: protobuf-c cannot unpack the model");
+}
+
+/* A failure reading the file at `path`, its message prefixed with the path. */
+static sg_status with_path(sg_status st, const char *path) {
+  if (st == SG_OK) return SG_OK;
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", sg_last_error());
+  return sg__error(st, "%s: %s", path, msg);
+}
+
+static sg_status import(const uint8_t *data, size_t size, const sg_onnx_params *p, sg_graph **out) {
+  pb_alloc alloc;
+  Onnx__ModelProto *m;
+  SG_CHECK(unpack(data, size, &alloc, &m));
   ox_ctx c = {.model = m, .graph = m->graph, .batch = p->batch, .training = p->training, .node_index = -1};
   sg__arena_init(&c.tmp);
   sg_status st = SG_OK;
@@ -573,25 +587,14 @@ sg_status sg_onnx_symbolic_dims(const char *path, sg_onnx_symbolic_dim *out, siz
   size_t size;
   SG_CHECK(sg__map_file(path, &map, &size));
   static const uint8_t empty[1];
-  const uint8_t *data = map ? map : empty;
-  wire w = {data, size};
-  sg_status st = wire_check(&w, data, data + size, &onnx__model_proto__descriptor, 0);
-  pb_alloc alloc = {{pb_malloc, pb_free, NULL}, false};
-  alloc.a.allocator_data = &alloc;
-  Onnx__ModelProto *m = st == SG_OK ? onnx__model_proto__unpack(&alloc.a, size, data) : NULL;
-  if (st == SG_OK && m == NULL)
-    st = alloc.failed ? sg__error(SG_ERR_NO_MEMORY, "out of memory unpacking the model")
-                      : sg__error(SG_ERR_FORMAT, "malformed protobuf: protobuf-c cannot unpack the model");
+  pb_alloc alloc;
+  Onnx__ModelProto *m = NULL;
+  sg_status st = unpack(map ? map : empty, size, &alloc, &m);
   if (st == SG_OK && m->graph == NULL) st = sg__error(SG_ERR_FORMAT, "the model has no graph");
   if (st == SG_OK) list_symbolic(m->graph, out, cap, count);
   if (m != NULL) protobuf_c_message_free_unpacked(&m->base, &alloc.a);
   sg__unmap_file(map, size);
-  if (st != SG_OK) {
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", sg_last_error());
-    return sg__error(st, "%s: %s", path, msg);
-  }
-  return SG_OK;
+  return with_path(st, path);
 }
 
 sg_status sg_onnx_import(const char *path, const sg_onnx_params *p, sg_graph **out) {
@@ -606,10 +609,5 @@ sg_status sg_onnx_import(const char *path, const sg_onnx_params *p, sg_graph **o
   static const uint8_t empty[1];
   sg_status st = import(map ? map : empty, size, &q, out);
   sg__unmap_file(map, size);
-  if (st != SG_OK) {
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", sg_last_error());
-    return sg__error(st, "%s: %s", path, msg);
-  }
-  return SG_OK;
+  return with_path(st, path);
 }
