@@ -216,6 +216,13 @@ int64_t sg__dist_announce_recovery(sg_dist *d);
 sg_status sg__dist_recover(sg_dist *d);
 /* Whether the current failure can be healed (a peer's failure, a feed callback, QoS allows). */
 bool sg__dist_healable(sg_dist *d);
+/* Compute thread, a step that failed with `failed`, an error no recovery heals (a malformed message): the
+ * exclusion, when the others already went on without this rank (the store holds the next epoch's decision
+ * and it does not list this rank; stats.excluded set); else `failed` itself. Why a left-out rank gets there:
+ * a send the members gave up when they left it out (it was silent, not dead) can still deliver, and a
+ * rendezvous reads the sender's buffer when the receiver matches it, long after the members reused that
+ * memory. */
+sg_status sg__dist_left_out(sg_dist *d, sg_status failed);
 
 /* ---- shards: micro-batches and recovery (micro.c) ------------------------------- */
 

@@ -452,6 +452,34 @@ int64_t sg__dist_announce_recovery(sg_dist *d) {
   return t0;
 }
 
+sg_status sg__dist_left_out(sg_dist *d, sg_status failed) {
+  if (failed == SG_OK || d->heal.env.master_addr[0] == '\0') return failed;
+  char why[512];
+  snprintf(why, sizeof why, "%s", sg_last_error()); /* the store's calls below rewrite it */
+  int me = d->orig_rank, epoch = d->epoch + 1;
+  sg__store *st = NULL;
+  if (sg__store_connect(d->heal.env.master_addr, d->heal.env.master_port, d->heal.env.token, 2000, &st) !=
+      SG_OK)
+    return sg__error(failed, "%s", why);
+  char key[64];
+  snprintf(key, sizeof key, "heal/%d/members", epoch);
+  void *v = NULL;
+  size_t n = 0;
+  members_rec m;
+  bool decided = sg__store_wait_get(st, key, 0, &v, &n) == SG_OK && n == sizeof m;
+  if (decided) memcpy(&m, v, sizeof m);
+  sg__free(v);
+  sg__store_close(st);
+  bool listed = false, valid = decided && m.n >= 0 && m.n <= d->size; /* validated before use (SPEC S1) */
+  for (int i = 0; valid && i < m.n; i++) listed = listed || m.orig[i] == me;
+  if (!valid || listed) return sg__error(failed, "%s", why);
+  d->stats.excluded = 1;
+  return sg__error(SG_ERR_COMM,
+                   "rank %d: excluded from the job at epoch %d (the others went on without it: it was "
+                   "unreachable); what it received since was stale: %s",
+                   me, epoch, why);
+}
+
 void sg__dist_epoch_params(const sg_dist *d, int idx, int n, int epoch, sg_comm_params *out) {
   *out = d->comm_params;
   out->size = sizeof *out;

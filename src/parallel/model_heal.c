@@ -365,6 +365,7 @@ sg_status sg__model_heal_step(sg_dist *d, const sg__model_heal_ops *ops, bool re
     st = recover(d, ops);
     if (st != SG_OK || d->stats.steps >= want) break; /* the generation it restored has the step */
   }
+  if (st != SG_OK && H->on && !healable(d, st)) st = sg__dist_left_out(d, st);
   if (st == SG_OK && H->t0_ns != 0) { /* the first step completed after a recovery */
     d->stats.rto_step_ms = d->stats.detection_ms + (double)(sg__now_ns() - H->t0_ns) * 1e-6;
     H->t0_ns = 0;

@@ -310,6 +310,9 @@ sg_status sg__par_data_step(sg_dist *d) {
     }
     if (st != SG_OK) {
       if (__atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE) && sg__dist_healable(d)) continue;
+      if (d->p.heal != 1) return st;
+      st = sg__dist_left_out(d, st);
+      DP(d)->excluded = d->stats.excluded != 0;
       return st;
     }
     int64_t t1 = sg__now_ns();

@@ -8,8 +8,12 @@
 # line, less the "detected N ms ago" the line gives (the compute thread starts
 # the recovery at its next op, later on a loaded machine): the detection as an
 # observer sees it. detection_ms counts from the last sign of life, which came
-# before the stop, so it must cover that, less 25 ms of stamping slack, and
-# exceed it by at most 250 ms (a heartbeat period and scheduling).
+# before the stop, so it must cover that, less 60 ms of slack, and exceed it
+# by at most 250 ms (a heartbeat period and scheduling). The slack: the line
+# passes two pipes (the launcher's relay, then the stamping loop) before it is
+# stamped, and rank 0 times its last heartbeat from rank 2 when it handles it,
+# not when it arrived; each waits for a core on a loaded 2-core machine (35 ms
+# were seen in CI, where the test now runs alone).
 #   usage: run_detect.sh SGRT RESNET50_DIST
 set -u
 sgrt=$1 bin=$2
@@ -43,7 +47,7 @@ det=$(grep -o '\[recovered: .*detection [0-9]* ms' "$dir/log" | head -n 1 | sed 
 echo "run_detect: rank 0 detected the loss ${seen} ms after the stop; it reports detection_ms ${det}"
 /usr/bin/python3 -c 'import sys
 seen, det = float(sys.argv[1]), float(sys.argv[2])
-sys.exit(0 if seen - 25 <= det <= seen + 250 else 1)' "$seen" "$det" || {
+sys.exit(0 if seen - 60 <= det <= seen + 250 else 1)' "$seen" "$det" || {
   echo "run_detect: detection_ms ${det} does not match the ${seen} ms observed"
   exit 1
 }

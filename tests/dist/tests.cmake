@@ -245,7 +245,7 @@ set_tests_properties(dist_rejoin_twice_np4 PROPERTIES TIMEOUT 60 LABELS "dist;he
 if(TARGET resnet50_dist AND NOT SG_SANITIZE)
   add_test(NAME dist_detection_real_stop_np4
            COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_detect.sh $<TARGET_FILE:sgrt_cli> $<TARGET_FILE:resnet50_dist>)
-  set_tests_properties(dist_detection_real_stop_np4 PROPERTIES TIMEOUT 180 LABELS "dist;heal"
+  set_tests_properties(dist_detection_real_stop_np4 PROPERTIES TIMEOUT 180 LABELS "dist;heal" RUN_SERIAL TRUE
                                                                ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000")
 endif()
 
