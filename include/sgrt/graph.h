@@ -116,6 +116,9 @@ typedef enum sg_op_kind {
   SG_OP_CAST = 60,  /**< convert to another dtype */
   SG_OP_LAYER_NORM = 61,
   SG_OP_LAYER_NORM_BACKWARD = 62,
+  /* Embedding lookup (token and position embeddings). */
+  SG_OP_EMBEDDING = 63,          /**< rows of a table by integer ids: table[ids] */
+  SG_OP_EMBEDDING_BACKWARD = 64, /**< the table's gradient: dy rows added into the rows named by ids */
 } sg_op_kind;
 
 /** Opaque graph. */

@@ -169,6 +169,9 @@ SG_API sg_tensor sg_reshape(sg_graph *g, sg_tensor x, int ndim, const int64_t *s
 SG_API sg_tensor sg_transpose(sg_graph *g, sg_tensor x, int ndim, const int64_t *perm);
 /** Concatenate n tensors of equal rank along `axis` (may be negative). */
 SG_API sg_tensor sg_concat(sg_graph *g, int n, const sg_tensor *xs, int axis);
+/** The range [start, start + length) of x along `axis` (may be negative): x[..., start:start+length, ...].
+ * The range must be non-empty and inside the dim. Its gradient puts dy back in place with zeros around. */
+SG_API sg_tensor sg_slice(sg_graph *g, sg_tensor x, int axis, int64_t start, int64_t length);
 
 /* ---- softmax, losses, reductions ---------------------------------------- */
 
@@ -199,6 +202,16 @@ SG_API sg_tensor sg_reduce_sum(sg_graph *g, sg_tensor x, int naxes, const int64_
  */
 SG_API sg_tensor sg_layer_norm(sg_graph *g, sg_tensor x, sg_tensor scale, sg_tensor bias, int axis,
                                double epsilon);
+
+/**
+ * Embedding lookup, like torch.nn.Embedding and NumPy's table[ids]: the rows
+ * of a float table [V, C] named by integer ids (i32 or i64, rank 0 to 7);
+ * the result has ids' dims followed by C, in the table's dtype. The table
+ * gets a gradient (repeated ids add up); the ids get none. An id outside
+ * 0..V-1 fails the step with SG_ERR_RANGE naming the op, the id and V (no
+ * wrap-around of negative ids, as PyTorch).
+ */
+SG_API sg_tensor sg_embedding(sg_graph *g, sg_tensor table, sg_tensor ids);
 
 /** Inverted dropout with probability p in [0, 1); the mask (u8, output 1) is
  * drawn from `seed` and the step number, so runs are reproducible. */
@@ -231,15 +244,21 @@ typedef struct sg_adamw_params {
   double beta1, beta2; /**< default 0.9, 0.999 */
   double eps;          /**< default 1e-8 */
   double weight_decay; /**< decoupled; default 0.01 */
+  /** Weight decay only for parameters of at least this many dims, none for the others (0, the default:
+   * every parameter). 2 is GPT-2's and nanoGPT's rule, the usual two parameter groups of
+   * torch.optim.AdamW: matrices and embeddings decay, biases and LayerNorm scales do not. */
+  int decay_min_ndim;
 } sg_adamw_params;
 #define SG_ADAMW_PARAMS_INIT \
-  { sizeof(sg_adamw_params), 0.9, 0.999, 1e-8, 0.01 }
+  { sizeof(sg_adamw_params), 0.9, 0.999, 1e-8, 0.01, 0 }
 SG_API sg_adamw_params sg_adamw_params_init(void);
 
 /**
  * In-place AdamW update, as torch.optim.AdamW. m and v (role OPTIMIZER_STATE,
  * shape of param) and step (role OPTIMIZER_STATE, scalar f32, the number of
- * updates done so far) are updated in place. The op has no outputs.
+ * updates done so far) are updated in place. The op has no outputs. Its
+ * weight_decay attribute is p->weight_decay, or 0 when param has fewer dims
+ * than p->decay_min_ndim (SG_ERR_ATTRIBUTE if that is negative).
  */
 SG_API sg_status sg_adamw_update(sg_graph *g, sg_tensor param, sg_tensor grad, sg_tensor lr, sg_tensor m,
                                  sg_tensor v, sg_tensor step, const sg_adamw_params *p);

@@ -128,6 +128,7 @@ class sg_adamw_params(ctypes.Structure):
         ("beta2", c_double),
         ("eps", c_double),
         ("weight_decay", c_double),
+        ("decay_min_ndim", c_int),
     ]
 
 
@@ -354,6 +355,7 @@ _PROTOTYPES = {
     "sg_where": (T, [G, T, T, T]),
     "sg_cast": (T, [G, T, c_int]),
     "sg_layer_norm": (T, [G, T, T, T, c_int, c_double]),
+    "sg_embedding": (T, [G, T, T]),
     "sg_matmul": (T, [G, T, T]),
     "sg_gemm_params_init": (sg_gemm_params, []),
     "sg_gemm": (T, [G, T, T, T, POINTER(sg_gemm_params)]),
@@ -366,6 +368,7 @@ _PROTOTYPES = {
     "sg_reshape": (T, [G, T, c_int, I64P]),
     "sg_transpose": (T, [G, T, c_int, I64P]),
     "sg_concat": (T, [G, c_int, PT, c_int]),
+    "sg_slice": (T, [G, T, c_int, c_int64, c_int64]),
     "sg_softmax": (T, [G, T, c_int]),
     "sg_log_softmax": (T, [G, T, c_int]),
     "sg_cross_entropy": (T, [G, T, T, c_int]),

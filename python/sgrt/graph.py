@@ -746,6 +746,14 @@ class Graph(Closeable):
         p = self._begin()
         return self._result(fn.sg_layer_norm(p, tx, tw, tb, int(axis), float(eps)))
 
+    def embedding(self, table: TensorLike, ids: TensorLike) -> Tensor:
+        """Rows of table [V, C] (float) named by ids (i32 or i64): table[ids], of shape ids.shape + (C,),
+        as torch.nn.Embedding. The table gets a gradient, the ids none; an id outside 0..V-1 fails
+        the step (SG_ERR_RANGE)."""
+        tt, ti = self._t(table), self._t(ids)
+        p = self._begin()
+        return self._result(fn.sg_embedding(p, tt, ti))
+
     def matmul(self, a: TensorLike, b: TensorLike) -> Tensor:
         return self._binary(fn.sg_matmul, a, b)
 
@@ -802,6 +810,10 @@ class Graph(Closeable):
         arr = (_lib.sg_tensor * max(len(ts), 1))(*ts)
         p = self._begin()
         return self._result(fn.sg_concat(p, len(ts), arr, int(axis)))
+
+    def slice(self, x: TensorLike, axis: int, start: int, length: int) -> Tensor:
+        """x[..., start:start+length, ...] along `axis` (a non-empty range inside the dim)."""
+        return self._unary(fn.sg_slice, x, int(axis), int(start), int(length))
 
     def softmax(self, x: TensorLike, axis=-1) -> Tensor:
         return self._unary(fn.sg_softmax, x, int(axis))
@@ -864,12 +876,15 @@ class Graph(Closeable):
         p = self._begin()
         self._status(fn.sg_graph_add_sgd(p, t, ctypes.byref(prm)))
 
-    def add_adamw(self, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+    def add_adamw(self, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, decay_min_ndim=0):
         """AdamW updates (torch.optim.AdamW semantics) of every parameter with a
-        gradient; state "<param>.exp_avg", ".exp_avg_sq", ".step"."""
+        gradient; state "<param>.exp_avg", ".exp_avg_sq", ".step". Weight decay
+        applies to parameters of at least `decay_min_ndim` dims only (2: GPT-2's
+        groups, matrices and embeddings but not biases or LayerNorm)."""
         prm = fn.sg_adamw_params_init()
         prm.beta1, prm.beta2 = float(betas[0]), float(betas[1])
         prm.eps, prm.weight_decay = float(eps), float(weight_decay)
+        prm.decay_min_ndim = int(decay_min_ndim)
         t = self._t(self._lr(lr))
         p = self._begin()
         self._status(fn.sg_graph_add_adamw(p, t, ctypes.byref(prm)))

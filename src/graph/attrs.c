@@ -9,6 +9,7 @@
 /* A bound as messages write it: 2^30 rather than 1073741824. */
 static const char *bound_str(char *buf, size_t cap, int64_t v) {
   if (v == SG__MAX_ATTR_DIM) snprintf(buf, cap, "2^30");
+  else if (v == SG__MAX_NUMEL) snprintf(buf, cap, "2^56");
   else snprintf(buf, cap, "%lld", (long long)v);
   return buf;
 }

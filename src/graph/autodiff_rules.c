@@ -3,6 +3,7 @@
  * gradients of the inputs that need one, and nothing for the others: the
  * first convolution of a network gets no conv2d_backward_data. The
  * derivations are in docs/autodiff.md. */
+#include <stdio.h>
 #include <string.h>
 
 #include "graph/autodiff.h"
@@ -427,6 +428,33 @@ static sg_status rule_broadcast_to(sg__ad *c, const sg__op *op, sg_tensor dy) {
   return sg__ad_give(c, op, 0, sum_to_input(c, op, 0, dy));
 }
 
+/* Slice: dy in its place along the axis, zeros around it: concat(zeros, dy, zeros), the zeros a
+ * broadcast scalar constant ("<op>/zero"; a part of length 0 is left out). Slices that together cover
+ * x (attention's q, k and v) give contributions that the sum over consumers adds up. */
+static sg_status rule_slice(sg__ad *c, const sg__op *op, sg_tensor dy) {
+  sg__tensor x = tensor_of(c, op->inputs[0]);
+  int axis;
+  if (!sg__norm_axis(sg__attr_i(op, 0), x.ndim, &axis))
+    return sg__error(SG_ERR_INTERNAL, "slice '%s': axis out of range in backward", op->name);
+  int64_t start = sg__attr_i(op, 1), length = sg__attr_i(op, 2), after = x.dims[axis] - start - length;
+  if (start == 0 && after == 0) return sg__ad_give(c, op, 0, dy);
+  char name[SG__MAX_NAME + 16];
+  snprintf(name, sizeof name, "%.*s/zero", SG__MAX_NAME - 8, op->name);
+  for (uint32_t k = 1; sg__tensor_lookup(c->g, name) >= 0; k++)
+    snprintf(name, sizeof name, "%.*s/zero_%u", SG__MAX_NAME - 20, op->name, k);
+  uint8_t zero[8] = {0}; /* 0 in every float dtype */
+  sg_tensor z = sg_graph_add_tensor(c->g, name, x.dtype, SG_ROLE_CONSTANT, 0, NULL, zero);
+  sg_tensor parts[3];
+  int n = 0;
+  int64_t dims[SG_MAX_DIMS];
+  memcpy(dims, x.dims, sizeof dims);
+  if (start > 0) dims[axis] = start, parts[n++] = broadcast_to(c, z, x.ndim, dims);
+  parts[n++] = dy;
+  if (after > 0) dims[axis] = after, parts[n++] = broadcast_to(c, z, x.ndim, dims);
+  sg_attr a = SG__AI("axis", axis);
+  return sg__ad_give(c, op, 0, emit(c, SG_OP_CONCAT, n, parts, 1, &a));
+}
+
 /* ---- softmax, losses, reductions ---------------------------------------- */
 
 static sg_status rule_softmax(sg__ad *c, const sg__op *op, sg_tensor dy) {
@@ -463,6 +491,15 @@ static sg_status rule_reduce(sg__ad *c, const sg__op *op, sg_tensor dy) {
   if (op->kind == SG_OP_REDUCE_MEAN) t = mul_scalar(c, t, 1.0 / (double)count);
   t = broadcast_to(c, reshape(c, t, x.ndim, keep), x.ndim, x.dims);
   return sg__ad_give(c, op, 0, t);
+}
+
+/* With respect to the table only: ids are integers. The backward op gets V
+ * (the table's rows) as an attribute, so it does not hold the table. */
+static sg_status rule_embedding(sg__ad *c, const sg__op *op, sg_tensor dy) {
+  sg__tensor table = tensor_of(c, op->inputs[0]);
+  sg_tensor in[] = {dy, in_t(op, 1)};
+  sg_attr v = SG__AI("num_embeddings", table.dims[0]);
+  return sg__ad_give(c, op, 0, emit(c, SG_OP_EMBEDDING_BACKWARD, 2, in, 1, &v));
 }
 
 /* Training form: the saved keep mask; inference form is the identity. */
@@ -510,6 +547,7 @@ static const sg__grad_def rules[] = {
     [SG_OP_DROPOUT] = {rule_dropout, ALL_INPUTS},
     [SG_OP_SUM_TO] = {rule_sum_to, ALL_INPUTS},
     [SG_OP_BROADCAST_TO] = {rule_broadcast_to, ALL_INPUTS},
+    [SG_OP_SLICE] = {rule_slice, ALL_INPUTS},
     [SG_OP_EXP] = {rule_math, ALL_INPUTS},
     [SG_OP_LOG] = {rule_math, ALL_INPUTS},
     [SG_OP_SQRT] = {rule_math, ALL_INPUTS},
@@ -524,6 +562,8 @@ static const sg__grad_def rules[] = {
     [SG_OP_WHERE] = {rule_where, 0x6u},
     [SG_OP_CAST] = {rule_cast, ALL_INPUTS},
     [SG_OP_LAYER_NORM] = {rule_layer_norm, ALL_INPUTS},
+    /* Not the ids (input 1). */
+    [SG_OP_EMBEDDING] = {rule_embedding, 0x1u},
 };
 
 const sg__grad_def *sg__grad_def_get(sg_op_kind kind) {

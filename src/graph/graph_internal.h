@@ -87,6 +87,8 @@ extern const sg__op_def sg__def_sum_to, sg__def_broadcast_to, sg__def_slice;
 extern const sg__op_def sg__def_exp, sg__def_log, sg__def_sqrt, sg__def_reciprocal, sg__def_neg;
 extern const sg__op_def sg__def_abs, sg__def_sign, sg__def_erf, sg__def_max, sg__def_min;
 extern const sg__op_def sg__def_where, sg__def_cast, sg__def_layer_norm, sg__def_layer_norm_backward;
+/* Embedding lookup and its backward (ops_embedding.c). */
+extern const sg__op_def sg__def_embedding, sg__def_embedding_backward;
 
 /* conv2d's attribute schema entries, in order (stride, padding, dilation,
  * groups); its backward ops start their schemas with the same entries. */

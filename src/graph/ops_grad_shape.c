@@ -61,8 +61,9 @@ static sg_status infer_broadcast_to(const sg_graph *g, const sg__op *op, sg__sha
 
 const sg__op_def sg__def_sum_to = {SG_OP_SUM_TO, "sum_to",     1,         1, 0, 0, SG_ROLE_GRADIENT, 1,
                                    shape_attrs,  infer_sum_to, SG__OP_SUM};
+/* A forward op too (the ONNX importer's Expand), so its outputs are activations outside backward. */
 const sg__op_def sg__def_broadcast_to = {
-    SG_OP_BROADCAST_TO, "broadcast_to", 1, 1, 0, 0, SG_ROLE_GRADIENT, 1, shape_attrs, infer_broadcast_to};
+    SG_OP_BROADCAST_TO, "broadcast_to", 1, 1, 0, 0, SG_ROLE_ACTIVATION, 1, shape_attrs, infer_broadcast_to};
 
 enum { AXIS, START, LENGTH };
 static const sg__attr_schema slice_attrs[] = {
@@ -92,5 +93,11 @@ static sg_status infer_slice(const sg_graph *g, const sg__op *op, sg__shape *out
   return SG_OK;
 }
 
-const sg__op_def sg__def_slice = {SG_OP_SLICE, "slice",          1, 1,           0,
-                                  0,           SG_ROLE_GRADIENT, 3, slice_attrs, infer_slice};
+/* A forward op too (sg_slice: attention's q, k and v), so its outputs are activations outside backward. */
+const sg__op_def sg__def_slice = {SG_OP_SLICE,        "slice", 1,           1,          0, 0,
+                                  SG_ROLE_ACTIVATION, 3,       slice_attrs, infer_slice};
+
+sg_tensor sg_slice(sg_graph *g, sg_tensor x, int axis, int64_t start, int64_t length) {
+  sg_attr a[] = {SG__AI("axis", axis), SG__AI("start", start), SG__AI("length", length)};
+  return sg__build1(g, SG_OP_SLICE, 1, &x, 3, a);
+}

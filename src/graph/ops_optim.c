@@ -148,8 +148,16 @@ sg_status sg_adamw_update(sg_graph *g, sg_tensor param, sg_tensor grad, sg_tenso
                        &d, p) != SG_OK)
     return sg_graph_status(g);
   p = &d;
+  if (p->decay_min_ndim < 0 || p->decay_min_ndim > SG_MAX_DIMS)
+    return sg__graph_fail(g,
+                          sg__error(SG_ERR_ATTRIBUTE, "sg_adamw_update: decay_min_ndim %d is not in [0, %d]",
+                                    p->decay_min_ndim, SG_MAX_DIMS));
+  /* Two parameter groups as torch.optim.AdamW takes them: the rule picks this parameter's (a bad id is
+   * the op's own error, below). */
+  bool known = param.id >= 0 && (uint32_t)param.id < g->n_tensors;
+  double wd = known && g->tensors[param.id].ndim < p->decay_min_ndim ? 0.0 : p->weight_decay;
   sg_attr attrs[] = {SG__AF("beta1", p->beta1), SG__AF("beta2", p->beta2), SG__AF("eps", p->eps),
-                     SG__AF("weight_decay", p->weight_decay)};
+                     SG__AF("weight_decay", wd)};
   sg_tensor in[] = {param, grad, lr, m, v, step};
   return sg_graph_add_op(g, SG_OP_ADAMW_UPDATE, 6, in, 4, attrs, 0, NULL, NULL);
 }

@@ -2,8 +2,9 @@
  * Flatten (Shape -> Gather -> Unsqueeze -> Concat, Slice, Cast, ...). Every
  * shape is static in sgrt, so these are computed at import time and never
  * become ops. Ops that also have a run-time form here (Concat, Reshape,
- * Squeeze, Unsqueeze, Cast, Identity) build sgrt ops when an input is not an
- * import-time constant. */
+ * Squeeze, Unsqueeze, Cast, Identity; Gather as an embedding lookup; Slice
+ * and Split as sg_slice, e.g. attention's q, k and v) build sgrt ops when
+ * an input is not an import-time constant. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -222,34 +223,72 @@ static sg_status cv_shape(ox_ctx *c, const Onnx__NodeProto *n) {
   return sg__ox_set_const(c, 0, OX_INT64, 1, &len, data);
 }
 
-/* ---- Gather, Slice -------------------------------------------------------- */
+/* ---- Gather ---------------------------------------------------------------- */
 
-/* Data of Gather and Slice must be a foldable constant: these ops have no
- * run-time form in sgrt. */
-static sg_status need_foldable(ox_ctx *c, const ox_value *v, const char *what) {
+sg_status sg__ox_need_foldable(ox_ctx *c, const ox_value *v, const char *what) {
   if (v->kind == OX_V_UNAVAILABLE) return unavailable(c, v);
   if (v->kind == OX_V_TENSOR)
     return sg__ox_node_error(c, SG_ERR_UNSUPPORTED,
-                             "%s '%s' is computed at run time; sgrt folds this op only for constants "
-                             "(shape computations)",
-                             what, v->name);
+                             "%s '%s' is computed at run time; sgrt folds this op only for constants", what,
+                             v->name);
   if (!sg__ox_foldable(v))
     return sg__ox_node_error(c, SG_ERR_UNSUPPORTED,
                              "%s '%s' is a parameter; sgrt folds this op only for constants", what, v->name);
   return SG_OK;
 }
 
+/* A Gather that is not folded: rows of a 2-D float table along axis 0, an
+ * sgrt embedding (what torch.onnx.export writes for nn.Embedding, whose
+ * weight is a parameter, with indices known at run time). Other Gathers
+ * have no run-time form. Constant indices are checked here; run-time ones
+ * by the kernel, which takes 0..V-1 only (ONNX's negative indices do not
+ * wrap at run time). */
+static sg_status gather_embedding(ox_ctx *c, ox_value *data, ox_value *idx, int64_t axis_attr) {
+  if (data->kind == OX_V_UNAVAILABLE) return unavailable(c, data);
+  if (idx->kind == OX_V_UNAVAILABLE) return unavailable(c, idx);
+  int ndim;
+  int64_t dims[SG_MAX_DIMS];
+  SG_CHECK(sg__ox_shape(c, data, &ndim, dims));
+  int axis;
+  SG_CHECK(sg__ox_axis(c, axis_attr, ndim, "axis", &axis));
+  const char *what = sg__ox_foldable(data) ? "indices are not a constant" : "data is not a constant";
+  char sd[256];
+  sg__onnx_dims_text(sd, sizeof sd, ndim, dims);
+  if (ndim != 2 || axis != 0)
+    return sg__ox_node_error(c, SG_ERR_UNSUPPORTED,
+                             "%s (data '%s' %s, axis %d): sgrt runs such a Gather only as an embedding "
+                             "lookup, along axis 0 of a 2-D table",
+                             what, data->name, sd, axis);
+  if (idx->kind == OX_V_CONST) {
+    if (idx->elem == OX_FLOAT)
+      return sg__ox_node_error(c, SG_ERR_DTYPE, "indices '%s' holds floats; expected integers", idx->name);
+    for (int64_t j = 0; j < idx->numel; j++) {
+      int64_t i = sg__ox_i64(idx, j);
+      if (i < 0 || i >= dims[0])
+        return sg__ox_node_error(c, i < -dims[0] || i >= dims[0] ? SG_ERR_RANGE : SG_ERR_UNSUPPORTED,
+                                 "index %lld of indices '%s' is outside 0..%lld (data '%s' %s; an embedding "
+                                 "lookup does not wrap negative indices)",
+                                 (long long)i, idx->name, (long long)(dims[0] - 1), data->name, sd);
+    }
+  }
+  sg_tensor table, ids;
+  SG_CHECK(sg__ox_tensor(c, data, &table));
+  SG_CHECK(sg__ox_tensor(c, idx, &ids));
+  sg_tensor y = sg_embedding(c->g, table, ids);
+  SG_CHECK(sg__ox_built(c, y));
+  return sg__ox_set_tensor(c, 0, y);
+}
+
 static sg_status cv_gather(ox_ctx *c, const Onnx__NodeProto *n) {
   static const char *const known[] = {"axis", NULL};
   SG_CHECK(sg__ox_check_attrs(c, known));
   ox_value *data = sg__ox_input(c, n, 0), *idx = sg__ox_input(c, n, 1);
-  SG_CHECK(need_foldable(c, data, "data"));
-  SG_CHECK(need_foldable(c, idx, "indices"));
+  int64_t axis_attr = 0;
+  SG_CHECK(sg__ox_attr_int(c, "axis", 0, &axis_attr));
+  if (!sg__ox_foldable(data) || !sg__ox_foldable(idx)) return gather_embedding(c, data, idx, axis_attr);
   if (idx->elem == OX_FLOAT)
     return sg__ox_node_error(c, SG_ERR_DTYPE, "indices '%s' holds floats; expected integers", idx->name);
-  int64_t axis_attr = 0;
   int axis = 0;
-  SG_CHECK(sg__ox_attr_int(c, "axis", 0, &axis_attr));
   SG_CHECK(sg__ox_axis(c, axis_attr, data->ndim, "axis", &axis));
   int rank = data->ndim - 1 + idx->ndim;
   if (rank > SG_MAX_DIMS)
@@ -279,13 +318,52 @@ static sg_status cv_gather(ox_ctx *c, const Onnx__NodeProto *n) {
   return sg__ox_set_const(c, 0, data->elem, rank, dims, out);
 }
 
-static sg_status cv_slice(ox_ctx *c, const Onnx__NodeProto *n) {
-  static const char *const known_old[] = {"starts", "ends", "axes", NULL};
-  static const char *const known_new[] = {NULL};
-  SG_CHECK(sg__ox_check_attrs(c, c->opset < 10 ? known_old : known_new));
-  ox_value *data = sg__ox_input(c, n, 0);
-  SG_CHECK(need_foldable(c, data, "data"));
-  int r = data->ndim;
+/* ---- Slice, Split ------------------------------------------------------------ */
+
+/* What a Slice, or one output of a Split, takes from its data along each
+ * axis: `count` elements from `first`, `step` apart (ONNX's clamping done). */
+typedef struct slice_plan {
+  int ndim;
+  int64_t in[SG_MAX_DIMS]; /* the data's dims */
+  int64_t first[SG_MAX_DIMS], step[SG_MAX_DIMS], count[SG_MAX_DIMS];
+} slice_plan;
+
+/* Every axis whole. */
+static sg_status plan_whole(ox_ctx *c, const ox_value *data, slice_plan *p) {
+  SG_CHECK(sg__ox_shape(c, data, &p->ndim, p->in));
+  for (int a = 0; a < p->ndim; a++) {
+    p->first[a] = 0;
+    p->step[a] = 1;
+    p->count[a] = p->in[a];
+  }
+  return SG_OK;
+}
+
+/* Axis ax from start s to end e (exclusive) by step st (not 0, not
+ * INT64_MIN), as ONNX reads them: negative indices count from the end, and
+ * out-of-range ones are clamped to the dim (an end to -1 for a negative
+ * step, so that the range can include index 0). */
+static void plan_axis(slice_plan *p, int ax, int64_t s, int64_t e, int64_t st) {
+  int64_t d = p->in[ax];
+  if (s < 0) s = s < -d ? 0 : s + d;
+  if (e < 0) e = e < -d ? -1 : e + d;
+  if (st > 0) {
+    s = s < 0 ? 0 : s > d ? d : s;
+    e = e < 0 ? 0 : e > d ? d : e;
+    p->count[ax] = e > s ? (e - s - 1) / st + 1 : 0; /* no overflow for a huge step */
+  } else {
+    s = s < 0 ? 0 : s > d - 1 ? d - 1 : s;
+    e = e < -1 ? -1 : e > d - 1 ? d - 1 : e;
+    p->count[ax] = s > e ? (s - e - 1) / -st + 1 : 0;
+  }
+  p->first[ax] = s;
+  p->step[ax] = st;
+}
+
+/* Slice's starts, ends, axes and steps (attributes before opset 10, inputs
+ * from 10, which must be import-time constants) applied to the data's shape. */
+static sg_status plan_slice(ox_ctx *c, const Onnx__NodeProto *n, const ox_value *data, slice_plan *p) {
+  SG_CHECK(plan_whole(c, data, p));
   int64_t starts[SG_MAX_DIMS], ends[SG_MAX_DIMS], axes[SG_MAX_DIMS], steps[SG_MAX_DIMS];
   int ns = 0, ne = 0, na = 0, nst = 0;
   if (c->opset < 10) {
@@ -307,47 +385,162 @@ static sg_status cv_slice(ox_ctx *c, const Onnx__NodeProto *n) {
   if (ne != ns || (na && na != ns) || (nst && nst != ns))
     return sg__ox_node_error(
         c, SG_ERR_SHAPE, "starts, ends, axes and steps differ in length (%d, %d, %d, %d)", ns, ne, na, nst);
-  int64_t first[SG_MAX_DIMS], step[SG_MAX_DIMS], dims[SG_MAX_DIMS];
   bool seen[SG_MAX_DIMS] = {false};
-  for (int i = 0; i < r; i++) {
-    first[i] = 0;
-    step[i] = 1;
-    dims[i] = data->dims[i];
-  }
   for (int k = 0; k < ns; k++) {
     int ax = 0;
-    SG_CHECK(sg__ox_axis(c, na ? axes[k] : k, r, "axis", &ax));
+    SG_CHECK(sg__ox_axis(c, na ? axes[k] : k, p->ndim, "axis", &ax));
     if (seen[ax]) return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "axis %d is sliced twice", ax);
     seen[ax] = true;
-    int64_t d = data->dims[ax], s = starts[k], e = ends[k], st = nst ? steps[k] : 1;
+    int64_t st = nst ? steps[k] : 1;
     if (st == 0 || st == INT64_MIN)
       return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "step of axis %d is %lld", ax, (long long)st);
-    if (s < 0) s = s < -d ? 0 : s + d;
-    if (e < 0) e = e < -d ? -1 : e + d;
-    if (st > 0) {
-      s = s < 0 ? 0 : s > d ? d : s;
-      e = e < 0 ? 0 : e > d ? d : e;
-      dims[ax] = e > s ? (e - s + st - 1) / st : 0;
-    } else {
-      s = s < 0 ? 0 : s > d - 1 ? d - 1 : s;
-      e = e < -1 ? -1 : e > d - 1 ? d - 1 : e;
-      dims[ax] = s > e ? (s - e - st - 1) / -st : 0;
-    }
-    first[ax] = s;
-    step[ax] = st;
+    plan_axis(p, ax, starts[k], ends[k], st);
   }
-  int64_t numel = numel_of(r, dims), in_st[SG_MAX_DIMS], idx[SG_MAX_DIMS] = {0};
-  strides_of(r, data->dims, in_st);
+  return SG_OK;
+}
+
+/* Output k is the plan applied to a constant, at import time (the constant
+ * itself when the plan keeps every axis whole: a causal-mask buffer sliced
+ * to its full context is not copied). */
+static sg_status fold_slice(ox_ctx *c, int k, const ox_value *data, const slice_plan *p) {
+  int r = p->ndim;
+  bool whole = true;
+  for (int a = 0; a < r; a++) whole = whole && p->step[a] == 1 && p->count[a] == p->in[a];
+  if (whole) return sg__ox_set_alias(c, k, data);
+  int64_t numel = numel_of(r, p->count), in_st[SG_MAX_DIMS], idx[SG_MAX_DIMS] = {0};
+  strides_of(r, p->in, in_st);
   size_t es = esize(data->elem);
   char *out;
   SG_CHECK(sg__ox_fold_alloc(c, numel, es, (void **)&out));
   for (int64_t i = 0; i < numel; i++) {
     int64_t off = 0;
-    for (int a = 0; a < r; a++) off += (first[a] + idx[a] * step[a]) * in_st[a];
+    for (int a = 0; a < r; a++) off += (p->first[a] + idx[a] * p->step[a]) * in_st[a];
     memcpy(out + (size_t)i * es, (const char *)data->data + (size_t)off * es, es);
-    for (int a = r - 1; a >= 0 && ++idx[a] == dims[a]; a--) idx[a] = 0;
+    for (int a = r - 1; a >= 0 && ++idx[a] == p->count[a]; a--) idx[a] = 0;
   }
-  return sg__ox_set_const(c, 0, data->elem, r, dims, out);
+  return sg__ox_set_const(c, k, data->elem, r, p->count, out);
+}
+
+/* Output k is the plan applied to a tensor computed at run time (or a
+ * weight): one sg_slice per axis it cuts, none when it cuts nothing (the
+ * output is then the data itself). sg_slice takes a contiguous, non-empty
+ * range: another step, or an empty result, has no run-time form. */
+static sg_status slice_tensor(ox_ctx *c, int k, ox_value *data, const slice_plan *p) {
+  char sd[256];
+  sg__onnx_dims_text(sd, sizeof sd, p->ndim, p->in);
+  for (int a = 0; a < p->ndim; a++) {
+    if (p->step[a] != 1)
+      return sg__ox_node_error(
+          c, SG_ERR_UNSUPPORTED,
+          "step %lld along axis %d of '%s' %s: sgrt slices a tensor computed at run time "
+          "(or a weight) with step 1 only",
+          (long long)p->step[a], a, data->name, sd);
+    if (p->count[a] == 0)
+      return sg__ox_node_error(c, SG_ERR_UNSUPPORTED,
+                               "the range along axis %d of '%s' %s is empty; sgrt has no empty tensors", a,
+                               data->name, sd);
+  }
+  sg_tensor t;
+  SG_CHECK(sg__ox_tensor(c, data, &t));
+  for (int a = 0; a < p->ndim; a++) {
+    if (p->count[a] == p->in[a]) continue;
+    t = sg_slice(c->g, t, a, p->first[a], p->count[a]);
+    SG_CHECK(sg__ox_built(c, t));
+  }
+  return sg__ox_set_tensor(c, k, t);
+}
+
+static sg_status cv_slice(ox_ctx *c, const Onnx__NodeProto *n) {
+  static const char *const known_old[] = {"starts", "ends", "axes", NULL};
+  static const char *const known_new[] = {NULL};
+  SG_CHECK(sg__ox_check_attrs(c, c->opset < 10 ? known_old : known_new));
+  ox_value *data = sg__ox_input(c, n, 0);
+  slice_plan p;
+  SG_CHECK(plan_slice(c, n, data, &p));
+  return sg__ox_foldable(data) ? fold_slice(c, 0, data, &p) : slice_tensor(c, 0, data, &p);
+}
+
+/* Checks the sizes of a given split (the `split` attribute before opset
+ * 13, the input from 13): one per output, each >= 1, adding up to the dim. */
+static sg_status check_split(ox_ctx *c, const int64_t *sizes, int ns, int outs, int64_t d) {
+  if (ns != outs) return sg__ox_node_error(c, SG_ERR_SHAPE, "split has %d sizes for %d outputs", ns, outs);
+  int64_t sum = 0;
+  for (int i = 0; i < ns; i++) {
+    if (sizes[i] < 0 || sizes[i] > d)
+      return sg__ox_node_error(c, SG_ERR_SHAPE, "split size %d is %lld; the axis has %lld", i,
+                               (long long)sizes[i], (long long)d);
+    if (sizes[i] == 0)
+      return sg__ox_node_error(c, SG_ERR_UNSUPPORTED, "split size %d is 0; sgrt has no empty tensors", i);
+    sum += sizes[i]; /* at most 4096 sizes of at most 2^56 */
+  }
+  if (sum != d)
+    return sg__ox_node_error(c, SG_ERR_SHAPE, "split sizes add up to %lld; the axis has %lld", (long long)sum,
+                             (long long)d);
+  return SG_OK;
+}
+
+/* Split's sizes along an axis of dim d: as given, else the dim in equal
+ * parts, one per output; with opset 18's num_outputs, parts of
+ * ceil(d / num_outputs) with a smaller last one. */
+static sg_status split_sizes(ox_ctx *c, const Onnx__NodeProto *n, int64_t d, int64_t *sizes) {
+  int outs = (int)n->n_output, ns = 0;
+  ox_value *v = sg__ox_input(c, n, 1);
+  if (c->opset < 13 && v)
+    return sg__ox_node_error(c, SG_ERR_ARITY, "has input 'split'; before opset 13 it is an attribute");
+  if (c->opset < 13 && sg__ox_attr(c, "split")) {
+    SG_CHECK(sg__ox_attr_ints(c, "split", SG__MAX_OP_IO, sizes, &ns));
+    return check_split(c, sizes, ns, outs, d);
+  }
+  if (v) {
+    SG_CHECK(sg__ox_const_ints(c, v, "split", SG__MAX_OP_IO, sizes, &ns));
+    return check_split(c, sizes, ns, outs, d);
+  }
+  int64_t parts = outs, chunk;
+  SG_CHECK(sg__ox_attr_int(c, "num_outputs", outs, &parts));
+  if (parts != outs)
+    return sg__ox_node_error(c, SG_ERR_ARITY, "num_outputs is %lld but the node has %d outputs",
+                             (long long)parts, outs);
+  if (c->opset < 18 && d % outs != 0)
+    return sg__ox_node_error(c, SG_ERR_SHAPE, "cannot split an axis of %lld into %d equal parts",
+                             (long long)d, outs);
+  chunk = (d + outs - 1) / outs;
+  for (int i = 0; i < outs; i++) {
+    sizes[i] = d - chunk * i < chunk ? d - chunk * i : chunk;
+    if (sizes[i] < 1)
+      return sg__ox_node_error(c, SG_ERR_UNSUPPORTED,
+                               "an axis of %lld in %d parts leaves part %d empty; sgrt has no empty tensors",
+                               (long long)d, outs, i);
+  }
+  return SG_OK;
+}
+
+/* Split: each output a Slice along the axis, folded for a constant, an
+ * sg_slice for a tensor (attention's q, k and v from one projection). */
+static sg_status cv_split(ox_ctx *c, const Onnx__NodeProto *n) {
+  static const char *const known_old[] = {"axis", "split", NULL};
+  static const char *const known_13[] = {"axis", NULL};
+  static const char *const known_18[] = {"axis", "num_outputs", NULL};
+  SG_CHECK(sg__ox_check_attrs(c, c->opset < 13 ? known_old : c->opset < 18 ? known_13 : known_18));
+  ox_value *data = sg__ox_input(c, n, 0);
+  slice_plan p;
+  SG_CHECK(plan_whole(c, data, &p));
+  int64_t axis_attr = 0;
+  int axis = 0;
+  SG_CHECK(sg__ox_attr_int(c, "axis", 0, &axis_attr));
+  SG_CHECK(sg__ox_axis(c, axis_attr, p.ndim, "axis", &axis));
+  /* Room for as many sizes as a node may list, so that a wrong count is
+   * reported as such. */
+  int64_t *sizes = sg__arena_alloc(&c->tmp, sizeof(int64_t) * SG__MAX_OP_IO, 8);
+  if (sizes == NULL) return sg__ox_node_error(c, SG_ERR_NO_MEMORY, "out of memory");
+  SG_CHECK(split_sizes(c, n, p.in[axis], sizes));
+  bool fold = sg__ox_foldable(data);
+  int64_t off = 0;
+  for (int k = 0; k < (int)n->n_output; off += sizes[k++]) {
+    p.first[axis] = off;
+    p.count[axis] = sizes[k];
+    SG_CHECK(fold ? fold_slice(c, k, data, &p) : slice_tensor(c, k, data, &p));
+  }
+  return SG_OK;
 }
 
 /* ---- Unsqueeze, Squeeze, Reshape ----------------------------------------- */
@@ -636,11 +829,15 @@ sg_status sg__ox_fold_binary(ox_ctx *c, char op, const ox_value *a, const ox_val
     sb[i] = ib >= 0 && db != 1 ? tb[ib] : 0;
   }
   int64_t numel = numel_of(r, dims), idx[SG_MAX_DIMS] = {0}, oa = 0, ob = 0;
-  bool fl = a->elem == OX_FLOAT;
+  bool fl = a->elem == OX_FLOAT, eq = op == '=';
   void *out;
-  SG_CHECK(sg__ox_fold_alloc(c, numel, fl ? 4 : 8, &out));
+  SG_CHECK(sg__ox_fold_alloc(c, numel, fl && !eq ? 4 : 8, &out));
   for (int64_t i = 0; i < numel; i++) {
-    if (fl) {
+    if (eq) {
+      /* Floats compare as float32 (NaN equals nothing), the others as int64. */
+      ((int64_t *)out)[i] =
+          fl ? sg__ox_f32(a, oa) == sg__ox_f32(b, ob) : sg__ox_i64(a, oa) == sg__ox_i64(b, ob);
+    } else if (fl) {
       double x = sg__ox_f32(a, oa), y = sg__ox_f32(b, ob);
       double z = op == '+' ? x + y : op == '-' ? x - y : op == '*' ? x * y : x / y;
       ((float *)out)[i] = (float)z;
@@ -656,22 +853,17 @@ sg_status sg__ox_fold_binary(ox_ctx *c, char op, const ox_value *a, const ox_val
       idx[d] = 0;
     }
   }
-  int elem = fl ? OX_FLOAT : (a->elem == OX_INT64 || b->elem == OX_INT64) ? OX_INT64 : a->elem;
+  int elem = eq ? OX_BOOL : fl ? OX_FLOAT : (a->elem == OX_INT64 || b->elem == OX_INT64) ? OX_INT64 : a->elem;
   *folded = true;
   return sg__ox_set_const(c, 0, elem, r, dims, out);
 }
 
 const ox_op sg__ox_fold_ops[] = {
-    {"Constant", cv_constant, 0, 0, 1, 1},
-    {"ConstantOfShape", cv_constant_of_shape, 1, 1, 1, 1},
-    {"Shape", cv_shape, 1, 1, 1, 1},
-    {"Gather", cv_gather, 2, 2, 1, 1},
-    {"Slice", cv_slice, 1, 5, 1, 1},
-    {"Unsqueeze", cv_unsqueeze, 1, 2, 1, 1},
-    {"Squeeze", cv_squeeze, 1, 2, 1, 1},
-    {"Reshape", cv_reshape, 2, 2, 1, 1},
-    {"Concat", cv_concat, 1, SG__MAX_OP_IO, 1, 1},
-    {"Cast", cv_cast, 1, 1, 1, 1},
-    {"Identity", cv_identity, 1, 1, 1, 1},
+    {"Constant", cv_constant, 0, 0, 1, 1},   {"ConstantOfShape", cv_constant_of_shape, 1, 1, 1, 1},
+    {"Shape", cv_shape, 1, 1, 1, 1},         {"Gather", cv_gather, 2, 2, 1, 1},
+    {"Slice", cv_slice, 1, 5, 1, 1},         {"Split", cv_split, 1, 2, 1, SG__MAX_OP_IO},
+    {"Unsqueeze", cv_unsqueeze, 1, 2, 1, 1}, {"Squeeze", cv_squeeze, 1, 2, 1, 1},
+    {"Reshape", cv_reshape, 2, 2, 1, 1},     {"Concat", cv_concat, 1, SG__MAX_OP_IO, 1, 1},
+    {"Cast", cv_cast, 1, 1, 1, 1},           {"Identity", cv_identity, 1, 1, 1, 1},
 };
 const int sg__ox_n_fold_ops = (int)(sizeof sg__ox_fold_ops / sizeof *sg__ox_fold_ops);

@@ -6,7 +6,11 @@
  *   onnx_nodes.c   converters of the ops that become sgrt ops
  *   onnx_nodes_math.c  those of the elementwise math ops, Pow, Max/Min,
  *                  Where, Gelu and LayerNormalization
- *   onnx_fold.c    constants and the shape computations folded at import
+ *   onnx_fold.c    constants and the shape computations folded at import;
+ *                  Slice and Split, also of run-time tensors
+ *   onnx_nodes_mask.c  Equal, Not, Range, Trilu, Expand: the ops exporters
+ *                  write to build attention masks (folded), Expand also at
+ *                  run time
  *
  * Every ONNX tensor name maps to one value: a tensor of the graph being
  * built, a constant known at import time (initializers, Constant nodes and
@@ -203,6 +207,8 @@ extern const ox_op sg__ox_math_ops[];
 extern const int sg__ox_n_math_ops;
 extern const ox_op sg__ox_act_ops[];
 extern const int sg__ox_n_act_ops;
+extern const ox_op sg__ox_mask_ops[];
+extern const int sg__ox_n_mask_ops;
 
 /* Normalises a possibly negative axis against rank; SG_ERR_ATTRIBUTE naming
  * `what` when out of range. */
@@ -216,6 +222,10 @@ sg_status sg__ox_shape(ox_ctx *c, const ox_value *v, int *ndim, int64_t *dims);
 sg_status sg__ox_const_ints(ox_ctx *c, const ox_value *v, const char *what, int cap, int64_t *vals, int *n);
 /* As sg__ox_const_ints, for one number of any type (Clip bounds, ratios). */
 sg_status sg__ox_const_scalar(ox_ctx *c, const ox_value *v, const char *what, double *out);
+/* SG_OK when v is a foldable constant; else SG_ERR_UNSUPPORTED naming v
+ * (`what`: "input", "data", ...) and why (computed at run time, a
+ * parameter, unavailable), for ops that sgrt only folds. */
+sg_status sg__ox_need_foldable(ox_ctx *c, const ox_value *v, const char *what);
 /* A runtime reshape of value v to dims (Squeeze, Unsqueeze, Reshape). */
 sg_status sg__ox_reshape(ox_ctx *c, ox_value *v, int ndim, const int64_t *dims, sg_tensor *out);
 /* After a builder call: SG_OK when t is a tensor, else the graph's error
@@ -224,8 +234,9 @@ sg_status sg__ox_built(ox_ctx *c, sg_tensor t);
 /* A constant whose data may be computed with at import time: not a float
  * initializer, which is a trainable parameter (or state). */
 bool sg__ox_foldable(const ox_value *v);
-/* Folds a binary op ('+', '-', '*', '/') when both operands are foldable
- * constants of one type; *folded says whether it did. */
+/* Folds a binary op ('+', '-', '*', '/'; '=' is Equal, which gives bools)
+ * when both operands are foldable constants of one type, with NumPy
+ * broadcasting; *folded says whether it did. */
 sg_status sg__ox_fold_binary(ox_ctx *c, char op, const ox_value *a, const ox_value *b, bool *folded);
 
 /* dims as "[2,3,4]" into buf[cap] (always terminated; cut short when it

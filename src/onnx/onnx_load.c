@@ -174,8 +174,8 @@ static sg_status add_initializers(ox_ctx *c) {
     SG_CHECK(sg__ox_add(c, t->name, &v));
     SG_CHECK(sg__ox_decode_tensor(c, t, "initializer", v));
     v->initializer = true;
-    /* Float initializers are the model's weights; the pre-scan below turns
-     * batch-norm running statistics into state. */
+    /* Float initializers are the model's weights; the pre-scans below turn
+     * batch-norm running statistics into state and buffers into constants. */
     v->role = v->elem == OX_FLOAT ? SG_ROLE_PARAMETER : SG_ROLE_CONSTANT;
   }
   return SG_OK;
@@ -334,6 +334,65 @@ static sg_status node_order(ox_ctx *c, int32_t *order) {
   return SG_OK;
 }
 
+/* ---- buffers --------------------------------------------------------------- */
+
+/* Uses through which no gradient reaches input k: Equal (a bool result),
+ * Where's condition, Shape (reads the shape only), Range's bounds. */
+static bool use_ends_gradient(const char *op, size_t k) {
+  return strcmp(op, "Equal") == 0 || strcmp(op, "Shape") == 0 || strcmp(op, "Range") == 0 ||
+         (strcmp(op, "Where") == 0 && k == 0);
+}
+
+/* Ops that fold for constants and pass their data (input 0; Concat: every
+ * input) on to their outputs. */
+static bool use_passes_data(const char *op, size_t k) {
+  static const char *const ops[] = {"Slice",    "Split", "Reshape", "Unsqueeze", "Squeeze",
+                                    "Identity", "Cast",  "Expand",  "Trilu",     "Gather"};
+  if (strcmp(op, "Concat") == 0) return true;
+  for (size_t i = 0; k == 0 && i < sizeof ops / sizeof *ops; i++)
+    if (strcmp(op, ops[i]) == 0) return true;
+  return false;
+}
+
+/* PyTorch exports buffers as initializers, as it does weights. A float
+ * initializer whose values reach only uses that end the gradient (through
+ * ops that pass data on) can never be trained: it is a buffer, like the
+ * causal mask `bias` of nanoGPT's attention (`bias[:, :, :T, :T] == 0`).
+ * It becomes a constant, so that the ops reading it fold at import (sgrt has
+ * no comparison op); as a parameter, an optimizer's weight decay would also
+ * change it. `order` is topological, so walking it backwards sees every
+ * consumer of a value before the value's producer. */
+static sg_status find_buffers(ox_ctx *c, const int32_t *order) {
+  const Onnx__GraphProto *gp = c->graph;
+  /* ends[v]: every use of value v seen so far ends the gradient. */
+  bool *ends = sg__arena_alloc(&c->tmp, c->n_values ? c->n_values : 1, 1);
+  if (ends == NULL) return sg__error(SG_ERR_NO_MEMORY, "ONNX import: out of memory");
+  memset(ends, 1, c->n_values);
+  for (size_t i = 0; i < gp->n_output; i++) {
+    const ox_value *v = sg__ox_find(c, gp->output[i]->name);
+    if (v) ends[v - c->values] = false;
+  }
+  for (size_t i = gp->n_node; i-- > 0;) {
+    const Onnx__NodeProto *n = gp->node[order[i]];
+    bool outputs_end = true;
+    for (size_t k = 0; k < n->n_output; k++) {
+      const ox_value *v = sg__ox_find(c, n->output[k]);
+      if (v && !ends[v - c->values]) outputs_end = false;
+    }
+    for (size_t k = 0; k < n->n_input; k++) {
+      const ox_value *v = sg__ox_find(c, n->input[k]);
+      if (v && !use_ends_gradient(n->op_type, k) && !(outputs_end && use_passes_data(n->op_type, k)))
+        ends[v - c->values] = false;
+    }
+  }
+  for (uint32_t i = 0; i < c->n_values; i++) {
+    ox_value *v = &c->values[i];
+    if (v->initializer && v->elem == OX_FLOAT && v->role == SG_ROLE_PARAMETER && ends[i])
+      v->role = SG_ROLE_CONSTANT;
+  }
+  return SG_OK;
+}
+
 static sg_status convert_node(ox_ctx *c, int32_t i) {
   const Onnx__NodeProto *n = c->graph->node[i];
   c->node = n;
@@ -486,6 +545,7 @@ static sg_status build(ox_ctx *c) {
   int32_t *order = sg__arena_alloc(&c->tmp, sizeof(int32_t) * (gp->n_node ? gp->n_node : 1), 4);
   if (order == NULL) return sg__error(SG_ERR_NO_MEMORY, "ONNX import: out of memory");
   SG_CHECK(node_order(c, order));
+  SG_CHECK(find_buffers(c, order));
   for (size_t i = 0; i < gp->n_node; i++) SG_CHECK(convert_node(c, order[i]));
   SG_CHECK(mark_outputs(c));
   SG_CHECK(sg__ox_apply_names(c));

@@ -87,6 +87,8 @@ static double flops_of(const sg_graph *g, const sg__op *op) {
     case SG_OP_ERF: return 6.0 * n_out;
     case SG_OP_LAYER_NORM: return 7.0 * n_in; /* mean, variance, then scale and shift */
     case SG_OP_LAYER_NORM_BACKWARD: return 10.0 * n_in;
+    case SG_OP_EMBEDDING: return 0.0;           /* row copies */
+    case SG_OP_EMBEDDING_BACKWARD: return n_in; /* one add per dy element */
     case SG_OP_MATMUL: {
       /* Every output element is a dot product over a's last dim. */
       double kdim = x && x->ndim > 0 ? (double)x->dims[x->ndim - 1] : 1.0;
@@ -153,7 +155,11 @@ sg__op_cost sg__op_cost_of(const sg_graph *g, const sg__op *op) {
   for (int i = 0; i < op->n_inputs; i++) {
     const sg__tensor *t = sg__in(g, op, i);
     if (t == NULL) continue;
-    c.traffic += (double)t->nbytes * (i < 32 && ((mutated >> i) & 1u) ? 2.0 : 1.0);
+    double bytes = (double)t->nbytes;
+    /* An embedding reads only the rows its ids name: at most its output. */
+    if (op->kind == SG_OP_EMBEDDING && i == 0 && bytes > (double)g->tensors[op->outputs[0]].nbytes)
+      bytes = (double)g->tensors[op->outputs[0]].nbytes;
+    c.traffic += bytes * (i < 32 && ((mutated >> i) & 1u) ? 2.0 : 1.0);
   }
   for (int i = 0; i < op->n_outputs; i++) c.traffic += (double)g->tensors[op->outputs[i]].nbytes;
   return c;

@@ -7,7 +7,7 @@
  * 1. Per-op parity on ResNet-50's shapes (batch 8): each op (convolutions of
  *    every kind of block, batch norm, max pooling, global average pooling,
  *    the classifier, cross-entropy, a fused relu(x + y); and softmax,
- *    log_softmax, layer norm, a transpose, dropout, concat and slices) in a graph of its
+ *    log_softmax, layer norm, a transpose, dropout, concat and slices, an embedding) in a graph of its
  *    own with loss sum(op(...) * r), r random; forward value and the
  *    gradient of every input, normwise: max|cuda - cpu| / max|cpu|, at most
  *    1e-5 in strict fp32 and 1e-3 with TF32 (SG_CUDA_TF32=1).
@@ -107,7 +107,8 @@ typedef struct op_case {
   const char *name;
   /* 0 conv, 1 batch norm, 2 max pool, 3 global avg pool, 4 linear, 5 cross-entropy, 6 relu(x + y), 7 softmax
    * over axis 1 ([n, c] or [n, c, w]), 8 log_softmax, 9 layer norm over the last dim, 10 transpose (0 2 3 1),
-   * 11 dropout (p = 0.3: the CPU's masks), 12 concat of x and z along axis 1 (its backward: slices) */
+   * 11 dropout (p = 0.3: the CPU's masks), 12 concat of x and z along axis 1 (its backward: slices), 13
+   * embedding of ids [n, c] (repeated) into a table [k, w] */
   int kind;
   int64_t n, c, h, w, k, r, stride, pad;
 } op_case;
@@ -132,6 +133,7 @@ static const op_case cases[] = {
     {"transpose NCHW->NHWC 256 @56", 10, 8, 256, 56, 56, 0, 0, 0, 0},
     {"dropout 0.3 256 @56", 11, 8, 256, 56, 56, 0, 0, 0, 0},
     {"concat 2 x 128 @28 (slices back)", 12, 8, 128, 28, 28, 0, 0, 0, 0},
+    {"embedding 8 x 128 ids, 4096 x 768", 13, 8, 128, 1, 768, 4096, 0, 0, 0},
 };
 
 static sg_tensor param(sg_graph *g, const char *name, int nd, const int64_t *dims, float lo, float hi) {
@@ -233,6 +235,12 @@ static sg_graph *case_graph(const op_case *c, const char **names, int *n_names) 
       names[n++] = "x.grad", names[n++] = "z.grad";
       break;
     }
+    case 13: {
+      int64_t td[] = {c->k, c->w};
+      y = sg_embedding(g, param(g, "wte", 2, td, -1, 1), sg_input(g, "ids", SG_I64, 2, x2));
+      names[n++] = "wte.grad";
+      break;
+    }
     default: {
       int64_t perm[] = {0, 2, 3, 1};
       y = sg_transpose(g, param(g, "x", 4, x4, -1, 1), 4, perm);
@@ -282,6 +290,12 @@ static void case_inputs(const sg_graph *g, sg_session *s, const op_case *c) {
     for (int64_t i = 0; i < c->n; i++) l[i] = (i * 379) % c->c;
     OK(sg_session_set_input(s, "labels", SG_I64, 1, d, l), "labels");
     free(l);
+  }
+  if (c->kind == 13) { /* 1024 ids among the table's first 256 rows: each 4 times */
+    int64_t *ids = malloc((size_t)(c->n * c->c) * sizeof *ids), d[] = {c->n, c->c};
+    for (int64_t i = 0; i < c->n * c->c; i++) ids[i] = (i * 379) % (c->k / 16);
+    OK(sg_session_set_input(s, "ids", SG_I64, 2, d, ids), "ids");
+    free(ids);
   }
 }
 

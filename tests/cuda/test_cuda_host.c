@@ -118,8 +118,9 @@ static void test_conv_graphs(void **state) {
   sg_graph_destroy(g);
 }
 
-/* Layer norm, softmax, log_softmax (over the last axis and a middle one),
- * dropout and concat in a small training graph (SGD). */
+/* An embedding (ids [4, 6] into a [10, 8] table) added to x, layer norm,
+ * softmax, log_softmax (over the last axis and a middle one), dropout and
+ * concat in a small training graph (SGD). */
 static sg_graph *norm_softmax_graph(void) {
   sg_graph *g;
   assert_status(sg_graph_create(&g), SG_OK, NULL);
@@ -127,6 +128,9 @@ static sg_graph *norm_softmax_graph(void) {
   float ones[64], w[64];
   for (int i = 0; i < 64; i++) ones[i] = 1.0f, w[i] = 0.01f * (float)(i % 7);
   sg_tensor x = sg_input(g, "x", SG_F32, 3, xd), lr = sg_input(g, "lr", SG_F32, 0, NULL);
+  int64_t id_dims[] = {4, 6}, td[] = {10, 8};
+  sg_tensor wte = sg_parameter(g, "wte", SG_F32, 2, td, w), ids = sg_input(g, "ids", SG_I64, 2, id_dims);
+  x = sg_add(g, x, sg_embedding(g, wte, ids));
   sg_tensor h = sg_layer_norm(g, x, sg_parameter(g, "ln.scale", SG_F32, 1, sd, ones),
                               sg_parameter(g, "ln.bias", SG_F32, 1, sd, w), -1, 1e-5);
   sg_tensor z = sg_matmul(g, h, sg_parameter(g, "w", SG_F32, 2, wd, w));
@@ -142,7 +146,7 @@ static sg_graph *norm_softmax_graph(void) {
 
 /* The plan a CUDA session makes (the CPU backend's table with the CUDA
  * backend's supports_op: no GPU needed) for the MLPs, ResNet-50 and a graph
- * of layer norm and softmax, with
+ * of embedding, layer norm and softmax, with
  * fusion on and off: every scheduled op either anchors a generated kernel
  * or has a kernel of the CUDA backend's own -- nothing the backend would
  * refuse at compile time -- and NVRTC compiles each plan's program for

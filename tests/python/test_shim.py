@@ -102,6 +102,9 @@ def test_builder_ops_match_numpy():
     g = sgrt.Graph()
     x = g.input("x", "f32", xv.shape)
     k = g.constant("k", rng.standard_normal((1, 3, 1, 1)).astype(np.float32))
+    # embedding: a [7, 5] table, i64 ids [2, 3] with repeats and i32 ids of rank 0 (one row)
+    tab = g.constant("tab", rng.standard_normal((7, 5)).astype(np.float32))
+    ids64, id32 = np.array([[6, 0, 6], [3, 3, 1]], np.int64), np.array(4, np.int32)
     outs = {
         "add": g.add(x, k), "sub": x - k, "mul": x * k, "div": g.div(x, g.add_scalar(g.mul(k, k), 1.0)),
         "scal": (x + 2.0) * 0.5, "pow": g.pow_scalar(x, 2.0), "sig": g.sigmoid(x), "tanh": g.tanh(x),
@@ -109,7 +112,7 @@ def test_builder_ops_match_numpy():
         "logsm": g.log_softmax(x, axis=-1), "mean": g.reduce_mean(x, axes=(2, 3), keepdims=True),
         "sum": g.reduce_sum(x, axes=1), "gap": g.global_avg_pool(x), "flat": g.flatten(x, 2),
         "reshape": g.reshape(x, (2, -1)), "transpose": g.transpose(x, (0, 2, 3, 1)),
-        "concat": g.concat([x, x * 2.0], axis=1),
+        "concat": g.concat([x, x * 2.0], axis=1), "slice": g.slice(x, -1, 1, 4),
         "maxpool": g.max_pool2d(x, 2), "avgpool": g.avg_pool2d(x, 3, stride=1, padding=1, count_include_pad=False),
         "matmul": g.matmul(x, g.transpose(x, (0, 1, 3, 2))),
         "exp": g.exp(x), "log": g.log(g.add_scalar(g.abs(x), 0.5)), "sqrt": g.sqrt(g.abs(x)),
@@ -117,6 +120,7 @@ def test_builder_ops_match_numpy():
         "max": g.maximum(x, k), "min": g.minimum(x, k), "where": g.where(g.cast(k, "bool"), x, g.neg(x)),
         "cast": g.cast(g.cast(x * 4.0, "i32"), "f32"),
         "ln": g.layer_norm(x, g.constant("lw", rng.standard_normal(6).astype(np.float32)), None, axis=-1),
+        "emb": g.embedding(tab, g.constant("ids64", ids64)), "emb0": g.embedding(tab, g.constant("id32", id32)),
     }
     for name, t in outs.items():
         g.mark_output(t, name)
@@ -144,6 +148,7 @@ def test_builder_ops_match_numpy():
         "mean": x64.mean(axis=(2, 3), keepdims=True), "sum": x64.sum(axis=1),
         "gap": x64.mean(axis=(2, 3), keepdims=True), "flat": x64.reshape(2 * 3, 36), "reshape": x64.reshape(2, -1),
         "transpose": x64.transpose(0, 2, 3, 1), "concat": np.concatenate([x64, 2 * x64], axis=1),
+        "slice": x64[..., 1:5],
         "maxpool": x64.reshape(2, 3, 3, 2, 3, 2).max(axis=(3, 5)), "avgpool": avgpool_excl(x64),
         "matmul": x64 @ x64.transpose(0, 1, 3, 2),
         "exp": np.exp(x64), "log": np.log(np.abs(x64) + 0.5), "sqrt": np.sqrt(np.abs(x64)),
@@ -152,6 +157,7 @@ def test_builder_ops_match_numpy():
         "cast": np.trunc((xv * np.float32(4)).astype(np.float64)),
         "ln": (x64 - x64.mean(axis=-1, keepdims=True)) / np.sqrt(x64.var(axis=-1, keepdims=True) + 1e-5)
         * g["lw"].value().astype(np.float64),
+        "emb": g["tab"].value()[ids64].astype(np.float64), "emb0": g["tab"].value()[id32].astype(np.float64),
     }
     with sgrt.Session(g, threads=1) as s:
         s.forward({"x": xv})
@@ -196,12 +202,19 @@ def test_sgd_steps_match_torch(opts):
     g.close()
 
 
-def test_adamw_steps_match_torch():
+@pytest.mark.parametrize("decay_min_ndim", [0, 2])
+def test_adamw_steps_match_torch(decay_min_ndim):
+    """decay_min_ndim 2 against torch's two parameter groups (decay on the weights, none on the biases)."""
     w = mlp_weights(5)
-    g = build_mlp(w, "adamw", lr_input=False, lr=0.01, betas=(0.9, 0.99), eps=1e-7, weight_decay=0.05)
+    g = build_mlp(w, "adamw", lr_input=False, lr=0.01, betas=(0.9, 0.99), eps=1e-7, weight_decay=0.05,
+                  decay_min_ndim=decay_min_ndim)
     assert g["lr"].role == "constant"
     model = TorchMLP(w)
-    topt = torch.optim.AdamW(model.parameters(), lr=0.01, betas=(0.9, 0.99), eps=1e-7, weight_decay=0.05)
+    ps = list(model.parameters())
+    groups = [{"params": [p for p in ps if p.dim() >= decay_min_ndim]},
+              {"params": [p for p in ps if p.dim() < decay_min_ndim], "weight_decay": 0.0}]
+    topt = torch.optim.AdamW([gr for gr in groups if gr["params"]], lr=0.01, betas=(0.9, 0.99), eps=1e-7,
+                             weight_decay=0.05)
     with sgrt.Session(g) as s:
         for step in range(3):
             x, y = batch(20 + step)

@@ -640,6 +640,28 @@ static sg_status ref_cross_entropy(const rctx *c) {
   return SG_OK;
 }
 
+/* ---- embedding ------------------------------------------------------------------ */
+
+/* Forward: y[i] = table[ids[i]]; backward: dtable[v] = sum of dy[i] over
+ * ids[i] = v (torch.nn.Embedding). An id outside 0..V-1 is SG_ERR_RANGE. */
+static sg_status ref_embedding(const rctx *c) {
+  bool fwd = c->info.kind == SG_OP_EMBEDDING;
+  const tinfo *tt = fwd ? &c->in[0] : &c->out[0];
+  const double *src = c->x[0], *ids = c->x[1];
+  int64_t V = tt->dims[0], C = tt->dims[1], n = c->in[1].numel;
+  if (!fwd)
+    for (int64_t e = 0; e < V * C; e++) c->y[0][e] = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double v = ids[i];
+    if (v < 0 || v >= (double)V || v != floor(v)) return SG_ERR_RANGE;
+    for (int64_t j = 0; j < C; j++) {
+      if (fwd) c->y[0][i * C + j] = src[(int64_t)v * C + j];
+      else c->y[0][(int64_t)v * C + j] += src[i * C + j];
+    }
+  }
+  return SG_OK;
+}
+
 /* ---- dropout -------------------------------------------------------------------- */
 
 static uint64_t mix64(uint64_t z) {
@@ -783,6 +805,8 @@ sg_status ref_run_op(const sg_graph *g, int32_t op, int train, double *const *in
     case SG_OP_WHERE: return ref_select(&c);
     case SG_OP_LAYER_NORM:
     case SG_OP_LAYER_NORM_BACKWARD: return ref_layer_norm(&c);
+    case SG_OP_EMBEDDING:
+    case SG_OP_EMBEDDING_BACKWARD: return ref_embedding(&c);
   }
   return SG_ERR_UNSUPPORTED;
 }

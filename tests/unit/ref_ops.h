@@ -24,7 +24,7 @@
  *          evaluation (running statistics, dropout the identity);
  *  step, seed  the run context (dropout masks, SGD's first step).
  * Returns SG_ERR_UNSUPPORTED for an unknown kind and SG_ERR_RANGE for a label
- * outside 0..C-1. */
+ * outside 0..C-1 or an embedding id outside 0..V-1. */
 sg_status ref_run_op(const sg_graph *g, int32_t op, int train, double *const *in, double *const *out,
                      uint64_t step, uint64_t seed);
 

@@ -518,26 +518,34 @@ static void test_misuse(void **state) {
   assert_status(sg_graph_backward(g, m.loss), SG_ERR_DUPLICATE, "'fc1.weight.grad' is already used");
   sg_graph_destroy(g);
 
-  /* An op without a gradient between a parameter and the loss. */
+  /* An op without a gradient between a parameter and the loss (a backward kind used forward). */
   g = fresh();
   sg_tensor w = PARAM(g, "w", 4, 3);
-  sg_attr sl[] = {{.name = "axis", .type = SG_ATTR_INT, .i = 0},
-                  {.name = "start", .type = SG_ATTR_INT, .i = 1},
-                  {.name = "length", .type = SG_ATTR_INT, .i = 2}};
+  sg_tensor rb_in[] = {w, w};
   sg_tensor cut = SG_NO_TENSOR;
-  assert_int_equal(sg_graph_add_op(g, SG_OP_SLICE, 1, &w, 3, sl, 1, &cut, NULL), SG_OK);
+  assert_int_equal(sg_graph_add_op(g, SG_OP_RELU_BACKWARD, 2, rb_in, 0, NULL, 1, &cut, NULL), SG_OK);
   n_ops = sg_graph_num_ops(g);
   assert_status(sg_graph_backward(g, sg_reduce_sum(g, cut, 0, NULL, 0)), SG_ERR_UNSUPPORTED,
-                "no gradient for op 'slice_0' (slice)");
+                "no gradient for op 'relu_backward_0' (relu_backward)");
   assert_int_equal(sg_graph_num_ops(g), n_ops + 1); /* only the reduce_sum */
   sg_graph_destroy(g);
   /* ... is fine off the path (here: on an input). */
   g = fresh();
   w = PARAM(g, "w", 4, 3);
   sg_tensor x = INPUT(g, "x", SG_F32, 4, 3);
-  assert_int_equal(sg_graph_add_op(g, SG_OP_SLICE, 1, &x, 3, sl, 1, &cut, NULL), SG_OK);
+  rb_in[0] = rb_in[1] = x;
+  assert_int_equal(sg_graph_add_op(g, SG_OP_RELU_BACKWARD, 2, rb_in, 0, NULL, 1, &cut, NULL), SG_OK);
   sg_tensor sum = sg_add(g, sg_reduce_sum(g, cut, 0, NULL, 0), sg_reduce_sum(g, w, 0, NULL, 0));
   assert_status(sg_graph_backward(g, sum), SG_OK, NULL);
+  assert_status(sg_graph_finalize(g), SG_OK, NULL);
+  sg_graph_destroy(g);
+  /* A forward slice has a gradient: concat of zeros and dy (its values: test_gradcheck). */
+  g = fresh();
+  w = PARAM(g, "w", 4, 3);
+  n_ops = sg_graph_num_ops(g);
+  assert_status(sg_graph_backward(g, sg_reduce_sum(g, sg_slice(g, w, 0, 1, 2), 0, NULL, 0)), SG_OK, NULL);
+  assert_int_equal(count_kind(g, SG_OP_CONCAT, n_ops), 1);
+  assert_int_equal(count_kind(g, SG_OP_BROADCAST_TO, n_ops), 3); /* reduce_sum's, and the zeros' two */
   assert_status(sg_graph_finalize(g), SG_OK, NULL);
   sg_graph_destroy(g);
   /* The batch statistics of batch norm are not differentiated. */
@@ -716,13 +724,41 @@ static void test_train_graphs(void **state) {
   assert_status(sg_graph_finalize(g), SG_OK, NULL);
   sg_graph_destroy(g);
 
+  /* AdamW's two parameter groups (decay_min_ndim 2): the matrices decay, the biases do not. */
+  g = fresh();
+  m = build_mlp(g);
+  lr = INPUT(g, "lr", SG_F32, 1);
+  assert_int_equal(sg_graph_backward(g, m.loss), SG_OK);
+  n_ops = sg_graph_num_ops(g);
+  sg_adamw_params ap = SG_ADAMW_PARAMS_INIT;
+  ap.weight_decay = 0.1;
+  ap.decay_min_ndim = 2;
+  assert_status(sg_graph_add_adamw(g, lr, &ap), SG_OK, NULL);
+  for (int32_t k = n_ops; k < sg_graph_num_ops(g); k++) {
+    sg_op_info o = op_of(g, k);
+    sg_attr wd;
+    assert_int_equal(sg_graph_op_attr(g, k, 3, &wd), SG_OK);
+    assert_string_equal(wd.name, "weight_decay");
+    bool matrix = info_of(g, (sg_tensor){o.inputs[0]}).ndim == 2;
+    assert_true(wd.f == (matrix ? 0.1 : 0.0));
+  }
+  assert_status(sg_graph_finalize(g), SG_OK, NULL);
+  sg_graph_destroy(g);
+  g = fresh();
+  m = build_mlp(g);
+  lr = INPUT(g, "lr", SG_F32, 1);
+  assert_int_equal(sg_graph_backward(g, m.loss), SG_OK);
+  ap.decay_min_ndim = -1;
+  assert_status(sg_graph_add_adamw(g, lr, &ap), SG_ERR_ATTRIBUTE, "decay_min_ndim -1 is not in [0, 8]");
+  sg_graph_destroy(g);
+
   /* CNN with batch norm + AdamW. */
   g = fresh();
   cnn c = build_cnn(g);
   lr = sg_input(g, "lr", SG_F32, 0, NULL);
   assert_int_equal(sg_graph_backward(g, c.loss), SG_OK);
   n_ops = sg_graph_num_ops(g);
-  sg_adamw_params ap = SG_ADAMW_PARAMS_INIT;
+  ap = (sg_adamw_params)SG_ADAMW_PARAMS_INIT;
   ap.weight_decay = 0.05;
   assert_status(sg_graph_add_adamw(g, lr, &ap), SG_OK, NULL);
   sg_tensor cparams[] = {c.c1w, c.c1b, c.bn1g, c.bn1b, c.c2w, c.bn2g, c.bn2b, c.fcw, c.fcb};

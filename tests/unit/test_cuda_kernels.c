@@ -1,5 +1,5 @@
 /* sgrt's own CUDA kernels (backend/cuda/cuda_kernels.c: cross entropy,
- * softmax, log_softmax, layer norm, dropout, forward and backward) without a GPU:
+ * softmax, log_softmax, layer norm, dropout, embedding, forward and backward) without a GPU:
  * the program runs on the host (cuda_emu.h), each kernel launched with the
  * arguments the backend's launchers give it, on the ops of a small training
  * graph, and compared with the double-precision reference (ref_ops.c) run
@@ -9,7 +9,11 @@
  * blocks than rows walk the grid-stride loops. A label out of range is
  * recorded (row and label) and gives that row a NaN loss. Dropout draws
  * the reference rule's masks, element for element. Sums over any axes
- * with the launcher's geometry. */
+ * with the launcher's geometry. Embedding rows of 300 (over the block)
+ * with repeated ids, i32 and i64; its backward over 1 and 3 slices of the
+ * table's rows is bitwise the CPU's order of f32 additions; an id out of
+ * range is recorded (position and id), its row NaN, and skipped by the
+ * backward. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +68,16 @@ static const char wrappers[] =
     "W run_ce_grad(const float *dl, double scale, const float *x, const long long *lab, long long N,\n"
     "    long long C, float *dx, unsigned long long *err, unsigned grid) {\n"
     "  return cuda_emu_launch([=] { sgk_ce_grad(dl, 0, scale, x, lab, 1, N, C, dx, err); }, grid, BLOCK);\n"
+    "}\n"
+    "W run_embedding(const float *t, const void *ids, int l64, long long n, long long V, long long C, float "
+    "*y,\n"
+    "    unsigned long long *err, unsigned grid) {\n"
+    "  return cuda_emu_launch([=] { sgk_embedding(t, ids, l64, n, V, C, y, err); }, grid, BLOCK);\n"
+    "}\n"
+    "W run_embedding_grad(const float *dy, const void *ids, int l64, long long n, long long V, long long C,\n"
+    "    long long slices, float *dt, unsigned long long *err, unsigned grid) {\n"
+    "  return cuda_emu_launch([=] { sgk_embedding_grad(dy, ids, l64, n, V, C, slices, dt, err); }, grid, "
+    "BLOCK);\n"
     "}\n";
 
 typedef int (*softmax_fn)(const float *, float *, long long, long long, long long, int, unsigned);
@@ -81,6 +95,10 @@ typedef int (*dropout_grad_fn)(const float *, const unsigned char *, float *, lo
 typedef int (*sum_fn)(const sg__cuda_sum_geom *, const float *, float *, unsigned);
 typedef int (*ce_grad_fn)(const float *, double, const float *, const long long *, long long, long long,
                           float *, unsigned long long *, unsigned);
+typedef int (*emb_fn)(const float *, const void *, int, long long, long long, long long, float *,
+                      unsigned long long *, unsigned);
+typedef int (*emb_grad_fn)(const float *, const void *, int, long long, long long, long long, long long,
+                           float *, unsigned long long *, unsigned);
 
 static void *prog; /* the emulated program */
 
@@ -102,8 +120,9 @@ static double uniform(double lo, double hi) {
 
 /* The graph: softmax over the middle axis of [3, 5, 4], log_softmax over
  * rows of 300, layer norm of [5, 300] with scale and bias, cross entropy of
- * [7, 300] logits (mean), all of parameters; loss = sum of each output
- * times a random weight plus the cross entropy; backward. */
+ * [7, 300] logits (mean), an embedding of [5, 6] ids (repeated) into a
+ * [11, 300] table, all of parameters; loss = sum of each output times a
+ * random weight plus the cross entropy; backward. */
 static sg_graph *graph(void) {
   sg_graph *g;
   assert_status(sg_graph_create(&g), SG_OK, NULL);
@@ -129,6 +148,14 @@ static sg_graph *graph(void) {
                                  sg_reduce_sum(g, sg_mul(g, s2, r2), 0, NULL, 0)),
                           sg_add(g, sg_reduce_sum(g, sg_mul(g, s3, r3), 0, NULL, 0),
                                  sg_cross_entropy(g, x4, y4, SG_REDUCTION_MEAN)));
+  static float v5[11 * 300];
+  static int32_t ids[30];
+  for (int i = 0; i < 11 * 300; i++) v5[i] = (float)uniform(-4, 4);
+  for (int i = 0; i < 30; i++) ids[i] = (i * 7) % 11 % 8; /* 0..7 of 11, most twice or more */
+  int64_t d5[] = {11, 300}, di[] = {5, 6}, de[] = {5, 6, 300};
+  sg_tensor e =
+      sg_embedding(g, sg_parameter(g, "x5", SG_F32, 2, d5, v5), sg_constant(g, "ids", SG_I32, 2, di, ids));
+  loss = sg_add(g, loss, sg_reduce_sum(g, sg_mul(g, e, sg_input(g, "r5", SG_F32, 3, de)), 0, NULL, 0));
   assert_status(sg_graph_backward(g, loss), SG_OK, NULL);
   assert_status(sg_graph_finalize(g), SG_OK, NULL);
   return g;
@@ -281,6 +308,37 @@ static void test_graph_ops(void **state) {
           seen[SG__CUDA_CE_GRAD]++;
           break;
         }
+        case SG_OP_EMBEDDING:
+        case SG_OP_EMBEDDING_BACKWARD: {
+          /* Pass 0: i32 ids, 2 blocks (one slice); pass 1: i64, a block per row (3 slices). */
+          bool fwd = op->kind == SG_OP_EMBEDDING;
+          const sg__tensor *t = &g->tensors[fwd ? in_id(op, 0) : op->outputs[0]];
+          long long n = rv->numel[in_id(op, 1)], V = t->dims[0], Cc = t->dims[1], slices = pass ? 3 : 1;
+          int32_t i32[64];
+          int64_t i64[64];
+          for (long long i = 0; i < n; i++) i32[i] = (int32_t)(i64[i] = (int64_t)rv->v[in_id(op, 1)][i]);
+          const void *ids = pass ? (const void *)i64 : (const void *)i32;
+          unsigned long long err[2] = {~0ull, 0};
+          if (fwd) {
+            emb_fn f = (emb_fn)sym("run_embedding");
+            assert_int_equal(f(in[0], ids, (int)pass, n, V, Cc, out[0], err, pass == 0 ? 2 : (unsigned)n), 0);
+          } else {
+            emb_grad_fn f = (emb_grad_fn)sym("run_embedding_grad");
+            unsigned grid = pass == 0 ? 2 : (unsigned)((Cc * slices + 255) / 256);
+            assert_int_equal(f(in[0], ids, (int)pass, n, V, Cc, slices, out[0], err, grid), 0);
+            /* dy's rows added in position order in f32: the CPU kernel's sums, bitwise. */
+            for (long long v = 0; v < V; v++)
+              for (long long c = 0; c < Cc; c++) {
+                float want = 0;
+                for (long long i = 0; i < n; i++)
+                  if (i64[i] == v) want += in[0][i * Cc + c];
+                assert_true(sg_test_same_bits(out[0][v * Cc + c], want));
+              }
+          }
+          assert_true(err[0] == ~0ull);
+          seen[fwd ? SG__CUDA_EMBEDDING : SG__CUDA_EMBEDDING_GRAD]++;
+          break;
+        }
         default: ran = false; break;
       }
       if (ran) compare(g, rv, (int32_t)k, out);
@@ -295,6 +353,8 @@ static void test_graph_ops(void **state) {
   assert_int_equal(seen[SG__CUDA_LN_GRAD_ROWS], 2);
   assert_int_equal(seen[SG__CUDA_CE_ROWS], 2);
   assert_int_equal(seen[SG__CUDA_CE_GRAD], 2);
+  assert_int_equal(seen[SG__CUDA_EMBEDDING], 2);
+  assert_int_equal(seen[SG__CUDA_EMBEDDING_GRAD], 2);
   ref_values_destroy(rv);
   sg_graph_destroy(g);
 }
@@ -321,6 +381,36 @@ static void test_bad_label(void **state) {
   ce_grad_fn fg = (ce_grad_fn)sym("run_ce_grad");
   assert_int_equal(fg(&dl, 1.0 / N, x, labels, N, C, dx, err, 4), 0);
   assert_true(err[0] == 2 && err[1] == 7);
+}
+
+/* An id out of range: the forward records its position and value, writes
+ * NaN in its row and the right rows elsewhere; the backward records it
+ * too and leaves it out of the sums. */
+static void test_bad_id(void **state) {
+  (void)state;
+  enum { N = 4, V = 3, C = 5 };
+  float table[V * C], y[N * C], dy[N * C], dt[V * C];
+  for (int i = 0; i < V * C; i++) table[i] = (float)i;
+  for (int i = 0; i < N * C; i++) dy[i] = (float)(i % 7) - 3.0f;
+  long long ids[N] = {2, 0, 3, 2};
+  unsigned long long err[2] = {~0ull, 0};
+  emb_fn f = (emb_fn)sym("run_embedding");
+  assert_int_equal(f(table, ids, 1, N, V, C, y, err, 2), 0);
+  assert_true(err[0] == 2 && err[1] == 3);
+  for (int c = 0; c < C; c++) {
+    assert_true(isnan(y[2 * C + c]));
+    assert_true(y[c] == table[2 * C + c] && y[C + c] == (float)c && y[3 * C + c] == table[2 * C + c]);
+  }
+  err[0] = ~0ull, err[1] = 0;
+  int32_t neg[N] = {1, -1, 1, 0};
+  emb_grad_fn fg = (emb_grad_fn)sym("run_embedding_grad");
+  assert_int_equal(fg(dy, neg, 0, N, V, C, 2, dt, err, 1), 0);
+  assert_true(err[0] == 1 && err[1] == (unsigned long long)-1);
+  for (int c = 0; c < C; c++) {
+    assert_true(dt[c] == dy[3 * C + c]);
+    assert_true(dt[C + c] == dy[c] + dy[2 * C + c]);
+    assert_true(dt[2 * C + c] == 0);
+  }
 }
 
 /* Dropout draws the masks of the reference rule (ref_dropout_keep, written
@@ -412,10 +502,8 @@ static void test_sums(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_graph_ops),
-      cmocka_unit_test(test_bad_label),
-      cmocka_unit_test(test_dropout),
-      cmocka_unit_test(test_sums),
+      cmocka_unit_test(test_graph_ops), cmocka_unit_test(test_bad_label), cmocka_unit_test(test_bad_id),
+      cmocka_unit_test(test_dropout),   cmocka_unit_test(test_sums),
   };
   return cmocka_run_group_tests(tests, setup, NULL); /* the program stays loaded until exit */
 }

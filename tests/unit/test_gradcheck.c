@@ -129,6 +129,10 @@ static void run_case(gcase *c) {
       for (int64_t i = 0; i < n; i++) vals[t][i] = ((const float *)x->data)[i];
     if (x->data && x->dtype == SG_BOOL) /* where's condition */
       for (int64_t i = 0; i < n; i++) vals[t][i] = ((const uint8_t *)x->data)[i];
+    if (x->data && x->dtype == SG_I32) /* embedding ids */
+      for (int64_t i = 0; i < n; i++) vals[t][i] = ((const int32_t *)x->data)[i];
+    if (x->data && x->dtype == SG_I64)
+      for (int64_t i = 0; i < n; i++) vals[t][i] = (double)((const int64_t *)x->data)[i];
     if (c->label_name && strcmp(x->name, c->label_name) == 0)
       for (int64_t i = 0; i < n; i++) vals[t][i] = (double)c->labels[i];
   }
@@ -393,6 +397,58 @@ static void test_softmax_losses_reductions(void **state) {
   run_case(&c);
 }
 
+/* Embedding lookups through the CPU kernels: ids of both dtypes with
+ * repeats, and GPT-2's input: token and position embeddings added, layer
+ * norm, logits against the token table (tied weights: the table's gradient
+ * comes from the lookup and from the matmul). */
+static void test_embedding(void **state) {
+  (void)state;
+  static const int64_t tok[2 * 6] = {4, 0, 4, 9, 1, 4, 9, 9, 2, 0, 3, 4};
+  static const int32_t pos[6] = {0, 1, 2, 3, 4, 5}, rep[7] = {2, 2, 0, 2, 1, 0, 2};
+  gcase c;
+  begin(&c, "embedding i32 ids, repeated");
+  c.out = sg_embedding(c.g, PARAM(&c, 3, 5), sg_constant(c.g, "ids", SG_I32, 1, D(7), rep));
+  run_case(&c);
+  begin(&c, "embedding tok + pos, layer_norm, tied logits");
+  sg_tensor wte = PARAM(&c, 10, 8), wpe = PARAM(&c, 6, 8);
+  sg_tensor h = sg_add(c.g, sg_embedding(c.g, wte, sg_constant(c.g, "tok", SG_I64, 2, D(2, 6), tok)),
+                       sg_embedding(c.g, wpe, sg_constant(c.g, "pos", SG_I32, 1, D(6), pos)));
+  h = sg_layer_norm(c.g, h, PARAM(&c, 8), PARAM(&c, 8), -1, 1e-5);
+  int64_t perm[2] = {1, 0};
+  c.out = sg_matmul(c.g, h, sg_transpose(c.g, wte, 2, perm));
+  run_case(&c);
+}
+
+/* Forward slices (issue 21): overlapping and adjacent ranges of one tensor, and GPT-2's attention: q, k
+ * and v sliced from one projection, heads split by reshape and transpose, a causal additive mask,
+ * softmax, the weighted sum and the heads merged again. */
+static void test_slice_attention(void **state) {
+  (void)state;
+  gcase c;
+  begin(&c, "slice: overlapping ranges, negative axis");
+  sg_tensor w = PARAM(&c, 3, 7);
+  c.out = sg_mul(c.g, sg_slice(c.g, w, -1, 0, 4), sg_slice(c.g, w, 1, 2, 4));
+  run_case(&c);
+  begin(&c, "causal attention from one qkv projection");
+  enum { B = 2, T = 4, H = 2, D = 3, C = H * D };
+  sg_tensor x = PARAM(&c, B * T, C), wqkv = PARAM(&c, 3 * C, C);
+  sg_tensor qkv = sg_linear(c.g, x, wqkv, PARAM(&c, 3 * C));
+  sg_tensor part[3];
+  for (int i = 0; i < 3; i++) {
+    int64_t perm_qv[4] = {0, 2, 1, 3}, perm_k[4] = {0, 2, 3, 1};
+    part[i] = sg_reshape(c.g, sg_slice(c.g, qkv, 1, i * C, C), 4, D(B, T, H, D));
+    part[i] = sg_transpose(c.g, part[i], 4, i == 1 ? perm_k : perm_qv);
+  }
+  float mask[T * T];
+  for (int i = 0; i < T; i++)
+    for (int j = 0; j < T; j++) mask[i * T + j] = j <= i ? 0.0f : -1e9f;
+  sg_tensor att = sg_mul_scalar(c.g, sg_matmul(c.g, part[0], part[1]), 0.5);
+  att = sg_softmax(c.g, sg_add(c.g, att, sg_constant(c.g, "mask", SG_F32, 2, D(T, T), mask)), -1);
+  int64_t merge[4] = {0, 2, 1, 3};
+  c.out = sg_reshape(c.g, sg_transpose(c.g, sg_matmul(c.g, att, part[2]), 4, merge), 2, D(B * T, C));
+  run_case(&c);
+}
+
 /* A small network end to end: conv-BN-relu-pool-linear-CE with fan-out
  * (a weight used twice). */
 /* The ops of issue 17 through their CPU kernels and gradient rules. */
@@ -476,6 +532,8 @@ int main(void) {
       cmocka_unit_test(test_shape_ops),
       cmocka_unit_test(test_softmax_losses_reductions),
       cmocka_unit_test(test_math_and_layer_norm),
+      cmocka_unit_test(test_embedding),
+      cmocka_unit_test(test_slice_attention),
       cmocka_unit_test(test_network),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -505,6 +505,71 @@ static void test_math_opset17(void **state) {
   sg_graph_destroy(g);
 }
 
+/* nn.Embedding as torch exports it, a Gather of its weight (a parameter)
+ * by the ids: an sgrt embedding, with run-time ids (the token table) and
+ * with constant ones (the position table of the training export; the
+ * inference export folded those rows). Logits as PyTorch's; the training
+ * export, with cross entropy and backward added, gives both tables the
+ * gradients PyTorch computed (repeated ids added up). */
+static void test_embedding_models(void **state) {
+  (void)state;
+  static const int64_t ids_dims[] = {2, 6};
+  size_t n;
+  int64_t *ids = (int64_t *)sg_test_read_file(onnx_path("embedding_ids.i64"), &n);
+  assert_int_equal(n, 12 * sizeof(int64_t));
+  float *ref = read_f32("embedding_logits.f32", 60), got[60];
+  for (int f = 0; f < 2; f++) {
+    sg_graph *g = import(f ? "embedding_train.onnx" : "embedding_eval.onnx", 0, SG_ONNX_TRAINING_AS_EXPORTED);
+    assert_int_equal(count_ops(g, SG_OP_EMBEDDING), f ? 2 : 1);
+    assert_int_equal(info_of(g, "wte.weight").role, SG_ROLE_PARAMETER);
+    assert_int_equal(info_of(g, "ids").dtype, SG_I64);
+    sg_session *s = session(g);
+    assert_status(sg_session_set_input(s, "ids", SG_I64, 2, ids_dims, ids), SG_OK, NULL);
+    assert_status(sg_session_forward(s), SG_OK, NULL);
+    assert_status(sg_session_read(s, "logits", got, sizeof got), SG_OK, NULL);
+    expect_close(got, ref, 60, f ? "embedding_train.onnx" : "embedding_eval.onnx");
+    sg_session_destroy(s);
+    if (f == 0) {
+      sg_graph_destroy(g);
+      continue;
+    }
+    sg_graph *t = NULL;
+    assert_status(sg_graph_clone(g, &t), SG_OK, NULL);
+    sg_graph_destroy(g);
+    sg_tensor logits;
+    assert_status(sg_graph_find_tensor(t, "logits", &logits), SG_OK, NULL);
+    static const int64_t rows[] = {12, 5}, twelve = 12;
+    sg_tensor labels = sg_input(t, "labels", SG_I64, 1, &twelve);
+    sg_tensor loss = sg_cross_entropy(t, sg_reshape(t, logits, 2, rows), labels, SG_REDUCTION_MEAN);
+    assert_status(sg_graph_backward(t, loss), SG_OK, NULL);
+    assert_int_equal(count_ops(t, SG_OP_EMBEDDING_BACKWARD), 2);
+    const char *tables[] = {"wte.weight", "wpe.weight"};
+    for (int k = 0; k < 2; k++) {
+      sg_tensor p, gp;
+      assert_status(sg_graph_find_tensor(t, tables[k], &p), SG_OK, NULL);
+      assert_status(sg_graph_grad(t, p, &gp), SG_OK, NULL);
+      assert_status(sg_graph_mark_output(t, gp), SG_OK, NULL);
+    }
+    assert_status(sg_graph_finalize(t), SG_OK, NULL);
+    s = session(t);
+    int64_t y[12];
+    for (int i = 0; i < 12; i++) y[i] = i % 5;
+    assert_status(sg_session_set_input(s, "ids", SG_I64, 2, ids_dims, ids), SG_OK, NULL);
+    assert_status(sg_session_set_input(s, "labels", SG_I64, 1, &twelve, y), SG_OK, NULL);
+    assert_status(sg_session_step(s), SG_OK, NULL);
+    float *gref = read_f32("embedding_grad.f32", 50 * 8 + 6 * 8), grads[50 * 8 + 6 * 8];
+    assert_status(sg_session_read(s, "wte.weight.grad", grads, 50 * 8 * sizeof(float)), SG_OK, NULL);
+    assert_status(sg_session_read(s, "wpe.weight.grad", grads + 50 * 8, 6 * 8 * sizeof(float)), SG_OK, NULL);
+    expect_close(grads, gref, 50 * 8, "d loss / d wte.weight");
+    expect_close(grads + 50 * 8, gref + 50 * 8, 6 * 8, "d loss / d wpe.weight");
+    free(gref);
+    sg_session_destroy(s);
+    sg_graph_destroy(t);
+  }
+  free(ref);
+  free(ids);
+}
+
 /* ---- training an imported model ---------------------------------------------- */
 
 /* Clones an import, adds cross entropy against `labels`, backward and SGD,
@@ -601,6 +666,25 @@ static void test_bad_models(void **state) {
               "node 'sigmoid_b'");
   expect_fail("bad_domain.onnx", SG_ERR_UNSUPPORTED, "node 'fused' (FusedGemm)", "com.microsoft");
   expect_fail("bad_declared_shape.onnx", SG_ERR_SHAPE, "graph output 'y' is [2,4]", "[4,2]");
+  expect_fail(
+      "bad_gather_axis.onnx", SG_ERR_UNSUPPORTED, "node 'gather1' (Gather): data is not a constant",
+      "(data 'fc.weight' [3,4], axis 1): sgrt runs such a Gather only as an embedding lookup, along axis 0 "
+      "of a 2-D table");
+  /* Forms of the transformer ops (issue 21) that sgrt refuses, and an op it
+   * lacks in an attention export. */
+  expect_fail("bad_slice_step.onnx", SG_ERR_UNSUPPORTED,
+              "node 'every_other' (Slice): step 2 along axis 1 of 'x'", "step 1 only");
+  expect_fail("bad_split_sizes.onnx", SG_ERR_SHAPE, "node 'split' (Split)",
+              "split sizes add up to 7; the axis has 8");
+  expect_fail("bad_equal_runtime.onnx", SG_ERR_UNSUPPORTED,
+              "node 'eq' (Equal): input A 'x' is computed at run time", "folds this op only for constants");
+  /* A float initializer that is also multiplied is a weight, not a buffer. */
+  expect_fail("bad_equal_weight.onnx", SG_ERR_UNSUPPORTED, "node 'eq_w' (Equal): input A 'w' is a parameter",
+              NULL);
+  expect_fail("bad_trilu_runtime.onnx", SG_ERR_UNSUPPORTED,
+              "node 'triu' (Trilu): input 'x' is computed at run time", NULL);
+  expect_fail("bad_transformer_op.onnx", SG_ERR_UNSUPPORTED, "node '/Einsum' (Einsum)",
+              "op 'Einsum' is not supported");
 }
 
 /* Attributes whose declared type disagrees with the field holding the value
@@ -849,6 +933,7 @@ int main(void) {
       cmocka_unit_test(test_reduce_opset18),
       cmocka_unit_test(test_math_opset17),
       cmocka_unit_test(test_reduce_axes),
+      cmocka_unit_test(test_embedding_models),
       cmocka_unit_test(test_train_imported),
       cmocka_unit_test(test_bad_models),
       cmocka_unit_test(test_bad_attributes),

@@ -143,8 +143,9 @@ static sg_status report_checks(sg__cuda_state *st) {
     if (c->flag[0] == ~0ull) continue;
     long long row = (long long)c->flag[0], value = (long long)c->flag[1];
     c->flag[0] = ~0ull;
-    return sg__error(SG_ERR_RANGE, "%s: label %lld of row %lld is outside 0..%lld", c->what, value, row,
-                     (long long)c->limit);
+    return sg__error(SG_ERR_RANGE, "%s: %s %lld %s %lld is outside 0..%lld", c->what,
+                     c->value_name ? c->value_name : "label", value, c->index_name ? c->index_name : "of row",
+                     row, (long long)c->limit);
   }
   return SG_OK;
 }
@@ -352,6 +353,8 @@ static family_fn family(sg_op_kind kind) {
     case SG_OP_REDUCE_SUM:
     case SG_OP_REDUCE_MEAN:
     case SG_OP_SUM_TO: return sg__cuda_create_sum;
+    case SG_OP_EMBEDDING:
+    case SG_OP_EMBEDDING_BACKWARD: return sg__cuda_create_embedding;
     default: return (sg__op_flags(kind) & SG__OP_VIEW) ? sg__cuda_create_view : NULL;
   }
 }

@@ -19,14 +19,18 @@
 typedef struct sg__cuda_state sg__cuda_state;
 
 /* A condition a kernel records on the device and synchronize reports (a
- * label out of range): two words of host-mapped memory, the first bad
- * index (~0: none) and its value, read without a copy after the stream
+ * label or an id out of range): two words of host-mapped memory, the first
+ * bad index (~0: none) and its value, read without a copy after the stream
  * drains. */
 typedef struct sg__cuda_check {
   unsigned long long *flag;  /* host view */
   unsigned long long *dflag; /* the device's view of the same words */
   char what[96];             /* "cross_entropy 'loss'" */
   int64_t limit;             /* valid values are 0..limit */
+  /* How the message names the value and its index, as the CPU kernel's
+   * does: "label %lld of row %lld" when NULL (cross entropy), "id %lld at
+   * position %lld" (embedding). */
+  const char *value_name, *index_name;
   struct sg__cuda_check *next;
 } sg__cuda_check;
 
@@ -144,6 +148,9 @@ sg_status sg__cuda_create_rows(sg__cuda_state *st, const sg_graph *g, const sg__
 /* Views (reshape, flatten, ...): a device copy when the planner gave the
  * output its own slot (cuda_ops.c). */
 sg_status sg__cuda_create_view(sg__cuda_state *st, const sg_graph *g, const sg__op *op, sg__kernel **out);
+/* embedding and its backward op (cuda_embedding.c). */
+sg_status sg__cuda_create_embedding(sg__cuda_state *st, const sg_graph *g, const sg__op *op,
+                                    sg__kernel **out);
 /* reduce_sum, reduce_mean and sum_to over any axes (cuda_sum.c). */
 sg_status sg__cuda_create_sum(sg__cuda_state *st, const sg_graph *g, const sg__op *op, sg__kernel **out);
 /* concat and slice: strided 2-D copies on the compute stream (cuda_ops.c). */

@@ -1,6 +1,7 @@
 /* sgrt's own CUDA kernels as text (cuda_kernels.h): a prelude of shared
- * helpers, then cross entropy, softmax and layer norm. Definitions are the
- * CPU backend's (cpu_loss.c, dnnl_softmax.c, cpu_layer_norm.c):
+ * helpers, then cross entropy, softmax, layer norm, dropout, sums and
+ * embedding. Definitions are the CPU backend's (cpu_loss.c,
+ * dnnl_softmax.c, cpu_layer_norm.c, cpu_embedding.c):
  *
  *   cross entropy  loss_i = logsumexp(x_i) - x_i[label_i] (max-shifted,
  *                  sums in double); reduction none: [N], mean: sum / N,
@@ -22,6 +23,12 @@
  *   dropout        the keep bits of backend/dropout_rng.h, from the key
  *                  the host computes; y = x * scale (f32, as the CPU's:
  *                  bitwise the same) or 0; backward dy * scale or 0.
+ *   embedding      y[i] = table[ids[i]]; backward dtable[v] = sum of dy[i]
+ *                  over ids[i] = v in position order (f32, as the CPU's:
+ *                  bitwise the same), each element of dtable written by
+ *                  one thread, no atomics. An id outside 0..V-1 is
+ *                  recorded in `err` as a bad label is; its forward row
+ *                  becomes NaN and the backward skips it.
  *
  * A row's sums are one block's fixed tree (block_reduce), so results repeat
  * run to run; they differ from the CPU's sequential sums in rounding
@@ -264,6 +271,39 @@ static const char sum[] =
     "  }\n"
     "}\n";
 
+/* After cross_entropy's text: ids are read and bad ones recorded as its
+ * labels are (label_of, bad_label). */
+static const char embedding[] =
+    "extern \"C\" __global__ void __launch_bounds__(BLOCK) sgk_embedding(const float *table,\n"
+    "    const void *ids, int l64, int64_t n, int64_t V, int64_t C, float *y, unsigned long long *err) {\n"
+    "  for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {\n"
+    "    int64_t v = label_of(ids, l64, i);\n"
+    "    bool bad = v < 0 || v >= V;\n"
+    "    if (bad && threadIdx.x == 0) bad_label(err, i, v);\n"
+    "    for (int64_t c = threadIdx.x; c < C; c += BLOCK)\n"
+    "      y[i * C + c] = bad ? __int_as_float(0x7fc00000) : table[v * C + c];\n"
+    "  }\n"
+    "}\n"
+    /* Unit u is column u % C of the table rows of slice u / C (slices split
+     * V evenly): the only writer of those elements, which it zeroes and then
+     * adds into in position order, so the result repeats bitwise. */
+    "extern \"C\" __global__ void __launch_bounds__(BLOCK) sgk_embedding_grad(const float *dy,\n"
+    "    const void *ids, int l64, int64_t n, int64_t V, int64_t C, int64_t slices, float *dt,\n"
+    "    unsigned long long *err) {\n"
+    "  int64_t q = V / slices, rem = V % slices;\n"
+    "  for (int64_t u = (int64_t)blockIdx.x * BLOCK + threadIdx.x; u < C * slices;\n"
+    "       u += (int64_t)gridDim.x * BLOCK) {\n"
+    "    int64_t c = u % C, s = u / C;\n"
+    "    int64_t lo = s * q + (s < rem ? s : rem), hi = lo + q + (s < rem ? 1 : 0);\n"
+    "    for (int64_t v = lo; v < hi; v++) dt[v * C + c] = 0.0f;\n"
+    "    for (int64_t i = 0; i < n; i++) {\n"
+    "      int64_t v = label_of(ids, l64, i);\n"
+    "      if (v >= lo && v < hi) dt[v * C + c] += dy[i * C + c];\n"
+    "      else if (u == 0 && (v < 0 || v >= V)) bad_label(err, i, v);\n"
+    "    }\n"
+    "  }\n"
+    "}\n";
+
 static const char *const names[SG__CUDA_LIB_N] = {
     [SG__CUDA_CE_ROWS] = "sgk_ce_rows",
     [SG__CUDA_CE_TOTAL] = "sgk_ce_total",
@@ -276,6 +316,8 @@ static const char *const names[SG__CUDA_LIB_N] = {
     [SG__CUDA_DROPOUT] = "sgk_dropout",
     [SG__CUDA_DROPOUT_GRAD] = "sgk_dropout_grad",
     [SG__CUDA_SUM] = "sgk_sum",
+    [SG__CUDA_EMBEDDING] = "sgk_embedding",
+    [SG__CUDA_EMBEDDING_GRAD] = "sgk_embedding_grad",
 };
 
 const char *sg__cuda_library_name(sg__cuda_lib_kernel k) {
@@ -286,7 +328,7 @@ static char *program;
 static pthread_once_t program_once = PTHREAD_ONCE_INIT;
 
 static void join_program(void) {
-  const char *parts[] = {prelude, cross_entropy, softmax, layer_norm, dropout, sum};
+  const char *parts[] = {prelude, cross_entropy, softmax, layer_norm, dropout, sum, embedding};
   size_t n = 1;
   for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) n += strlen(parts[i]);
   program = sg__malloc(n);

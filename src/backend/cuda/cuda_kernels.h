@@ -1,6 +1,6 @@
 /* sgrt's own CUDA kernels as CUDA C text (cuda_kernels.c): cross entropy,
- * softmax / log_softmax, layer norm and dropout, forward and backward, and
- * sums over any axes, with the
+ * softmax / log_softmax, layer norm, dropout and embedding, forward and
+ * backward, and sums over any axes, with the
  * CPU backend's definitions. Text only, part of every build: NVRTC
  * compiles it in CUDA builds (cuda_library.c loads it, cuda_loss.c and
  * cuda_rows.c launch it), and the tests run it on the host behind a shim
@@ -49,6 +49,15 @@ typedef enum sg__cuda_lib_kernel {
   /* (geom, x, y): y = scale * sum of x over the reduced dims, a block per
    * output element (grid-stride), in double in a fixed tree. */
   SG__CUDA_SUM,
+  /* (table, ids, l64, n, V, C, y, err): y's row i = table[ids[i]], a row per
+   * block (grid-stride); an id outside 0..V-1 is recorded in `err` (its
+   * position and value) and its row becomes NaN. */
+  SG__CUDA_EMBEDDING,
+  /* (dy, ids, l64, n, V, C, slices, dtable, err): a (column, slice of the
+   * table's rows) per thread, grid-stride over C * slices: zeroes its
+   * column of its rows, then adds dy's rows into them in position order;
+   * ids out of range are recorded and skipped. */
+  SG__CUDA_EMBEDDING_GRAD,
   SG__CUDA_LIB_N
 } sg__cuda_lib_kernel;
 

@@ -26,6 +26,12 @@ Models exported by torch.onnx.export (torch 1.13, opset 14):
                    ReduceMean, Concat, Transpose, MatMul, LogSoftmax, Sub/Div
                    by constants, at opset 11
   ops_opset17.onnx the same model at opset 17
+  embedding_eval.onnx   token and position nn.Embedding (50 x 8, 6 x 8) added,
+                   tanh, Linear(8, 5), in inference form: a Gather of the token
+                   table by the int64 input "ids" [2,6]; the position rows
+                   folded into a constant by the exporter
+  embedding_train.onnx  the same exported for training: the position lookup
+                   stays a Gather of its table by constant indices
 Reference data (raw little-endian float32, C order; shapes in the C test):
   mlp_x.f32, mlp_logits.f32       input [4,3,4] and the eval-mode output [4,5]
                                   (dropout is off in eval mode, so this is the
@@ -39,6 +45,12 @@ Reference data (raw little-endian float32, C order; shapes in the C test):
                                   bn2.running_mean, bn2.running_var after that
                                   one train-mode forward
   ops_x.f32, ops_out*.f32         input [2,3,4] and outputs of the ops models
+  embedding_ids.i64               the ids [2,6] (raw little-endian int64)
+  embedding_logits.f32            the embedding models' output [2,6,5]
+  embedding_grad.f32              d loss / d wte.weight [50,8], then
+                                  d loss / d wpe.weight [6,8], for loss =
+                                  cross_entropy(logits as [12,5], labels
+                                  i % 5), mean
 Hand-written models (onnx.helper; references computed with numpy):
   softmax_opset11.onnx  Softmax/LogSoftmax over axis 1 of a rank-3 input
                         under opset 11's flatten-to-2-D semantics
@@ -53,9 +65,41 @@ Hand-written models (onnx.helper; references computed with numpy):
                         and LayerNormalization over the last two dims with its Mean
                         and InvStdDev outputs (math_x.f32 in, math_y.f32 and
                         math_ln.f32 = ln_y, ln_mean, ln_invstd out)
-  bad_*.onnx            one defect each (see the C test for the expected error)
+  bad_gather_axis.onnx  a Gather of a parameter along axis 1 (no embedding)
+  slice_split_opset13.onnx  Slice of a run-time input (negative start, clamped
+                        end, several axes, default axes, explicit steps 1, one
+                        that cuts nothing) and Split (sizes as an input, the
+                        equal-split default) (slice_x.f32 [2,3,8] in)
+  split_opset11.onnx    Split with its sizes as an attribute and without (opset 11)
+  split_opset18.onnx    Split with num_outputs 3 of a dim of 8: 3, 3, 2 (opset 18,
+                        written unchecked)
+  mask_opset14.onnx     Range (int64, negative delta, float), Trilu, Equal (float
+                        and int64), Not, Expand of constants and of a run-time
+                        input (broadcast_to) and one that keeps the shape, Where
+                        (mask_x.f32 [4,4] and mask_xr.f32 [1,4] in, mask_y.f32 out)
+  bad_slice_step.onnx, bad_split_sizes.onnx, bad_equal_runtime.onnx,
+  bad_equal_weight.onnx, bad_trilu_runtime.onnx  refused Slice, Split, Equal,
+                        Trilu forms (see the C test)
+Transformers (issue 21), exported for training (torch.onnx.TrainingMode.TRAINING,
+do_constant_folding=False); the weights are those of the export:
+  gpt2_train.onnx       a nanoGPT-style GPT-2 (vocab 64, context 16, 2 layers,
+                        2 heads, width 32; causal attention written out with a
+                        tril buffer `bias`, tanh GELU, pre-LayerNorm, lm_head tied
+                        to wte) at opset 14, input "ids" [2,16] int64
+  encoder_train.onnx    nn.TransformerEncoderLayer(32, 4, 64, dropout 0,
+                        batch_first) and a Linear(32, 5) head at opset 17, input
+                        "x" [2,8,32]
+  bad_transformer_op.onnx  a one-head attention whose scores are torch.einsum
+                        (Einsum, which sgrt lacks)
+  gpt2_ids.i64          the ids [2,16], then the targets [32] (int64)
+  encoder_x.f32         the input [2,8,32]; the labels are i % 5
+  gpt2_ref.f32, encoder_ref.f32  PyTorch's logits (train mode), then the
+                        gradient of every parameter (sorted by name) for
+                        cross_entropy(logits as [rows, classes], labels), mean,
+                        then the losses of 3 steps of SGD (lr 0.1, momentum 0.9)
 """
 import copy
+import math
 import os
 import sys
 
@@ -120,6 +164,98 @@ class Ops(nn.Module):
         e = torch.cat([d, m], dim=2)  # [2,6,4]
         f = e.reshape(e.size(0), -1)  # [2,24]
         return torch.log_softmax(f, dim=1), torch.tanh(m).flatten(1)
+
+
+class Embed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.wte = nn.Embedding(50, 8)
+        self.wpe = nn.Embedding(6, 8)
+        self.head = nn.Linear(8, 5)
+        self.register_buffer("pos", torch.arange(6), persistent=False)
+
+    def forward(self, ids):  # ids [2,6]
+        return self.head(torch.tanh(self.wte(ids) + self.wpe(self.pos)))
+
+
+class CausalSelfAttention(nn.Module):
+    """nanoGPT's attention, written out: one projection split into q, k, v."""
+
+    def __init__(self, n_embd, n_head, block_size):
+        super().__init__()
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+        self.c_proj = nn.Linear(n_embd, n_embd)
+        self.n_head, self.n_embd = n_head, n_embd
+        self.register_buffer("bias", torch.tril(torch.ones(block_size, block_size)).view(1, 1, block_size,
+                                                                                           block_size))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.c_proj(y)
+
+
+class GPTBlock(nn.Module):
+    def __init__(self, n_embd, n_head, block_size):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(n_embd)
+        self.attn = CausalSelfAttention(n_embd, n_head, block_size)
+        self.ln_2 = nn.LayerNorm(n_embd)
+        self.mlp = nn.Sequential(nn.Linear(n_embd, 4 * n_embd), nn.GELU(approximate="tanh"),
+                                 nn.Linear(4 * n_embd, n_embd))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab=64, block_size=16, n_layer=2, n_head=2, n_embd=32):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, n_embd)
+        self.wpe = nn.Embedding(block_size, n_embd)
+        self.h = nn.ModuleList([GPTBlock(n_embd, n_head, block_size) for _ in range(n_layer)])
+        self.ln_f = nn.LayerNorm(n_embd)
+        self.lm_head = nn.Linear(n_embd, vocab, bias=False)
+        self.lm_head.weight = self.wte.weight  # weight tying
+
+    def forward(self, idx):
+        _, t = idx.size()
+        pos = torch.arange(0, t, dtype=torch.long)
+        x = self.wte(idx) + self.wpe(pos)
+        for block in self.h:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))
+
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.TransformerEncoderLayer(32, 4, dim_feedforward=64, dropout=0.0, batch_first=True)
+        self.head = nn.Linear(32, 5)
+
+    def forward(self, x):
+        return self.head(self.enc(x))
+
+
+class EinsumAttention(nn.Module):
+    """One attention head whose scores are an einsum: an op sgrt lacks."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(4, 12)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).split(4, dim=-1)
+        att = torch.softmax(torch.einsum("bqd,bkd->bqk", q, k) * 0.5, dim=-1)
+        return att @ v
 
 
 def write(name, data):
@@ -218,6 +354,191 @@ def make_ops():
         save_f32("ops_x.f32", x)
         save_f32("ops_out_logp.f32", logp)
         save_f32("ops_out_m.f32", m)
+
+
+def make_embedding():
+    torch.manual_seed(13)
+    model = Embed()
+    ids = torch.tensor([[3, 17, 3, 49, 0, 17], [17, 8, 8, 3, 22, 41]])  # repeats: their rows' grads add up
+    kw = dict(input_names=["ids"], output_names=["logits"])
+    export(model, ids, "embedding_eval.onnx", False, **kw)
+    export(model, ids, "embedding_train.onnx", True, **kw)
+    write("embedding_ids.i64", np.ascontiguousarray(ids.numpy(), dtype="<i8").tobytes())
+    logits = model(ids)
+    save_f32("embedding_logits.f32", logits)
+    loss = F.cross_entropy(logits.reshape(12, 5), torch.arange(12) % 5)
+    loss.backward()
+    save_f32("embedding_grad.f32", torch.cat([model.wte.weight.grad.flatten(), model.wpe.weight.grad.flatten()]))
+
+
+def randomize_layer_norms(model):
+    # LayerNorm scales and shifts other than 1 and 0, so that their gradients count.
+    with torch.no_grad():
+        for mod in model.modules():
+            if isinstance(mod, nn.LayerNorm):
+                mod.weight.copy_(1 + 0.3 * torch.randn(mod.weight.shape))
+                mod.bias.copy_(0.2 * torch.randn(mod.bias.shape))
+
+
+def train_reference(model, x, labels, name):
+    """PyTorch's side of the C test's transformer parity: the logits, the
+    gradient of every parameter (sorted by name) at the first step, and the
+    losses of 3 SGD steps (lr 0.1, momentum 0.9), in one file."""
+    m = copy.deepcopy(model)
+    m.train()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    losses, parts = [], []
+    for step in range(3):
+        opt.zero_grad()
+        logits = m(x)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels)
+        loss.backward()
+        if step == 0:
+            parts = [logits.detach().flatten()] + [p.grad.flatten().clone() for _, p in sorted(m.named_parameters())]
+        losses.append(loss.item())
+        opt.step()
+    save_f32(name, torch.cat(parts + [torch.tensor(losses)]))
+    return logits
+
+
+def make_transformers():
+    torch.manual_seed(21)
+    gpt = GPT()
+    with torch.no_grad():
+        gpt.wte.weight.normal_(0, 0.1)  # tied to lm_head: logits of order 1
+    randomize_layer_norms(gpt)
+    ids = torch.randint(0, 64, (2, 16))
+    targets = torch.randint(0, 64, (32,))
+    export(gpt, ids, "gpt2_train.onnx", True, input_names=["ids"], output_names=["logits"])
+    write("gpt2_ids.i64", np.ascontiguousarray(torch.cat([ids.flatten(), targets]).numpy(), dtype="<i8").tobytes())
+    train_reference(gpt, ids, targets, "gpt2_ref.f32")
+
+    enc = Encoder()
+    randomize_layer_norms(enc)
+    x = torch.randn(2, 8, 32)
+    export(enc, x, "encoder_train.onnx", True, opset=17, input_names=["x"], output_names=["logits"])
+    save_f32("encoder_x.f32", x)
+    train_reference(enc, x, torch.arange(16) % 5, "encoder_ref.f32")
+
+    export(EinsumAttention(), torch.randn(1, 3, 4), "bad_transformer_op.onnx", False, input_names=["x"],
+           output_names=["y"])
+
+
+def make_slice_split():
+    """Slice and Split of run-time tensors (sg_slice), with NumPy references."""
+    f32 = onnx.TensorProto.FLOAT
+    big = np.iinfo(np.int64).max
+
+    def ints(name, v):
+        return onh.from_array(np.array(v, np.int64), name)
+
+    def vi(name, shape):
+        return oh.make_tensor_value_info(name, f32, shape)
+
+    a = np.random.RandomState(14).randn(2, 3, 8).astype(np.float32)
+    save_f32("slice_x.f32", a)
+    inits = [ints("s_neg", [-5]), ints("e_big", [big]), ints("ax2", [2]), ints("s12", [1, 0]),
+             ints("e12", [3, 100]), ints("ax12", [1, -3]), ints("one", [1]), ints("two", [2]),
+             ints("zero", [0]), ints("split26", [2, 6])]
+    nodes = [oh.make_node("Slice", ["x", "s_neg", "e_big", "ax2"], ["s1"], name="slice_tail"),
+             oh.make_node("Slice", ["x", "s12", "e12", "ax12"], ["s2"], name="slice_two_axes"),
+             oh.make_node("Slice", ["x", "one", "two"], ["s3"], name="slice_default_axes"),
+             oh.make_node("Slice", ["x", "zero", "e_big", "ax2", "one"], ["s4"], name="slice_whole"),
+             oh.make_node("Split", ["x", "split26"], ["p0", "p1"], name="split_sizes", axis=-1),
+             oh.make_node("Split", ["x"], ["e0", "e1", "e2"], name="split_equal", axis=1)]
+    outs = [("s1", a[:, :, -5:]), ("s2", a[:, 1:3, :]), ("s3", a[1:2]), ("s4", a), ("p0", a[:, :, :2]),
+            ("p1", a[:, :, 2:]), ("e0", a[:, 0:1]), ("e1", a[:, 1:2]), ("e2", a[:, 2:3])]
+    g = oh.make_graph(nodes, "slice_split13", [vi("x", [2, 3, 8])], [vi(n, list(r.shape)) for n, r in outs], inits)
+    save_model("slice_split_opset13.onnx", oh.make_model(g, opset_imports=[oh.make_opsetid("", 13)]))
+    save_f32("slice_y.f32", np.concatenate([r.ravel() for _, r in outs]))
+
+    nodes = [oh.make_node("Split", ["x"], ["p0", "p1"], name="split_attr", axis=2, split=[2, 6]),
+             oh.make_node("Split", ["x"], ["e0", "e1", "e2"], name="split_equal", axis=1)]
+    outs11 = [o for o in outs if o[0] in ("p0", "p1", "e0", "e1", "e2")]
+    g = oh.make_graph(nodes, "split11", [vi("x", [2, 3, 8])], [vi(n, list(r.shape)) for n, r in outs11])
+    save_model("split_opset11.onnx", oh.make_model(g, opset_imports=[oh.make_opsetid("", 11)]))
+    # Opset 18's num_outputs (onnx 1.12's checker stops at opset 17: written unchecked).
+    g = oh.make_graph([oh.make_node("Split", ["x"], ["q0", "q1", "q2"], name="split_num", axis=2, num_outputs=3)],
+                      "split18", [vi("x", [2, 3, 8])], [vi("q0", [2, 3, 3]), vi("q1", [2, 3, 3]), vi("q2", [2, 3, 2])])
+    write("split_opset18.onnx", oh.make_model(g, opset_imports=[oh.make_opsetid("", 18)]).SerializeToString())
+
+
+def make_mask():
+    """The ops exporters write to build attention masks, folded at import,
+    and Expand of a run-time input."""
+    f32 = onnx.TensorProto.FLOAT
+
+    def c(name, v, dt=np.int64):
+        return onh.from_array(np.array(v, dt), name)
+
+    inits = [c("i0", 0), c("i4", 4), c("i1", 1), c("i5", 5), c("im2", -2), c("i2", 2), c("shape44", [4, 4]),
+             c("ax0", [0]), c("shape41", [4, 1]), c("shape311", [3, 1, 1]), c("shape11", [1, 1]),
+             c("f05", 0.5, np.float32), c("f2", 2.0, np.float32)]
+    one = oh.make_tensor("one", f32, [1], [1.0])
+    # Float scalars are Constant nodes, as PyTorch writes them (f05 and f2,
+    # initializers that only Range reads, are constants too).
+    nodes = [
+        oh.make_node("Constant", [], ["fzero"], name="zero", value=oh.make_tensor("z", f32, [], [0.0])),
+        oh.make_node("Range", ["i0", "i4", "i1"], ["r"], name="range"),  # [0 1 2 3]
+        oh.make_node("ConstantOfShape", ["shape44"], ["ones"], name="ones", value=one),
+        oh.make_node("Trilu", ["ones"], ["tril"], name="tril", upper=0),
+        oh.make_node("Equal", ["tril", "fzero"], ["above"], name="eq_float"),
+        oh.make_node("Not", ["above"], ["keep"], name="not"),
+        oh.make_node("Where", ["keep", "x", "fzero"], ["y1"], name="where_tril"),
+        oh.make_node("Unsqueeze", ["r", "ax0"], ["r1"], name="unsqueeze"),
+        oh.make_node("Expand", ["r1", "shape41"], ["cols"], name="expand_const"),  # [4,4]
+        oh.make_node("Cast", ["cols"], ["colsf"], name="cast", to=f32),
+        oh.make_node("Trilu", ["colsf", "i1"], ["triu1"], name="triu_k1"),  # upper, k = 1
+        oh.make_node("Add", ["x", "triu1"], ["y2"], name="add_triu"),
+        oh.make_node("Expand", ["xr", "shape311"], ["y3"], name="expand_run_time"),  # [3,1,4]
+        oh.make_node("Expand", ["x", "shape11"], ["y4"], name="expand_same"),
+        oh.make_node("Equal", ["r", "i2"], ["is2"], name="eq_int"),
+        oh.make_node("Where", ["is2", "x", "fzero"], ["y5"], name="where_col2"),
+        oh.make_node("Range", ["f05", "f2", "f05"], ["y6"], name="range_float"),  # [0.5 1 1.5]
+        oh.make_node("Range", ["i5", "i0", "im2"], ["rn"], name="range_down"),  # [5 3 1]
+        oh.make_node("Cast", ["rn"], ["y7"], name="cast_down", to=f32),
+    ]
+    x = np.random.RandomState(15).randn(4, 4).astype(np.float32)
+    xr = np.random.RandomState(16).randn(1, 4).astype(np.float32)
+    cols = np.tile(np.arange(4, dtype=np.float32), (4, 1))
+    outs = [("y1", np.tril(x)), ("y2", x + np.triu(cols, 1)), ("y3", np.broadcast_to(xr, (3, 1, 4))), ("y4", x),
+            ("y5", np.where(np.arange(4) == 2, x, 0)), ("y6", np.array([0.5, 1, 1.5])), ("y7", np.array([5, 3, 1]))]
+    vis = [oh.make_tensor_value_info(n, f32, list(r.shape)) for n, r in outs]
+    ins = [oh.make_tensor_value_info("x", f32, [4, 4]), oh.make_tensor_value_info("xr", f32, [1, 4])]
+    g = oh.make_graph(nodes, "mask14", ins, vis, inits)
+    save_model("mask_opset14.onnx", oh.make_model(g, opset_imports=[oh.make_opsetid("", 14)]))
+    save_f32("mask_x.f32", x)
+    save_f32("mask_xr.f32", xr)
+    save_f32("mask_y.f32", np.concatenate([r.ravel() for _, r in outs]))
+
+
+def bad_models_transformer(model, vi):
+    def ints(name, v):
+        return onh.from_array(np.array(v, np.int64), name)
+
+    # A Slice of a run-time tensor with step 2 (sg_slice is contiguous).
+    write("bad_slice_step.onnx", model(
+        [oh.make_node("Slice", ["x", "s", "e", "a", "st"], ["y"], name="every_other")], [vi("x", [2, 4])],
+        [vi("y", [2, 2])], [ints("s", [0]), ints("e", [4]), ints("a", [1]), ints("st", [2])]).SerializeToString())
+    # Split sizes that do not add up to the dim.
+    write("bad_split_sizes.onnx", model(
+        [oh.make_node("Split", ["x", "sizes"], ["y", "z"], name="split", axis=1)], [vi("x", [2, 8])],
+        [vi("y", [2, 2]), vi("z", [2, 5])], [ints("sizes", [2, 5])]).SerializeToString())
+    # Equal of a run-time tensor: sgrt has no comparison op.
+    zero = onh.from_array(np.zeros(1, np.float32), "zero")
+    write("bad_equal_runtime.onnx", model(
+        [oh.make_node("Equal", ["x", "zero"], ["y"], name="eq")], [vi("x", [2, 4])],
+        [vi("y", [2, 4], onnx.TensorProto.BOOL)], [zero]).SerializeToString())
+    # A float initializer compared and also multiplied: a weight, not a buffer.
+    w = onh.from_array(np.ones((2, 4), np.float32), "w")
+    write("bad_equal_weight.onnx", model(
+        [oh.make_node("Equal", ["w", "zero"], ["m"], name="eq_w"), oh.make_node("Mul", ["x", "w"], ["xw"], name="mul"),
+         oh.make_node("Where", ["m", "xw", "x"], ["y"], name="where")],
+        [vi("x", [2, 4])], [vi("y", [2, 4])], [w, zero]).SerializeToString())
+    # Trilu of a run-time tensor.
+    write("bad_trilu_runtime.onnx", model(
+        [oh.make_node("Trilu", ["x"], ["y"], name="triu")], [vi("x", [4, 4])], [vi("y", [4, 4])],
+        opset=14).SerializeToString())
 
 
 def np_softmax(a, log):
@@ -475,7 +796,12 @@ def bad_models():
     write("bad_declared_shape.onnx", model(
         [oh.make_node("Relu", ["x"], ["y"], name="relu")],
         [vi("x", [2, 4])], [vi("y", [4, 2])]).SerializeToString())
+    # A Gather of a parameter along axis 1: no embedding lookup (that is axis 0).
+    write("bad_gather_axis.onnx", model(
+        [oh.make_node("Gather", ["fc.weight", "idx"], ["y"], name="gather1", axis=1)],
+        [vi("idx", [2], onnx.TensorProto.INT64)], [vi("y", [3, 2])], [w]).SerializeToString())
     bad_attribute_models(model, vi)
+    bad_models_transformer(model, vi)
 
 
 def bad_attribute_models(model, vi):
@@ -569,12 +895,17 @@ def main():
     make_reduce_opset18()
     make_math_opset17()
     make_reduce_axes()
+    make_embedding()
+    make_transformers()
+    make_slice_split()
+    make_mask()
     bad_models()
     bad_models_math()
     os.makedirs(CORPUS, exist_ok=True)
     for name in ("mlp_eval", "mlp_train", "cnn_eval", "cnn_train", "cnn_train_opset9", "ops_opset11",
-                 "softmax_opset11", "fold_chain", "reduce_opset18", "math_opset17", "bad_cycle",
-                 "bad_attr_ints_in_i", "bad_conv_kernel_too_large", "bad_op_type_paren_null"):
+                 "softmax_opset11", "fold_chain", "reduce_opset18", "math_opset17", "embedding_train",
+                 "slice_split_opset13", "mask_opset14", "bad_cycle", "bad_attr_ints_in_i",
+                 "bad_conv_kernel_too_large", "bad_op_type_paren_null"):
         with open(os.path.join(HERE, name + ".onnx"), "rb") as f:
             data = f.read()
         with open(os.path.join(CORPUS, name + ".onnx"), "wb") as f:

@@ -1,0 +1,373 @@
+/* Transformers through the ONNX importer (issue 21): torch.onnx.export of a
+ * nanoGPT-style GPT-2 and of nn.TransformerEncoderLayer (training exports,
+ * written by tests/data/onnx/make_onnx.py with PyTorch's results) import,
+ * give PyTorch's logits (max |diff| <= 1e-5, logits of order 1), and, with
+ * cross entropy, sg_graph_backward and SGD added, every parameter's gradient
+ * (relative L2 <= 1e-4) and the losses of three steps (relative <= 1e-4).
+ * Also the ops those exports need, on models written with onnx.helper
+ * against NumPy: Slice and Split of run-time tensors (sg_slice), and the
+ * mask ops Range, Trilu, Equal, Not (folded) and Expand (folded, and
+ * broadcast_to at run time). The refused forms are in test_onnx_import.c. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_util.h"
+
+static const char *onnx_path(const char *name) {
+  static char buf[4096];
+  snprintf(buf, sizeof buf, "%s/onnx/%s", SG_TEST_DATA_DIR, name);
+  return buf;
+}
+
+static void *read_data(const char *name, size_t bytes) {
+  size_t n;
+  void *p = sg_test_read_file(onnx_path(name), &n);
+  assert_int_equal(n, bytes);
+  return p;
+}
+
+static sg_graph *import(const char *name) {
+  sg_onnx_params p = sg_onnx_params_init();
+  sg_graph *g = NULL;
+  assert_status(sg_onnx_import(onnx_path(name), &p, &g), SG_OK, NULL);
+  assert_true(sg_graph_is_finalized(g));
+  return g;
+}
+
+static sg_session *session(const sg_graph *g) {
+  sg_session_params sp = sg_session_params_init();
+  sp.threads = 2;
+  sg_session *s = NULL;
+  assert_status(sg_session_create(g, &sp, &s), SG_OK, NULL);
+  assert_status(sg_session_compile(s), SG_OK, NULL);
+  return s;
+}
+
+static int count_ops(const sg_graph *g, sg_op_kind kind) {
+  int n = 0;
+  for (int32_t i = 0; i < sg_graph_num_ops(g); i++) {
+    sg_op_info op;
+    assert_status(sg_graph_op_info(g, i, &op), SG_OK, NULL);
+    n += op.kind == kind;
+  }
+  return n;
+}
+
+static bool verbose(void) { return getenv("SG_TEST_VERBOSE") != NULL; }
+
+/* ---- GPT-2 and TransformerEncoderLayer against PyTorch ------------------------- */
+
+typedef struct transformer_case {
+  const char *file, *ref; /* the export; PyTorch's logits, gradients, losses */
+  const char *input;
+  sg_dtype dtype;
+  int ndim;
+  int64_t dims[3];
+  const void *x;
+  const int64_t *labels;
+  int64_t rows, classes; /* the logits seen as [rows, classes] */
+  int n_params;          /* PyTorch's named_parameters() */
+  size_t n_weights;      /* their elements */
+} transformer_case;
+
+#define MAX_PARAMS 64
+
+static int cmp_names(const void *a, const void *b) { return strcmp((const char *)a, (const char *)b); }
+
+/* The names of g's parameters in PyTorch's reference order (sorted). */
+static int sorted_parameters(const sg_graph *g, char names[MAX_PARAMS][256]) {
+  int n = 0;
+  for (int32_t i = 0; i < sg_graph_num_tensors(g); i++) {
+    sg_tensor_info info;
+    assert_status(sg_graph_tensor_info(g, (sg_tensor){i}, &info), SG_OK, NULL);
+    if (info.role != SG_ROLE_PARAMETER) continue;
+    assert_true(n < MAX_PARAMS && strlen(info.name) < 256);
+    strcpy(names[n++], info.name);
+  }
+  qsort(names, (size_t)n, sizeof *names, cmp_names);
+  return n;
+}
+
+static double rel_l2(const float *got, const float *ref, size_t n) {
+  double d = 0, r = 0;
+  for (size_t i = 0; i < n; i++) {
+    d += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
+    r += (double)ref[i] * ref[i];
+  }
+  return sqrt(d) / fmax(sqrt(r), 1e-30);
+}
+
+/* (1) The imported model's forward logits against PyTorch's. */
+static void check_logits(const transformer_case *k, const sg_graph *g, const float *ref) {
+  size_t n = (size_t)(k->rows * k->classes);
+  float *got = malloc(n * sizeof *got);
+  sg_session *s = session(g);
+  assert_status(sg_session_set_input(s, k->input, k->dtype, k->ndim, k->dims, k->x), SG_OK, NULL);
+  assert_status(sg_session_forward(s), SG_OK, NULL);
+  assert_status(sg_session_read(s, "logits", got, n * sizeof *got), SG_OK, NULL);
+  double maxdiff = 0, maxref = 0;
+  for (size_t i = 0; i < n; i++) {
+    maxdiff = fmax(maxdiff, fabs((double)got[i] - ref[i]));
+    maxref = fmax(maxref, fabs((double)ref[i]));
+  }
+  if (verbose()) printf("%s: logits max |diff| %.3g (max |ref| %.3g)\n", k->file, maxdiff, maxref);
+  if (!(maxdiff <= 1e-5)) fail_msg("%s: logits max |diff| %g (max |ref| %g)", k->file, maxdiff, maxref);
+  sg_session_destroy(s);
+  free(got);
+}
+
+/* The import with cross entropy over the logits as [rows, classes], its
+ * backward, every gradient an output, and SGD (lr an input, momentum 0.9). */
+static sg_graph *training_graph(const transformer_case *k, const sg_graph *imported,
+                                char names[MAX_PARAMS][256]) {
+  sg_graph *g = NULL;
+  assert_status(sg_graph_clone(imported, &g), SG_OK, NULL);
+  assert_int_equal(sorted_parameters(g, names), k->n_params);
+  sg_tensor logits;
+  assert_status(sg_graph_find_tensor(g, "logits", &logits), SG_OK, NULL);
+  int64_t rc[] = {k->rows, k->classes};
+  sg_tensor labels = sg_input(g, "labels", SG_I64, 1, &k->rows), lr = sg_input(g, "lr", SG_F32, 0, NULL);
+  sg_tensor loss = sg_cross_entropy(g, sg_reshape(g, logits, 2, rc), labels, SG_REDUCTION_MEAN);
+  assert_status(sg_tensor_set_name(g, loss, "loss"), SG_OK, NULL);
+  assert_status(sg_graph_mark_output(g, loss), SG_OK, NULL);
+  assert_status(sg_graph_backward(g, loss), SG_OK, NULL);
+  for (int i = 0; i < k->n_params; i++) {
+    sg_tensor p, gp;
+    assert_status(sg_graph_find_tensor(g, names[i], &p), SG_OK, NULL);
+    assert_status(sg_graph_grad(g, p, &gp), SG_OK, NULL);
+    assert_status(sg_graph_mark_output(g, gp), SG_OK, NULL);
+  }
+  sg_sgd_params sgd = sg_sgd_params_init();
+  sgd.momentum = 0.9;
+  assert_status(sg_graph_add_sgd(g, lr, &sgd), SG_OK, NULL);
+  assert_status(sg_graph_finalize(g), SG_OK, NULL);
+  return g;
+}
+
+/* (2) Every gradient of the first step against PyTorch's (`ref`: the
+ * gradients in sorted-name order, n_weights elements in all). */
+static void check_gradients(const transformer_case *k, const sg_graph *g, sg_session *s,
+                            char names[MAX_PARAMS][256], const float *ref) {
+  size_t off = 0;
+  double worst = 0;
+  const char *worst_name = "";
+  for (int i = 0; i < k->n_params; i++) {
+    sg_tensor p, gp;
+    sg_tensor_info info;
+    assert_status(sg_graph_find_tensor(g, names[i], &p), SG_OK, NULL);
+    assert_status(sg_graph_grad(g, p, &gp), SG_OK, NULL);
+    assert_status(sg_graph_tensor_info(g, gp, &info), SG_OK, NULL);
+    assert_true(off + (size_t)info.numel <= k->n_weights);
+    float *grad = malloc(info.nbytes);
+    assert_status(sg_session_read(s, info.name, grad, info.nbytes), SG_OK, NULL);
+    double e = rel_l2(grad, ref + off, (size_t)info.numel);
+    if (!(e <= 1e-4)) fail_msg("%s: d loss / d %s: relative L2 error %g", k->file, names[i], e);
+    if (e > worst) worst = e, worst_name = names[i];
+    off += (size_t)info.numel;
+    free(grad);
+  }
+  assert_int_equal(off, k->n_weights);
+  if (verbose())
+    printf("%s: %d gradients, worst relative L2 %.3g (%s)\n", k->file, k->n_params, worst, worst_name);
+}
+
+static void transformer_parity(const transformer_case *k) {
+  size_t n_logits = (size_t)(k->rows * k->classes);
+  float *ref = read_data(k->ref, (n_logits + k->n_weights + 3) * sizeof(float));
+  sg_graph *imported = import(k->file);
+  check_logits(k, imported, ref);
+  char names[MAX_PARAMS][256];
+  sg_graph *g = training_graph(k, imported, names);
+  sg_graph_destroy(imported);
+  sg_session *s = session(g);
+  const float *losses = ref + n_logits + k->n_weights;
+  float rate = 0.1f;
+  /* (3) Three SGD steps: each loss is computed before that step's update. */
+  for (int step = 0; step < 3; step++) {
+    assert_status(sg_session_set_input(s, k->input, k->dtype, k->ndim, k->dims, k->x), SG_OK, NULL);
+    assert_status(sg_session_set_input(s, "labels", SG_I64, 1, &k->rows, k->labels), SG_OK, NULL);
+    assert_status(sg_session_set_input(s, "lr", SG_F32, 0, NULL, &rate), SG_OK, NULL);
+    assert_status(sg_session_step(s), SG_OK, NULL);
+    if (step == 0) check_gradients(k, g, s, names, ref + n_logits);
+    float loss;
+    assert_status(sg_session_read(s, "loss", &loss, sizeof loss), SG_OK, NULL);
+    double e = fabs((double)loss - losses[step]) / fabs((double)losses[step]);
+    if (verbose())
+      printf("%s: step %d loss %.7g (PyTorch %.7g, relative %.3g)\n", k->file, step, loss, losses[step], e);
+    if (!(e <= 1e-4)) fail_msg("%s: step %d loss %g, PyTorch's %g", k->file, step, loss, losses[step]);
+  }
+  sg_session_destroy(s);
+  sg_graph_destroy(g);
+  free(ref);
+}
+
+/* GPT-2 (nanoGPT): token and position embeddings, attention with c_attn
+ * split into q, k, v (Split -> three sg_slice per layer), the causal mask
+ * `bias[:, :, :T, :T] == 0` folded at import (the buffer `bias` is a
+ * constant, not a parameter), tanh GELU, LayerNorm decomposed (opset 14),
+ * lm_head tied to wte: one parameter that gets both gradients. */
+static void test_gpt2(void **state) {
+  (void)state;
+  int64_t *ids = read_data("gpt2_ids.i64", (32 + 32) * sizeof(int64_t));
+  sg_graph *g = import("gpt2_train.onnx");
+  sg_tensor t;
+  assert_status(sg_graph_find_tensor(g, "h.0.attn.bias", &t), SG_ERR_NOT_FOUND, NULL);
+  assert_int_equal(count_ops(g, SG_OP_SLICE), 2 * 3);
+  assert_int_equal(count_ops(g, SG_OP_EMBEDDING), 2);
+  assert_int_equal(count_ops(g, SG_OP_WHERE), 2);
+  sg_graph_destroy(g);
+  /* wte, wpe, ln_f and 12 per layer; lm_head.weight is wte.weight */
+  size_t weights = 64 * 32 + 16 * 32 + 2 * 32 +
+                   2 * (4 * 32 + 96 * 32 + 96 + 32 * 32 + 32 + 128 * 32 + 128 + 32 * 128 + 32);
+  transformer_case k = {.file = "gpt2_train.onnx",
+                        .ref = "gpt2_ref.f32",
+                        .input = "ids",
+                        .dtype = SG_I64,
+                        .ndim = 2,
+                        .dims = {2, 16},
+                        .x = ids,
+                        .labels = ids + 32,
+                        .rows = 32,
+                        .classes = 64,
+                        .n_params = 28,
+                        .n_weights = weights};
+  transformer_parity(&k);
+  free(ids);
+}
+
+/* nn.TransformerEncoderLayer (batch_first, dropout 0: identity Dropouts)
+ * and a Linear head at opset 17: in_proj's output cut into q, k and v by
+ * Slices whose bounds come from Shape arithmetic (folded), heads by
+ * Reshape and Transpose, LayerNormalization. */
+static void test_transformer_encoder_layer(void **state) {
+  (void)state;
+  float *x = read_data("encoder_x.f32", 2 * 8 * 32 * sizeof(float));
+  sg_graph *g = import("encoder_train.onnx");
+  assert_int_equal(count_ops(g, SG_OP_SLICE), 3);
+  assert_int_equal(count_ops(g, SG_OP_LAYER_NORM), 2);
+  assert_int_equal(count_ops(g, SG_OP_DROPOUT), 0);
+  sg_graph_destroy(g);
+  int64_t labels[16];
+  for (int i = 0; i < 16; i++) labels[i] = i % 5;
+  size_t weights = 96 * 32 + 96 + 32 * 32 + 32 + 64 * 32 + 64 + 32 * 64 + 32 + 4 * 32 + 5 * 32 + 5;
+  transformer_case k = {.file = "encoder_train.onnx",
+                        .ref = "encoder_ref.f32",
+                        .input = "x",
+                        .dtype = SG_F32,
+                        .ndim = 3,
+                        .dims = {2, 8, 32},
+                        .x = x,
+                        .labels = labels,
+                        .rows = 16,
+                        .classes = 5,
+                        .n_params = 14,
+                        .n_weights = weights};
+  transformer_parity(&k);
+  free(x);
+}
+
+/* ---- Slice, Split --------------------------------------------------------------- */
+
+/* Reads each output and checks it equals `ref` exactly (slices copy). */
+static void expect_outputs(sg_session *s, int n, const char *const *names, const size_t *counts,
+                           const float *ref, const char *what) {
+  for (int i = 0; i < n; i++) {
+    float got[64];
+    assert_true(counts[i] <= 64);
+    assert_status(sg_session_read(s, names[i], got, counts[i] * sizeof(float)), SG_OK, NULL);
+    for (size_t j = 0; j < counts[i]; j++)
+      if (got[j] != ref[j]) fail_msg("%s: %s[%zu] is %g, expected %g", what, names[i], j, got[j], ref[j]);
+    ref += counts[i];
+  }
+}
+
+/* Runs a model of input x [2,3,8] (slice_x.f32). */
+static sg_session *run_slice_model(sg_graph *g, const float *x) {
+  static const int64_t dims[] = {2, 3, 8};
+  sg_session *s = session(g);
+  assert_status(sg_session_set_input(s, "x", SG_F32, 3, dims, x), SG_OK, NULL);
+  assert_status(sg_session_forward(s), SG_OK, NULL);
+  return s;
+}
+
+/* Slices of a run-time input: a negative start with an end past the dim,
+ * two axes (one negative, its range the whole dim), default axes, explicit
+ * steps of 1 cutting nothing; Split by sizes (an input at opset 13, an
+ * attribute at 11) and in equal parts; opset 18's num_outputs. */
+static void test_slice_split(void **state) {
+  (void)state;
+  float *x = read_data("slice_x.f32", 48 * sizeof(float)),
+        *ref = read_data("slice_y.f32", 230 * sizeof(float));
+  static const char *const names[] = {"s1", "s2", "s3", "s4", "p0", "p1", "e0", "e1", "e2"};
+  static const size_t counts[] = {30, 32, 24, 48, 12, 36, 16, 16, 16};
+  sg_graph *g = import("slice_split_opset13.onnx");
+  /* One slice each for s1, s2 (the whole axis 0 is not cut), s3; none for
+   * s4; one per output of the splits. */
+  assert_int_equal(count_ops(g, SG_OP_SLICE), 3 + 2 + 3);
+  sg_session *s = run_slice_model(g, x);
+  expect_outputs(s, 9, names, counts, ref, "slice_split_opset13.onnx");
+  sg_session_destroy(s);
+  sg_graph_destroy(g);
+
+  g = import("split_opset11.onnx");
+  s = run_slice_model(g, x);
+  expect_outputs(s, 5, names + 4, counts + 4, ref + 30 + 32 + 24 + 48, "split_opset11.onnx");
+  sg_session_destroy(s);
+  sg_graph_destroy(g);
+
+  /* num_outputs 3 of 8: parts of ceil(8/3) = 3, the last one 2. */
+  float q[48];
+  size_t n = 0;
+  for (int part = 0; part < 3; part++)
+    for (int i = 0; i < 6; i++)
+      for (int j = 3 * part; j < 3 * part + 3 && j < 8; j++) q[n++] = x[i * 8 + j];
+  static const char *const qnames[] = {"q0", "q1", "q2"};
+  static const size_t qcounts[] = {18, 18, 12};
+  g = import("split_opset18.onnx");
+  s = run_slice_model(g, x);
+  expect_outputs(s, 3, qnames, qcounts, q, "split_opset18.onnx");
+  sg_session_destroy(s);
+  sg_graph_destroy(g);
+  free(x);
+  free(ref);
+}
+
+/* ---- mask ops ----------------------------------------------------------------------- */
+
+/* Range, Trilu (lower; upper with k = 1), Equal of floats and of integers,
+ * Not, Expand of constants: all folded. Expand of the run-time input xr
+ * [1,4] to [3,1,4] is a broadcast_to that the forward pass runs; an Expand
+ * that keeps the shape is no op. */
+static void test_mask_ops(void **state) {
+  (void)state;
+  sg_graph *g = import("mask_opset14.onnx");
+  assert_int_equal(count_ops(g, SG_OP_BROADCAST_TO), 1);
+  assert_int_equal(count_ops(g, SG_OP_WHERE), 2);
+  float *x = read_data("mask_x.f32", 16 * sizeof(float)), *xr = read_data("mask_xr.f32", 4 * sizeof(float));
+  float *ref = read_data("mask_y.f32", 82 * sizeof(float));
+  static const int64_t xd[] = {4, 4}, xrd[] = {1, 4};
+  sg_session *s = session(g);
+  assert_status(sg_session_set_input(s, "x", SG_F32, 2, xd, x), SG_OK, NULL);
+  assert_status(sg_session_set_input(s, "xr", SG_F32, 2, xrd, xr), SG_OK, NULL);
+  assert_status(sg_session_forward(s), SG_OK, NULL);
+  static const char *const names[] = {"y1", "y2", "y3", "y4", "y5", "y6", "y7"};
+  static const size_t counts[] = {16, 16, 12, 16, 16, 3, 3};
+  expect_outputs(s, 7, names, counts, ref, "mask_opset14.onnx");
+  sg_session_destroy(s);
+  sg_graph_destroy(g);
+  free(x);
+  free(xr);
+  free(ref);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_gpt2),
+      cmocka_unit_test(test_transformer_encoder_layer),
+      cmocka_unit_test(test_slice_split),
+      cmocka_unit_test(test_mask_ops),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
