@@ -97,3 +97,12 @@ if(TARGET resnet50_dist)
   set_tests_properties(example_resnet50_dist_tensorboard PROPERTIES TIMEOUT 300 LABELS "examples;dist"
                        SKIP_RETURN_CODE 77)
 endif()
+# GPT-2 (examples/gpt2): the tiny preset learns the licence texts and samples; the options' errors.
+if(TARGET gpt2_train)
+  add_test(NAME example_gpt2_errors COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_gpt2.sh errors $<TARGET_FILE:gpt2_train>)
+  set_tests_properties(example_gpt2_errors PROPERTIES TIMEOUT 120 LABELS examples)
+  if(NOT SG_SANITIZE)
+    add_test(NAME example_gpt2_learns COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_gpt2.sh learns $<TARGET_FILE:gpt2_train>)
+    set_tests_properties(example_gpt2_learns PROPERTIES TIMEOUT 600 LABELS "examples;gpt2")
+  endif()
+endif()

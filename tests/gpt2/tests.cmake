@@ -1,0 +1,19 @@
+# GPT-2 against PyTorch (issue 21), as llm.c's test_gpt2: gpt2_ref.py (Debian's torch) draws the weights
+# and a batch and writes logits, loss, gradients, a 10-step AdamW loss curve and the final parameters;
+# gpt2_parity (the examples/gpt2 model) must match them. Skipped (77) without torch.
+if(TARGET sg_gpt2_model)
+  add_executable(gpt2_parity ${CMAKE_CURRENT_LIST_DIR}/gpt2_parity.c)
+  target_link_libraries(gpt2_parity PRIVATE sg_gpt2_model sgrt m)
+  target_compile_options(gpt2_parity PRIVATE ${SG_WARNINGS})
+  # mini (6 layers, width 384) is minutes of instrumented kernels under the sanitizers: the plain build.
+  set(_presets tiny)
+  if(NOT SG_SANITIZE)
+    list(APPEND _presets mini)
+  endif()
+  foreach(_preset ${_presets})
+    add_test(NAME gpt2_parity_${_preset}
+             COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_parity.sh $<TARGET_FILE:gpt2_parity>
+                     ${CMAKE_CURRENT_BINARY_DIR}/gpt2_ref_${_preset} ${_preset})
+    set_tests_properties(gpt2_parity_${_preset} PROPERTIES TIMEOUT 900 LABELS "numerics;gpt2" SKIP_RETURN_CODE 77)
+  endforeach()
+endif()
