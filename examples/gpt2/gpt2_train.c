@@ -19,13 +19,11 @@
  * learning rate, tokens/s); at the end the held-out loss and --sample bytes
  * generated after --prompt (temperature sampling, seeded). With --json,
  * stdout holds one JSON object; else the sample. */
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include <cjson/cJSON.h>
@@ -34,9 +32,8 @@
 #include "example_digest.h"
 #include "example_opts.h"
 #include "example_report.h"
+#include "gpt2_data.h"
 #include "gpt2_model.h"
-
-enum { MAX_DATA = 64 << 20 };
 
 typedef struct options {
   const char *preset, *data, *prompt;
@@ -65,80 +62,11 @@ static int fail(const char *what, sg_status st) {
   return 1;
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-/* Appends the bytes of a regular file to buf (at most MAX_DATA in all). */
-static int append_file(const char *path, unsigned char *buf, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return -1;
-  *len += fread(buf + *len, 1, MAX_DATA - *len, f);
-  fclose(f);
-  return 0;
-}
-
-/* Every regular file of `path` (a folder, in name order; or a file). */
-static unsigned char *load_text(const char *path, size_t *len) {
-  unsigned char *buf = malloc(MAX_DATA);
-  struct stat sb;
-  *len = 0;
-  if (buf == NULL || stat(path, &sb) != 0) {
-    fprintf(stderr, "gpt2_train: --data '%s': cannot read it\n", path);
-    free(buf);
-    return NULL;
-  }
-  if (S_ISREG(sb.st_mode)) {
-    append_file(path, buf, len);
-    return buf;
-  }
-  DIR *d = opendir(path);
-  if (d == NULL) {
-    fprintf(stderr, "gpt2_train: --data '%s' is neither a file nor a folder\n", path);
-    free(buf);
-    return NULL;
-  }
-  char **names = NULL;
-  size_t n = 0, cap = 0;
-  for (struct dirent *e; (e = readdir(d)) != NULL;) {
-    if (e->d_name[0] == '.') continue;
-    if (n == cap) {
-      cap = cap ? 2 * cap : 64;
-      char **p = realloc(names, cap * sizeof *p);
-      if (p == NULL) break;
-      names = p;
-    }
-    names[n] = strdup(e->d_name);
-    if (names[n] != NULL) n++;
-  }
-  closedir(d);
-  qsort(names, n, sizeof *names, cmp_str);
-  for (size_t i = 0; i < n; i++) {
-    char full[4096];
-    snprintf(full, sizeof full, "%s/%s", path, names[i]);
-    if (stat(full, &sb) == 0 && S_ISREG(sb.st_mode) && *len < MAX_DATA) append_file(full, buf, len);
-    free(names[i]);
-  }
-  free(names);
-  return buf;
-}
-
-/* Warm-up, then cosine decay to min_lr at the last step (nanoGPT's schedule). */
-static double lr_at(const options *o, int step) {
-  if (step < o->warmup) return o->lr * (step + 1) / o->warmup;
-  if (o->steps <= o->warmup) return o->lr;
-  double t = (double)(step - o->warmup) / (double)(o->steps - o->warmup);
-  return o->min_lr + 0.5 * (1.0 + cos(3.141592653589793 * t)) * (o->lr - o->min_lr);
-}
-
-/* `batch` windows at random offsets of text[0..n): tokens and the next bytes. */
-static void fill_batch(const unsigned char *text, size_t n, int64_t batch, int64_t seq, int64_t *tok,
-                       int64_t *tgt) {
-  for (int64_t b = 0; b < batch; b++) {
-    size_t at = (size_t)(uniform01() * (double)(n - (size_t)seq - 1));
-    for (int64_t t = 0; t < seq; t++) {
-      tok[b * seq + t] = text[at + (size_t)t];
-      tgt[b * seq + t] = text[at + (size_t)t + 1];
-    }
-  }
+/* Step `step`'s batch of the text: windows 0..batch-1 (gpt2_window). */
+static void fill_batch(const unsigned char *text, size_t n, const gpt2_config *c, uint64_t seed,
+                       uint64_t step, int64_t *tok, int64_t *tgt) {
+  for (int64_t b = 0; b < c->batch; b++)
+    gpt2_window(text, n, c->seq, seed, step, (uint64_t)b, tok + b * c->seq, tgt + b * c->seq);
 }
 
 static int parse(int argc, char **argv, options *o) {
@@ -306,7 +234,7 @@ int main(int argc, char **argv) {
   if ((rc = configure(&o, &c)) != 0) return rc;
   rng_state = o.seed ^ 0x5851F42D4C957F2Dull;
   size_t n_text;
-  unsigned char *text = load_text(o.data, &n_text);
+  unsigned char *text = gpt2_load_text("gpt2_train", o.data, &n_text);
   if (text == NULL) return 1;
   size_t n_train = n_text - n_text / 10, n_val = n_text - n_train;
   if (n_val < (size_t)c.seq + 2) {
@@ -346,8 +274,8 @@ int main(int argc, char **argv) {
   double first_loss = NAN, window = 0, final_loss = NAN;
   int in_window = 0;
   for (int step = 0; step < o.steps; step++) {
-    fill_batch(text, n_train, c.batch, c.seq, tok, tgt);
-    float lr = (float)lr_at(&o, step), loss;
+    fill_batch(text, n_train, &c, o.seed, (uint64_t)step, tok, tgt);
+    float lr = (float)gpt2_lr_at(o.lr, o.min_lr, o.warmup, o.steps, step), loss;
     double t0 = now();
     if ((st = sg_session_set_input(s, "tokens", SG_I64, 2, td, tok)) != SG_OK ||
         (st = sg_session_set_input(s, "targets", SG_I64, 2, td, tgt)) != SG_OK ||
@@ -369,7 +297,7 @@ int main(int argc, char **argv) {
   int n_eval = o.steps > 0 ? 8 : 0;
   for (int i = 0; i < n_eval; i++) {
     float loss;
-    fill_batch(text + n_train, n_val, c.batch, c.seq, tok, tgt);
+    fill_batch(text + n_train, n_val, &c, o.seed, (uint64_t)i, tok, tgt);
     if ((st = sg_session_set_input(s, "tokens", SG_I64, 2, td, tok)) != SG_OK ||
         (st = sg_session_set_input(s, "targets", SG_I64, 2, td, tgt)) != SG_OK ||
         (st = sg_session_forward(s)) != SG_OK ||

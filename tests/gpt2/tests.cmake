@@ -17,3 +17,13 @@ if(TARGET sg_gpt2_model)
     set_tests_properties(gpt2_parity_${_preset} PROPERTIES TIMEOUT 900 LABELS "numerics;gpt2" SKIP_RETURN_CODE 77)
   endforeach()
 endif()
+# gpt2_dist against one process (check_dist.sh): data parallel, micro-batches with ZeRO-1, and a killed
+# rank healed around. The plain build (a sanitizer build's library does not load into python3).
+if(TARGET gpt2_dist AND TARGET sgrt_cli AND NOT SG_SANITIZE)
+  add_test(NAME gpt2_dist_equiv COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/check_dist.sh equiv $<TARGET_FILE:sgrt_cli>
+                                        $<TARGET_FILE:gpt2_dist> /usr/bin/python3 $<TARGET_FILE:sgrt>)
+  add_test(NAME gpt2_dist_heal_kill_np4 COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/check_dist.sh heal $<TARGET_FILE:sgrt_cli>
+                                                $<TARGET_FILE:gpt2_dist> /usr/bin/python3 $<TARGET_FILE:sgrt>)
+  set_tests_properties(gpt2_dist_equiv gpt2_dist_heal_kill_np4 PROPERTIES TIMEOUT 300 LABELS "gpt2;dist")
+  set_tests_properties(gpt2_dist_heal_kill_np4 PROPERTIES LABELS "gpt2;dist;heal")
+endif()

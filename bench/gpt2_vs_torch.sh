@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# sgrt's GPT-2 training step against PyTorch's, side by side in one run
+# (issue 21; docs/performance.md).
+#
+#   bench/gpt2_vs_torch.sh [--build DIR] [--preset tiny|mini] [--batch N] [--steps N]
+#                          [--threads N] [--repeat N] [--quiet-load X] [--json]
+#
+# With the same model (the mini preset by default: 6 layers, width 384,
+# context 256; batch 4 x 256 tokens), thread count and AdamW:
+#   - sgrt:          build/examples/gpt2_train --json (median ms/step over N
+#                    steps after one warm-up step);
+#   - PyTorch 1.13:  bench/torch_gpt2_step.py under Debian's /usr/bin/python3,
+#                    eager;
+#   - PyTorch 2.x:   the same under bench/torch_venv.sh's python, eager and
+#                    torch.compile (skipped, with a note, when that environment
+#                    does not exist);
+# and prints tokens/s and peak RSS of each and sgrt's ratios to the fastest
+# peer (> 1 is faster for tokens/s, < 1 is leaner for RSS). With --repeat N
+# the runs alternate N times and each keeps its fastest median. --quiet-load X
+# waits before each run until the 1-minute load average is below X. With
+# --json the last line is one JSON object. Not a timed test: compare only the
+# ratios of one run.
+set -euo pipefail
+
+bench=gpt2_vs_torch
+# shellcheck source=bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+steps=5
+threads=2
+repeat=1
+quiet=0
+preset=mini
+batch=4
+json=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --build) build=$(cd "$2" && pwd); shift 2 ;;
+    --preset) preset=$2; shift 2 ;;
+    --batch) batch=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --repeat) repeat=$2; shift 2 ;;
+    --quiet-load) quiet=$2; shift 2 ;;
+    --json) json=1; shift ;;
+    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+    *) echo "$bench: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+case $preset in tiny | mini) ;; *) echo "$bench: --preset '$preset' is not tiny or mini" >&2; exit 2 ;; esac
+sgrt_bin=$build/examples/gpt2_train
+[ -x "$sgrt_bin" ] || { echo "$bench: no $sgrt_bin; build first (cmake --build $build)" >&2; exit 1; }
+"$py" -c 'import torch' 2> /dev/null || { echo "$bench: /usr/bin/python3 has no torch (apt-get install python3-torch)" >&2; exit 1; }
+bench_progress
+notes=()
+venv_py=
+if venv_py=$("$here/torch_venv.sh" --check 2> /dev/null | tail -n 1) && [ -x "$venv_py" ]; then :; else
+  venv_py=
+  notes+=("no PyTorch 2.x environment: its eager and compile peers are skipped (create it with bench/torch_venv.sh)")
+fi
+peers="torch-1.13-eager${venv_py:+ torch-2-eager torch-2-compile}"
+say "load average before: $(cut -d' ' -f1-3 /proc/loadavg); GPT-2 $preset, batch $batch, $threads threads, $steps timed steps, best of $repeat; peers: $peers"
+runs=$(mktemp -d)
+trap 'rm -rf "$runs"' EXIT
+declare -A best_line
+for ((r = 0; r < repeat; r++)); do
+  wait_quiet
+  line=$("$sgrt_bin" --preset "$preset" --batch "$batch" --steps $((steps + 1)) --sample 0 --threads "$threads" \
+    --log-every 1000000 --json 2> /dev/null | tail -n 1)
+  say "sgrt:               $line"
+  best_line[sgrt]+="$line"$'\n'
+  for p in $peers; do
+    wait_quiet
+    case $p in
+      torch-1.13-eager) cmd=("$py" "$here/torch_gpt2_step.py" --mode eager) ;;
+      torch-2-eager) cmd=("$venv_py" "$here/torch_gpt2_step.py" --mode eager) ;;
+      torch-2-compile) cmd=(env "TORCHINDUCTOR_CACHE_DIR=$runs/inductor-$r" "$venv_py" "$here/torch_gpt2_step.py" --mode compile) ;;
+    esac
+    line=$("${cmd[@]}" --preset "$preset" --batch "$batch" --steps "$steps" --threads "$threads" --json | tail -n 1)
+    say "$(printf '%-19s' "$p:") $line"
+    best_line[$p]+="$line"$'\n'
+  done
+done
+args=()
+for k in sgrt $peers; do args+=("$k" "${best_line[$k]}"); done
+"$py" - "$json" "$preset" "$batch" "$threads" "$steps" "$(cut -d' ' -f1-3 /proc/loadavg)" "${notes[*]:-}" "${args[@]}" <<'EOF'
+import json, sys
+as_json, preset, batch, threads, steps, load, notes = sys.argv[1] == "1", sys.argv[2], int(sys.argv[3]), \
+    int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], sys.argv[7]
+pairs = sys.argv[8:]
+best = {}
+for name, lines in zip(pairs[0::2], pairs[1::2]):
+    rs = [json.loads(l) for l in lines.splitlines() if l.strip()]
+    best[name] = min(rs, key=lambda r: r["ms_per_step"])
+sg = best.pop("sgrt")
+fastest = min(best, key=lambda k: best[k]["ms_per_step"])
+out = sys.stderr if as_json else sys.stdout
+print("load average after: %s" % load, file=out)
+print("| side | ms/step | tokens/s | peak RSS MB |", file=out)
+print("|---|---|---|---|", file=out)
+print("| sgrt | %.1f | %.0f | %.0f |" % (sg["ms_per_step"], sg["tokens_per_second"], sg["peak_rss_mb"]), file=out)
+for k, r in best.items():
+    print("| %s (%s) | %.1f | %.0f | %d |" % (k, r["version"], r["ms_per_step"], r["tokens_per_second"],
+                                              r["peak_rss_mb"]), file=out)
+speed = sg["tokens_per_second"] / best[fastest]["tokens_per_second"]
+rss = sg["peak_rss_mb"] / best[fastest]["peak_rss_mb"]
+print("sgrt / %s (the fastest peer): %.2fx the tokens/s at %.2fx the peak RSS" % (fastest, speed, rss), file=out)
+if notes:
+    print("note: " + notes, file=out)
+if as_json:
+    print(json.dumps({"bench": "gpt2_vs_torch", "preset": preset, "batch": batch, "threads": threads,
+                      "steps": steps, "load_after": load, "sgrt": sg, "peers": best, "fastest_peer": fastest,
+                      "speed_ratio": round(speed, 3), "rss_ratio": round(rss, 3), "notes": notes}))
+EOF

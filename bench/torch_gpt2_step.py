@@ -1,0 +1,71 @@
+#!/usr/bin/python3
+"""PyTorch peer of build/examples/gpt2_train for bench/gpt2_vs_torch.sh: the
+same GPT-2 (the nanoGPT module of tests/gpt2/gpt2_ref.py, which the parity
+test holds equal to sgrt's) trained on random bytes of the same shape, fp32 on
+the CPU.
+
+  torch_gpt2_step.py [--preset tiny|mini] [--batch N] [--seq N] [--steps N] [--threads N]
+                     [--mode eager|compile] [--json]
+
+AdamW as gpt2_train: lr 1e-3, betas 0.9/0.95, eps 1e-8, weight decay 0.1 on
+the matrices and embeddings only. Prints the median ms per step over --steps
+steps after the warm-up (eager: 1 step; compile: 3, compiling included),
+tokens per second, peak RSS and the torch version; with --json only one JSON
+line. Runs under /usr/bin/python3 (PyTorch 1.13: --mode compile ends with a
+message) and the python of bench/torch_venv.sh (PyTorch 2.x)."""
+import argparse, importlib.util, os, sys
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, here)
+import torch
+import torch_peer
+
+spec = importlib.util.spec_from_file_location("gpt2_ref", os.path.join(here, "..", "tests", "gpt2", "gpt2_ref.py"))
+gpt2_ref = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(gpt2_ref)
+
+ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+ap.add_argument("--preset", choices=sorted(gpt2_ref.PRESETS), default="mini")
+ap.add_argument("--batch", type=int, default=4)
+ap.add_argument("--seq", type=int, default=0, help="0: the context")
+ap.add_argument("--steps", type=int, default=5)
+ap.add_argument("--threads", type=int, default=torch.get_num_threads())
+ap.add_argument("--mode", choices=("eager", "compile"), default="eager")
+ap.add_argument("--json", action="store_true")
+a = ap.parse_args()
+torch_peer.compile_or_exit(a.mode)
+
+torch.set_num_threads(a.threads)
+torch.manual_seed(0)
+cfg = gpt2_ref.PRESETS[a.preset]
+seq = a.seq or cfg["context"]
+model = gpt2_ref.GPT(cfg)
+params = list(model.parameters())
+opt = torch.optim.AdamW([{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
+                         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}],
+                        lr=1e-3, betas=(0.9, 0.95), eps=1e-8)
+data = torch.randint(0, cfg["vocab"], (a.batch, seq + 1))
+tokens, targets = data[:, :-1].contiguous(), data[:, 1:].reshape(-1)
+
+
+def forward(tokens, targets):
+    return torch.nn.functional.cross_entropy(model(tokens), targets)
+
+
+fwd = forward if a.mode == "eager" else torch.compile(forward)
+
+
+def model_step():
+    loss = fwd(tokens, targets)
+    loss.backward()
+    return loss
+
+
+if not a.json:
+    print("torch %s, %s: GPT-2 %s, batch %d x %d, %d threads" % (
+        torch.__version__, a.mode, a.preset, a.batch, seq, a.threads), file=sys.stderr)
+r = torch_peer.run(torch_peer.prepare(a.mode, model_step, opt), a.mode, a.steps,
+                   {"model": "gpt2", "preset": a.preset, "batch": a.batch, "seq": seq}, emit_line=False)
+r["tokens_per_second"] = a.batch * seq * 1000.0 / r["ms_per_step"]
+import json
+print(json.dumps(r))
