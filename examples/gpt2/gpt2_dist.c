@@ -112,15 +112,11 @@ int main(int argc, char **argv) {
   int rc = parse(argc, argv, &o);
   if (rc) return rc == EXAMPLE_OPTS_HELP ? 0 : rc;
   gpt2_config c;
-  if (gpt2_preset(o.preset, &c) != 0) {
-    fprintf(stderr, "gpt2_dist: --preset '%s' is not tiny, mini or small\n", o.preset);
+  char err[160];
+  if (gpt2_configure(o.preset, o.layers, o.heads, o.width, o.context, o.seq, &c, err, sizeof err) != 0) {
+    fprintf(stderr, "gpt2_dist: %s\n", err);
     return 2;
   }
-  if (o.layers) c.layers = o.layers;
-  if (o.heads) c.heads = o.heads;
-  if (o.width) c.width = o.width;
-  if (o.context) c.context = c.seq = o.context;
-  if (o.seq) c.seq = o.seq;
   const char *ws = getenv("SG_WORLD_SIZE") ? getenv("SG_WORLD_SIZE") : getenv("WORLD_SIZE");
   int world = ws ? atoi(ws) : 1, shards = world * o.micro;
   if (world < 1 || o.batch % shards != 0) {
@@ -129,7 +125,6 @@ int main(int argc, char **argv) {
     return 2;
   }
   c.batch = o.batch / shards;
-  char err[160];
   if (gpt2_check(&c, err, sizeof err) != 0) {
     fprintf(stderr, "gpt2_dist: %s\n", err);
     return 2;

@@ -24,6 +24,20 @@ int gpt2_preset(const char *name, gpt2_config *out) {
   return 0;
 }
 
+int gpt2_configure(const char *name, int layers, int heads, int width, int context, int seq, gpt2_config *c,
+                   char *err, size_t cap) {
+  if (gpt2_preset(name, c) != 0) {
+    snprintf(err, cap, "--preset '%s' is not tiny, mini or small", name);
+    return -1;
+  }
+  if (layers) c->layers = layers;
+  if (heads) c->heads = heads;
+  if (width) c->width = width;
+  if (context) c->context = c->seq = context;
+  if (seq) c->seq = seq;
+  return 0;
+}
+
 int gpt2_check(const gpt2_config *c, char *err, size_t cap) {
   const struct {
     const char *name;

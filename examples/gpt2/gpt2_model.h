@@ -32,6 +32,11 @@ typedef struct gpt2_config {
  * batch 4 and seq = context. Returns 0, or -1 for an unknown name. */
 int gpt2_preset(const char *name, gpt2_config *out);
 
+/* The preset `name` with every size that is not 0 set over it (a context sets seq too unless seq is
+ * given), for the examples' options. Returns 0, or -1 with a message in err for an unknown preset. */
+int gpt2_configure(const char *name, int layers, int heads, int width, int context, int seq, gpt2_config *out,
+                   char *err, size_t cap);
+
 /* Checks a configuration: every size positive, width divisible by heads, seq <= context. Returns 0, or
  * -1 with a message naming the field in err. */
 int gpt2_check(const gpt2_config *cfg, char *err, size_t cap);

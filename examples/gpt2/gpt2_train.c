@@ -125,19 +125,14 @@ static int parse(int argc, char **argv, options *o) {
 
 /* The configuration: the preset, with the options that are set over it. */
 static int configure(const options *o, gpt2_config *c) {
-  if (gpt2_preset(o->preset, c) != 0) {
-    fprintf(stderr, "gpt2_train: --preset '%s' is not tiny, mini or small\n", o->preset);
+  char err[160];
+  if (gpt2_configure(o->preset, o->layers, o->heads, o->width, o->context, o->seq, c, err, sizeof err) != 0) {
+    fprintf(stderr, "gpt2_train: %s\n", err);
     return 2;
   }
-  if (o->layers) c->layers = o->layers;
-  if (o->heads) c->heads = o->heads;
-  if (o->width) c->width = o->width;
-  if (o->context) c->context = c->seq = o->context;
   if (o->batch) c->batch = o->batch;
-  if (o->seq) c->seq = o->seq;
   c->dropout = o->dropout;
   c->seed = o->seed;
-  char err[160];
   if (gpt2_check(c, err, sizeof err) != 0) {
     fprintf(stderr, "gpt2_train: %s\n", err);
     return 2;
