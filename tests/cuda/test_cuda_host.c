@@ -125,8 +125,9 @@ static sg_graph *norm_softmax_graph(void) {
   sg_graph *g;
   assert_status(sg_graph_create(&g), SG_OK, NULL);
   int64_t xd[] = {4, 6, 8}, sd[] = {8}, wd[] = {8, 8};
-  float ones[64], w[64];
-  for (int i = 0; i < 64; i++) ones[i] = 1.0f, w[i] = 0.01f * (float)(i % 7);
+  float ones[8], w[80]; /* w: the [10, 8] table, and the first 64 or 8 for the others */
+  for (int i = 0; i < 80; i++) w[i] = 0.01f * (float)(i % 7);
+  for (int i = 0; i < 8; i++) ones[i] = 1.0f;
   sg_tensor x = sg_input(g, "x", SG_F32, 3, xd), lr = sg_input(g, "lr", SG_F32, 0, NULL);
   int64_t id_dims[] = {4, 6}, td[] = {10, 8};
   sg_tensor wte = sg_parameter(g, "wte", SG_F32, 2, td, w), ids = sg_input(g, "ids", SG_I64, 2, id_dims);
