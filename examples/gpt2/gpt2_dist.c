@@ -117,6 +117,12 @@ int main(int argc, char **argv) {
     fprintf(stderr, "gpt2_dist: %s\n", err);
     return 2;
   }
+  if (o.no_heal && o.micro > 1) { /* micro-batches come through the feed callback, and with it the healing */
+    fprintf(stderr,
+            "gpt2_dist: --micro-batches %d needs the feed callback, which heals: not with --no-heal\n",
+            o.micro);
+    return 2;
+  }
   const char *ws = getenv("SG_WORLD_SIZE") ? getenv("SG_WORLD_SIZE") : getenv("WORLD_SIZE");
   int world = ws ? atoi(ws) : 1, shards = world * o.micro;
   if (world < 1 || o.batch % shards != 0) {
@@ -155,7 +161,7 @@ int main(int argc, char **argv) {
   dp.seed = o.seed;
   dp.micro_batches = o.micro;
   dp.zero = o.zero;
-  dp.feed = o.no_heal && o.micro == 1 ? NULL : feed; /* micro-batches go through the feed */
+  dp.feed = o.no_heal ? NULL : feed;
   dp.feed_ctx = &f;
   sg_dist *d;
   if ((st = sg_dist_create(g, &dp, &d)) != SG_OK) return fail("creating the job", st);
