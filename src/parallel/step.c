@@ -310,7 +310,7 @@ sg_status sg__par_data_step(sg_dist *d) {
     }
     if (st != SG_OK) {
       if (__atomic_load_n(&d->failed_flag, __ATOMIC_ACQUIRE) && sg__dist_healable(d)) continue;
-      if (d->p.heal != 1) return st;
+      if (d->p.feed == NULL) return st; /* data parallelism heals through its feed (sg__dist_healable) */
       st = sg__dist_left_out(d, st);
       DP(d)->excluded = d->stats.excluded != 0;
       return st;
