@@ -97,12 +97,6 @@ sg_status sg__ox_reshape(ox_ctx *c, ox_value *v, int ndim, const int64_t *dims, 
 
 static size_t esize(int elem) { return elem == OX_FLOAT ? 4 : 8; }
 
-static int64_t numel_of(int ndim, const int64_t *dims) {
-  int64_t n = 1;
-  for (int i = 0; i < ndim; i++) n *= dims[i];
-  return n;
-}
-
 /* Row-major strides of a shape, in elements. */
 static void strides_of(int ndim, const int64_t *dims, int64_t *st) {
   int64_t s = 1;
@@ -298,11 +292,12 @@ static sg_status cv_gather(ox_ctx *c, const Onnx__NodeProto *n) {
   for (int i = 0; i < axis; i++) dims[k++] = data->dims[i];
   for (int i = 0; i < idx->ndim; i++) dims[k++] = idx->dims[i];
   for (int i = axis + 1; i < data->ndim; i++) dims[k++] = data->dims[i];
-  int64_t outer = numel_of(axis, data->dims), inner = numel_of(data->ndim - axis - 1, data->dims + axis + 1);
+  int64_t outer = sg__ox_fold_numel(axis, data->dims),
+          inner = sg__ox_fold_numel(data->ndim - axis - 1, data->dims + axis + 1);
   int64_t dim = data->dims[axis];
   size_t es = esize(data->elem);
   char *out;
-  SG_CHECK(sg__ox_fold_alloc(c, numel_of(rank, dims), es, (void **)&out));
+  SG_CHECK(sg__ox_fold_alloc(c, sg__ox_fold_numel(rank, dims), es, (void **)&out));
   size_t chunk = (size_t)inner * es;
   for (int64_t o = 0; o < outer; o++) {
     for (int64_t j = 0; j < idx->numel; j++) {
@@ -407,7 +402,7 @@ static sg_status fold_slice(ox_ctx *c, int k, const ox_value *data, const slice_
   bool whole = true;
   for (int a = 0; a < r; a++) whole = whole && p->step[a] == 1 && p->count[a] == p->in[a];
   if (whole) return sg__ox_set_alias(c, k, data);
-  int64_t numel = numel_of(r, p->count), in_st[SG_MAX_DIMS], idx[SG_MAX_DIMS] = {0};
+  int64_t numel = sg__ox_fold_numel(r, p->count), in_st[SG_MAX_DIMS], idx[SG_MAX_DIMS] = {0};
   strides_of(r, p->in, in_st);
   size_t es = esize(data->elem);
   char *out;
@@ -625,7 +620,7 @@ static sg_status cv_reshape(ox_ctx *c, const Onnx__NodeProto *n) {
   ox_value *x = sg__ox_input(c, n, 0);
   SG_CHECK(sg__ox_shape(c, x, &nd, in));
   SG_CHECK(sg__ox_const_ints(c, sg__ox_input(c, n, 1), "shape", SG_MAX_DIMS, shape, &ns));
-  int64_t known_numel = 1, numel = numel_of(nd, in);
+  int64_t known_numel = 1, numel = sg__ox_fold_numel(nd, in);
   int infer = -1;
   char b1[256], b2[256];
   for (int i = 0; i < ns; i++) {
@@ -713,9 +708,9 @@ static sg_status cv_concat(ox_ctx *c, const Onnx__NodeProto *n) {
     dims[axis] += v->dims[axis];
   }
   size_t es = esize(x0->elem);
-  int64_t outer = numel_of(axis, dims), inner = numel_of(r - axis - 1, dims + axis + 1);
+  int64_t outer = sg__ox_fold_numel(axis, dims), inner = sg__ox_fold_numel(r - axis - 1, dims + axis + 1);
   char *out;
-  SG_CHECK(sg__ox_fold_alloc(c, numel_of(r, dims), es, (void **)&out));
+  SG_CHECK(sg__ox_fold_alloc(c, sg__ox_fold_numel(r, dims), es, (void **)&out));
   char *p = out;
   for (int64_t o = 0; o < outer; o++) {
     for (int i = 0; i < k; i++) {
@@ -828,7 +823,7 @@ sg_status sg__ox_fold_binary(ox_ctx *c, char op, const ox_value *a, const ox_val
     sa[i] = ia >= 0 && da != 1 ? ta[ia] : 0;
     sb[i] = ib >= 0 && db != 1 ? tb[ib] : 0;
   }
-  int64_t numel = numel_of(r, dims), idx[SG_MAX_DIMS] = {0}, oa = 0, ob = 0;
+  int64_t numel = sg__ox_fold_numel(r, dims), idx[SG_MAX_DIMS] = {0}, oa = 0, ob = 0;
   bool fl = a->elem == OX_FLOAT, eq = op == '=';
   void *out;
   SG_CHECK(sg__ox_fold_alloc(c, numel, fl && !eq ? 4 : 8, &out));

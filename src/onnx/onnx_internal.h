@@ -123,6 +123,11 @@ double sg__ox_num(const ox_value *v, int64_t i);
 /* The graph tensor of a value, materialising a constant (with its role)
  * on first use. `what` names the operand in messages ("input 1 (W)"). */
 sg_status sg__ox_tensor(ox_ctx *c, ox_value *v, sg_tensor *out);
+/* The element count of dims, or OX_FOLD_MAX_NUMEL + 1 (which
+ * sg__ox_fold_alloc refuses) once it passes the fold limit or a dim is
+ * negative: a shape from the file may be as large as int64 allows, and the
+ * product must not overflow on its way to being refused. */
+int64_t sg__ox_fold_numel(int ndim, const int64_t *dims);
 /* Adds a constant value computed at import time: copies nothing, `data` must
  * live in c->tmp. Checks the fold limits. */
 sg_status sg__ox_fold_alloc(ox_ctx *c, int64_t numel, size_t elem_size, void **data);

@@ -12,12 +12,6 @@
 
 static const char *const no_attrs[] = {NULL};
 
-static int64_t numel_of(int ndim, const int64_t *dims) {
-  int64_t n = 1;
-  for (int i = 0; i < ndim; i++) n *= dims[i];
-  return n;
-}
-
 static size_t esize(int elem) { return elem == OX_FLOAT ? 4 : 8; }
 
 /* ---- Equal, Not ---------------------------------------------------------------- */
@@ -162,7 +156,7 @@ static sg_status fold_expand(ox_ctx *c, const ox_value *x, int r, const int64_t 
     int ix = i - (r - x->ndim);
     st[i] = ix >= 0 && x->dims[ix] != 1 ? xs[ix] : 0; /* a broadcast dim repeats one element */
   }
-  int64_t numel = numel_of(r, dims);
+  int64_t numel = sg__ox_fold_numel(r, dims);
   size_t es = esize(x->elem);
   char *out;
   SG_CHECK(sg__ox_fold_alloc(c, numel, es, (void **)&out));

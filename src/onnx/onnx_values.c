@@ -116,6 +116,15 @@ double sg__ox_num(const ox_value *v, int64_t i) {
   return v->elem == OX_FLOAT ? (double)sg__ox_f32(v, i) : (double)sg__ox_i64(v, i);
 }
 
+int64_t sg__ox_fold_numel(int ndim, const int64_t *dims) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) {
+    if (dims[i] < 0 || (n > 0 && dims[i] > OX_FOLD_MAX_NUMEL / n)) return OX_FOLD_MAX_NUMEL + 1;
+    n *= dims[i];
+  }
+  return n;
+}
+
 sg_status sg__ox_fold_alloc(ox_ctx *c, int64_t numel, size_t elem_size, void **data) {
   *data = NULL;
   if (numel < 0 || numel > OX_FOLD_MAX_NUMEL)
