@@ -432,6 +432,16 @@ SG_API void sg_tp_plan_destroy(sg_tp_plan *plan);
 SG_API int32_t sg_tp_plan_count(const sg_tp_plan *plan);
 /** Annotation `i`; its strings live as long as the plan. SG_ERR_RANGE. */
 SG_API sg_status sg_tp_plan_get(const sg_tp_plan *plan, int32_t i, sg_tp_annotation *out);
+/**
+ * How tensor `t` of the planned graph is cut across the group (a split weight
+ * or column bias; every other tensor of the graph is whole): *axis is the
+ * split axis, -1 when whole; *groups the number of equal blocks that axis
+ * consists of, each cut into `ways` equal slices -- 1 for a plain split, 3
+ * for a fused QKV weight whose q, k and v blocks are each split by heads.
+ * Device k's part is slice k of every block, in block order.
+ * @return SG_OK; SG_ERR_INVALID_ARG for NULL or a tensor not in the graph.
+ */
+SG_API sg_status sg_tp_plan_tensor_split(const sg_tp_plan *plan, sg_tensor t, int *axis, int *groups);
 /** The plan as a JSON array on one line; free with sg_free(). */
 SG_API sg_status sg_tp_plan_json(const sg_tp_plan *plan, char **out);
 

@@ -17,6 +17,7 @@ struct sg_tp_plan {
   const sg_graph *g;
   int32_t n;
   sg_tp_annotation *a;
+  int32_t *groups; /* per annotation: equal blocks of the weight's split axis (sg_tp_plan_tensor_split) */
 };
 
 sg_tp_params sg_tp_params_init(void) { return (sg_tp_params)SG_TP_PARAMS_INIT; }
@@ -73,7 +74,8 @@ sg_status sg_tp_plan_create(const sg_graph *g, const sg_tp_params *params, sg_tp
   int32_t *uses = sg__calloc((size_t)g->n_tensors + 1, sizeof *uses);
   int32_t *annot = sg__malloc(((size_t)g->n_ops + 1) * sizeof *annot);
   if (plan) plan->a = sg__calloc((size_t)g->n_ops + 1, sizeof *plan->a);
-  if (!plan || !plan->a || !uses || !annot) {
+  if (plan) plan->groups = sg__calloc((size_t)g->n_ops + 1, sizeof *plan->groups);
+  if (!plan || !plan->a || !plan->groups || !uses || !annot) {
     sg_tp_plan_destroy(plan);
     sg__free(uses);
     sg__free(annot);
@@ -102,6 +104,7 @@ sg_status sg_tp_plan_create(const sg_graph *g, const sg_tp_params *params, sg_tp
     a->weight_axis = -1;
     a->bias = SG_NO_TENSOR;
     a->reason = "";
+    plan->groups[plan->n] = 1;
     annot[k] = plan->n++;
     int out_axis = 1, in_axis = 0;
     if (op->kind == SG_OP_GEMM) {
@@ -110,6 +113,10 @@ sg_status sg_tp_plan_create(const sg_graph *g, const sg_tp_params *params, sg_tp
         continue;
       }
       if (attr_int(op, "trans_b")) out_axis = 0, in_axis = 1;
+    }
+    if (uses[op->inputs[1]] != 1) { /* a slice serves one op: tp_rewrite.c */
+      a->reason = "weight shared by several ops (tied)";
+      continue;
     }
     if ((double)w->nbytes < tp.min_weight_bytes) {
       a->reason = "weight smaller than min_weight_bytes";
@@ -153,6 +160,7 @@ sg_status sg_tp_plan_create(const sg_graph *g, const sg_tp_params *params, sg_tp
 void sg_tp_plan_destroy(sg_tp_plan *plan) {
   if (plan == NULL) return;
   sg__free(plan->a);
+  sg__free(plan->groups);
   sg__free(plan);
 }
 
@@ -163,6 +171,29 @@ sg_status sg_tp_plan_get(const sg_tp_plan *plan, int32_t i, sg_tp_annotation *ou
   if (i < 0 || i >= plan->n)
     return sg__error(SG_ERR_RANGE, "sg_tp_plan_get: annotation %d of %d", (int)i, (int)plan->n);
   *out = plan->a[i];
+  return SG_OK;
+}
+
+sg_status sg_tp_plan_tensor_split(const sg_tp_plan *plan, sg_tensor t, int *axis, int *groups) {
+  if (plan == NULL || axis == NULL || groups == NULL)
+    return sg__error(SG_ERR_INVALID_ARG, "sg_tp_plan_tensor_split: NULL argument");
+  if (t.id < 0 || (uint32_t)t.id >= plan->g->n_tensors)
+    return sg__error(SG_ERR_INVALID_ARG,
+                     "sg_tp_plan_tensor_split: tensor %d is not in the planned graph (%u tensors)", (int)t.id,
+                     plan->g->n_tensors);
+  *axis = -1;
+  *groups = 1;
+  for (int32_t i = 0; i < plan->n; i++) {
+    const sg_tp_annotation *a = &plan->a[i];
+    if (a->split == SG_TP_REPLICATE) continue;
+    if (a->weight.id == t.id) *axis = a->weight_axis;
+    else if (a->split == SG_TP_COLUMN && a->bias.id == t.id && plan->g->tensors[t.id].ndim >= 1 &&
+             plan->g->tensors[t.id].dims[plan->g->tensors[t.id].ndim - 1] > 1)
+      *axis = plan->g->tensors[t.id].ndim - 1;
+    else continue;
+    *groups = a->split == SG_TP_COLUMN ? plan->groups[i] : 1;
+    return SG_OK;
+  }
   return SG_OK;
 }
 
@@ -194,6 +225,7 @@ sg_status sg_tp_plan_json(const sg_tp_plan *plan, char **out) {
          (a->weight.id < 0 ? cJSON_AddNullToObject(e, "weight") != NULL
                            : cJSON_AddStringToObject(e, "weight", g->tensors[a->weight.id].name) != NULL) &&
          cJSON_AddNumberToObject(e, "weight_axis", a->weight_axis) &&
+         cJSON_AddNumberToObject(e, "groups", a->split == SG_TP_COLUMN ? plan->groups[i] : 1) &&
          (a->bias.id < 0 ? cJSON_AddNullToObject(e, "bias") != NULL
                          : cJSON_AddStringToObject(e, "bias", g->tensors[a->bias.id].name) != NULL) &&
          cJSON_AddBoolToObject(e, "input_sharded", a->input_sharded) &&
