@@ -51,6 +51,7 @@ static int32_t column_source(const sg_graph *g, const int32_t *uses, const int32
 }
 
 static bool is_forward(const sg_graph *g, const sg__op *op) {
+  if (op->kind == SG_OP_SGD_UPDATE || op->kind == SG_OP_ADAMW_UPDATE) return false; /* reads every weight */
   for (int i = 0; i < op->n_outputs; i++)
     if (g->tensors[op->outputs[i]].role == SG_ROLE_GRADIENT) return false;
   return true;
