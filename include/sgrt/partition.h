@@ -419,9 +419,11 @@ typedef struct sg_tp_annotation {
 typedef struct sg_tp_plan sg_tp_plan;
 
 /**
- * Plans column/row splits (Megatron-style: a column split followed through
- * elementwise ops by a row split needs one all-reduce for the pair) for every
- * gemm and matmul of `g` whose second operand is a 2-D parameter.
+ * Plans column/row splits (Megatron-style: a column split followed by a row
+ * split needs one all-reduce for the pair, through elementwise ops for an
+ * MLP, through attention with the heads cut for a fused QKV projection) for
+ * every gemm and matmul of `g` whose second operand is a 2-D parameter
+ * (docs/partitioning.md, docs/tensor_parallel.md).
  * @return SG_OK; SG_ERR_INVALID_ARG for NULL arguments, a bad size or
  *   ways < 2; SG_ERR_STATE if g is not finalized; SG_ERR_NO_MEMORY.
  */

@@ -104,10 +104,11 @@ void sg__tp_runner_destroy(sg__tp_runner *r);
 /* Number of all-reduces per step and the elements they move (for reports). */
 void sg__tp_runner_stats(const sg__tp_runner *r, int *n_allreduce, int64_t *elements);
 
-/* Gathers a weight sliced along `axis` into the whole tensor `full`
- * (dims `full_dims`, f32) from every rank's `slice`: collective over comm.
+/* Gathers a weight sliced along `axis` (`groups` blocks, each cut in the
+ * group's ways: sg_tp_plan_tensor_split) into the whole tensor `full` (dims
+ * `full_dims`, f32) from every rank's `slice`: collective over the group.
  * SG_ERR_INVALID_ARG for a bad axis or dims that do not divide. */
-sg_status sg__tp_gather(const sg__xfer *x, int ndim, const int64_t *full_dims, int axis, const float *slice,
-                        float *full);
+sg_status sg__tp_gather(const sg__xfer *x, int ndim, const int64_t *full_dims, int axis, int groups,
+                        const float *slice, float *full);
 
 #endif /* SG_DIST_TP_H */

@@ -27,28 +27,27 @@ static bool mine(const sg_dist *d, int32_t t) {
   return true;
 }
 
-/* The axis along which tensor `name` of src is split under `plan`, -1 when whole (or no plan: one way). */
-static int split_axis(const sg_graph *src, const sg_tp_plan *plan, const char *name) {
+/* How tensor `name` of src is cut under `plan` (sg_tp_plan_tensor_split): the axis, -1 when whole (or no
+ * plan: one way), and its blocks. */
+static int split_axis(const sg_graph *src, const sg_tp_plan *plan, const char *name, int *groups) {
   int32_t t = plan != NULL ? sg__tensor_lookup(src, name) : -1;
-  for (int32_t i = 0; t >= 0 && i < sg_tp_plan_count(plan); i++) {
-    sg_tp_annotation a;
-    if (sg_tp_plan_get(plan, i, &a) != SG_OK || a.split == SG_TP_REPLICATE) continue;
-    if (a.weight.id == t) return a.weight_axis;
-    if (a.split == SG_TP_COLUMN && a.bias.id == t) return src->tensors[t].ndim - 1;
-  }
-  return -1;
+  int axis = -1;
+  *groups = 1;
+  if (t >= 0 && sg_tp_plan_tensor_split(plan, (sg_tensor){t}, &axis, groups) != SG_OK) axis = -1, *groups = 1;
+  return axis;
 }
 
-/* Rows of `ways` slices along `axis` of a tensor of `dims` (element bytes es): outer blocks, each of `len`
- * rows of `inner` bytes. */
+/* Rows of `ways` slices along `axis` of a tensor of `dims` (element bytes es), whose axis is `groups`
+ * blocks each cut in `ways`: outer blocks (the axis's blocks one more outer dim), each of `len` rows of
+ * `inner` bytes. */
 typedef struct cut {
   size_t outer, len, inner;
 } cut;
 
-static cut cut_of(int ndim, const int64_t *dims, size_t es, int axis) {
-  cut c = {1, 1, es};
+static cut cut_of(int ndim, const int64_t *dims, size_t es, int axis, int groups) {
+  cut c = {(size_t)groups, 1, es};
   for (int i = 0; i < axis; i++) c.outer *= (size_t)dims[i];
-  c.len = (size_t)dims[axis];
+  c.len = (size_t)dims[axis] / (size_t)groups;
   for (int i = axis + 1; i < ndim; i++) c.inner *= (size_t)dims[i];
   return c;
 }
@@ -68,7 +67,8 @@ sg_status sg__reshard_one(sg__reshard *c, int32_t t) {
   const sg_graph *fwd = MODEL(d)->fwd, *ng = d->g;
   const sg__tensor *p = &fwd->tensors[t];
   int T0 = c->T0, T1 = c->T1;
-  int a0 = split_axis(c->src, c->plan0, p->name), a1 = split_axis(c->src, c->plan1, p->name);
+  int g0 = 1, g1 = 1;
+  int a0 = split_axis(c->src, c->plan0, p->name, &g0), a1 = split_axis(c->src, c->plan1, p->name, &g1);
   int32_t ids[5];
   int n = sg__pp_state_group(ng, p->name, ids);
   if (n == 0) return sg__error(SG_ERR_INTERNAL, "tensor healing: '%s' is not in the new share", p->name);
@@ -112,7 +112,7 @@ sg_status sg__reshard_one(sg__reshard *c, int32_t t) {
     size_t whole = shaped ? p->nbytes : y->nbytes, mine_old = a0 >= 0 && shaped ? whole / (size_t)T0 : whole;
     SG_CHECK(sg__model_heal_reserve(&c->whole, &c->whole_cap, whole));
     if (a0 >= 0 && shaped) {
-      cut k0 = cut_of(p->ndim, p->dims, sg_dtype_size(y->dtype), a0);
+      cut k0 = cut_of(p->ndim, p->dims, sg_dtype_size(y->dtype), a0, g0);
       for (int s = 0; s < T0; s++) slice(c->whole, c->all + (size_t)s * old_bytes + off_old, k0, T0, s, true);
     } else {
       memcpy(c->whole, c->all + off_old, whole);
@@ -121,7 +121,7 @@ sg_status sg__reshard_one(sg__reshard *c, int32_t t) {
     const unsigned char *out = c->whole;
     if (a1 >= 0 && shaped) {
       SG_CHECK(sg__model_heal_reserve(&c->part, &c->part_cap, whole / (size_t)T1));
-      slice(c->whole, c->part, cut_of(p->ndim, p->dims, sg_dtype_size(y->dtype), a1), T1, c->me, false);
+      slice(c->whole, c->part, cut_of(p->ndim, p->dims, sg_dtype_size(y->dtype), a1, g1), T1, c->me, false);
       out = c->part;
     }
     SG_CHECK(sg_session_write(d->s, y->name, out, y->nbytes));

@@ -3,10 +3,11 @@
  *
  * The rewrite rebuilds the graph op by op with the builder, so shape
  * inference re-derives every shape from the sliced weights: a column split's
- * output comes out narrower by itself and elementwise ops carry that on. What
- * the builder would accept but compute wrongly -- an op that reads a split
- * tensor as if it were whole (a broadcast add, a reduction) -- is caught by
- * comparing every new shape against the original's. */
+ * output comes out narrower by itself and the ops between it and its row
+ * split carry that on. Which ops may read a cut tensor, and how their outputs
+ * are cut, is sg__tp_flow's (the planner's rules); a reshape or a slice
+ * along the cut axis gets its attribute cut too. Every new shape is checked
+ * against the original's, cut where the flow says. */
 #include <stdio.h>
 #include <string.h>
 
@@ -14,14 +15,20 @@
 #include "parallel/tp.h"
 #include "partition/partition.h"
 
+/* Bounds of the ops the rewrite rebuilds (none of sgrt's ops has more attributes). */
+#define SG__TP_MAX_INPUTS 16
+#define SG__TP_MAX_ATTRS 8
+
 typedef struct rw {
   const sg_graph *src;
   sg_graph *g;
   int ways, rank;
-  int32_t *map;        /* src tensor -> new tensor */
-  int8_t *slice_axis;  /* src source tensor -> axis it is sliced along, or -1 */
-  int32_t *annot;      /* src op -> plan annotation index, or -1 */
-  sg_tp_annotation *a; /* the plan's annotations */
+  int32_t *map;          /* src tensor -> new tensor */
+  int8_t *slice_axis;    /* src source tensor -> axis it is sliced along, or -1 */
+  int32_t *slice_groups; /* src source tensor -> blocks of that axis (sg_tp_plan_tensor_split) */
+  sg__tp_cut *cut;       /* src computed tensor -> how this rank's graph cuts it */
+  int32_t *annot;        /* src op -> plan annotation index, or -1 */
+  sg_tp_annotation *a;   /* the plan's annotations */
   int32_t n_a;
   sg__tp_sync *syncs;
   int n_syncs;
@@ -99,7 +106,14 @@ static sg_status check_plan(rw *c, const sg_tp_plan *plan) {
                        "sg__tp_rewrite: split weight '%s' is shared or computed; only a "
                        "parameter used by op '%s' alone can be split",
                        w->name, op->name);
+    int axis = -1, groups = 1;
+    SG_CHECK(sg_tp_plan_tensor_split(plan, a->weight, &axis, &groups));
+    if (axis != a->weight_axis || groups < 1 || w->dims[axis] % ((int64_t)groups * c->ways) != 0)
+      return sg__error(SG_ERR_INVALID_ARG,
+                       "sg__tp_rewrite: weight '%s' of op '%s' cannot be cut in %d blocks of %d", w->name,
+                       op->name, groups, c->ways);
     c->slice_axis[a->weight.id] = (int8_t)a->weight_axis;
+    c->slice_groups[a->weight.id] = groups;
     if (a->split != SG_TP_COLUMN || a->bias.id < 0) continue;
     const sg__tensor *b = &g->tensors[a->bias.id];
     int64_t n_out = w->dims[a->weight_axis];
@@ -110,19 +124,21 @@ static sg_status check_plan(rw *c, const sg_tp_plan *plan) {
                        "[..., %lld]",
                        b->name, op->name, (long long)n_out);
     c->slice_axis[a->bias.id] = (int8_t)(b->ndim - 1);
+    c->slice_groups[a->bias.id] = groups;
   }
   return SG_OK;
 }
 
 /* ---- building ---------------------------------------------------------------- */
 
-/* This rank's slice of `data` (dims, element size es) along axis. */
-static void slice_copy(const void *data, int ndim, const int64_t *dims, size_t es, int axis, int ways,
-                       int rank, void *dst) {
-  size_t outer = 1, inner = es;
+/* This rank's slice of `data` (dims, element size es) along axis: its part
+ * of each of the axis's `groups` blocks. */
+static void slice_copy(const void *data, int ndim, const int64_t *dims, size_t es, int axis, int groups,
+                       int ways, int rank, void *dst) {
+  size_t outer = (size_t)groups, inner = es;
   for (int i = 0; i < axis; i++) outer *= (size_t)dims[i];
   for (int i = axis + 1; i < ndim; i++) inner *= (size_t)dims[i];
-  size_t len = (size_t)dims[axis], chunk = len / (size_t)ways;
+  size_t len = (size_t)dims[axis] / (size_t)groups, chunk = len / (size_t)ways;
   for (size_t o = 0; o < outer; o++)
     memcpy((char *)dst + o * chunk * inner, (const char *)data + (o * len + (size_t)rank * chunk) * inner,
            chunk * inner);
@@ -140,7 +156,8 @@ static sg_status add_source(rw *c, int32_t t) {
       data = sg__malloc(x->nbytes / (size_t)c->ways + 1);
       if (data == NULL)
         return sg__error(SG_ERR_NO_MEMORY, "sg__tp_rewrite: out of memory slicing '%s'", x->name);
-      slice_copy(x->data, x->ndim, x->dims, sg_dtype_size(x->dtype), axis, c->ways, c->rank, data);
+      slice_copy(x->data, x->ndim, x->dims, sg_dtype_size(x->dtype), axis, c->slice_groups[t], c->ways,
+                 c->rank, data);
     }
   }
   sg_tensor n =
@@ -151,51 +168,44 @@ static sg_status add_source(rw *c, int32_t t) {
   return SG_OK;
 }
 
-/* 1 when new tensor n is the original o, -1 when it is o split along its
- * last dim, 0 when it is neither. */
-static int split_state(const rw *c, int32_t o, int32_t n) {
-  const sg__tensor *a = &c->src->tensors[o], *b = &c->g->tensors[n];
-  if (a->ndim != b->ndim || a->dtype != b->dtype) return 0;
-  for (int i = 0; i + 1 < a->ndim; i++)
-    if (a->dims[i] != b->dims[i]) return 0;
-  if (a->ndim == 0) return 1;
-  int64_t la = a->dims[a->ndim - 1], lb = b->dims[b->ndim - 1];
-  return la == lb ? 1 : la == lb * c->ways ? -1 : 0;
-}
-
 static sg_status set_name(rw *c, int32_t n, const char *name) {
   return sg_tensor_set_name(c->g, (sg_tensor){n}, name);
 }
 
-/* Checks that op k of the source, rebuilt, reads and writes tensors in the
- * states its split allows. */
-static sg_status check_op(const rw *c, uint32_t k, const sg_tp_annotation *a) {
-  const sg__op *op = &c->src->ops[k];
-  sg_tp_split split = a ? a->split : SG_TP_REPLICATE;
-  bool any_split_in = false;
-  for (int i = 0; i < op->n_inputs; i++) {
-    int32_t o = op->inputs[i];
-    if (o < 0) continue;
-    int s = split_state(c, o, c->map[o]);
-    bool want_split = split == SG_TP_ROW && i == 0 && a->input_sharded;
-    bool sliced_param = split != SG_TP_REPLICATE && (i == 1 || i == 2) && c->slice_axis[o] >= 0;
-    if (sliced_param) continue;
-    if (s == -1) any_split_in = true;
-    if (want_split ? s != -1 : s == -1 && !sg__tp_keeps_split(op->kind))
-      return sg__error(SG_ERR_UNSUPPORTED,
-                       "sg__tp_rewrite: op '%s' (%s) reads tensor '%s' %s; the plan does not "
-                       "produce it that way",
-                       op->name, sg_op_kind_name(op->kind), c->src->tensors[o].name,
-                       want_split ? "split along its last dim" : "whole, but it is column-split here");
-  }
+/* Whether new tensor n is the original o cut as `cut` says (the cut axis
+ * `ways` times shorter). */
+static bool shaped_as(const rw *c, int32_t o, int32_t n, sg__tp_cut cut) {
+  const sg__tensor *a = &c->src->tensors[o], *b = &c->g->tensors[n];
+  if (a->ndim != b->ndim || a->dtype != b->dtype) return false;
+  for (int i = 0; i < a->ndim; i++)
+    if (b->dims[i] != (i == cut.axis ? a->dims[i] / c->ways : a->dims[i])) return false;
+  return cut.axis < 0 || a->dims[cut.axis] % c->ways == 0;
+}
+
+/* Checks op k's rebuilt outputs against the originals cut as c->cut says. */
+static sg_status check_outputs(const rw *c, const sg__op *op) {
   for (int i = 0; i < op->n_outputs; i++) {
     int32_t o = op->outputs[i];
-    int s = split_state(c, o, c->map[o]);
-    bool may_split = split == SG_TP_COLUMN || (any_split_in && sg__tp_keeps_split(op->kind));
-    if (s == 0 || (s == -1 && !may_split) || (split == SG_TP_COLUMN && s != -1))
+    if (!shaped_as(c, o, c->map[o], c->cut[o]))
       return sg__error(SG_ERR_INTERNAL, "sg__tp_rewrite: output '%s' of op '%s' has an unexpected shape",
                        c->src->tensors[o].name, op->name);
   }
+  return SG_OK;
+}
+
+/* An annotated op's input 0 must arrive as its split reads it: cut along the
+ * last axis for a row split on a split input, whole otherwise. */
+static sg_status check_input(const rw *c, const sg__op *op, const sg_tp_annotation *a) {
+  int32_t x = op->inputs[0];
+  sg__tp_cut cut = c->cut[x];
+  bool want_split = a->split == SG_TP_ROW && a->input_sharded;
+  bool ok = want_split ? cut.axis == c->src->tensors[x].ndim - 1 && cut.groups == 1 : cut.axis < 0;
+  if (!ok)
+    return sg__error(
+        SG_ERR_UNSUPPORTED,
+        "sg__tp_rewrite: op '%s' (%s) reads tensor '%s' %s; the plan does not produce it that way", op->name,
+        sg_op_kind_name(op->kind), c->src->tensors[x].name,
+        want_split ? "split along its last dim" : "whole, but it is cut here");
   return SG_OK;
 }
 
@@ -243,23 +253,62 @@ static sg_status add_row_op(rw *c, const sg__op *op, const sg_tp_annotation *a) 
   return add_sync(c, SG__TP_SYNC_FWD_ALLREDUCE, partial, NULL, NULL);
 }
 
-static sg_status add_op(rw *c, uint32_t k) {
-  const sg__op *op = &c->src->ops[k];
-  const sg_tp_annotation *a = c->annot[k] >= 0 ? &c->a[c->annot[k]] : NULL;
-  sg_tp_split split = a ? a->split : SG_TP_REPLICATE;
-  if (split == SG_TP_ROW) {
-    SG_CHECK(add_row_op(c, op, a));
-    return check_op(c, k, a);
+/* Attributes of op for this rank's graph, where the cut changes them: a
+ * reshape to the original output's dims cut along the flow's axis, a slice
+ * along the cut axis a `ways` times shorter run (the same whole blocks). */
+static sg_status cut_attrs(const rw *c, const sg__op *op, const sg__tp_cut *in, sg_attr *attrs,
+                           int64_t *dims) {
+  if (op->n_attrs > SG__TP_MAX_ATTRS)
+    return sg__error(SG_ERR_UNSUPPORTED, "sg__tp_rewrite: op '%s' has %d attributes", op->name, op->n_attrs);
+  memcpy(attrs, op->attrs, sizeof *attrs * (size_t)op->n_attrs);
+  const sg__tensor *x = op->n_inputs > 0 && op->inputs[0] >= 0 ? &c->src->tensors[op->inputs[0]] : NULL;
+  if (op->kind == SG_OP_RESHAPE && in[0].axis >= 0) {
+    const sg__tensor *y = &c->src->tensors[op->outputs[0]];
+    sg__tp_cut out = c->cut[op->outputs[0]];
+    for (int i = 0; i < y->ndim; i++) dims[i] = i == out.axis ? y->dims[i] / c->ways : y->dims[i];
+    attrs[0].ints = dims;
+    attrs[0].count = y->ndim;
   }
-  sg_tensor in[16];
-  if (op->n_inputs > 16)
-    return sg__error(SG_ERR_UNSUPPORTED, "sg__tp_rewrite: op '%s' has %d inputs (at most 16 here)", op->name,
-                     op->n_inputs);
-  for (int i = 0; i < op->n_inputs; i++) in[i] = (sg_tensor){op->inputs[i] < 0 ? -1 : c->map[op->inputs[i]]};
+  int axis;
+  if (op->kind == SG_OP_SLICE && in[0].axis >= 0 && sg__norm_axis(sg__attr_i(op, 0), x->ndim, &axis) &&
+      axis == in[0].axis) {
+    int64_t start = sg__attr_i(op, 1);
+    if (start < 0) start += x->dims[axis];
+    attrs[1].i = start / c->ways;
+    attrs[2].i = sg__attr_i(op, 2) / c->ways;
+  }
+  return SG_OK;
+}
+
+/* An op that is not split itself: rebuilt as it is, or on cut inputs as
+ * sg__tp_flow allows. */
+static sg_status add_plain_op(rw *c, const sg__op *op) {
+  sg_tensor in[SG__TP_MAX_INPUTS];
+  sg__tp_cut cut_in[SG__TP_MAX_INPUTS], cut_out[SG__MAX_OUTPUTS];
+  if (op->n_inputs > SG__TP_MAX_INPUTS)
+    return sg__error(SG_ERR_UNSUPPORTED, "sg__tp_rewrite: op '%s' has %d inputs (at most %d here)", op->name,
+                     op->n_inputs, SG__TP_MAX_INPUTS);
+  int32_t cut_input = -1;
+  for (int i = 0; i < op->n_inputs; i++) {
+    int32_t t = op->inputs[i];
+    in[i] = (sg_tensor){t < 0 ? -1 : c->map[t]};
+    cut_in[i] = t >= 0 ? c->cut[t] : (sg__tp_cut){-1, 1};
+    if (cut_in[i].axis >= 0) cut_input = t;
+  }
+  if (!sg__tp_flow(c->src, op, c->ways, cut_in, cut_out))
+    return sg__error(
+        SG_ERR_UNSUPPORTED,
+        "sg__tp_rewrite: op '%s' (%s) reads tensor '%s' whole, but it is cut here; the plan does not "
+        "produce it that way",
+        op->name, sg_op_kind_name(op->kind), c->src->tensors[cut_input].name);
+  for (int i = 0; i < op->n_outputs; i++) c->cut[op->outputs[i]] = cut_out[i];
+  sg_attr attrs[SG__TP_MAX_ATTRS];
+  int64_t dims[SG_MAX_DIMS];
+  SG_CHECK(cut_attrs(c, op, cut_in, attrs, dims));
   sg_tensor outs[SG__MAX_OUTPUTS];
   int n_outs = 0;
-  SG_CHECK(sg_graph_add_op(c->g, op->kind, op->n_inputs, in, op->n_attrs, op->attrs, SG__MAX_OUTPUTS, outs,
-                           &n_outs));
+  SG_CHECK(
+      sg_graph_add_op(c->g, op->kind, op->n_inputs, in, op->n_attrs, attrs, SG__MAX_OUTPUTS, outs, &n_outs));
   if (n_outs != op->n_outputs)
     return sg__error(SG_ERR_INTERNAL, "sg__tp_rewrite: op '%s' rebuilt with %d outputs, not %d", op->name,
                      n_outs, op->n_outputs);
@@ -267,8 +316,22 @@ static sg_status add_op(rw *c, uint32_t k) {
     SG_CHECK(set_name(c, outs[i].id, c->src->tensors[op->outputs[i]].name));
     c->map[op->outputs[i]] = outs[i].id;
   }
-  SG_CHECK(check_op(c, k, a));
-  if (split != SG_TP_COLUMN) return SG_OK;
+  return check_outputs(c, op);
+}
+
+/* Column split: the op on its weight slice; the output is cut along its
+ * last axis in the weight's blocks, or gathered whole when the plan says. */
+static sg_status add_column_op(rw *c, const sg__op *op, const sg_tp_annotation *a) {
+  sg_tensor in[3];
+  for (int i = 0; i < op->n_inputs; i++) in[i] = (sg_tensor){op->inputs[i] < 0 ? -1 : c->map[op->inputs[i]]};
+  sg_tensor y;
+  SG_CHECK(sg_graph_add_op(c->g, op->kind, op->n_inputs, in, op->n_attrs, op->attrs, 1, &y, NULL));
+  int32_t o = op->outputs[0];
+  const char *name = c->src->tensors[o].name;
+  SG_CHECK(set_name(c, y.id, name));
+  c->map[o] = y.id;
+  c->cut[o] = (sg__tp_cut){(int8_t)(c->src->tensors[o].ndim - 1), c->slice_groups[op->inputs[1]]};
+  SG_CHECK(check_outputs(c, op));
   /* Each rank back-propagates through its weight slice only: its share of
    * the input's gradient is summed over the group, unless no gradient flows
    * there (a graph input); sg__tp_resolve_backward finds out which. */
@@ -276,11 +339,26 @@ static sg_status add_op(rw *c, uint32_t k) {
     SG_CHECK(add_sync(c, SG__TP_SYNC_BWD_ALLREDUCE, NULL, c->g->ops[c->g->n_ops - 1].name,
                       c->g->tensors[c->map[op->inputs[1]]].name));
   if (a->output_comm != SG_TP_COMM_ALLGATHER) return SG_OK; /* a row split consumes the shard */
-  const char *name = c->src->tensors[op->outputs[0]].name;
+  if (c->cut[o].groups != 1)
+    return sg__error(SG_ERR_UNSUPPORTED,
+                     "sg__tp_rewrite: the output of op '%s' is cut in %d blocks and gathered", op->name,
+                     (int)c->cut[o].groups);
   sg_tensor whole;
-  SG_CHECK(sg__tp_gather_last(c->g, (sg_tensor){c->map[op->outputs[0]]}, c->ways, c->rank, name, &whole));
-  c->map[op->outputs[0]] = whole.id;
+  SG_CHECK(sg__tp_gather_last(c->g, y, c->ways, c->rank, name, &whole));
+  c->map[o] = whole.id;
+  c->cut[o] = (sg__tp_cut){-1, 1};
   return add_sync(c, SG__TP_SYNC_FWD_ALLREDUCE, name, NULL, NULL);
+}
+
+static sg_status add_op(rw *c, uint32_t k) {
+  const sg__op *op = &c->src->ops[k];
+  const sg_tp_annotation *a = c->annot[k] >= 0 ? &c->a[c->annot[k]] : NULL;
+  if (a == NULL || a->split == SG_TP_REPLICATE) return add_plain_op(c, op);
+  SG_CHECK(check_input(c, op, a));
+  if (a->split == SG_TP_COLUMN) return add_column_op(c, op, a);
+  SG_CHECK(add_row_op(c, op, a));
+  c->cut[op->outputs[0]] = (sg__tp_cut){-1, 1};
+  return check_outputs(c, op);
 }
 
 static sg_status check_args(const sg_graph *fwd, sg_tensor loss, const sg_tp_plan *plan, int ways, int rank) {
@@ -309,14 +387,14 @@ static sg_status build(rw *c, sg_tensor loss) {
   for (uint32_t k = 0; k < c->src->n_ops; k++) SG_CHECK(add_op(c, k));
   for (uint32_t i = 0; i < c->src->n_outputs; i++) {
     int32_t o = c->src->outputs[i];
-    if (split_state(c, o, c->map[o]) != 1)
+    if (c->cut[o].axis >= 0)
       return sg__error(SG_ERR_UNSUPPORTED,
                        "sg__tp_rewrite: graph output '%s' is column-split, and graph outputs "
                        "must be whole: make its consumer row-split or keep the op replicated",
                        c->src->tensors[o].name);
     SG_CHECK(sg_graph_mark_output(c->g, (sg_tensor){c->map[o]}));
   }
-  if (split_state(c, loss.id, c->map[loss.id]) != 1)
+  if (c->cut[loss.id].axis >= 0)
     return sg__error(SG_ERR_UNSUPPORTED, "sg__tp_rewrite: loss '%s' is column-split",
                      c->src->tensors[loss.id].name);
   return sg_graph_status(c->g);
@@ -333,16 +411,19 @@ sg_status sg__tp_rewrite(const sg_graph *fwd, sg_tensor loss, const sg_tp_plan *
   rw c = {.src = fwd, .ways = ways, .rank = rank, .n_a = sg_tp_plan_count(plan)};
   c.map = sg__malloc(((size_t)fwd->n_tensors + 1) * sizeof *c.map);
   c.slice_axis = sg__malloc((size_t)fwd->n_tensors + 1);
+  c.slice_groups = sg__malloc(((size_t)fwd->n_tensors + 1) * sizeof *c.slice_groups);
+  c.cut = sg__malloc(((size_t)fwd->n_tensors + 1) * sizeof *c.cut);
   c.annot = sg__malloc(((size_t)fwd->n_ops + 1) * sizeof *c.annot);
   c.a = sg__calloc((size_t)c.n_a + 1, sizeof *c.a);
   c.syncs =
       sg__calloc(2 * (size_t)c.n_a + 1, sizeof *c.syncs); /* at most one forward and one backward each */
   sg_status st = SG_OK;
-  if (!c.map || !c.slice_axis || !c.annot || !c.a || !c.syncs) {
+  if (!c.map || !c.slice_axis || !c.slice_groups || !c.cut || !c.annot || !c.a || !c.syncs) {
     st = sg__error(SG_ERR_NO_MEMORY, "sg__tp_rewrite: out of memory");
     goto done;
   }
-  for (uint32_t t = 0; t < fwd->n_tensors; t++) c.map[t] = -1, c.slice_axis[t] = -1;
+  for (uint32_t t = 0; t < fwd->n_tensors; t++)
+    c.map[t] = -1, c.slice_axis[t] = -1, c.slice_groups[t] = 1, c.cut[t] = (sg__tp_cut){-1, 1};
   for (uint32_t k = 0; k < fwd->n_ops; k++) c.annot[k] = -1;
   SG_CHECK_GOTO(check_plan(&c, plan), st, done);
   SG_CHECK_GOTO(sg_graph_create(&c.g), st, done);
@@ -358,6 +439,8 @@ done:
   }
   sg__free(c.map);
   sg__free(c.slice_axis);
+  sg__free(c.slice_groups);
+  sg__free(c.cut);
   sg__free(c.annot);
   sg__free(c.a);
   return st;

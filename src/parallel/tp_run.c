@@ -139,18 +139,21 @@ void sg__tp_runner_stats(const sg__tp_runner *r, int *n_allreduce, int64_t *elem
   if (elements) *elements = r ? r->elements : 0;
 }
 
-sg_status sg__tp_gather(const sg__xfer *x, int ndim, const int64_t *full_dims, int axis, const float *slice,
-                        float *full) {
+sg_status sg__tp_gather(const sg__xfer *x, int ndim, const int64_t *full_dims, int axis, int groups,
+                        const float *slice, float *full) {
   if (x == NULL || full_dims == NULL || slice == NULL || full == NULL)
     return sg__error(SG_ERR_INVALID_ARG, "sg__tp_gather: NULL argument");
   int ways = x->size;
-  if (ndim < 1 || ndim > SG_MAX_DIMS || axis < 0 || axis >= ndim || ways < 1 || full_dims[axis] % ways != 0)
-    return sg__error(SG_ERR_INVALID_ARG, "sg__tp_gather: axis %d of a %d-D tensor does not split %d ways",
-                     axis, ndim, ways);
-  size_t outer = 1, inner = 1;
+  if (ndim < 1 || ndim > SG_MAX_DIMS || axis < 0 || axis >= ndim || ways < 1 || groups < 1 ||
+      full_dims[axis] % ((int64_t)groups * ways) != 0)
+    return sg__error(SG_ERR_INVALID_ARG,
+                     "sg__tp_gather: axis %d of a %d-D tensor does not split into %d blocks of %d slices",
+                     axis, ndim, groups, ways);
+  /* The blocks of the axis are one more outer dim. */
+  size_t outer = (size_t)groups, inner = 1;
   for (int i = 0; i < axis; i++) outer *= (size_t)full_dims[i];
   for (int i = axis + 1; i < ndim; i++) inner *= (size_t)full_dims[i];
-  size_t chunk = (size_t)full_dims[axis] / (size_t)ways, piece = outer * chunk * inner;
+  size_t chunk = (size_t)full_dims[axis] / (size_t)groups / (size_t)ways, piece = outer * chunk * inner;
   /* allgather stacks the slices rank after rank; interleave them back along
    * axis (a no-op reordering when axis is 0). */
   float *stacked = sg__malloc(piece * (size_t)ways * sizeof *stacked + 1);

@@ -11,6 +11,11 @@
  *           a row split on a sliced input;
  *   matmul  the same as mlp with matmul ops on [in, out] weights (biases only after
  *           the row splits, where the plan keeps them whole);
+ *   attn    a GPT-2 block (layer norm, causal self-attention of 4 heads with a
+ *           fused QKV projection, residuals, a GELU MLP) and a linear head:
+ *           the QKV projection column-split by heads (3 blocks: q, k and v),
+ *           the heads computed apart, the attention output row-split; the
+ *           MLP column/row; one all-reduce each way per pair;
  *   badargs (one process, no communicator) argument checks of the rewrite,
  *           the resolver and the runner, and the slices the rewrite cuts.
  *
@@ -68,6 +73,65 @@ static sg_graph *build(int use_matmul, int layers) {
   return g;
 }
 
+/* The attn model: x [BATCH rows = 2 sequences of 8, IN = 32 features]. */
+#define ATTN_SEQ 8
+#define ATTN_HEADS 4
+
+static sg_tensor attn_heads(sg_graph *g, sg_tensor qkv, int part) {
+  int64_t d = IN / ATTN_HEADS, shape[] = {BATCH / ATTN_SEQ, ATTN_SEQ, ATTN_HEADS, d};
+  sg_tensor x = sg_reshape(g, sg_slice(g, qkv, 1, part * IN, IN), 4, shape);
+  int64_t qv[] = {0, 2, 1, 3}, k[] = {0, 2, 3, 1};
+  return sg_transpose(g, x, 4, part == 1 ? k : qv);
+}
+
+static sg_graph *build_attn(void) {
+  sg_graph *g;
+  OK(sg_graph_create(&g));
+  int64_t xd[] = {BATCH, IN}, yd[] = {BATCH}, nd[] = {IN}, md[] = {ATTN_SEQ, ATTN_SEQ};
+  sg_tensor x = sg_input(g, "x", SG_F32, 2, xd), y = sg_input(g, "y", SG_I64, 1, yd);
+  sg_input(g, "lr", SG_F32, 0, NULL);
+  float ones[IN], zeros[IN], mask[ATTN_SEQ * ATTN_SEQ];
+  for (int i = 0; i < IN; i++) ones[i] = 1, zeros[i] = 0;
+  for (int i = 0; i < ATTN_SEQ * ATTN_SEQ; i++) mask[i] = i % ATTN_SEQ <= i / ATTN_SEQ ? 0.0f : -1e9f;
+  sg_tensor a = sg_layer_norm(g, x, sg_parameter(g, "ln.weight", SG_F32, 1, nd, ones),
+                              sg_parameter(g, "ln.bias", SG_F32, 1, nd, zeros), -1, 1e-5);
+  sg_tensor W[6], B[6];
+  const int dims[][2] = {{0, 0}, {IN, 3 * IN}, {IN, IN}, {IN, HIDDEN}, {HIDDEN, IN}, {IN, CLASSES}};
+  for (int l = 1; l <= 5; l++) mlp_layer_params(g, l, dims[l][0], dims[l][1], false, true, &W[l], &B[l]);
+  sg_tensor qkv = sg_linear(g, a, W[1], B[1]);
+  sg_tensor q = attn_heads(g, qkv, 0), k = attn_heads(g, qkv, 1), v = attn_heads(g, qkv, 2);
+  sg_tensor att = sg_mul_scalar(g, sg_matmul(g, q, k), 1.0 / sqrt((double)(IN / ATTN_HEADS)));
+  att = sg_softmax(g, sg_add(g, att, sg_constant(g, "mask", SG_F32, 2, md, mask)), -1);
+  int64_t perm[] = {0, 2, 1, 3};
+  sg_tensor o = sg_reshape(g, sg_transpose(g, sg_matmul(g, att, v), 4, perm), 2, xd);
+  sg_tensor h = sg_add(g, x, sg_linear(g, o, W[2], B[2]));
+  h = sg_add(g, h, sg_linear(g, sg_gelu(g, sg_linear(g, h, W[3], B[3]), 1), W[4], B[4]));
+  finish_forward(g, sg_linear(g, h, W[5], B[5]), y);
+  return g;
+}
+
+/* The attn model's fused QKV weight [3 * IN, IN] is cut by heads: this
+ * rank's rows are its heads' rows of q, of k and of v, in that order. */
+static void check_qkv_slice(const sg_tp_plan *plan, const sg_graph *fwd, const sg_graph *g, int ways,
+                            int rank) {
+  sg_tensor a, b;
+  sg_tensor_info ia, ib;
+  OK(sg_graph_find_tensor(fwd, "fc1.weight", &a));
+  OK(sg_graph_find_tensor(g, "fc1.weight", &b));
+  int axis = -1, groups = 0;
+  OK(sg_tp_plan_tensor_split(plan, a, &axis, &groups));
+  CHECK(axis == 0 && groups == 3, "fc1.weight: axis %d, %d blocks; want 0 and 3 (q, k, v)", axis, groups);
+  OK(sg_graph_tensor_info(fwd, a, &ia));
+  OK(sg_graph_tensor_info(g, b, &ib));
+  int64_t rows = IN / ways;
+  CHECK(ib.dims[0] == 3 * rows && ib.dims[1] == IN, "fc1.weight slice shape");
+  const float *wa = ia.data, *wb = ib.data;
+  for (int64_t r = 0; r < ib.dims[0]; r++) {
+    int64_t src = r / rows * IN + rank * rows + r % rows; /* block r / rows, this rank's run in it */
+    CHECK(memcmp(wb + r * IN, wa + src * IN, sizeof(float) * IN) == 0, "fc1.weight row %lld", (long long)r);
+  }
+}
+
 /* Appends backward and SGD with momentum to an editable graph and finalizes. */
 static void make_training(sg_graph *g) {
   sg_tensor loss, lr;
@@ -85,8 +149,9 @@ static void train(sg_session *s, sg__tp_runner *tp, float *losses) {
 
 /* Compares every parameter of the reference with the TP run's (gathered
  * when split); returns the largest relative difference. */
-static double compare(sg_comm *comm, const sg__xfer *xp, const sg_graph *ref_g, const sg_session *ref,
-                      const sg_graph *tp_g, const sg_session *tp, bool strict, int *n_split, int *n_repl) {
+static double compare(sg_comm *comm, const sg__xfer *xp, const sg_tp_plan *plan, const sg_graph *ref_g,
+                      const sg_session *ref, const sg_graph *tp_g, const sg_session *tp, bool strict,
+                      int *n_split, int *n_repl) {
   int ways = sg_comm_size(comm), rank = sg_comm_rank(comm);
   double worst = 0;
   for (int32_t t = 0; t < sg_graph_num_tensors(ref_g); t++) {
@@ -100,12 +165,14 @@ static double compare(sg_comm *comm, const sg__xfer *xp, const sg_graph *ref_g, 
     CHECK(want && mine && full, "out of memory");
     OK(sg_session_read(ref, a.name, want, a.nbytes));
     OK(sg_session_read(tp, a.name, mine, b.nbytes));
-    int axis = -1;
+    /* The plan's graph is the reference's forward part: the same tensor ids. */
+    int axis = -1, groups = 1;
+    OK(sg_tp_plan_tensor_split(plan, (sg_tensor){t}, &axis, &groups));
     for (int i = 0; i < a.ndim; i++)
-      if (a.dims[i] != b.dims[i]) axis = i;
+      CHECK(b.dims[i] == (i == axis ? a.dims[i] / ways : a.dims[i]), "'%s' is not cut as the plan says",
+            a.name);
     if (axis >= 0) {
-      CHECK(a.dims[axis] == b.dims[axis] * ways, "'%s' is split unevenly", a.name);
-      OK(sg__tp_gather(xp, a.ndim, a.dims, axis, mine, full));
+      OK(sg__tp_gather(xp, a.ndim, a.dims, axis, groups, mine, full));
       ++*n_split;
     } else {
       /* Replicated: TP computes its gradient from whole, already summed
@@ -139,7 +206,8 @@ static int run_tp(int use_matmul, int layers, int mutate) {
   int ways = sg_comm_size(comm), rank = sg_comm_rank(comm);
   CHECK(ways >= 2, "run with at least 2 ranks");
 
-  sg_graph *fwd = build(use_matmul, layers);
+  bool attn = layers == 0;
+  sg_graph *fwd = attn ? build_attn() : build(use_matmul, layers);
   sg_tensor loss;
   OK(sg_graph_find_tensor(fwd, "loss", &loss));
   sg_tp_params tpp = SG_TP_PARAMS_INIT;
@@ -159,6 +227,7 @@ static int run_tp(int use_matmul, int layers, int mutate) {
   sg__tp_sync *syncs;
   int n_syncs;
   OK(sg__tp_rewrite(fwd, loss, plan, ways, rank, &tp_g, &syncs, &n_syncs));
+  if (attn) check_qkv_slice(plan, fwd, tp_g, ways, rank);
   make_training(tp_g);
   OK(sg__tp_resolve_backward(tp_g, syncs, n_syncs));
   int n_fwd = 0, n_bwd = 0;
@@ -169,8 +238,13 @@ static int run_tp(int use_matmul, int layers, int mutate) {
   }
   /* Two forward all-reduces (two column/row pairs; or a pair and a gathered
    * column split or a row split on a sliced input) and one backward one (the
-   * first column split reads the graph input, which needs no gradient). */
-  CHECK(n_fwd == 2 && n_bwd == 1, "expected 2 forward and 1 backward syncs, got %d and %d", n_fwd, n_bwd);
+   * first column split reads the graph input, which needs no gradient). The
+   * attn model: one each way for attention and for the MLP, and one each way
+   * for the head (its logits gathered, or its input sliced); its first
+   * column split reads the layer norm's output, which has a gradient. */
+  int want_fwd = attn ? 3 : 2, want_bwd = attn ? 3 : 1;
+  CHECK(n_fwd == want_fwd && n_bwd == want_bwd, "expected %d forward and %d backward syncs, got %d and %d",
+        want_fwd, want_bwd, n_fwd, n_bwd);
   sg_session *tp = open_session(tp_g);
   sg__tp_runner *runner;
   /* Shallow copies: the strings stay owned by `syncs`. */
@@ -185,7 +259,7 @@ static int run_tp(int use_matmul, int layers, int mutate) {
 
   if (!mutate) compare_losses(NULL, tp_loss, ref_loss, STEPS, TOL);
   int n_split = 0, n_repl = 0;
-  double worst = compare(comm, &x, ref_g, ref, tp_g, tp, !mutate, &n_split, &n_repl);
+  double worst = compare(comm, &x, plan, ref_g, ref, tp_g, tp, !mutate, &n_split, &n_repl);
   if (mutate) {
     printf("rank %d: without the %s syncs the max rel diff is %.3g\n", rank,
            mutate == 1 ? "backward" : "forward", worst);
@@ -197,15 +271,16 @@ static int run_tp(int use_matmul, int layers, int mutate) {
   printf("rank %d: TP=%d %s: %d split + %d replicated parameters after %d steps, max rel diff %.3g "
          "(loss %.6f -> %.6f), %d all-reduces of %lld elements per step\n",
          rank, ways,
-         use_matmul    ? "matmul"
+         attn          ? "attn"
+         : use_matmul  ? "matmul"
          : layers == 3 ? "mlp3"
                        : "mlp",
          n_split, n_repl, STEPS, worst, tp_loss[0], tp_loss[STEPS - 1], n_ar, (long long)elems);
   /* Weights are always split; so are the biases of column splits, by
    * 2 and 4 ways alike, except mlp3's last layer: at 4 ways 10 classes do
    * not divide, so it is a row split (on a sliced input) with a whole bias. */
-  int want_split = use_matmul ? 4 : layers == 4 ? 6 : ways == 2 ? 5 : 4;
-  int want_repl = use_matmul ? 2 : 2 * layers - want_split;
+  int want_split = attn ? (ways == 2 ? 8 : 7) : use_matmul ? 4 : layers == 4 ? 6 : ways == 2 ? 5 : 4;
+  int want_repl = attn ? 12 - want_split : use_matmul ? 2 : 2 * layers - want_split;
   CHECK(n_split == want_split && n_repl == want_repl, "%d split, %d replicated", n_split, n_repl);
 
   sg__tp_runner_destroy(runner);
@@ -406,7 +481,7 @@ static int badargs(void) {
   sg__tp_runner_destroy(NULL);
   float slice[4] = {0};
   int64_t dims[] = {4, 2};
-  expect(sg__tp_gather(NULL, 2, dims, 0, slice, slice), SG_ERR_INVALID_ARG, "gather NULL transport");
+  expect(sg__tp_gather(NULL, 2, dims, 0, 1, slice, slice), SG_ERR_INVALID_ARG, "gather NULL transport");
   sg_session_destroy(s);
   sg__tp_syncs_free(syncs, n);
   sg_graph_destroy(g);
@@ -424,7 +499,8 @@ int main(int argc, char **argv) {
   if (strcmp(mode, "mlp") == 0) return run_tp(0, LAYERS, mutate);
   if (strcmp(mode, "mlp3") == 0) return run_tp(0, 3, mutate);
   if (strcmp(mode, "matmul") == 0) return run_tp(1, LAYERS, mutate);
+  if (strcmp(mode, "attn") == 0) return run_tp(0, 0, mutate);
   if (strcmp(mode, "badargs") == 0) return badargs();
-  fprintf(stderr, "usage: tp_worker mlp|mlp3|matmul [no-backward-sync|no-forward-sync] | badargs\n");
+  fprintf(stderr, "usage: tp_worker mlp|mlp3|matmul|attn [no-backward-sync|no-forward-sync] | badargs\n");
   return 2;
 }

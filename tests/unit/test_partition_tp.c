@@ -1,7 +1,9 @@
 /* Tensor-parallel split plans (SPEC P7): a column-split linear followed
  * through an elementwise op by a row-split one needs one all-reduce for the
- * pair; dims that do not divide stay replicated or fall back to a row
- * split; backward ops are not annotated (they follow their forward op). */
+ * pair, and so does attention's QKV projection, cut by heads, with its
+ * output projection; dims that do not divide stay replicated or fall back
+ * to a row split; backward ops are not annotated (they follow their forward
+ * op). */
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -135,10 +137,109 @@ static void test_divisibility(void **state) {
   sg_graph_destroy(g);
 }
 
+/* x [16,32] -> linear wqkv [96,32] (+ bias) -> q, k, v sliced, 4 heads of 8
+ * over 2 sequences of 8 -> softmax(q k^T / sqrt 8 + mask) v -> merged ->
+ * linear wo [32,32] -> `tail` -> linear w3 [10,32] -> cross-entropy. tail 0:
+ * nothing; 1: a learned scale [1,1,1,8] multiplies the scores (a whole
+ * operand with a gradient); 2: the softmax runs over the heads. */
+static sg_graph *attention(int tail) {
+  sg_graph *g;
+  assert_int_equal(sg_graph_create(&g), SG_OK);
+  int64_t xd[] = {16, 32}, wqd[] = {96, 32}, bqd[] = {96}, wod[] = {32, 32}, w3d[] = {10, 32}, ld[] = {16},
+          md[] = {8, 8}, sd[] = {1, 1, 1, 8}, hd[] = {2, 8, 4, 8};
+  sg_tensor x = sg_input(g, "x", SG_F32, 2, xd);
+  sg_tensor qkv = sg_linear(g, x, sg_parameter(g, "wqkv", SG_F32, 2, wqd, NULL),
+                            sg_parameter(g, "bqkv", SG_F32, 1, bqd, NULL));
+  sg_tensor h[3];
+  for (int i = 0; i < 3; i++) {
+    int64_t qv[] = {0, 2, 1, 3}, k[] = {0, 2, 3, 1};
+    h[i] = sg_transpose(g, sg_reshape(g, sg_slice(g, qkv, -1, 32 * i, 32), 4, hd), 4, i == 1 ? k : qv);
+  }
+  sg_tensor att =
+      sg_add(g, sg_mul_scalar(g, sg_matmul(g, h[0], h[1]), 0.35), sg_input(g, "mask", SG_F32, 2, md));
+  if (tail == 1) att = sg_mul(g, att, sg_parameter(g, "scale", SG_F32, 4, sd, NULL));
+  att = sg_softmax(g, att, tail == 2 ? 1 : -1);
+  int64_t perm[] = {0, 2, 1, 3};
+  sg_tensor o = sg_reshape(g, sg_transpose(g, sg_matmul(g, att, h[2]), 4, perm), 2, xd);
+  sg_tensor y = sg_linear(g, o, sg_parameter(g, "wo", SG_F32, 2, wod, NULL), SG_NO_TENSOR);
+  sg_tensor logits = sg_linear(g, y, sg_parameter(g, "w3", SG_F32, 2, w3d, NULL), SG_NO_TENSOR);
+  sg_graph_mark_output(g,
+                       sg_cross_entropy(g, logits, sg_input(g, "labels", SG_I64, 1, ld), SG_REDUCTION_MEAN));
+  assert_int_equal(sg_graph_finalize(g), SG_OK);
+  return g;
+}
+
+/* Attention: the QKV projection is cut by heads (3 blocks), the heads run
+ * apart, the output projection is a row split on its cut input: one
+ * all-reduce for the pair. What cannot run cut gathers the projection. */
+static void test_attention(void **state) {
+  (void)state;
+  sg_tp_params tp = SG_TP_PARAMS_INIT;
+  for (int ways = 2; ways <= 4; ways *= 2) {
+    tp.ways = ways;
+    sg_graph *g = attention(0);
+    sg_tp_plan *p;
+    assert_int_equal(sg_tp_plan_create(g, &tp, &p), SG_OK);
+    sg_tp_annotation qkv = get(p, 0), out = get(p, 1);
+    assert_int_equal(qkv.split, SG_TP_COLUMN);
+    assert_int_equal(qkv.output_comm, SG_TP_COMM_NONE);
+    assert_int_equal(out.split, SG_TP_ROW);
+    assert_true(out.input_sharded);
+    sg_tensor w, b, wo;
+    sg_graph_find_tensor(g, "wqkv", &w);
+    sg_graph_find_tensor(g, "bqkv", &b);
+    sg_graph_find_tensor(g, "wo", &wo);
+    int axis = 9, groups = 9;
+    assert_int_equal(sg_tp_plan_tensor_split(p, w, &axis, &groups), SG_OK);
+    assert_int_equal(axis, 0);
+    assert_int_equal(groups, 3);
+    assert_int_equal(sg_tp_plan_tensor_split(p, b, &axis, &groups), SG_OK);
+    assert_int_equal(axis, 0);
+    assert_int_equal(groups, 3);
+    assert_int_equal(sg_tp_plan_tensor_split(p, wo, &axis, &groups), SG_OK);
+    assert_int_equal(axis, 1);
+    assert_int_equal(groups, 1);
+    sg_tensor x;
+    sg_graph_find_tensor(g, "x", &x);
+    assert_int_equal(sg_tp_plan_tensor_split(p, x, &axis, &groups), SG_OK);
+    assert_int_equal(axis, -1);
+    char *json = NULL;
+    assert_int_equal(sg_tp_plan_json(p, &json), SG_OK);
+    assert_non_null(strstr(json, "\"groups\":3"));
+    sg_free(json);
+    assert_status(sg_tp_plan_tensor_split(p, (sg_tensor){99999}, &axis, &groups), SG_ERR_INVALID_ARG,
+                  "not in the planned graph");
+    assert_status(sg_tp_plan_tensor_split(NULL, w, &axis, &groups), SG_ERR_INVALID_ARG, "NULL");
+    sg_tp_plan_destroy(p);
+    sg_graph_destroy(g);
+  }
+  /* 8 ways: 4 heads do not divide, so q, k and v cannot be cut by heads: gathered. */
+  tp.ways = 8;
+  for (int tail = 0; tail <= 2; tail++) {
+    sg_graph *g = attention(tail);
+    sg_tp_plan *p;
+    tp.ways = tail == 0 ? 8 : 2;
+    assert_int_equal(sg_tp_plan_create(g, &tp, &p), SG_OK);
+    sg_tp_annotation qkv = get(p, 0), out = get(p, 1);
+    /* Gathered: a learned whole operand (its gradient would be partial) or a softmax over the heads. */
+    assert_int_equal(qkv.split, SG_TP_COLUMN);
+    assert_int_equal(qkv.output_comm, SG_TP_COMM_ALLGATHER);
+    assert_int_equal(out.split, SG_TP_COLUMN);
+    sg_tensor w;
+    sg_graph_find_tensor(g, "wqkv", &w);
+    int axis = 9, groups = 9;
+    assert_int_equal(sg_tp_plan_tensor_split(p, w, &axis, &groups), SG_OK);
+    assert_int_equal(groups, 1);
+    sg_tp_plan_destroy(p);
+    sg_graph_destroy(g);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pairs),
       cmocka_unit_test(test_divisibility),
+      cmocka_unit_test(test_attention),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
