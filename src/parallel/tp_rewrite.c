@@ -260,7 +260,7 @@ static sg_status cut_attrs(const rw *c, const sg__op *op, const sg__tp_cut *in, 
                            int64_t *dims) {
   if (op->n_attrs > SG__TP_MAX_ATTRS)
     return sg__error(SG_ERR_UNSUPPORTED, "sg__tp_rewrite: op '%s' has %d attributes", op->name, op->n_attrs);
-  memcpy(attrs, op->attrs, sizeof *attrs * (size_t)op->n_attrs);
+  if (op->n_attrs > 0) memcpy(attrs, op->attrs, sizeof *attrs * (size_t)op->n_attrs);
   const sg__tensor *x = op->n_inputs > 0 && op->inputs[0] >= 0 ? &c->src->tensors[op->inputs[0]] : NULL;
   if (op->kind == SG_OP_RESHAPE && in[0].axis >= 0) {
     const sg__tensor *y = &c->src->tensors[op->outputs[0]];
