@@ -1,17 +1,50 @@
-/* gpt2_dist: data-parallel training of the byte-level GPT-2 of gpt2_train,
- * one process per rank (sgrt launch, torchrun-style variables, srun, mpirun).
+/* gpt2_dist: training of the byte-level GPT-2 of gpt2_train over several
+ * processes, one per rank (sgrt launch, torchrun-style variables, srun,
+ * mpirun): data parallelism by default, or a pipeline (--pipeline K), tensor
+ * groups (--tensor T) or both, with D = ranks / (K x T) copies of the model.
  *
  *   sgrt launch -n 4 -- build/examples/gpt2_dist --preset tiny --steps 20 --json | tail -n 1
+ *   sgrt launch -n 4 -- build/examples/gpt2_dist --tensor 2 --json | tail -n 1      (2 copies x 2 shares)
  *
- * Every step's global batch (--batch windows of the text, gpt2_window: the
- * same windows whatever the world size) is cut into one shard per rank and
- * micro-batch; the feed callback sets a shard's tokens, targets and learning
- * rate, so gradients are accumulated over --micro-batches and the job heals
- * around a lost rank (strict QoS: the same global batch, no step lost) unless
- * --no-heal. --zero shards the AdamW state (ZeRO-1). Rank 0 prints progress on
- * stderr and, with --json, one JSON object on stdout; --save FILE writes its
- * parameters as a checkpoint (.sgg) at the end, for comparisons. Pipeline and
- * tensor parallelism of GPT-2 are not there yet. */
+ * Every step's global batch is --batch windows of the text (gpt2_window: the
+ * same windows whatever the world size and mode), so every mode trains what one
+ * process trains on the whole batch.
+ *
+ * Data parallelism (sg_dist_create): the batch is cut into one shard per rank
+ * and micro-batch; the feed callback sets a shard's tokens, targets and
+ * learning rate, so gradients are accumulated over --micro-batches and the job
+ * heals around a lost rank (strict QoS: the same global batch, no step lost)
+ * unless --no-heal. --zero shards the AdamW state (ZeRO-1).
+ *
+ * Pipeline and tensor parallelism (sg_dist_create_model, docs/dist.md): the
+ * forward graph of gpt2_build_forward, every parameter's initial value in it
+ * (the tensor split slices them), is cut into K stages or split T ways (both:
+ * K stages of T shares each); copy d of the model takes windows d x B/D .. of
+ * each step, set by the program (sg_dist_set_input). The tensor plan splits
+ * each block Megatron-style (docs/tensor_parallel.md): c_attn by columns in 3
+ * blocks (q, k, v by heads), the heads apart, attn.c_proj by rows; c_fc by
+ * columns, c_proj by rows; the embeddings, layer norms and tied output layer
+ * stay replicated. A pipeline of K >= 3 stages, a tensor group of T >= 3
+ * shares or a pipeline of tensor groups heals a lost rank
+ * (sg_dist_params.heal: each part's state is copied to the next rank of its
+ * group after every step; a lost stage is merged into a neighbour, a group
+ * split again over fewer ways; with several copies the others release the
+ * rank at the same place, which exits 75); a group of 2 or a pipeline of 2
+ * does not (the library needs a strict majority left), nor any with
+ * --no-heal. Refused before joining (exit status 2): --zero (data
+ * parallelism's); --micro-batches > 1 (the library cuts a copy's batch along
+ * the first dim of every activation, and GPT-2's are [batch x seq, ...] rows);
+ * --pipeline without --untied: GPT-2's output layer is its token embedding
+ * (weight tying), which a pipeline would need on its first and last stages,
+ * and the library refuses a weight two stages share, so the pipeline trains
+ * the model with an lm_head.weight of its own (as GPT-2 configurations with
+ * tie_word_embeddings off have).
+ *
+ * Rank 0 prints progress on stderr and, with --json, one JSON object on
+ * stdout (the last line: world size, pipeline, tensor, data copies,
+ * recoveries, detection and RTO); --save FILE writes the whole model as one
+ * process's checkpoint (.sgg, sg_dist_save_checkpoint: every rank takes part)
+ * at the end, in every mode, for comparisons. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -29,6 +62,7 @@
 typedef struct options {
   const char *preset, *data, *save;
   int layers, heads, width, context, seq, batch, steps, warmup, micro, zero, no_heal, threads, json;
+  int pipeline, tensor, untied; /* > 1: sg_dist_create_model's modes */
   double lr, min_lr, weight_decay;
   uint64_t seed;
 } options;
@@ -68,6 +102,8 @@ static int parse(int argc, char **argv, options *o) {
                  .steps = 20,
                  .warmup = 5,
                  .micro = 1,
+                 .pipeline = 1,
+                 .tensor = 1,
                  .threads = 1,
                  .lr = 1e-3,
                  .min_lr = 1e-4,
@@ -82,7 +118,9 @@ static int parse(int argc, char **argv, options *o) {
       {"--context", EXAMPLE_OPT_INT, &o->context, 0, 65536, .help = "positions (0: the preset's)"},
       {"--seq", EXAMPLE_OPT_INT, &o->seq, 0, 65536, .help = "tokens per window (0: the context)"},
       {"--batch", EXAMPLE_OPT_INT, &o->batch, 1, 1 << 20,
-       .help = "windows per step in all, split over ranks and micro-batches"},
+       .help =
+           "windows per step in all, shared out over the copies of the model (data parallelism: the ranks "
+           "and micro-batches)"},
       {"--steps", EXAMPLE_OPT_INT, &o->steps, 1, 100000000, .help = "training steps"},
       {"--lr", EXAMPLE_OPT_DOUBLE, &o->lr, 0, 10, .min_open = 1, .help = "peak learning rate"},
       {"--min-lr", EXAMPLE_OPT_DOUBLE, &o->min_lr, 0, 10, .help = "learning rate at the last step"},
@@ -90,21 +128,104 @@ static int parse(int argc, char **argv, options *o) {
       {"--weight-decay", EXAMPLE_OPT_DOUBLE, &o->weight_decay, 0, 100,
        .help = "AdamW weight decay (matrices and embeddings)"},
       {"--micro-batches", EXAMPLE_OPT_INT, &o->micro, 1, 65536,
-       .help = "micro-batches per rank and step (gradient accumulation)"},
-      {"--zero", EXAMPLE_OPT_FLAG, &o->zero, .help = "shard the optimizer state over the ranks (ZeRO-1)"},
-      {"--no-heal", EXAMPLE_OPT_FLAG, &o->no_heal, .help = "no self-healing: a lost rank ends the job"},
+       .help = "micro-batches per rank and step (gradient accumulation; data parallelism only: the library "
+               "cannot cut GPT-2's [batch x seq] rows for a pipeline or tensor group)"},
+      {"--pipeline", EXAMPLE_OPT_INT, &o->pipeline, 1, 1024,
+       .help = "pipeline stages (needs --untied: the tied embedding would be on the first and last stage)"},
+      {"--tensor", EXAMPLE_OPT_INT, &o->tensor, 1, 1024,
+       .help =
+           "tensor-parallel shares (of each stage); the copies of the model are ranks / (pipeline x tensor)"},
+      {"--untied", EXAMPLE_OPT_FLAG, &o->untied,
+       .help = "the logits through lm_head.weight of their own instead of the token embedding"},
+      {"--zero", EXAMPLE_OPT_FLAG, &o->zero,
+       .help = "shard the optimizer state over the ranks (ZeRO-1; data parallelism only)"},
+      {"--no-heal", EXAMPLE_OPT_FLAG, &o->no_heal,
+       .help = "no self-healing: a lost rank ends the job (a pipeline or tensor group heals with 3 or more "
+               "stages or shares, or both > 1)"},
       {"--data", EXAMPLE_OPT_STRING, &o->data, .arg = "PATH", .help = "a text file, or a folder of them"},
       {"--threads", EXAMPLE_OPT_INT, &o->threads, 0, 4096, .help = "compute threads per rank (0: all CPUs)"},
       {"--seed", EXAMPLE_OPT_U64, &o->seed, .help = "seed of the weights and the windows"},
       {"--save", EXAMPLE_OPT_STRING, &o->save, .arg = "FILE",
-       .help = "rank 0 writes the trained parameters as a checkpoint (.sgg)"},
+       .help = "writes the whole trained model as one process's checkpoint (.sgg; rank 0 writes it)"},
       {"--json", EXAMPLE_OPT_FLAG, &o->json, .help = "rank 0 prints one JSON object on stdout at the end"},
   };
   return example_parse_opts(
       "gpt2_dist",
-      "Data-parallel training of a byte-level GPT-2 on the licence texts of base-files, "
-      "one process per rank\n(sgrt launch -n N -- gpt2_dist).\n",
+      "Trains a byte-level GPT-2 on the licence texts of base-files, one process per rank (sgrt launch -n N\n"
+      "-- gpt2_dist): data parallel by default, or a pipeline (--pipeline), tensor groups (--tensor) or "
+      "both,\n"
+      "ranks / (pipeline x tensor) copies of the model, healing around lost ranks.\n",
       argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
+}
+
+/* The mode's refusals, before anything is built (exit status 2): what sg_dist_create and
+ * sg_dist_create_model would refuse, said in the example's terms. */
+static int check_mode(const options *o, int world, int *copies) {
+  int parts = o->pipeline > 1 || o->tensor > 1;
+  if (world < 1 || world % (o->pipeline * o->tensor) != 0) {
+    fprintf(stderr,
+            "gpt2_dist: --pipeline %d x --tensor %d = %d ranks per copy of the model does not divide the "
+            "%d ranks\n",
+            o->pipeline, o->tensor, o->pipeline * o->tensor, world);
+    return 2;
+  }
+  *copies = world / (o->pipeline * o->tensor);
+  if (!parts) {
+    /* Micro-batches come through the feed callback, and with it the healing. */
+    if (o->no_heal && o->micro > 1) {
+      fprintf(stderr,
+              "gpt2_dist: --micro-batches %d needs the feed callback, which heals: not with --no-heal\n",
+              o->micro);
+      return 2;
+    }
+    if (o->batch % (world * o->micro) != 0) {
+      fprintf(stderr, "gpt2_dist: --batch %d is not a multiple of %d ranks x %d micro-batches\n", o->batch,
+              world, o->micro);
+      return 2;
+    }
+    return 0;
+  }
+  if (o->zero) {
+    fprintf(stderr, "gpt2_dist: --zero shards data parallelism's optimizer state: not with --pipeline or "
+                    "--tensor\n");
+    return 2;
+  }
+  if (o->pipeline > 1 && !o->untied) {
+    fprintf(stderr,
+            "gpt2_dist: --pipeline %d: GPT-2's logits go through its token embedding, which the first "
+            "stage reads too, and a pipeline cannot cut a weight that two stages share; add --untied (the "
+            "logits through lm_head.weight of their own)\n",
+            o->pipeline);
+    return 2;
+  }
+  /* The library cuts a copy's batch into micro-batches along dim 0 of every activation (sg__pp_split:
+   * "its shape does not follow the batch"); GPT-2's residual stream and logits are [batch x seq, ...]. */
+  if (o->micro > 1) {
+    fprintf(stderr,
+            "gpt2_dist: --micro-batches %d with --pipeline or --tensor: the library cuts micro-batches "
+            "along the first dim of every activation, and GPT-2's are [batch x seq, width] rows; use "
+            "--micro-batches 1 (or data parallelism)\n",
+            o->micro);
+    return 2;
+  }
+  if (o->batch % *copies != 0) {
+    fprintf(stderr, "gpt2_dist: --batch %d is not a multiple of %d copies of the model\n", o->batch, *copies);
+    return 2;
+  }
+  return 0;
+}
+
+/* Model modes: copy `copy` of `copies` takes windows copy * per .. of step `step`'s global batch. */
+static sg_status set_inputs(feeder *f, sg_dist *d, int step, int copy) {
+  for (int64_t b = 0; b < f->per; b++)
+    gpt2_window(f->text, f->n_train, f->seq, f->o->seed, (uint64_t)step, (uint64_t)(copy * f->per + b),
+                f->tok + b * f->seq, f->tgt + b * f->seq);
+  int64_t td[] = {f->per, f->seq};
+  float lr = (float)gpt2_lr_at(f->o->lr, f->o->min_lr, f->o->warmup, f->o->steps, step);
+  sg_status st = sg_dist_set_input(d, "tokens", SG_I64, 2, td, f->tok);
+  if (st == SG_OK) st = sg_dist_set_input(d, "targets", SG_I64, 2, td, f->tgt);
+  if (st == SG_OK) st = sg_dist_set_input(d, "lr", SG_F32, 0, NULL, &lr);
+  return st;
 }
 
 int main(int argc, char **argv) {
@@ -117,20 +238,13 @@ int main(int argc, char **argv) {
     fprintf(stderr, "gpt2_dist: %s\n", err);
     return 2;
   }
-  if (o.no_heal && o.micro > 1) { /* micro-batches come through the feed callback, and with it the healing */
-    fprintf(stderr,
-            "gpt2_dist: --micro-batches %d needs the feed callback, which heals: not with --no-heal\n",
-            o.micro);
-    return 2;
-  }
+  c.untied = o.untied;
   const char *ws = getenv("SG_WORLD_SIZE") ? getenv("SG_WORLD_SIZE") : getenv("WORLD_SIZE");
-  int world = ws ? atoi(ws) : 1, shards = world * o.micro;
-  if (world < 1 || o.batch % shards != 0) {
-    fprintf(stderr, "gpt2_dist: --batch %d is not a multiple of %d ranks x %d micro-batches\n", o.batch,
-            world, o.micro);
-    return 2;
-  }
-  c.batch = o.batch / shards;
+  int world = ws ? atoi(ws) : 1, copies = 1;
+  if ((rc = check_mode(&o, world, &copies)) != 0) return rc;
+  int parts = o.pipeline > 1 || o.tensor > 1; /* sg_dist_create_model's pipeline or tensor mode */
+  /* The graph's batch: a rank's shard (data parallelism), or a copy's part of the step. */
+  c.batch = parts ? o.batch / copies : o.batch / (world * o.micro);
   if (gpt2_check(&c, err, sizeof err) != 0) {
     fprintf(stderr, "gpt2_dist: %s\n", err);
     return 2;
@@ -146,7 +260,8 @@ int main(int argc, char **argv) {
   gpt2_train_options go = GPT2_TRAIN_OPTIONS_INIT;
   go.weight_decay = o.weight_decay;
   sg_graph *g;
-  sg_status st = gpt2_build_training(&c, &go, &g);
+  sg_tensor loss = SG_NO_TENSOR;
+  sg_status st = parts ? gpt2_build_forward(&c, o.seed, &g, &loss) : gpt2_build_training(&c, &go, &g);
   if (st != SG_OK) return fail("building the graph", st);
   feeder f = {&o,
               text,
@@ -161,25 +276,42 @@ int main(int argc, char **argv) {
   dp.seed = o.seed;
   dp.micro_batches = o.micro;
   dp.zero = o.zero;
-  dp.feed = o.no_heal ? NULL : feed;
+  dp.feed = o.no_heal || parts ? NULL : feed; /* the model modes take their inputs every step instead */
   dp.feed_ctx = &f;
+  dp.pipeline = o.pipeline;
+  dp.tensor = o.tensor;
+  /* A pipeline or tensor group heals when a strict majority of it survives a loss (sg_dist_params.heal). */
+  dp.heal = parts && !o.no_heal && (o.pipeline >= 3 || o.tensor >= 3 || (o.pipeline > 1 && o.tensor > 1));
+  sg_adamw_params adamw;
+  gpt2_adamw_params(&go, &adamw);
+  sg_dist_optimizer opt = SG_DIST_OPTIMIZER_INIT; /* the learning rate from the input "lr" */
+  opt.kind = SG_DIST_OPT_ADAMW;
+  opt.adamw = &adamw;
   sg_dist *d;
-  if ((st = sg_dist_create(g, &dp, &d)) != SG_OK) return fail("creating the job", st);
+  st = parts ? sg_dist_create_model(g, loss, &opt, &dp, &d) : sg_dist_create(g, &dp, &d);
+  if (st != SG_OK) return fail("creating the job", st);
   sg_dist_stats stats = SG_DIST_STATS_INIT;
   sg_dist_get_stats(d, &stats);
-  /* A rank restarted into a running job (SG_REJOIN) received the state: it must not initialise. */
-  if (stats.steps == 0 && (st = gpt2_init_session(g, sg_dist_session(d), c.layers, o.seed)) != SG_OK)
+  /* A rank restarted into a running job (SG_REJOIN) received the state: it must not initialise. The model
+   * modes' parts start from the forward graph's initializers. */
+  if (!parts && stats.steps == 0 &&
+      (st = gpt2_init_session(g, sg_dist_session(d), c.layers, o.seed)) != SG_OK)
     return fail("initialising the weights", st);
   int rank = sg_dist_rank(d);
   if (rank == 0)
-    fprintf(stderr,
-            "gpt2_dist: %d ranks, %lld parameters, %d windows of %lld tokens per step (%lld per shard)\n",
-            world, (long long)gpt2_count_parameters(g), o.batch, (long long)c.seq, (long long)c.batch);
+    fprintf(
+        stderr,
+        "gpt2_dist: %d ranks (data %d x pipeline %d x tensor %d), %lld parameters, %d windows of %lld tokens "
+        "per step (%lld per %s%s); a lost rank %s\n",
+        world, copies, o.pipeline, o.tensor, (long long)gpt2_count_parameters(g), o.batch, (long long)c.seq,
+        (long long)c.batch, parts ? "copy" : "shard", o.micro > 1 ? ", in micro-batches" : "",
+        dp.heal || dp.feed ? "heals" : "ends the job");
   double ms_sum = 0;
   int timed = 0;
   for (int step = (int)stats.steps; step < o.steps; step++) {
-    if (dp.feed == NULL && (st = feed(&f, d, (uint64_t)step, rank, world)) != SG_OK)
-      return fail("feeding", st);
+    if (parts) st = set_inputs(&f, d, step, sg_dist_rank(d) / (sg_dist_size(d) / copies));
+    else if (dp.feed == NULL) st = feed(&f, d, (uint64_t)step, rank, world);
+    if (st != SG_OK) return fail("feeding", st);
     if ((st = sg_dist_step(d)) != SG_OK) {
       fail("training", st);
       sg_dist_get_stats(d, &stats);
@@ -187,6 +319,7 @@ int main(int argc, char **argv) {
       sg_dist_destroy(d);
       return excluded ? SG_DIST_EXIT_EXCLUDED : 1;
     }
+    rank = sg_dist_rank(d); /* a recovery renumbers the ranks */
     sg_dist_get_stats(d, &stats);
     if (step > 0) ms_sum += stats.step_ms, timed++;
     if (rank == 0)
@@ -196,7 +329,7 @@ int main(int argc, char **argv) {
   }
   uint64_t hash;
   if ((st = sg_dist_params_hash(d, &hash)) != SG_OK) return fail("hashing the parameters", st);
-  if (rank == 0 && o.save != NULL && (st = sg_session_save_checkpoint(sg_dist_session(d), o.save)) != SG_OK)
+  if (o.save != NULL && (st = sg_dist_save_checkpoint(d, o.save)) != SG_OK)
     return fail("saving the checkpoint", st);
   if (rank == 0 && o.json) {
     char hex[17];
@@ -207,11 +340,15 @@ int main(int argc, char **argv) {
     cJSON_AddStringToObject(j, "preset", o.preset);
     cJSON_AddNumberToObject(j, "world_size", sg_dist_size(d));
     cJSON_AddNumberToObject(j, "original_world_size", world);
+    cJSON_AddNumberToObject(j, "pipeline", o.pipeline);
+    cJSON_AddNumberToObject(j, "tensor", o.tensor);
+    cJSON_AddNumberToObject(j, "data_copies", copies);
     cJSON_AddNumberToObject(j, "steps", o.steps);
     cJSON_AddNumberToObject(j, "batch", o.batch);
     cJSON_AddNumberToObject(j, "seq", (double)c.seq);
     cJSON_AddNumberToObject(j, "micro_batches", o.micro);
     cJSON_AddBoolToObject(j, "zero", o.zero);
+    cJSON_AddBoolToObject(j, "untied", o.untied);
     cJSON_AddNumberToObject(j, "final_loss", stats.loss_mean);
     cJSON_AddNumberToObject(j, "ms_per_step", ms);
     cJSON_AddNumberToObject(j, "tokens_per_second",

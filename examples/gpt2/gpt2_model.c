@@ -9,7 +9,7 @@
 #include <string.h>
 
 int gpt2_preset(const char *name, gpt2_config *out) {
-  gpt2_config c = {256, 64, 2, 4, 64, 4, 64, 0.0, 0};
+  gpt2_config c = {256, 64, 2, 4, 64, 4, 64, 0.0, 0, 0};
   if (name == NULL || out == NULL) return -1;
   if (strcmp(name, "tiny") == 0) {
   } else if (strcmp(name, "mini") == 0) {
@@ -70,10 +70,23 @@ typedef struct builder {
   const gpt2_config *c;
   int64_t rows;      /* batch * seq */
   uint64_t dropouts; /* dropout layers so far: each gets its own seed */
+  int init;          /* 1: every parameter gets gpt2_init_values(init_seed) as its initializer */
+  uint64_t init_seed;
 } builder;
 
 static sg_tensor param(builder *b, const char *name, int ndim, const int64_t *dims) {
-  return sg_parameter(b->g, name, SG_F32, ndim, dims, NULL);
+  if (!b->init) return sg_parameter(b->g, name, SG_F32, ndim, dims, NULL);
+  sg_tensor_info info = {.name = name, .dtype = SG_F32, .role = SG_ROLE_PARAMETER, .ndim = ndim, .numel = 1};
+  for (int i = 0; i < ndim; i++) info.dims[i] = dims[i], info.numel *= dims[i];
+  info.nbytes = (size_t)info.numel * sizeof(float);
+  float *v = malloc(info.nbytes);
+  if (v == NULL || gpt2_init_values(&info, b->c->layers, b->init_seed, v) != 0) {
+    free(v);
+    return SG_NO_TENSOR; /* the graph's status then says which op lacks an input */
+  }
+  sg_tensor t = sg_parameter(b->g, name, SG_F32, ndim, dims, v);
+  free(v);
+  return t;
 }
 
 static sg_tensor linear(builder *b, const char *prefix, sg_tensor x, int64_t in, int64_t out) {
@@ -147,14 +160,10 @@ static sg_tensor causal_mask(builder *b) {
   return t;
 }
 
-sg_status gpt2_build(sg_graph *g, const gpt2_config *c, sg_tensor tokens, sg_tensor *logits) {
-  char err[160];
-  if (g == NULL || c == NULL || logits == NULL) return SG_ERR_INVALID_ARG;
-  if (gpt2_check(c, err, sizeof err) != 0) {
-    fprintf(stderr, "gpt2_build: %s\n", err);
-    return SG_ERR_INVALID_ARG;
-  }
-  builder b = {g, c, c->batch * c->seq, 0};
+/* GPT-2 reading tokens, appended to b.g: the logits. */
+static sg_status build(builder b, sg_tensor tokens, sg_tensor *logits) {
+  sg_graph *g = b.g;
+  const gpt2_config *c = b.c;
   int64_t wte_d[] = {c->vocab, c->width}, wpe_d[] = {c->context, c->width}, pos_d[] = {c->seq};
   sg_tensor wte = param(&b, "transformer.wte.weight", 2, wte_d);
   sg_tensor wpe = param(&b, "transformer.wpe.weight", 2, wpe_d);
@@ -181,8 +190,65 @@ sg_status gpt2_build(sg_graph *g, const gpt2_config *c, sg_tensor tokens, sg_ten
     x = sg_add(g, x, dropout(&b, mlp(&b, q, m)));
   }
   x = layer_norm(&b, "transformer.ln_f", x);
-  *logits = sg_linear(g, x, wte, SG_NO_TENSOR); /* lm_head: the tied embedding */
+  sg_tensor head = wte; /* lm_head: the tied embedding */
+  if (c->untied) {
+    int64_t head_d[] = {c->vocab, c->width};
+    head = param(&b, "lm_head.weight", 2, head_d);
+  }
+  *logits = sg_linear(g, x, head, SG_NO_TENSOR);
   return sg_graph_status(g);
+}
+
+static sg_status check_args(const char *fn, const gpt2_config *c) {
+  char err[160];
+  if (gpt2_check(c, err, sizeof err) != 0) {
+    fprintf(stderr, "%s: %s\n", fn, err);
+    return SG_ERR_INVALID_ARG;
+  }
+  return SG_OK;
+}
+
+sg_status gpt2_build(sg_graph *g, const gpt2_config *c, sg_tensor tokens, sg_tensor *logits) {
+  if (g == NULL || c == NULL || logits == NULL) return SG_ERR_INVALID_ARG;
+  sg_status st = check_args("gpt2_build", c);
+  if (st != SG_OK) return st;
+  builder b = {g, c, c->batch * c->seq, 0, 0, 0};
+  return build(b, tokens, logits);
+}
+
+sg_status gpt2_build_forward(const gpt2_config *c, uint64_t init_seed, sg_graph **out, sg_tensor *loss) {
+  if (c == NULL || out == NULL || loss == NULL) return SG_ERR_INVALID_ARG;
+  *out = NULL;
+  sg_status st = check_args("gpt2_build_forward", c);
+  sg_graph *g = NULL;
+  if (st == SG_OK) st = sg_graph_create(&g);
+  if (st != SG_OK) return st;
+  int64_t td[] = {c->batch, c->seq}, flat[] = {c->batch * c->seq};
+  sg_tensor tokens = sg_input(g, "tokens", SG_I64, 2, td), targets = sg_input(g, "targets", SG_I64, 2, td);
+  builder b = {g, c, c->batch * c->seq, 0, 1, init_seed};
+  sg_tensor logits;
+  st = build(b, tokens, &logits);
+  if (st == SG_OK) st = sg_tensor_set_name(g, logits, "logits");
+  if (st == SG_OK) {
+    *loss = sg_cross_entropy(g, logits, sg_reshape(g, targets, 1, flat), SG_REDUCTION_MEAN);
+    st = sg_tensor_set_name(g, *loss, "loss");
+  }
+  if (st == SG_OK) st = sg_graph_mark_output(g, *loss);
+  if (st == SG_OK) st = sg_graph_finalize(g);
+  if (st != SG_OK) {
+    sg_graph_destroy(g);
+    return st;
+  }
+  *out = g;
+  return SG_OK;
+}
+
+void gpt2_adamw_params(const gpt2_train_options *o, sg_adamw_params *out) {
+  gpt2_train_options d = GPT2_TRAIN_OPTIONS_INIT;
+  if (o == NULL) o = &d;
+  *out = (sg_adamw_params)SG_ADAMW_PARAMS_INIT;
+  out->beta1 = o->beta1, out->beta2 = o->beta2, out->eps = o->eps, out->weight_decay = o->weight_decay;
+  out->decay_min_ndim = 2;
 }
 
 sg_status gpt2_build_training(const gpt2_config *c, const gpt2_train_options *o, sg_graph **out) {
@@ -212,9 +278,8 @@ sg_status gpt2_build_training(const gpt2_config *c, const gpt2_train_options *o,
       if (sg_graph_tensor_info(g, (sg_tensor){i}, &info) != SG_OK || info.role != SG_ROLE_PARAMETER) continue;
       if (sg_graph_grad(g, (sg_tensor){i}, &grad) == SG_OK) st = sg_graph_mark_output(g, grad);
     }
-    sg_adamw_params ap = SG_ADAMW_PARAMS_INIT;
-    ap.beta1 = o->beta1, ap.beta2 = o->beta2, ap.eps = o->eps, ap.weight_decay = o->weight_decay;
-    ap.decay_min_ndim = 2;
+    sg_adamw_params ap;
+    gpt2_adamw_params(o, &ap);
     if (st == SG_OK) st = sg_graph_add_adamw(g, lr, &ap);
   }
   if (st == SG_OK) st = sg_graph_finalize(g);

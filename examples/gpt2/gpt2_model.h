@@ -24,6 +24,8 @@ typedef struct gpt2_config {
   int64_t batch, seq; /* B and T of the tokens input; T <= context */
   double dropout;     /* on the attention weights and after each residual branch, 0 (default) for none */
   uint64_t seed;      /* the dropout masks' */
+  int untied;         /* 1: the logits through a parameter of their own, "lm_head.weight" [vocab, width]
+                         (GPT-2 ties them to transformer.wte.weight: 0, the default) */
 } gpt2_config;
 
 /* The presets: "tiny" (tests: 2 layers, 4 heads, width 64, context 64, bytes), "mini" (6 layers, 6
@@ -63,6 +65,18 @@ typedef struct gpt2_train_options {
  * embeddings only. Finalized; the caller destroys it. With opts->training 0: "tokens" and the "logits"
  * output only (sampling). */
 sg_status gpt2_build_training(const gpt2_config *cfg, const gpt2_train_options *opts, sg_graph **out);
+
+/* The forward graph of sg_dist_create_model (pipeline and tensor parallelism): inputs "tokens" and
+ * "targets" ([batch, seq] i64), GPT-2 with every parameter's initial value (gpt2_init_values with
+ * `init_seed`) as its initializer, so that whatever part of the model a rank builds starts from one
+ * process's weights (the tensor-parallel rewrite slices the initializers of what it splits), and the mean
+ * cross-entropy "loss" (a graph output). No "lr", backward or optimizer: sg_dist_create_model adds them to
+ * each part. Finalized; the caller destroys it. Errors as gpt2_build_training's. */
+sg_status gpt2_build_forward(const gpt2_config *cfg, uint64_t init_seed, sg_graph **out, sg_tensor *loss);
+
+/* The AdamW of gpt2_build_training with `opts` (NULL: GPT2_TRAIN_OPTIONS_INIT): its betas, eps and weight
+ * decay on the matrices and embeddings only (decay_min_ndim 2), for a job's sg_dist_optimizer. */
+void gpt2_adamw_params(const gpt2_train_options *opts, sg_adamw_params *out);
 
 /* nanoGPT's initial value of one parameter, by its name and shape: N(0, 0.02) for linear weights and
  * both embeddings, N(0, 0.02 / sqrt(2 * layers)) for each residual branch's output projection

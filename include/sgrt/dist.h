@@ -438,6 +438,56 @@ SG_API sg_status sg_dist_read(const sg_dist *d, const char *name, void *out, siz
  */
 SG_API sg_status sg_dist_params_hash(const sg_dist *d, uint64_t *out);
 
+/**
+ * Writes the whole model's checkpoint: rank 0 writes to `path` the file
+ * that sg_session_save_checkpoint() writes for one process training the same
+ * model, whatever the parallel mode, so that sg_session_load_checkpoint() on
+ * a one-process session of that model (or sg_graph_load()) reads it.
+ * Collective: every rank of the job calls it, between steps (after the last
+ * one, say); the job goes on afterwards.
+ *
+ * The file holds the one-process training graph (sg_dist_create: the job's
+ * own; sg_dist_create_model: the forward graph with backward and the
+ * optimizer appended, as pipeline = tensor = 1 builds it), every parameter,
+ * state (batch-norm statistics) and optimizer state (momentum buffers,
+ * AdamW's moments and step counts) as the job holds them, and the steps
+ * completed (sg_dist_stats.steps). The optimizer state is there so that one
+ * process can go on training from the file exactly as the job would, and
+ * because sg_session_load_checkpoint() refuses a file that lacks any of it.
+ * Where each value comes from:
+ *  - data parallelism (sg_dist_create, or sg_dist_create_model with pipeline
+ *    = tensor = 1): rank 0's session, whose parameters every rank shares.
+ *    With zero = 1 (ZeRO-1) rank 0 keeps the optimizer state of its own
+ *    range of parameters only, so every rank sends rank 0 the state of the
+ *    parameters it owns: the file is complete (a sg_session_save_checkpoint
+ *    of rank 0's session alone is not);
+ *  - pipeline: each stage's parameters and their state from the rank that
+ *    runs the stage;
+ *  - tensor: a tensor the shares' plan splits is put together from every
+ *    share's slice as sg_tp_plan_tensor_split() of that plan says (the axis,
+ *    its blocks, slice k of every block on share k); a replicated one comes
+ *    from share 0;
+ *  - data > 1 copies of a pipeline or tensor group: copy 0's (the copies are
+ *    equal after a step).
+ * After a recovery the layout now is saved (stages merged, a group split
+ * T' ways) and "rank 0" is the rank that is 0 now. Rank 0 holds the whole
+ * model's state in host memory while it writes, plus one rank's part.
+ * Every transfer runs on the scheduler threads (SPEC H1).
+ *
+ * @param path the file rank 0 writes (the other ranks only check that it
+ *   is not NULL).
+ * @return SG_OK on every rank once the file is written; otherwise an error
+ *   on every rank, the same status everywhere: SG_ERR_INVALID_ARG for d NULL
+ *   (at once: nothing is communicated) or a NULL path on any rank ("rank 1
+ *   failed: ... path is NULL on rank 1"); rank 0's error writing the file
+ *   (SG_ERR_IO naming it), which the others report as "rank 0 failed: ...";
+ *   SG_ERR_NO_MEMORY; SG_ERR_COMM when the job failed, before or during the
+ *   call (a lost peer is not healed here: the next sg_dist_step() of a
+ *   healing job heals, and the checkpoint can be written again after it).
+ *   Compute thread.
+ */
+SG_API sg_status sg_dist_save_checkpoint(sg_dist *d, const char *path);
+
 /** What the last step did. Initialise from SG_DIST_STATS_INIT. */
 typedef struct sg_dist_stats {
   size_t size;

@@ -86,6 +86,7 @@ _PROTOTYPES = {
     "sg_dist_get_stats": (c_int, [c_void_p, POINTER(sg_dist_stats)]),
     "sg_dist_health": (c_void_p, [c_void_p]),
     "sg_dist_write_trace": (c_int, [c_void_p, c_char_p]),
+    "sg_dist_save_checkpoint": (c_int, [c_void_p, c_char_p]),
     "sg_health_count": (c_int, [c_void_p, c_int]),
     "sg_health_world_size": (c_int, [c_void_p]),
     "sg_health_state_of": (c_int, [c_void_p, c_int, POINTER(c_int)]),
@@ -286,6 +287,12 @@ class Dist(Closeable):
         """Writes the job's Chrome trace (trace=1 at create; collective while the job is healthy)."""
         fn.sg_clear_error()
         _lib.check(fn.sg_dist_write_trace(self._ptr(), _lib.fspath(path)))
+
+    def save_checkpoint(self, path: os.PathLike[str] | str) -> None:
+        """Rank 0 writes the whole model as one process's checkpoint (sg_dist_save_checkpoint: collective,
+        every rank calls it; an error on any rank is raised on every rank)."""
+        fn.sg_clear_error()
+        _lib.check(fn.sg_dist_save_checkpoint(self._ptr(), _lib.fspath(path)))
 
     def __repr__(self):
         if self._d is None:

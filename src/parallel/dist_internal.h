@@ -105,7 +105,8 @@ static inline void sg__dist_ring_put(sg__dist_ring *r, const sg__dist_event *e) 
 }
 
 /* The id of an SG__EV_XFER event: what moved (0 send, 1 receive, 2 allreduce, 3 allgather,
- * 4 broadcast), for which group (0 pipeline, 1 tensor, 2 the loss, 3 replicas) and the peer (or -1). */
+ * 4 broadcast), for which group (0 pipeline, 1 tensor, 2 the loss, 3 replicas, 4 a checkpoint) and the peer
+ * (or -1). */
 static inline int32_t sg__dist_xfer_id(int op, int mode, int peer) {
   return (int32_t)(((uint32_t)mode << 24) | ((uint32_t)op << 16) | ((uint32_t)(peer + 1) & 0xffffu));
 }

@@ -22,7 +22,7 @@
  * members' world ranks (the transport's ranks are then member indices). */
 typedef struct sg__xfer_sched {
   sg_dist *d;
-  const char *what;   /* "pipeline", "tensor", "replica", "loss": for messages and the timeline */
+  const char *what;   /* "pipeline", "tensor", "replica", "loss", "checkpoint": messages, the timeline */
   int mode;           /* sg__dist_xfer_id's mode */
   const int *members; /* world ranks of the group in group order, or NULL: the whole world */
   int n_members, me;  /* the group's size and this rank's index in it */

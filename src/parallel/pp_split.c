@@ -103,6 +103,20 @@ out:
   return st;
 }
 
+/* An op that sg_graph_backward() or an optimizer appended: autodiff gives
+ * everything it appends role GRADIENT (graph.h's grad_mode), an optimizer
+ * writes the parameters. By role, not by kind: forward ops (slice, sum_to,
+ * broadcast_to) also serve as backward ones, and kinds are numbered in the
+ * order they were added, forward and backward mixed. */
+static bool training_op(const sg_graph *g, const sg__op *op) {
+  if (op->kind == SG_OP_SGD_UPDATE || op->kind == SG_OP_ADAMW_UPDATE) return true;
+  for (int i = 0; i < op->n_outputs; i++) {
+    sg_role r = g->tensors[op->outputs[i]].role;
+    if (r == SG_ROLE_GRADIENT || r == SG_ROLE_OPTIMIZER_STATE) return true;
+  }
+  return false;
+}
+
 static sg_status check_args(const sg_graph *fwd, sg_tensor loss, const int *stage_of_op, int32_t n_ops,
                             int stages, int stage, int m) {
   if (fwd == NULL || stage_of_op == NULL)
@@ -124,7 +138,7 @@ static sg_status check_args(const sg_graph *fwd, sg_tensor loss, const int *stag
       return sg__error(SG_ERR_INVALID_ARG, "sg__pp_split: op '%s' has stage %d (must be 0..%d)",
                        fwd->ops[k].name, stage_of_op[k], stages - 1);
     sg_op_kind kd = fwd->ops[k].kind;
-    if (kd == SG_OP_SGD_UPDATE || kd == SG_OP_ADAMW_UPDATE || kd >= SG_OP_CONV2D_BACKWARD_DATA)
+    if (training_op(fwd, &fwd->ops[k]))
       return sg__error(SG_ERR_STATE,
                        "sg__pp_split: op '%s' (%s): give the forward graph, without backward "
                        "or optimizer ops",

@@ -138,10 +138,10 @@ static void add_events(const sg_dist *d, cJSON *list, int pid, const sg__dist_ev
       case SG__EV_CHECK: snprintf(name, sizeof name, "consistency check"); break;
       case SG__EV_XFER: {
         static const char *const ops[] = {"send to", "receive from", "allreduce", "allgather", "broadcast"};
-        static const char *const modes[] = {"pipeline", "tensor", "loss", "replica"};
+        static const char *const modes[] = {"pipeline", "tensor", "loss", "replica", "checkpoint"};
         unsigned mode = (unsigned)e->id >> 24 & 0xffu, op = (unsigned)e->id >> 16 & 0xffu;
         int peer = (int)((unsigned)e->id & 0xffffu) - 1;
-        if (mode > 3 || op > 4) {
+        if (mode > 4 || op > 4) {
           cJSON_Delete(o);
           continue;
         }

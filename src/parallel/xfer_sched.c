@@ -207,6 +207,7 @@ static sg_status sched_allgather(void *ctx, const void *send, void *recv, size_t
 
 static int mode_of(const char *what) {
   if (strcmp(what, "tensor") == 0) return 1;
+  if (strcmp(what, "checkpoint") == 0) return 4;
   if (strcmp(what, "replica") == 0) return 3;
   return strcmp(what, "loss") == 0 ? 2 : 0;
 }

@@ -14,58 +14,54 @@ static bool is_checkpointed(sg_role r) {
   return r == SG_ROLE_PARAMETER || r == SG_ROLE_STATE || r == SG_ROLE_OPTIMIZER_STATE;
 }
 
-sg_status sg_session_save_checkpoint(const sg_session *s, const char *path) {
-  if (s == NULL || path == NULL)
-    return sg__error(SG_ERR_INVALID_ARG, "sg_session_save_checkpoint: NULL argument");
-  if (!s->compiled) return sg__error(SG_ERR_STATE, "sg_session_save_checkpoint: compile the session first");
-  const sg_graph *g = s->g;
+sg_status sg__checkpoint_write(const sg_graph *g, const void *const *values, uint64_t steps, const char *fn,
+                               const char *path) {
+  if (sg__tensor_lookup(g, STEPS_TENSOR) >= 0)
+    return sg__error(SG_ERR_DUPLICATE, "%s: the graph already has a tensor named '%s'", fn, STEPS_TENSOR);
   sg__tensor *tensors = sg__malloc(((size_t)g->n_tensors + 1) * sizeof *tensors);
-  void **host = sg__calloc(g->n_tensors ? g->n_tensors : 1, sizeof(void *));
-  sg_status st = SG_OK;
-  if (!tensors || !host) {
-    st = sg__error(SG_ERR_NO_MEMORY, "sg_session_save_checkpoint: out of memory");
-    goto out;
-  }
+  if (tensors == NULL) return sg__error(SG_ERR_NO_MEMORY, "%s: out of memory", fn);
   memcpy(tensors, g->tensors, g->n_tensors * sizeof *tensors);
-  for (uint32_t t = 0; t < g->n_tensors; t++) {
-    /* State without memory (left unbacked, hooks.h: another rank keeps it, say) is saved without a value. */
-    if (!is_checkpointed(tensors[t].role) || s->plan.buf_kind[t] != SG__BUF_PERSISTENT ||
-        s->tensor_ptr[t] == NULL)
-      continue;
-    host[t] = sg__malloc(tensors[t].nbytes);
-    if (host[t] == NULL) {
-      st = sg__error(SG_ERR_NO_MEMORY, "sg_session_save_checkpoint: out of memory copying '%s'",
-                     tensors[t].name);
-      goto out;
-    }
-    SG_CHECK_GOTO(s->be->download(s->be_state, host[t], s->tensor_ptr[t], tensors[t].nbytes), st, out);
-    tensors[t].data = host[t];
-  }
+  for (uint32_t t = 0; t < g->n_tensors; t++)
+    if (is_checkpointed(tensors[t].role) && values[t] != NULL) tensors[t].data = values[t];
   /* The writer only reads the graph: a view that differs in the tensor
    * array (the initializers) is written like the graph itself. */
-  int64_t steps = (int64_t)s->steps;
-  if (sg__tensor_lookup(g, STEPS_TENSOR) >= 0) {
-    st = sg__error(SG_ERR_DUPLICATE, "sg_session_save_checkpoint: the graph already has a tensor named '%s'",
-                   STEPS_TENSOR);
-    goto out;
-  }
+  int64_t n = (int64_t)steps;
   tensors[g->n_tensors] = (sg__tensor){.name = STEPS_TENSOR,
                                        .dtype = SG_I64,
                                        .role = SG_ROLE_STATE,
                                        .ndim = 0,
                                        .producer = -1,
-                                       .data = &steps,
-                                       .nbytes = sizeof steps};
+                                       .data = &n,
+                                       .nbytes = sizeof n};
   sg_graph view = *g;
   view.tensors = tensors;
   view.n_tensors = g->n_tensors + 1;
   view.mapping = NULL;
-  st = sg_graph_save(&view, path);
-out:
-  if (host)
-    for (uint32_t t = 0; t < g->n_tensors; t++) sg__free(host[t]);
-  sg__free(host);
+  sg_status st = sg_graph_save(&view, path);
   sg__free(tensors);
+  return st;
+}
+
+sg_status sg_session_save_checkpoint(const sg_session *s, const char *path) {
+  static const char *const FN = "sg_session_save_checkpoint";
+  if (s == NULL || path == NULL) return sg__error(SG_ERR_INVALID_ARG, "%s: NULL argument", FN);
+  if (!s->compiled) return sg__error(SG_ERR_STATE, "%s: compile the session first", FN);
+  const sg_graph *g = s->g;
+  void **host = sg__calloc(g->n_tensors ? g->n_tensors : 1, sizeof(void *));
+  if (host == NULL) return sg__error(SG_ERR_NO_MEMORY, "%s: out of memory", FN);
+  sg_status st = SG_OK;
+  for (uint32_t t = 0; t < g->n_tensors && st == SG_OK; t++) {
+    const sg__tensor *x = &g->tensors[t];
+    /* State without memory (left unbacked, hooks.h: another rank keeps it, say) is saved without a value. */
+    if (!is_checkpointed(x->role) || s->plan.buf_kind[t] != SG__BUF_PERSISTENT || s->tensor_ptr[t] == NULL)
+      continue;
+    if ((host[t] = sg__malloc(x->nbytes)) == NULL)
+      st = sg__error(SG_ERR_NO_MEMORY, "%s: out of memory copying '%s'", FN, x->name);
+    else st = s->be->download(s->be_state, host[t], s->tensor_ptr[t], x->nbytes);
+  }
+  if (st == SG_OK) st = sg__checkpoint_write(g, (const void *const *)host, s->steps, FN, path);
+  for (uint32_t t = 0; t < g->n_tensors; t++) sg__free(host[t]);
+  sg__free(host);
   return st;
 }
 

@@ -143,4 +143,17 @@ void sg__session_set_steps(sg_session *s, uint64_t steps);
  * cause; every later pass, read or write returns SG_ERR_DEVICE. */
 void sg__session_fail_device(sg_session *s, const char *why);
 
+/* ---- checkpoints: without a session ------------------------------------------- */
+
+/* Writes the checkpoint sg_session_save_checkpoint writes for a session of
+ * `g` that has run `steps` steps, with the value of each parameter, state and
+ * optimizer state tensor t taken from values[t] (its nbytes, host memory, the
+ * graph's own layout); NULL keeps the graph's initializer, if any. A job
+ * whose parts live on several ranks (sg_dist_save_checkpoint) puts the whole
+ * model's values together on one rank and writes them with the format of
+ * one. `fn` names the caller in messages. Errors are sg_graph_save's, and
+ * SG_ERR_DUPLICATE when g already has a tensor of the step count's name. */
+sg_status sg__checkpoint_write(const sg_graph *g, const void *const *values, uint64_t steps, const char *fn,
+                               const char *path);
+
 #endif /* SG_RUNTIME_HOOKS_H */

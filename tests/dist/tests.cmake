@@ -161,6 +161,7 @@ set_tests_properties(dist_heal_zero_micro_np4 PROPERTIES TIMEOUT 60 LABELS "dist
 include(${CMAKE_CURRENT_LIST_DIR}/tp_tests.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/pp_tests.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/model_tests.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/ckpt_tests.cmake)
 # No false positive while other processes saturate every CPU (issue 9; the
 # long version is bench/no_false_positive.sh). Alone, since it loads the
 # machine on purpose.

@@ -1,13 +1,24 @@
 #!/usr/bin/env bash
 # gpt2_dist (examples/gpt2) under `sgrt launch`, the tiny preset, 5 steps of 8 windows, issue 21's
-# distributed equivalence: every parameter within 1e-4 (relative L2; compare_ckpt.py) of one process's
-#   - 4 ranks, data parallel;
-#   - 2 ranks x 2 micro-batches with ZeRO-1 (the AdamW state sharded);
-#   (and --no-heal with micro-batches, which come through the feed that heals, is refused);
-#   - heal (a build with fault injection): rank 2 of 4 killed at step 3, the 3 others heal (strict QoS:
-#     the same global batch) and end with the failure-free parameters; one recovery.
-# Pipeline and tensor parallelism of GPT-2 are not there yet (docs/examples.md).
-#   usage: check_dist.sh equiv|heal SGRT GPT2_DIST PYTHON LIBSGRT
+# distributed equivalence: every parameter within 1e-4 (relative L2; compare_ckpt.py) of one process's,
+# each job's whole model written by sg_dist_save_checkpoint (--save) in every mode:
+#   equiv     4 ranks, data parallel; 2 ranks x 2 micro-batches with ZeRO-1 (the AdamW state sharded);
+#             (and --no-heal with micro-batches, which come through the feed that heals, is refused);
+#   equiv_tp  tensor parallel, 2 shares (each block's MLP c_fc column- and c_proj row-split, c_attn and
+#             attn.c_proj column-split and gathered, as the tensor plan decides); 2 copies x 2 shares;
+#             (--micro-batches with --tensor, which the library cannot cut for GPT-2, is refused);
+#   equiv_pp  a 4-stage pipeline of the 4-layer model with its own lm_head (--untied: the library does not
+#             cut the tied embedding between stages); 2 stages x 2 shares; (--pipeline without --untied is
+#             refused) -- against one process of the same untied model;
+# and healing (a build with fault injection), each against the failure-free one process:
+#   heal         data parallel: rank 2 of 4 killed at step 3, the 3 others heal (strict QoS: the same
+#                global batch);
+#   heal_pp      the 4-stage pipeline, rank 2 killed at step 3: its stage merged into a neighbour (3 stages);
+#   heal_tp      a 4-way tensor group, rank 2 killed at step 3: split again 3 ways;
+#   heal_tpdp    2 copies x 3 shares, rank 4 killed at step 3: its copy split 2 ways, the other copy
+#                releases the rank at the same place (exit 75), 2 x 2 go on.
+# A tensor group of 2 does not heal (the library needs a strict majority left: heal needs 3 shares).
+#   usage: check_dist.sh MODE SGRT GPT2_DIST PYTHON LIBSGRT
 set -euo pipefail
 mode=$1 sgrt=$2 bin=$3 py=$4 lib=$5
 here=$(cd "$(dirname "$0")" && pwd)
@@ -26,27 +37,72 @@ run() { # run NAME LAUNCH-ARGS... -- EXTRA-ARGS...: the job's JSON summary into 
   echo "$name: $(cat "$work/$name.json")"
 }
 compare() { PYTHONPATH="$here/../../python" SGRT_LIBRARY="$lib" "$py" "$here/compare_ckpt.py" "$@"; }
-run one -n 1 --
+refused() { # refused WHAT TEXT ARGS...: gpt2_dist ARGS in a world of 4 exits 2 naming TEXT, before joining
+  local what=$1 text=$2 rc=0 err
+  shift 2
+  err=$(SG_WORLD_SIZE=4 "$bin" "$@" 2>&1 > /dev/null) || rc=$?
+  [ "$rc" = 2 ] && echo "$err" | grep -q -- "$text" || { echo "FAIL: $what was not refused: $rc $err"; exit 1; }
+  echo "refused: $what"
+}
+healed() { # healed NAME WORLD: the job went on with WORLD ranks after one recovery
+  "$py" - "$work/$1.json" "$2" <<'PY'
+import json, sys
+r = json.loads(open(sys.argv[1]).read())
+want = int(sys.argv[2])
+assert r["world_size"] == want and r["recoveries"] == 1, r
+print("healed: %d of %d ranks, detection %.0f ms, RTO %.0f ms" %
+      (r["world_size"], r["original_world_size"], r["detection_ms"], r["rto_ms"]))
+PY
+}
+# The pipeline's model: 4 blocks (something to cut into 4 stages) and an lm_head of its own.
+untied=(--layers 4 --untied)
+case $mode in
+  equiv_pp | heal_pp) run one -n 1 -- "${untied[@]}" ;;
+  *) run one -n 1 -- ;;
+esac
 case $mode in
   equiv)
-    rc=0
-    err=$("$bin" --no-heal --micro-batches 2 2>&1 > /dev/null) || rc=$?
-    [ "$rc" = 2 ] && echo "$err" | grep -q "not with --no-heal" ||
-      { echo "FAIL: --no-heal with micro-batches (which heal through the feed) was not refused: $rc $err"; exit 1; }
+    refused "--no-heal with micro-batches (which heal through the feed)" "not with --no-heal" --no-heal \
+      --micro-batches 2
     run dp4 -n 4 --
     compare "$work/dp4.sgg" "$work/one.sgg" 1e-4 "data parallel, 4 ranks, vs one process"
     run mz -n 2 -- --micro-batches 2 --zero
     compare "$work/mz.sgg" "$work/one.sgg" 1e-4 "2 ranks x 2 micro-batches, ZeRO-1, vs one process"
     ;;
+  equiv_tp)
+    refused "--micro-batches with --tensor" "first dim of every activation" --tensor 2 --micro-batches 2
+    refused "--zero with --tensor" "not with --pipeline or --tensor" --tensor 2 --zero
+    run tp2 -n 2 -- --tensor 2
+    compare "$work/tp2.sgg" "$work/one.sgg" 1e-4 "tensor parallel, 2 shares, vs one process"
+    run tp2dp2 -n 4 -- --tensor 2
+    compare "$work/tp2dp2.sgg" "$work/one.sgg" 1e-4 "2 copies x 2 shares, vs one process"
+    ;;
+  equiv_pp)
+    refused "--pipeline with the tied embedding" "add --untied" --pipeline 2
+    run pp4 -n 4 -- "${untied[@]}" --pipeline 4
+    compare "$work/pp4.sgg" "$work/one.sgg" 1e-4 "pipeline, 4 stages, vs one process"
+    run pp2tp2 -n 4 -- "${untied[@]}" --pipeline 2 --tensor 2
+    compare "$work/pp2tp2.sgg" "$work/one.sgg" 1e-4 "2 stages x 2 shares, vs one process"
+    ;;
   heal)
     run heal -n 4 --inject 'kill:rank=2,step=3' --
-    "$py" - "$work/heal.json" <<'PY'
-import json, sys
-r = json.loads(open(sys.argv[1]).read())
-assert r["world_size"] == 3 and r["recoveries"] == 1, r
-print("healed: 3 of 4 ranks, detection %.0f ms, RTO %.0f ms" % (r["detection_ms"], r["rto_ms"]))
-PY
+    healed heal 3
     compare "$work/heal.sgg" "$work/one.sgg" 1e-4 "rank 2 of 4 killed at step 3, healed, vs one process"
     ;;
-  *) echo "usage: check_dist.sh equiv|heal SGRT GPT2_DIST PYTHON LIBSGRT" >&2; exit 2 ;;
+  heal_pp)
+    run heal -n 4 --inject 'kill:rank=2,step=3' -- "${untied[@]}" --pipeline 4
+    healed heal 3
+    compare "$work/heal.sgg" "$work/one.sgg" 1e-4 "pipeline of 4, stage 2 killed at step 3, healed, vs one process"
+    ;;
+  heal_tp)
+    run heal -n 4 --inject 'kill:rank=2,step=3' -- --tensor 4
+    healed heal 3
+    compare "$work/heal.sgg" "$work/one.sgg" 1e-4 "tensor group of 4, share 2 killed at step 3, healed, vs one process"
+    ;;
+  heal_tpdp)
+    run heal -n 6 --inject 'kill:rank=4,step=3' -- --tensor 3
+    healed heal 4
+    compare "$work/heal.sgg" "$work/one.sgg" 1e-4 "2 copies x 3 shares, rank 4 killed at step 3, healed, vs one process"
+    ;;
+  *) echo "usage: check_dist.sh equiv|equiv_tp|equiv_pp|heal|heal_pp|heal_tp|heal_tpdp SGRT GPT2_DIST PYTHON LIBSGRT" >&2; exit 2 ;;
 esac
