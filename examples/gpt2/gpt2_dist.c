@@ -32,9 +32,7 @@
  * rank at the same place, which exits 75); a group of 2 or a pipeline of 2
  * does not (the library needs a strict majority left), nor any with
  * --no-heal. Refused before joining (exit status 2): --zero (data
- * parallelism's); --micro-batches > 1 (the library cuts a copy's batch along
- * the first dim of every activation, and GPT-2's are [batch x seq, ...] rows);
- * --pipeline without --untied: GPT-2's output layer is its token embedding
+ * parallelism's); --pipeline without --untied: GPT-2's output layer is its token embedding
  * (weight tying), which a pipeline would need on its first and last stages,
  * and the library refuses a weight two stages share, so the pipeline trains
  * the model with an lm_head.weight of its own (as GPT-2 configurations with
@@ -128,8 +126,7 @@ static int parse(int argc, char **argv, options *o) {
       {"--weight-decay", EXAMPLE_OPT_DOUBLE, &o->weight_decay, 0, 100,
        .help = "AdamW weight decay (matrices and embeddings)"},
       {"--micro-batches", EXAMPLE_OPT_INT, &o->micro, 1, 65536,
-       .help = "micro-batches per rank and step (gradient accumulation; data parallelism only: the library "
-               "cannot cut GPT-2's [batch x seq] rows for a pipeline or tensor group)"},
+       .help = "micro-batches per rank and step (gradient accumulation; a pipeline's micro-batches)"},
       {"--pipeline", EXAMPLE_OPT_INT, &o->pipeline, 1, 1024,
        .help = "pipeline stages (needs --untied: the tied embedding would be on the first and last stage)"},
       {"--tensor", EXAMPLE_OPT_INT, &o->tensor, 1, 1024,
@@ -196,16 +193,6 @@ static int check_mode(const options *o, int world, int *copies) {
             "stage reads too, and a pipeline cannot cut a weight that two stages share; add --untied (the "
             "logits through lm_head.weight of their own)\n",
             o->pipeline);
-    return 2;
-  }
-  /* The library cuts a copy's batch into micro-batches along dim 0 of every activation (sg__pp_split:
-   * "its shape does not follow the batch"); GPT-2's residual stream and logits are [batch x seq, ...]. */
-  if (o->micro > 1) {
-    fprintf(stderr,
-            "gpt2_dist: --micro-batches %d with --pipeline or --tensor: the library cuts micro-batches "
-            "along the first dim of every activation, and GPT-2's are [batch x seq, width] rows; use "
-            "--micro-batches 1 (or data parallelism)\n",
-            o->micro);
     return 2;
   }
   if (o->batch % *copies != 0) {

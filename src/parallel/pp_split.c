@@ -29,6 +29,7 @@ typedef struct cut {
   int64_t batch;
   sg_graph *g;
   int32_t *map;  /* source tensor -> stage graph tensor, -1 */
+  bool *batched; /* source tensor -> follows the batch (micro_dims) */
   int *last_use; /* source tensor -> the last stage that reads it, -1 */
   sg__pp_stage *st;
 } cut;
@@ -38,14 +39,34 @@ static int producer_stage(const cut *c, int32_t t) {
   return p < 0 ? -1 : c->stage_of[p];
 }
 
-/* The micro-batch shape of a source tensor: a first dim equal to the batch
- * shrinks by M. Everything built from it must come out the same way.
- * Weights and running statistics never follow the batch, even when a dim
- * happens to equal it (16 channels at batch 16). */
-static void micro_dims(const cut *c, const sg__tensor *x, int64_t *dims) {
+/* The micro-batch shape of source tensor t: the first dim of a tensor that
+ * follows the batch shrinks by M. A tensor follows the batch when it is an
+ * input whose first dim is the batch, or is computed from one, and its first
+ * dim is a multiple of the batch: [batch, ...] and also [batch * seq, ...],
+ * the rows of a transformer's activations (a reshape of [batch, seq, ...]).
+ * Everything built from the micro-batch inputs must come out that way.
+ * Weights, running statistics and constants never follow the batch, even
+ * when a dim happens to equal it (16 channels at batch 16). */
+static void micro_dims(const cut *c, int32_t t, int64_t *dims) {
+  const sg__tensor *x = &c->src->tensors[t];
   memcpy(dims, x->dims, sizeof(int64_t) * SG_MAX_DIMS);
-  if (x->role == SG_ROLE_PARAMETER || x->role == SG_ROLE_STATE) return;
-  if (x->ndim >= 1 && x->dims[0] == c->batch) dims[0] = c->batch / c->m;
+  if (c->batched[t] && x->ndim >= 1 && x->dims[0] % c->batch == 0) dims[0] = x->dims[0] / c->m;
+}
+
+/* Which source tensors derive from the batch (micro_dims): the inputs of
+ * batch rows, then, in op order, every output of an op that reads one. */
+static void find_batched(cut *c) {
+  const sg_graph *s = c->src;
+  for (uint32_t t = 0; t < s->n_tensors; t++) {
+    const sg__tensor *x = &s->tensors[t];
+    c->batched[t] = x->producer < 0 && x->role == SG_ROLE_INPUT && x->ndim >= 1 && x->dims[0] == c->batch;
+  }
+  for (uint32_t k = 0; k < s->n_ops; k++) {
+    const sg__op *op = &s->ops[k];
+    bool any = false;
+    for (int i = 0; i < op->n_inputs; i++) any |= op->inputs[i] >= 0 && c->batched[op->inputs[i]];
+    for (int i = 0; i < op->n_outputs; i++) c->batched[op->outputs[i]] = any;
+  }
 }
 
 static sg_status check_graph(const cut *c, sg_tensor loss) {
@@ -175,7 +196,7 @@ static sg_status push_id(int32_t **arr, int *n, int32_t id) {
 static sg_status add_source(cut *c, int32_t t) {
   const sg__tensor *x = &c->src->tensors[t];
   int64_t dims[SG_MAX_DIMS];
-  micro_dims(c, x, dims);
+  micro_dims(c, t, dims);
   bool boundary = x->producer >= 0; /* checked: produced on stage k-1 */
   sg_role role = boundary ? SG_ROLE_PARAMETER : x->role;
   const void *data = boundary || x->role == SG_ROLE_INPUT ? NULL : x->data;
@@ -205,10 +226,22 @@ static sg_status add_op(cut *c, uint32_t k) {
     if (t >= 0 && c->map[t] < 0) SG_CHECK(add_source(c, t));
     in[i] = (sg_tensor){t < 0 ? -1 : c->map[t]};
   }
+  /* A reshape to batch rows ([batch * seq, width]) names its rows in its
+   * attribute: the micro-batch's. */
+  sg_attr attrs[1];
+  int64_t shape[SG_MAX_DIMS];
+  const sg_attr *use = op->attrs;
+  if (op->kind == SG_OP_RESHAPE && op->n_attrs == 1 && c->batched[op->outputs[0]]) {
+    micro_dims(c, op->outputs[0], shape);
+    attrs[0] = op->attrs[0];
+    attrs[0].ints = shape;
+    attrs[0].count = c->src->tensors[op->outputs[0]].ndim;
+    use = attrs;
+  }
   sg_tensor outs[SG__MAX_OUTPUTS];
   int n_outs = 0;
-  SG_CHECK(sg_graph_add_op(c->g, op->kind, op->n_inputs, in, op->n_attrs, op->attrs, SG__MAX_OUTPUTS, outs,
-                           &n_outs));
+  SG_CHECK(
+      sg_graph_add_op(c->g, op->kind, op->n_inputs, in, op->n_attrs, use, SG__MAX_OUTPUTS, outs, &n_outs));
   if (n_outs != op->n_outputs)
     return sg__error(SG_ERR_INTERNAL, "sg__pp_split: op '%s' rebuilt with %d outputs, not %d", op->name,
                      n_outs, op->n_outputs);
@@ -220,7 +253,7 @@ static sg_status add_op(cut *c, uint32_t k) {
      * samples or fixes the batch in an attribute (a reshape to [16, -1])
      * would compute something else per micro-batch. */
     int64_t want[SG_MAX_DIMS];
-    micro_dims(c, x, want);
+    micro_dims(c, op->outputs[i], want);
     const sg__tensor *y = &c->g->tensors[outs[i].id];
     /* A per-channel vector (batch norm's saved mean) whose size equals the
      * batch keeps its size: it does not depend on the batch either. */
@@ -345,18 +378,25 @@ static sg_status split(const sg_graph *fwd, sg_tensor loss, const int *stage_of_
     if (fwd->tensors[t].role == SG_ROLE_GRADIENT || fwd->tensors[t].role == SG_ROLE_OPTIMIZER_STATE)
       return sg__error(SG_ERR_STATE, "sg__pp_split: tensor '%s' is a %s: give the forward graph",
                        fwd->tensors[t].name, sg_role_name(fwd->tensors[t].role));
-  cut c = {fwd, stage_of_op, stage, stages, micro_batches, forward_only, 0, NULL, NULL, NULL, NULL};
+  cut c = {.src = fwd,
+           .stage_of = stage_of_op,
+           .k = stage,
+           .stages = stages,
+           .m = micro_batches,
+           .forward_only = forward_only};
   SG_CHECK(find_batch(&c));
   SG_CHECK(check_graph(&c, loss));
   sg_status st = SG_OK;
   c.st = sg__calloc(1, sizeof *c.st);
   c.map = sg__malloc(sizeof(int32_t) * (fwd->n_tensors + 1));
   c.last_use = sg__malloc(sizeof(int) * (fwd->n_tensors + 1));
-  if (c.st == NULL || c.map == NULL || c.last_use == NULL) {
+  c.batched = sg__malloc(fwd->n_tensors + 1);
+  if (c.st == NULL || c.map == NULL || c.last_use == NULL || c.batched == NULL) {
     st = sg__error(SG_ERR_NO_MEMORY, "sg__pp_split: out of memory");
     goto fail;
   }
   for (uint32_t t = 0; t < fwd->n_tensors; t++) c.map[t] = c.last_use[t] = -1;
+  find_batched(&c);
   for (uint32_t k = 0; k < fwd->n_ops; k++)
     for (int i = 0; i < fwd->ops[k].n_inputs; i++) {
       int32_t t = fwd->ops[k].inputs[i];
@@ -373,11 +413,13 @@ static sg_status split(const sg_graph *fwd, sg_tensor loss, const int *stage_of_
   SG_CHECK_GOTO(build(&c, loss), st, fail);
   sg__free(c.map);
   sg__free(c.last_use);
+  sg__free(c.batched);
   *out = c.st;
   return SG_OK;
 fail:
   sg__free(c.map);
   sg__free(c.last_use);
+  sg__free(c.batched);
   sg__pp_stage_destroy(c.st);
   return st;
 }

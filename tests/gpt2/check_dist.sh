@@ -4,12 +4,13 @@
 # each job's whole model written by sg_dist_save_checkpoint (--save) in every mode:
 #   equiv     4 ranks, data parallel; 2 ranks x 2 micro-batches with ZeRO-1 (the AdamW state sharded);
 #             (and --no-heal with micro-batches, which come through the feed that heals, is refused);
-#   equiv_tp  tensor parallel, 2 shares (each block's MLP c_fc column- and c_proj row-split, c_attn and
-#             attn.c_proj column-split and gathered, as the tensor plan decides); 2 copies x 2 shares;
-#             (--micro-batches with --tensor, which the library cannot cut for GPT-2, is refused);
+#   equiv_tp  tensor parallel, 2 shares (each block's c_attn column-split in 3 blocks by heads, the heads
+#             apart, attn.c_proj row-split; the MLP's c_fc column- and c_proj row-split); 2 copies x 2
+#             shares; 2 shares x 2 micro-batches;
 #   equiv_pp  a 4-stage pipeline of the 4-layer model with its own lm_head (--untied: the library does not
-#             cut the tied embedding between stages); 2 stages x 2 shares; (--pipeline without --untied is
-#             refused) -- against one process of the same untied model;
+#             cut the tied embedding between stages), with 1 and 4 micro-batches; 2 stages x 2 shares x 2
+#             micro-batches; (--pipeline without --untied is refused) -- against one process of the same
+#             untied model;
 # and healing (a build with fault injection), each against the failure-free one process:
 #   heal         data parallel: rank 2 of 4 killed at step 3, the 3 others heal (strict QoS: the same
 #                global batch);
@@ -70,19 +71,22 @@ case $mode in
     compare "$work/mz.sgg" "$work/one.sgg" 1e-4 "2 ranks x 2 micro-batches, ZeRO-1, vs one process"
     ;;
   equiv_tp)
-    refused "--micro-batches with --tensor" "first dim of every activation" --tensor 2 --micro-batches 2
     refused "--zero with --tensor" "not with --pipeline or --tensor" --tensor 2 --zero
     run tp2 -n 2 -- --tensor 2
     compare "$work/tp2.sgg" "$work/one.sgg" 1e-4 "tensor parallel, 2 shares, vs one process"
     run tp2dp2 -n 4 -- --tensor 2
     compare "$work/tp2dp2.sgg" "$work/one.sgg" 1e-4 "2 copies x 2 shares, vs one process"
+    run tp2m2 -n 2 -- --tensor 2 --micro-batches 2
+    compare "$work/tp2m2.sgg" "$work/one.sgg" 1e-4 "2 shares x 2 micro-batches, vs one process"
     ;;
   equiv_pp)
     refused "--pipeline with the tied embedding" "add --untied" --pipeline 2
     run pp4 -n 4 -- "${untied[@]}" --pipeline 4
     compare "$work/pp4.sgg" "$work/one.sgg" 1e-4 "pipeline, 4 stages, vs one process"
-    run pp2tp2 -n 4 -- "${untied[@]}" --pipeline 2 --tensor 2
-    compare "$work/pp2tp2.sgg" "$work/one.sgg" 1e-4 "2 stages x 2 shares, vs one process"
+    run pp4m4 -n 4 -- "${untied[@]}" --pipeline 4 --micro-batches 4
+    compare "$work/pp4m4.sgg" "$work/one.sgg" 1e-4 "pipeline, 4 stages x 4 micro-batches (1F1B), vs one process"
+    run pp2tp2 -n 4 -- "${untied[@]}" --pipeline 2 --tensor 2 --micro-batches 2
+    compare "$work/pp2tp2.sgg" "$work/one.sgg" 1e-4 "2 stages x 2 shares x 2 micro-batches, vs one process"
     ;;
   heal)
     run heal -n 4 --inject 'kill:rank=2,step=3' --
