@@ -58,7 +58,7 @@
 #include "gpt2_model.h"
 
 typedef struct options {
-  const char *preset, *data, *save;
+  const char *preset, *attention, *data, *save;
   int layers, heads, width, context, seq, batch, steps, warmup, micro, zero, no_heal, threads, json;
   int pipeline, tensor, untied; /* > 1: sg_dist_create_model's modes */
   double lr, min_lr, weight_decay;
@@ -132,6 +132,9 @@ static int parse(int argc, char **argv, options *o) {
       {"--tensor", EXAMPLE_OPT_INT, &o->tensor, 1, 1024,
        .help =
            "tensor-parallel shares (of each stage); the copies of the model are ranks / (pipeline x tensor)"},
+      {"--attention", EXAMPLE_OPT_STRING, &o->attention, .arg = "fused|unfused",
+       .help = "attention as the fused op (scores recomputed in backward, not kept: the default) or as "
+               "matmuls, a causal mask and softmax"},
       {"--untied", EXAMPLE_OPT_FLAG, &o->untied,
        .help = "the logits through lm_head.weight of their own instead of the token embedding"},
       {"--zero", EXAMPLE_OPT_FLAG, &o->zero,
@@ -226,6 +229,11 @@ int main(int argc, char **argv) {
     return 2;
   }
   c.untied = o.untied;
+  c.fused_attention = 1; /* the default (gpt2_dist has no dropout) */
+  if (o.attention && gpt2_parse_attention(o.attention, &c.fused_attention, err, sizeof err) != 0) {
+    fprintf(stderr, "gpt2_dist: %s\n", err);
+    return 2;
+  }
   const char *ws = getenv("SG_WORLD_SIZE") ? getenv("SG_WORLD_SIZE") : getenv("WORLD_SIZE");
   int world = ws ? atoi(ws) : 1, copies = 1;
   if ((rc = check_mode(&o, world, &copies)) != 0) return rc;

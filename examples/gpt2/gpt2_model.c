@@ -38,6 +38,15 @@ int gpt2_configure(const char *name, int layers, int heads, int width, int conte
   return 0;
 }
 
+int gpt2_parse_attention(const char *name, int *fused, char *err, size_t cap) {
+  if (name != NULL && (strcmp(name, "fused") == 0 || strcmp(name, "unfused") == 0)) {
+    *fused = strcmp(name, "fused") == 0;
+    return 0;
+  }
+  snprintf(err, cap, "--attention '%s' is not fused or unfused", name ? name : "");
+  return -1;
+}
+
 int gpt2_check(const gpt2_config *c, char *err, size_t cap) {
   const struct {
     const char *name;
@@ -60,6 +69,13 @@ int gpt2_check(const gpt2_config *c, char *err, size_t cap) {
   }
   if (!(c->dropout >= 0 && c->dropout < 1)) {
     snprintf(err, cap, "dropout %g is not in [0, 1)", c->dropout);
+    return -1;
+  }
+  if (c->fused_attention && c->dropout > 0) {
+    snprintf(err, cap,
+             "dropout %g with the fused attention: its kernel has no dropout on the attention weights; "
+             "use the unfused attention",
+             c->dropout);
     return -1;
   }
   return 0;
@@ -111,7 +127,7 @@ static sg_tensor dropout(builder *b, sg_tensor x) {
 }
 
 /* Head h's columns of q, k or v from qkv [rows, 3 * width]: part 0, 1 or 2, as [batch, heads, seq, d]
- * (k as [batch, heads, d, seq], ready for q @ k^T). */
+ * (for the unfused attention k as [batch, heads, d, seq], ready for q @ k^T). */
 static sg_tensor heads_of(builder *b, sg_tensor qkv, int part) {
   const gpt2_config *c = b->c;
   int64_t d = c->width / c->heads;
@@ -119,7 +135,7 @@ static sg_tensor heads_of(builder *b, sg_tensor qkv, int part) {
   int64_t shape[] = {c->batch, c->seq, c->heads, d};
   x = sg_reshape(b->g, x, 4, shape);
   int64_t qv[] = {0, 2, 1, 3}, k[] = {0, 2, 3, 1};
-  return sg_transpose(b->g, x, 4, part == 1 ? k : qv);
+  return sg_transpose(b->g, x, 4, part == 1 && !c->fused_attention ? k : qv);
 }
 
 /* Causal self-attention of block `prefix` on x [rows, width]. The mask is an additive constant: 0 on and
@@ -130,10 +146,15 @@ static sg_tensor attention(builder *b, const char *prefix, sg_tensor x, sg_tenso
   char name[128];
   snprintf(name, sizeof name, "%s.c_attn", prefix);
   sg_tensor qkv = linear(b, name, x, c->width, 3 * c->width);
-  sg_tensor q = heads_of(b, qkv, 0), k = heads_of(b, qkv, 1), v = heads_of(b, qkv, 2);
-  sg_tensor att = sg_mul_scalar(b->g, sg_matmul(b->g, q, k), 1.0 / sqrt((double)(c->width / c->heads)));
-  att = dropout(b, sg_softmax(b->g, sg_add(b->g, att, mask), -1));
-  sg_tensor y = sg_matmul(b->g, att, v); /* [batch, heads, seq, d] */
+  sg_tensor q = heads_of(b, qkv, 0), k = heads_of(b, qkv, 1), v = heads_of(b, qkv, 2), y;
+  if (c->fused_attention) { /* the scores are recomputed in backward, never kept: gpt2_check refuses dropout
+                             */
+    y = sg_attention(b->g, q, k, v, 0.0, 1);
+  } else {
+    sg_tensor att = sg_mul_scalar(b->g, sg_matmul(b->g, q, k), 1.0 / sqrt((double)(c->width / c->heads)));
+    att = dropout(b, sg_softmax(b->g, sg_add(b->g, att, mask), -1));
+    y = sg_matmul(b->g, att, v); /* [batch, heads, seq, d] */
+  }
   int64_t perm[] = {0, 2, 1, 3}, rows[] = {b->rows, c->width};
   y = sg_reshape(b->g, sg_transpose(b->g, y, 4, perm), 2, rows);
   snprintf(name, sizeof name, "%s.c_proj", prefix);
@@ -176,7 +197,7 @@ static sg_status build(builder b, sg_tensor tokens, sg_tensor *logits) {
   sg_tensor x = sg_add(g, sg_embedding(g, wte, tokens), sg_embedding(g, wpe, positions));
   int64_t rows[] = {b.rows, c->width};
   x = dropout(&b, sg_reshape(g, x, 2, rows));
-  sg_tensor mask = causal_mask(&b);
+  sg_tensor mask = c->fused_attention ? SG_NO_TENSOR : causal_mask(&b);
   for (int64_t l = 0; l < c->layers; l++) {
     char p[96], q[112];
     snprintf(p, sizeof p, "transformer.h.%lld", (long long)l);

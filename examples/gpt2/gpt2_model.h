@@ -21,11 +21,13 @@ typedef struct gpt2_config {
   int64_t vocab;   /* 256 for bytes; GPT-2's tokenizer has 50257 */
   int64_t context; /* positions the model knows (rows of wpe) */
   int64_t layers, heads, width;
-  int64_t batch, seq; /* B and T of the tokens input; T <= context */
-  double dropout;     /* on the attention weights and after each residual branch, 0 (default) for none */
-  uint64_t seed;      /* the dropout masks' */
-  int untied;         /* 1: the logits through a parameter of their own, "lm_head.weight" [vocab, width]
-                         (GPT-2 ties them to transformer.wte.weight: 0, the default) */
+  int64_t batch, seq;  /* B and T of the tokens input; T <= context */
+  double dropout;      /* on the attention weights and after each residual branch, 0 (default) for none */
+  uint64_t seed;       /* the dropout masks' */
+  int untied;          /* 1: the logits through a parameter of their own, "lm_head.weight" [vocab, width]
+                          (GPT-2 ties them to transformer.wte.weight: 0, the default) */
+  int fused_attention; /* 1: attention as the fused op (sg_attention: the T x T scores recomputed in backward,
+                          never kept; no dropout on them); 0: matmuls, an additive causal mask and softmax */
 } gpt2_config;
 
 /* The presets: "tiny" (tests: 2 layers, 4 heads, width 64, context 64, bytes), "mini" (6 layers, 6
@@ -38,6 +40,10 @@ int gpt2_preset(const char *name, gpt2_config *out);
  * given), for the examples' options. Returns 0, or -1 with a message in err for an unknown preset. */
 int gpt2_configure(const char *name, int layers, int heads, int width, int context, int seq, gpt2_config *out,
                    char *err, size_t cap);
+
+/* The attention of the examples' --attention option: "fused" (1) or "unfused" (0) into *fused. Returns 0,
+ * or -1 with a message in err for another name. */
+int gpt2_parse_attention(const char *name, int *fused, char *err, size_t cap);
 
 /* Checks a configuration: every size positive, width divisible by heads, seq <= context. Returns 0, or
  * -1 with a message naming the field in err. */

@@ -36,7 +36,7 @@
 #include "gpt2_model.h"
 
 typedef struct options {
-  const char *preset, *data, *prompt;
+  const char *preset, *attention, *data, *prompt;
   int layers, heads, width, context, batch, seq, steps, warmup, sample, threads, log_every, json;
   double lr, min_lr, weight_decay, dropout, temperature;
   uint64_t seed;
@@ -99,6 +99,9 @@ static int parse(int argc, char **argv, options *o) {
       {"--warmup", EXAMPLE_OPT_INT, &o->warmup, 1, 100000000, .help = "warm-up steps"},
       {"--weight-decay", EXAMPLE_OPT_DOUBLE, &o->weight_decay, 0, 100,
        .help = "AdamW weight decay (matrices and embeddings)"},
+      {"--attention", EXAMPLE_OPT_STRING, &o->attention, .arg = "fused|unfused",
+       .help = "attention as the fused op (scores recomputed in backward, not kept; no attention dropout: "
+               "the default without --dropout) or as matmuls, a causal mask and softmax"},
       {"--dropout", EXAMPLE_OPT_DOUBLE, &o->dropout, 0, 0.99, .help = "dropout (attention and residuals)"},
       {"--data", EXAMPLE_OPT_STRING, &o->data, .arg = "PATH", .help = "a text file, or a folder of them"},
       {"--sample", EXAMPLE_OPT_INT, &o->sample, 0, 1000000, .help = "bytes to generate at the end"},
@@ -133,6 +136,11 @@ static int configure(const options *o, gpt2_config *c) {
   if (o->batch) c->batch = o->batch;
   c->dropout = o->dropout;
   c->seed = o->seed;
+  c->fused_attention = c->dropout == 0; /* the default: fused, unless attention dropout asks otherwise */
+  if (o->attention && gpt2_parse_attention(o->attention, &c->fused_attention, err, sizeof err) != 0) {
+    fprintf(stderr, "gpt2_train: %s\n", err);
+    return 2;
+  }
   if (gpt2_check(c, err, sizeof err) != 0) {
     fprintf(stderr, "gpt2_train: %s\n", err);
     return 2;

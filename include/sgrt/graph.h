@@ -119,6 +119,9 @@ typedef enum sg_op_kind {
   /* Embedding lookup (token and position embeddings). */
   SG_OP_EMBEDDING = 63,          /**< rows of a table by integer ids: table[ids] */
   SG_OP_EMBEDDING_BACKWARD = 64, /**< the table's gradient: dy rows added into the rows named by ids */
+  /* Fused scaled-dot-product attention (memory-efficient: no [T, T] tensor). */
+  SG_OP_ATTENTION = 65,          /**< softmax(q k^T scale [+ causal mask]) v, and each row's log-sum-exp */
+  SG_OP_ATTENTION_BACKWARD = 66, /**< dq, dk, dv from dy, the probabilities recomputed from lse */
 } sg_op_kind;
 
 /** Opaque graph. */

@@ -213,6 +213,21 @@ SG_API sg_tensor sg_layer_norm(sg_graph *g, sg_tensor x, sg_tensor scale, sg_ten
  */
 SG_API sg_tensor sg_embedding(sg_graph *g, sg_tensor table, sg_tensor ids);
 
+/**
+ * Fused scaled-dot-product attention, as torch.nn.functional.
+ * scaled_dot_product_attention: y = softmax(q k^T * scale + mask) v over the
+ * last two dims, for q [..., T_q, d], k [..., T_k, d], v [..., T_k, d_v] of
+ * dtype f32 with the same leading dims (e.g. [B, H]); y is [..., T_q, d_v].
+ * scale 0 means 1/sqrt(d); otherwise it must be finite and > 0. causal 1
+ * lets query i see keys 0..i only (needs T_q == T_k). Output 1 of the op is
+ * lse [..., T_q], each query row's log-sum-exp of its scaled scores, which
+ * the backward pass uses to recompute the probabilities: no [T_q, T_k]
+ * tensor is kept (docs/ops.md). Gradients flow to q, k and v; lse gets
+ * none. Errors (SG_ERR_DTYPE, SG_ERR_SHAPE, SG_ERR_ATTRIBUTE) name the op
+ * and the shapes involved.
+ */
+SG_API sg_tensor sg_attention(sg_graph *g, sg_tensor q, sg_tensor k, sg_tensor v, double scale, int causal);
+
 /** Inverted dropout with probability p in [0, 1); the mask (u8, output 1) is
  * drawn from `seed` and the step number, so runs are reproducible. */
 SG_API sg_tensor sg_dropout(sg_graph *g, sg_tensor x, double p, uint64_t seed, int training);

@@ -356,6 +356,7 @@ _PROTOTYPES = {
     "sg_cast": (T, [G, T, c_int]),
     "sg_layer_norm": (T, [G, T, T, T, c_int, c_double]),
     "sg_embedding": (T, [G, T, T]),
+    "sg_attention": (T, [G, T, T, T, c_double, c_int]),
     "sg_matmul": (T, [G, T, T]),
     "sg_gemm_params_init": (sg_gemm_params, []),
     "sg_gemm": (T, [G, T, T, T, POINTER(sg_gemm_params)]),

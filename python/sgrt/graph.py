@@ -754,6 +754,16 @@ class Graph(Closeable):
         p = self._begin()
         return self._result(fn.sg_embedding(p, tt, ti))
 
+    def attention(self, q: TensorLike, k: TensorLike, v: TensorLike, scale=0.0, causal=False) -> Tensor:
+        """Fused scaled-dot-product attention softmax(q k^T scale + mask) v over the last two dims
+        (q [..., T_q, d], k [..., T_k, d], v [..., T_k, d_v], f32, the same leading dims), as
+        torch.nn.functional.scaled_dot_product_attention: y [..., T_q, d_v]. scale 0 means
+        1/sqrt(d); causal lets query i see keys 0..i (T_q == T_k). No [T_q, T_k] tensor is kept
+        for the backward pass, which recomputes the probabilities."""
+        tq, tk, tv = self._t(q), self._t(k), self._t(v)
+        p = self._begin()
+        return self._result(fn.sg_attention(p, tq, tk, tv, float(scale), int(bool(causal))))
+
     def matmul(self, a: TensorLike, b: TensorLike) -> Tensor:
         return self._binary(fn.sg_matmul, a, b)
 

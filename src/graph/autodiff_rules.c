@@ -502,6 +502,20 @@ static sg_status rule_embedding(sg__ad *c, const sg__op *op, sg_tensor dy) {
   return sg__ad_give(c, op, 0, emit(c, SG_OP_EMBEDDING_BACKWARD, 2, in, 1, &v));
 }
 
+/* One attention_backward from the forward op's inputs and both its outputs
+ * (y for D = rowsum(dy * y), lse to recompute the probabilities), with the
+ * forward attributes as they are (scale 0 stays "1/sqrt(d)"). It computes
+ * dq, dk and dv together; only the needed ones are handed on. */
+static sg_status rule_attention(sg__ad *c, const sg__op *op, sg_tensor dy) {
+  sg_tensor in[] = {dy, in_t(op, 0), in_t(op, 1), in_t(op, 2), out_t(op, 0), out_t(op, 1)};
+  sg_attr attrs[] = {SG__AF("scale", sg__attr_f(op, 0)), SG__AI("causal", sg__attr_i(op, 1))};
+  sg_tensor out[3] = {SG_NO_TENSOR, SG_NO_TENSOR, SG_NO_TENSOR};
+  if (dy.id >= 0) sg__ad_emit(c, SG_OP_ATTENTION_BACKWARD, 6, in, 2, attrs, 3, out);
+  for (int i = 0; i < 3; i++)
+    if (NEEDS(i)) SG_CHECK(sg__ad_give(c, op, i, out[i]));
+  return SG_OK;
+}
+
 /* Training form: the saved keep mask; inference form is the identity. */
 static sg_status rule_dropout(sg__ad *c, const sg__op *op, sg_tensor dy) {
   if (sg__attr_i(op, 2) == 0) return sg__ad_give(c, op, 0, dy);
@@ -564,6 +578,7 @@ static const sg__grad_def rules[] = {
     [SG_OP_LAYER_NORM] = {rule_layer_norm, ALL_INPUTS},
     /* Not the ids (input 1). */
     [SG_OP_EMBEDDING] = {rule_embedding, 0x1u},
+    [SG_OP_ATTENTION] = {rule_attention, ALL_INPUTS},
 };
 
 const sg__grad_def *sg__grad_def_get(sg_op_kind kind) {

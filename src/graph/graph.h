@@ -82,7 +82,7 @@ struct sg_graph {
 };
 
 /* The highest op kind number this library knows (kinds are 1..LAST). */
-#define SG__OP_KIND_LAST SG_OP_EMBEDDING_BACKWARD
+#define SG__OP_KIND_LAST SG_OP_ATTENTION_BACKWARD
 /* Most outputs an op kind has. */
 #define SG__MAX_OUTPUTS 4
 
@@ -147,6 +147,11 @@ int32_t sg__tensor_lookup(const sg_graph *g, const char *name);
 int32_t sg__op_lookup(const sg_graph *g, const char *name);
 sg_status sg__names_insert(sg_graph *g, bool ops, int32_t id);
 void sg__names_clear(sg__name_map *m);
+
+/* The scale an attention or attention_backward op applies to q k^T: its
+ * `scale` attribute, or 1/sqrt(d) (d = q's last dim) for 0, the default
+ * (ops_attention.c). */
+double sg__attention_scale(const sg_graph *g, const sg__op *op);
 
 /* ---- queries and message helpers (infer_util.c) ------------------------- */
 

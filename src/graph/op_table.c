@@ -68,6 +68,8 @@ static const sg__op_def *const table[] = {
     [SG_OP_LAYER_NORM_BACKWARD] = &sg__def_layer_norm_backward,
     [SG_OP_EMBEDDING] = &sg__def_embedding,
     [SG_OP_EMBEDDING_BACKWARD] = &sg__def_embedding_backward,
+    [SG_OP_ATTENTION] = &sg__def_attention,
+    [SG_OP_ATTENTION_BACKWARD] = &sg__def_attention_backward,
 };
 
 const sg__op_def *sg__op_def_get(sg_op_kind kind) {

@@ -89,6 +89,17 @@ static double flops_of(const sg_graph *g, const sg__op *op) {
     case SG_OP_LAYER_NORM_BACKWARD: return 10.0 * n_in;
     case SG_OP_EMBEDDING: return 0.0;           /* row copies */
     case SG_OP_EMBEDDING_BACKWARD: return n_in; /* one add per dy element */
+    case SG_OP_ATTENTION:
+    case SG_OP_ATTENTION_BACKWARD: {
+      /* Per query row and key: q.k and p.v (2d each) and the softmax's exp; backward recomputes the
+       * scores and adds dv, dp, dq and dk (10d). A causal mask skips half the pairs. */
+      const sg__tensor *q = sg__in(g, op, op->kind == SG_OP_ATTENTION ? 0 : 1),
+                       *k = sg__in(g, op, op->kind == SG_OP_ATTENTION ? 1 : 2);
+      if (q == NULL || k == NULL || q->ndim < 2 || k->ndim < 2) return n_in;
+      double d = (double)q->dims[q->ndim - 1], tk = (double)k->dims[k->ndim - 2];
+      double pairs = numel(q) / d * tk * (attr_i(op, "causal", 0) ? 0.5 : 1.0);
+      return pairs * (op->kind == SG_OP_ATTENTION ? 4.0 * d + 5.0 : 10.0 * d + 8.0);
+    }
     case SG_OP_MATMUL: {
       /* Every output element is a dot product over a's last dim. */
       double kdim = x && x->ndim > 0 ? (double)x->dims[x->ndim - 1] : 1.0;

@@ -31,7 +31,8 @@ typedef struct sg__tp_cut {
  * The rules (tp_flow.c): elementwise ops, broadcasting included; softmax
  * over another axis; slices of whole blocks; reshapes that keep the cut
  * axis's offset; transposes; batched matmuls cut along a batch dim, the
- * first operand's rows or the second's columns. A whole operand must not
+ * first operand's rows or the second's columns; fused attention cut along
+ * the heads (a leading dim of q, k and v alike). A whole operand must not
  * need a gradient (its gradient would be a partial sum). */
 bool sg__tp_flow(const sg_graph *g, const sg__op *op, int ways, const sg__tp_cut *in, sg__tp_cut *out);
 

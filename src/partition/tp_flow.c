@@ -8,7 +8,7 @@
  * is a set of heads, and the cut moves through the ops that build them:
  * slicing q, k and v out of the fused projection, the reshape to heads, the
  * transposes, the batched matmuls (heads are a batch dim), the scale, the
- * mask and the softmax over keys. An op may take a cut input when each rank
+ * mask and the softmax over keys (or the fused attention op). An op may take a cut input when each rank
  * computes exactly its slice of the output from its slices of the inputs;
  * anything else (a reduction over the cut axis, a product contracting it, a
  * whole operand that is not the same on every slice) ends the region, and
@@ -121,6 +121,16 @@ static bool flow_matmul(const sg_graph *g, const sg__op *op, const sg__tp_cut *i
   return true;
 }
 
+/* Fused attention: q, k and v cut along the same leading dim (the heads):
+ * each rank attends over its heads; y and each row's lse are cut there too. */
+static bool flow_attention(const sg_graph *g, const sg__op *op, const sg__tp_cut *in, sg__tp_cut *out) {
+  const sg__tensor *q = sg__in(g, op, 0);
+  if (cut_whole(in[0]) || in[0].axis >= q->ndim - 2 || !same_cut(in[0], in[1]) || !same_cut(in[0], in[2]))
+    return false;
+  out[0] = out[1] = in[0];
+  return true;
+}
+
 bool sg__tp_flow(const sg_graph *g, const sg__op *op, int ways, const sg__tp_cut *in, sg__tp_cut *out) {
   bool any = false;
   for (int i = 0; i < op->n_inputs; i++) any |= op->inputs[i] >= 0 && !cut_whole(in[i]);
@@ -135,6 +145,7 @@ bool sg__tp_flow(const sg_graph *g, const sg__op *op, int ways, const sg__tp_cut
     }
     return true;
   }
+  if (op->kind == SG_OP_ATTENTION) return flow_attention(g, op, in, out); /* y and lse */
   if (op->n_outputs != 1) return false;
   if (flags & SG__OP_ELEMENTWISE) return flow_broadcast(g, op, in, out);
   int axis;

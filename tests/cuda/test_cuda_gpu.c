@@ -627,6 +627,25 @@ int main(int argc, char **argv) {
     sg_session_destroy(s);
     sg_graph_destroy(g);
   }
+  {
+    /* Fused attention has no CUDA kernel: compile refuses it, naming the op and the way out. */
+    sg_graph *g;
+    OK(sg_graph_create(&g), "graph");
+    const int64_t dims[] = {2, 8, 16};
+    sg_tensor q = sg_input(g, "q", SG_F32, 3, dims);
+    sg_graph_mark_output(g, sg_attention(g, q, q, q, 0, 1));
+    OK(sg_graph_finalize(g), "attention graph");
+    sg_session_params p = sg_session_params_init();
+    p.device = "cuda";
+    sg_session *s = NULL;
+    sg_status st = sg_session_create(g, &p, &s);
+    if (st == SG_OK) st = sg_session_compile(s);
+    CHECK(st == SG_ERR_UNSUPPORTED && strstr(sg_last_error(), "attention") != NULL &&
+              strstr(sg_last_error(), "fused attention runs on the CPU backend") != NULL,
+          "attention on cuda: %s: %s", sg_status_str(st), sg_last_error());
+    sg_session_destroy(s);
+    sg_graph_destroy(g);
+  }
   char *items = NULL;
   size_t items_len = 0;
   json_items = open_memstream(&items, &items_len);

@@ -19,6 +19,7 @@ add_test(NAME tp_mlp3_np4 COMMAND ${_sg_tp_launch} -n 4 -- ${_sg_tp_worker} mlp3
 # A GPT-2 block: QKV cut by heads (3 blocks), attention computed per head, output row-split.
 add_test(NAME tp_attn_np2 COMMAND ${_sg_tp_launch} -n 2 -- ${_sg_tp_worker} attn)
 add_test(NAME tp_attn_np4 COMMAND ${_sg_tp_launch} -n 4 -- ${_sg_tp_worker} attn)
+add_test(NAME tp_attn_fused_np2 COMMAND ${_sg_tp_launch} -n 2 -- ${_sg_tp_worker} attn_fused)
 add_test(NAME tp_mutant_attn_no_forward_sync_np2 COMMAND ${_sg_tp_launch} -n 2 -- ${_sg_tp_worker} attn
                                                          no-forward-sync)
 add_test(NAME tp_mutant_mlp3_no_backward_sync_np4 COMMAND ${_sg_tp_launch} -n 4 -- ${_sg_tp_worker} mlp3
@@ -26,7 +27,7 @@ add_test(NAME tp_mutant_mlp3_no_backward_sync_np4 COMMAND ${_sg_tp_launch} -n 4 
 add_test(NAME tp_mutant_no_backward_sync_np2 COMMAND ${_sg_tp_launch} -n 2 -- ${_sg_tp_worker} mlp no-backward-sync)
 add_test(NAME tp_mutant_no_forward_sync_np2 COMMAND ${_sg_tp_launch} -n 2 -- ${_sg_tp_worker} mlp no-forward-sync)
 add_test(NAME tp_badargs COMMAND ${_sg_tp_worker} badargs)
-set_tests_properties(tp_mlp_np2 tp_mlp_np4 tp_matmul_np2 tp_mlp3_np2 tp_mlp3_np4 tp_attn_np2 tp_attn_np4
+set_tests_properties(tp_mlp_np2 tp_mlp_np4 tp_matmul_np2 tp_mlp3_np2 tp_mlp3_np4 tp_attn_np2 tp_attn_np4 tp_attn_fused_np2
                      tp_mutant_attn_no_forward_sync_np2
                      tp_mutant_mlp3_no_backward_sync_np4 tp_mutant_no_backward_sync_np2
                      tp_mutant_no_forward_sync_np2 tp_badargs PROPERTIES TIMEOUT 120 LABELS "dist;tp"

@@ -16,6 +16,7 @@
  *           the QKV projection column-split by heads (3 blocks: q, k and v),
  *           the heads computed apart, the attention output row-split; the
  *           MLP column/row; one all-reduce each way per pair;
+ *   attn_fused  the same with the fused attention op (sg_attention) cut by heads;
  *   badargs (one process, no communicator) argument checks of the rewrite,
  *           the resolver and the runner, and the slices the rewrite cuts.
  *
@@ -77,14 +78,15 @@ static sg_graph *build(int use_matmul, int layers) {
 #define ATTN_SEQ 8
 #define ATTN_HEADS 4
 
-static sg_tensor attn_heads(sg_graph *g, sg_tensor qkv, int part) {
+/* q, k or v as [sequences, heads, seq, d] (k as [..., d, seq] for q @ k^T unless fused). */
+static sg_tensor attn_heads(sg_graph *g, sg_tensor qkv, int part, bool fused) {
   int64_t d = IN / ATTN_HEADS, shape[] = {BATCH / ATTN_SEQ, ATTN_SEQ, ATTN_HEADS, d};
   sg_tensor x = sg_reshape(g, sg_slice(g, qkv, 1, part * IN, IN), 4, shape);
   int64_t qv[] = {0, 2, 1, 3}, k[] = {0, 2, 3, 1};
-  return sg_transpose(g, x, 4, part == 1 ? k : qv);
+  return sg_transpose(g, x, 4, part == 1 && !fused ? k : qv);
 }
 
-static sg_graph *build_attn(void) {
+static sg_graph *build_attn(bool fused) {
   sg_graph *g;
   OK(sg_graph_create(&g));
   int64_t xd[] = {BATCH, IN}, yd[] = {BATCH}, nd[] = {IN}, md[] = {ATTN_SEQ, ATTN_SEQ};
@@ -99,11 +101,18 @@ static sg_graph *build_attn(void) {
   const int dims[][2] = {{0, 0}, {IN, 3 * IN}, {IN, IN}, {IN, HIDDEN}, {HIDDEN, IN}, {IN, CLASSES}};
   for (int l = 1; l <= 5; l++) mlp_layer_params(g, l, dims[l][0], dims[l][1], false, true, &W[l], &B[l]);
   sg_tensor qkv = sg_linear(g, a, W[1], B[1]);
-  sg_tensor q = attn_heads(g, qkv, 0), k = attn_heads(g, qkv, 1), v = attn_heads(g, qkv, 2);
-  sg_tensor att = sg_mul_scalar(g, sg_matmul(g, q, k), 1.0 / sqrt((double)(IN / ATTN_HEADS)));
-  att = sg_softmax(g, sg_add(g, att, sg_constant(g, "mask", SG_F32, 2, md, mask)), -1);
+  sg_tensor q = attn_heads(g, qkv, 0, fused), k = attn_heads(g, qkv, 1, fused),
+            v = attn_heads(g, qkv, 2, fused);
+  sg_tensor heads;
+  if (fused) {
+    heads = sg_attention(g, q, k, v, 0.0, 1);
+  } else {
+    sg_tensor att = sg_mul_scalar(g, sg_matmul(g, q, k), 1.0 / sqrt((double)(IN / ATTN_HEADS)));
+    att = sg_softmax(g, sg_add(g, att, sg_constant(g, "mask", SG_F32, 2, md, mask)), -1);
+    heads = sg_matmul(g, att, v);
+  }
   int64_t perm[] = {0, 2, 1, 3};
-  sg_tensor o = sg_reshape(g, sg_transpose(g, sg_matmul(g, att, v), 4, perm), 2, xd);
+  sg_tensor o = sg_reshape(g, sg_transpose(g, heads, 4, perm), 2, xd);
   sg_tensor h = sg_add(g, x, sg_linear(g, o, W[2], B[2]));
   h = sg_add(g, h, sg_linear(g, sg_gelu(g, sg_linear(g, h, W[3], B[3]), 1), W[4], B[4]));
   finish_forward(g, sg_linear(g, h, W[5], B[5]), y);
@@ -197,7 +206,7 @@ static double compare(sg_comm *comm, const sg__xfer *xp, const sg_tp_plan *plan,
 
 /* mutate: 0 runs as designed; 1 drops the backward syncs, 2 the forward
  * ones -- the comparison must then fail, which shows it can. */
-static int run_tp(int use_matmul, int layers, int mutate) {
+static int run_tp(int use_matmul, int layers, int mutate, bool fused) {
   sg_comm *comm;
   sg_comm_params cp = SG_COMM_PARAMS_INIT;
   OK(sg_comm_create(&cp, &comm));
@@ -207,7 +216,7 @@ static int run_tp(int use_matmul, int layers, int mutate) {
   CHECK(ways >= 2, "run with at least 2 ranks");
 
   bool attn = layers == 0;
-  sg_graph *fwd = attn ? build_attn() : build(use_matmul, layers);
+  sg_graph *fwd = attn ? build_attn(fused) : build(use_matmul, layers);
   sg_tensor loss;
   OK(sg_graph_find_tensor(fwd, "loss", &loss));
   sg_tp_params tpp = SG_TP_PARAMS_INIT;
@@ -271,7 +280,7 @@ static int run_tp(int use_matmul, int layers, int mutate) {
   printf("rank %d: TP=%d %s: %d split + %d replicated parameters after %d steps, max rel diff %.3g "
          "(loss %.6f -> %.6f), %d all-reduces of %lld elements per step\n",
          rank, ways,
-         attn          ? "attn"
+         attn          ? (fused ? "attn_fused" : "attn")
          : use_matmul  ? "matmul"
          : layers == 3 ? "mlp3"
                        : "mlp",
@@ -496,11 +505,13 @@ int main(int argc, char **argv) {
   int mutate = argc > 2 && strcmp(argv[2], "no-backward-sync") == 0  ? 1
                : argc > 2 && strcmp(argv[2], "no-forward-sync") == 0 ? 2
                                                                      : 0;
-  if (strcmp(mode, "mlp") == 0) return run_tp(0, LAYERS, mutate);
-  if (strcmp(mode, "mlp3") == 0) return run_tp(0, 3, mutate);
-  if (strcmp(mode, "matmul") == 0) return run_tp(1, LAYERS, mutate);
-  if (strcmp(mode, "attn") == 0) return run_tp(0, 0, mutate);
+  if (strcmp(mode, "mlp") == 0) return run_tp(0, LAYERS, mutate, false);
+  if (strcmp(mode, "mlp3") == 0) return run_tp(0, 3, mutate, false);
+  if (strcmp(mode, "matmul") == 0) return run_tp(1, LAYERS, mutate, false);
+  if (strcmp(mode, "attn") == 0) return run_tp(0, 0, mutate, false);
+  if (strcmp(mode, "attn_fused") == 0) return run_tp(0, 0, mutate, true);
   if (strcmp(mode, "badargs") == 0) return badargs();
-  fprintf(stderr, "usage: tp_worker mlp|mlp3|matmul|attn [no-backward-sync|no-forward-sync] | badargs\n");
+  fprintf(stderr,
+          "usage: tp_worker mlp|mlp3|matmul|attn|attn_fused [no-backward-sync|no-forward-sync] | badargs\n");
   return 2;
 }

@@ -5,8 +5,8 @@
 #   equiv     4 ranks, data parallel; 2 ranks x 2 micro-batches with ZeRO-1 (the AdamW state sharded);
 #             (and --no-heal with micro-batches, which come through the feed that heals, is refused);
 #   equiv_tp  tensor parallel, 2 shares (each block's c_attn column-split in 3 blocks by heads, the heads
-#             apart, attn.c_proj row-split; the MLP's c_fc column- and c_proj row-split); 2 copies x 2
-#             shares; 2 shares x 2 micro-batches;
+#             apart, attn.c_proj row-split; the MLP's c_fc column- and c_proj row-split), with the fused
+#             attention (the default) and the unfused one; 2 copies x 2 shares; 2 shares x 2 micro-batches;
 #   equiv_pp  a 4-stage pipeline of the 4-layer model with its own lm_head (--untied: the library does not
 #             cut the tied embedding between stages), with 1 and 4 micro-batches; 2 stages x 2 shares x 2
 #             micro-batches; (--pipeline without --untied is refused) -- against one process of the same
@@ -76,6 +76,8 @@ case $mode in
     compare "$work/tp2.sgg" "$work/one.sgg" 1e-4 "tensor parallel, 2 shares, vs one process"
     run tp2dp2 -n 4 -- --tensor 2
     compare "$work/tp2dp2.sgg" "$work/one.sgg" 1e-4 "2 copies x 2 shares, vs one process"
+    run tp2u -n 2 -- --tensor 2 --attention unfused
+    compare "$work/tp2u.sgg" "$work/one.sgg" 1e-4 "tensor parallel, 2 shares, the unfused attention, vs one process"
     run tp2m2 -n 2 -- --tensor 2 --micro-batches 2
     compare "$work/tp2m2.sgg" "$work/one.sgg" 1e-4 "2 shares x 2 micro-batches, vs one process"
     ;;

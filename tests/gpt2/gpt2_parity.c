@@ -43,7 +43,7 @@ static int read_config(const char *dir, ref_config *r) {
     fprintf(stderr, "gpt2_parity: %s: malformed (%d fields read)\n", path, n);
     return -1;
   }
-  r->model = (gpt2_config){v[0], v[1], v[2], v[3], v[4], v[5], v[6], 0.0, 0};
+  r->model = (gpt2_config){v[0], v[1], v[2], v[3], v[4], v[5], v[6], 0.0, 0, 0, 0};
   r->steps = (int)v[7];
   char err[160];
   if (gpt2_check(&r->model, err, sizeof err) != 0) {
@@ -132,14 +132,16 @@ static int compare_params(const sg_graph *g, const sg_session *s, const char *di
 
 int main(int argc, char **argv) {
   if (argc < 2 || strcmp(argv[1], "--help") == 0) {
-    fprintf(argc < 2 ? stderr : stdout, "usage: gpt2_parity DIR [--threads N] [--json]\n");
+    fprintf(argc < 2 ? stderr : stdout,
+            "usage: gpt2_parity DIR [--threads N] [--fused-attention] [--json]\n");
     return argc < 2 ? 2 : 0;
   }
   const char *dir = argv[1];
-  int threads = 2, json = 0;
+  int threads = 2, json = 0, fused = 0;
   for (int i = 2; i < argc; i++) {
     if (strcmp(argv[i], "--json") == 0) json = 1;
     else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) threads = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--fused-attention") == 0) fused = 1;
     else {
       fprintf(stderr, "gpt2_parity: unknown option '%s'\n", argv[i]);
       return 2;
@@ -147,6 +149,7 @@ int main(int argc, char **argv) {
   }
   ref_config rc;
   if (read_config(dir, &rc) != 0) return 2;
+  rc.model.fused_attention = fused; /* the same model: only how attention is computed differs */
   const gpt2_config *c = &rc.model;
   gpt2_train_options o = GPT2_TRAIN_OPTIONS_INIT;
   o.weight_decay = rc.weight_decay, o.beta1 = rc.beta1, o.beta2 = rc.beta2, o.eps = rc.eps;

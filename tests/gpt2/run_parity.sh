@@ -11,4 +11,5 @@ mkdir -p "$dir"
 rc=0
 /usr/bin/python3 "$here/gpt2_ref.py" "$dir" --preset "$preset" "$@" || rc=$?
 [ "$rc" = 0 ] || exit "$rc"
-"$bin" "$dir" --threads 2 --json
+# GPT2_PARITY_ARGS: sgrt's side's options (--fused-attention).
+"$bin" "$dir" --threads 2 --json ${GPT2_PARITY_ARGS:-}

@@ -15,6 +15,12 @@ if(TARGET sg_gpt2_model)
              COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_parity.sh $<TARGET_FILE:gpt2_parity>
                      ${CMAKE_CURRENT_BINARY_DIR}/gpt2_ref_${_preset} ${_preset})
     set_tests_properties(gpt2_parity_${_preset} PROPERTIES TIMEOUT 900 LABELS "numerics;gpt2" SKIP_RETURN_CODE 77)
+    # The same model with the fused attention op (sg_attention) against the same PyTorch run.
+    add_test(NAME gpt2_parity_${_preset}_fused
+             COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_parity.sh $<TARGET_FILE:gpt2_parity>
+                     ${CMAKE_CURRENT_BINARY_DIR}/gpt2_ref_${_preset}_fused ${_preset})
+    set_tests_properties(gpt2_parity_${_preset}_fused PROPERTIES TIMEOUT 900 LABELS "numerics;gpt2"
+                         SKIP_RETURN_CODE 77 ENVIRONMENT "GPT2_PARITY_ARGS=--fused-attention")
   endforeach()
 endif()
 # gpt2_dist against one process (check_dist.sh), each job's whole model saved by sg_dist_save_checkpoint:

@@ -304,6 +304,35 @@ def test_cnn_train_step_and_eval_match_torch():
     g.close()
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_matches_torch(causal):
+    """Graph.attention (the fused op) and its gradients against PyTorch's attention in float64:
+    softmax(q k^T / sqrt(d) + mask) v, loss sum(y * r); T 37 (not a multiple of the 64-row tile)."""
+    rng = np.random.default_rng(11)
+    shapes = {"q": (2, 3, 37, 16), "k": (2, 3, 37, 16), "v": (2, 3, 37, 8)}
+    vals = {n: rng.standard_normal(sh).astype(np.float32) for n, sh in shapes.items()}
+    r = rng.standard_normal((2, 3, 37, 8)).astype(np.float32)
+    g = sgrt.Graph()
+    p = {n: g.parameter(n, v) for n, v in vals.items()}
+    y = g.mark_output(g.attention(p["q"], p["k"], p["v"], causal=causal), "y")
+    g.backward(g.reduce_sum(y * g.constant("r", r)))
+    for n in p:
+        g.mark_output(g.grad(p[n]))
+    g.finalize()
+    t = {n: torch.tensor(v, dtype=torch.float64, requires_grad=True) for n, v in vals.items()}
+    s = t["q"] @ t["k"].transpose(-1, -2) / math.sqrt(16)
+    if causal:
+        s = s.masked_fill(torch.ones(37, 37, dtype=torch.bool).triu(1), float("-inf"))
+    ty = torch.softmax(s, -1) @ t["v"]
+    (ty * torch.from_numpy(r).double()).sum().backward()
+    with sgrt.Session(g, threads=2) as sess:
+        sess.step()
+        assert rel_err(sess.read("y"), ty.detach().numpy()) <= 1e-5
+        for n in p:
+            assert rel_err(sess.read(n + ".grad"), t[n].grad.numpy()) <= 1e-5, n
+    g.close()
+
+
 # ---- errors -------------------------------------------------------------------
 
 

@@ -662,6 +662,87 @@ static sg_status ref_embedding(const rctx *c) {
   return SG_OK;
 }
 
+/* ---- attention ------------------------------------------------------------------ */
+
+/* Per head (an index of the leading dims): p = softmax(q k^T scale) with
+ * the causal mask (query i sees keys 0..i), y = p v, lse = log sum exp of
+ * the scaled scores; scale 0 is 1/sqrt(d). The backward from the
+ * definition, with p recomputed from q and k (not from lse): dv = p^T dy,
+ * dp = dy v^T, ds = p (dp - rowsum(p dp)), dq = scale ds k, dk = scale
+ * ds^T q. */
+static sg_status ref_attention(const rctx *c) {
+  bool fwd = c->info.kind == SG_OP_ATTENTION;
+  const int f = fwd ? 0 : 1, n = c->in[f].ndim;
+  const int64_t H = prod(n - 2, c->in[f].dims), Tq = c->in[f].dims[n - 2], d = c->in[f].dims[n - 1];
+  const int64_t Tk = c->in[f + 1].dims[n - 2], dv = c->in[f + 2].dims[n - 1];
+  const double scale = af(c, 0) != 0 ? af(c, 0) : 1.0 / sqrt((double)d);
+  const bool causal = ai(c, 1) != 0;
+  double *p = malloc(sizeof(double) * (size_t)(Tq * Tk)), *dp = malloc(sizeof(double) * (size_t)(Tq * Tk));
+  double *lse = malloc(sizeof(double) * (size_t)Tq);
+  if (p == NULL || dp == NULL || lse == NULL) {
+    free(p), free(dp), free(lse);
+    return SG_ERR_NO_MEMORY;
+  }
+  for (int64_t h = 0; h < H; h++) {
+    const double *q = c->x[f] + h * Tq * d, *k = c->x[f + 1] + h * Tk * d, *v = c->x[f + 2] + h * Tk * dv;
+    for (int64_t i = 0; i < Tq; i++) {
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < Tk; j++) {
+        double s = 0;
+        for (int64_t e = 0; e < d; e++) s += q[i * d + e] * k[j * d + e];
+        p[i * Tk + j] = causal && j > i ? -INFINITY : s * scale;
+        mx = fmax(mx, p[i * Tk + j]);
+      }
+      for (int64_t j = 0; j < Tk; j++) sum += exp(p[i * Tk + j] - mx);
+      lse[i] = mx + log(sum);
+      for (int64_t j = 0; j < Tk; j++) p[i * Tk + j] = exp(p[i * Tk + j] - lse[i]);
+    }
+    if (fwd) {
+      for (int64_t i = 0; i < Tq; i++) {
+        for (int64_t e = 0; e < dv; e++) {
+          double y = 0;
+          for (int64_t j = 0; j < Tk; j++) y += p[i * Tk + j] * v[j * dv + e];
+          c->y[0][(h * Tq + i) * dv + e] = y;
+        }
+        if (c->y[1]) c->y[1][h * Tq + i] = lse[i];
+      }
+      continue;
+    }
+    const double *dy = c->x[0] + h * Tq * dv;
+    double *dq = c->y[0] + h * Tq * d, *dk = c->y[1] + h * Tk * d, *dvv = c->y[2] + h * Tk * dv;
+    for (int64_t i = 0; i < Tq; i++) {
+      double rs = 0;
+      for (int64_t j = 0; j < Tk; j++) {
+        double s = 0;
+        for (int64_t e = 0; e < dv; e++) s += dy[i * dv + e] * v[j * dv + e];
+        dp[i * Tk + j] = s;
+        rs += p[i * Tk + j] * s;
+      }
+      for (int64_t j = 0; j < Tk; j++) dp[i * Tk + j] = p[i * Tk + j] * (dp[i * Tk + j] - rs) * scale;
+    }
+    for (int64_t i = 0; i < Tq; i++)
+      for (int64_t e = 0; e < d; e++) {
+        double s = 0;
+        for (int64_t j = 0; j < Tk; j++) s += dp[i * Tk + j] * k[j * d + e];
+        dq[i * d + e] = s;
+      }
+    for (int64_t j = 0; j < Tk; j++) {
+      for (int64_t e = 0; e < d; e++) {
+        double s = 0;
+        for (int64_t i = 0; i < Tq; i++) s += dp[i * Tk + j] * q[i * d + e];
+        dk[j * d + e] = s;
+      }
+      for (int64_t e = 0; e < dv; e++) {
+        double s = 0;
+        for (int64_t i = 0; i < Tq; i++) s += p[i * Tk + j] * dy[i * dv + e];
+        dvv[j * dv + e] = s;
+      }
+    }
+  }
+  free(p), free(dp), free(lse);
+  return SG_OK;
+}
+
 /* ---- dropout -------------------------------------------------------------------- */
 
 static uint64_t mix64(uint64_t z) {
@@ -807,6 +888,8 @@ sg_status ref_run_op(const sg_graph *g, int32_t op, int train, double *const *in
     case SG_OP_LAYER_NORM_BACKWARD: return ref_layer_norm(&c);
     case SG_OP_EMBEDDING:
     case SG_OP_EMBEDDING_BACKWARD: return ref_embedding(&c);
+    case SG_OP_ATTENTION:
+    case SG_OP_ATTENTION_BACKWARD: return ref_attention(&c);
   }
   return SG_ERR_UNSUPPORTED;
 }

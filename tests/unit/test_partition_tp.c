@@ -141,7 +141,8 @@ static void test_divisibility(void **state) {
  * over 2 sequences of 8 -> softmax(q k^T / sqrt 8 + mask) v -> merged ->
  * linear wo [32,32] -> `tail` -> linear w3 [10,32] -> cross-entropy. tail 0:
  * nothing; 1: a learned scale [1,1,1,8] multiplies the scores (a whole
- * operand with a gradient); 2: the softmax runs over the heads. */
+ * operand with a gradient); 2: the softmax runs over the heads; 3: the
+ * fused attention op instead of matmuls, mask and softmax. */
 static sg_graph *attention(int tail) {
   sg_graph *g;
   assert_int_equal(sg_graph_create(&g), SG_OK);
@@ -153,14 +154,21 @@ static sg_graph *attention(int tail) {
   sg_tensor h[3];
   for (int i = 0; i < 3; i++) {
     int64_t qv[] = {0, 2, 1, 3}, k[] = {0, 2, 3, 1};
-    h[i] = sg_transpose(g, sg_reshape(g, sg_slice(g, qkv, -1, 32 * i, 32), 4, hd), 4, i == 1 ? k : qv);
+    h[i] = sg_transpose(g, sg_reshape(g, sg_slice(g, qkv, -1, 32 * i, 32), 4, hd), 4,
+                        i == 1 && tail != 3 ? k : qv);
   }
-  sg_tensor att =
-      sg_add(g, sg_mul_scalar(g, sg_matmul(g, h[0], h[1]), 0.35), sg_input(g, "mask", SG_F32, 2, md));
-  if (tail == 1) att = sg_mul(g, att, sg_parameter(g, "scale", SG_F32, 4, sd, NULL));
-  att = sg_softmax(g, att, tail == 2 ? 1 : -1);
+  sg_tensor heads;
+  if (tail == 3) {
+    heads = sg_attention(g, h[0], h[1], h[2], 0.0, 1);
+  } else {
+    sg_tensor att =
+        sg_add(g, sg_mul_scalar(g, sg_matmul(g, h[0], h[1]), 0.35), sg_input(g, "mask", SG_F32, 2, md));
+    if (tail == 1) att = sg_mul(g, att, sg_parameter(g, "scale", SG_F32, 4, sd, NULL));
+    att = sg_softmax(g, att, tail == 2 ? 1 : -1);
+    heads = sg_matmul(g, att, h[2]);
+  }
   int64_t perm[] = {0, 2, 1, 3};
-  sg_tensor o = sg_reshape(g, sg_transpose(g, sg_matmul(g, att, h[2]), 4, perm), 2, xd);
+  sg_tensor o = sg_reshape(g, sg_transpose(g, heads, 4, perm), 2, xd);
   sg_tensor y = sg_linear(g, o, sg_parameter(g, "wo", SG_F32, 2, wod, NULL), SG_NO_TENSOR);
   sg_tensor logits = sg_linear(g, y, sg_parameter(g, "w3", SG_F32, 2, w3d, NULL), SG_NO_TENSOR);
   sg_graph_mark_output(g,
@@ -175,9 +183,9 @@ static sg_graph *attention(int tail) {
 static void test_attention(void **state) {
   (void)state;
   sg_tp_params tp = SG_TP_PARAMS_INIT;
-  for (int ways = 2; ways <= 4; ways *= 2) {
-    tp.ways = ways;
-    sg_graph *g = attention(0);
+  for (int run = 0; run < 4; run++) { /* 2 and 4 ways, unfused and fused */
+    tp.ways = run < 2 ? 2 : 4;
+    sg_graph *g = attention(run % 2 ? 3 : 0);
     sg_tp_plan *p;
     assert_int_equal(sg_tp_plan_create(g, &tp, &p), SG_OK);
     sg_tp_annotation qkv = get(p, 0), out = get(p, 1);

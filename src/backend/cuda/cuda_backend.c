@@ -376,6 +376,13 @@ static sg_status cuda_kernel_create(void *state, const sg_graph *g, int32_t op, 
   /* Batch norm is compiled for a mode (batch or running statistics). */
   if (is_batch_norm(o->kind)) return sg__cuda_create_batch_norm(st, g, o, mode, out);
   if (is_dropout(o->kind)) return sg__cuda_create_dropout(st, g, o, mode, out);
+  /* No CUDA kernel yet (supports_op says false); said here in words, since the generic refusal below
+   * would point at generated kernels, which cannot express it either. */
+  if (o->kind == SG_OP_ATTENTION || o->kind == SG_OP_ATTENTION_BACKWARD)
+    return sg__op_error(o, SG_ERR_UNSUPPORTED,
+                        "the cuda backend has no kernel for op kind %s: fused attention runs on the CPU "
+                        "backend; build attention from matmul/softmax for CUDA",
+                        sg_op_kind_name(o->kind));
   family_fn f = family(o->kind);
   if (f == NULL)
     return sg__cuda_unsupported(g, o, " (what the kernel IR expresses runs as a generated kernel)");
