@@ -5,7 +5,7 @@ test holds equal to sgrt's) trained on random bytes of the same shape, fp32 on
 the CPU.
 
   torch_gpt2_step.py [--preset tiny|mini] [--batch N] [--seq N] [--steps N] [--threads N]
-                     [--mode eager|compile] [--json]
+                     [--mode eager|compile] [--attention sdpa|manual] [--json]
 
 AdamW as gpt2_train: lr 1e-3, betas 0.9/0.95, eps 1e-8, weight decay 0.1 on
 the matrices and embeddings only. Prints the median ms per step over --steps
@@ -31,12 +31,26 @@ ap.add_argument("--seq", type=int, default=0, help="0: the context")
 ap.add_argument("--steps", type=int, default=5)
 ap.add_argument("--threads", type=int, default=torch.get_num_threads())
 ap.add_argument("--mode", choices=("eager", "compile"), default="eager")
+ap.add_argument("--attention", choices=("sdpa", "manual"), default="sdpa",
+                help="sdpa: F.scaled_dot_product_attention(is_causal=True), as nanoGPT does where torch has it "
+                     "(2.0 on; 1.13 falls back to manual); manual: matmuls, mask and softmax")
 ap.add_argument("--json", action="store_true")
 a = ap.parse_args()
 torch_peer.compile_or_exit(a.mode)
 
 torch.set_num_threads(a.threads)
 torch.manual_seed(0)
+F = torch.nn.functional
+sdpa = a.attention == "sdpa" and hasattr(F, "scaled_dot_product_attention")
+if sdpa:
+    def attention_forward(self, x):  # nanoGPT's flash path: the same model, attention fused by PyTorch
+        b, t, w = x.shape
+        q, k, v = self.c_attn(x).split(self.width, dim=2)
+        d = w // self.heads
+        q, k, v = (z.view(b, t, self.heads, d).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, w))
+    gpt2_ref.Attention.forward = attention_forward
 cfg = gpt2_ref.PRESETS[a.preset]
 seq = a.seq or cfg["context"]
 model = gpt2_ref.GPT(cfg)
@@ -65,7 +79,8 @@ if not a.json:
     print("torch %s, %s: GPT-2 %s, batch %d x %d, %d threads" % (
         torch.__version__, a.mode, a.preset, a.batch, seq, a.threads), file=sys.stderr)
 r = torch_peer.run(torch_peer.prepare(a.mode, model_step, opt), a.mode, a.steps,
-                   {"model": "gpt2", "preset": a.preset, "batch": a.batch, "seq": seq}, emit_line=False)
+                   {"model": "gpt2", "preset": a.preset, "batch": a.batch, "seq": seq,
+                    "attention": "sdpa" if sdpa else "manual"}, emit_line=False)
 r["tokens_per_second"] = a.batch * seq * 1000.0 / r["ms_per_step"]
 import json
 print(json.dumps(r))
