@@ -295,15 +295,8 @@ static sg_status place(whole *w, int32_t t, const piece *p, const unsigned char 
     if (p->axis >= x->ndim || p->groups < 1 || p->ways < 1 || p->slice < 0 || p->slice >= p->ways) goto bad;
     int64_t len = x->dims[p->axis], cuts = (int64_t)p->groups * p->ways;
     if (len % cuts != 0 || p->bytes != x->nbytes / (uint64_t)p->ways) goto bad;
-    size_t outer = 1, inner = sg_dtype_size(x->dtype), s = (size_t)(len / cuts);
-    for (int i = 0; i < p->axis; i++) outer *= (size_t)x->dims[i];
-    for (int i = p->axis + 1; i < x->ndim; i++) inner *= (size_t)x->dims[i];
-    size_t run = s * inner; /* one slice of one block in one row of the outer dims */
-    for (size_t o = 0; o < outer; o++)
-      for (int b = 0; b < p->groups; b++)
-        memcpy(w->values[t] +
-                   (o * (size_t)len + ((size_t)b * (size_t)p->ways + (size_t)p->slice) * s) * inner,
-               part + (o * (size_t)p->groups + (size_t)b) * run, run);
+    sg__tp_slice_copy(w->values[t], (unsigned char *)part, x->ndim, x->dims, sg_dtype_size(x->dtype), p->axis,
+                      p->groups, p->ways, p->slice, true); /* part is only read */
   }
   w->filled[t] += p->bytes;
   if (w->filled[t] <= x->nbytes) return SG_OK;

@@ -79,6 +79,13 @@ sg_status sg__tp_gather_last(sg_graph *g, sg_tensor shard, int ways, int rank, c
 sg_status sg__tp_slice_last(sg_graph *g, sg_tensor whole, int ways, int rank, const char *name,
                             sg_tensor *out, sg_tensor *selector);
 
+/* Slice k of `ways` of a tensor (dims, element bytes es) cut along `axis` in `groups` blocks
+ * (sg_tp_plan_tensor_split: slice k is its part of every block, in block order): copied from
+ * `whole` into `part`, or with put, from `part` into its place in `whole`. The caller checked
+ * that dims[axis] divides by groups * ways. */
+void sg__tp_slice_copy(unsigned char *whole, unsigned char *part, int ndim, const int64_t *dims, size_t es,
+                       int axis, int groups, int ways, int k, bool put);
+
 /* ---- running (tp_run.c) ---------------------------------------------------- */
 
 typedef struct sg__tp_runner sg__tp_runner;

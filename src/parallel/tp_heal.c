@@ -37,31 +37,6 @@ static int split_axis(const sg_graph *src, const sg_tp_plan *plan, const char *n
   return axis;
 }
 
-/* Rows of `ways` slices along `axis` of a tensor of `dims` (element bytes es), whose axis is `groups`
- * blocks each cut in `ways`: outer blocks (the axis's blocks one more outer dim), each of `len` rows of
- * `inner` bytes. */
-typedef struct cut {
-  size_t outer, len, inner;
-} cut;
-
-static cut cut_of(int ndim, const int64_t *dims, size_t es, int axis, int groups) {
-  cut c = {(size_t)groups, 1, es};
-  for (int i = 0; i < axis; i++) c.outer *= (size_t)dims[i];
-  c.len = (size_t)dims[axis] / (size_t)groups;
-  for (int i = axis + 1; i < ndim; i++) c.inner *= (size_t)dims[i];
-  return c;
-}
-
-/* Slice k of `ways` of `whole` into dst, or (put) dst's slice back into `whole`. */
-static void slice(unsigned char *whole, unsigned char *part, cut c, int ways, int k, bool put) {
-  size_t chunk = c.len / (size_t)ways * c.inner;
-  for (size_t o = 0; o < c.outer; o++) {
-    unsigned char *w = whole + (o * c.len * c.inner) + (size_t)k * chunk, *p = part + o * chunk;
-    if (put) memcpy(w, p, chunk);
-    else memcpy(p, w, chunk);
-  }
-}
-
 sg_status sg__reshard_one(sg__reshard *c, int32_t t) {
   sg_dist *d = c->d;
   const sg_graph *fwd = MODEL(d)->fwd, *ng = d->g;
@@ -112,8 +87,9 @@ sg_status sg__reshard_one(sg__reshard *c, int32_t t) {
     size_t whole = shaped ? p->nbytes : y->nbytes, mine_old = a0 >= 0 && shaped ? whole / (size_t)T0 : whole;
     SG_CHECK(sg__model_heal_reserve(&c->whole, &c->whole_cap, whole));
     if (a0 >= 0 && shaped) {
-      cut k0 = cut_of(p->ndim, p->dims, sg_dtype_size(y->dtype), a0, g0);
-      for (int s = 0; s < T0; s++) slice(c->whole, c->all + (size_t)s * old_bytes + off_old, k0, T0, s, true);
+      for (int s = 0; s < T0; s++)
+        sg__tp_slice_copy(c->whole, c->all + (size_t)s * old_bytes + off_old, p->ndim, p->dims,
+                          sg_dtype_size(y->dtype), a0, g0, T0, s, true);
     } else {
       memcpy(c->whole, c->all + off_old, whole);
     }
@@ -121,7 +97,8 @@ sg_status sg__reshard_one(sg__reshard *c, int32_t t) {
     const unsigned char *out = c->whole;
     if (a1 >= 0 && shaped) {
       SG_CHECK(sg__model_heal_reserve(&c->part, &c->part_cap, whole / (size_t)T1));
-      slice(c->whole, c->part, cut_of(p->ndim, p->dims, sg_dtype_size(y->dtype), a1, g1), T1, c->me, false);
+      sg__tp_slice_copy(c->whole, c->part, p->ndim, p->dims, sg_dtype_size(y->dtype), a1, g1, T1, c->me,
+                        false);
       out = c->part;
     }
     SG_CHECK(sg_session_write(d->s, y->name, out, y->nbytes));

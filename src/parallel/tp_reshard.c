@@ -99,3 +99,17 @@ sg_status sg__tp_slice_last(sg_graph *g, sg_tensor whole, int ways, int rank, co
   *selector = sel;
   return SG_OK;
 }
+
+void sg__tp_slice_copy(unsigned char *whole, unsigned char *part, int ndim, const int64_t *dims, size_t es,
+                       int axis, int groups, int ways, int k, bool put) {
+  /* The blocks of the axis are one more outer dim. */
+  size_t outer = (size_t)groups, inner = es;
+  for (int i = 0; i < axis; i++) outer *= (size_t)dims[i];
+  for (int i = axis + 1; i < ndim; i++) inner *= (size_t)dims[i];
+  size_t len = (size_t)dims[axis] / (size_t)groups, chunk = len / (size_t)ways * inner;
+  for (size_t o = 0; o < outer; o++) {
+    unsigned char *w = whole + o * len * inner + (size_t)k * chunk, *q = part + o * chunk;
+    if (put) memcpy(w, q, chunk);
+    else memcpy(q, w, chunk);
+  }
+}

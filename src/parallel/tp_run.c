@@ -149,22 +149,14 @@ sg_status sg__tp_gather(const sg__xfer *x, int ndim, const int64_t *full_dims, i
     return sg__error(SG_ERR_INVALID_ARG,
                      "sg__tp_gather: axis %d of a %d-D tensor does not split into %d blocks of %d slices",
                      axis, ndim, groups, ways);
-  /* The blocks of the axis are one more outer dim. */
-  size_t outer = (size_t)groups, inner = 1;
-  for (int i = 0; i < axis; i++) outer *= (size_t)full_dims[i];
-  for (int i = axis + 1; i < ndim; i++) inner *= (size_t)full_dims[i];
-  size_t chunk = (size_t)full_dims[axis] / (size_t)groups / (size_t)ways, piece = outer * chunk * inner;
-  /* allgather stacks the slices rank after rank; interleave them back along
-   * axis (a no-op reordering when axis is 0). */
+  size_t piece = (size_t)sg__numel(ndim, full_dims) / (size_t)ways;
+  /* allgather stacks the slices rank after rank; each goes back to its place along axis. */
   float *stacked = sg__malloc(piece * (size_t)ways * sizeof *stacked + 1);
   if (stacked == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg__tp_gather: out of memory");
   sg_status st = x->allgather(x->ctx, slice, stacked, piece, SG_F32);
-  if (st == SG_OK) {
-    for (int r = 0; r < ways; r++)
-      for (size_t o = 0; o < outer; o++)
-        memcpy(full + (o * (size_t)ways + (size_t)r) * chunk * inner,
-               stacked + (size_t)r * piece + o * chunk * inner, chunk * inner * sizeof *full);
-  }
+  for (int r = 0; r < ways && st == SG_OK; r++)
+    sg__tp_slice_copy((unsigned char *)full, (unsigned char *)(stacked + (size_t)r * piece), ndim, full_dims,
+                      sizeof *full, axis, groups, ways, r, true);
   sg__free(stacked);
   return st;
 }
