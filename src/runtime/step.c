@@ -86,8 +86,13 @@ static void profile_report(const sg_session *s) {
   int32_t top[12];
   int n_top = 0;
   for (uint32_t i = 0; i < s->plan.n_order; i++) {
-    int j = n_top < 12 ? n_top++ : 11;
-    if (j == 11 && n_top == 12 && pr->op_s[top[11]] >= pr->op_s[i]) continue;
+    int j;
+    if (n_top < 12) {
+      j = n_top++;
+    } else { /* full: op i replaces the 12th only if it is slower */
+      if (pr->op_s[top[11]] >= pr->op_s[i]) continue;
+      j = 11;
+    }
     while (j > 0 && pr->op_s[top[j - 1]] < pr->op_s[i]) {
       top[j] = top[j - 1];
       j--;

@@ -8,7 +8,11 @@
 #                sample follows the prompt;
 #   errors BIN   --help exits 0 and names every option; a bad preset, bad
 #                sizes and a missing data path exit with a message naming
-#                what was wrong.
+#                what was wrong;
+#   profile BIN  SG_PROFILE=2 over 3 steps of the tiny preset (about 150 ops):
+#                the per-kind table sums to the step, and "slowest ops" lists
+#                12 ops, slowest first (the list once read an index it had
+#                not written yet and crashed).
 set -euo pipefail
 mode=$1
 bin=$2
@@ -44,5 +48,27 @@ assert r["parameters"] == 120576, r["parameters"]
     expect 2 "--steps" --steps -1
     expect 1 "--data '/nonexistent': cannot read it" --preset tiny --data /nonexistent
     ;;
-  *) echo "usage: check_gpt2.sh learns|errors BIN" >&2; exit 2 ;;
+  profile)
+    err=$(SG_PROFILE=2 "$bin" --preset tiny --steps 3 --sample 0 2>&1 > /dev/null)
+    echo "$err" | "$py" -c '
+import re, sys
+lines = sys.stdin.read().splitlines()
+head = [l for l in lines if l.startswith("sgrt profile:")]
+assert len(head) == 1, "no profile header in:\n" + "\n".join(lines)
+ops, step_ms = re.match(r"sgrt profile: (\d+) ops per step, ([\d.]+) ms", head[0]).groups()
+at = lines.index(head[0])
+kinds, i = [], at + 2
+while not lines[i].startswith("  slowest ops:"):
+    name, n, ms, share = lines[i].rsplit(None, 3)
+    kinds.append((int(n), float(ms)))
+    i += 1
+assert sum(n for n, _ in kinds) == int(ops), (kinds, ops)
+assert abs(sum(ms for _, ms in kinds) - float(step_ms)) <= 0.01 * float(step_ms) + 0.05 * len(kinds), kinds
+slow = [float(l.split()[0]) for l in lines[i + 1:i + 13] if l.startswith("    ") and l.split()[1] == "ms"]
+assert len(slow) == 12, "slowest ops: %d lines" % len(slow)
+assert slow == sorted(slow, reverse=True), slow
+print("profile: %s ops, %s ms per step, %d kinds, slowest %.2f ms" % (ops, step_ms, len(kinds), slow[0]))
+'
+    ;;
+  *) echo "usage: check_gpt2.sh learns|errors|profile BIN" >&2; exit 2 ;;
 esac

@@ -1,7 +1,8 @@
 /* layer_norm and layer_norm_backward (f32) over the trailing dims from
  * `axis`: x is seen as R rows of D elements.
  *
- * Forward, per row in double precision: mean, the biased variance as the
+ * Forward, per row in double precision (each sum in sgk_math.h's eight
+ * lanes): mean, the biased variance as the
  * mean of (x - mean)^2 (two passes, no cancellation), invstd = 1 /
  * sqrt(var + eps), y = (x - mean) invstd scale + bias rounded once.
  * Backward from the saved mean and invstd, with xhat = (x - mean) invstd and
@@ -12,6 +13,7 @@
 #include <math.h>
 
 #include "backend/cpu/cpu_internal.h"
+#include "backend/sgk_math.h"
 
 typedef struct ln_kernel {
   sg__kernel base;
@@ -27,21 +29,52 @@ typedef struct ln_job {
   double *acc; /* backward: 2 * cols */
 } ln_job;
 
+/* Row sums in sgk_math.h's eight lanes (element i into lane i % 8, the
+ * lanes combined in a fixed tree): eight independent chains the compiler
+ * vectorizes, in an order that depends on neither the ISA nor the threads.
+ * Every elementwise loop below is written in blocks of eight with a known
+ * trip count for the same reason (GCC's -O2 vectorizes only those). */
+#define L SGK_SUM_LANES
+
+static double sum_centered_sq(const float *x, int64_t D, double mean) {
+  double l[L] = {0};
+  int64_t i = 0;
+  for (; i + L <= D; i += L)
+    for (int q = 0; q < L; q++) {
+      double t = (double)x[i + q] - mean;
+      l[q] += t * t;
+    }
+  for (int q = 0; i < D; i++, q++) {
+    double t = (double)x[i] - mean;
+    l[q] += t * t;
+  }
+  return sgk_sum_lanes(l);
+}
+
 static void fwd_rows(void *ctx, int64_t r0, int64_t r1) {
   const ln_job *j = ctx;
   const int64_t D = j->k->cols;
+  const float *scale = j->scale, *bias = j->bias;
   for (int64_t r = r0; r < r1; r++) {
     const float *x = j->x + r * D;
     float *y = j->y + r * D;
-    double s = 0, v = 0;
-    for (int64_t i = 0; i < D; i++) s += x[i];
-    double mean = s / (double)D;
-    for (int64_t i = 0; i < D; i++) v += ((double)x[i] - mean) * ((double)x[i] - mean);
-    double invstd = 1.0 / sqrt(v / (double)D + j->k->eps);
-    for (int64_t i = 0; i < D; i++) {
+    double l[L] = {0};
+    sgk_sum_add(l, x, D);
+    const double mean = sgk_sum_lanes(l) / (double)D;
+    const double invstd = 1.0 / sqrt(sum_centered_sq(x, D, mean) / (double)D + j->k->eps);
+    /* y = (x - mean) invstd scale + bias in double, rounded once. */
+    int64_t i = 0;
+    for (; i + L <= D; i += L)
+      for (int q = 0; q < L; q++) {
+        double t = ((double)x[i + q] - mean) * invstd;
+        t = scale ? t * scale[i + q] : t;
+        t = bias ? t + bias[i + q] : t;
+        y[i + q] = (float)t;
+      }
+    for (; i < D; i++) {
       double t = ((double)x[i] - mean) * invstd;
-      if (j->scale) t *= j->scale[i];
-      if (j->bias) t += j->bias[i];
+      t = scale ? t * scale[i] : t;
+      t = bias ? t + bias[i] : t;
       y[i] = (float)t;
     }
     j->omean[r] = (float)mean;
@@ -49,38 +82,62 @@ static void fwd_rows(void *ctx, int64_t r0, int64_t r1) {
   }
 }
 
+/* dx of one row: with g = dy scale and xhat = (x - mean) invstd, the
+ * means of g and of g xhat (in lanes), then dx = invstd (g - mean(g) -
+ * xhat mean(g xhat)) in double, rounded once. */
 static void bwd_rows(void *ctx, int64_t r0, int64_t r1) {
   const ln_job *j = ctx;
   const int64_t D = j->k->cols;
+  const float *scale = j->scale;
   for (int64_t r = r0; r < r1; r++) {
     const float *x = j->x + r * D, *dy = j->dy + r * D;
     float *dx = j->dx + r * D;
     const double mean = j->mean[r], invstd = j->invstd[r];
-    double sg = 0, sgx = 0;
-    for (int64_t i = 0; i < D; i++) {
-      double g = j->scale ? (double)dy[i] * j->scale[i] : (double)dy[i];
-      sg += g;
-      sgx += g * ((double)x[i] - mean) * invstd;
+    double lg[L] = {0}, lgx[L] = {0};
+    int64_t i = 0;
+    for (; i + L <= D; i += L)
+      for (int q = 0; q < L; q++) {
+        double g = scale ? (double)dy[i + q] * scale[i + q] : (double)dy[i + q];
+        lg[q] += g;
+        lgx[q] += g * (((double)x[i + q] - mean) * invstd);
+      }
+    for (int q = 0; i < D; i++, q++) {
+      double g = scale ? (double)dy[i] * scale[i] : (double)dy[i];
+      lg[q] += g;
+      lgx[q] += g * (((double)x[i] - mean) * invstd);
     }
-    sg /= (double)D;
-    sgx /= (double)D;
-    for (int64_t i = 0; i < D; i++) {
-      double g = j->scale ? (double)dy[i] * j->scale[i] : (double)dy[i];
+    const double sg = sgk_sum_lanes(lg) / (double)D, sgx = sgk_sum_lanes(lgx) / (double)D;
+    for (i = 0; i + L <= D; i += L)
+      for (int q = 0; q < L; q++) {
+        double g = scale ? (double)dy[i + q] * scale[i + q] : (double)dy[i + q];
+        double xhat = ((double)x[i + q] - mean) * invstd;
+        dx[i + q] = (float)(invstd * (g - sg - xhat * sgx));
+      }
+    for (; i < D; i++) {
+      double g = scale ? (double)dy[i] * scale[i] : (double)dy[i];
       double xhat = ((double)x[i] - mean) * invstd;
       dx[i] = (float)(invstd * (g - sg - xhat * sgx));
     }
   }
 }
 
+/* dscale and dbias of columns [c0, c1): each column adds its rows in order
+ * (the same bits whatever the split); the columns go eight at a time. */
 static void bwd_cols(void *ctx, int64_t c0, int64_t c1) {
   const ln_job *j = ctx;
   const int64_t D = j->k->cols, R = j->k->rows;
-  double *as = j->acc, *ab = j->acc + D;
+  double *restrict as = j->acc, *restrict ab = j->acc + D;
   for (int64_t c = c0; c < c1; c++) as[c] = ab[c] = 0;
   for (int64_t r = 0; r < R; r++) {
-    const float *x = j->x + r * D, *dy = j->dy + r * D;
+    const float *restrict x = j->x + r * D, *restrict dy = j->dy + r * D;
     const double mean = j->mean[r], invstd = j->invstd[r];
-    for (int64_t c = c0; c < c1; c++) {
+    int64_t c = c0;
+    for (; c + L <= c1; c += L)
+      for (int q = 0; q < L; q++) {
+        as[c + q] += (double)dy[c + q] * (((double)x[c + q] - mean) * invstd);
+        ab[c + q] += dy[c + q];
+      }
+    for (; c < c1; c++) {
       as[c] += (double)dy[c] * (((double)x[c] - mean) * invstd);
       ab[c] += dy[c];
     }
@@ -90,6 +147,7 @@ static void bwd_cols(void *ctx, int64_t c0, int64_t c1) {
     j->dbias[c] = (float)ab[c];
   }
 }
+#undef L
 
 static sg_status ln_run(sg__cpu_state *st, sg__kernel *base, void *const *in, void *const *out,
                         const sg__run_ctx *ctx) {

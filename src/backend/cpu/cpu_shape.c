@@ -50,8 +50,7 @@ typedef struct gather_job {
   do {                                                      \
     const T *xr = (const T *)j->x + p->off[1] + i0 * sx;    \
     T *yr = (T *)j->y + p->off[0] + i0;                     \
-    if (sx == 1)                                            \
-      for (int64_t i = 0; i < len; i++) yr[i] = xr[i];      \
+    if (sx == 1) memcpy(yr, xr, sizeof(T) * (size_t)len);   \
     else if (sx == 0)                                       \
       for (int64_t i = 0; i < len; i++) yr[i] = xr[0];      \
     else                                                    \
@@ -75,19 +74,53 @@ static sg_status gather_run(sg__cpu_state *st, sg__kernel *base, void *const *in
   return SG_OK;
 }
 
+/* Concat and slice copy one run per (outer block, input): the blocks are
+ * independent, so they are split over threads (a transformer's q, k and v
+ * are 1024 runs of 1.5 KB). */
+#define MIN_PARALLEL_BYTES (256 << 10)
+
+typedef struct runs_job {
+  const shape_kernel *k;
+  void *const *in;
+  char *y;
+} runs_job;
+
+static void concat_range(void *ctx, int64_t o0, int64_t o1) {
+  const runs_job *j = ctx;
+  const shape_kernel *k = j->k;
+  const size_t block = (size_t)k->out_inner * k->esize;
+  for (int64_t o = o0; o < o1; o++) {
+    char *y = j->y + (size_t)o * block;
+    for (int i = 0; i < k->n_inputs; i++) {
+      size_t b = (size_t)k->inners[i] * k->esize;
+      memcpy(y, (const char *)j->in[i] + (size_t)o * b, b);
+      y += b;
+    }
+  }
+}
+
+static void slice_range(void *ctx, int64_t o0, int64_t o1) {
+  const runs_job *j = ctx;
+  const shape_kernel *k = j->k;
+  const char *x = j->in[0];
+  size_t ob = (size_t)k->out_inner * k->esize, ib = (size_t)k->in_inner * k->esize;
+  size_t off = (size_t)k->offset * k->esize;
+  for (int64_t o = o0; o < o1; o++) memcpy(j->y + (size_t)o * ob, x + (size_t)o * ib + off, ob);
+}
+
+/* Fewer outer blocks than this (under MIN_PARALLEL_BYTES of output) stay on
+ * the calling thread. */
+static int64_t min_parallel_blocks(const shape_kernel *k) {
+  size_t block = (size_t)k->out_inner * k->esize;
+  return block == 0 ? k->outer + 1 : (int64_t)(MIN_PARALLEL_BYTES / block) + 1;
+}
+
 static sg_status concat_run(sg__cpu_state *st, sg__kernel *base, void *const *in, void *const *out,
                             const sg__run_ctx *ctx) {
   (void)st;
   (void)ctx;
-  shape_kernel *k = (shape_kernel *)base;
-  char *y = out[0];
-  for (int64_t o = 0; o < k->outer; o++) {
-    for (int i = 0; i < k->n_inputs; i++) {
-      size_t b = (size_t)k->inners[i] * k->esize;
-      memcpy(y, (const char *)in[i] + (size_t)o * b, b);
-      y += b;
-    }
-  }
+  runs_job j = {(const shape_kernel *)base, in, out[0]};
+  sg__cpu_parallel_for(j.k->outer, min_parallel_blocks(j.k), concat_range, &j);
   return SG_OK;
 }
 
@@ -95,12 +128,8 @@ static sg_status slice_run(sg__cpu_state *st, sg__kernel *base, void *const *in,
                            const sg__run_ctx *ctx) {
   (void)st;
   (void)ctx;
-  shape_kernel *k = (shape_kernel *)base;
-  const char *x = in[0];
-  char *y = out[0];
-  size_t ob = (size_t)k->out_inner * k->esize, ib = (size_t)k->in_inner * k->esize;
-  size_t off = (size_t)k->offset * k->esize;
-  for (int64_t o = 0; o < k->outer; o++) memcpy(y + (size_t)o * ob, x + (size_t)o * ib + off, ob);
+  runs_job j = {(const shape_kernel *)base, in, out[0]};
+  sg__cpu_parallel_for(j.k->outer, min_parallel_blocks(j.k), slice_range, &j);
   return SG_OK;
 }
 
@@ -160,6 +189,7 @@ sg_status sg__cpu_create_shape(sg__cpu_state *st, const sg_graph *g, const sg__o
           return sg__cpu_unsupported(g, op, " (inputs of different dtypes)");
         }
         k->inners[i] = sg__numel(t->ndim - axis, t->dims + axis);
+        k->out_inner += k->inners[i];
       }
       break;
     }
