@@ -32,11 +32,13 @@
  * rank at the same place, which exits 75); a group of 2 or a pipeline of 2
  * does not (the library needs a strict majority left), nor any with
  * --no-heal. Refused before joining (exit status 2): --zero (data
- * parallelism's); --pipeline without --untied: GPT-2's output layer is its token embedding
- * (weight tying), which a pipeline would need on its first and last stages,
- * and the library refuses a weight two stages share, so the pipeline trains
- * the model with an lm_head.weight of its own (as GPT-2 configurations with
- * tie_word_embeddings off have).
+ * parallelism's). GPT-2's output layer is its token embedding (weight
+ * tying): a pipeline holds a copy of it on its first and its last stage and
+ * sums the two stages' gradients of it before each update
+ * (docs/pipeline_parallel.md "Tied weights"); --untied trains the model with
+ * an lm_head.weight of its own instead (as GPT-2 configurations with
+ * tie_word_embeddings off have). In a pipeline of tensor groups every share
+ * of those stages holds the tied embedding whole.
  *
  * Rank 0 prints progress on stderr and, with --json, one JSON object on
  * stdout (the last line: world size, pipeline, tensor, data copies,
@@ -128,7 +130,8 @@ static int parse(int argc, char **argv, options *o) {
       {"--micro-batches", EXAMPLE_OPT_INT, &o->micro, 1, 65536,
        .help = "micro-batches per rank and step (gradient accumulation; a pipeline's micro-batches)"},
       {"--pipeline", EXAMPLE_OPT_INT, &o->pipeline, 1, 1024,
-       .help = "pipeline stages (needs --untied: the tied embedding would be on the first and last stage)"},
+       .help = "pipeline stages (the tied embedding is held by the first and the last stage, its gradients "
+               "summed)"},
       {"--tensor", EXAMPLE_OPT_INT, &o->tensor, 1, 1024,
        .help =
            "tensor-parallel shares (of each stage); the copies of the model are ranks / (pipeline x tensor)"},
@@ -188,14 +191,6 @@ static int check_mode(const options *o, int world, int *copies) {
   if (o->zero) {
     fprintf(stderr, "gpt2_dist: --zero shards data parallelism's optimizer state: not with --pipeline or "
                     "--tensor\n");
-    return 2;
-  }
-  if (o->pipeline > 1 && !o->untied) {
-    fprintf(stderr,
-            "gpt2_dist: --pipeline %d: GPT-2's logits go through its token embedding, which the first "
-            "stage reads too, and a pipeline cannot cut a weight that two stages share; add --untied (the "
-            "logits through lm_head.weight of their own)\n",
-            o->pipeline);
     return 2;
   }
   if (o->batch % *copies != 0) {
@@ -275,8 +270,10 @@ int main(int argc, char **argv) {
   dp.feed_ctx = &f;
   dp.pipeline = o.pipeline;
   dp.tensor = o.tensor;
-  /* A pipeline or tensor group heals when a strict majority of it survives a loss (sg_dist_params.heal). */
-  dp.heal = parts && !o.no_heal && (o.pipeline >= 3 || o.tensor >= 3 || (o.pipeline > 1 && o.tensor > 1));
+  /* The model modes heal when a loss leaves a strict majority of the ranks and a layout to go on with
+   * (sg_dist_params.heal): 3 stages or shares, a pipeline of tensor groups, or 2 copies or more. */
+  dp.heal = parts && !o.no_heal &&
+            (o.pipeline >= 3 || o.tensor >= 3 || (o.pipeline > 1 && o.tensor > 1) || copies > 1);
   sg_adamw_params adamw;
   gpt2_adamw_params(&go, &adamw);
   sg_dist_optimizer opt = SG_DIST_OPTIMIZER_INIT; /* the learning rate from the input "lr" */

@@ -144,7 +144,9 @@ static void free_plan(share_plan *sp) {
   *sp = (share_plan){0};
 }
 
-/* Whether source tensor t is on this rank's stage (every share of a tensor group holds every one). */
+/* Whether source tensor t is on this rank's stage (every share of a tensor group holds every one). A weight
+ * tied across stages is held by each stage that reads it, bitwise equal (pp_run.c sums its gradients): only
+ * the stage sg__pp_tensor_stage names, its first reader's, gives it, so it is written once. */
 static bool on_this_stage(const sg_dist *d, int32_t t) {
   if (d->strategy != &sg__par_pipeline_strategy) return true;
   const sg__par_pipeline *P = PIPELINE(d);

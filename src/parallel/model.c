@@ -97,12 +97,6 @@ static sg_status check_params(const sg_dist_params *p) {
                      "%s: a feed callback is not supported with %s parallelism (%s): set feed to NULL and "
                      "heal to 1 to heal a lost rank",
                      FN, mode, shape);
-  if (p->heal == 1 && !both && deg < 3)
-    return sg__error(
-        SG_ERR_INVALID_ARG,
-        "%s: heal 1 with %s %d: a lost rank must leave a strict majority of the ranks to go on, so "
-        "a healing %s has at least 3 %s",
-        FN, mode, deg, p->pipeline > 1 ? "pipeline" : "tensor group", p->pipeline > 1 ? "stages" : "shares");
   if (p->heal == 1) {
     sg_qos q = (sg_qos)p->qos;
     if (p->qos == -1) SG_CHECK(sg_qos_from_env(SG_QOS_STRICT, &q));
@@ -562,6 +556,14 @@ sg_status sg_dist_create_model(const sg_graph *fwd, sg_tensor loss, const sg_dis
   SG_CHECK(check_fwd(fwd, loss));
   int D, K, T;
   SG_CHECK(resolve_degrees(p, &D, &K, &T));
+  /* A lost rank must leave a strict majority of the ranks to go on. Copies count: 2 shares x 2 copies lose
+   * one rank of 4 and go on as 2 copies of one share (tp_heal.c), 2 stages x 2 copies as 2 of one stage. */
+  if (p->heal == 1 && (K > 1 || T > 1) && D * K * T < 3)
+    return sg__error(SG_ERR_INVALID_ARG,
+                     "%s: heal 1 with data %d x pipeline %d x tensor %d = %d ranks: a lost rank must leave a "
+                     "strict majority of the ranks to go on, so a healing job has at least 3 (a pipeline or "
+                     "tensor group without copies: 3 stages or shares)",
+                     FN, D, K, T, D * K * T);
   SG_CHECK(check_tensor_micro(fwd, T, p->micro_batches));
   if (K == 1 && T == 1) return create_dp(fwd, loss, opt, p, D, out);
   sg__par_create_args a = {

@@ -99,32 +99,42 @@ static sg_status unpack(move *mv, const int32_t *ids, int n) {
   return SG_OK;
 }
 
-/* Source tensor t (a parameter or state) and its optimizer state, from its old stage to its new one. */
+/* Source tensor t (a parameter or state) and its optimizer state, from its old stage to its new one. A
+ * weight tied across stages has a bitwise-equal copy on each stage that reads it: a new holder that held
+ * it keeps its own copy; one that did not gets the old owner's (sg__pp_tensor_stage: its first reader's
+ * stage), sent to the new holders in stage order (every rank goes through the same order). */
 static sg_status move_one(move *mv, int32_t t) {
   sg__par_model *m = MODEL(mv->d);
-  int a = sg__pp_tensor_stage(mv->fwd, mv->from_cut, t), b = sg__pp_tensor_stage(mv->fwd, mv->to_cut, t);
-  int k = sg__pipeline_stage(m);
-  if (a < 0 || b < 0 || (k != a && k != b)) return SG_OK;
+  int K = m->pipeline, k = sg__pipeline_stage(m);
+  int a = sg__pp_tensor_stage(mv->fwd, mv->from_cut, t);
+  if (a < 0 || sg__pp_tensor_stage(mv->fwd, mv->to_cut, t) < 0) return SG_OK;
+  uint8_t had[SG__PP_MAX_STAGES], has[SG__PP_MAX_STAGES];
+  sg__pp_tensor_holders(mv->fwd, mv->from_cut, K, t, had);
+  sg__pp_tensor_holders(mv->fwd, mv->to_cut, K, t, has);
+  if (!had[k] && !has[k]) return SG_OK;
   const char *name = mv->fwd->tensors[t].name;
   int32_t from[5], to[5];
-  int nf = k == a ? sg__pp_state_group(mv->from_g, name, from) : 0;
-  int nt = k == b ? sg__pp_state_group(mv->to_g, name, to) : 0;
-  if ((k == a && nf == 0) || (k == b && nt == 0))
+  int nf = had[k] ? sg__pp_state_group(mv->from_g, name, from) : 0;
+  int nt = has[k] ? sg__pp_state_group(mv->to_g, name, to) : 0;
+  if ((had[k] && nf == 0) || (has[k] && nt == 0))
     return sg__error(SG_ERR_INTERNAL, "pipeline re-cut: '%s' is not in stage %d's graph", name, k);
   size_t bytes = nf ? sg__pp_group_bytes(mv->from_g, from, nf) : sg__pp_group_bytes(mv->to_g, to, nt);
   SG_CHECK(reserve(mv, bytes));
-  if (a == b) { /* stays: from the old session into the new one */
+  if (had[k]) SG_CHECK(pack(mv, from, nf));
+  if (had[k] && has[k]) { /* stays: from the old session into the new one */
     if (nf != nt || sg__pp_group_bytes(mv->to_g, to, nt) != bytes)
       return sg__error(SG_ERR_INTERNAL, "pipeline re-cut: '%s' and its state differ between the cuts", name);
-    SG_CHECK(pack(mv, from, nf));
-    return unpack(mv, to, nt);
+    SG_CHECK(unpack(mv, to, nt));
   }
   if (k == a) {
-    SG_CHECK(pack(mv, from, nf));
-    SG_CHECK(m->xfer.send(m->xfer.ctx, b * m->tensor + sg__pipeline_share(m), MOVE_TAG, mv->buf, bytes));
-    mv->sent += bytes;
+    for (int j = 0; j < K; j++) {
+      if (!has[j] || had[j]) continue;
+      SG_CHECK(m->xfer.send(m->xfer.ctx, j * m->tensor + sg__pipeline_share(m), MOVE_TAG, mv->buf, bytes));
+      mv->sent += bytes;
+    }
     return SG_OK;
   }
+  if (had[k]) return SG_OK;
   SG_CHECK(m->xfer.recv(m->xfer.ctx, a * m->tensor + sg__pipeline_share(m), MOVE_TAG, mv->buf, bytes));
   return unpack(mv, to, nt);
 }

@@ -2,7 +2,9 @@
  * forward graph into its share by the graph's sg_tp_plan (tp_rewrite.c),
  * appends backward and the optimizer, and runs the share with the hooks
  * that all-reduce the split's partial results (tp_run.c) over the
- * scheduler's transport (xfer_sched.c).
+ * scheduler's transport (xfer_sched.c). A group with copies that healed
+ * down to one share per copy (tp_heal.c) runs the unsplit graph: no syncs,
+ * the gradients still averaged over the copies.
  *
  * Micro-batches (M > 1): the share is cut from the forward graph rebuilt at
  * the micro-batch shapes (sg__pp_micro_forward); a step runs forward and
@@ -71,8 +73,10 @@ sg_status sg__tensor_build_share(sg_dist *d) {
   sg_tensor loss = {sg__tensor_lookup(src, m->loss_name)};
   sg_tp_params tpp = SG_TP_PARAMS_INIT;
   tpp.ways = T;
-  sg_tp_plan *plan;
-  SG_CHECK(sg_tp_plan_create(src, &tpp, &plan));
+  sg_tp_plan *plan = NULL;
+  /* One share (a group healed down to one per copy, tp_heal.c) holds the whole model: nothing is split,
+   * so there is no plan (sg_tp_plan_create splits at least 2 ways) and the rewrite copies the graph. */
+  if (T > 1) SG_CHECK(sg_tp_plan_create(src, &tpp, &plan));
   sg_status st = sg__tp_rewrite(src, loss, plan, T, m->index, &P->tp_g, &P->syncs, &P->n_syncs);
   sg_tp_plan_destroy(plan);
   SG_CHECK(st);

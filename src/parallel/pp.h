@@ -21,10 +21,12 @@
 struct sg__step_hooks; /* runtime/hooks.h */
 
 /* Bounds that keep a message tag in 31 bits (pp_run.c packs direction,
- * step, boundary index and micro-batch into it). */
+ * step, boundary index and micro-batch into it). Boundary index 511 is the
+ * tied weights' gradient exchange's (its micro-batch field: the weight's
+ * key), so a stage sends or receives at most 511 boundary tensors. */
 #define SG__PP_MAX_STAGES 1024
 #define SG__PP_MAX_MICRO 4096
-#define SG__PP_MAX_BOUNDARY 512
+#define SG__PP_MAX_BOUNDARY 511
 
 /* One stage's share of the model. Tensor ids are ids of `g`; they stay valid
  * when the caller appends the optimizer (graphs only grow). */
@@ -56,7 +58,25 @@ typedef struct sg__pp_stage {
   uint8_t *batched;
   /* The loss (last stage) or the surrogate (others): a marked output. */
   int32_t loss;
+  /* Weights tied across stages: parameters of the source graph that ops of several stages read (GPT-2's
+   * token embedding, also its output layer), those this stage holds, in source tensor order (ids of g).
+   * Every stage that reads one holds a copy with the same initial value and computes its part of the
+   * gradient; the runner sums the holders' parts before the update (pp_run.c), so the copies stay
+   * bitwise equal. tied_key[i]: the weight's place among all tied weights of the source graph (the same
+   * on every holder: its messages' tag); its holders, ascending, are
+   * tied_holders[tied_off[i] .. tied_off[i + 1]). */
+  int n_tied;
+  int32_t *tied;
+  int *tied_key, *tied_off, *tied_holders;
 } sg__pp_stage;
+
+/* At most this many weights tied across stages in one source graph (the key fits the micro-batch field
+ * of a message tag, pp_run.c). */
+#define SG__PP_MAX_TIED SG__PP_MAX_MICRO
+
+/* holds[k] (k < stages) = whether stage k of `cut` (a stage per op of fwd) holds source tensor t: an op
+ * of k reads or produces it. A parameter held by two stages or more is tied across them. */
+void sg__pp_tensor_holders(const sg_graph *fwd, const int *cut, int stages, int32_t t, uint8_t *holds);
 
 /* Builds stage `stage` of `fwd` (finalized, forward only) cut into `stages`
  * stages by stage_of_op (one entry per op of fwd, n_ops of them, values
@@ -71,11 +91,13 @@ typedef struct sg__pp_stage {
  *     is not one float element or not produced on the last stage, an empty
  *     stage, an edge from a later stage to an earlier one (not acyclic);
  *   SG_ERR_STATE        fwd not finalized or not forward-only;
- *   SG_ERR_UNSUPPORTED  a parameter used on two stages, a non-f32 boundary
- *     tensor, a shape that does not follow the batch, a stage k < stages-1
- *     that sends nothing;
+ *   SG_ERR_UNSUPPORTED  a state tensor (running statistics) used on two
+ *     stages, a non-f32 boundary tensor, a shape that does not follow the
+ *     batch, a stage k < stages-1 that sends nothing, more than
+ *     SG__PP_MAX_TIED tied weights;
  *   SG_ERR_NO_MEMORY, or a builder/autodiff error of the stage graph.
- * On error *out is NULL. A tensor read more than one stage after the one
+ * On error *out is NULL. A parameter read on several stages is tied: each
+ * of them holds a copy (st->tied). A tensor read more than one stage after the one
  * producing it is relayed by the stages in between (messages go to the next
  * stage only). Batch norm and dropout are accepted: the runner gives their
  * recomputed passes the masks and statistics of the first (sg__pp_step).
@@ -85,8 +107,9 @@ sg_status sg__pp_split(const sg_graph *fwd, sg_tensor loss, const int *stage_of_
                        int stage, int micro_batches, sg__pp_stage **out);
 
 /* The same stage without backward, finalized (a pipeline stage that is a tensor group plans and rewrites it
- * into its share first, pp_tp.c): its forward ops and the loss or surrogate, the boundary tensors marked
- * outputs; recv_grad is NULL. The errors of sg__pp_split and sg_graph_finalize. */
+ * into its share first, pp_tp.c): its forward ops and the loss or surrogate, the boundary tensors and the
+ * tied weights marked outputs (so a tensor plan keeps the tied weights whole); recv_grad is NULL. The errors
+ * of sg__pp_split and sg_graph_finalize. */
 sg_status sg__pp_split_forward(const sg_graph *fwd, sg_tensor loss, const int *stage_of_op, int32_t n_ops,
                                int stages, int stage, int micro_batches, sg__pp_stage **out);
 /* Backward of st->g from st->loss, and recv_grad: each boundary input's gradient, a marked output (the
@@ -158,12 +181,15 @@ typedef struct sg__pp_dp {
 /* Drives stage st->stage with session `s` (of st->g after the optimizer was
  * appended and the graph finalized; created with updates last, compiled).
  * prev/next are the comm ranks of stages stage-1 and stage+1 (ignored at the
- * ends). dp may be NULL (one copy); with dp->replicas > 1 its transport
- * must be the stage's replica group. SG_ERR_INVALID_ARG (also: replica
- * outside 0..replicas-1, a group transport of another rank or size, or none
- * with an allreduce), SG_ERR_STATE (not compiled, not updates last: an
- * update before a gradient it must not see), SG_ERR_UNSUPPORTED (a non-f32
- * gradient), SG_ERR_NO_MEMORY. */
+ * ends). The stages must be evenly spaced in x (stage j at rank
+ * rank + (j - stage) * (next - rank), as rank = stage or stage * T + share
+ * give): a weight tied across stages (st->tied) goes to and from the
+ * holders' ranks found so, and a holder outside x is SG_ERR_INVALID_ARG; one
+ * that gets no gradient here is SG_ERR_UNSUPPORTED. dp may be NULL (one copy); with dp->replicas > 1 its
+ * transport must be the stage's replica group. SG_ERR_INVALID_ARG (also: replica outside 0..replicas-1, a
+ * group transport of another rank or size, or none with an allreduce), SG_ERR_STATE (not compiled, not
+ * updates last: an update before a gradient it must not see), SG_ERR_UNSUPPORTED (a non-f32 gradient),
+ * SG_ERR_NO_MEMORY. */
 sg_status sg__pp_runner_create(const sg__pp_stage *st, sg_session *s, const sg__xfer *x, int prev, int next,
                                const sg__pp_dp *dp, sg__pp_runner **out);
 void sg__pp_runner_destroy(sg__pp_runner *r);
@@ -181,7 +207,10 @@ sg_status sg__pp_set_input(sg__pp_runner *r, const char *name, const void *data,
  * gradients summed over the micro-batches and scaled by 1/M (each
  * micro-batch loss is a mean over its samples), with replicas then summed
  * over the replica group in one allreduce and divided by their number (so
- * every copy holds the same bits), then one optimizer update. Every stage
+ * every copy holds the same bits), the parts of each weight tied across
+ * stages summed over its holders (the lowest holder adds them in stage order
+ * and sends the sum back, so every holder has the same bits), then one
+ * optimizer update. Every stage
  * of every replica calls it once per step.
  * Batch norm and dropout: each micro-batch's passes (its FORWARD and its
  * recomputation) run on dropout stream g+1 (g = replica*M + m), so both
@@ -241,6 +270,13 @@ typedef struct sg__pp_grad {
   size_t n;
 } sg__pp_grad;
 
+/* A weight tied across stages as the runner sums it (st->tied[i]): its gradient in g and the slot. */
+typedef struct sg__pp_tied {
+  int32_t grad;
+  float *slot;
+  size_t n;
+} sg__pp_tied;
+
 struct sg__pp_runner {
   const sg__pp_stage *st;
   sg_session *s;
@@ -273,6 +309,10 @@ struct sg__pp_runner {
   uint64_t step;
   double loss_sum;
   sg__pp_stats stats;
+  /* Weights tied across stages (st->tied): their gradient slots, and where stage j's rank is in x: rank
+   * + (j - stage) * stride (the stages of a pipeline are evenly spaced in its transport). */
+  sg__pp_tied *tied;
+  int stride;
   double slow;                        /* > 1: an injected slow fault's factor (sg__pp_runner_set_slow) */
   const struct sg__step_hooks *hooks; /* of the compute passes (sg__pp_runner_set_hooks), or NULL */
 };

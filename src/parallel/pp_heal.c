@@ -5,8 +5,9 @@
  * stage), so only its ops change rank; the new stages are built, and every
  * parameter with its optimizer state goes from the generation's copy (its
  * old stage's own copy, or, for a lost stage, the copy its successor kept) to
- * its new stage, in the source graph's tensor order so that the blocking
- * transfers cannot deadlock. Two neighbouring stages lost at once leave the
+ * its new stage (a weight tied across stages to each new stage that reads it),
+ * in the source graph's tensor order so that the blocking transfers cannot
+ * deadlock. Two neighbouring stages lost at once leave the
  * first without a copy, which stops the job with an error naming both. */
 #include <stdio.h>
 #include <string.h>
@@ -71,13 +72,17 @@ static sg_status move_state(sg_dist *d, const layout *L, const sg__pp_built *b, 
   if (written == NULL) return sg__error(SG_ERR_NO_MEMORY, "pipeline healing: out of memory");
   sg_status st = SG_OK;
   *sent = 0;
+  uint8_t has[SG__PP_MAX_STAGES];
   for (uint32_t t = 0; t < fwd->n_tensors && st == SG_OK; t++) {
     if (!sg__model_heal_keeps(fwd, t)) continue;
-    int a = sg__pp_tensor_stage(fwd, L->g->cut, (int32_t)t),
-        nb = sg__pp_tensor_stage(fwd, L->cut, (int32_t)t);
-    if (a < 0 || nb < 0) continue;
+    int a = sg__pp_tensor_stage(fwd, L->g->cut, (int32_t)t);
+    if (a < 0 || sg__pp_tensor_stage(fwd, L->cut, (int32_t)t) < 0) continue;
+    /* A weight tied across stages goes to every new stage that reads it (a merged stage that reads it
+     * twice holds one copy), from the copy of its old owner (its first reader's stage), which holds the
+     * same bits as every other holder's. */
+    sg__pp_tensor_holders(fwd, L->cut, L->K, (int32_t)t, has);
     int src = L->keeper[a], me = MODEL(d)->index;
-    if (me != src && me != nb) continue;
+    if (me != src && !has[me]) continue;
     const char *name = fwd->tensors[t].name;
     const unsigned char *from = NULL;
     uint64_t bytes = 0;
@@ -88,32 +93,35 @@ static sg_status move_state(sg_dist *d, const layout *L, const sg__pp_built *b, 
         break;
       }
     }
-    int32_t ids[5];
-    int n = me == nb ? sg__pp_state_group(to_g, name, ids) : 0;
-    if (me == nb && n == 0) {
-      st = sg__error(SG_ERR_INTERNAL, "pipeline healing: '%s' is not in new stage %d's graph", name, nb);
-      break;
-    }
-    if (me == nb) {
+    if (has[me]) {
+      int32_t ids[5];
+      int n = sg__pp_state_group(to_g, name, ids);
+      if (n == 0) {
+        st = sg__error(SG_ERR_INTERNAL, "pipeline healing: '%s' is not in new stage %d's graph", name, me);
+        break;
+      }
       size_t want = sg__pp_group_bytes(to_g, ids, n);
       if (me == src && want != bytes) {
         st = sg__error(SG_ERR_INTERNAL, "pipeline healing: '%s' and its state differ between the layouts",
                        name);
         break;
       }
+      const unsigned char *in = from;
       if (me != src) {
         if ((st = sg__model_heal_reserve(&buf, &cap, want)) != SG_OK) break;
         if ((st = x->recv(x->ctx, src, HEAL_TAG, buf, want)) != SG_OK) break;
-        from = buf;
+        in = buf;
       }
       size_t off = 0;
       for (int i = 0; i < n && st == SG_OK; i++) {
         const sg__tensor *y = &to_g->tensors[ids[i]];
-        st = sg_session_write(b->s, y->name, from + off, y->nbytes);
+        st = sg_session_write(b->s, y->name, in + off, y->nbytes);
         written[ids[i]] = 1;
         off += y->nbytes;
       }
-    } else {
+    }
+    for (int nb = 0; nb < L->K && me == src && st == SG_OK; nb++) {
+      if (!has[nb] || nb == me) continue;
       st = x->send(x->ctx, nb, HEAL_TAG, from, (size_t)bytes);
       *sent += bytes;
     }

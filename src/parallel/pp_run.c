@@ -54,18 +54,22 @@ static sg__wire_header header_of(const sg__pp_runner *r, const sg__tensor *x, in
   return h;
 }
 
-static sg_status send_tensor(sg__pp_runner *r, int peer, int backward, int j, int m, int32_t t,
+static sg_status send_framed(sg__pp_runner *r, int peer, uint32_t tag, const sg__wire_header *h,
                              const void *addr) {
-  const sg__tensor *x = &r->g->tensors[t];
-  sg__wire_header h = header_of(r, x, r->st->stage, backward, m);
   size_t n;
-  SG_CHECK(sg__wire_encode(&h, addr, r->buf, r->buf_bytes, &n));
+  SG_CHECK(sg__wire_encode(h, addr, r->buf, r->buf_bytes, &n));
   int64_t t0 = sg__now_ns();
-  sg_status st = r->x.send(r->x.ctx, peer, tag_of(r, backward, j, m), r->buf, n);
+  sg_status st = r->x.send(r->x.ctx, peer, tag, r->buf, n);
   r->stats.idle_ms += (double)(sg__now_ns() - t0) * 1e-6;
   r->stats.messages++;
   r->stats.bytes += (int64_t)n;
   return st;
+}
+
+static sg_status send_tensor(sg__pp_runner *r, int peer, int backward, int j, int m, int32_t t,
+                             const void *addr) {
+  sg__wire_header h = header_of(r, &r->g->tensors[t], r->st->stage, backward, m);
+  return send_framed(r, peer, tag_of(r, backward, j, m), &h, addr);
 }
 
 /* Receives boundary tensor t (of g) for micro-batch m into msg and
@@ -82,6 +86,21 @@ static sg_status recv_tensor(sg__pp_runner *r, int peer, int backward, int j, in
   r->stats.bytes += (int64_t)n;
   sg__wire_header want = header_of(r, x, backward ? r->st->stage + 1 : r->st->stage - 1, backward, m), got;
   return sg__wire_decode(msg, n, &want, peer, &got, payload);
+}
+
+/* A tied weight's gradient (x, of g) from the holder `stage` at comm rank `peer` into r->buf; its header
+ * is validated as a boundary gradient's (the weight's key in the micro-batch's place, offset 0). */
+static sg_status recv_grad(sg__pp_runner *r, int peer, int stage, int key, const sg__tensor *x,
+                           const void **payload) {
+  size_t n = msg_bytes(x);
+  int64_t t0 = sg__now_ns();
+  sg_status st = r->x.recv(r->x.ctx, peer, tag_of(r, 1, SG__PP_MAX_BOUNDARY, key), r->buf, n);
+  r->stats.idle_ms += (double)(sg__now_ns() - t0) * 1e-6;
+  if (st != SG_OK) return st;
+  r->stats.messages++;
+  r->stats.bytes += (int64_t)n;
+  sg__wire_header want = header_of(r, x, stage, 1, 0), got;
+  return sg__wire_decode(r->buf, n, &want, peer, &got, payload);
 }
 
 /* Micro-batch m's inputs and received activations into the session. */
@@ -207,12 +226,53 @@ static sg_status average(sg__pp_runner *r) {
   return SG_OK;
 }
 
+/* Weights tied across stages: each holder's slot has its own uses' part of the step's gradient (already
+ * averaged over the replicas: every copy of the pipeline sums the same parts). The lowest holder receives
+ * the others' parts in stage order, adds them to its own and sends the sum back; every holder then has
+ * the same bits and runs the same update, so the copies stay equal. The messages of all tied weights go
+ * in one order (their keys ascending, then the holders') on every rank, so blocking sends cannot deadlock;
+ * their tag is the boundary index SG__PP_MAX_BOUNDARY, which no boundary tensor uses, with the weight's
+ * key as the micro-batch. */
+static sg_status tied_sum(sg__pp_runner *r) {
+  const sg__pp_stage *st = r->st;
+  int me = st->stage;
+  for (int i = 0; i < st->n_tied; i++) {
+    const sg__pp_tied *t = &r->tied[i];
+    const sg__tensor *x = &r->g->tensors[t->grad];
+    const int *holders = st->tied_holders + st->tied_off[i], n = st->tied_off[i + 1] - st->tied_off[i];
+    int owner = holders[0], key = st->tied_key[i];
+    int owner_rank = r->x.rank + (owner - me) * r->stride;
+    uint32_t tag = tag_of(r, 1, SG__PP_MAX_BOUNDARY, key);
+    sg__wire_header hd = header_of(r, x, me, 1, 0); /* as a gradient of micro-batch 0: offsets 0 */
+    const void *payload;
+    if (me != owner) {
+      SG_CHECK(send_framed(r, owner_rank, tag, &hd, t->slot));
+      SG_CHECK(recv_grad(r, owner_rank, owner, key, x, &payload));
+      memcpy(t->slot, payload, t->n * sizeof(float));
+      continue;
+    }
+    for (int h = 1; h < n; h++) {
+      SG_CHECK(recv_grad(r, r->x.rank + (holders[h] - me) * r->stride, holders[h], key, x, &payload));
+      const unsigned char *part = payload; /* after the header: not necessarily float-aligned */
+      for (size_t k = 0; k < t->n; k++) {
+        float v;
+        memcpy(&v, part + k * sizeof v, sizeof v);
+        t->slot[k] += v;
+      }
+    }
+    for (int h = 1; h < n; h++)
+      SG_CHECK(send_framed(r, r->x.rank + (holders[h] - me) * r->stride, tag, &hd, t->slot));
+  }
+  return SG_OK;
+}
+
 static sg_status step(sg__pp_runner *r) {
   int done = 0;
   for (int i = 0; i < r->n_prog; i++) SG_CHECK(act(r, r->prog[i], &done));
   int64_t t1 = sg__now_ns();
   double idle = r->stats.idle_ms; /* the allreduce's wait is idle time */
   SG_CHECK(average(r));
+  SG_CHECK(tied_sum(r));
   for (int i = 0; i < r->n_upd; i++) {
     sg__session_pass update = {.begin = r->upd[i], .end = r->upd[i] + 1};
     SG_CHECK(sg__session_run_pass(r->s, &update));

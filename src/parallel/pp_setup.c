@@ -98,6 +98,48 @@ static sg_status find_grads(sg__pp_runner *r) {
   return SG_OK;
 }
 
+/* Each tied weight's gradient slot, and whether its holders are in x (stage j at rank + (j - stage) *
+ * stride). Every holder must train it: a copy without a gradient would keep its old value while the others
+ * move. */
+static sg_status find_tied(sg__pp_runner *r) {
+  const sg__pp_stage *st = r->st;
+  if (st->n_tied == 0) return SG_OK;
+  r->stride = st->stage > 0 ? r->x.rank - r->prev : r->next - r->x.rank;
+  r->tied = sg__calloc((size_t)st->n_tied, sizeof *r->tied);
+  if (r->tied == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg__pp_runner_create: out of memory");
+  for (int i = 0; i < st->n_tied; i++) {
+    const char *name = r->g->tensors[st->tied[i]].name;
+    for (int h = st->tied_off[i]; h < st->tied_off[i + 1]; h++) {
+      int j = st->tied_holders[h], peer = r->x.rank + (j - st->stage) * r->stride;
+      if (peer < 0 || peer >= r->x.size)
+        return sg__error(
+            SG_ERR_INVALID_ARG,
+            "sg__pp_runner_create: tied weight '%s' is held by stage %d, which would be rank %d of "
+            "%d (stages evenly spaced from neighbours %d and %d)",
+            name, j, peer, r->x.size, r->prev, r->next);
+    }
+    sg_tensor gr;
+    size_t bytes = 0;
+    float *slot = NULL;
+    if (sg_graph_grad(r->g, (sg_tensor){st->tied[i]}, &gr) == SG_OK)
+      slot = sg__session_tensor_addr(r->s, gr.id, &bytes);
+    if (slot == NULL)
+      return sg__error(
+          SG_ERR_UNSUPPORTED,
+          "sg__pp_runner_create: tied weight '%s' gets no gradient on stage %d; every stage that "
+          "reads it must train it",
+          name, st->stage);
+    const sg__tensor *x = &r->g->tensors[gr.id];
+    if (x->dtype != SG_F32 || bytes < x->nbytes)
+      return sg__error(SG_ERR_UNSUPPORTED, "sg__pp_runner_create: gradient '%s' is %s; f32 only (for now)",
+                       x->name, sg_dtype_name(x->dtype));
+    r->tied[i] = (sg__pp_tied){.grad = gr.id, .slot = slot, .n = x->nbytes / sizeof(float)};
+    size_t b = msg_bytes(x);
+    r->buf_bytes = b > r->buf_bytes ? b : r->buf_bytes;
+  }
+  return SG_OK;
+}
+
 static sg_status find_buffers(sg__pp_runner *r) {
   const sg__pp_stage *st = r->st;
   const sg_graph *g = r->g;
@@ -153,6 +195,7 @@ static sg_status setup(sg__pp_runner *r) {
     return sg__error(SG_ERR_INVALID_ARG, "sg__pp_runner_create: the session does not run the stage's graph");
   SG_CHECK(find_positions(r));
   SG_CHECK(find_grads(r));
+  SG_CHECK(find_tied(r)); /* before find_buffers: the message buffer fits its gradients too */
   if (r->replicas > 1) {
     for (int i = 0; i < r->n_grads; i++) r->n_flat += r->grads[i].n;
     r->flat = sg__malloc(r->n_flat * sizeof(float) + 1);
@@ -224,6 +267,7 @@ void sg__pp_runner_destroy(sg__pp_runner *r) {
   sg__free(r->buf);
   sg__free(r->flat);
   sg__free(r->prog);
+  sg__free(r->tied);
   sg__free(r);
 }
 

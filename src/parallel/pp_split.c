@@ -13,7 +13,14 @@
  * gradient g_j of each tensor out_j it sends. For L_k = sum_j sum(out_j * g_j)
  * with g_j held constant, dL_k/dout_j = g_j, so the chain rule inside the
  * stage yields exactly the parameter gradients of the real loss;
- * sg_graph_backward(L_k) does the rest. */
+ * sg_graph_backward(L_k) does the rest.
+ *
+ * Why a weight read on several stages is copied (tied weights, GPT-2's
+ * token embedding that is also its output layer): the gradient of a weight is
+ * the sum of its uses' contributions, and each stage's backward computes its
+ * own uses' part. So every stage that reads it holds a copy with the same
+ * initial value, and the runner adds the holders' parts before the update
+ * (pp_run.c), as Megatron-LM does with its embedding group. */
 #include <stdio.h>
 #include <string.h>
 
@@ -28,9 +35,10 @@ typedef struct cut {
   bool forward_only; /* sg__pp_micro_forward: no backward */
   int64_t batch;
   sg_graph *g;
-  int32_t *map;  /* source tensor -> stage graph tensor, -1 */
-  bool *batched; /* source tensor -> follows the batch (micro_dims) */
-  int *last_use; /* source tensor -> the last stage that reads it, -1 */
+  int32_t *map;   /* source tensor -> stage graph tensor, -1 */
+  bool *batched;  /* source tensor -> follows the batch (micro_dims) */
+  int *last_use;  /* source tensor -> the last stage that reads it, -1 */
+  int *first_use; /* source tensor -> the first stage that reads it, -1 */
   sg__pp_stage *st;
 } cut;
 
@@ -96,11 +104,13 @@ static sg_status check_graph(const cut *c, sg_tensor loss) {
       else if (ps >= 0 && ps < sk && x->dtype != SG_F32)
         st = sg__error(SG_ERR_UNSUPPORTED, "sg__pp_split: boundary tensor '%s' is %s; only f32 is sent",
                        x->name, sg_dtype_name(x->dtype));
-      else if (x->role == SG_ROLE_PARAMETER || x->role == SG_ROLE_STATE) {
+      else if (x->role == SG_ROLE_STATE) {
+        /* Running statistics move in the forward pass of the stage that owns them: copies on two stages
+         * would each see other activations. A parameter is tied instead (its gradients add up). */
         if (param_stage[t] >= 0 && param_stage[t] != sk)
           st = sg__error(SG_ERR_UNSUPPORTED,
-                         "sg__pp_split: %s '%s' is used on stages %d and %d (tied weights are not "
-                         "supported)",
+                         "sg__pp_split: %s '%s' is used on stages %d and %d (only a parameter may be read "
+                         "on several stages: a tied weight)",
                          sg_role_name(x->role), x->name, param_stage[t], sk);
         param_stage[t] = sk;
       }
@@ -270,6 +280,60 @@ static sg_status add_op(cut *c, uint32_t k) {
   return SG_OK;
 }
 
+static sg_status push_int(int **arr, int *n, int v) {
+  int *a = sg__realloc(*arr, sizeof(int) * (size_t)(*n + 1));
+  if (a == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg__pp_split: out of memory");
+  a[(*n)++] = v;
+  *arr = a;
+  return SG_OK;
+}
+
+void sg__pp_tensor_holders(const sg_graph *fwd, const int *stage_of, int stages, int32_t t, uint8_t *holds) {
+  memset(holds, 0, (size_t)stages);
+  const sg__tensor *x = &fwd->tensors[t];
+  if (x->producer >= 0) holds[stage_of[x->producer]] = 1;
+  for (uint32_t o = 0; o < fwd->n_ops; o++)
+    for (int i = 0; i < fwd->ops[o].n_inputs; i++)
+      if (fwd->ops[o].inputs[i] == t) holds[stage_of[o]] = 1;
+}
+
+/* A parameter that ops of two stages or more read. */
+static bool tied_weight(const cut *c, uint32_t t) {
+  const sg__tensor *x = &c->src->tensors[t];
+  return x->role == SG_ROLE_PARAMETER && x->producer < 0 && c->first_use[t] >= 0 &&
+         c->first_use[t] != c->last_use[t];
+}
+
+/* The tied weights this stage holds, with their keys (every tied weight's place in the source graph,
+ * whether held here or not) and holders. */
+static sg_status add_tied(cut *c) {
+  sg__pp_stage *st = c->st;
+  const sg_graph *s = c->src;
+  uint8_t *holds = sg__malloc((size_t)c->stages);
+  if (holds == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg__pp_split: out of memory");
+  int key = 0, n_key = 0, n_off = 0, n_holders = 0;
+  sg_status rc = SG_OK;
+  for (uint32_t t = 0; t < s->n_tensors && rc == SG_OK; t++) {
+    if (!tied_weight(c, t)) continue;
+    if (key == SG__PP_MAX_TIED) {
+      rc = sg__error(SG_ERR_UNSUPPORTED, "sg__pp_split: more than %d weights tied across stages ('%s')",
+                     SG__PP_MAX_TIED, s->tensors[t].name);
+      break;
+    }
+    int k = key++;
+    if (c->map[t] < 0) continue;
+    if (st->tied_off == NULL) rc = push_int(&st->tied_off, &n_off, 0);
+    if (rc == SG_OK) rc = push_id(&st->tied, &st->n_tied, c->map[t]);
+    if (rc == SG_OK) rc = push_int(&st->tied_key, &n_key, k);
+    sg__pp_tensor_holders(s, c->stage_of, c->stages, (int32_t)t, holds);
+    for (int j = 0; j < c->stages && rc == SG_OK; j++)
+      if (holds[j]) rc = push_int(&st->tied_holders, &n_holders, j);
+    if (rc == SG_OK) rc = push_int(&st->tied_off, &n_off, n_holders);
+  }
+  sg__free(holds);
+  return rc;
+}
+
 /* Non-last stages: L = sum_j reduce_sum(send_j * send_grad_j). */
 static sg_status add_surrogate(cut *c) {
   sg__pp_stage *st = c->st;
@@ -333,6 +397,14 @@ static sg_status build(cut *c, sg_tensor loss) {
       st->recv[i - 1] = t;
     }
   for (int j = 0; j < st->n_recv; j++) st->recv[j] = c->map[st->recv[j]];
+  SG_CHECK(add_tied(c));
+  /* A stage of tensor groups plans this forward graph (pp_tp.c), and its plan sees only this stage's use of
+   * a tied weight, which it might split; the holders' gradient sum needs every share to hold it whole. A
+   * tensor plan keeps a graph output whole and a weight read twice replicated (tp_plan.c counts an output
+   * as a use), so the tied weights are marked outputs here, where every plan of the stage (the share's,
+   * the checkpoint's, the heal's) gets its graph. */
+  for (int i = 0; i < st->n_tied && c->forward_only; i++)
+    SG_CHECK(sg_graph_mark_output(c->g, (sg_tensor){st->tied[i]}));
   SG_CHECK(sg_graph_mark_output(c->g, (sg_tensor){st->loss}));
   for (int j = 0; j < st->n_send; j++) SG_CHECK(sg_graph_mark_output(c->g, (sg_tensor){st->send[j]}));
   if (c->forward_only) return SG_OK;
@@ -366,6 +438,10 @@ void sg__pp_stage_destroy(sg__pp_stage *st) {
   sg__free(st->send_grad);
   sg__free(st->inputs);
   sg__free(st->batched);
+  sg__free(st->tied);
+  sg__free(st->tied_key);
+  sg__free(st->tied_off);
+  sg__free(st->tied_holders);
   sg__free(st);
 }
 
@@ -390,17 +466,19 @@ static sg_status split(const sg_graph *fwd, sg_tensor loss, const int *stage_of_
   c.st = sg__calloc(1, sizeof *c.st);
   c.map = sg__malloc(sizeof(int32_t) * (fwd->n_tensors + 1));
   c.last_use = sg__malloc(sizeof(int) * (fwd->n_tensors + 1));
+  c.first_use = sg__malloc(sizeof(int) * (fwd->n_tensors + 1));
   c.batched = sg__malloc(fwd->n_tensors + 1);
-  if (c.st == NULL || c.map == NULL || c.last_use == NULL || c.batched == NULL) {
+  if (c.st == NULL || c.map == NULL || c.last_use == NULL || c.first_use == NULL || c.batched == NULL) {
     st = sg__error(SG_ERR_NO_MEMORY, "sg__pp_split: out of memory");
     goto fail;
   }
-  for (uint32_t t = 0; t < fwd->n_tensors; t++) c.map[t] = c.last_use[t] = -1;
+  for (uint32_t t = 0; t < fwd->n_tensors; t++) c.map[t] = c.last_use[t] = c.first_use[t] = -1;
   find_batched(&c);
   for (uint32_t k = 0; k < fwd->n_ops; k++)
     for (int i = 0; i < fwd->ops[k].n_inputs; i++) {
       int32_t t = fwd->ops[k].inputs[i];
       if (t >= 0 && stage_of_op[k] > c.last_use[t]) c.last_use[t] = stage_of_op[k];
+      if (t >= 0 && (c.first_use[t] < 0 || stage_of_op[k] < c.first_use[t])) c.first_use[t] = stage_of_op[k];
     }
   *c.st = (sg__pp_stage){.stage = stage,
                          .stages = stages,
@@ -413,12 +491,14 @@ static sg_status split(const sg_graph *fwd, sg_tensor loss, const int *stage_of_
   SG_CHECK_GOTO(build(&c, loss), st, fail);
   sg__free(c.map);
   sg__free(c.last_use);
+  sg__free(c.first_use);
   sg__free(c.batched);
   *out = c.st;
   return SG_OK;
 fail:
   sg__free(c.map);
   sg__free(c.last_use);
+  sg__free(c.first_use);
   sg__free(c.batched);
   sg__pp_stage_destroy(c.st);
   return st;

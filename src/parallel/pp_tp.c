@@ -31,7 +31,8 @@ static sg_status remap(const sg_graph *from, const sg_graph *to, int32_t *ids, i
 }
 
 /* A received activation is a parameter of the stage graph only to get its gradient: a plan that splits it
- * (the second operand of a matmul) would cut what the previous stage sends whole. */
+ * (the second operand of a matmul) would cut what the previous stage sends whole. A tied weight is
+ * refused when split too (below). */
 static sg_status check_plan(const sg__pp_stage *st, const sg_tp_plan *plan) {
   for (int32_t i = 0; i < sg_tp_plan_count(plan); i++) {
     sg_tp_annotation a;
@@ -44,6 +45,20 @@ static sg_status check_plan(const sg__pp_stage *st, const sg_tp_plan *plan) {
                          "an activation the stage receives, which the tensor split would cut; move the "
                          "stage boundary or use one of the two modes",
                          st->g->ops[a.op].name, st->stage, st->g->tensors[st->recv[j]].name);
+  }
+  /* A tied weight's holders add their gradients element by element (pp_run.c): every holder must keep it
+   * whole. A stage's plan sees only its own uses, so the stage graph marks it an output, which a plan keeps
+   * whole (pp_split.c); this guards that. */
+  for (int j = 0; j < st->n_tied; j++) {
+    int axis = -1, groups = 1;
+    SG_CHECK(sg_tp_plan_tensor_split(plan, (sg_tensor){st->tied[j]}, &axis, &groups));
+    if (axis >= 0)
+      return sg__error(
+          SG_ERR_UNSUPPORTED,
+          "sg_dist_create_model: pipeline x tensor: stage %d's tensor plan splits '%s' (axis %d), a "
+          "weight tied across stages (read on another stage too), which every stage holding it "
+          "must keep whole; untie it or use one of the two modes",
+          st->stage, st->g->tensors[st->tied[j]].name, axis);
   }
   return SG_OK;
 }
@@ -72,6 +87,7 @@ sg_status sg__pp_split_tp(const sg_graph *fwd, sg_tensor loss, const int *stage_
   if (rc == SG_OK) rc = remap(st->g, share_g, st->send, st->n_send);
   if (rc == SG_OK && st->send_grad != NULL) rc = remap(st->g, share_g, st->send_grad, st->n_send);
   if (rc == SG_OK) rc = remap(st->g, share_g, st->inputs, st->n_inputs);
+  if (rc == SG_OK) rc = remap(st->g, share_g, st->tied, st->n_tied);
   if (rc == SG_OK) rc = remap(st->g, share_g, &st->loss, 1);
   if (rc == SG_OK) {
     sg_graph_destroy(st->g);

@@ -30,14 +30,25 @@ static sg_status stage_plans(sg_dist *d, sg__reshard *c, sg__pp_stage **fst) {
   return sg_tp_plan_create(c->src, &tpp, &c->plan1);
 }
 
+/* Source tensor t is on this rank's stage: the cut puts it there, or it is a weight tied across stages
+ * that this stage reads too. The stages keep their places, so every holder of a tied weight keeps and
+ * restores its own copy within its group. */
+static bool on_stage(const sg_dist *d, int32_t t) {
+  const sg__par_pipeline *P = PIPELINE(d);
+  int k = sg__pipeline_stage(&P->m);
+  if (sg__pp_tensor_stage(P->m.fwd, P->stage_of_op, t) == k) return true;
+  if (P->m.fwd->tensors[t].role != SG_ROLE_PARAMETER) return false;
+  uint8_t holds[SG__PP_MAX_STAGES];
+  sg__pp_tensor_holders(P->m.fwd, P->stage_of_op, P->m.pipeline, t, holds);
+  return holds[k] != 0;
+}
+
 /* Every parameter and state of this rank's stage, from the generation's copies into the new share. */
 static sg_status restore(sg_dist *d, sg__reshard *c) {
   const sg__par_pipeline *P = PIPELINE(d);
   const sg_graph *fwd = P->m.fwd;
   for (uint32_t t = 0; t < fwd->n_tensors; t++) {
-    if (!sg__model_heal_keeps(fwd, t) ||
-        sg__pp_tensor_stage(fwd, P->stage_of_op, (int32_t)t) != sg__pipeline_stage(&P->m))
-      continue;
+    if (!sg__model_heal_keeps(fwd, t) || !on_stage(d, (int32_t)t)) continue;
     SG_CHECK(sg__reshard_one(c, (int32_t)t));
   }
   return SG_OK;
@@ -101,11 +112,8 @@ static sg_status rebuild(sg_dist *d, const sg__model_gen *g) {
 /* The last stage's shares each hold their copy's loss: the world's sum counts each copy `tensor` times. */
 static int copies(const sg_dist *d) { return MODEL(d)->data * MODEL(d)->tensor; }
 
-/* The stage the cut puts source tensor t on is this rank's (every share holds a slice or the whole). */
-static bool mine(const sg_dist *d, int32_t t) {
-  const sg__par_pipeline *P = PIPELINE(d);
-  return sg__pp_tensor_stage(P->m.fwd, P->stage_of_op, t) == sg__pipeline_stage(&P->m);
-}
+/* Source tensor t is on this rank's stage (every share holds a slice or the whole): on_stage. */
+static bool mine(const sg_dist *d, int32_t t) { return on_stage(d, t); }
 
 const sg__model_heal_ops sg__pptp_heal_ops = {.copies = copies,
                                               .part = sg__pipeline_part_step,

@@ -52,7 +52,10 @@ typedef struct sg__tp_sync {
  * partial sum, synced forward) and a bias is added after the sum.
  * `loss` must stay whole (replicated). The result is not finalized: the caller
  * appends backward and an optimizer, then calls sg__tp_resolve_backward().
- * Returns SG_ERR_INVALID_ARG (NULL, rank/ways, foreign loss or plan),
+ * ways 1 with plan NULL: nothing is split, the result is a copy of `fwd`
+ * with no syncs (a group healed down to one share per copy, tp_heal.c).
+ * Returns SG_ERR_INVALID_ARG (NULL, rank/ways, foreign loss or plan, a plan
+ * with ways 1 or none with more),
  * SG_ERR_STATE (not finalized, not forward-only), SG_ERR_UNSUPPORTED (a split
  * this version does not run: the message names the op), SG_ERR_NO_MEMORY. On
  * error *out is NULL and *syncs NULL. Free syncs with sg__tp_syncs_free. */

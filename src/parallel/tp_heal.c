@@ -8,9 +8,14 @@
  * the rank that holds it, in the source graph's tensor order; every rank
  * cuts its new slice from the whole (a replicated tensor comes from its own
  * copy). The new split is the plan's for T' ways: a dim that T' does not
- * divide stays replicated, as sg_tp_plan_create decides for any job. Two
- * neighbouring shares lost at once leave the first without a copy, which
- * stops the job with an error naming both. */
+ * divide stays replicated, as sg_tp_plan_create decides for any job. With
+ * copies (data > 1) the group may heal down to T' = 1: each copy's one rank
+ * holds the whole model (no plan: every split tensor put together from the
+ * slices, nothing cut), runs it with no syncs and still averages the
+ * gradients over the copies. Without copies it never gets there: 1 of 2
+ * ranks is not a strict majority. Two neighbouring shares lost at once
+ * leave the first without a copy, which stops the job with an error naming
+ * both. */
 #include <stdio.h>
 #include <string.h>
 
@@ -131,25 +136,20 @@ static sg_status give_inputs(sg_dist *d) {
 static sg_status rebuild(sg_dist *d, const sg__model_gen *g) {
   sg__par_tensor *P = TENSOR(d);
   sg__reshard c = {.d = d, .g = g, .src = P->micro_g != NULL ? P->micro_g : P->m.fwd, .T0 = g->K};
-  if (d->size / P->m.data < 2)
-    return sg__error(
-        SG_ERR_COMM,
-        "rank %d: tensor healing: the survivors leave %d share(s) in each of the %d copies, and a "
-        "tensor group splits at least 2 ways: the job stops",
-        d->orig_rank, d->size / P->m.data, P->m.data);
   sg_status st = SG_OK;
   for (int k = 0; k < g->K && st == SG_OK; k++)
     st = sg__model_gen_keeper(d, g, k, &c.keeper[k], &c.from_own[k]);
+  /* One way splits nothing: no plan (sg__reshard_one puts every tensor together whole). */
   sg_tp_params tpp = SG_TP_PARAMS_INIT;
   tpp.ways = g->K;
-  if (st == SG_OK) st = sg_tp_plan_create(c.src, &tpp, &c.plan0);
+  if (st == SG_OK && g->K > 1) st = sg_tp_plan_create(c.src, &tpp, &c.plan0);
   sg__tensor_free_share(d);
   P->m.tensor = d->size / P->m.data;
   if (st == SG_OK) st = sg__model_replace(d);
   tpp.ways = c.T1 = P->m.tensor;
   c.me = P->m.index;
   c.x = &P->m.xfer;
-  if (st == SG_OK) st = sg_tp_plan_create(c.src, &tpp, &c.plan1);
+  if (st == SG_OK && c.T1 > 1) st = sg_tp_plan_create(c.src, &tpp, &c.plan1);
   if (st == SG_OK) st = sg__dist_inject_recovery(d, SG_RECOVERY_TRANSFER);
   if (st == SG_OK) st = sg__tensor_build_share(d);
   /* Every rank built its share, or all give up (a split the rewrite refuses fails everywhere). */

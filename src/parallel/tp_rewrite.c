@@ -362,10 +362,17 @@ static sg_status add_op(rw *c, uint32_t k) {
 }
 
 static sg_status check_args(const sg_graph *fwd, sg_tensor loss, const sg_tp_plan *plan, int ways, int rank) {
-  if (fwd == NULL || plan == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg__tp_rewrite: NULL graph or plan");
-  if (ways < 2 || ways > SG_PARTITION_MAX_PARTS)
-    return sg__error(SG_ERR_INVALID_ARG, "sg__tp_rewrite: ways is %d; it must be in 2..%d", ways,
+  if (fwd == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg__tp_rewrite: NULL graph");
+  if (ways < 1 || ways > SG_PARTITION_MAX_PARTS)
+    return sg__error(SG_ERR_INVALID_ARG, "sg__tp_rewrite: ways is %d; it must be in 1..%d", ways,
                      SG_PARTITION_MAX_PARTS);
+  /* One way splits nothing (a tensor group healed down to one share per copy, tp_heal.c): there is no
+   * plan for it (sg_tp_plan_create splits at least 2 ways), and the rewrite is a copy of the graph. */
+  if (ways == 1 && plan != NULL)
+    return sg__error(SG_ERR_INVALID_ARG,
+                     "sg__tp_rewrite: a plan for 1 way: one way splits nothing, pass none");
+  if (ways > 1 && plan == NULL)
+    return sg__error(SG_ERR_INVALID_ARG, "sg__tp_rewrite: NULL plan for %d ways", ways);
   if (rank < 0 || rank >= ways)
     return sg__error(SG_ERR_INVALID_ARG, "sg__tp_rewrite: rank %d is outside 0..%d", rank, ways - 1);
   if (!fwd->finalized) return sg__error(SG_ERR_STATE, "sg__tp_rewrite: the graph is not finalized");

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "../worker_check.h"
+#include "comm/comm.h"
 #include "parallel/pp.h"
 #include "runtime/hooks.h"
 
@@ -114,4 +115,15 @@ double compare_losses(const char *who, const float *got, const float *want, int 
     worst = fmax(worst, d);
   }
   return worst;
+}
+
+sg_comm *group_comm(const char *prefix, int index, int rank, int size) {
+  sg_comm_params cp = SG_COMM_PARAMS_INIT;
+  cp.rank = rank;
+  cp.world_size = size;
+  char name[32];
+  snprintf(name, sizeof name, "%s%d", prefix, index);
+  sg_comm *c;
+  OK(sg__comm_create_group(&cp, name, &c));
+  return c;
 }

@@ -54,4 +54,8 @@ double rel_diff(const float *a, const float *b, size_t n);
  * Returns the largest relative difference. */
 double compare_losses(const char *who, const float *got, const float *want, int steps, double tol);
 
+/* The group "<prefix><index>" of `size` ranks, this process its rank `rank` (sg__comm_create_group): a
+ * pipeline's ranks of one replica, or one stage's replicas. */
+sg_comm *group_comm(const char *prefix, int index, int rank, int size);
+
 #endif /* SG_TEST_DIST_COMPARE_H */

@@ -140,13 +140,26 @@ if(SG_FAULT_INJECTION)
                                                   "kill:rank=0,step=2" 4)
   add_test(NAME dist_tp_heal_dp2_partition_np6 COMMAND ${_sg_model_heal} ${_sg_model_dir}/tph_dp2_part tpheal 6
                                                        "partition:ranks=1-4,step=3" 4)
+  # Down to one share per copy (3 -> 2 -> 1 ways; 2 -> 1): each copy's rank holds the whole model, runs it
+  # with no syncs and averages the gradients over the copies. A second loss there stops the job: with 2
+  # copies 1 of 2 ranks is not a strict majority; with 4 the 3 survivors are, but the lost rank's place is
+  # every copy's only one, so all are released (no copy can keep the layout) -- and nothing hangs.
   add_test(NAME dist_tp_heal_dp2_one_way_np6 COMMAND ${_sg_model_heal} ${_sg_model_dir}/tph_dp2_one tpheal 6
-                                                     "kill:rank=2,step=3;kill:rank=3,step=6" 0)
+                                                     "kill:rank=2,step=3;kill:rank=3,step=6" 2)
+  add_test(NAME dist_tp_heal_tp2_dp2_kill_np4 COMMAND ${_sg_model_heal} ${_sg_model_dir}/tph_tp2_dp2 tpheal 4
+                                                      "kill:rank=1,step=3" 2)
+  add_test(NAME dist_tp_heal_tp2_dp2_two_kills_np4 COMMAND ${_sg_model_heal} ${_sg_model_dir}/tph_tp2_dp2_two
+                                                           tpheal 4 "kill:rank=1,step=3;kill:rank=2,step=6" 0)
   set_tests_properties(dist_pp_heal_dp2_kill_np6 dist_pp_heal_dp2_two_kills_np6 dist_tp_heal_dp2_kill_np6
-                       dist_tp_heal_dp2_partition_np6 PROPERTIES TIMEOUT 120 LABELS "dist;model;heal"
-                       ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000;HEAL_DATA=2")
-  set_tests_properties(dist_tp_heal_dp2_one_way_np6 PROPERTIES TIMEOUT 120 LABELS "dist;model;heal" ENVIRONMENT
-                       "SG_COMM_TIMEOUT_MS=30000;HEAL_DATA=2;HEAL_ERROR=a tensor group splits at least 2 ways")
+                       dist_tp_heal_dp2_partition_np6 dist_tp_heal_dp2_one_way_np6 dist_tp_heal_tp2_dp2_kill_np4
+                       PROPERTIES TIMEOUT 120 LABELS "dist;model;heal" ENVIRONMENT
+                       "SG_COMM_TIMEOUT_MS=30000;HEAL_DATA=2")
+  add_test(NAME dist_tp_heal_tp2_dp4_two_kills_np8 COMMAND ${_sg_model_heal} ${_sg_model_dir}/tph_tp2_dp4_two
+                                                           tpheal 8 "kill:rank=1,step=3;kill:rank=2,step=6" 0)
+  set_tests_properties(dist_tp_heal_tp2_dp2_two_kills_np4 PROPERTIES TIMEOUT 120 LABELS "dist;model;heal"
+                       ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000;HEAL_DATA=2;HEAL_ERROR=not a strict majority")
+  set_tests_properties(dist_tp_heal_tp2_dp4_two_kills_np8 PROPERTIES TIMEOUT 120 LABELS "dist;model;heal"
+                       ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000;HEAL_DATA=4;HEAL_ERROR=released from the job at epoch 2")
   # A pipeline of tensor groups (HEAL_TENSOR=T: 2 stages x T shares, rank = stage * T + share): the lost rank's
   # share index is dropped in every stage (the other stage releases its rank there), and each stage's group
   # is split again over T - 1 shares from the ring copies within the stage (2 x 2 -> 2 x 1, 2 x 3 -> 2 x 2).
@@ -199,11 +212,14 @@ if(SG_FAULT_INJECTION)
                        ENVIRONMENT "SG_COMM_TIMEOUT_MS=60000;HEAL_STEPS=6;HEAL_REF=1;HEAL_DATA=2")
   # ResNet-50 as 2 stages x 2 shares (its last layer split in the last stage; after the loss, 2 x 1), against a
   # failure-free run of the same job, killed at a seeded random step: the healed stage sums its last layer
-  # unsplit, in another order than the failure-free 2-way split (docs/resilience.md).
+  # unsplit, in another order than the failure-free 2-way split, and layer4's batch norms (1 x 1 pixels at
+  # 32 x 32 in, batch 4: each channel divided by the deviation of 4 values) amplify that last-bit difference:
+  # 1.2e-6 with oneDNN's AVX2 kernels, up to 3.9e-4 (layer4.2.bn3.bias) with its AVX-512 ones, so these
+  # compare at HEAL_REF_TOL 2e-3 (docs/resilience.md); the pipeline-of-tensor-groups MLP tests keep 1e-5.
   add_test(NAME dist_pptp_heal_resnet_kill_np4 COMMAND ${_sg_model_heal} ${_sg_model_dir}/ppt_rn rn_ppheal 4
                                                        "kill:rank=1,step=random(1-5)" 2 4)
   set_tests_properties(dist_pptp_heal_resnet_kill_np4 PROPERTIES TIMEOUT 240 LABELS "dist;model;heal"
-                       ENVIRONMENT "SG_COMM_TIMEOUT_MS=60000;HEAL_STEPS=6;HEAL_REF=1;HEAL_TENSOR=2")
+                       ENVIRONMENT "SG_COMM_TIMEOUT_MS=60000;HEAL_STEPS=6;HEAL_REF=1;HEAL_TENSOR=2;HEAL_REF_TOL=2e-3")
   # ResNet-50 as a 4-way group (its last layer split; after the loss, 3 ways split nothing), compared with a
   # failure-free run of the same job (model_worker.c says why not with one process).
   add_test(NAME dist_tp_heal_resnet_kill_np4 COMMAND ${_sg_model_heal} ${_sg_model_dir}/tph_rn rn_tpheal 4
@@ -244,6 +260,6 @@ if(SG_FAULT_INJECTION)
     set_tests_properties(dist_tp_heal_resnet_${_f}_np4 PROPERTIES ENVIRONMENT
                          "SG_COMM_TIMEOUT_MS=60000;HEAL_STEPS=6;HEAL_REF=1")
     set_tests_properties(dist_pptp_heal_resnet_${_f}_np4 PROPERTIES ENVIRONMENT
-                         "SG_COMM_TIMEOUT_MS=60000;HEAL_STEPS=6;HEAL_REF=1;HEAL_TENSOR=2")
+                         "SG_COMM_TIMEOUT_MS=60000;HEAL_STEPS=6;HEAL_REF=1;HEAL_TENSOR=2;HEAL_REF_TOL=2e-3")
   endforeach()
 endif()

@@ -356,17 +356,6 @@ static void stages_of(const sg_graph *fwd, int K, int metis, int *stage_of) {
   else cut_at_blocks(fwd, K, stage_of);
 }
 
-static sg_comm *group(const char *prefix, int index, int rank, int size) {
-  sg_comm_params cp = SG_COMM_PARAMS_INIT;
-  cp.rank = rank;
-  cp.world_size = size;
-  char name[32];
-  snprintf(name, sizeof name, "%s%d", prefix, index);
-  sg_comm *c;
-  OK(sg__comm_create_group(&cp, name, &c));
-  return c;
-}
-
 int pp_equiv_main(int argc, char **argv) {
   CHECK(argc >= 5, "usage: pp_worker equiv mlp|drop|resnet D M [blocks|metis [BATCH]]");
   model m = {"x", "y", MLP_IN, 16, 0.05f, 0, 0};
@@ -386,7 +375,7 @@ int pp_equiv_main(int argc, char **argv) {
   int W = sg_comm_size(world), rank = sg_comm_rank(world);
   CHECK(D >= 1 && W % D == 0 && M >= 1 && m.batch % (D * M) == 0, "%d ranks, D=%d, M=%d", W, D, M);
   int K = W / D, replica = rank / K, stage = rank % K;
-  sg_comm *pc = group("pp.r", replica, stage, K), *dc = group("dp.s", stage, replica, D);
+  sg_comm *pc = group_comm("pp.r", replica, stage, K), *dc = group_comm("dp.s", stage, replica, D);
   sg__xfer px, dx;
   sg__xfer_direct(pc, &px);
   sg__xfer_direct(dc, &dx);

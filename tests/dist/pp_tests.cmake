@@ -50,3 +50,24 @@ add_test(NAME pp_resnet_metis_np4 COMMAND ${_sg_pp_launch} -n 4 -- ${_sg_pp_work
 set_tests_properties(pp_dp_mlp_np4 pp_drop_np4 pp_dp_drop_np4 pp_dp3_drop_np6 pp_resnet_np4 pp_dp_resnet_np4
                      pp_resnet_metis_np4
                      PROPERTIES TIMEOUT 120 LABELS "dist;pp" ENVIRONMENT "SG_COMM_TIMEOUT_MS=60000")
+
+# Weights tied across stages (pp_tied.c): a net whose token embedding is also
+# its output layer, as GPT-2's, cut so that the embedding is read on the first
+# and the last stage; every parameter against one process at 1e-5 and the two
+# copies of the embedding bitwise equal, through 2 and 3 stages with
+# micro-batches and 2 copies of a 2-stage pipeline. The mutant forgets the
+# tied weight (no gradient sum) and passes only if the comparison then fails.
+add_executable(pp_tied_worker ${CMAKE_CURRENT_LIST_DIR}/pp_tied.c ${CMAKE_CURRENT_LIST_DIR}/compare.c)
+target_link_libraries(pp_tied_worker PRIVATE sgrt_internal m)
+target_compile_options(pp_tied_worker PRIVATE ${SG_WARNINGS})
+set(_sg_pp_tied $<TARGET_FILE:pp_tied_worker>)
+add_test(NAME pp_tied_np2 COMMAND ${_sg_pp_launch} -n 2 -- ${_sg_pp_tied} 1 4)
+add_test(NAME pp_tied_np3 COMMAND ${_sg_pp_launch} -n 3 -- ${_sg_pp_tied} 1 3)
+add_test(NAME pp_tied_dp2_np4 COMMAND ${_sg_pp_launch} -n 4 -- ${_sg_pp_tied} 2 2)
+add_test(NAME pp_mutant_tied_no_sum_np3 COMMAND ${_sg_pp_launch} -n 3 -- ${_sg_pp_tied} 1 2 no-tied-sum)
+set_tests_properties(pp_tied_np2 pp_tied_np3 pp_tied_dp2_np4 pp_mutant_tied_no_sum_np3
+                     PROPERTIES TIMEOUT 120 LABELS "dist;pp" ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000")
+# ... and through sg_dist_create_model with a re-cut from the profile (rank 1 slowed 4x): the tied weight
+# stays on the first stage, its second copy and momentum follow the logits layer to its new stage.
+add_test(NAME pp_tied_recut_np3 COMMAND ${_sg_pp_launch} -n 3 -- ${_sg_pp_tied} recut)
+set_tests_properties(pp_tied_recut_np3 PROPERTIES TIMEOUT 120 LABELS "dist;pp" ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000")

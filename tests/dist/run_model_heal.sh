@@ -10,7 +10,8 @@
 # EXPECT survivors must have recovered. With EXPECT = 0 the job must fail
 # instead, every survivor with an error matching HEAL_ERROR. With HEAL_REF=1 a
 # failure-free run of the same job goes first and is the reference of the
-# parameters and the losses (HEAL_SAVE_DIR / HEAL_REF_DIR: model_worker.c).
+# parameters and the losses (HEAL_SAVE_DIR / HEAL_REF_DIR: model_worker.c),
+# each parameter within HEAL_REF_TOL (L2 relative; default 1e-5).
 #   usage: run_model_heal.sh SGRT WORKER DIR MODE N SPEC EXPECT [SEED]
 set -u
 sgrt=$1 worker=$2 dir=$3 mode=$4 n=$5 spec=$6 expect=$7 seed=${8:-0}

@@ -35,6 +35,26 @@ port=$(free_port)
 prom_port=$(free_port)
 steps=60
 
+# A real Prometheus server, started (and ready) before the job, scrapes it every second from its first
+# step on: the job takes a few seconds on a fast machine, less than the server needs to start.
+cat >"$work/prometheus.yml" <<EOF
+global:
+  scrape_interval: 1s
+scrape_configs:
+  - job_name: sgrt
+    static_configs:
+      - targets: ["127.0.0.1:$port"]
+EOF
+prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
+  --web.listen-address="127.0.0.1:$prom_port" >"$work/prometheus.log" 2>&1 &
+pids+=($!)
+for ((i = 0; i < 300; i++)); do
+  get "http://127.0.0.1:$prom_port/-/ready" >/dev/null && break
+  sleep 0.2
+done
+get "http://127.0.0.1:$prom_port/-/ready" >/dev/null ||
+  { tail -20 "$work/prometheus.log" >&2; fail "Prometheus was not ready within 60 s"; }
+
 "$sgrt" launch -n 4 -- "$bin" --steps $steps --res 32 --width 8 --batch 2 --metrics-port "$port" \
   --metrics-file "$work/steps.jsonl" --json >"$work/job.out" 2>"$work/job.err" &
 job=$!
@@ -55,18 +75,7 @@ for name in 'sgrt_step_seconds_bucket{le="+Inf"}' sgrt_step_seconds_count sgrt_i
 done
 echo "ok: /metrics passes promtool check metrics ($(grep -c '^sgrt_' "$work/scrape.txt") samples)"
 
-# A real Prometheus server scrapes the job every second; its query API must return the step count.
-cat >"$work/prometheus.yml" <<EOF
-global:
-  scrape_interval: 1s
-scrape_configs:
-  - job_name: sgrt
-    static_configs:
-      - targets: ["127.0.0.1:$port"]
-EOF
-prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
-  --web.listen-address="127.0.0.1:$prom_port" >"$work/prometheus.log" 2>&1 &
-pids+=($!)
+# The query API of the Prometheus server started before the job must return the step count.
 got=
 for ((i = 0; i < 300; i++)); do
   got=$(get "http://127.0.0.1:$prom_port/api/v1/query?query=sgrt_steps_total" |

@@ -7,18 +7,25 @@
 #   equiv_tp  tensor parallel, 2 shares (each block's c_attn column-split in 3 blocks by heads, the heads
 #             apart, attn.c_proj row-split; the MLP's c_fc column- and c_proj row-split), with the fused
 #             attention (the default) and the unfused one; 2 copies x 2 shares; 2 shares x 2 micro-batches;
-#   equiv_pp  a 4-stage pipeline of the 4-layer model with its own lm_head (--untied: the library does not
-#             cut the tied embedding between stages), with 1 and 4 micro-batches; 2 stages x 2 shares x 2
-#             micro-batches; (--pipeline without --untied is refused) -- against one process of the same
-#             untied model;
+#   equiv_pp  a 4-stage pipeline of the 4-layer model, whose tied embedding (also its output layer) the
+#             first and the last stage each hold, their gradients summed before each update, with 1 and 4
+#             micro-batches; 2 copies of a 2-stage pipeline; 2 stages x 2 shares x 2 micro-batches (each
+#             share holds the embedding whole) -- against one process of the same tied model; and the
+#             4-stage pipeline of the model with its own lm_head (--untied) against one process of that;
 # and healing (a build with fault injection), each against the failure-free one process:
 #   heal         data parallel: rank 2 of 4 killed at step 3, the 3 others heal (strict QoS: the same
 #                global batch);
-#   heal_pp      the 4-stage pipeline, rank 2 killed at step 3: its stage merged into a neighbour (3 stages);
+#   heal_pp      the 4-stage pipeline of the tied model, rank 2 killed at step 3: its stage merged into a
+#                neighbour (3 stages); then rank 3, the last stage, killed: merged into stage 2, which now
+#                holds the tied embedding too (the first stage's copy, sent to it); then 2 stages x 3
+#                shares, rank 4 killed at step 3: each stage's group split again 2 ways (rank 1 released);
 #   heal_tp      a 4-way tensor group, rank 2 killed at step 3: split again 3 ways;
 #   heal_tpdp    2 copies x 3 shares, rank 4 killed at step 3: its copy split 2 ways, the other copy
-#                releases the rank at the same place (exit 75), 2 x 2 go on.
-# A tensor group of 2 does not heal (the library needs a strict majority left: heal needs 3 shares).
+#                releases the rank at the same place (exit 75), 2 x 2 go on; then 2 copies x 2 shares
+#                (the issue's TP=2 x DP=2), rank 1 killed at step 3: rank 3 released, 2 copies x 1 share
+#                (the whole model on each) go on.
+# A tensor group of 2 without copies does not heal: 1 rank of 2 is not a strict majority, so the library
+# refuses heal at create (gpt2_dist turns it off).
 #   usage: check_dist.sh MODE SGRT GPT2_DIST PYTHON LIBSGRT
 set -euo pipefail
 mode=$1 sgrt=$2 bin=$3 py=$4 lib=$5
@@ -55,10 +62,12 @@ print("healed: %d of %d ranks, detection %.0f ms, RTO %.0f ms" %
       (r["world_size"], r["original_world_size"], r["detection_ms"], r["rto_ms"]))
 PY
 }
-# The pipeline's model: 4 blocks (something to cut into 4 stages) and an lm_head of its own.
+# The pipeline's model: 4 blocks (something to cut into 4 stages), its embedding tied to its output layer
+# (GPT-2's), or with an lm_head of its own.
+tied=(--layers 4)
 untied=(--layers 4 --untied)
 case $mode in
-  equiv_pp | heal_pp) run one -n 1 -- "${untied[@]}" ;;
+  equiv_pp | heal_pp) run one -n 1 -- "${tied[@]}" ;;
   *) run one -n 1 -- ;;
 esac
 case $mode in
@@ -82,13 +91,18 @@ case $mode in
     compare "$work/tp2m2.sgg" "$work/one.sgg" 1e-4 "2 shares x 2 micro-batches, vs one process"
     ;;
   equiv_pp)
-    refused "--pipeline with the tied embedding" "add --untied" --pipeline 2
-    run pp4 -n 4 -- "${untied[@]}" --pipeline 4
-    compare "$work/pp4.sgg" "$work/one.sgg" 1e-4 "pipeline, 4 stages, vs one process"
-    run pp4m4 -n 4 -- "${untied[@]}" --pipeline 4 --micro-batches 4
-    compare "$work/pp4m4.sgg" "$work/one.sgg" 1e-4 "pipeline, 4 stages x 4 micro-batches (1F1B), vs one process"
-    run pp2tp2 -n 4 -- "${untied[@]}" --pipeline 2 --tensor 2 --micro-batches 2
-    compare "$work/pp2tp2.sgg" "$work/one.sgg" 1e-4 "2 stages x 2 shares x 2 micro-batches, vs one process"
+    run pp4 -n 4 -- "${tied[@]}" --pipeline 4
+    compare "$work/pp4.sgg" "$work/one.sgg" 1e-4 "pipeline, 4 stages, tied embedding, vs one process"
+    run pp4m4 -n 4 -- "${tied[@]}" --pipeline 4 --micro-batches 4
+    compare "$work/pp4m4.sgg" "$work/one.sgg" 1e-4 \
+      "pipeline, 4 stages x 4 micro-batches (1F1B), tied embedding, vs one process"
+    run pp2dp2 -n 4 -- "${tied[@]}" --pipeline 2
+    compare "$work/pp2dp2.sgg" "$work/one.sgg" 1e-4 "2 copies x 2 stages, tied embedding, vs one process"
+    run pp2tp2 -n 4 -- "${tied[@]}" --pipeline 2 --tensor 2 --micro-batches 2
+    compare "$work/pp2tp2.sgg" "$work/one.sgg" 1e-4 "2 stages x 2 shares x 2 micro-batches, tied embedding, vs one process"
+    run oneu -n 1 -- "${untied[@]}"
+    run pp4u -n 4 -- "${untied[@]}" --pipeline 4
+    compare "$work/pp4u.sgg" "$work/oneu.sgg" 1e-4 "pipeline, 4 stages, untied (lm_head of its own), vs one process"
     ;;
   heal)
     run heal -n 4 --inject 'kill:rank=2,step=3' --
@@ -96,9 +110,17 @@ case $mode in
     compare "$work/heal.sgg" "$work/one.sgg" 1e-4 "rank 2 of 4 killed at step 3, healed, vs one process"
     ;;
   heal_pp)
-    run heal -n 4 --inject 'kill:rank=2,step=3' -- "${untied[@]}" --pipeline 4
+    run heal -n 4 --inject 'kill:rank=2,step=3' -- "${tied[@]}" --pipeline 4
     healed heal 3
     compare "$work/heal.sgg" "$work/one.sgg" 1e-4 "pipeline of 4, stage 2 killed at step 3, healed, vs one process"
+    run heal3 -n 4 --inject 'kill:rank=3,step=3' -- "${tied[@]}" --pipeline 4
+    healed heal3 3
+    compare "$work/heal3.sgg" "$work/one.sgg" 1e-4 \
+      "pipeline of 4, the last stage killed at step 3 (merged into the one before, which now holds the tied embedding too), healed, vs one process"
+    run heal_pptp -n 6 --inject 'kill:rank=4,step=3' -- "${tied[@]}" --pipeline 2 --tensor 3
+    healed heal_pptp 4
+    compare "$work/heal_pptp.sgg" "$work/one.sgg" 1e-4 \
+      "2 stages x 3 shares, rank 4 killed at step 3, each group split again 2 ways, tied embedding, healed, vs one process"
     ;;
   heal_tp)
     run heal -n 4 --inject 'kill:rank=2,step=3' -- --tensor 4
@@ -109,6 +131,10 @@ case $mode in
     run heal -n 6 --inject 'kill:rank=4,step=3' -- --tensor 3
     healed heal 4
     compare "$work/heal.sgg" "$work/one.sgg" 1e-4 "2 copies x 3 shares, rank 4 killed at step 3, healed, vs one process"
+    run heal22 -n 4 --inject 'kill:rank=1,step=3' -- --tensor 2
+    healed heal22 2
+    compare "$work/heal22.sgg" "$work/one.sgg" 1e-4 \
+      "2 copies x 2 shares, rank 1 killed at step 3, healed as 2 copies x 1 share, vs one process"
     ;;
   *) echo "usage: check_dist.sh equiv|equiv_tp|equiv_pp|heal|heal_pp|heal_tp|heal_tpdp SGRT GPT2_DIST PYTHON LIBSGRT" >&2; exit 2 ;;
 esac

@@ -25,8 +25,9 @@ if(TARGET sg_gpt2_model)
                                                          ENVIRONMENT "GPT2_PARITY_ARGS=--fused-attention")
 endif()
 # gpt2_dist against one process (check_dist.sh), each job's whole model saved by sg_dist_save_checkpoint:
-# data parallel and micro-batches with ZeRO-1; tensor parallel (2, 2 copies x 2); a pipeline of 4 (and 2 x 2
-# shares) of the 4-layer untied model; and a killed rank healed around in each mode that heals (a build with
+# data parallel and micro-batches with ZeRO-1; tensor parallel (2, 2 copies x 2); a pipeline of 4, 2 copies of
+# 2 stages and 2 stages x 2 shares of the 4-layer model with its tied embedding, a pipeline of 4 of the untied
+# one; and a killed rank healed around in each mode that heals (a build with
 # fault injection: SG_INJECT_TESTS). The plain build (a sanitizer build's library does not load into python3).
 if(TARGET gpt2_dist AND TARGET sgrt_cli AND NOT SG_SANITIZE)
   foreach(_mode equiv equiv_tp equiv_pp heal heal_pp heal_tp heal_tpdp)
