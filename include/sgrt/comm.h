@@ -93,8 +93,10 @@ SG_API sg_status sg_comm_create(const sg_comm_params *params, sg_comm **out);
 /**
  * Leaves the job and frees everything. Accepts NULL. Runs a barrier first (so
  * no peer still needs our endpoints or rank 0's store) unless the
- * communicator failed or was aborted; then it closes without waiting for
- * peers, within about 2 s. Buffers of a call that failed must stay valid until
+ * communicator failed or was aborted: every rank waits for every other's
+ * word that it is leaving; a peer that left right after its word (before
+ * ours to it completed) does not fail it. Then it closes without waiting
+ * for peers, within about 2 s. Buffers of a call that failed must stay valid until
  * here: UCX may still hold a send of theirs.
  * @return SG_OK, or the barrier's error (resources are freed either way).
  */

@@ -324,6 +324,41 @@ out:
   return sg__comm_fail(comm, st);
 }
 
+/* sg_comm_destroy's barrier: every rank tells every other that it is done and waits to hear the same
+ * from each (comm_internal.h). A peer whose word arrived has finished all its work with us and may close
+ * its endpoints at once, even before UCX has completed our own word to it; so each wait looks at its own
+ * peer only (a collective fails on the loss of any peer), and once every peer's word is in, the failure
+ * of a send to a peer that has left is not a failure of the job. */
+sg_status sg__comm_leave_barrier(sg_comm *comm) {
+  SG_CHECK(sg__comm_begin(comm, "leaving the job"));
+  const int n = comm->size;
+  if (n == 1) return SG_OK;
+  uint8_t *words;
+  SG_CHECK(sg__comm_scratch(comm, (size_t)n, (void **)&words));
+  words[comm->rank] = 1;
+  const uint32_t tag = coll_tag(comm);
+  /* recv[k] from and send[k] to peer rank + 1 + k. */
+  sg__ucx_req **recv = sg__calloc(2 * (size_t)(n - 1), sizeof *recv), **send = recv + (n - 1);
+  if (recv == NULL) return sg__error(SG_ERR_NO_MEMORY, "rank %d: leaving the job: out of memory", comm->rank);
+  sg_status st = SG_OK;
+  for (int k = 0; k < n - 1 && st == SG_OK; k++) {
+    int p = mod(comm->rank + 1 + k, n);
+    st = sg__ucx_irecv(comm->ucx, p, SG_TAG_COLL, tag, words + p, 1, &recv[k]);
+  }
+  for (int k = 0; k < n - 1 && st == SG_OK; k++) {
+    int p = mod(comm->rank + 1 + k, n);
+    st = sg__ucx_isend(comm->ucx, p, SG_TAG_COLL, tag, words + comm->rank, 1, &send[k]);
+  }
+  for (int k = 0; k < n - 1 && st == SG_OK; k++) st = sg__ucx_wait(comm->ucx, &recv[k], comm->deadline);
+  /* Every peer's word is in: a send that fails now went to a peer that left after its own word. */
+  for (int k = 0; k < n - 1 && st == SG_OK; k++)
+    if (sg__ucx_wait(comm->ucx, &send[k], comm->deadline) != SG_OK) sg_clear_error();
+  for (int k = 0; k < 2 * (n - 1); k++)
+    sg__ucx_abandon(comm->ucx, &recv[k]); /* what is left, after a failure */
+  sg__free(recv);
+  return sg__comm_fail(comm, st);
+}
+
 sg_status sg_comm_barrier(sg_comm *comm) {
   SG_CHECK(sg__comm_begin_all(comm, "sg_comm_barrier"));
   if (comm->size == 1) return SG_OK;

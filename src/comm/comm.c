@@ -236,7 +236,7 @@ sg_status sg_comm_destroy(sg_comm *comm) {
   /* The barrier makes sure no peer still needs our endpoints or rank 0's
    * store. After a failure or an abort there is no barrier to be had (a peer
    * may be gone), so destroy goes straight to closing: bounded either way. */
-  if (comm->failed == SG_OK && !sg__comm_aborted(comm) && comm->ucx) st = sg_comm_barrier(comm);
+  if (comm->failed == SG_OK && !sg__comm_aborted(comm) && comm->ucx) st = sg__comm_leave_barrier(comm);
   sg__nccl_destroy(comm);
   sg__ucx_destroy(comm->ucx);
   for (size_t i = 0; i < comm->n_keep; i++) sg__free(comm->keep[i]); /* the transport is closed */

@@ -178,6 +178,9 @@ sg_status sg__comm_store_bcast(sg_comm *comm, const char *key, void *buf, size_t
 /* Releases the NCCL communicator, if any (nccl.c; a no-op without NCCL). */
 void sg__nccl_destroy(sg_comm *comm);
 sg_status sg__comm_fail(sg_comm *comm, sg_status st);
+/* The barrier before closing (sg_comm_destroy, collectives_host.c): SG_OK once every peer said it is
+ * leaving too; sends to peers that already left may fail without failing it. */
+sg_status sg__comm_leave_barrier(sg_comm *comm);
 
 /* ---- reductions (reduce.c) ----------------------------------------------- */
 
