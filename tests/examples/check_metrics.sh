@@ -4,7 +4,8 @@
 #   - its /metrics text passes `promtool check metrics` (Debian's prometheus
 #     package) and holds the step histogram, images/s, bytes allreduced,
 #     recoveries, ranks by health state and the heartbeat age of each peer;
-#   - a real Prometheus server, started here on loopback, scrapes it, and its
+#   - a real Prometheus server, started here on loopback and scraping before
+#     the job starts (a fast machine runs the job in seconds), scrapes it; its
 #     query API returns the job's step count (sgrt_steps_total, 1..STEPS);
 #   - the metrics file has one JSON line per step, steps 1..STEPS in order,
 #     with the loss, images/s, the step split into compute and exposed
@@ -35,8 +36,8 @@ port=$(free_port)
 prom_port=$(free_port)
 steps=60
 
-# A real Prometheus server, started (and ready) before the job, scrapes it every second from its first
-# step on: the job takes a few seconds on a fast machine, less than the server needs to start.
+# A real Prometheus server, started (and scraping) before the job, scrapes it every second from its
+# first step on: the job takes a few seconds on a fast machine, less than the server needs to start.
 cat >"$work/prometheus.yml" <<EOF
 global:
   scrape_interval: 1s
@@ -54,6 +55,16 @@ for ((i = 0; i < 300; i++)); do
 done
 get "http://127.0.0.1:$prom_port/-/ready" >/dev/null ||
   { tail -20 "$work/prometheus.log" >&2; fail "Prometheus was not ready within 60 s"; }
+# Ready is not scraping yet: Prometheus hands targets to its scrape loops in batches, about 5 s after
+# start. Once `up` has a sample (0: the job's port is still closed) a loop scrapes every second.
+scraping=
+for ((i = 0; i < 300; i++)); do
+  scraping=$(get "http://127.0.0.1:$prom_port/api/v1/query?query=up" |
+    "$py" -c 'import json, sys; print(len(json.load(sys.stdin)["data"]["result"]))' 2>/dev/null) || scraping=
+  [ "${scraping:-0}" -gt 0 ] && break
+  sleep 0.2
+done
+[ "${scraping:-0}" -gt 0 ] || { tail -20 "$work/prometheus.log" >&2; fail "Prometheus did not start scraping within 60 s"; }
 
 "$sgrt" launch -n 4 -- "$bin" --steps $steps --res 32 --width 8 --batch 2 --metrics-port "$port" \
   --metrics-file "$work/steps.jsonl" --json >"$work/job.out" 2>"$work/job.err" &
