@@ -67,7 +67,7 @@ typedef struct sg__pp_stage {
    * tied_holders[tied_off[i] .. tied_off[i + 1]). */
   int n_tied;
   int32_t *tied;
-  int *tied_key, *tied_off, *tied_holders;
+  int32_t *tied_key, *tied_off, *tied_holders;
 } sg__pp_stage;
 
 /* At most this many weights tied across stages in one source graph (the key fits the micro-batch field

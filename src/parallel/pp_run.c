@@ -72,35 +72,34 @@ static sg_status send_tensor(sg__pp_runner *r, int peer, int backward, int j, in
   return send_framed(r, peer, tag_of(r, backward, j, m), &h, addr);
 }
 
-/* Receives boundary tensor t (of g) for micro-batch m into msg and
- * validates every header field against what this stage expects. */
-static sg_status recv_tensor(sg__pp_runner *r, int peer, int backward, int j, int m, int32_t t, uint8_t *msg,
-                             const void **payload) {
-  const sg__tensor *x = &r->g->tensors[t];
+/* Receives x's message (tag) from peer into msg and validates every header field against `want`. */
+static sg_status recv_framed(sg__pp_runner *r, int peer, uint32_t tag, const sg__tensor *x,
+                             const sg__wire_header *want, uint8_t *msg, const void **payload) {
   size_t n = msg_bytes(x);
   int64_t t0 = sg__now_ns();
-  sg_status st = r->x.recv(r->x.ctx, peer, tag_of(r, backward, j, m), msg, n);
+  sg_status st = r->x.recv(r->x.ctx, peer, tag, msg, n);
   r->stats.idle_ms += (double)(sg__now_ns() - t0) * 1e-6;
   if (st != SG_OK) return st;
   r->stats.messages++;
   r->stats.bytes += (int64_t)n;
-  sg__wire_header want = header_of(r, x, backward ? r->st->stage + 1 : r->st->stage - 1, backward, m), got;
-  return sg__wire_decode(msg, n, &want, peer, &got, payload);
+  sg__wire_header got;
+  return sg__wire_decode(msg, n, want, peer, &got, payload);
+}
+
+/* Receives boundary tensor t (of g) for micro-batch m into msg, sent by the neighbouring stage. */
+static sg_status recv_tensor(sg__pp_runner *r, int peer, int backward, int j, int m, int32_t t, uint8_t *msg,
+                             const void **payload) {
+  const sg__tensor *x = &r->g->tensors[t];
+  sg__wire_header want = header_of(r, x, backward ? r->st->stage + 1 : r->st->stage - 1, backward, m);
+  return recv_framed(r, peer, tag_of(r, backward, j, m), x, &want, msg, payload);
 }
 
 /* A tied weight's gradient (x, of g) from the holder `stage` at comm rank `peer` into r->buf; its header
  * is validated as a boundary gradient's (the weight's key in the micro-batch's place, offset 0). */
 static sg_status recv_grad(sg__pp_runner *r, int peer, int stage, int key, const sg__tensor *x,
                            const void **payload) {
-  size_t n = msg_bytes(x);
-  int64_t t0 = sg__now_ns();
-  sg_status st = r->x.recv(r->x.ctx, peer, tag_of(r, 1, SG__PP_MAX_BOUNDARY, key), r->buf, n);
-  r->stats.idle_ms += (double)(sg__now_ns() - t0) * 1e-6;
-  if (st != SG_OK) return st;
-  r->stats.messages++;
-  r->stats.bytes += (int64_t)n;
-  sg__wire_header want = header_of(r, x, stage, 1, 0), got;
-  return sg__wire_decode(r->buf, n, &want, peer, &got, payload);
+  sg__wire_header want = header_of(r, x, stage, 1, 0);
+  return recv_framed(r, peer, tag_of(r, 1, SG__PP_MAX_BOUNDARY, key), x, &want, r->buf, payload);
 }
 
 /* Micro-batch m's inputs and received activations into the session. */
@@ -239,7 +238,8 @@ static sg_status tied_sum(sg__pp_runner *r) {
   for (int i = 0; i < st->n_tied; i++) {
     const sg__pp_tied *t = &r->tied[i];
     const sg__tensor *x = &r->g->tensors[t->grad];
-    const int *holders = st->tied_holders + st->tied_off[i], n = st->tied_off[i + 1] - st->tied_off[i];
+    const int32_t *holders = st->tied_holders + st->tied_off[i];
+    const int n = st->tied_off[i + 1] - st->tied_off[i];
     int owner = holders[0], key = st->tied_key[i];
     int owner_rank = r->x.rank + (owner - me) * r->stride;
     uint32_t tag = tag_of(r, 1, SG__PP_MAX_BOUNDARY, key);

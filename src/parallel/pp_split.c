@@ -280,14 +280,6 @@ static sg_status add_op(cut *c, uint32_t k) {
   return SG_OK;
 }
 
-static sg_status push_int(int **arr, int *n, int v) {
-  int *a = sg__realloc(*arr, sizeof(int) * (size_t)(*n + 1));
-  if (a == NULL) return sg__error(SG_ERR_NO_MEMORY, "sg__pp_split: out of memory");
-  a[(*n)++] = v;
-  *arr = a;
-  return SG_OK;
-}
-
 void sg__pp_tensor_holders(const sg_graph *fwd, const int *stage_of, int stages, int32_t t, uint8_t *holds) {
   memset(holds, 0, (size_t)stages);
   const sg__tensor *x = &fwd->tensors[t];
@@ -322,13 +314,13 @@ static sg_status add_tied(cut *c) {
     }
     int k = key++;
     if (c->map[t] < 0) continue;
-    if (st->tied_off == NULL) rc = push_int(&st->tied_off, &n_off, 0);
+    if (st->tied_off == NULL) rc = push_id(&st->tied_off, &n_off, 0);
     if (rc == SG_OK) rc = push_id(&st->tied, &st->n_tied, c->map[t]);
-    if (rc == SG_OK) rc = push_int(&st->tied_key, &n_key, k);
+    if (rc == SG_OK) rc = push_id(&st->tied_key, &n_key, k);
     sg__pp_tensor_holders(s, c->stage_of, c->stages, (int32_t)t, holds);
     for (int j = 0; j < c->stages && rc == SG_OK; j++)
-      if (holds[j]) rc = push_int(&st->tied_holders, &n_holders, j);
-    if (rc == SG_OK) rc = push_int(&st->tied_off, &n_off, n_holders);
+      if (holds[j]) rc = push_id(&st->tied_holders, &n_holders, j);
+    if (rc == SG_OK) rc = push_id(&st->tied_off, &n_off, n_holders);
   }
   sg__free(holds);
   return rc;

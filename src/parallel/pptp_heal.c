@@ -30,9 +30,9 @@ static sg_status stage_plans(sg_dist *d, sg__reshard *c, sg__pp_stage **fst) {
   return sg_tp_plan_create(c->src, &tpp, &c->plan1);
 }
 
-/* Source tensor t is on this rank's stage: the cut puts it there, or it is a weight tied across stages
- * that this stage reads too. The stages keep their places, so every holder of a tied weight keeps and
- * restores its own copy within its group. */
+/* Source tensor t is on this rank's stage (the heal ops' `mine`): the cut puts it there, or it is a weight
+ * tied across stages that this stage reads too. The stages keep their places, so every holder of a tied
+ * weight keeps and restores its own copy within its group. */
 static bool on_stage(const sg_dist *d, int32_t t) {
   const sg__par_pipeline *P = PIPELINE(d);
   int k = sg__pipeline_stage(&P->m);
@@ -112,11 +112,8 @@ static sg_status rebuild(sg_dist *d, const sg__model_gen *g) {
 /* The last stage's shares each hold their copy's loss: the world's sum counts each copy `tensor` times. */
 static int copies(const sg_dist *d) { return MODEL(d)->data * MODEL(d)->tensor; }
 
-/* Source tensor t is on this rank's stage (every share holds a slice or the whole): on_stage. */
-static bool mine(const sg_dist *d, int32_t t) { return on_stage(d, t); }
-
 const sg__model_heal_ops sg__pptp_heal_ops = {.copies = copies,
                                               .part = sg__pipeline_part_step,
                                               .after = sg__pipeline_maybe_replan,
-                                              .mine = mine,
+                                              .mine = on_stage,
                                               .rebuild = rebuild};
