@@ -1130,7 +1130,9 @@ static int run_model_heal(int resnet, int pipeline) {
 /* The worst per-tensor difference of this rank's parameters and running statistics from the reference
  * session's (l2_rel: relative, a tensor whose values are below L2_FLOOR on average taken at that scale),
  * and its tensor. */
-static double state_diff(const model *m, sg_session *ref, sg_dist *d, char *at, size_t cap) {
+/* Each parameter and state tensor of the job against the one-process references: per tensor the
+ * closer of the two (L2 relative), worst over the tensors. With ref[1] == NULL only ref[0]. */
+static double state_diff(const model *m, sg_session *const ref[2], sg_dist *d, char *at, size_t cap) {
   double worst = 0;
   for (int32_t t = 0; t < sg_graph_num_tensors(m->fwd); t++) {
     sg_tensor_info a;
@@ -1138,9 +1140,14 @@ static double state_diff(const model *m, sg_session *ref, sg_dist *d, char *at, 
     if (a.role != SG_ROLE_PARAMETER && a.role != SG_ROLE_STATE) continue;
     float *want = malloc(a.nbytes), *mine = malloc(a.nbytes);
     CHECK(want && mine, "out of memory");
-    OK(sg_session_read(ref, a.name, want, a.nbytes));
-    OK(sg_dist_read(d, a.name, mine, a.nbytes));
-    double e = l2_rel(mine, want, (int64_t)(a.nbytes / 4));
+    if (d != NULL) OK(sg_dist_read(d, a.name, mine, a.nbytes));
+    else OK(sg_session_read(ref[1], a.name, mine, a.nbytes));
+    double e = INFINITY;
+    for (int r = 0; r < (d != NULL ? 2 : 1) && ref[r] != NULL; r++) {
+      OK(sg_session_read(ref[r], a.name, want, a.nbytes));
+      double er = l2_rel(mine, want, (int64_t)(a.nbytes / 4));
+      e = er < e ? er : e;
+    }
     if (e >= worst) worst = e, snprintf(at, cap, "%s", a.name);
     free(want);
     free(mine);
@@ -1150,20 +1157,36 @@ static double state_diff(const model *m, sg_session *ref, sg_dist *d, char *at, 
 
 /* ResNet-50 (width 16, 32x32) on D ranks, each fed its part of a global batch of 8, with
  * sync_batch_norm: every batch norm normalises with the global batch's statistics, so the parameters and
- * the running statistics equal one process's on the whole batch (1e-4, L2 relative per tensor, after 5
+ * the running statistics equal one process's on the whole batch (1e-3, L2 relative per tensor, after 5
  * steps). The same job without it must differ (each rank's statistics over 8 / D samples): the check can
- * fail. */
+ * fail.
+ *
+ * "One process's" result is itself only defined to rounding, and this model amplifies rounding: with
+ * AVX-512 (16-channel blocks) one process under the blocked layout and under the plain one
+ * (SG_CPU_LAYOUT=plain) agree to 3e-6 for 3 steps and then part, 9e-4 after the fourth and 1.2e-2 after
+ * the fifth (bn1.bias, layer1.2.bn3.weight: a jump, as when a max-pool or ReLU takes the other side of a
+ * near tie, then growth). So there are two references, one per layout, and each tensor is compared with
+ * the closer; their own distance is printed. */
 static int run_sync_bn(void) {
   int world = env_world(), global = 8;
   CHECK(global % world == 0, "the world of %d does not divide the batch of %d", world, global);
   model m, full;
   build_resnet(&m, global / world), build_resnet(&full, global);
-  double worst[2] = {0, 0};
-  char at[2][256] = {"-", "-"};
+  double worst[2] = {0, 0}, layouts = 0;
+  char at[2][256] = {"-", "-"}, layouts_at[256] = "-";
   for (int sync = 1; sync >= 0; sync--) {
-    sg_graph *ref_g;
-    sg_session *ref = reference_session(&full, &ref_g);
-    OK(resnet50_init_session(ref_g, ref, SEED));
+    sg_graph *ref_g[2];
+    sg_session *ref[2];
+    const char *env = getenv("SG_CPU_LAYOUT");
+    char *layout = env != NULL ? strdup(env) : NULL;
+    for (int r = 0; r < 2; r++) {
+      if (r == 1) setenv("SG_CPU_LAYOUT", "plain", 1); /* read when the session's backend starts */
+      ref[r] = reference_session(&full, &ref_g[r]);
+      OK(resnet50_init_session(ref_g[r], ref[r], SEED));
+    }
+    if (layout != NULL) setenv("SG_CPU_LAYOUT", layout, 1); /* the job's as the caller set it */
+    else unsetenv("SG_CPU_LAYOUT");
+    free(layout);
     sg_dist_params dp = SG_DIST_PARAMS_INIT;
     dp.threads = 1, dp.sync_batch_norm = sync;
     sg_comm_params cp = SG_COMM_PARAMS_INIT;
@@ -1174,31 +1197,31 @@ static int run_sync_bn(void) {
     int rank = sg_dist_rank(d);
     OK(resnet50_init_session(m.fwd, sg_dist_session(d), SEED));
     for (int step = 0; step < STEPS; step++) {
-      feed(&full, NULL, ref, step, 0, full.batch);
-      OK(sg_session_step(ref));
+      for (int r = 0; r < 2; r++) {
+        feed(&full, NULL, ref[r], step, 0, full.batch);
+        OK(sg_session_step(ref[r]));
+      }
       feed(&m, d, NULL, step, rank * m.batch, m.batch);
       OK(sg_dist_step(d));
     }
     worst[sync] = state_diff(&m, ref, d, at[sync], sizeof at[sync]);
+    if (sync) layouts = state_diff(&full, ref, NULL, layouts_at, sizeof layouts_at);
     OK(sg_dist_destroy(d));
-    sg_session_destroy(ref);
-    sg_graph_destroy(ref_g);
+    for (int r = 0; r < 2; r++) {
+      sg_session_destroy(ref[r]);
+      sg_graph_destroy(ref_g[r]);
+    }
   }
-  /* Spelled out, batch norm rounds otherwise than oneDNN's fused kernel: 1.2e-4 from the reference
-   * (bn1.bias) after 5 steps with the AVX2 kernels (8-channel blocks) or the plain layout
-   * (SG_CPU_LAYOUT=plain); with the AVX-512 ones (16-channel blocks) 1.2e-2 (layer1.2.bn3.weight), a
-   * difference not traced yet (docs/dist.md). Without the sums the ranks' own statistics are 1.7 (2
-   * ranks), so 3e-2 still tells the two apart. */
-  CHECK(worst[1] <= 3e-2, "with sync_batch_norm '%s' differs from one process on the global batch by %.3g",
+  CHECK(worst[1] <= 1e-3, "with sync_batch_norm '%s' differs from one process on the global batch by %.3g",
         at[1], worst[1]);
-  CHECK(worst[0] > 1e-3,
+  CHECK(worst[0] > 1e-2,
         "without sync_batch_norm the ranks' own statistics gave one process's result (%.3g): "
         "the check cannot fail",
         worst[0]);
   printf("rank %d: ResNet-50 on %d ranks, batch %d each: with sync_batch_norm worst L2 rel diff %.3g (%s) "
-         "from one "
-         "process on the batch of %d; without it %.3g (%s)\n",
-         sg_worker_rank(), world, m.batch, worst[1], at[1], global, worst[0], at[0]);
+         "from one process on the batch of %d (the closer of its blocked and plain layouts, which differ by "
+         "%.3g at %s); without it %.3g (%s)\n",
+         sg_worker_rank(), world, m.batch, worst[1], at[1], global, layouts, layouts_at, worst[0], at[0]);
   sg_graph_destroy(m.fwd);
   sg_graph_destroy(full.fwd);
   return 0;
