@@ -64,6 +64,66 @@ struct attn_job {
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static size_t line_floats(size_t n) { return (n + 15) & ~(size_t)15; }
 
+/* ---- products over what a tile does not mask ------------------------------------ */
+
+/* A causal tile on the diagonal is about half masked. Its products run in
+ * chunks of CHUNK rows (a multiple of the micro-kernel's 4 x 16), each only
+ * over the columns its last row sees: ~5/8 of the whole tile's work at 64 x
+ * 64. What is skipped is a score that softmax and grad never read, or a
+ * product with a probability (or dS) that is exactly 0, so every element
+ * gets the same bits as with the whole tile (but for the sign of a zero). */
+#define CHUNK 16
+
+static bool partial(const sg__attn_tile *t) { return t->causal && t->diag + 1 < t->cols; }
+/* The first row of t that sees column c (t->rows if none). */
+static int64_t first_row(const sg__attn_tile *t, int64_t c) {
+  int64_t r = c - t->diag;
+  return r < 0 ? 0 : r > t->rows ? t->rows : r;
+}
+
+/* out[rows x cols] = a[rows x k] b[k x cols] where out is a tile's scores (or dP): columns a row does
+ * not see are left unwritten. */
+static void tile_scores(const sg__attn_ops *ops, const sg__attn_tile *t, int64_t k, const float *a,
+                        int64_t lda, const float *b, int64_t ldb, float *out, int64_t ldo) {
+  if (!partial(t)) {
+    ops->gemm(t->rows, t->cols, k, a, lda, 1, b, ldb, out, ldo, false);
+    return;
+  }
+  for (int64_t r0 = 0; r0 < t->rows; r0 += CHUNK) {
+    const int64_t r1 = min64(t->rows, r0 + CHUNK);
+    ops->gemm(r1 - r0, sg__attn_visible(t, r1 - 1), k, a + r0 * lda, lda, 1, b, ldb, out + r0 * ldo, ldo,
+              false);
+  }
+}
+
+/* c[rows x n] (+)= p[rows x cols] b[cols x n], p a tile of probabilities or dS (0 where masked). */
+static void tile_rows_times(const sg__attn_ops *ops, const sg__attn_tile *t, const float *p, int64_t ldp,
+                            const float *b, int64_t ldb, int64_t n, float *c, int64_t ldc, bool accumulate) {
+  if (!partial(t)) {
+    ops->gemm(t->rows, n, t->cols, p, ldp, 1, b, ldb, c, ldc, accumulate);
+    return;
+  }
+  for (int64_t r0 = 0; r0 < t->rows; r0 += CHUNK) {
+    const int64_t r1 = min64(t->rows, r0 + CHUNK);
+    ops->gemm(r1 - r0, n, sg__attn_visible(t, r1 - 1), p + r0 * ldp, ldp, 1, b, ldb, c + r0 * ldc, ldc,
+              accumulate);
+  }
+}
+
+/* c[cols x n] += p^T b: p[rows x cols] read in place, b [rows x n]. */
+static void tile_cols_times(const sg__attn_ops *ops, const sg__attn_tile *t, const float *p, int64_t ldp,
+                            const float *b, int64_t ldb, int64_t n, float *c, int64_t ldc) {
+  if (!partial(t)) {
+    ops->gemm(t->cols, n, t->rows, p, 1, ldp, b, ldb, c, ldc, true);
+    return;
+  }
+  for (int64_t c0 = 0; c0 < t->cols; c0 += CHUNK) {
+    const int64_t c1 = min64(t->cols, c0 + CHUNK), r0 = first_row(t, c0);
+    ops->gemm(c1 - c0, n, t->rows - r0, p + r0 * ldp + c0, 1, ldp, b + r0 * ldb, ldb, c + c0 * ldc, ldc,
+              true);
+  }
+}
+
 /* A thread's scratch, each part a whole number of cache lines. */
 typedef struct attn_slot {
   float *kt, *vt;       /* a key block transposed: [d, BLOCK], [dv, BLOCK] */
@@ -124,10 +184,10 @@ static void forward_unit(attn_job *j, int64_t u, float *scratch) {
     const int64_t j0 = jb * BLOCK, bc = min64(BLOCK, k->tk - j0);
     const sg__attn_tile t = {br, bc, k->scale, k->causal, i0 - j0};
     j->ops->transpose(key + j0 * d, bc, d, d, sl.kt, BLOCK);
-    j->ops->gemm(br, bc, d, q, d, 1, sl.kt, BLOCK, sl.s, BLOCK, false);
+    tile_scores(j->ops, &t, d, q, d, sl.kt, BLOCK, sl.s, BLOCK);
     j->ops->softmax(&t, sl.s, BLOCK, sl.m, sl.l, sl.alpha);
     if (jb > 0) j->ops->scale_rows(br, dv, y, dv, sl.alpha, false);
-    j->ops->gemm(br, dv, bc, sl.s, BLOCK, 1, v + j0 * dv, dv, y, dv, jb > 0);
+    tile_rows_times(j->ops, &t, sl.s, BLOCK, v + j0 * dv, dv, dv, y, dv, jb > 0);
   }
   j->ops->scale_rows(br, dv, y, dv, sl.l, true);
   for (int64_t r = 0; r < br; r++) lse[r] = sl.m[r] + logf(sl.l[r]);
@@ -174,14 +234,14 @@ static void grad_tile(const attn_job *j, int64_t h, int64_t i, int64_t jb, attn_
   const int64_t d = k->d, dv = k->dv, qrow = h * k->tq + i0, krow = h * k->tk + j0;
   const float *q = j->q + qrow * d, *dy = j->dy + qrow * dv;
   const sg__attn_tile t = {br, bc, k->scale, k->causal, i0 - j0};
-  ops->gemm(br, bc, d, q, d, 1, sl->kt, BLOCK, sl->s, BLOCK, false);
-  ops->gemm(br, bc, dv, dy, dv, 1, sl->vt, BLOCK, sl->dp, BLOCK, false);
+  tile_scores(ops, &t, d, q, d, sl->kt, BLOCK, sl->s, BLOCK);
+  tile_scores(ops, &t, dv, dy, dv, sl->vt, BLOCK, sl->dp, BLOCK);
   ops->grad(&t, sl->s, sl->dp, BLOCK, j->lse_in + qrow, j->dsum + qrow);
-  if (kv) { /* P^T and dS^T read in place: a_row 1, a_col BLOCK */
-    ops->gemm(bc, dv, br, sl->s, 1, BLOCK, dy, dv, j->dv + krow * dv, dv, true);
-    ops->gemm(bc, d, br, sl->dp, 1, BLOCK, q, d, j->dk + krow * d, d, true);
+  if (kv) { /* P^T and dS^T read in place */
+    tile_cols_times(ops, &t, sl->s, BLOCK, dy, dv, dv, j->dv + krow * dv, dv);
+    tile_cols_times(ops, &t, sl->dp, BLOCK, q, d, d, j->dk + krow * d, d);
   }
-  if (want_q) ops->gemm(br, d, bc, sl->dp, BLOCK, 1, j->key + krow * d, d, j->dq + qrow * d, d, true);
+  if (want_q) tile_rows_times(ops, &t, sl->dp, BLOCK, j->key + krow * d, d, d, j->dq + qrow * d, d, true);
 }
 
 /* The query blocks that see key block jb: causal, from the block holding
