@@ -71,13 +71,6 @@ int gpt2_check(const gpt2_config *c, char *err, size_t cap) {
     snprintf(err, cap, "dropout %g is not in [0, 1)", c->dropout);
     return -1;
   }
-  if (c->fused_attention && c->dropout > 0) {
-    snprintf(err, cap,
-             "dropout %g with the fused attention: its kernel has no dropout on the attention weights; "
-             "use the unfused attention",
-             c->dropout);
-    return -1;
-  }
   return 0;
 }
 
@@ -121,9 +114,13 @@ static sg_tensor layer_norm(builder *b, const char *prefix, sg_tensor x) {
   return sg_layer_norm(b->g, x, param(b, wn, 1, d), param(b, bn, 1, d), -1, 1e-5);
 }
 
+/* The seed of the next dropout layer: the same sequence whichever form the attention takes, so the fused
+ * and the unfused model draw the same masks. */
+static uint64_t next_seed(builder *b) { return b->c->seed + 0x9E3779B97F4A7C15ull * ++b->dropouts; }
+
 static sg_tensor dropout(builder *b, sg_tensor x) {
   if (b->c->dropout <= 0) return x;
-  return sg_dropout(b->g, x, b->c->dropout, b->c->seed + 0x9E3779B97F4A7C15ull * ++b->dropouts, 1);
+  return sg_dropout(b->g, x, b->c->dropout, next_seed(b), 1);
 }
 
 /* Head h's columns of q, k or v from qkv [rows, 3 * width]: part 0, 1 or 2, as [batch, heads, seq, d]
@@ -147,9 +144,9 @@ static sg_tensor attention(builder *b, const char *prefix, sg_tensor x, sg_tenso
   snprintf(name, sizeof name, "%s.c_attn", prefix);
   sg_tensor qkv = linear(b, name, x, c->width, 3 * c->width);
   sg_tensor q = heads_of(b, qkv, 0), k = heads_of(b, qkv, 1), v = heads_of(b, qkv, 2), y;
-  if (c->fused_attention) { /* the scores are recomputed in backward, never kept: gpt2_check refuses dropout
-                             */
-    y = sg_attention(b->g, q, k, v, 0.0, 1);
+  if (c->fused_attention) { /* the scores are recomputed in backward, never kept; so are the masks */
+    y = c->dropout > 0 ? sg_attention_dropout(b->g, q, k, v, 0.0, 1, c->dropout, next_seed(b))
+                       : sg_attention(b->g, q, k, v, 0.0, 1);
   } else {
     sg_tensor att = sg_mul_scalar(b->g, sg_matmul(b->g, q, k), 1.0 / sqrt((double)(c->width / c->heads)));
     att = dropout(b, sg_softmax(b->g, sg_add(b->g, att, mask), -1));

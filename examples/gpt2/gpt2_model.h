@@ -26,8 +26,9 @@ typedef struct gpt2_config {
   uint64_t seed;       /* the dropout masks' */
   int untied;          /* 1: the logits through a parameter of their own, "lm_head.weight" [vocab, width]
                           (GPT-2 ties them to transformer.wte.weight: 0, the default) */
-  int fused_attention; /* 1: attention as the fused op (sg_attention: the T x T scores recomputed in backward,
-                          never kept; no dropout on them); 0: matmuls, an additive causal mask and softmax */
+  int fused_attention; /* 1: attention as the fused op (sg_attention: the T x T scores and dropout masks
+                          recomputed in backward, never kept); 0: matmuls, an additive causal mask, softmax
+                          and a dropout op (the same masks) */
 } gpt2_config;
 
 /* The presets: "tiny" (tests: 2 layers, 4 heads, width 64, context 64, bytes), "mini" (6 layers, 6

@@ -100,8 +100,8 @@ static int parse(int argc, char **argv, options *o) {
       {"--weight-decay", EXAMPLE_OPT_DOUBLE, &o->weight_decay, 0, 100,
        .help = "AdamW weight decay (matrices and embeddings)"},
       {"--attention", EXAMPLE_OPT_STRING, &o->attention, .arg = "fused|unfused",
-       .help = "attention as the fused op (scores recomputed in backward, not kept; no attention dropout: "
-               "the default without --dropout) or as matmuls, a causal mask and softmax"},
+       .help = "attention as the fused op (the default: scores and dropout masks recomputed in backward, "
+               "not kept) or as matmuls, a causal mask, softmax and dropout"},
       {"--dropout", EXAMPLE_OPT_DOUBLE, &o->dropout, 0, 0.99, .help = "dropout (attention and residuals)"},
       {"--data", EXAMPLE_OPT_STRING, &o->data, .arg = "PATH", .help = "a text file, or a folder of them"},
       {"--sample", EXAMPLE_OPT_INT, &o->sample, 0, 1000000, .help = "bytes to generate at the end"},
@@ -136,7 +136,7 @@ static int configure(const options *o, gpt2_config *c) {
   if (o->batch) c->batch = o->batch;
   c->dropout = o->dropout;
   c->seed = o->seed;
-  c->fused_attention = c->dropout == 0; /* the default: fused, unless attention dropout asks otherwise */
+  c->fused_attention = 1; /* the default */
   if (o->attention && gpt2_parse_attention(o->attention, &c->fused_attention, err, sizeof err) != 0) {
     fprintf(stderr, "gpt2_train: %s\n", err);
     return 2;

@@ -228,6 +228,17 @@ SG_API sg_tensor sg_embedding(sg_graph *g, sg_tensor table, sg_tensor ids);
  */
 SG_API sg_tensor sg_attention(sg_graph *g, sg_tensor q, sg_tensor k, sg_tensor v, double scale, int causal);
 
+/**
+ * sg_attention with dropout p in [0, 1) on the attention weights in
+ * training: y = dropout(softmax(q k^T * scale + mask)) v, with the same
+ * keep masks as sg_dropout(softmax, p, seed, 1) would draw on the [..., T_q,
+ * T_k] weights (element index (head * T_q + query) * T_k + key), drawn again
+ * in backward, never stored. In an inference pass (no backward) nothing is
+ * dropped. p outside [0, 1) is SG_ERR_ATTRIBUTE.
+ */
+SG_API sg_tensor sg_attention_dropout(sg_graph *g, sg_tensor q, sg_tensor k, sg_tensor v, double scale,
+                                      int causal, double p, uint64_t seed);
+
 /** Inverted dropout with probability p in [0, 1); the mask (u8, output 1) is
  * drawn from `seed` and the step number, so runs are reproducible. */
 SG_API sg_tensor sg_dropout(sg_graph *g, sg_tensor x, double p, uint64_t seed, int training);

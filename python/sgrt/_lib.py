@@ -357,6 +357,7 @@ _PROTOTYPES = {
     "sg_layer_norm": (T, [G, T, T, T, c_int, c_double]),
     "sg_embedding": (T, [G, T, T]),
     "sg_attention": (T, [G, T, T, T, c_double, c_int]),
+    "sg_attention_dropout": (T, [G, T, T, T, c_double, c_int, c_double, c_uint64]),
     "sg_matmul": (T, [G, T, T]),
     "sg_gemm_params_init": (sg_gemm_params, []),
     "sg_gemm": (T, [G, T, T, T, POINTER(sg_gemm_params)]),

@@ -754,14 +754,20 @@ class Graph(Closeable):
         p = self._begin()
         return self._result(fn.sg_embedding(p, tt, ti))
 
-    def attention(self, q: TensorLike, k: TensorLike, v: TensorLike, scale=0.0, causal=False) -> Tensor:
+    def attention(self, q: TensorLike, k: TensorLike, v: TensorLike, scale=0.0, causal=False,
+                  dropout_p=0.0, seed=0) -> Tensor:
         """Fused scaled-dot-product attention softmax(q k^T scale + mask) v over the last two dims
         (q [..., T_q, d], k [..., T_k, d], v [..., T_k, d_v], f32, the same leading dims), as
         torch.nn.functional.scaled_dot_product_attention: y [..., T_q, d_v]. scale 0 means
         1/sqrt(d); causal lets query i see keys 0..i (T_q == T_k). No [T_q, T_k] tensor is kept
-        for the backward pass, which recomputes the probabilities."""
+        for the backward pass, which recomputes the probabilities. dropout_p in [0, 1) drops
+        attention weights in training steps (the masks of dropout(softmax, dropout_p, seed),
+        drawn again in backward; an evaluation pass drops nothing)."""
         tq, tk, tv = self._t(q), self._t(k), self._t(v)
         p = self._begin()
+        if dropout_p:
+            return self._result(fn.sg_attention_dropout(p, tq, tk, tv, float(scale), int(bool(causal)),
+                                                        float(dropout_p), int(seed)))
         return self._result(fn.sg_attention(p, tq, tk, tv, float(scale), int(bool(causal))))
 
     def matmul(self, a: TensorLike, b: TensorLike) -> Tensor:

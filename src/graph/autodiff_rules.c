@@ -504,13 +504,15 @@ static sg_status rule_embedding(sg__ad *c, const sg__op *op, sg_tensor dy) {
 
 /* One attention_backward from the forward op's inputs and both its outputs
  * (y for D = rowsum(dy * y), lse to recompute the probabilities), with the
- * forward attributes as they are (scale 0 stays "1/sqrt(d)"). It computes
+ * forward attributes as they are (scale 0 stays "1/sqrt(d)"; dropout and
+ * seed draw the forward's masks again). It computes
  * dq, dk and dv together; only the needed ones are handed on. */
 static sg_status rule_attention(sg__ad *c, const sg__op *op, sg_tensor dy) {
   sg_tensor in[] = {dy, in_t(op, 0), in_t(op, 1), in_t(op, 2), out_t(op, 0), out_t(op, 1)};
-  sg_attr attrs[] = {SG__AF("scale", sg__attr_f(op, 0)), SG__AI("causal", sg__attr_i(op, 1))};
+  sg_attr attrs[] = {SG__AF("scale", sg__attr_f(op, 0)), SG__AI("causal", sg__attr_i(op, 1)),
+                     SG__AF("dropout", sg__attr_f(op, 2)), SG__AI("seed", sg__attr_i(op, 3))};
   sg_tensor out[3] = {SG_NO_TENSOR, SG_NO_TENSOR, SG_NO_TENSOR};
-  if (dy.id >= 0) sg__ad_emit(c, SG_OP_ATTENTION_BACKWARD, 6, in, 2, attrs, 3, out);
+  if (dy.id >= 0) sg__ad_emit(c, SG_OP_ATTENTION_BACKWARD, 6, in, 4, attrs, 3, out);
   for (int i = 0; i < 3; i++)
     if (NEEDS(i)) SG_CHECK(sg__ad_give(c, op, i, out[i]));
   return SG_OK;

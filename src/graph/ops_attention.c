@@ -10,13 +10,17 @@
 
 #include "graph/graph_internal.h"
 
-enum { SCALE, CAUSAL };
+enum { SCALE, CAUSAL, DROPOUT, SEED };
 /* scale 0 (the default) stands for 1/sqrt(d), resolved where it is used
  * (sg__attention_scale) so that the attribute keeps what the caller meant
- * and a .sgg file stays the same when d changes with a reshape upstream. */
+ * and a .sgg file stays the same when d changes with a reshape upstream.
+ * dropout p (default 0) drops attention weights in training as a dropout op
+ * on softmax's output with this seed would (the same masks). */
 static const sg__attr_schema attention_attrs[] = {
     [SCALE] = {"scale", SG_ATTR_FLOAT, false, 0, 0.0, 0, {0}, 0, 0},
     [CAUSAL] = {"causal", SG_ATTR_INT, false, 0, 0, 0, {0}, 0, 0, true, 0, 1},
+    [DROPOUT] = {"dropout", SG_ATTR_FLOAT, false, 0, 0.0, 0, {0}, 0, 0},
+    [SEED] = {"seed", SG_ATTR_INT, false, 0, 0, 0, {0}, 0, 0},
 };
 
 double sg__attention_scale(const sg_graph *g, const sg__op *op) {
@@ -64,6 +68,8 @@ static sg_status check_qkv(const sg_graph *g, const sg__op *op, int first, sg__s
   if (!(scale >= 0) || isinf(scale))
     return sg__op_error(op, SG_ERR_ATTRIBUTE, "scale is %g; must be finite and > 0, or 0 for 1/sqrt(d)",
                         scale);
+  double p = sg__attr_f(op, DROPOUT);
+  if (!(p >= 0 && p < 1)) return sg__op_error(op, SG_ERR_ATTRIBUTE, "dropout is %g; must be in [0, 1)", p);
   if (sg__attr_i(op, CAUSAL) && Tq != Tk)
     return sg__op_error(op, SG_ERR_SHAPE,
                         "causal attention needs as many queries as keys: q %s has T = %lld, k %s has %lld",
@@ -81,13 +87,22 @@ static sg_status infer_attention(const sg_graph *g, const sg__op *op, sg__shape 
   return SG_OK;
 }
 
-const sg__op_def sg__def_attention = {SG_OP_ATTENTION, "attention",    3, 3, 0, 0, SG_ROLE_ACTIVATION, 2,
+const sg__op_def sg__def_attention = {SG_OP_ATTENTION, "attention",    3, 3, 0, 0, SG_ROLE_ACTIVATION, 4,
                                       attention_attrs, infer_attention};
 
 sg_tensor sg_attention(sg_graph *g, sg_tensor q, sg_tensor k, sg_tensor v, double scale, int causal) {
   sg_tensor in[] = {q, k, v};
   sg_attr a[] = {SG__AF("scale", scale), SG__AI("causal", causal)};
   return sg__build1(g, SG_OP_ATTENTION, 3, in, 2, a);
+}
+
+sg_tensor sg_attention_dropout(sg_graph *g, sg_tensor q, sg_tensor k, sg_tensor v, double scale, int causal,
+                               double p, uint64_t seed) {
+  sg_tensor in[] = {q, k, v};
+  /* The seed travels as int64 bits, as sg_dropout's; the kernel casts it back. */
+  sg_attr a[] = {SG__AF("scale", scale), SG__AI("causal", causal), SG__AF("dropout", p),
+                 SG__AI("seed", (int64_t)seed)};
+  return sg__build1(g, SG_OP_ATTENTION, 3, in, 4, a);
 }
 
 /* ---- attention_backward ------------------------------------------------------ */
@@ -120,5 +135,5 @@ static sg_status infer_attention_backward(const sg_graph *g, const sg__op *op, s
 }
 
 const sg__op_def sg__def_attention_backward = {
-    SG_OP_ATTENTION_BACKWARD, "attention_backward",    6, 6, 0, 0, SG_ROLE_GRADIENT, 2,
+    SG_OP_ATTENTION_BACKWARD, "attention_backward",    6, 6, 0, 0, SG_ROLE_GRADIENT, 4,
     attention_attrs,          infer_attention_backward};

@@ -9,6 +9,10 @@
 #   errors BIN   --help exits 0 and names every option; a bad preset, bad
 #                sizes and a missing data path exit with a message naming
 #                what was wrong;
+#   dropout BIN  the tiny preset, 30 steps with --dropout 0.1: the fused attention (its masks drawn
+#                inside the kernel, again in backward) and the unfused one (a dropout op on softmax's
+#                output, the same seed) give the same losses (within 1e-5; the same digits were
+#                measured), and both differ from the run without dropout;
 #   profile BIN  SG_PROFILE=2 over 3 steps of the tiny preset (about 150 ops):
 #                the per-kind table sums to the step, and "slowest ops" lists
 #                12 ops, slowest first (the list once read an index it had
@@ -48,6 +52,18 @@ assert r["parameters"] == 120576, r["parameters"]
     expect 2 "--steps" --steps -1
     expect 1 "--data '/nonexistent': cannot read it" --preset tiny --data /nonexistent
     ;;
+  dropout)
+    run() { "$bin" --preset tiny --steps 30 --sample 0 --json "$@" | tail -n 1; }
+    { run --dropout 0.1 --attention fused; run --dropout 0.1 --attention unfused; run --attention fused; } | "$py" -c '
+import json, sys
+fused, unfused, none = (json.loads(l) for l in sys.stdin.read().splitlines())
+keys = ("first_loss", "final_loss", "val_loss")
+for k in keys:
+    print("%s: fused %.7f, unfused %.7f, without dropout %.7f" % (k, fused[k], unfused[k], none[k]))
+    assert abs(fused[k] - unfused[k]) <= 1e-5 * abs(unfused[k]), "%s: the fused attention with dropout is not the unfused one" % k
+assert abs(fused["final_loss"] - none["final_loss"]) > 1e-3, "dropout 0.1 changed nothing"
+'
+    ;;
   profile)
     err=$(SG_PROFILE=2 "$bin" --preset tiny --steps 3 --sample 0 2>&1 > /dev/null)
     echo "$err" | "$py" -c '
@@ -70,5 +86,5 @@ assert slow == sorted(slow, reverse=True), slow
 print("profile: %s ops, %s ms per step, %d kinds, slowest %.2f ms" % (ops, step_ms, len(kinds), slow[0]))
 '
     ;;
-  *) echo "usage: check_gpt2.sh learns|errors|profile BIN" >&2; exit 2 ;;
+  *) echo "usage: check_gpt2.sh learns|errors|dropout|profile BIN" >&2; exit 2 ;;
 esac

@@ -333,6 +333,39 @@ def test_attention_matches_torch(causal):
     g.close()
 
 
+def test_attention_dropout_matches_unfused():
+    """Graph.attention(dropout_p=0.3, seed=5) against the same attention from matmul, softmax and
+    dropout(0.3, seed 5) (the same masks): y and the gradients; dropout_p outside [0, 1) is refused."""
+    rng = np.random.default_rng(12)
+    shapes = {"q": (2, 2, 21, 8), "k": (2, 2, 21, 8), "v": (2, 2, 21, 8)}
+    vals = {n: rng.standard_normal(sh).astype(np.float32) for n, sh in shapes.items()}
+    r = rng.standard_normal((2, 2, 21, 8)).astype(np.float32)
+    got = []
+    for fused in (True, False):
+        g = sgrt.Graph()
+        p = {n: g.parameter(n, v) for n, v in vals.items()}
+        if fused:
+            y = g.attention(p["q"], p["k"], p["v"], dropout_p=0.3, seed=5)
+        else:
+            s = g.mul_scalar(g.matmul(p["q"], g.transpose(p["k"], [0, 1, 3, 2])), 1 / math.sqrt(8))
+            y = g.matmul(g.dropout(g.softmax(s, -1), 0.3, seed=5), p["v"])
+        g.mark_output(y, "y")
+        g.backward(g.reduce_sum(y * g.constant("r", r)))
+        for n in p:
+            g.mark_output(g.grad(p[n]))
+        g.finalize()
+        with sgrt.Session(g, threads=2) as sess:
+            sess.step()
+            got.append({n: sess.read(n) for n in ["y", "q.grad", "k.grad", "v.grad"]})
+        g.close()
+    for n in got[0]:
+        assert rel_err(got[0][n], got[1][n]) <= 1e-5, n
+    g = sgrt.Graph()
+    q = g.input("q", np.float32, (2, 4, 8))
+    expect_error("SG_ERR_ATTRIBUTE", g.attention, q, q, q, 0.0, False, 1.5, match="dropout is 1.5; must be in [0, 1)")
+    g.close()
+
+
 # ---- errors -------------------------------------------------------------------
 
 

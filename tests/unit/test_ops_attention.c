@@ -34,7 +34,10 @@ typedef struct acase {
   int causal;
   double scale; /* 0: 1/sqrt(d) */
   const char *what;
+  double dropout; /* on the attention weights (run_step: seed DROP_SEED) */
 } acase;
+
+#define DROP_SEED 4242
 
 /* dims of q ([lead, tq, d]), k ([lead, tk, d]), v ([lead, tk, dv]), y ([lead, tq, dv]). */
 static int dims_of(const acase *c, char which, int64_t *dims) {
@@ -132,7 +135,9 @@ static sg_tensor unfused(sg_graph *g, const acase *c, sg_tensor q, sg_tensor k, 
     s = sg_add(g, s, sg_constant(g, "mask", SG_F32, 2, D(c->tq, c->tk), m));
     free(m);
   }
-  return sg_matmul(g, sg_softmax(g, s, -1), v);
+  s = sg_softmax(g, s, -1);
+  if (c->dropout > 0) s = sg_dropout(g, s, c->dropout, DROP_SEED, 1);
+  return sg_matmul(g, s, v);
 }
 
 /* What one training step of a graph gives. */
@@ -164,8 +169,10 @@ static step_out run_step(const acase *c, bool fused, int threads) {
     p[i] = sg_parameter(g, qkv_names[i], SG_F32, nd, dims, val);
     free(val);
   }
-  sg_tensor y =
-      fused ? sg_attention(g, p[0], p[1], p[2], c->scale, c->causal) : unfused(g, c, p[0], p[1], p[2]);
+  sg_tensor y = !fused ? unfused(g, c, p[0], p[1], p[2])
+                : c->dropout > 0
+                    ? sg_attention_dropout(g, p[0], p[1], p[2], c->scale, c->causal, c->dropout, DROP_SEED)
+                    : sg_attention(g, p[0], p[1], p[2], c->scale, c->causal);
   assert_status(sg_tensor_set_name(g, y, "y"), SG_OK, NULL);
   assert_status(sg_graph_mark_output(g, y), SG_OK, NULL);
   int64_t yd[SG_MAX_DIMS], ny = numel_of(c, 'y');
@@ -236,6 +243,99 @@ static void test_against_unfused_graph(void **state) {
   for (size_t i = 0; i < N_CASES; i++) compare_with_unfused(&cases[i], 0);
   compare_with_unfused(&cases[1], 1);
   compare_with_unfused(&cases[2], 1);
+}
+
+/* ---- dropout on the attention weights ---------------------------------------------- */
+
+/* y of an evaluation pass (sg_session_forward) of the fused op with c's
+ * dropout, on run_step's q, k, v. */
+static float *eval_y(const acase *c) {
+  sg_graph *g;
+  assert_status(sg_graph_create(&g), SG_OK, NULL);
+  sg_tensor p[3];
+  const char which[3] = {'q', 'k', 'v'};
+  for (int i = 0; i < 3; i++) {
+    int64_t dims[SG_MAX_DIMS], ne = numel_of(c, which[i]);
+    int nd = dims_of(c, which[i], dims);
+    float *val = malloc(sizeof(float) * (size_t)ne);
+    assert_non_null(val);
+    sg_test_fill(val, (size_t)ne, 100 + (uint64_t)i);
+    p[i] = sg_parameter(g, qkv_names[i], SG_F32, nd, dims, val);
+    free(val);
+  }
+  sg_tensor y = sg_attention_dropout(g, p[0], p[1], p[2], c->scale, c->causal, c->dropout, DROP_SEED);
+  assert_status(sg_tensor_set_name(g, y, "y"), SG_OK, NULL);
+  assert_status(sg_graph_mark_output(g, y), SG_OK, NULL);
+  assert_status(sg_graph_finalize(g), SG_OK, NULL);
+  sg_session_params sp = SG_SESSION_PARAMS_INIT;
+  sp.threads = 2;
+  sg_session *s;
+  assert_status(sg_session_create(g, &sp, &s), SG_OK, NULL);
+  assert_status(sg_session_compile(s), SG_OK, NULL);
+  assert_status(sg_session_forward(s), SG_OK, NULL);
+  size_t bytes = sizeof(float) * (size_t)numel_of(c, 'y');
+  float *y_out = malloc(bytes);
+  assert_non_null(y_out);
+  assert_status(sg_session_read(s, "y", y_out, bytes), SG_OK, NULL);
+  sg_session_destroy(s);
+  sg_graph_destroy(g);
+  return y_out;
+}
+
+/* With dropout, against the unfused graph with a dropout op on softmax's
+ * output (the same seed: the same masks); for causal and not, T not a
+ * multiple of the tile, several heads, p 0.1 and 0.5, the AVX2 and the
+ * portable form. Then: the masks drop something (y differs from no
+ * dropout's), p = 0 is sg_attention's bits, and the thread count changes no
+ * bit. */
+static void test_dropout(void **state) {
+  (void)state;
+  const acase cs[] = {
+      {2, {2, 3}, 100, 100, 64, 64, 1, 0, "[2,3] T 100 d 64 causal, dropout 0.1", 0.1},
+      {1, {1}, 130, 70, 33, 17, 0, 0, "[1] T_q 130 T_k 70 d 33 d_v 17, dropout 0.5", 0.5},
+      {2, {2, 3}, 64, 64, 64, 64, 1, 0.3, "[2,3] T 64 causal scale 0.3, dropout 0.5", 0.5},
+  };
+  for (size_t k = 0; k < sizeof cs / sizeof *cs; k++) compare_with_unfused(&cs[k], 0);
+  compare_with_unfused(&cs[1], 1);
+
+  acase c = cs[0], none = cs[0];
+  none.dropout = 0;
+  step_out with = run_step(&c, true, 2), without = run_step(&none, true, 2);
+  const double moved = rel_diff(with.y, without.y, numel_of(&c, 'y'));
+  print_message("dropout 0.1 moves y by %.3g (max |diff| / max |y|)\n", moved);
+  if (!(moved > 1e-3)) fail_msg("dropout 0.1 left y as it was (%.3g): nothing was dropped", moved);
+
+  /* An evaluation pass drops nothing: the bits of the step's y without dropout. */
+  float *eval = eval_y(&c);
+  assert_memory_equal(eval, without.y, sizeof(float) * (size_t)numel_of(&c, 'y'));
+  free(eval);
+
+  /* p = 0 through sg_attention_dropout: no draws, sg_attention's bits. */
+  sg_graph *g;
+  assert_status(sg_graph_create(&g), SG_OK, NULL);
+  sg_tensor q = sg_input(g, "q", SG_F32, 3, D(2, 5, 4)), kk = sg_input(g, "k", SG_F32, 3, D(2, 5, 4));
+  sg_tensor v = sg_input(g, "v", SG_F32, 3, D(2, 5, 4));
+  sg_tensor y = sg_attention_dropout(g, q, kk, v, 0, 1, 0.0, 7);
+  assert_true(y.id >= 0);
+  const sg__op *op = &g->ops[g->tensors[y.id].producer];
+  assert_true(sg__attr_f(op, 2) == 0.0 && sg__attr_i(op, 3) == 7);
+  /* p out of [0, 1) is refused, naming the op and the value. */
+  sg_tensor bad = sg_attention_dropout(g, q, kk, v, 0, 1, 1.0, 7);
+  assert_true(bad.id < 0);
+  assert_non_null(strstr(sg_last_error(), "dropout is 1; must be in [0, 1)"));
+  sg_graph_destroy(g);
+  step_out_free(&with);
+  step_out_free(&without);
+
+  for (size_t k = 0; k < sizeof cs / sizeof *cs; k++) {
+    step_out a = run_step(&cs[k], true, 1), b = run_step(&cs[k], true, 2);
+    const char which[3] = {'q', 'k', 'v'};
+    assert_memory_equal(a.y, b.y, sizeof(float) * (size_t)numel_of(&cs[k], 'y'));
+    for (int i = 0; i < 3; i++)
+      assert_memory_equal(a.grad[i], b.grad[i], sizeof(float) * (size_t)numel_of(&cs[k], which[i]));
+    step_out_free(&a);
+    step_out_free(&b);
+  }
 }
 
 /* ---- finite differences ------------------------------------------------------------ */
@@ -627,6 +727,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_kernels_against_reference),
       cmocka_unit_test(test_against_unfused_graph),
+      cmocka_unit_test(test_dropout),
       cmocka_unit_test(test_rule_against_finite_differences),
       cmocka_unit_test(test_kernel_against_finite_differences),
       cmocka_unit_test(test_thread_count_independent),

@@ -20,6 +20,14 @@
  * with the same arithmetic, so the results are the same bits whatever the
  * thread count (tested).
  *
+ * Dropout (attribute dropout p > 0, training only): the probabilities of
+ * a tile are multiplied by z = mask / (1 - p), the mask being the one a
+ * dropout op on the [..., T_q, T_k] weights would draw (backend/
+ * dropout_rng.h: a hash of the key and the element's index), after the
+ * online softmax has added them to l: y = sum z p v / l. Backward draws the
+ * same z again: dv_j += (z P)^T dy_i and dS = scale P (z dP - D), D being
+ * rowsum(dy * y) of the dropped output (FlashAttention-2's dropout).
+ *
  * Units are taken from a shared counter (heaviest first: causal query
  * blocks near the end see the most keys); what a unit computes does not
  * depend on which thread takes it. Scratch: one slot of tiles per thread
@@ -29,6 +37,7 @@
 
 #include "backend/cpu/cpu_attention.h"
 #include "backend/cpu/cpu_internal.h"
+#include "backend/dropout_rng.h"
 
 /* Query rows per block and keys per block. At d = 64 a tile's operands (a
  * block of q, k^T, the scores, a block of v, the output rows: 16 KB each)
@@ -41,6 +50,10 @@ typedef struct attn_kernel {
   int64_t tq, tk, d, dv;
   float scale;
   bool causal;
+  bool dropout;       /* drop attention weights: p > 0, and not an inference pass */
+  uint32_t threshold; /* dropout: keep where the element's bits are >= this */
+  float keep_scale;   /* dropout: 1 / (1 - p), rounded to f32 as the dropout op's */
+  uint64_t seed;      /* dropout: the op's seed */
   int threads;
   size_t dsum_floats; /* backward: D, one per query row (rounded up to a cache line) */
   size_t slot_floats; /* one thread's scratch */
@@ -57,6 +70,7 @@ struct attn_job {
   const float *q, *key, *v, *dy, *y_in, *lse_in;
   float *y, *lse, *dq, *dk, *dv;
   float *dsum, *slots;
+  uint64_t mask_key; /* dropout: the masks' key for this run (seed, step, subsequence) */
   unit_fn unit;
   int64_t units, next; /* next: the first unit no thread has taken (atomic) */
 };
@@ -128,6 +142,7 @@ static void tile_cols_times(const sg__attn_ops *ops, const sg__attn_tile *t, con
 typedef struct attn_slot {
   float *kt, *vt;       /* a key block transposed: [d, BLOCK], [dv, BLOCK] */
   float *s, *dp;        /* tiles [BLOCK, BLOCK]: scores, then P; dP, then dS */
+  float *z;             /* dropout: a tile of 0 or 1 / (1 - p) */
   float *m, *l, *alpha; /* forward: per query row of the block */
 } attn_slot;
 
@@ -138,6 +153,7 @@ static attn_slot slot_parts(const attn_kernel *k, float *p) {
   s.vt = p, p += line_floats((size_t)k->dv * BLOCK);
   s.s = p, p += tile;
   s.dp = p, p += tile;
+  s.z = p, p += tile;
   s.m = p, p += BLOCK;
   s.l = p, p += BLOCK;
   s.alpha = p;
@@ -145,7 +161,7 @@ static attn_slot slot_parts(const attn_kernel *k, float *p) {
 }
 
 static size_t slot_size(int64_t d, int64_t dv) {
-  return line_floats((size_t)d * BLOCK) + line_floats((size_t)dv * BLOCK) + 2 * line_floats(BLOCK * BLOCK) +
+  return line_floats((size_t)d * BLOCK) + line_floats((size_t)dv * BLOCK) + 3 * line_floats(BLOCK * BLOCK) +
          3 * BLOCK;
 }
 
@@ -169,6 +185,32 @@ static void run_units(attn_job *j, int64_t units, unit_fn fn) {
   sg__cpu_parallel_for(j->k->threads, 2, worker, j);
 }
 
+/* ---- dropout ------------------------------------------------------------------ */
+
+/* z for the visible part of tile t of head h at query i0, key j0: 0 or
+ * keep_scale per element, from the index the element has in the [heads, T_q,
+ * T_k] weights. Masked elements are not drawn (their probability is 0). */
+static void draw_z(const attn_job *j, const sg__attn_tile *t, int64_t h, int64_t i0, int64_t j0, float *z) {
+  const attn_kernel *k = j->k;
+  for (int64_t r = 0; r < t->rows; r++) {
+    const uint64_t base = (uint64_t)((h * k->tq + i0 + r) * k->tk + j0);
+    float *zr = z + r * BLOCK;
+    const int64_t vis = sg__attn_visible(t, r);
+    for (int64_t c = 0; c < vis; c++)
+      zr[c] = sg__dropout_bits(j->mask_key, base + (uint64_t)c) >= k->threshold ? k->keep_scale : 0.0f;
+  }
+}
+
+/* a *= z over the visible part of tile t. */
+static void times_z(const sg__attn_tile *t, float *a, const float *z) {
+  for (int64_t r = 0; r < t->rows; r++) {
+    float *ar = a + r * BLOCK;
+    const float *zr = z + r * BLOCK;
+    const int64_t vis = sg__attn_visible(t, r);
+    for (int64_t c = 0; c < vis; c++) ar[c] *= zr[c];
+  }
+}
+
 /* ---- forward ------------------------------------------------------------------ */
 
 static void forward_unit(attn_job *j, int64_t u, float *scratch) {
@@ -186,6 +228,10 @@ static void forward_unit(attn_job *j, int64_t u, float *scratch) {
     j->ops->transpose(key + j0 * d, bc, d, d, sl.kt, BLOCK);
     tile_scores(j->ops, &t, d, q, d, sl.kt, BLOCK, sl.s, BLOCK);
     j->ops->softmax(&t, sl.s, BLOCK, sl.m, sl.l, sl.alpha);
+    if (k->dropout) { /* after softmax added the kept and the dropped to l */
+      draw_z(j, &t, h, i0, j0, sl.z);
+      times_z(&t, sl.s, sl.z);
+    }
     if (jb > 0) j->ops->scale_rows(br, dv, y, dv, sl.alpha, false);
     tile_rows_times(j->ops, &t, sl.s, BLOCK, v + j0 * dv, dv, dv, y, dv, jb > 0);
   }
@@ -236,7 +282,12 @@ static void grad_tile(const attn_job *j, int64_t h, int64_t i, int64_t jb, attn_
   const sg__attn_tile t = {br, bc, k->scale, k->causal, i0 - j0};
   tile_scores(ops, &t, d, q, d, sl->kt, BLOCK, sl->s, BLOCK);
   tile_scores(ops, &t, dv, dy, dv, sl->vt, BLOCK, sl->dp, BLOCK);
+  if (k->dropout) { /* dS = scale P (z dP - D); then z P for dv */
+    draw_z(j, &t, h, i0, j0, sl->z);
+    times_z(&t, sl->dp, sl->z);
+  }
   ops->grad(&t, sl->s, sl->dp, BLOCK, j->lse_in + qrow, j->dsum + qrow);
+  if (k->dropout && kv) times_z(&t, sl->s, sl->z);
   if (kv) { /* P^T and dS^T read in place */
     tile_cols_times(ops, &t, sl->s, BLOCK, dy, dv, dv, j->dv + krow * dv, dv);
     tile_cols_times(ops, &t, sl->dp, BLOCK, q, d, d, j->dk + krow * d, d);
@@ -295,9 +346,9 @@ static void queries_unit(attn_job *j, int64_t u, float *scratch) {
 
 static sg_status attn_run(sg__cpu_state *st, sg__kernel *base, void *const *in, void *const *out,
                           const sg__run_ctx *ctx) {
-  (void)ctx;
   const attn_kernel *k = (const attn_kernel *)base;
   attn_job j = {.k = k, .ops = sg__attn_ops_get()};
+  if (k->dropout) j.mask_key = sg__dropout_key(k->seed, ctx->seed, ctx->step, ctx->rng_subsequence);
   j.nqb = (k->tq + BLOCK - 1) / BLOCK;
   j.nkb = (k->tk + BLOCK - 1) / BLOCK;
   j.dsum = (float *)(void *)st->ws;
@@ -323,7 +374,6 @@ static sg_status attn_run(sg__cpu_state *st, sg__kernel *base, void *const *in, 
 
 sg_status sg__cpu_create_attention(sg__cpu_state *st, const sg_graph *g, const sg__op *op, sg__exec_mode mode,
                                    sg__kernel **out) {
-  (void)mode;
   for (int i = 0; i < op->n_inputs; i++)
     if (sg__cpu_in(g, op, i)->dtype != SG_F32) return sg__cpu_unsupported(g, op, " (attention takes f32)");
   const bool fwd = op->kind == SG_OP_ATTENTION;
@@ -347,6 +397,12 @@ sg_status sg__cpu_create_attention(sg__cpu_state *st, const sg_graph *g, const s
   k->dv = v->dims[n - 1];
   k->scale = (float)sg__attention_scale(g, op);
   k->causal = sg__attr_i(op, 1) != 0;
+  /* An inference pass drops nothing, as the dropout op; a backward op only exists for training. */
+  const double p = sg__attr_f(op, 2);
+  k->dropout = p > 0 && (!fwd || mode == SG__MODE_TRAIN);
+  k->threshold = sg__dropout_threshold(p);
+  k->keep_scale = (float)(1.0 / (1.0 - p));
+  k->seed = (uint64_t)sg__attr_i(op, 3);
   k->threads = st->threads;
   k->dsum_floats = dsum;
   k->slot_floats = slot;
