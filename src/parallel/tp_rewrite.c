@@ -255,7 +255,8 @@ static sg_status add_row_op(rw *c, const sg__op *op, const sg_tp_annotation *a) 
 
 /* Attributes of op for this rank's graph, where the cut changes them: a
  * reshape to the original output's dims cut along the flow's axis, a slice
- * along the cut axis a `ways` times shorter run (the same whole blocks). */
+ * along the cut axis a `ways` times shorter run (the same whole blocks), a
+ * dropout on a cut tensor a seed of this rank's. */
 static sg_status cut_attrs(const rw *c, const sg__op *op, const sg__tp_cut *in, sg_attr *attrs,
                            int64_t *dims) {
   if (op->n_attrs > SG__TP_MAX_ATTRS)
@@ -269,6 +270,14 @@ static sg_status cut_attrs(const rw *c, const sg__op *op, const sg__tp_cut *in, 
     attrs[0].ints = dims;
     attrs[0].count = y->ndim;
   }
+  /* Dropout on a cut tensor (a dropout op, or the fused attention's on its weights): each share draws
+   * from a seed of its own, as Megatron's tensor-parallel region does. With the op's seed, every share
+   * would draw the same mask over its slice's local indices (head h of every share dropped alike). A
+   * dropout on a whole (replicated) tensor keeps the seed: its shares must draw one mask. */
+  const int seed_at = op->kind == SG_OP_DROPOUT ? 1 : op->kind == SG_OP_ATTENTION ? 3 : -1;
+  if (seed_at >= 0 && in[0].axis >= 0 && op->n_attrs > seed_at)
+    attrs[seed_at].i =
+        (int64_t)((uint64_t)attrs[seed_at].i + 0x9E3779B97F4A7C15ull * (uint64_t)(c->rank + 1));
   int axis;
   if (op->kind == SG_OP_SLICE && in[0].axis >= 0 && sg__norm_axis(sg__attr_i(op, 0), x->ndim, &axis) &&
       axis == in[0].axis) {

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/graph_internal.h"
+#include "parallel/tp.h"
 #include "test_util.h"
 
 /* x [8,64] -> linear w1 [128,64] -> gelu -> linear w2 [64,128] (+ bias)
@@ -142,7 +144,8 @@ static void test_divisibility(void **state) {
  * linear wo [32,32] -> `tail` -> linear w3 [10,32] -> cross-entropy. tail 0:
  * nothing; 1: a learned scale [1,1,1,8] multiplies the scores (a whole
  * operand with a gradient); 2: the softmax runs over the heads; 3: the
- * fused attention op instead of matmuls, mask and softmax. */
+ * fused attention op instead of matmuls, mask and softmax; 4: the fused
+ * attention with dropout, and a dropout on the output projection's y. */
 static sg_graph *attention(int tail) {
   sg_graph *g;
   assert_int_equal(sg_graph_create(&g), SG_OK);
@@ -160,6 +163,8 @@ static sg_graph *attention(int tail) {
   sg_tensor heads;
   if (tail == 3) {
     heads = sg_attention(g, h[0], h[1], h[2], 0.0, 1);
+  } else if (tail == 4) {
+    heads = sg_attention_dropout(g, h[0], h[1], h[2], 0.0, 1, 0.1, 77);
   } else {
     sg_tensor att =
         sg_add(g, sg_mul_scalar(g, sg_matmul(g, h[0], h[1]), 0.35), sg_input(g, "mask", SG_F32, 2, md));
@@ -170,6 +175,7 @@ static sg_graph *attention(int tail) {
   int64_t perm[] = {0, 2, 1, 3};
   sg_tensor o = sg_reshape(g, sg_transpose(g, heads, 4, perm), 2, xd);
   sg_tensor y = sg_linear(g, o, sg_parameter(g, "wo", SG_F32, 2, wod, NULL), SG_NO_TENSOR);
+  if (tail == 4) y = sg_dropout(g, y, 0.1, 78, 1); /* on the row split's whole (all-reduced) output */
   sg_tensor logits = sg_linear(g, y, sg_parameter(g, "w3", SG_F32, 2, w3d, NULL), SG_NO_TENSOR);
   sg_graph_mark_output(g,
                        sg_cross_entropy(g, logits, sg_input(g, "labels", SG_I64, 1, ld), SG_REDUCTION_MEAN));
@@ -243,11 +249,50 @@ static void test_attention(void **state) {
   }
 }
 
+/* The seed of the first op of `kind` in g. */
+static int64_t seed_of(const sg_graph *g, sg_op_kind kind, int at) {
+  for (uint32_t k = 0; k < g->n_ops; k++)
+    if (g->ops[k].kind == kind) return sg__attr_i(&g->ops[k], at);
+  fail_msg("no op of kind %s", sg_op_kind_name(kind));
+  return 0;
+}
+
+/* Dropout under the rewrite: the attention's, on cut (per-head) weights, gets a seed of each rank's
+ * own, so the shares do not drop their heads alike; the dropout on y, which every share holds whole,
+ * keeps its seed, so they draw one mask. */
+static void test_rewrite_dropout_seeds(void **state) {
+  (void)state;
+  sg_graph *g = attention(4);
+  sg_tp_params tp = SG_TP_PARAMS_INIT;
+  tp.ways = 2;
+  sg_tp_plan *p;
+  assert_int_equal(sg_tp_plan_create(g, &tp, &p), SG_OK);
+  sg_tensor loss = {g->outputs[0]};
+  int64_t att[2], drop[2];
+  for (int rank = 0; rank < 2; rank++) {
+    sg_graph *r;
+    sg__tp_sync *syncs;
+    int n_syncs;
+    assert_int_equal(sg__tp_rewrite(g, loss, p, 2, rank, &r, &syncs, &n_syncs), SG_OK);
+    att[rank] = seed_of(r, SG_OP_ATTENTION, 3);
+    drop[rank] = seed_of(r, SG_OP_DROPOUT, 1);
+    sg__tp_syncs_free(syncs, n_syncs);
+    sg_graph_destroy(r);
+  }
+  assert_true(att[0] != att[1]);
+  assert_true(att[0] != 77 && att[1] != 77);
+  assert_int_equal(drop[0], 78);
+  assert_int_equal(drop[1], 78);
+  sg_tp_plan_destroy(p);
+  sg_graph_destroy(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pairs),
       cmocka_unit_test(test_divisibility),
       cmocka_unit_test(test_attention),
+      cmocka_unit_test(test_rewrite_dropout_seeds),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
