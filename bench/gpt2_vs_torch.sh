@@ -3,7 +3,7 @@
 # (issue 21; docs/performance.md).
 #
 #   bench/gpt2_vs_torch.sh [--build DIR] [--preset tiny|mini] [--batch N] [--steps N]
-#                          [--threads N] [--repeat N] [--quiet-load X] [--json]
+#                          [--threads N] [--repeat N] [--quiet-load X] [--bf16-reference] [--json]
 #
 # With the same model (the mini preset by default: 6 layers, width 384,
 # context 256; batch 4 x 256 tokens), thread count and AdamW:
@@ -17,9 +17,12 @@
 # and prints tokens/s and peak RSS of each and sgrt's ratios to the fastest
 # peer (> 1 is faster for tokens/s, < 1 is leaner for RSS). With --repeat N
 # the runs alternate N times and each keeps its fastest median. --quiet-load X
-# waits before each run until the 1-minute load average is below X. With
-# --json the last line is one JSON object. Not a timed test: compare only the
-# ratios of one run.
+# waits before each run until the 1-minute load average is below X.
+# --bf16-reference also runs PyTorch 2 torch.compile with the forward under
+# torch.autocast("cpu", torch.bfloat16): mixed precision, which sgrt does not
+# have (it trains in f32), so it is reported as a reference beside the table,
+# not as a peer of the ratios. With --json the last line is one JSON object.
+# Not a timed test: compare only the ratios of one run.
 set -euo pipefail
 
 bench=gpt2_vs_torch
@@ -33,6 +36,7 @@ quiet=0
 preset=mini
 batch=4
 json=0
+bf16=0
 while [ $# -gt 0 ]; do
   case $1 in
     --build) build=$(cd "$2" && pwd); shift 2 ;;
@@ -43,7 +47,8 @@ while [ $# -gt 0 ]; do
     --repeat) repeat=$2; shift 2 ;;
     --quiet-load) quiet=$2; shift 2 ;;
     --json) json=1; shift ;;
-    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+    --bf16-reference) bf16=1; shift ;;
+    -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "$bench: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -59,6 +64,7 @@ if venv_py=$("$here/torch_venv.sh" --check 2> /dev/null | tail -n 1) && [ -x "$v
   notes+=("no PyTorch 2.x environment: its eager and compile peers are skipped (create it with bench/torch_venv.sh)")
 fi
 peers="torch-1.13-eager${venv_py:+ torch-2-eager torch-2-compile}"
+[ "$bf16" = 1 ] && [ -n "$venv_py" ] && peers+=" torch-2-compile-bf16"
 say "load average before: $(cut -d' ' -f1-3 /proc/loadavg); GPT-2 $preset, batch $batch, $threads threads, $steps timed steps, best of $repeat; peers: $peers"
 runs=$(mktemp -d)
 trap 'rm -rf "$runs"' EXIT
@@ -75,6 +81,7 @@ for ((r = 0; r < repeat; r++)); do
       torch-1.13-eager) cmd=("$py" "$here/torch_gpt2_step.py" --mode eager) ;;
       torch-2-eager) cmd=("$venv_py" "$here/torch_gpt2_step.py" --mode eager) ;;
       torch-2-compile) cmd=(env "TORCHINDUCTOR_CACHE_DIR=$runs/inductor-$r" "$venv_py" "$here/torch_gpt2_step.py" --mode compile) ;;
+      torch-2-compile-bf16) cmd=(env "TORCHINDUCTOR_CACHE_DIR=$runs/inductor-bf16-$r" "$venv_py" "$here/torch_gpt2_step.py" --mode compile --autocast bf16) ;;
     esac
     line=$("${cmd[@]}" --preset "$preset" --batch "$batch" --steps "$steps" --threads "$threads" --json | tail -n 1)
     say "$(printf '%-19s' "$p:") $line"
@@ -93,6 +100,7 @@ for name, lines in zip(pairs[0::2], pairs[1::2]):
     rs = [json.loads(l) for l in lines.splitlines() if l.strip()]
     best[name] = min(rs, key=lambda r: r["ms_per_step"])
 sg = best.pop("sgrt")
+refs = {k: best.pop(k) for k in list(best) if k.endswith("-bf16")}  # mixed precision: not a peer
 fastest = min(best, key=lambda k: best[k]["ms_per_step"])
 out = sys.stderr if as_json else sys.stdout
 print("load average after: %s" % load, file=out)
@@ -105,10 +113,15 @@ for k, r in best.items():
 speed = sg["tokens_per_second"] / best[fastest]["tokens_per_second"]
 rss = sg["peak_rss_mb"] / best[fastest]["peak_rss_mb"]
 print("sgrt / %s (the fastest peer): %.2fx the tokens/s at %.2fx the peak RSS" % (fastest, speed, rss), file=out)
+for k, r in refs.items():
+    print("reference, not a peer: %s (%s, bf16 autocast) %.1f ms/step, %.0f tokens/s, %d MB; sgrt (f32) is %.2fx its "
+          "tokens/s" % (k, r["version"], r["ms_per_step"], r["tokens_per_second"], r["peak_rss_mb"],
+                        sg["tokens_per_second"] / r["tokens_per_second"]), file=out)
 if notes:
     print("note: " + notes, file=out)
 if as_json:
     print(json.dumps({"bench": "gpt2_vs_torch", "preset": preset, "batch": batch, "threads": threads,
                       "steps": steps, "load_after": load, "sgrt": sg, "peers": best, "fastest_peer": fastest,
-                      "speed_ratio": round(speed, 3), "rss_ratio": round(rss, 3), "notes": notes}))
+                      "speed_ratio": round(speed, 3), "rss_ratio": round(rss, 3), "references": refs,
+                      "notes": notes}))
 EOF

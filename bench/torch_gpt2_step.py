@@ -5,10 +5,13 @@ test holds equal to sgrt's) trained on random bytes of the same shape, fp32 on
 the CPU.
 
   torch_gpt2_step.py [--preset tiny|mini] [--batch N] [--seq N] [--steps N] [--threads N]
-                     [--mode eager|compile] [--attention sdpa|manual] [--json]
+                     [--mode eager|compile] [--attention sdpa|manual] [--autocast bf16] [--json]
 
 AdamW as gpt2_train: lr 1e-3, betas 0.9/0.95, eps 1e-8, weight decay 0.1 on
-the matrices and embeddings only. Prints the median ms per step over --steps
+the matrices and embeddings only. --autocast bf16 runs the forward pass
+under torch.autocast("cpu", torch.bfloat16), PyTorch's mixed precision
+(products in bf16 where the CPU has it; not sgrt's arithmetic, which is f32:
+a reference point, not a peer). Prints the median ms per step over --steps
 steps after the warm-up (eager: 1 step; compile: 3, compiling included),
 tokens per second, peak RSS and the torch version; with --json only one JSON
 line. Runs under /usr/bin/python3 (PyTorch 1.13: --mode compile ends with a
@@ -34,6 +37,8 @@ ap.add_argument("--mode", choices=("eager", "compile"), default="eager")
 ap.add_argument("--attention", choices=("sdpa", "manual"), default="sdpa",
                 help="sdpa: F.scaled_dot_product_attention(is_causal=True), as nanoGPT does where torch has it "
                      "(2.0 on; 1.13 falls back to manual); manual: matmuls, mask and softmax")
+ap.add_argument("--autocast", choices=("bf16",), default=None,
+                help="the forward under torch.autocast(\"cpu\", torch.bfloat16) (mixed precision)")
 ap.add_argument("--json", action="store_true")
 a = ap.parse_args()
 torch_peer.compile_or_exit(a.mode)
@@ -63,6 +68,9 @@ tokens, targets = data[:, :-1].contiguous(), data[:, 1:].reshape(-1)
 
 
 def forward(tokens, targets):
+    if a.autocast:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return torch.nn.functional.cross_entropy(model(tokens), targets)
     return torch.nn.functional.cross_entropy(model(tokens), targets)
 
 
@@ -80,7 +88,8 @@ if not a.json:
         torch.__version__, a.mode, a.preset, a.batch, seq, a.threads), file=sys.stderr)
 r = torch_peer.run(torch_peer.prepare(a.mode, model_step, opt), a.mode, a.steps,
                    {"model": "gpt2", "preset": a.preset, "batch": a.batch, "seq": seq,
-                    "attention": "sdpa" if sdpa else "manual"}, emit_line=False)
+                    "attention": "sdpa" if sdpa else "manual", "autocast": a.autocast or "none"},
+                   emit_line=False)
 r["tokens_per_second"] = a.batch * seq * 1000.0 / r["ms_per_step"]
 import json
 print(json.dumps(r))
