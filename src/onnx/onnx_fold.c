@@ -88,11 +88,27 @@ sg_status sg__ox_const_scalar(ox_ctx *c, const ox_value *v, const char *what, do
   return SG_OK;
 }
 
+sg_status sg__ox_bool_in(ox_ctx *c, sg_tensor *t, bool *was_bool) {
+  *was_bool = c->g->tensors[t->id].dtype == SG_BOOL;
+  if (!*was_bool) return SG_OK;
+  *t = sg_cast(c->g, *t, SG_F32);
+  return sg__ox_built(c, *t);
+}
+
+sg_status sg__ox_bool_out(ox_ctx *c, sg_tensor *t, bool was_bool) {
+  SG_CHECK(sg__ox_built(c, *t));
+  if (!was_bool) return SG_OK;
+  *t = sg_cast(c->g, *t, SG_BOOL);
+  return sg__ox_built(c, *t);
+}
+
 sg_status sg__ox_reshape(ox_ctx *c, ox_value *v, int ndim, const int64_t *dims, sg_tensor *out) {
   sg_tensor x;
+  bool was_bool;
   SG_CHECK(sg__ox_tensor(c, v, &x));
+  SG_CHECK(sg__ox_bool_in(c, &x, &was_bool));
   *out = sg_reshape(c->g, x, ndim, dims);
-  return sg__ox_built(c, *out);
+  return sg__ox_bool_out(c, out, was_bool);
 }
 
 static size_t esize(int elem) { return elem == OX_FLOAT ? 4 : 8; }
@@ -107,6 +123,53 @@ static void strides_of(int ndim, const int64_t *dims, int64_t *st) {
 }
 
 /* ---- Constant, ConstantOfShape, Shape ------------------------------------ */
+
+/* A DOUBLE Constant, which training exports of PyTorch write for Python
+ * floats (torch.clamp(x, min=1e-9) is Constant DOUBLE -> Cast FLOAT -> Clip),
+ * is read as the float32 constant that Cast to FLOAT gives (each value
+ * rounded to nearest). Rounding must not change what a Cast to an integer or
+ * to bool would give (the truncated value, zero or not): a value for which
+ * it does is SG_ERR_UNSUPPORTED. */
+static sg_status double_constant(ox_ctx *c, const Onnx__TensorProto *t) {
+  const char *name = sg__ox_str(t->name);
+  if (t->n_dims > SG_MAX_DIMS)
+    return sg__ox_node_error(c, SG_ERR_RANGE, "Constant value '%s' has rank %zu; at most %d", name, t->n_dims,
+                             SG_MAX_DIMS);
+  int64_t dims[SG_MAX_DIMS];
+  for (size_t i = 0; i < t->n_dims; i++) {
+    if (t->dims[i] < 0)
+      return sg__ox_node_error(c, SG_ERR_FORMAT, "Constant value '%s': dim %zu is %lld", name, i,
+                               (long long)t->dims[i]);
+    dims[i] = t->dims[i];
+  }
+  int64_t numel = sg__ox_fold_numel((int)t->n_dims, dims);
+  size_t others = t->n_float_data + t->n_int32_data + t->n_int64_data + t->n_uint64_data + t->n_string_data;
+  bool raw = t->has_raw_data;
+  if (others || (raw && t->n_double_data) || t->segment || t->n_external_data)
+    return sg__ox_node_error(c, SG_ERR_FORMAT,
+                             "Constant value '%s' (DOUBLE) holds its data other than in "
+                             "raw_data or double_data",
+                             name);
+  uint64_t have = raw ? t->raw_data.len / 8 : t->n_double_data;
+  if ((raw && t->raw_data.len % 8 != 0) || (numel <= OX_FOLD_MAX_NUMEL && have != (uint64_t)numel))
+    return sg__ox_node_error(c, SG_ERR_FORMAT, "Constant value '%s' (DOUBLE, %lld elements) has %llu values",
+                             name, (long long)numel, (unsigned long long)have);
+  float *out;
+  SG_CHECK(sg__ox_fold_alloc(c, numel, 4, (void **)&out));
+  for (int64_t i = 0; i < numel; i++) {
+    double d;
+    if (raw) memcpy(&d, t->raw_data.data + 8 * i, 8);
+    else d = t->double_data[i];
+    float f = (float)d;
+    if (isfinite(d) && ((f == 0) != (d == 0) || trunc((double)f) != trunc(d)))
+      return sg__ox_node_error(c, SG_ERR_UNSUPPORTED,
+                               "Constant value '%s' (DOUBLE) holds %.17g, which float32 does not keep well "
+                               "enough (%.9g); sgrt reads DOUBLE constants as float32",
+                               name, d, (double)f);
+    out[i] = f;
+  }
+  return sg__ox_set_const(c, 0, OX_FLOAT, (int)t->n_dims, dims, out);
+}
 
 static sg_status cv_constant(ox_ctx *c, const Onnx__NodeProto *n) {
   static const char *const known[] = {"value",        "value_float",   "value_floats",
@@ -135,6 +198,7 @@ static sg_status cv_constant(ox_ctx *c, const Onnx__NodeProto *n) {
   if (a == NULL) return sg__ox_node_error(c, SG_ERR_INTERNAL, "attribute '%s' was not found", an);
   if (strcmp(an, "value") == 0) {
     if (a->t == NULL) return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "attribute 'value' holds no tensor");
+    if (a->t->has_data_type && a->t->data_type == OX_DOUBLE) return double_constant(c, a->t);
     ox_value v = {0};
     sg_status st = sg__ox_decode_tensor(c, a->t, "Constant value", &v);
     if (st != SG_OK) return sg__ox_node_error(c, st, "%s", sg_last_error());
@@ -273,13 +337,91 @@ static sg_status gather_embedding(ox_ctx *c, ox_value *data, ox_value *idx, int6
   return sg__ox_set_tensor(c, 0, y);
 }
 
+/* Most indices a Gather of a tensor by constant indices takes apart into
+ * slices (x[:, 0], x[:, -1], a few rows); more is refused. */
+#define OX_GATHER_MAX_SLICES 64
+
+/* A Gather of a tensor computed at run time (or of a weight that is no
+ * embedding table) by constant indices (the CLS token x[:, 0], the last
+ * token x[:, -1]): one sg_slice per run of consecutive indices along the
+ * axis, concatenated when there are several, then a reshape to ONNX's
+ * result shape (data dims before the axis, the indices' dims, the dims
+ * after). Negative indices count from the end, as ONNX says. */
+static sg_status gather_slices(ox_ctx *c, ox_value *data, ox_value *idx, int64_t axis_attr) {
+  int ndim;
+  int64_t dims[SG_MAX_DIMS];
+  SG_CHECK(sg__ox_shape(c, data, &ndim, dims));
+  int axis;
+  SG_CHECK(sg__ox_axis(c, axis_attr, ndim, "axis", &axis));
+  if (idx->elem == OX_FLOAT)
+    return sg__ox_node_error(c, SG_ERR_DTYPE, "indices '%s' holds floats; expected integers", idx->name);
+  int rank = ndim - 1 + idx->ndim;
+  if (rank > SG_MAX_DIMS)
+    return sg__ox_node_error(c, SG_ERR_RANGE, "the result would have rank %d; at most %d", rank, SG_MAX_DIMS);
+  char sd[256];
+  sg__onnx_dims_text(sd, sizeof sd, ndim, dims);
+  int64_t d = dims[axis];
+  sg_tensor x, parts[OX_GATHER_MAX_SLICES];
+  bool was_bool;
+  SG_CHECK(sg__ox_tensor(c, data, &x));
+  SG_CHECK(sg__ox_bool_in(c, &x, &was_bool));
+  int np = 0;
+  for (int64_t j = 0; j < idx->numel;) {
+    int64_t i = sg__ox_i64(idx, j), len = 1;
+    if (i < -d || i >= d)
+      return sg__ox_node_error(c, SG_ERR_RANGE,
+                               "index %lld of indices '%s' is out of range for axis %d of '%s' %s",
+                               (long long)i, idx->name, axis, data->name, sd);
+    if (i < 0) i += d;
+    for (; j + len < idx->numel; len++) {
+      int64_t next = sg__ox_i64(idx, j + len);
+      if (next < -d || next >= d || (next < 0 ? next + d : next) != i + len) break;
+    }
+    if (np == OX_GATHER_MAX_SLICES)
+      return sg__ox_node_error(c, SG_ERR_UNSUPPORTED,
+                               "indices '%s' (%lld values) take more than %d separate ranges of axis %d of "
+                               "'%s' %s; sgrt gathers a tensor computed at run time by slices",
+                               idx->name, (long long)idx->numel, OX_GATHER_MAX_SLICES, axis, data->name, sd);
+    parts[np] = len == d ? x : sg_slice(c->g, x, axis, i, len);
+    SG_CHECK(sg__ox_built(c, parts[np]));
+    np++;
+    j += len;
+  }
+  if (np == 0)
+    return sg__ox_node_error(c, SG_ERR_UNSUPPORTED, "indices '%s' are empty; sgrt has no empty tensors",
+                             idx->name);
+  sg_tensor y = np == 1 ? parts[0] : sg_concat(c->g, np, parts, axis);
+  SG_CHECK(sg__ox_built(c, y));
+  int64_t out[SG_MAX_DIMS];
+  int k = 0;
+  for (int i = 0; i < axis; i++) out[k++] = dims[i];
+  for (int i = 0; i < idx->ndim; i++) out[k++] = idx->dims[i];
+  for (int i = axis + 1; i < ndim; i++) out[k++] = dims[i];
+  const sg__tensor *yt = &c->g->tensors[y.id];
+  if (yt->ndim != rank || memcmp(yt->dims, out, sizeof(int64_t) * (size_t)rank) != 0) {
+    y = sg_reshape(c->g, y, rank, out);
+    SG_CHECK(sg__ox_built(c, y));
+  }
+  SG_CHECK(sg__ox_bool_out(c, &y, was_bool));
+  return sg__ox_set_tensor(c, 0, y);
+}
+
 static sg_status cv_gather(ox_ctx *c, const Onnx__NodeProto *n) {
   static const char *const known[] = {"axis", NULL};
   SG_CHECK(sg__ox_check_attrs(c, known));
   ox_value *data = sg__ox_input(c, n, 0), *idx = sg__ox_input(c, n, 1);
   int64_t axis_attr = 0;
   SG_CHECK(sg__ox_attr_int(c, "axis", 0, &axis_attr));
-  if (!sg__ox_foldable(data) || !sg__ox_foldable(idx)) return gather_embedding(c, data, idx, axis_attr);
+  if (!sg__ox_foldable(data) || !sg__ox_foldable(idx)) {
+    if (data->kind == OX_V_UNAVAILABLE) return unavailable(c, data);
+    if (idx->kind == OX_V_UNAVAILABLE) return unavailable(c, idx);
+    /* A 2-D weight along axis 0 is an embedding table (nn.Embedding, also
+     * with constant ids: the position rows); any other tensor gathered by
+     * constant indices is sliced. */
+    bool table = data->kind == OX_V_CONST && data->ndim == 2 && (axis_attr == 0 || axis_attr == -2);
+    if (idx->kind == OX_V_CONST && !table) return gather_slices(c, data, idx, axis_attr);
+    return gather_embedding(c, data, idx, axis_attr);
+  }
   if (idx->elem == OX_FLOAT)
     return sg__ox_node_error(c, SG_ERR_DTYPE, "indices '%s' holds floats; expected integers", idx->name);
   int axis = 0;
@@ -435,13 +577,20 @@ static sg_status slice_tensor(ox_ctx *c, int k, ox_value *data, const slice_plan
                                "the range along axis %d of '%s' %s is empty; sgrt has no empty tensors", a,
                                data->name, sd);
   }
-  sg_tensor t;
-  SG_CHECK(sg__ox_tensor(c, data, &t));
+  sg_tensor t, x;
+  bool was_bool;
+  SG_CHECK(sg__ox_tensor(c, data, &x));
+  t = x;
+  SG_CHECK(sg__ox_bool_in(c, &t, &was_bool));
+  bool cut = false;
   for (int a = 0; a < p->ndim; a++) {
     if (p->count[a] == p->in[a]) continue;
     t = sg_slice(c->g, t, a, p->first[a], p->count[a]);
     SG_CHECK(sg__ox_built(c, t));
+    cut = true;
   }
+  if (!cut) return sg__ox_set_tensor(c, k, x);
+  SG_CHECK(sg__ox_bool_out(c, &t, was_bool));
   return sg__ox_set_tensor(c, k, t);
 }
 
@@ -684,9 +833,15 @@ static sg_status cv_concat(ox_ctx *c, const Onnx__NodeProto *n) {
   }
   if (!fold) {
     sg_tensor xs[SG__MAX_OP_IO];
-    for (int i = 0; i < k; i++) SG_CHECK(sg__ox_tensor(c, sg__ox_input(c, n, i), &xs[i]));
+    bool was_bool = false;
+    for (int i = 0; i < k; i++) {
+      bool b;
+      SG_CHECK(sg__ox_tensor(c, sg__ox_input(c, n, i), &xs[i]));
+      SG_CHECK(sg__ox_bool_in(c, &xs[i], &b));
+      was_bool = was_bool || b;
+    }
     sg_tensor t = sg_concat(c->g, k, xs, (int)axis_attr);
-    SG_CHECK(sg__ox_built(c, t));
+    SG_CHECK(sg__ox_bool_out(c, &t, was_bool));
     return sg__ox_set_tensor(c, 0, t);
   }
   const ox_value *x0 = sg__ox_input(c, n, 0);
@@ -763,10 +918,12 @@ static sg_status cv_cast(ox_ctx *c, const Onnx__NodeProto *n) {
     int64_t v;
     if (x->elem == OX_FLOAT) {
       double d = sg__ox_f32(x, i);
+      /* As the cast op: truncated; NaN and values out of the type's range
+       * give 0 (torch.log(0) cast to long in T5's position buckets, a value
+       * that a Where then discards). */
+      double lim = to == OX_INT32 ? 2147483648.0 : 9223372036854775808.0;
       if (to == OX_BOOL) v = d != 0;
-      else if (!(d > -9.2e18 && d < 9.2e18))
-        return sg__ox_node_error(c, SG_ERR_RANGE, "cannot cast %g to an integer", d);
-      else v = (int64_t)d;
+      else v = d >= -lim && d < lim ? (int64_t)d : 0;
     } else {
       v = sg__ox_i64(x, i);
       if (to == OX_BOOL) v = v != 0;
@@ -789,6 +946,8 @@ static sg_status cv_identity(ox_ctx *c, const Onnx__NodeProto *n) {
 static sg_status int_op(ox_ctx *c, char op, int64_t x, int64_t y, int64_t *r) {
   bool bad;
   switch (op) {
+    case 'm': *r = x < y ? x : y; return SG_OK;
+    case 'M': *r = x > y ? x : y; return SG_OK;
     case '+': bad = __builtin_add_overflow(x, y, r); break;
     case '-': bad = __builtin_sub_overflow(x, y, r); break;
     case '*': bad = __builtin_mul_overflow(x, y, r); break;
@@ -824,17 +983,36 @@ sg_status sg__ox_fold_binary(ox_ctx *c, char op, const ox_value *a, const ox_val
     sb[i] = ib >= 0 && db != 1 ? tb[ib] : 0;
   }
   int64_t numel = sg__ox_fold_numel(r, dims), idx[SG_MAX_DIMS] = {0}, oa = 0, ob = 0;
-  bool fl = a->elem == OX_FLOAT, eq = op == '=';
+  bool fl = a->elem == OX_FLOAT, eq = strchr("=<>lg", op) != NULL;
   void *out;
   SG_CHECK(sg__ox_fold_alloc(c, numel, fl && !eq ? 4 : 8, &out));
   for (int64_t i = 0; i < numel; i++) {
     if (eq) {
-      /* Floats compare as float32 (NaN equals nothing), the others as int64. */
-      ((int64_t *)out)[i] =
-          fl ? sg__ox_f32(a, oa) == sg__ox_f32(b, ob) : sg__ox_i64(a, oa) == sg__ox_i64(b, ob);
+      /* Floats compare as float32 (NaN compares false), the others as int64. */
+      int cmp;
+      bool nan = false;
+      if (fl) {
+        float x = sg__ox_f32(a, oa), y = sg__ox_f32(b, ob);
+        nan = isnan(x) || isnan(y);
+        cmp = x < y ? -1 : x > y ? 1 : 0;
+      } else {
+        int64_t x = sg__ox_i64(a, oa), y = sg__ox_i64(b, ob);
+        cmp = x < y ? -1 : x > y ? 1 : 0;
+      }
+      bool res = op == '='   ? cmp == 0
+                 : op == '<' ? cmp < 0
+                 : op == '>' ? cmp > 0
+                 : op == 'l' ? cmp <= 0
+                             : cmp >= 0;
+      ((int64_t *)out)[i] = !nan && res;
     } else if (fl) {
       double x = sg__ox_f32(a, oa), y = sg__ox_f32(b, ob);
-      double z = op == '+' ? x + y : op == '-' ? x - y : op == '*' ? x * y : x / y;
+      double z = op == '+'   ? x + y
+                 : op == '-' ? x - y
+                 : op == '*' ? x * y
+                 : op == 'm' ? (isnan(x) || isnan(y) ? NAN : fmin(x, y))
+                 : op == 'M' ? (isnan(x) || isnan(y) ? NAN : fmax(x, y))
+                             : x / y;
       ((float *)out)[i] = (float)z;
     } else {
       SG_CHECK(int_op(c, op, sg__ox_i64(a, oa), sg__ox_i64(b, ob), &((int64_t *)out)[i]));

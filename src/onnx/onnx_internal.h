@@ -8,8 +8,10 @@
  *                  Where, Gelu and LayerNormalization
  *   onnx_fold.c    constants and the shape computations folded at import;
  *                  Slice and Split, also of run-time tensors
- *   onnx_nodes_mask.c  Equal, Not, Range, Trilu, Expand: the ops exporters
- *                  write to build attention masks (folded), Expand also at
+ *   onnx_nodes_mask.c  Equal, Less, Greater, LessOrEqual, GreaterOrEqual,
+ *                  Not, Range, Trilu, Expand, Tile: the ops exporters write
+ *                  to build attention masks (folded); Equal of integers,
+ *                  the order comparisons, Not, Expand and Tile also at
  *                  run time
  *
  * Every ONNX tensor name maps to one value: a tensor of the graph being
@@ -233,13 +235,22 @@ sg_status sg__ox_const_scalar(ox_ctx *c, const ox_value *v, const char *what, do
 sg_status sg__ox_need_foldable(ox_ctx *c, const ox_value *v, const char *what);
 /* A runtime reshape of value v to dims (Squeeze, Unsqueeze, Reshape). */
 sg_status sg__ox_reshape(ox_ctx *c, ox_value *v, int ndim, const int64_t *dims, sg_tensor *out);
+/* The CPU backend moves no bool tensors (reshape, slice, concat,
+ * transpose, broadcast_to take f32, i32, i64), yet masks computed at run
+ * time from a BOOL graph input pass through such ops: sg__ox_bool_in casts
+ * a bool tensor *t to f32 (0 and 1, exact) and says so in *was_bool;
+ * sg__ox_bool_out casts the op's result back to bool when it was. */
+sg_status sg__ox_bool_in(ox_ctx *c, sg_tensor *t, bool *was_bool);
+sg_status sg__ox_bool_out(ox_ctx *c, sg_tensor *t, bool was_bool);
 /* After a builder call: SG_OK when t is a tensor, else the graph's error
  * with the current node as context. */
 sg_status sg__ox_built(ox_ctx *c, sg_tensor t);
 /* A constant whose data may be computed with at import time: not a float
  * initializer, which is a trainable parameter (or state). */
 bool sg__ox_foldable(const ox_value *v);
-/* Folds a binary op ('+', '-', '*', '/'; '=' is Equal, which gives bools)
+/* Folds a binary op ('+', '-', '*', '/'; the comparisons '=' Equal, '<'
+ * Less, '>' Greater, 'l' LessOrEqual, 'g' GreaterOrEqual give bools; 'm'
+ * and 'M' are Min and Max)
  * when both operands are foldable constants of one type, with NumPy
  * broadcasting; *folded says whether it did. */
 sg_status sg__ox_fold_binary(ox_ctx *c, char op, const ox_value *a, const ox_value *b, bool *folded);

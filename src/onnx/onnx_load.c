@@ -192,9 +192,10 @@ static sg_status add_input(ox_ctx *c, const Onnx__ValueInfoProto *vi, size_t i) 
     return sg__error(SG_ERR_UNSUPPORTED, "graph input '%s' is not a tensor", name);
   const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
   int elem = tt->has_elem_type ? tt->elem_type : 0;
-  if (elem != OX_FLOAT && elem != OX_INT64)
+  if (elem != OX_FLOAT && elem != OX_INT64 && elem != OX_BOOL)
     return sg__error(SG_ERR_UNSUPPORTED,
-                     "graph input '%s' has data type %d; sgrt imports FLOAT (1) and INT64 (7)", name, elem);
+                     "graph input '%s' has data type %d; sgrt imports FLOAT (1), INT64 (7) and BOOL (9)",
+                     name, elem);
   if (tt->shape == NULL) return sg__error(SG_ERR_SHAPE, "graph input '%s' has no shape", name);
   if (tt->shape->n_dim > SG_MAX_DIMS)
     return sg__error(SG_ERR_RANGE, "graph input '%s' has rank %zu; at most %d", name, tt->shape->n_dim,
@@ -226,7 +227,8 @@ static sg_status add_input(ox_ctx *c, const Onnx__ValueInfoProto *vi, size_t i) 
   }
   const char *tmp = sg__ox_tmp_name(c, name);
   if (tmp == NULL) return sg__error(SG_ERR_NO_MEMORY, "ONNX import: out of memory");
-  sg_tensor t = sg_input(c->g, tmp, elem == OX_FLOAT ? SG_F32 : SG_I64, (int)tt->shape->n_dim, dims);
+  sg_dtype dt = elem == OX_FLOAT ? SG_F32 : elem == OX_INT64 ? SG_I64 : SG_BOOL;
+  sg_tensor t = sg_input(c->g, tmp, dt, (int)tt->shape->n_dim, dims);
   if (t.id < 0) return sg__error(sg_graph_status(c->g), "graph input '%s': %s", name, sg_last_error());
   SG_CHECK(sg__ox_add(c, name, &v));
   v->kind = OX_V_TENSOR;
@@ -336,11 +338,13 @@ static sg_status node_order(ox_ctx *c, int32_t *order) {
 
 /* ---- buffers --------------------------------------------------------------- */
 
-/* Uses through which no gradient reaches input k: Equal (a bool result),
+/* Uses through which no gradient reaches input k: Equal and the other
+ * comparisons (a bool result),
  * Where's condition, Shape (reads the shape only), Range's bounds. */
 static bool use_ends_gradient(const char *op, size_t k) {
-  return strcmp(op, "Equal") == 0 || strcmp(op, "Shape") == 0 || strcmp(op, "Range") == 0 ||
-         (strcmp(op, "Where") == 0 && k == 0);
+  return strcmp(op, "Equal") == 0 || strcmp(op, "Less") == 0 || strcmp(op, "Greater") == 0 ||
+         strcmp(op, "LessOrEqual") == 0 || strcmp(op, "GreaterOrEqual") == 0 || strcmp(op, "Shape") == 0 ||
+         strcmp(op, "Range") == 0 || (strcmp(op, "Where") == 0 && k == 0);
 }
 
 /* Ops that fold for constants and pass their data (input 0; Concat: every
@@ -434,7 +438,11 @@ static sg_status check_declared(ox_ctx *c, const Onnx__ValueInfoProto *vi, const
   if (tp == NULL || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || tp->tensor_type == NULL)
     return SG_OK;
   const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
-  int want = t->dtype == SG_F32 ? OX_FLOAT : t->dtype == SG_I64 ? OX_INT64 : -1;
+  int want = t->dtype == SG_F32    ? OX_FLOAT
+             : t->dtype == SG_I64  ? OX_INT64
+             : t->dtype == SG_I32  ? OX_INT32
+             : t->dtype == SG_BOOL ? OX_BOOL
+                                   : -1;
   if (tt->has_elem_type && tt->elem_type != 0 && tt->elem_type != want &&
       !(tt->elem_type == OX_BOOL && t->dtype == SG_U8))
     return sg__error(SG_ERR_DTYPE, "graph output '%s' is declared with data type %d but is %s", vi->name,
@@ -489,7 +497,9 @@ static sg_status mark_outputs(ox_ctx *c) {
       const sg__tensor *src = &c->g->tensors[t.id];
       int64_t dims[SG_MAX_DIMS];
       memcpy(dims, src->dims, sizeof dims);
-      t = sg_reshape(c->g, t, src->ndim, dims);
+      /* The CPU backend reshapes no bools: a bool copy is two casts. */
+      if (src->dtype == SG_BOOL) t = sg_cast(c->g, sg_cast(c->g, t, SG_F32), SG_BOOL);
+      else t = sg_reshape(c->g, t, src->ndim, dims);
       if (t.id < 0) return sg__error(sg_graph_status(c->g), "graph output '%s': %s", name, sg_last_error());
       SG_CHECK(sg__ox_want_name(c, t.id, clean, 1));
     }

@@ -402,7 +402,11 @@ static sg_status cv_flatten(ox_ctx *c, const Onnx__NodeProto *n) {
   if (axis < -r || axis > r)
     return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "axis %lld is out of range for rank %d", (long long)axis,
                              r);
-  return out0(c, sg_flatten(c->g, x, (int)axis));
+  bool was_bool;
+  SG_CHECK(sg__ox_bool_in(c, &x, &was_bool));
+  sg_tensor y = sg_flatten(c->g, x, (int)axis);
+  SG_CHECK(sg__ox_bool_out(c, &y, was_bool));
+  return out0(c, y);
 }
 
 static sg_status cv_transpose(ox_ctx *c, const Onnx__NodeProto *n) {
@@ -418,7 +422,11 @@ static sg_status cv_transpose(ox_ctx *c, const Onnx__NodeProto *n) {
     np = r;
     for (int i = 0; i < r; i++) perm[i] = r - 1 - i;
   }
-  return out0(c, sg_transpose(c->g, x, np, perm));
+  bool was_bool;
+  SG_CHECK(sg__ox_bool_in(c, &x, &was_bool));
+  sg_tensor y = sg_transpose(c->g, x, np, perm);
+  SG_CHECK(sg__ox_bool_out(c, &y, was_bool));
+  return out0(c, y);
 }
 
 /* ---- softmax and reductions ----------------------------------------------- */
@@ -452,9 +460,12 @@ static sg_status cv_log_softmax(ox_ctx *c, const Onnx__NodeProto *n) {
   return softmax(c, true);
 }
 
-static sg_status reduce(ox_ctx *c, const Onnx__NodeProto *n, bool mean) {
-  /* Axes became an input in opset 13 for ReduceSum, 18 for ReduceMean. */
-  bool axes_input = c->opset >= (mean ? 18 : 13);
+/* kind: 'm' ReduceMean, 's' ReduceSum, '2' ReduceL2 (sqrt of the sum of
+ * squares: F.normalize's norm). */
+static sg_status reduce(ox_ctx *c, const Onnx__NodeProto *n, char kind) {
+  bool mean = kind == 'm';
+  /* Axes became an input in opset 13 for ReduceSum, 18 for the others. */
+  bool axes_input = c->opset >= (kind == 's' ? 13 : 18);
   static const char *const known_attr[] = {"axes", "keepdims", NULL};
   static const char *const known_input[] = {"keepdims", "noop_with_empty_axes", NULL};
   SG_CHECK(sg__ox_check_attrs(c, axes_input ? known_input : known_attr));
@@ -475,11 +486,17 @@ static sg_status reduce(ox_ctx *c, const Onnx__NodeProto *n, bool mean) {
   if (na == 0 && noop) return sg__ox_set_alias(c, 0, x);
   sg_tensor t;
   SG_CHECK(sg__ox_tensor(c, x, &t));
+  if (kind == '2') {
+    sg_tensor s = sg_reduce_sum(c->g, sg_mul(c->g, t, t), na, axes, (int)keepdims);
+    SG_CHECK(sg__ox_built(c, s));
+    return out0(c, sg_sqrt(c->g, s));
+  }
   return out0(c, (mean ? sg_reduce_mean : sg_reduce_sum)(c->g, t, na, axes, (int)keepdims));
 }
 
-static sg_status cv_reduce_mean(ox_ctx *c, const Onnx__NodeProto *n) { return reduce(c, n, true); }
-static sg_status cv_reduce_sum(ox_ctx *c, const Onnx__NodeProto *n) { return reduce(c, n, false); }
+static sg_status cv_reduce_mean(ox_ctx *c, const Onnx__NodeProto *n) { return reduce(c, n, 'm'); }
+static sg_status cv_reduce_sum(ox_ctx *c, const Onnx__NodeProto *n) { return reduce(c, n, 's'); }
+static sg_status cv_reduce_l2(ox_ctx *c, const Onnx__NodeProto *n) { return reduce(c, n, '2'); }
 
 /* ---- Dropout, Pad --------------------------------------------------------- */
 
@@ -571,6 +588,7 @@ const ox_op sg__ox_nn_ops[] = {
     {"LogSoftmax", cv_log_softmax, 1, 1, 1, 1},
     {"ReduceMean", cv_reduce_mean, 1, 2, 1, 1},
     {"ReduceSum", cv_reduce_sum, 1, 2, 1, 1},
+    {"ReduceL2", cv_reduce_l2, 1, 2, 1, 1},
     {"Dropout", cv_dropout, 1, 3, 1, 2},
     {"Pad", cv_pad, 1, 4, 1, 1},
 };

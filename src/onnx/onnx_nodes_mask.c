@@ -1,10 +1,14 @@
-/* Converters of Equal, Not, Range, Trilu and Expand: the ops exporters write
- * to build attention masks (`bias[:, :, :T, :T] == 0`, torch.arange(T),
- * torch.tril(torch.ones(T, T)), mask.expand(...)). sgrt has no comparison
- * or logic ops, so Equal, Not, Range and Trilu are folded at import and need
- * import-time constants: a mask buffer is one (onnx_load.c imports a float
- * initializer that only such ops read as a constant). Expand has a run-time
- * form too, the broadcast_to op. docs/onnx.md has the mapping table. */
+/* Converters of Equal, the other comparisons, Not, Range, Trilu, Expand and
+ * Tile: the ops exporters write to build attention masks (`bias[:, :, :T,
+ * :T] == 0`, torch.arange(T), torch.tril(torch.ones(T, T)),
+ * mask.expand(...)). sgrt has no comparison or logic ops, so these are
+ * folded at import for import-time constants: a mask buffer is one
+ * (onnx_load.c imports a float initializer that only such ops read as a
+ * constant). Equal of integers and bools (`ids == pad_id`), the order
+ * comparisons and Not of bools are also built at run time from sub, sign,
+ * relu and cast; Expand and Tile have a
+ * run-time form with the broadcast_to op. docs/onnx.md has the mapping
+ * table. */
 #include <math.h>
 #include <string.h>
 
@@ -16,11 +20,65 @@ static size_t esize(int elem) { return elem == OX_FLOAT ? 4 : 8; }
 
 /* ---- Equal, Not ---------------------------------------------------------------- */
 
+/* The element type of a value: its ONNX type, or its tensor's dtype. */
+static int elem_of(const ox_ctx *c, const ox_value *v) {
+  if (v->kind != OX_V_TENSOR) return v->elem;
+  sg_dtype dt = c->g->tensors[v->tensor].dtype;
+  return dt == SG_F32    ? OX_FLOAT
+         : dt == SG_I64  ? OX_INT64
+         : dt == SG_I32  ? OX_INT32
+         : dt == SG_BOOL ? OX_BOOL
+                         : 0;
+}
+
+/* Not of a bool tensor at run time: 1 - x in f32 (0 and 1, exact), cast to bool. */
+static sg_status not_tensor(ox_ctx *c, sg_tensor x, sg_tensor *y) {
+  sg_tensor f = sg_cast(c->g, x, SG_F32);
+  SG_CHECK(sg__ox_built(c, f));
+  f = sg_add_scalar(c->g, sg_neg(c->g, f), 1.0);
+  SG_CHECK(sg__ox_built(c, f));
+  *y = sg_cast(c->g, f, SG_BOOL);
+  return sg__ox_built(c, *y);
+}
+
+/* Equal of integers or bools of which one at least is computed at run time
+ * (`ids == pad_id`): a - b is 0 exactly when a == b (int64 arithmetic;
+ * bools as int64 0 and 1), cast to bool that is a != b, and Not of it. sgrt
+ * has no comparison op, and a float difference is no exact test (inf - inf),
+ * so floats are compared only when folded. */
+static sg_status equal_tensor(ox_ctx *c, ox_value *a, ox_value *b) {
+  ox_value *v[2] = {a, b};
+  sg_tensor t[2];
+  for (int k = 0; k < 2; k++) {
+    SG_CHECK(sg__ox_tensor(c, v[k], &t[k]));
+    if (c->g->tensors[t[k].id].dtype == SG_BOOL) {
+      t[k] = sg_cast(c->g, t[k], SG_I64);
+      SG_CHECK(sg__ox_built(c, t[k]));
+    }
+  }
+  sg_tensor ne = sg_cast(c->g, sg_sub(c->g, t[0], t[1]), SG_BOOL), y;
+  SG_CHECK(sg__ox_built(c, ne));
+  SG_CHECK(not_tensor(c, ne, &y));
+  return sg__ox_set_tensor(c, 0, y);
+}
+
 static sg_status cv_equal(ox_ctx *c, const Onnx__NodeProto *n) {
   SG_CHECK(sg__ox_check_attrs(c, no_attrs));
   ox_value *a = sg__ox_input(c, n, 0), *b = sg__ox_input(c, n, 1);
-  SG_CHECK(sg__ox_need_foldable(c, a, "input A"));
-  SG_CHECK(sg__ox_need_foldable(c, b, "input B"));
+  if (!sg__ox_foldable(a) || !sg__ox_foldable(b)) {
+    int ea = a->kind == OX_V_UNAVAILABLE ? 0 : elem_of(c, a),
+        eb = b->kind == OX_V_UNAVAILABLE ? 0 : elem_of(c, b);
+    bool ints = ea != 0 && eb != 0 && ea != OX_FLOAT && eb != OX_FLOAT;
+    if (!ints) {
+      SG_CHECK(sg__ox_need_foldable(c, a, "input A"));
+      SG_CHECK(sg__ox_need_foldable(c, b, "input B"));
+    }
+    if ((ea == OX_BOOL) != (eb == OX_BOOL) || (ea == OX_INT32) != (eb == OX_INT32))
+      return sg__ox_node_error(c, SG_ERR_DTYPE,
+                               "compares '%s' (data type %d) with '%s' (data type %d); Equal takes one type",
+                               a->name, ea, b->name, eb);
+    return equal_tensor(c, a, b);
+  }
   if ((a->elem == OX_FLOAT) != (b->elem == OX_FLOAT))
     return sg__ox_node_error(c, SG_ERR_DTYPE, "compares '%s' (%s) with '%s' (%s); Equal takes one type",
                              a->name, a->elem == OX_FLOAT ? "float" : "integer", b->name,
@@ -30,9 +88,120 @@ static sg_status cv_equal(ox_ctx *c, const Onnx__NodeProto *n) {
   return folded ? SG_OK : sg__ox_node_error(c, SG_ERR_INTERNAL, "Equal was not folded");
 }
 
+/* Builds t = expr and checks it (the builder's error with the node as
+ * context). */
+#define BUILD(t, expr)              \
+  do {                              \
+    (t) = (expr);                   \
+    SG_CHECK(sg__ox_built(c, (t))); \
+  } while (0)
+
+/* a > b at run time, a bool tensor (sgrt has no comparison op). Floats:
+ * sign(a - b), relu, cast to int64 (NaN gives 0: a NaN operand, or inf -
+ * inf of equal infinities, is false, as it should be), cast to bool; a - b
+ * keeps the sign of the difference exactly (IEEE subtraction; overflow
+ * gives an infinity of the right sign, and the CPU backend does not flush
+ * subnormals). Integers: a - b may overflow when the signs differ, so the
+ * sign difference s = sign a - sign b (in -2..2) decides then, and sign(a -
+ * b) (no overflow for equal signs) when s is 0: sign(2s + sign(a - b) (1 -
+ * |s|)), in f32 (small integers, exact). */
+static sg_status greater_tensor(ox_ctx *c, sg_tensor a, sg_tensor b, bool fl, sg_tensor *out) {
+  sg_graph *g = c->g;
+  sg_tensor t, d;
+  BUILD(d, sg_sign(g, sg_sub(g, a, b)));
+  if (fl) {
+    t = d;
+  } else {
+    sg_tensor s, w;
+    BUILD(s, sg_cast(g, sg_sub(g, sg_sign(g, a), sg_sign(g, b)), SG_F32));
+    BUILD(d, sg_cast(g, d, SG_F32));
+    BUILD(w, sg_add_scalar(g, sg_neg(g, sg_abs(g, s)), 1.0));
+    BUILD(t, sg_sign(g, sg_add(g, sg_mul_scalar(g, s, 2.0), sg_mul(g, d, w))));
+  }
+  BUILD(*out, sg_cast(g, sg_cast(g, sg_relu(g, t), SG_I64), SG_BOOL));
+  return SG_OK;
+}
+
+/* x is not NaN: |sign x| + 1 is 1 or 2, or NaN, which the cast to int64
+ * makes 0. */
+static sg_status not_nan(ox_ctx *c, sg_tensor x, sg_tensor *out) {
+  sg_graph *g = c->g;
+  BUILD(*out, sg_cast(g, sg_cast(g, sg_add_scalar(g, sg_abs(g, sg_sign(g, x)), 1.0), SG_I64), SG_BOOL));
+  return SG_OK;
+}
+
+/* p and q, bools (broadcast): the product of 0/1 in f32. */
+static sg_status and_tensor(ox_ctx *c, sg_tensor p, sg_tensor q, sg_tensor *out) {
+  sg_graph *g = c->g;
+  BUILD(*out, sg_cast(g, sg_mul(g, sg_cast(g, p, SG_F32), sg_cast(g, q, SG_F32)), SG_BOOL));
+  return SG_OK;
+}
+
+/* A comparison ('<', '>', 'l' <=, 'g' >=) of tensors computed at run time:
+ * a < b is b > a; a >= b is not (b > a) and neither is NaN; a <= b is b >= a. */
+static sg_status compare_tensor(ox_ctx *c, ox_value *va, ox_value *vb, char op, bool fl) {
+  sg_tensor a, b, y;
+  SG_CHECK(sg__ox_tensor(c, va, &a));
+  SG_CHECK(sg__ox_tensor(c, vb, &b));
+  if (op == '<' || op == 'l') {
+    sg_tensor t = a;
+    a = b;
+    b = t;
+  }
+  if (op == '>' || op == '<') {
+    SG_CHECK(greater_tensor(c, a, b, fl, &y));
+    return sg__ox_set_tensor(c, 0, y);
+  }
+  sg_tensor lt;
+  SG_CHECK(greater_tensor(c, b, a, fl, &lt));
+  SG_CHECK(not_tensor(c, lt, &y));
+  if (fl) {
+    sg_tensor na, nb, both;
+    SG_CHECK(not_nan(c, a, &na));
+    SG_CHECK(not_nan(c, b, &nb));
+    SG_CHECK(and_tensor(c, na, nb, &both));
+    SG_CHECK(and_tensor(c, y, both, &y));
+  }
+  return sg__ox_set_tensor(c, 0, y);
+}
+
+/* Less, Greater, LessOrEqual, GreaterOrEqual: folded for constants (`cond <
+ * (cond + 1).view(T, 1)` of Hugging Face's causal masks, T5's relative
+ * position buckets), else built from sub, sign, relu and cast
+ * (compare_tensor; `key_padding_mask = pad > 0.5`). */
+static sg_status compare(ox_ctx *c, const Onnx__NodeProto *n, char op) {
+  SG_CHECK(sg__ox_check_attrs(c, no_attrs));
+  ox_value *a = sg__ox_input(c, n, 0), *b = sg__ox_input(c, n, 1);
+  if (a->kind == OX_V_UNAVAILABLE || b->kind == OX_V_UNAVAILABLE) {
+    SG_CHECK(sg__ox_need_foldable(c, a, "input A"));
+    SG_CHECK(sg__ox_need_foldable(c, b, "input B"));
+  }
+  int ea = elem_of(c, a), eb = elem_of(c, b);
+  if (ea == OX_BOOL || eb == OX_BOOL || ea == 0 || eb == 0 || (ea == OX_FLOAT) != (eb == OX_FLOAT) ||
+      (ea == OX_INT32) != (eb == OX_INT32))
+    return sg__ox_node_error(c, SG_ERR_DTYPE,
+                             "compares '%s' (data type %d) with '%s' (data type %d); %s takes two numbers of "
+                             "one type",
+                             a->name, ea, b->name, eb, sg__ox_str(n->op_type));
+  if (!sg__ox_foldable(a) || !sg__ox_foldable(b)) return compare_tensor(c, a, b, op, ea == OX_FLOAT);
+  bool folded;
+  SG_CHECK(sg__ox_fold_binary(c, op, a, b, &folded));
+  return folded ? SG_OK : sg__ox_node_error(c, SG_ERR_INTERNAL, "the comparison was not folded");
+}
+
+static sg_status cv_less(ox_ctx *c, const Onnx__NodeProto *n) { return compare(c, n, '<'); }
+static sg_status cv_greater(ox_ctx *c, const Onnx__NodeProto *n) { return compare(c, n, '>'); }
+static sg_status cv_less_equal(ox_ctx *c, const Onnx__NodeProto *n) { return compare(c, n, 'l'); }
+static sg_status cv_greater_equal(ox_ctx *c, const Onnx__NodeProto *n) { return compare(c, n, 'g'); }
+
 static sg_status cv_not(ox_ctx *c, const Onnx__NodeProto *n) {
   SG_CHECK(sg__ox_check_attrs(c, no_attrs));
   ox_value *x = sg__ox_input(c, n, 0);
+  if (x->kind == OX_V_TENSOR && elem_of(c, x) == OX_BOOL) {
+    sg_tensor y;
+    SG_CHECK(not_tensor(c, (sg_tensor){x->tensor}, &y));
+    return sg__ox_set_tensor(c, 0, y);
+  }
   SG_CHECK(sg__ox_need_foldable(c, x, "input"));
   if (x->elem != OX_BOOL)
     return sg__ox_node_error(c, SG_ERR_DTYPE, "input '%s' has data type %d; Not takes BOOL (9)", x->name,
@@ -186,13 +355,101 @@ static sg_status cv_expand(ox_ctx *c, const Onnx__NodeProto *n) {
   if (r == nx && memcmp(dims, xd, sizeof(int64_t) * (size_t)r) == 0) return sg__ox_set_tensor(c, 0, t);
   sg_attr shape = SG__AS("shape", r, dims);
   sg_tensor y;
+  bool was_bool;
+  SG_CHECK(sg__ox_bool_in(c, &t, &was_bool));
   if (sg_graph_add_op(c->g, SG_OP_BROADCAST_TO, 1, &t, 1, &shape, 1, &y, NULL) != SG_OK)
     return sg__ox_built(c, SG_NO_TENSOR);
+  SG_CHECK(sg__ox_bool_out(c, &y, was_bool));
+  return sg__ox_set_tensor(c, 0, y);
+}
+
+/* ---- Tile ------------------------------------------------------------------------- */
+
+/* Tile (`x.repeat(...)`, e.g. a class token repeated over the batch): the
+ * repeats must be an import-time constant, each >= 1. Of a constant:
+ * folded. Of a run-time tensor or a weight: a reshape that puts a dim of 1
+ * before each repeated axis, broadcast_to the repeats there, and a reshape
+ * that merges each pair (gradient: sum_to); nothing when every repeat is 1. */
+static sg_status cv_tile(ox_ctx *c, const Onnx__NodeProto *n) {
+  SG_CHECK(sg__ox_check_attrs(c, no_attrs));
+  ox_value *x = sg__ox_input(c, n, 0);
+  int nx = 0, nr = 0;
+  int64_t xd[SG_MAX_DIMS], reps[SG_MAX_DIMS], out[SG_MAX_DIMS];
+  SG_CHECK(sg__ox_shape(c, x, &nx, xd));
+  SG_CHECK(sg__ox_const_ints(c, sg__ox_input(c, n, 1), "repeats", SG_MAX_DIMS, reps, &nr));
+  if (nr != nx)
+    return sg__ox_node_error(c, SG_ERR_SHAPE, "repeats has %d values; input '%s' has rank %d", nr, x->name,
+                             nx);
+  int wide = nx; /* rank of the broadcast form */
+  for (int a = 0; a < nx; a++) {
+    if (reps[a] < 1)
+      return sg__ox_node_error(c, reps[a] == 0 ? SG_ERR_UNSUPPORTED : SG_ERR_ATTRIBUTE,
+                               "repeats[%d] is %lld; must be >= 1%s", a, (long long)reps[a],
+                               reps[a] == 0 ? " (sgrt has no empty tensors)" : "");
+    if (xd[a] > SG__MAX_NUMEL / reps[a])
+      return sg__ox_node_error(c, SG_ERR_RANGE, "repeats[%d] %lld makes a dim of more than 2^56", a,
+                               (long long)reps[a]);
+    out[a] = xd[a] * reps[a];
+    wide += reps[a] > 1;
+  }
+  if (sg__ox_foldable(x)) {
+    int64_t numel = sg__ox_fold_numel(nx, out), idx[SG_MAX_DIMS] = {0}, st[SG_MAX_DIMS], s1 = 1;
+    for (int a = nx - 1; a >= 0; a--) {
+      st[a] = s1;
+      s1 *= xd[a];
+    }
+    size_t es = esize(x->elem);
+    char *data;
+    SG_CHECK(sg__ox_fold_alloc(c, numel, es, (void **)&data));
+    for (int64_t i = 0; i < numel; i++) {
+      int64_t off = 0;
+      for (int a = 0; a < nx; a++) off += idx[a] % xd[a] * st[a];
+      memcpy(data + (size_t)i * es, (const char *)x->data + (size_t)off * es, es);
+      for (int a = nx - 1; a >= 0 && ++idx[a] == out[a]; a--) idx[a] = 0;
+    }
+    return sg__ox_set_const(c, 0, x->elem, nx, out, data);
+  }
+  sg_tensor t;
+  SG_CHECK(sg__ox_tensor(c, x, &t));
+  if (wide == nx) return sg__ox_set_tensor(c, 0, t);
+  if (wide > SG_MAX_DIMS)
+    return sg__ox_node_error(
+        c, SG_ERR_UNSUPPORTED,
+        "tiling %d axes of '%s' (rank %d) takes rank %d; sgrt tensors have at most %d dims", wide - nx,
+        x->name, nx, wide, SG_MAX_DIMS);
+  int64_t ones[SG_MAX_DIMS], big[SG_MAX_DIMS];
+  int k = 0;
+  for (int a = 0; a < nx; a++) {
+    if (reps[a] > 1) {
+      ones[k] = 1;
+      big[k++] = reps[a];
+    }
+    ones[k] = xd[a];
+    big[k++] = xd[a];
+  }
+  bool was_bool;
+  SG_CHECK(sg__ox_bool_in(c, &t, &was_bool));
+  t = sg_reshape(c->g, t, wide, ones);
+  SG_CHECK(sg__ox_built(c, t));
+  sg_attr shape = SG__AS("shape", wide, big);
+  sg_tensor y;
+  if (sg_graph_add_op(c->g, SG_OP_BROADCAST_TO, 1, &t, 1, &shape, 1, &y, NULL) != SG_OK)
+    return sg__ox_built(c, SG_NO_TENSOR);
+  y = sg_reshape(c->g, y, nx, out);
+  SG_CHECK(sg__ox_bool_out(c, &y, was_bool));
   return sg__ox_set_tensor(c, 0, y);
 }
 
 const ox_op sg__ox_mask_ops[] = {
-    {"Equal", cv_equal, 2, 2, 1, 1}, {"Not", cv_not, 1, 1, 1, 1},       {"Range", cv_range, 3, 3, 1, 1},
-    {"Trilu", cv_trilu, 1, 2, 1, 1}, {"Expand", cv_expand, 2, 2, 1, 1},
+    {"Equal", cv_equal, 2, 2, 1, 1},
+    {"Not", cv_not, 1, 1, 1, 1},
+    {"Range", cv_range, 3, 3, 1, 1},
+    {"Trilu", cv_trilu, 1, 2, 1, 1},
+    {"Expand", cv_expand, 2, 2, 1, 1},
+    {"Less", cv_less, 2, 2, 1, 1},
+    {"Greater", cv_greater, 2, 2, 1, 1},
+    {"LessOrEqual", cv_less_equal, 2, 2, 1, 1},
+    {"GreaterOrEqual", cv_greater_equal, 2, 2, 1, 1},
+    {"Tile", cv_tile, 2, 2, 1, 1},
 };
 const int sg__ox_n_mask_ops = (int)(sizeof sg__ox_mask_ops / sizeof *sg__ox_mask_ops);

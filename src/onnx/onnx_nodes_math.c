@@ -25,8 +25,43 @@ static sg_status out0(ox_ctx *c, sg_tensor t) {
 
 /* ---- unary math ------------------------------------------------------------ */
 
+/* A unary op of an import-time constant, folded: float32 data computed in
+ * float32 (as the kernels do, up to libm's last bit), integers exactly
+ * (Neg, Abs, Sign only; Neg and Abs of INT64_MIN are SG_ERR_RANGE). T5's
+ * relative position buckets take Abs and Log of constants. */
+static sg_status fold_unary(ox_ctx *c, const ox_value *x, sg_tensor (*fn)(sg_graph *, sg_tensor)) {
+  bool fl = x->elem == OX_FLOAT;
+  if (!fl && fn != sg_neg && fn != sg_abs && fn != sg_sign)
+    return sg__ox_node_error(c, SG_ERR_DTYPE, "input '%s' holds integers; this op takes floats", x->name);
+  void *out;
+  SG_CHECK(sg__ox_fold_alloc(c, x->numel, fl ? 4 : 8, &out));
+  for (int64_t i = 0; i < x->numel; i++) {
+    if (fl) {
+      float v = sg__ox_f32(x, i), r;
+      if (fn == sg_exp) r = expf(v);
+      else if (fn == sg_log) r = logf(v);
+      else if (fn == sg_sqrt) r = sqrtf(v);
+      else if (fn == sg_reciprocal) r = 1.0f / v;
+      else if (fn == sg_neg) r = -v;
+      else if (fn == sg_abs) r = fabsf(v);
+      else if (fn == sg_sign) r = v > 0 ? 1.0f : v < 0 ? -1.0f : v; /* 0 and NaN stay */
+      else r = erff(v);
+      ((float *)out)[i] = r;
+      continue;
+    }
+    int64_t v = sg__ox_i64(x, i);
+    if (v == INT64_MIN && fn != sg_sign)
+      return sg__ox_node_error(c, SG_ERR_RANGE, "cannot negate %lld of '%s'", (long long)v, x->name);
+    ((int64_t *)out)[i] = fn == sg_neg ? -v : fn == sg_abs ? (v < 0 ? -v : v) : (v > 0) - (v < 0);
+  }
+  return sg__ox_set_const(c, 0, x->elem, x->ndim, x->dims, out);
+}
+
 static sg_status unary(ox_ctx *c, sg_tensor (*fn)(sg_graph *, sg_tensor)) {
   SG_CHECK(sg__ox_check_attrs(c, no_attrs));
+  ox_value *xv = sg__ox_input(c, c->node, 0);
+  if (xv && sg__ox_foldable(xv) && (xv->elem == OX_FLOAT || xv->elem == OX_INT64 || xv->elem == OX_INT32))
+    return fold_unary(c, xv, fn);
   sg_tensor x;
   SG_CHECK(in_tensor(c, 0, "X", &x));
   return out0(c, fn(c->g, x));
@@ -65,6 +100,12 @@ static sg_status cv_pow(ox_ctx *c, const Onnx__NodeProto *n) {
 /* Max and Min take one or more inputs, broadcast together. */
 static sg_status minmax(ox_ctx *c, const Onnx__NodeProto *n, bool max) {
   SG_CHECK(sg__ox_check_attrs(c, no_attrs));
+  if (n->n_input == 2) { /* two constants: folded */
+    bool folded;
+    ox_value *a = sg__ox_input(c, n, 0), *b = sg__ox_input(c, n, 1);
+    if (a && b) SG_CHECK(sg__ox_fold_binary(c, max ? 'M' : 'm', a, b, &folded));
+    if (a && b && folded) return SG_OK;
+  }
   sg_tensor acc;
   SG_CHECK(in_tensor(c, 0, "data_0", &acc));
   for (size_t i = 1; i < n->n_input; i++) {
@@ -80,9 +121,63 @@ static sg_status minmax(ox_ctx *c, const Onnx__NodeProto *n, bool max) {
 static sg_status cv_max(ox_ctx *c, const Onnx__NodeProto *n) { return minmax(c, n, true); }
 static sg_status cv_min(ox_ctx *c, const Onnx__NodeProto *n) { return minmax(c, n, false); }
 
+/* Where of three import-time constants, folded with NumPy broadcasting:
+ * what torch.onnx.export writes for `expand(b, -1)` (a Where over the
+ * shape's -1 entries) and other shape arithmetic. */
+static sg_status fold_where(ox_ctx *c, const ox_value *const v[3]) {
+  if (v[0]->elem != OX_BOOL)
+    return sg__ox_node_error(c, SG_ERR_DTYPE, "condition '%s' has data type %d; Where takes BOOL (9)",
+                             v[0]->name, v[0]->elem);
+  if ((v[1]->elem == OX_FLOAT) != (v[2]->elem == OX_FLOAT))
+    return sg__ox_node_error(c, SG_ERR_DTYPE, "X '%s' and Y '%s' differ in type", v[1]->name, v[2]->name);
+  int r = 0;
+  for (int k = 0; k < 3; k++) r = v[k]->ndim > r ? v[k]->ndim : r;
+  int64_t dims[SG_MAX_DIMS], st[3][SG_MAX_DIMS], idx[SG_MAX_DIMS] = {0};
+  for (int a = 0; a < r; a++) {
+    dims[a] = 1;
+    for (int k = 0; k < 3; k++) {
+      int ia = a - (r - v[k]->ndim);
+      int64_t d = ia >= 0 ? v[k]->dims[ia] : 1;
+      if (d != 1 && dims[a] != 1 && d != dims[a]) {
+        char b1[256], b2[256];
+        return sg__ox_node_error(c, SG_ERR_SHAPE, "cannot broadcast '%s' %s with %s", v[k]->name,
+                                 sg__onnx_dims_text(b1, sizeof b1, v[k]->ndim, v[k]->dims),
+                                 sg__onnx_dims_text(b2, sizeof b2, a, dims));
+      }
+      if (d != 1) dims[a] = d;
+    }
+  }
+  for (int k = 0; k < 3; k++) { /* element strides; 0 along a broadcast dim */
+    int64_t s = 1;
+    for (int a = r - 1; a >= 0; a--) {
+      int ia = a - (r - v[k]->ndim);
+      int64_t d = ia >= 0 ? v[k]->dims[ia] : 1;
+      st[k][a] = d == 1 ? 0 : s;
+      s *= d;
+    }
+  }
+  int64_t numel = sg__ox_fold_numel(r, dims);
+  bool fl = v[1]->elem == OX_FLOAT;
+  void *out;
+  SG_CHECK(sg__ox_fold_alloc(c, numel, fl ? 4 : 8, &out));
+  for (int64_t i = 0; i < numel; i++) {
+    int64_t off[3] = {0, 0, 0};
+    for (int a = 0; a < r; a++)
+      for (int k = 0; k < 3; k++) off[k] += idx[a] * st[k][a];
+    const ox_value *src = sg__ox_i64(v[0], off[0]) ? v[1] : v[2];
+    int64_t o = src == v[1] ? off[1] : off[2];
+    if (fl) ((float *)out)[i] = sg__ox_f32(src, o);
+    else ((int64_t *)out)[i] = sg__ox_i64(src, o);
+    for (int a = r - 1; a >= 0 && ++idx[a] == dims[a]; a--) idx[a] = 0;
+  }
+  return sg__ox_set_const(c, 0, v[1]->elem, r, dims, out);
+}
+
 static sg_status cv_where(ox_ctx *c, const Onnx__NodeProto *n) {
-  (void)n;
   SG_CHECK(sg__ox_check_attrs(c, no_attrs));
+  const ox_value *v[3] = {sg__ox_input(c, n, 0), sg__ox_input(c, n, 1), sg__ox_input(c, n, 2)};
+  if (v[0] && v[1] && v[2] && sg__ox_foldable(v[0]) && sg__ox_foldable(v[1]) && sg__ox_foldable(v[2]))
+    return fold_where(c, v);
   sg_tensor cond, a, b;
   SG_CHECK(in_tensor(c, 0, "condition", &cond));
   SG_CHECK(in_tensor(c, 1, "X", &a));

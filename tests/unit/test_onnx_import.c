@@ -685,6 +685,19 @@ static void test_bad_models(void **state) {
               "node 'triu' (Trilu): input 'x' is computed at run time", NULL);
   expect_fail("bad_transformer_op.onnx", SG_ERR_UNSUPPORTED, "node '/Einsum' (Einsum)",
               "op 'Einsum' is not supported");
+  /* A comparison of bools (ONNX's order comparisons take numbers); Tile by 0
+   * would be empty; a DOUBLE constant is read as float32 only where that
+   * keeps what a cast to an integer gives; a constant index out of range. */
+  expect_fail("bad_greater_bool.onnx", SG_ERR_DTYPE, "node 'gt' (Greater): compares 'p' (data type 9)",
+              "Greater takes two numbers of one type");
+  expect_fail("bad_tile_zero.onnx", SG_ERR_UNSUPPORTED, "node 'tile0' (Tile): repeats[0] is 0",
+              "no empty tensors");
+  expect_fail("bad_double_constant.onnx", SG_ERR_UNSUPPORTED,
+              "node 'dconst' (Constant): Constant value 'big' (DOUBLE) holds 16777217",
+              "float32 does not keep well enough (16777216)");
+  expect_fail("bad_gather_index.onnx", SG_ERR_RANGE,
+              "node 'gather5' (Gather): index 5 of indices 'five' is out of range for axis 1 of 'x' [2,4]",
+              NULL);
 }
 
 /* Attributes whose declared type disagrees with the field holding the value

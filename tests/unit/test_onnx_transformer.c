@@ -7,7 +7,11 @@
  * Also the ops those exports need, on models written with onnx.helper
  * against NumPy: Slice and Split of run-time tensors (sg_slice), and the
  * mask ops Range, Trilu, Equal, Not (folded) and Expand (folded, and
- * broadcast_to at run time). The refused forms are in test_onnx_import.c. */
+ * broadcast_to at run time). Further forms of unseen exports: padding masks
+ * (a BOOL input, `ids == 0`), h[:, 0], T5's position buckets, Hugging
+ * Face's causal mask, expand(B, -1), .repeat, F.normalize, a DOUBLE
+ * constant (two more training exports against PyTorch, and a hand-made
+ * model against NumPy). The refused forms are in test_onnx_import.c. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +70,11 @@ typedef struct transformer_case {
   int ndim;
   int64_t dims[3];
   const void *x;
+  const char *input2; /* a second input, or NULL */
+  sg_dtype dtype2;
+  int ndim2;
+  int64_t dims2[3];
+  const void *x2;
   const int64_t *labels;
   int64_t rows, classes; /* the logits seen as [rows, classes] */
   int n_params;          /* PyTorch's named_parameters() */
@@ -99,12 +108,18 @@ static double rel_l2(const float *got, const float *ref, size_t n) {
   return sqrt(d) / fmax(sqrt(r), 1e-30);
 }
 
+static void set_inputs(const transformer_case *k, sg_session *s) {
+  assert_status(sg_session_set_input(s, k->input, k->dtype, k->ndim, k->dims, k->x), SG_OK, NULL);
+  if (k->input2)
+    assert_status(sg_session_set_input(s, k->input2, k->dtype2, k->ndim2, k->dims2, k->x2), SG_OK, NULL);
+}
+
 /* (1) The imported model's forward logits against PyTorch's. */
 static void check_logits(const transformer_case *k, const sg_graph *g, const float *ref) {
   size_t n = (size_t)(k->rows * k->classes);
   float *got = malloc(n * sizeof *got);
   sg_session *s = session(g);
-  assert_status(sg_session_set_input(s, k->input, k->dtype, k->ndim, k->dims, k->x), SG_OK, NULL);
+  set_inputs(k, s);
   assert_status(sg_session_forward(s), SG_OK, NULL);
   assert_status(sg_session_read(s, "logits", got, n * sizeof *got), SG_OK, NULL);
   double maxdiff = 0, maxref = 0;
@@ -186,7 +201,7 @@ static void transformer_parity(const transformer_case *k) {
   float rate = 0.1f;
   /* (3) Three SGD steps: each loss is computed before that step's update. */
   for (int step = 0; step < 3; step++) {
-    assert_status(sg_session_set_input(s, k->input, k->dtype, k->ndim, k->dims, k->x), SG_OK, NULL);
+    set_inputs(k, s);
     assert_status(sg_session_set_input(s, "labels", SG_I64, 1, &k->rows, k->labels), SG_OK, NULL);
     assert_status(sg_session_set_input(s, "lr", SG_F32, 0, NULL, &rate), SG_OK, NULL);
     assert_status(sg_session_step(s), SG_OK, NULL);
@@ -266,6 +281,188 @@ static void test_transformer_encoder_layer(void **state) {
                         .n_weights = weights};
   transformer_parity(&k);
   free(x);
+}
+
+/* Two nn.TransformerEncoderLayers (opset 14) whose keys are masked by the
+ * BOOL input `pad` (src_key_padding_mask: the mask passes Reshape and
+ * Expand as f32 and is cast back to bool for Where) and by `ids == 0`
+ * (Equal of the run-time ids: a sub, a cast to bool and Not), and a head on
+ * h[:, 0] (a Gather of a run-time tensor by a constant index: a slice). */
+static void test_pad_masks(void **state) {
+  (void)state;
+  int64_t *ids = read_data("padmask_ids.i64", 12 * sizeof(int64_t));
+  uint8_t *pad = read_data("padmask_pad.u8", 12);
+  sg_graph *g = import("padmask_train.onnx");
+  sg_tensor_info info;
+  sg_tensor t;
+  assert_status(sg_graph_find_tensor(g, "pad", &t), SG_OK, NULL);
+  assert_status(sg_graph_tensor_info(g, t, &info), SG_OK, NULL);
+  assert_int_equal(info.dtype, SG_BOOL);
+  assert_int_equal(count_ops(g, SG_OP_EMBEDDING), 1);
+  sg_graph_destroy(g);
+  int64_t labels[12];
+  for (int i = 0; i < 12; i++) labels[i] = i % 5;
+  transformer_case k = {.file = "padmask_train.onnx",
+                        .ref = "padmask_ref.f32",
+                        .input = "ids",
+                        .dtype = SG_I64,
+                        .ndim = 2,
+                        .dims = {2, 6},
+                        .x = ids,
+                        .input2 = "pad",
+                        .dtype2 = SG_BOOL,
+                        .ndim2 = 2,
+                        .dims2 = {2, 6},
+                        .x2 = pad,
+                        .labels = labels,
+                        .rows = 12,
+                        .classes = 5,
+                        .n_params = 29,
+                        .n_weights = 4938};
+  transformer_parity(&k);
+  free(ids);
+  free(pad);
+}
+
+/* Hugging Face-era forms at opset 17: T5's relative position buckets and
+ * _make_causal_mask (Abs, Less, Log, Cast, Min, Where of constants: folded;
+ * the -inf of log(0) cast to int64 is 0, as the cast op gives, and a Where
+ * discards it), arange(T).expand(B, -1) (a Where over the shape, folded), a
+ * class token by .repeat (Tile of a parameter: broadcast_to, gradient
+ * sum_to), F.normalize (ReduceL2) and clamp(min=1e-9) (a DOUBLE Constant). */
+static void test_t5_forms(void **state) {
+  (void)state;
+  float *x = read_data("t5mix_x.f32", 2 * 6 * 16 * sizeof(float));
+  sg_graph *g = import("t5mix_train.onnx");
+  assert_int_equal(count_ops(g, SG_OP_BROADCAST_TO), 1 + 2); /* the Tile; the two F.normalize Expands */
+  assert_int_equal(count_ops(g, SG_OP_EMBEDDING), 2);
+  sg_graph_destroy(g);
+  int64_t labels[14];
+  for (int i = 0; i < 14; i++) labels[i] = i % 5;
+  transformer_case k = {.file = "t5mix_train.onnx",
+                        .ref = "t5mix_ref.f32",
+                        .input = "x",
+                        .dtype = SG_F32,
+                        .ndim = 3,
+                        .dims = {2, 6, 16},
+                        .x = x,
+                        .labels = labels,
+                        .rows = 14,
+                        .classes = 5,
+                        .n_params = 9,
+                        .n_weights = 1077};
+  transformer_parity(&k);
+  free(x);
+}
+
+/* Hand-made forms (opset 14) against NumPy (forms_y.f32; every output is
+ * float): Gather of a run-time tensor by a scalar, by indices of three runs
+ * (-1 counting from the end) and by 2-D indices; Where, Less,
+ * GreaterOrEqual, Greater and LessOrEqual (NaN: false), Abs, Neg, Min, Log
+ * and Cast (-inf to 0) of constants, a DOUBLE Constant (as float32 and cast
+ * to int64), folded; Equal and Not of the run-time ids; the BOOL input `pad`
+ * through Unsqueeze, Expand, Transpose, Slice, Concat into Where, through
+ * Gather, through Tile; Tile of x; ReduceL2; Less, Greater, LessOrEqual and
+ * GreaterOrEqual at run time for every pair of special floats (NaN,
+ * infinities, signed zeros, subnormals, extremes) and of extreme int64s
+ * (whose difference overflows), and of x against a constant. BOOL graph
+ * outputs. And ReduceL2 with axes as an input (opset 18). */
+static void test_forms(void **state) {
+  (void)state;
+  static const char *const names[] = {"g0",
+                                      "g1",
+                                      "g2",
+                                      "yw",
+                                      "yge",
+                                      "ygt",
+                                      "yle",
+                                      "ymi",
+                                      "ylg",
+                                      "yd",
+                                      "ydi",
+                                      "yeq",
+                                      "yne",
+                                      "yb",
+                                      "ypg",
+                                      "ytb",
+                                      "yt",
+                                      "yl2",
+                                      "yfLess",
+                                      "yfGreater",
+                                      "yfLessOrEqual",
+                                      "yfGreaterOrEqual",
+                                      "yiLess",
+                                      "yiGreater",
+                                      "yiLessOrEqual",
+                                      "yiGreaterOrEqual",
+                                      "ygt_half"};
+  static const size_t counts[] = {6, 24, 32, 9, 9,   3,   3,   3,   3,  2,  2,  8,  8, 24,
+                                  2, 16, 96, 8, 144, 144, 144, 144, 49, 49, 49, 49, 24};
+  enum { N = sizeof counts / sizeof *counts };
+  size_t total = 0;
+  for (int i = 0; i < N; i++) total += counts[i];
+  float *x = read_data("forms_x.f32", 24 * sizeof(float)),
+        *ref = read_data("forms_y.f32", total * sizeof(float));
+  int64_t *ids = read_data("forms_ids.i64", 8 * sizeof(int64_t)), *is = read_data("forms_is.i64", 7 * 8);
+  uint8_t *pad = read_data("forms_pad.u8", 8);
+  float *fs = read_data("forms_fs.f32", 12 * sizeof(float));
+  static const int64_t xd[] = {2, 4, 3}, id[] = {2, 4}, fsd[] = {12}, isd[] = {7};
+  sg_graph *g = import("forms_opset14.onnx");
+  assert_int_equal(count_ops(g, SG_OP_CONCAT), 2 + 1); /* gather_runs, gather_2d; pad_concat */
+  sg_session *s = session(g);
+  assert_status(sg_session_set_input(s, "x", SG_F32, 3, xd, x), SG_OK, NULL);
+  assert_status(sg_session_set_input(s, "ids", SG_I64, 2, id, ids), SG_OK, NULL);
+  assert_status(sg_session_set_input(s, "pad", SG_BOOL, 2, id, pad), SG_OK, NULL);
+  assert_status(sg_session_set_input(s, "fs", SG_F32, 1, fsd, fs), SG_OK, NULL);
+  assert_status(sg_session_set_input(s, "is", SG_I64, 1, isd, is), SG_OK, NULL);
+  assert_status(sg_session_forward(s), SG_OK, NULL);
+  const float *r = ref;
+  for (int i = 0; i < N; i++) {
+    float got[144];
+    assert_true(counts[i] <= 144);
+    assert_status(sg_session_read(s, names[i], got, counts[i] * sizeof(float)), SG_OK, NULL);
+    for (size_t j = 0; j < counts[i]; j++)
+      if (!(fabs((double)got[j] - r[j]) <= 1e-6 * fmax(1.0, fabs((double)r[j]))))
+        fail_msg("forms_opset14.onnx: %s[%zu] is %.9g, expected %.9g", names[i], j, got[j], r[j]);
+    r += counts[i];
+  }
+  sg_session_destroy(s);
+  sg_graph_destroy(g);
+
+  /* BOOL graph outputs (declared BOOL): the input under a second name, a
+   * copy, and its Not at run time. */
+  g = import("bool_io_opset14.onnx");
+  s = session(g);
+  assert_status(sg_session_set_input(s, "pad", SG_BOOL, 2, id, pad), SG_OK, NULL);
+  assert_status(sg_session_forward(s), SG_OK, NULL);
+  uint8_t same[8], inverse[8];
+  assert_status(sg_session_read(s, "same", same, sizeof same), SG_OK, NULL);
+  assert_status(sg_session_read(s, "inverse", inverse, sizeof inverse), SG_OK, NULL);
+  for (int j = 0; j < 8; j++) {
+    assert_int_equal(same[j], pad[j] != 0);
+    assert_int_equal(inverse[j], pad[j] == 0);
+  }
+  sg_session_destroy(s);
+  sg_graph_destroy(g);
+
+  float *l2 = read_data("reduce_l2_y.f32", 6 * sizeof(float)), got[6];
+  g = import("reduce_l2_opset18.onnx");
+  s = session(g);
+  assert_status(sg_session_set_input(s, "x", SG_F32, 3, xd, x), SG_OK, NULL);
+  assert_status(sg_session_forward(s), SG_OK, NULL);
+  assert_status(sg_session_read(s, "y", got, sizeof got), SG_OK, NULL);
+  for (int j = 0; j < 6; j++)
+    if (!(fabs((double)got[j] - l2[j]) <= 1e-6 * fabs((double)l2[j])))
+      fail_msg("reduce_l2_opset18.onnx: y[%d] is %.9g, expected %.9g", j, got[j], l2[j]);
+  sg_session_destroy(s);
+  sg_graph_destroy(g);
+  free(l2);
+  free(x);
+  free(ref);
+  free(ids);
+  free(is);
+  free(fs);
+  free(pad);
 }
 
 /* ---- Slice, Split --------------------------------------------------------------- */
@@ -364,9 +561,9 @@ static void test_mask_ops(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_gpt2),
-      cmocka_unit_test(test_transformer_encoder_layer),
-      cmocka_unit_test(test_slice_split),
+      cmocka_unit_test(test_gpt2),      cmocka_unit_test(test_transformer_encoder_layer),
+      cmocka_unit_test(test_pad_masks), cmocka_unit_test(test_t5_forms),
+      cmocka_unit_test(test_forms),     cmocka_unit_test(test_slice_split),
       cmocka_unit_test(test_mask_ops),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

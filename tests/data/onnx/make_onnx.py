@@ -91,6 +91,30 @@ do_constant_folding=False); the weights are those of the export:
                         "x" [2,8,32]
   bad_transformer_op.onnx  a one-head attention whose scores are torch.einsum
                         (Einsum, which sgrt lacks)
+  padmask_train.onnx    two nn.TransformerEncoderLayers (16, 2 heads) masked by
+                        the BOOL input "pad" and by ids == 0 (Equal at run
+                        time), heads on every position and on h[:, 0], opset
+                        14, inputs "ids" [2,6] (padmask_ids.i64) and "pad"
+                        [2,6] (padmask_pad.u8, one byte each)
+  t5mix_train.onnx      T5 position buckets, Hugging Face's causal mask,
+                        arange.expand(B, -1), .repeat, F.normalize,
+                        clamp(min=1e-9), opset 17, input "x" [2,6,16]
+                        (t5mix_x.f32); labels i % 5 for both
+  padmask_ref.f32, t5mix_ref.f32  as gpt2_ref.f32
+  forms_opset14.onnx    hand-made: Gather by constant indices, folded
+                        comparisons, Where, unary math, Min, a DOUBLE Constant,
+                        Equal/Not at run time, a BOOL input through layout ops,
+                        Tile, ReduceL2, the order comparisons at run time on
+                        special floats and extreme int64s (forms_x.f32,
+                        forms_ids.i64, forms_pad.u8, forms_fs.f32, forms_is.i64
+                        in; forms_y.f32 out, every output as float32)
+  reduce_l2_opset18.onnx  ReduceL2 with axes as an input (reduce_l2_y.f32)
+  bool_io_opset14.onnx  BOOL graph outputs: the input "pad" under a second name
+                        and its Not
+  bad_greater_bool.onnx, bad_tile_zero.onnx, bad_double_constant.onnx,
+  bad_gather_index.onnx  refused forms (see the C test)
+  `make_onnx.py NAME...` runs only the named functions (make_transformer_forms,
+  make_transformer_exports, bad_models_forms, ...).
   gpt2_ids.i64          the ids [2,16], then the targets [32] (int64)
   encoder_x.f32         the input [2,8,32]; the labels are i % 5
   gpt2_ref.f32, encoder_ref.f32  PyTorch's logits (train mode), then the
@@ -884,9 +908,283 @@ def bad_attribute_models(model, vi):
          onh.from_array(np.ones(3, np.float32), "fc.bias")]).SerializeToString())
 
 
+# ---- transformer forms of unseen exports (issue 21 follow-up) -----------------
+
+
+class PadMaskEncoder(nn.Module):
+    """Two nn.TransformerEncoderLayers: the first masks keys by the BOOL input
+    `pad`, the second by `ids == 0` computed at run time; a head on every
+    position plus one on the first token (h[:, 0], a Gather of a run-time
+    tensor)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(20, 16)
+        self.l1 = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        self.l2 = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True, activation="gelu",
+                                             norm_first=True)
+        self.head = nn.Linear(16, 5)
+        self.cls = nn.Linear(16, 5)
+
+    def forward(self, ids, pad):
+        h = self.l1(self.emb(ids), src_key_padding_mask=pad)
+        h = self.l2(h, src_key_padding_mask=ids == 0)
+        return self.head(h) + self.cls(h[:, 0]).unsqueeze(1)
+
+
+class T5Mix(nn.Module):
+    """Forms of Hugging Face-era exports: T5's relative position buckets
+    (Abs, Less, Log, Cast, Min, Where of constants), the causal mask of
+    _make_causal_mask (Less of aranges, masked_fill_ of a full tensor),
+    position ids by arange(T).expand(B, -1) (a Where over the shape), a class
+    token by .repeat (Tile), cosine scores by F.normalize (ReduceL2), and a
+    clamp(min=1e-9) (a DOUBLE constant in training exports)."""
+
+    def __init__(self):
+        super().__init__()
+        self.rel = nn.Embedding(8, 2)
+        self.wpe = nn.Embedding(7, 16)
+        self.cls_tok = nn.Parameter(0.5 * torch.randn(1, 1, 16))
+        self.qkv = nn.Linear(16, 48)
+        self.ln = nn.LayerNorm(16)
+        self.head = nn.Linear(16, 5)
+
+    @staticmethod
+    def bucket(rp, nb=8, md=16):
+        nb //= 2
+        ret = (rp > 0).to(torch.long) * nb
+        rp = torch.abs(rp)
+        me = nb // 2
+        small = rp < me
+        large = me + (torch.log(rp.float() / me) / math.log(md / me) * (nb - me)).to(torch.long)
+        large = torch.min(large, torch.full_like(large, nb - 1))
+        return ret + torch.where(small, rp, large)
+
+    def forward(self, x):  # x [2,6,16]
+        b = x.shape[0]
+        x = torch.cat([self.cls_tok.repeat(b, 1, 1), x], dim=1)  # [2,7,16]
+        t = x.shape[1]
+        pos = torch.arange(t).unsqueeze(0).expand(b, -1)
+        x = x + self.wpe(pos)
+        ctx = torch.arange(t, dtype=torch.long)[:, None]
+        mem = torch.arange(t, dtype=torch.long)[None, :]
+        bias = self.rel(self.bucket(mem - ctx)).permute(2, 0, 1).unsqueeze(0)  # [1,2,7,7]
+        mask = torch.full((t, t), torch.finfo(x.dtype).min)
+        cond = torch.arange(t)
+        mask.masked_fill_(cond < (cond + 1).view(t, 1), 0)
+        q, k, v = self.qkv(self.ln(x)).view(b, t, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+        s = 4.0 * (q @ k.transpose(-1, -2)) + bias + mask
+        h = (s.softmax(-1) @ v).transpose(1, 2).reshape(b, t, 16)
+        h = h / torch.clamp(h.abs().sum(-1, keepdim=True), min=1e-9)
+        return self.head(x + 4.0 * h)
+
+
+def train_reference_inputs(model, xs, labels, name):
+    """train_reference for a model of several inputs."""
+    m = copy.deepcopy(model)
+    m.train()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    losses, parts = [], []
+    for step in range(3):
+        opt.zero_grad()
+        logits = m(*xs)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels)
+        loss.backward()
+        if step == 0:
+            parts = [logits.detach().flatten()] + [p.grad.flatten().clone() for _, p in sorted(m.named_parameters())]
+        losses.append(loss.item())
+        opt.step()
+    save_f32(name, torch.cat(parts + [torch.tensor(losses)]))
+
+
+def make_transformer_exports():
+    """Training exports of PadMaskEncoder (opset 14) and T5Mix (opset 17)
+    with PyTorch's logits, gradients and losses."""
+    torch.manual_seed(22)
+    enc = PadMaskEncoder()
+    randomize_layer_norms(enc)
+    ids = torch.tensor([[3, 7, 11, 2, 0, 0], [5, 1, 9, 14, 19, 0]])
+    pad = torch.tensor([[False, False, False, True, True, True], [False, False, False, False, False, True]])
+    export(enc, (ids, pad), "padmask_train.onnx", True, input_names=["ids", "pad"], output_names=["logits"])
+    write("padmask_ids.i64", np.ascontiguousarray(ids.numpy(), dtype="<i8").tobytes())
+    write("padmask_pad.u8", np.ascontiguousarray(pad.numpy(), dtype="u1").tobytes())
+    train_reference_inputs(enc, (ids, pad), torch.arange(12) % 5, "padmask_ref.f32")
+
+    torch.manual_seed(23)
+    t5 = T5Mix()
+    randomize_layer_norms(t5)
+    x = torch.randn(2, 6, 16)
+    export(t5, x, "t5mix_train.onnx", True, opset=17, input_names=["x"], output_names=["logits"])
+    save_f32("t5mix_x.f32", x)
+    train_reference_inputs(t5, (x,), torch.arange(14) % 5, "t5mix_ref.f32")
+
+
+def make_transformer_forms():
+    """Hand-made forms (opset 14) against NumPy: Gather of a run-time tensor by
+    constant indices, Where / Less / Greater / LessOrEqual / GreaterOrEqual /
+    Abs / Neg / Log / Min folded, a DOUBLE Constant, a folded Cast of -inf to
+    int64 (0), Equal and Not at run time, a BOOL input through Unsqueeze,
+    Expand, Transpose, Slice, Concat, Gather and Tile into Where, Tile of a
+    run-time tensor, ReduceL2."""
+    f32, i64, b8, f64 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64, onnx.TensorProto.BOOL, onnx.TensorProto.DOUBLE
+
+    def c(name, v, dt=np.int64):
+        return onh.from_array(np.array(v, dt), name)
+
+    inits = [c("i0", 0), c("im1", [-1, 0, 1, 3]), c("i2x2", [[0, 1], [1, 2]]), c("ax2", [2]), c("shape243", [2, 4, 3]),
+             c("perm", [1, 0, 2]), c("s1", [1]), c("e4", [4]), c("s0", [0]), c("ax0", [0]), c("rep12", [1, 2]),
+             c("rep212", [2, 1, 2]), c("rc", [[0], [1], [2]]), c("rr", [[0, 1, 2]]), c("fa", [1.0, np.nan, 3.0], np.float32),
+             c("fb", [2.0, 2.0, 3.0], np.float32), c("neg", [-3, 2, 0]), c("mn", [1, 1, 1]), c("fe", [1.0, 8.0, 0.0], np.float32),
+             c("w13", [[1.0, 2.0, 3.0]], np.float32), c("fm1", -1.0, np.float32), c("f0", 0.0, np.float32)]
+    dbl = oh.make_tensor("dv", f64, [2], [0.1, 2.5])
+    nodes = [
+        oh.make_node("Gather", ["x", "i0"], ["g0"], name="gather_scalar", axis=1),           # [2,3]
+        oh.make_node("Gather", ["x", "im1"], ["g1"], name="gather_runs", axis=1),            # [2,4,3]
+        oh.make_node("Gather", ["x", "i2x2"], ["g2"], name="gather_2d", axis=-1),            # [2,4,2,2]
+        oh.make_node("Less", ["rc", "rr"], ["lt"], name="less"),                               # [3,3]
+        oh.make_node("Where", ["lt", "w13", "fm1"], ["wf"], name="where_fold"),               # [3,3] folded
+        oh.make_node("Identity", ["wf"], ["yw"], name="id_where"),
+        oh.make_node("GreaterOrEqual", ["rc", "rr"], ["ge"], name="ge"),
+        oh.make_node("Cast", ["ge"], ["yge"], name="cast_ge", to=f32),
+        oh.make_node("Greater", ["fa", "fb"], ["gt"], name="gt"),
+        oh.make_node("LessOrEqual", ["fa", "fb"], ["le"], name="le"),
+        oh.make_node("Cast", ["gt"], ["ygt"], name="cast_gt", to=f32),
+        oh.make_node("Cast", ["le"], ["yle"], name="cast_le", to=f32),
+        oh.make_node("Abs", ["neg"], ["ab"], name="abs_int"),
+        oh.make_node("Neg", ["ab"], ["ng"], name="neg_int"),
+        oh.make_node("Min", ["ng", "mn"], ["mi"], name="min_int"),
+        oh.make_node("Cast", ["mi"], ["ymi"], name="cast_min", to=f32),
+        oh.make_node("Log", ["fe"], ["lg"], name="log_const"),                                # [0, 2.08, -inf]
+        oh.make_node("Cast", ["lg"], ["lgi"], name="cast_log", to=i64),                       # [0, 2, 0]
+        oh.make_node("Cast", ["lgi"], ["ylg"], name="cast_log_f", to=f32),
+        oh.make_node("Constant", [], ["d"], name="double", value=dbl),
+        oh.make_node("Cast", ["d"], ["yd"], name="cast_double", to=f32),
+        oh.make_node("Cast", ["d"], ["di"], name="cast_double_int", to=i64),
+        oh.make_node("Cast", ["di"], ["ydi"], name="cast_double_int_f", to=f32),
+        oh.make_node("Equal", ["ids", "i0"], ["isz"], name="eq_run_time"),
+        oh.make_node("Not", ["isz"], ["nz"], name="not_run_time"),
+        oh.make_node("Cast", ["isz"], ["yeq"], name="cast_eq", to=f32),
+        oh.make_node("Cast", ["nz"], ["yne"], name="cast_not", to=f32),
+        oh.make_node("Unsqueeze", ["pad", "ax2"], ["pu"], name="pad_unsqueeze"),              # [2,4,1]
+        oh.make_node("Expand", ["pu", "shape243"], ["pe"], name="pad_expand"),                # [2,4,3]
+        oh.make_node("Transpose", ["pe"], ["pt"], name="pad_transpose", perm=[1, 0, 2]),     # [4,2,3]
+        oh.make_node("Slice", ["pt", "s1", "e4", "ax0"], ["ps"], name="pad_slice"),          # [3,2,3]
+        oh.make_node("Slice", ["pt", "s0", "s1", "ax0"], ["ph"], name="pad_head"),           # [1,2,3]
+        oh.make_node("Concat", ["ps", "ph"], ["pc"], name="pad_concat", axis=0),             # [4,2,3]
+        oh.make_node("Transpose", ["pc"], ["pr"], name="pad_back", perm=[1, 0, 2]),          # [2,4,3]
+        oh.make_node("Where", ["pr", "x", "fm1"], ["yb"], name="where_pad"),
+        oh.make_node("Gather", ["pad", "i0"], ["pg"], name="pad_gather", axis=1),             # [2]
+        oh.make_node("Where", ["pg", "f0", "fm1"], ["ypg"], name="where_pad_gather"),
+        oh.make_node("Tile", ["pad", "rep12"], ["ptl"], name="pad_tile"),                    # [2,8]
+        oh.make_node("Cast", ["ptl"], ["ytb"], name="cast_tile", to=f32),
+        oh.make_node("Tile", ["x", "rep212"], ["yt"], name="tile"),                          # [4,4,6]
+        oh.make_node("ReduceL2", ["x"], ["yl2"], name="l2", axes=[2], keepdims=1),          # [2,4,1]
+    ]
+    # Less, Greater, LessOrEqual, GreaterOrEqual at run time, every pair of
+    # special floats (NaN, infinities, signed zeros, subnormals, extremes) and
+    # of extreme int64 values (a - b overflows), and against a constant.
+    for kind, src in (("f", "fs"), ("i", "is")):
+        nodes += [oh.make_node("Unsqueeze", [src, "ax1"], [kind + "col"], name=kind + "_col"),
+                  oh.make_node("Unsqueeze", [src, "ax0"], [kind + "row"], name=kind + "_row")]
+        for op in ("Less", "Greater", "LessOrEqual", "GreaterOrEqual"):
+            nodes += [oh.make_node(op, [kind + "col", kind + "row"], [kind + op], name=kind + "_" + op),
+                      oh.make_node("Cast", [kind + op], ["y" + kind + op], name=kind + "_cast_" + op, to=f32)]
+    nodes += [oh.make_node("Greater", ["x", "half"], ["xgt"], name="gt_const"),
+              oh.make_node("Cast", ["xgt"], ["ygt_half"], name="cast_gt_const", to=f32)]
+    inits += [c("ax1", [1]), c("half", 0.5, np.float32)]
+    rs = np.random.RandomState(24)
+    x = rs.randn(2, 4, 3).astype(np.float32)
+    ids = np.array([[3, 0, 5, 0], [0, 1, 2, 7]], np.int64)
+    pad = np.array([[False, True, False, True], [True, True, False, False]])
+    pe = np.broadcast_to(pad[:, :, None], (2, 4, 3))
+    pr = np.roll(pe, -1, axis=1)
+    with np.errstate(invalid="ignore"):
+        fa, fb = np.array([1.0, np.nan, 3.0], np.float32), np.array([2.0, 2.0, 3.0], np.float32)
+        gt, le = fa > fb, fa <= fb
+    rc, rr = np.arange(3)[:, None], np.arange(3)[None, :]
+    outs = [("g0", x[:, 0]), ("g1", x[:, [3, 0, 1, 3]]), ("g2", x[:, :, [[0, 1], [1, 2]]]),
+            ("yw", np.where(rc < rr, np.array([[1.0, 2.0, 3.0]]), -1.0)), ("yge", (rc >= rr).astype(np.float32)),
+            ("ygt", gt.astype(np.float32)), ("yle", le.astype(np.float32)),
+            ("ymi", np.minimum(-np.abs(np.array([-3, 2, 0])), 1).astype(np.float32)),
+            ("ylg", np.array([0.0, 2.0, 0.0])), ("yd", np.array([0.1, 2.5], np.float32)), ("ydi", np.array([0.0, 2.0])),
+            ("yeq", (ids == 0).astype(np.float32)), ("yne", (ids != 0).astype(np.float32)),
+            ("yb", np.where(pr, x, -1.0)), ("ypg", np.where(pad[:, 0], 0.0, -1.0)),
+            ("ytb", np.tile(pad, (1, 2)).astype(np.float32)), ("yt", np.tile(x, (2, 1, 2))),
+            ("yl2", np.sqrt((x.astype(np.float64) ** 2).sum(axis=2, keepdims=True)))]
+    fs = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 3.4e38, -3.4e38, 1.0, 1.0000001, -2.5],
+                  np.float32)
+    big = np.iinfo(np.int64)
+    ist = np.array([big.min, big.min + 1, -1, 0, 1, big.max - 1, big.max], np.int64)
+    with np.errstate(invalid="ignore"):
+        for kind, v in (("f", fs), ("i", ist)):
+            a, b = v[:, None], v[None, :]
+            outs += [("y" + kind + "Less", a < b), ("y" + kind + "Greater", a > b),
+                     ("y" + kind + "LessOrEqual", a <= b), ("y" + kind + "GreaterOrEqual", a >= b)]
+    outs += [("ygt_half", x > 0.5)]
+    vis = [oh.make_tensor_value_info(n, f32, list(r.shape)) for n, r in outs]
+    ins = [oh.make_tensor_value_info("x", f32, [2, 4, 3]), oh.make_tensor_value_info("ids", i64, [2, 4]),
+           oh.make_tensor_value_info("pad", b8, [2, 4]), oh.make_tensor_value_info("fs", f32, [12]),
+           oh.make_tensor_value_info("is", i64, [7])]
+    g = oh.make_graph(nodes, "forms14", ins, vis, inits)
+    save_model("forms_opset14.onnx", oh.make_model(g, opset_imports=[oh.make_opsetid("", 14)]))
+    save_f32("forms_x.f32", x)
+    write("forms_ids.i64", np.ascontiguousarray(ids, dtype="<i8").tobytes())
+    write("forms_pad.u8", np.ascontiguousarray(pad, dtype="u1").tobytes())
+    save_f32("forms_fs.f32", fs)
+    write("forms_is.i64", np.ascontiguousarray(ist, dtype="<i8").tobytes())
+    save_f32("forms_y.f32", np.concatenate([np.asarray(r, np.float32).ravel() for _, r in outs]))
+    # BOOL graph outputs: a BOOL input under a second name (a copy), its Not.
+    g = oh.make_graph([oh.make_node("Identity", ["pad"], ["same"], name="same"),
+                       oh.make_node("Not", ["pad"], ["inverse"], name="inverse")], "bool_io",
+                      [oh.make_tensor_value_info("pad", b8, [2, 4])],
+                      [oh.make_tensor_value_info("same", b8, [2, 4]), oh.make_tensor_value_info("inverse", b8, [2, 4])])
+    save_model("bool_io_opset14.onnx", oh.make_model(g, opset_imports=[oh.make_opsetid("", 14)]))
+    # ReduceL2 with its axes as an input (opset 18).
+    g = oh.make_graph([oh.make_node("ReduceL2", ["x", "ax"], ["y"], name="l2", keepdims=0)], "l2_18",
+                      [oh.make_tensor_value_info("x", f32, [2, 4, 3])], [oh.make_tensor_value_info("y", f32, [2, 3])],
+                      [c("ax", [1])])
+    write("reduce_l2_opset18.onnx", oh.make_model(g, opset_imports=[oh.make_opsetid("", 18)]).SerializeToString())
+    save_f32("reduce_l2_y.f32", np.sqrt((x.astype(np.float64) ** 2).sum(axis=1)))
+
+
+def bad_models_forms():
+    """Refused forms: a comparison of bools, Tile by 0, a DOUBLE
+    constant float32 cannot hold, a constant index out of range."""
+    f32 = onnx.TensorProto.FLOAT
+
+    def model(nodes, inputs, outputs, inits=(), opset=14):
+        g = oh.make_graph(nodes, "bad", inputs, outputs, list(inits))
+        return oh.make_model(g, opset_imports=[oh.make_opsetid("", opset)]).SerializeToString()
+
+    def vi(name, shape, t=f32):
+        return oh.make_tensor_value_info(name, t, shape)
+
+    write("bad_greater_bool.onnx", model(
+        [oh.make_node("Greater", ["p", "p"], ["m"], name="gt"),
+         oh.make_node("Where", ["m", "x", "x"], ["y"], name="where")],
+        [vi("x", [2, 4]), vi("p", [2, 4], onnx.TensorProto.BOOL)], [vi("y", [2, 4])]))
+    write("bad_tile_zero.onnx", model(
+        [oh.make_node("Tile", ["x", "reps"], ["y"], name="tile0")], [vi("x", [2, 4])], [vi("y", [2, 4])],
+        [onh.from_array(np.array([0, 1], np.int64), "reps")]))
+    big = oh.make_tensor("big", onnx.TensorProto.DOUBLE, [], [16777217.0])
+    write("bad_double_constant.onnx", model(
+        [oh.make_node("Constant", [], ["d"], name="dconst", value=big),
+         oh.make_node("Cast", ["d"], ["di"], name="cast", to=onnx.TensorProto.INT64),
+         oh.make_node("Cast", ["di"], ["df"], name="castf", to=f32),
+         oh.make_node("Add", ["x", "df"], ["y"], name="add")], [vi("x", [2, 4])], [vi("y", [2, 4])]))
+    write("bad_gather_index.onnx", model(
+        [oh.make_node("Gather", ["x", "five"], ["y"], name="gather5", axis=1)], [vi("x", [2, 4])], [vi("y", [2])],
+        [onh.from_array(np.array(5, np.int64), "five")]))
+
+
 def main():
     if not sys.version_info >= (3, 9):
         sys.exit("needs python 3.9+")
+    if len(sys.argv) > 1:  # make_onnx.py NAME...: only these functions (make_transformer_forms, ...)
+        for name in sys.argv[1:]:
+            globals()[name]()
+        return
     make_mlp()
     make_cnn()
     make_ops()
@@ -899,8 +1197,11 @@ def main():
     make_transformers()
     make_slice_split()
     make_mask()
+    make_transformer_exports()
+    make_transformer_forms()
     bad_models()
     bad_models_math()
+    bad_models_forms()
     os.makedirs(CORPUS, exist_ok=True)
     for name in ("mlp_eval", "mlp_train", "cnn_eval", "cnn_train", "cnn_train_opset9", "ops_opset11",
                  "softmax_opset11", "fold_chain", "reduce_opset18", "math_opset17", "embedding_train",
