@@ -153,12 +153,8 @@ static void step_out_free(step_out *o) {
 
 static const char *const qkv_names[3] = {"q", "k", "v"};
 
-/* q, k, v parameters (fixed random values), y fused or not, loss = sum(y *
- * r); one step with `threads` threads: y and the three gradients. */
-static step_out run_step(const acase *c, bool fused, int threads) {
-  sg_graph *g;
-  assert_status(sg_graph_create(&g), SG_OK, NULL);
-  sg_tensor p[3];
+/* q, k, v of case c as parameters of g, with fixed random values. */
+static void add_qkv(sg_graph *g, const acase *c, sg_tensor *p) {
   const char which[3] = {'q', 'k', 'v'};
   for (int i = 0; i < 3; i++) {
     int64_t dims[SG_MAX_DIMS], ne = numel_of(c, which[i]);
@@ -169,6 +165,16 @@ static step_out run_step(const acase *c, bool fused, int threads) {
     p[i] = sg_parameter(g, qkv_names[i], SG_F32, nd, dims, val);
     free(val);
   }
+}
+
+/* q, k, v parameters (add_qkv), y fused or not, loss = sum(y * r); one
+ * step with `threads` threads: y and the three gradients. */
+static step_out run_step(const acase *c, bool fused, int threads) {
+  sg_graph *g;
+  assert_status(sg_graph_create(&g), SG_OK, NULL);
+  sg_tensor p[3];
+  const char which[3] = {'q', 'k', 'v'};
+  add_qkv(g, c, p);
   sg_tensor y = !fused ? unfused(g, c, p[0], p[1], p[2])
                 : c->dropout > 0
                     ? sg_attention_dropout(g, p[0], p[1], p[2], c->scale, c->causal, c->dropout, DROP_SEED)
@@ -253,16 +259,7 @@ static float *eval_y(const acase *c) {
   sg_graph *g;
   assert_status(sg_graph_create(&g), SG_OK, NULL);
   sg_tensor p[3];
-  const char which[3] = {'q', 'k', 'v'};
-  for (int i = 0; i < 3; i++) {
-    int64_t dims[SG_MAX_DIMS], ne = numel_of(c, which[i]);
-    int nd = dims_of(c, which[i], dims);
-    float *val = malloc(sizeof(float) * (size_t)ne);
-    assert_non_null(val);
-    sg_test_fill(val, (size_t)ne, 100 + (uint64_t)i);
-    p[i] = sg_parameter(g, qkv_names[i], SG_F32, nd, dims, val);
-    free(val);
-  }
+  add_qkv(g, c, p);
   sg_tensor y = sg_attention_dropout(g, p[0], p[1], p[2], c->scale, c->causal, c->dropout, DROP_SEED);
   assert_status(sg_tensor_set_name(g, y, "y"), SG_OK, NULL);
   assert_status(sg_graph_mark_output(g, y), SG_OK, NULL);
