@@ -47,7 +47,7 @@ static void find_foldable(const sg_graph *g, const bool *needed, bool *folded) {
     for (uint32_t k = 0; k < g->n_ops; k++) {
       const sg__op *op = &g->ops[k];
       if (!needed[k] || folded[k] || op->n_outputs == 0 || sg__op_mutated_inputs(op) != 0) continue;
-      if (op->kind == SG_OP_DROPOUT || op->kind == SG_OP_BATCH_NORM) continue;
+      if (op->kind == SG_OP_DROPOUT || sg__op_draws_random(op) || op->kind == SG_OP_BATCH_NORM) continue;
       bool all_const = op->n_inputs > 0;
       for (int i = 0; i < op->n_inputs && all_const; i++) {
         int32_t t = op->inputs[i];

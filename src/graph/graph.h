@@ -125,6 +125,10 @@ uint32_t sg__op_flags(sg_op_kind kind);
 int sg__op_attr_count(sg_op_kind kind);
 /* Bit i set: this op updates input i in place (depends on attributes). */
 uint32_t sg__op_mutated_inputs(const sg__op *op);
+/* The op draws random numbers (dropout masks) in a training pass: a
+ * dropout in training form, an attention with dropout > 0. Such an op never
+ * folds at compile time, and its draws depend on the step and the stream. */
+bool sg__op_draws_random(const sg__op *op);
 /* An error about op: "KIND 'NAME': " and the formatted text (shape
  * inference, kernels). */
 sg_status sg__op_error(const sg__op *op, sg_status st, const char *fmt, ...)

@@ -93,6 +93,14 @@ const char *sg_op_kind_name(sg_op_kind kind) {
   return d ? d->name : "?";
 }
 
+bool sg__op_draws_random(const sg__op *op) {
+  const sg__op_def *d = sg__op_def_get(op->kind);
+  if (d == NULL || op->n_attrs != d->n_attrs) return false;
+  if (op->kind == SG_OP_DROPOUT) return op->attrs[2].i != 0 && op->attrs[0].f > 0; /* training, p */
+  if (op->kind == SG_OP_ATTENTION) return op->attrs[2].f > 0;                      /* dropout */
+  return false;
+}
+
 uint32_t sg__op_mutated_inputs(const sg__op *op) {
   const sg__op_def *d = sg__op_def_get(op->kind);
   if (d == NULL) return 0;

@@ -187,7 +187,7 @@ static sg_status resolve_degrees(const sg_dist_params *p, int *D, int *K, int *T
 static sg_status check_tensor_micro(const sg_graph *g, int T, int M) {
   if (T == 1 || M == 1) return SG_OK;
   for (uint32_t o = 0; o < g->n_ops; o++)
-    if (g->ops[o].kind == SG_OP_DROPOUT)
+    if (g->ops[o].kind == SG_OP_DROPOUT || sg__op_draws_random(&g->ops[o]))
       return sg__error(SG_ERR_UNSUPPORTED,
                        "%s: dropout ('%s') with tensor parallelism (tensor=%d) and micro_batches %d is not "
                        "supported; use micro_batches 1",

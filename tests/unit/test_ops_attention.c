@@ -307,6 +307,35 @@ static void test_dropout(void **state) {
   assert_memory_equal(eval, without.y, sizeof(float) * (size_t)numel_of(&c, 'y'));
   free(eval);
 
+  /* Of constant q, k, v the op still draws new masks each step: it never folds at compile time
+   * (sg__op_draws_random). A parameter keeps the graph a training graph. */
+  {
+    sg_graph *cg;
+    assert_status(sg_graph_create(&cg), SG_OK, NULL);
+    float qv[2 * 6 * 4];
+    sg_test_fill(qv, 48, 5);
+    sg_tensor cq = sg_constant(cg, "cq", SG_F32, 3, D(2, 6, 4), qv);
+    sg_tensor cy = sg_attention_dropout(cg, cq, cq, cq, 0, 1, 0.5, 9);
+    assert_true(sg__op_draws_random(&cg->ops[cg->tensors[cy.id].producer]));
+    assert_status(sg_tensor_set_name(cg, cy, "y"), SG_OK, NULL);
+    assert_status(sg_graph_mark_output(cg, cy), SG_OK, NULL);
+    sg_tensor w = sg_parameter(cg, "w", SG_F32, 3, D(2, 6, 4), qv);
+    assert_status(sg_graph_backward(cg, sg_reduce_sum(cg, sg_mul(cg, cy, w), 0, NULL, 0)), SG_OK, NULL);
+    assert_status(sg_graph_finalize(cg), SG_OK, NULL);
+    sg_session *sess;
+    assert_status(sg_session_create(cg, NULL, &sess), SG_OK, NULL);
+    assert_status(sg_session_compile(sess), SG_OK, NULL);
+    float y1[48], y2[48];
+    assert_status(sg_session_step(sess), SG_OK, NULL);
+    assert_status(sg_session_read(sess, "y", y1, sizeof y1), SG_OK, NULL);
+    assert_status(sg_session_step(sess), SG_OK, NULL);
+    assert_status(sg_session_read(sess, "y", y2, sizeof y2), SG_OK, NULL);
+    if (memcmp(y1, y2, sizeof y1) == 0)
+      fail_msg("attention dropout of constants drew one mask for two steps");
+    sg_session_destroy(sess);
+    sg_graph_destroy(cg);
+  }
+
   /* p = 0 through sg_attention_dropout: no draws, sg_attention's bits. */
   sg_graph *g;
   assert_status(sg_graph_create(&g), SG_OK, NULL);
