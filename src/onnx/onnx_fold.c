@@ -2,9 +2,9 @@
  * Flatten (Shape -> Gather -> Unsqueeze -> Concat, Slice, Cast, ...). Every
  * shape is static in sgrt, so these are computed at import time and never
  * become ops. Ops that also have a run-time form here (Concat, Reshape,
- * Squeeze, Unsqueeze, Cast, Identity; Gather as an embedding lookup; Slice
- * and Split as sg_slice, e.g. attention's q, k and v) build sgrt ops when
- * an input is not an import-time constant. */
+ * Squeeze, Unsqueeze, Cast, Identity; Slice and Split as sg_slice, e.g.
+ * attention's q, k and v) build sgrt ops when an input is not an
+ * import-time constant. Gather is onnx_gather.c's. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,7 +25,7 @@ sg_status sg__ox_built(ox_ctx *c, sg_tensor t) {
   return sg__ox_node_error(c, st, "%s", sg__ox_message(c, sg_last_error(), buf, sizeof buf));
 }
 
-static sg_status unavailable(ox_ctx *c, const ox_value *v) {
+sg_status sg__ox_unavailable(ox_ctx *c, const ox_value *v) {
   return sg__ox_node_error(c, SG_ERR_UNSUPPORTED, "uses '%s', which sgrt cannot provide: %s", v->name,
                            v->why);
 }
@@ -43,7 +43,7 @@ sg_status sg__ox_shape(ox_ctx *c, const ox_value *v, int *ndim, int64_t *dims) {
     memcpy(dims, v->dims, sizeof(int64_t) * (size_t)v->ndim);
     return SG_OK;
   }
-  return unavailable(c, v);
+  return sg__ox_unavailable(c, v);
 }
 
 sg_status sg__ox_axis(ox_ctx *c, int64_t axis, int rank, const char *what, int *out) {
@@ -57,7 +57,7 @@ sg_status sg__ox_axis(ox_ctx *c, int64_t axis, int rank, const char *what, int *
 
 sg_status sg__ox_const_ints(ox_ctx *c, const ox_value *v, const char *what, int cap, int64_t *vals, int *n) {
   *n = 0;
-  if (v->kind == OX_V_UNAVAILABLE) return unavailable(c, v);
+  if (v->kind == OX_V_UNAVAILABLE) return sg__ox_unavailable(c, v);
   if (v->kind != OX_V_CONST)
     return sg__ox_node_error(c, SG_ERR_UNSUPPORTED,
                              "%s '%s' is computed at run time; sgrt needs it to be a constant", what,
@@ -76,7 +76,7 @@ sg_status sg__ox_const_ints(ox_ctx *c, const ox_value *v, const char *what, int 
 }
 
 sg_status sg__ox_const_scalar(ox_ctx *c, const ox_value *v, const char *what, double *out) {
-  if (v->kind == OX_V_UNAVAILABLE) return unavailable(c, v);
+  if (v->kind == OX_V_UNAVAILABLE) return sg__ox_unavailable(c, v);
   if (v->kind != OX_V_CONST)
     return sg__ox_node_error(c, SG_ERR_UNSUPPORTED,
                              "%s '%s' is computed at run time; sgrt needs it to be a constant", what,
@@ -110,8 +110,6 @@ sg_status sg__ox_reshape(ox_ctx *c, ox_value *v, int ndim, const int64_t *dims, 
   *out = sg_reshape(c->g, x, ndim, dims);
   return sg__ox_bool_out(c, out, was_bool);
 }
-
-static size_t esize(int elem) { return elem == OX_FLOAT ? 4 : 8; }
 
 /* Row-major strides of a shape, in elements. */
 static void strides_of(int ndim, const int64_t *dims, int64_t *st) {
@@ -256,7 +254,7 @@ static sg_status cv_constant_of_shape(ox_ctx *c, const Onnx__NodeProto *n) {
                                (long long)fill.numel);
   }
   void *data;
-  size_t es = esize(fill.elem);
+  size_t es = sg__ox_elem_size(fill.elem);
   SG_CHECK(sg__ox_fold_alloc(c, numel, es, &data));
   for (int64_t i = 0; i < numel; i++) memcpy((char *)data + (size_t)i * es, fill.data, es);
   return sg__ox_set_const(c, 0, fill.elem, nd, dims, data);
@@ -281,10 +279,10 @@ static sg_status cv_shape(ox_ctx *c, const Onnx__NodeProto *n) {
   return sg__ox_set_const(c, 0, OX_INT64, 1, &len, data);
 }
 
-/* ---- Gather ---------------------------------------------------------------- */
+/* ---- import-time constants ---------------------------------------------------- */
 
 sg_status sg__ox_need_foldable(ox_ctx *c, const ox_value *v, const char *what) {
-  if (v->kind == OX_V_UNAVAILABLE) return unavailable(c, v);
+  if (v->kind == OX_V_UNAVAILABLE) return sg__ox_unavailable(c, v);
   if (v->kind == OX_V_TENSOR)
     return sg__ox_node_error(c, SG_ERR_UNSUPPORTED,
                              "%s '%s' is computed at run time; sgrt folds this op only for constants", what,
@@ -293,166 +291,6 @@ sg_status sg__ox_need_foldable(ox_ctx *c, const ox_value *v, const char *what) {
     return sg__ox_node_error(c, SG_ERR_UNSUPPORTED,
                              "%s '%s' is a parameter; sgrt folds this op only for constants", what, v->name);
   return SG_OK;
-}
-
-/* A Gather that is not folded: rows of a 2-D float table along axis 0, an
- * sgrt embedding (what torch.onnx.export writes for nn.Embedding, whose
- * weight is a parameter, with indices known at run time). Other Gathers
- * have no run-time form. Constant indices are checked here; run-time ones
- * by the kernel, which takes 0..V-1 only (ONNX's negative indices do not
- * wrap at run time). */
-static sg_status gather_embedding(ox_ctx *c, ox_value *data, ox_value *idx, int64_t axis_attr) {
-  if (data->kind == OX_V_UNAVAILABLE) return unavailable(c, data);
-  if (idx->kind == OX_V_UNAVAILABLE) return unavailable(c, idx);
-  int ndim;
-  int64_t dims[SG_MAX_DIMS];
-  SG_CHECK(sg__ox_shape(c, data, &ndim, dims));
-  int axis;
-  SG_CHECK(sg__ox_axis(c, axis_attr, ndim, "axis", &axis));
-  const char *what = sg__ox_foldable(data) ? "indices are not a constant" : "data is not a constant";
-  char sd[256];
-  sg__onnx_dims_text(sd, sizeof sd, ndim, dims);
-  if (ndim != 2 || axis != 0)
-    return sg__ox_node_error(c, SG_ERR_UNSUPPORTED,
-                             "%s (data '%s' %s, axis %d): sgrt runs such a Gather only as an embedding "
-                             "lookup, along axis 0 of a 2-D table",
-                             what, data->name, sd, axis);
-  if (idx->kind == OX_V_CONST) {
-    if (idx->elem == OX_FLOAT)
-      return sg__ox_node_error(c, SG_ERR_DTYPE, "indices '%s' holds floats; expected integers", idx->name);
-    for (int64_t j = 0; j < idx->numel; j++) {
-      int64_t i = sg__ox_i64(idx, j);
-      if (i < 0 || i >= dims[0])
-        return sg__ox_node_error(c, i < -dims[0] || i >= dims[0] ? SG_ERR_RANGE : SG_ERR_UNSUPPORTED,
-                                 "index %lld of indices '%s' is outside 0..%lld (data '%s' %s; an embedding "
-                                 "lookup does not wrap negative indices)",
-                                 (long long)i, idx->name, (long long)(dims[0] - 1), data->name, sd);
-    }
-  }
-  sg_tensor table, ids;
-  SG_CHECK(sg__ox_tensor(c, data, &table));
-  SG_CHECK(sg__ox_tensor(c, idx, &ids));
-  sg_tensor y = sg_embedding(c->g, table, ids);
-  SG_CHECK(sg__ox_built(c, y));
-  return sg__ox_set_tensor(c, 0, y);
-}
-
-/* Most indices a Gather of a tensor by constant indices takes apart into
- * slices (x[:, 0], x[:, -1], a few rows); more is refused. */
-#define OX_GATHER_MAX_SLICES 64
-
-/* A Gather of a tensor computed at run time (or of a weight that is no
- * embedding table) by constant indices (the CLS token x[:, 0], the last
- * token x[:, -1]): one sg_slice per run of consecutive indices along the
- * axis, concatenated when there are several, then a reshape to ONNX's
- * result shape (data dims before the axis, the indices' dims, the dims
- * after). Negative indices count from the end, as ONNX says. */
-static sg_status gather_slices(ox_ctx *c, ox_value *data, ox_value *idx, int64_t axis_attr) {
-  int ndim;
-  int64_t dims[SG_MAX_DIMS];
-  SG_CHECK(sg__ox_shape(c, data, &ndim, dims));
-  int axis;
-  SG_CHECK(sg__ox_axis(c, axis_attr, ndim, "axis", &axis));
-  if (idx->elem == OX_FLOAT)
-    return sg__ox_node_error(c, SG_ERR_DTYPE, "indices '%s' holds floats; expected integers", idx->name);
-  int rank = ndim - 1 + idx->ndim;
-  if (rank > SG_MAX_DIMS)
-    return sg__ox_node_error(c, SG_ERR_RANGE, "the result would have rank %d; at most %d", rank, SG_MAX_DIMS);
-  char sd[256];
-  sg__onnx_dims_text(sd, sizeof sd, ndim, dims);
-  int64_t d = dims[axis];
-  sg_tensor x, parts[OX_GATHER_MAX_SLICES];
-  bool was_bool;
-  SG_CHECK(sg__ox_tensor(c, data, &x));
-  SG_CHECK(sg__ox_bool_in(c, &x, &was_bool));
-  int np = 0;
-  for (int64_t j = 0; j < idx->numel;) {
-    int64_t i = sg__ox_i64(idx, j), len = 1;
-    if (i < -d || i >= d)
-      return sg__ox_node_error(c, SG_ERR_RANGE,
-                               "index %lld of indices '%s' is out of range for axis %d of '%s' %s",
-                               (long long)i, idx->name, axis, data->name, sd);
-    if (i < 0) i += d;
-    for (; j + len < idx->numel; len++) {
-      int64_t next = sg__ox_i64(idx, j + len);
-      if (next < -d || next >= d || (next < 0 ? next + d : next) != i + len) break;
-    }
-    if (np == OX_GATHER_MAX_SLICES)
-      return sg__ox_node_error(c, SG_ERR_UNSUPPORTED,
-                               "indices '%s' (%lld values) take more than %d separate ranges of axis %d of "
-                               "'%s' %s; sgrt gathers a tensor computed at run time by slices",
-                               idx->name, (long long)idx->numel, OX_GATHER_MAX_SLICES, axis, data->name, sd);
-    parts[np] = len == d ? x : sg_slice(c->g, x, axis, i, len);
-    SG_CHECK(sg__ox_built(c, parts[np]));
-    np++;
-    j += len;
-  }
-  if (np == 0)
-    return sg__ox_node_error(c, SG_ERR_UNSUPPORTED, "indices '%s' are empty; sgrt has no empty tensors",
-                             idx->name);
-  sg_tensor y = np == 1 ? parts[0] : sg_concat(c->g, np, parts, axis);
-  SG_CHECK(sg__ox_built(c, y));
-  int64_t out[SG_MAX_DIMS];
-  int k = 0;
-  for (int i = 0; i < axis; i++) out[k++] = dims[i];
-  for (int i = 0; i < idx->ndim; i++) out[k++] = idx->dims[i];
-  for (int i = axis + 1; i < ndim; i++) out[k++] = dims[i];
-  const sg__tensor *yt = &c->g->tensors[y.id];
-  if (yt->ndim != rank || memcmp(yt->dims, out, sizeof(int64_t) * (size_t)rank) != 0) {
-    y = sg_reshape(c->g, y, rank, out);
-    SG_CHECK(sg__ox_built(c, y));
-  }
-  SG_CHECK(sg__ox_bool_out(c, &y, was_bool));
-  return sg__ox_set_tensor(c, 0, y);
-}
-
-static sg_status cv_gather(ox_ctx *c, const Onnx__NodeProto *n) {
-  static const char *const known[] = {"axis", NULL};
-  SG_CHECK(sg__ox_check_attrs(c, known));
-  ox_value *data = sg__ox_input(c, n, 0), *idx = sg__ox_input(c, n, 1);
-  int64_t axis_attr = 0;
-  SG_CHECK(sg__ox_attr_int(c, "axis", 0, &axis_attr));
-  if (!sg__ox_foldable(data) || !sg__ox_foldable(idx)) {
-    if (data->kind == OX_V_UNAVAILABLE) return unavailable(c, data);
-    if (idx->kind == OX_V_UNAVAILABLE) return unavailable(c, idx);
-    /* A 2-D weight along axis 0 is an embedding table (nn.Embedding, also
-     * with constant ids: the position rows); any other tensor gathered by
-     * constant indices is sliced. */
-    bool table = data->kind == OX_V_CONST && data->ndim == 2 && (axis_attr == 0 || axis_attr == -2);
-    if (idx->kind == OX_V_CONST && !table) return gather_slices(c, data, idx, axis_attr);
-    return gather_embedding(c, data, idx, axis_attr);
-  }
-  if (idx->elem == OX_FLOAT)
-    return sg__ox_node_error(c, SG_ERR_DTYPE, "indices '%s' holds floats; expected integers", idx->name);
-  int axis = 0;
-  SG_CHECK(sg__ox_axis(c, axis_attr, data->ndim, "axis", &axis));
-  int rank = data->ndim - 1 + idx->ndim;
-  if (rank > SG_MAX_DIMS)
-    return sg__ox_node_error(c, SG_ERR_RANGE, "the result would have rank %d; at most %d", rank, SG_MAX_DIMS);
-  int64_t dims[SG_MAX_DIMS];
-  int k = 0;
-  for (int i = 0; i < axis; i++) dims[k++] = data->dims[i];
-  for (int i = 0; i < idx->ndim; i++) dims[k++] = idx->dims[i];
-  for (int i = axis + 1; i < data->ndim; i++) dims[k++] = data->dims[i];
-  int64_t outer = sg__ox_fold_numel(axis, data->dims),
-          inner = sg__ox_fold_numel(data->ndim - axis - 1, data->dims + axis + 1);
-  int64_t dim = data->dims[axis];
-  size_t es = esize(data->elem);
-  char *out;
-  SG_CHECK(sg__ox_fold_alloc(c, sg__ox_fold_numel(rank, dims), es, (void **)&out));
-  size_t chunk = (size_t)inner * es;
-  for (int64_t o = 0; o < outer; o++) {
-    for (int64_t j = 0; j < idx->numel; j++) {
-      int64_t i = sg__ox_i64(idx, j);
-      if (i < -dim || i >= dim)
-        return sg__ox_node_error(c, SG_ERR_RANGE, "index %lld is out of range for a dim of %lld",
-                                 (long long)i, (long long)dim);
-      if (i < 0) i += dim;
-      memcpy(out + (size_t)(o * idx->numel + j) * chunk,
-             (const char *)data->data + (size_t)(o * dim + i) * chunk, chunk);
-    }
-  }
-  return sg__ox_set_const(c, 0, data->elem, rank, dims, out);
 }
 
 /* ---- Slice, Split ------------------------------------------------------------ */
@@ -546,7 +384,7 @@ static sg_status fold_slice(ox_ctx *c, int k, const ox_value *data, const slice_
   if (whole) return sg__ox_set_alias(c, k, data);
   int64_t numel = sg__ox_fold_numel(r, p->count), in_st[SG_MAX_DIMS], idx[SG_MAX_DIMS] = {0};
   strides_of(r, p->in, in_st);
-  size_t es = esize(data->elem);
+  size_t es = sg__ox_elem_size(data->elem);
   char *out;
   SG_CHECK(sg__ox_fold_alloc(c, numel, es, (void **)&out));
   for (int64_t i = 0; i < numel; i++) {
@@ -828,7 +666,7 @@ static sg_status cv_concat(ox_ctx *c, const Onnx__NodeProto *n) {
   for (int i = 0; i < k; i++) {
     ox_value *v = sg__ox_input(c, n, i);
     if (v == NULL) return sg__ox_node_error(c, SG_ERR_ARITY, "input %d is empty", i);
-    if (v->kind == OX_V_UNAVAILABLE) return unavailable(c, v);
+    if (v->kind == OX_V_UNAVAILABLE) return sg__ox_unavailable(c, v);
     fold = fold && sg__ox_foldable(v) && v->elem == sg__ox_input(c, n, 0)->elem;
   }
   if (!fold) {
@@ -862,7 +700,7 @@ static sg_status cv_concat(ox_ctx *c, const Onnx__NodeProto *n) {
     }
     dims[axis] += v->dims[axis];
   }
-  size_t es = esize(x0->elem);
+  size_t es = sg__ox_elem_size(x0->elem);
   int64_t outer = sg__ox_fold_numel(axis, dims), inner = sg__ox_fold_numel(r - axis - 1, dims + axis + 1);
   char *out;
   SG_CHECK(sg__ox_fold_alloc(c, sg__ox_fold_numel(r, dims), es, (void **)&out));
@@ -888,7 +726,7 @@ static sg_status cv_cast(ox_ctx *c, const Onnx__NodeProto *n) {
     return sg__ox_node_error(c, SG_ERR_UNSUPPORTED, "cast to data type %lld (only FLOAT, INT32, INT64, BOOL)",
                              (long long)to);
   ox_value *x = sg__ox_input(c, n, 0);
-  if (x->kind == OX_V_UNAVAILABLE) return unavailable(c, x);
+  if (x->kind == OX_V_UNAVAILABLE) return sg__ox_unavailable(c, x);
   int from = x->elem;
   if (x->kind == OX_V_TENSOR) {
     sg_dtype dt = c->g->tensors[x->tensor].dtype;
@@ -909,7 +747,7 @@ static sg_status cv_cast(ox_ctx *c, const Onnx__NodeProto *n) {
     return sg__ox_set_tensor(c, 0, y);
   }
   void *out;
-  SG_CHECK(sg__ox_fold_alloc(c, x->numel, esize((int)to), &out));
+  SG_CHECK(sg__ox_fold_alloc(c, x->numel, sg__ox_elem_size((int)to), &out));
   for (int64_t i = 0; i < x->numel; i++) {
     if (to == OX_FLOAT) {
       ((float *)out)[i] = (float)sg__ox_num(x, i);
@@ -1033,7 +871,7 @@ sg_status sg__ox_fold_binary(ox_ctx *c, char op, const ox_value *a, const ox_val
 
 const ox_op sg__ox_fold_ops[] = {
     {"Constant", cv_constant, 0, 0, 1, 1},   {"ConstantOfShape", cv_constant_of_shape, 1, 1, 1, 1},
-    {"Shape", cv_shape, 1, 1, 1, 1},         {"Gather", cv_gather, 2, 2, 1, 1},
+    {"Shape", cv_shape, 1, 1, 1, 1},         {"Gather", sg__ox_cv_gather, 2, 2, 1, 1},
     {"Slice", cv_slice, 1, 5, 1, 1},         {"Split", cv_split, 1, 2, 1, SG__MAX_OP_IO},
     {"Unsqueeze", cv_unsqueeze, 1, 2, 1, 1}, {"Squeeze", cv_squeeze, 1, 2, 1, 1},
     {"Reshape", cv_reshape, 2, 2, 1, 1},     {"Concat", cv_concat, 1, SG__MAX_OP_IO, 1, 1},

@@ -233,6 +233,12 @@ sg_status sg__ox_const_scalar(ox_ctx *c, const ox_value *v, const char *what, do
  * (`what`: "input", "data", ...) and why (computed at run time, a
  * parameter, unavailable), for ops that sgrt only folds. */
 sg_status sg__ox_need_foldable(ox_ctx *c, const ox_value *v, const char *what);
+/* SG_ERR_UNSUPPORTED: the node uses v, a value sgrt cannot provide (its why). */
+sg_status sg__ox_unavailable(ox_ctx *c, const ox_value *v);
+/* Bytes per element of folded data of ONNX type elem: float32, else int64. */
+static inline size_t sg__ox_elem_size(int elem) { return elem == OX_FLOAT ? 4 : 8; }
+/* The Gather converter (onnx_gather.c). */
+sg_status sg__ox_cv_gather(ox_ctx *c, const Onnx__NodeProto *n);
 /* A runtime reshape of value v to dims (Squeeze, Unsqueeze, Reshape). */
 sg_status sg__ox_reshape(ox_ctx *c, ox_value *v, int ndim, const int64_t *dims, sg_tensor *out);
 /* The CPU backend moves no bool tensors (reshape, slice, concat,

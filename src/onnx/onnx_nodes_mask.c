@@ -16,8 +16,6 @@
 
 static const char *const no_attrs[] = {NULL};
 
-static size_t esize(int elem) { return elem == OX_FLOAT ? 4 : 8; }
-
 /* ---- Equal, Not ---------------------------------------------------------------- */
 
 /* The element type of a value: its ONNX type, or its tensor's dtype. */
@@ -281,7 +279,7 @@ static sg_status cv_trilu(ox_ctx *c, const Onnx__NodeProto *n) {
     return sg__ox_node_error(c, SG_ERR_SHAPE, "input '%s' has rank %d; Trilu needs 2 or more", x->name,
                              x->ndim);
   int64_t rows = x->dims[x->ndim - 2], cols = x->dims[x->ndim - 1];
-  size_t es = esize(x->elem);
+  size_t es = sg__ox_elem_size(x->elem);
   char *out;
   SG_CHECK(sg__ox_fold_alloc(c, x->numel, es, (void **)&out));
   for (int64_t e = 0; e < x->numel; e++) {
@@ -326,7 +324,7 @@ static sg_status fold_expand(ox_ctx *c, const ox_value *x, int r, const int64_t 
     st[i] = ix >= 0 && x->dims[ix] != 1 ? xs[ix] : 0; /* a broadcast dim repeats one element */
   }
   int64_t numel = sg__ox_fold_numel(r, dims);
-  size_t es = esize(x->elem);
+  size_t es = sg__ox_elem_size(x->elem);
   char *out;
   SG_CHECK(sg__ox_fold_alloc(c, numel, es, (void **)&out));
   for (int64_t i = 0; i < numel; i++) {
@@ -398,7 +396,7 @@ static sg_status cv_tile(ox_ctx *c, const Onnx__NodeProto *n) {
       st[a] = s1;
       s1 *= xd[a];
     }
-    size_t es = esize(x->elem);
+    size_t es = sg__ox_elem_size(x->elem);
     char *data;
     SG_CHECK(sg__ox_fold_alloc(c, numel, es, (void **)&data));
     for (int64_t i = 0; i < numel; i++) {

@@ -1,0 +1,167 @@
+/* Gather (onnx_fold.c's table): folded when data and indices are import-time
+ * constants; else an embedding lookup of a 2-D weight along axis 0
+ * (nn.Embedding), or slices of any other tensor by constant indices (BERT's
+ * pooler h[:, 0], x[:, -1]). docs/onnx.md has the mapping table. */
+#include <string.h>
+
+#include "onnx/onnx_internal.h"
+
+/* A Gather that is not folded: rows of a 2-D float table along axis 0, an
+ * sgrt embedding (what torch.onnx.export writes for nn.Embedding, whose
+ * weight is a parameter, with indices known at run time). Other Gathers
+ * have no run-time form. Constant indices are checked here; run-time ones
+ * by the kernel, which takes 0..V-1 only (ONNX's negative indices do not
+ * wrap at run time). */
+static sg_status gather_embedding(ox_ctx *c, ox_value *data, ox_value *idx, int64_t axis_attr) {
+  if (data->kind == OX_V_UNAVAILABLE) return sg__ox_unavailable(c, data);
+  if (idx->kind == OX_V_UNAVAILABLE) return sg__ox_unavailable(c, idx);
+  int ndim;
+  int64_t dims[SG_MAX_DIMS];
+  SG_CHECK(sg__ox_shape(c, data, &ndim, dims));
+  int axis;
+  SG_CHECK(sg__ox_axis(c, axis_attr, ndim, "axis", &axis));
+  const char *what = sg__ox_foldable(data) ? "indices are not a constant" : "data is not a constant";
+  char sd[256];
+  sg__onnx_dims_text(sd, sizeof sd, ndim, dims);
+  if (ndim != 2 || axis != 0)
+    return sg__ox_node_error(c, SG_ERR_UNSUPPORTED,
+                             "%s (data '%s' %s, axis %d): sgrt runs such a Gather only as an embedding "
+                             "lookup, along axis 0 of a 2-D table",
+                             what, data->name, sd, axis);
+  if (idx->kind == OX_V_CONST) {
+    if (idx->elem == OX_FLOAT)
+      return sg__ox_node_error(c, SG_ERR_DTYPE, "indices '%s' holds floats; expected integers", idx->name);
+    for (int64_t j = 0; j < idx->numel; j++) {
+      int64_t i = sg__ox_i64(idx, j);
+      if (i < 0 || i >= dims[0])
+        return sg__ox_node_error(c, i < -dims[0] || i >= dims[0] ? SG_ERR_RANGE : SG_ERR_UNSUPPORTED,
+                                 "index %lld of indices '%s' is outside 0..%lld (data '%s' %s; an embedding "
+                                 "lookup does not wrap negative indices)",
+                                 (long long)i, idx->name, (long long)(dims[0] - 1), data->name, sd);
+    }
+  }
+  sg_tensor table, ids;
+  SG_CHECK(sg__ox_tensor(c, data, &table));
+  SG_CHECK(sg__ox_tensor(c, idx, &ids));
+  sg_tensor y = sg_embedding(c->g, table, ids);
+  SG_CHECK(sg__ox_built(c, y));
+  return sg__ox_set_tensor(c, 0, y);
+}
+
+/* Most indices a Gather of a tensor by constant indices takes apart into
+ * slices (x[:, 0], x[:, -1], a few rows); more is refused. */
+#define OX_GATHER_MAX_SLICES 64
+
+/* A Gather of a tensor computed at run time (or of a weight that is no
+ * embedding table) by constant indices (the CLS token x[:, 0], the last
+ * token x[:, -1]): one sg_slice per run of consecutive indices along the
+ * axis, concatenated when there are several, then a reshape to ONNX's
+ * result shape (data dims before the axis, the indices' dims, the dims
+ * after). Negative indices count from the end, as ONNX says. */
+static sg_status gather_slices(ox_ctx *c, ox_value *data, ox_value *idx, int64_t axis_attr) {
+  int ndim;
+  int64_t dims[SG_MAX_DIMS];
+  SG_CHECK(sg__ox_shape(c, data, &ndim, dims));
+  int axis;
+  SG_CHECK(sg__ox_axis(c, axis_attr, ndim, "axis", &axis));
+  if (idx->elem == OX_FLOAT)
+    return sg__ox_node_error(c, SG_ERR_DTYPE, "indices '%s' holds floats; expected integers", idx->name);
+  int rank = ndim - 1 + idx->ndim;
+  if (rank > SG_MAX_DIMS)
+    return sg__ox_node_error(c, SG_ERR_RANGE, "the result would have rank %d; at most %d", rank, SG_MAX_DIMS);
+  char sd[256];
+  sg__onnx_dims_text(sd, sizeof sd, ndim, dims);
+  int64_t d = dims[axis];
+  sg_tensor x, parts[OX_GATHER_MAX_SLICES];
+  bool was_bool;
+  SG_CHECK(sg__ox_tensor(c, data, &x));
+  SG_CHECK(sg__ox_bool_in(c, &x, &was_bool));
+  int np = 0;
+  for (int64_t j = 0; j < idx->numel;) {
+    int64_t i = sg__ox_i64(idx, j), len = 1;
+    if (i < -d || i >= d)
+      return sg__ox_node_error(c, SG_ERR_RANGE,
+                               "index %lld of indices '%s' is out of range for axis %d of '%s' %s",
+                               (long long)i, idx->name, axis, data->name, sd);
+    if (i < 0) i += d;
+    for (; j + len < idx->numel; len++) {
+      int64_t next = sg__ox_i64(idx, j + len);
+      if (next < -d || next >= d || (next < 0 ? next + d : next) != i + len) break;
+    }
+    if (np == OX_GATHER_MAX_SLICES)
+      return sg__ox_node_error(c, SG_ERR_UNSUPPORTED,
+                               "indices '%s' (%lld values) take more than %d separate ranges of axis %d of "
+                               "'%s' %s; sgrt gathers a tensor computed at run time by slices",
+                               idx->name, (long long)idx->numel, OX_GATHER_MAX_SLICES, axis, data->name, sd);
+    parts[np] = len == d ? x : sg_slice(c->g, x, axis, i, len);
+    SG_CHECK(sg__ox_built(c, parts[np]));
+    np++;
+    j += len;
+  }
+  if (np == 0)
+    return sg__ox_node_error(c, SG_ERR_UNSUPPORTED, "indices '%s' are empty; sgrt has no empty tensors",
+                             idx->name);
+  sg_tensor y = np == 1 ? parts[0] : sg_concat(c->g, np, parts, axis);
+  SG_CHECK(sg__ox_built(c, y));
+  int64_t out[SG_MAX_DIMS];
+  int k = 0;
+  for (int i = 0; i < axis; i++) out[k++] = dims[i];
+  for (int i = 0; i < idx->ndim; i++) out[k++] = idx->dims[i];
+  for (int i = axis + 1; i < ndim; i++) out[k++] = dims[i];
+  const sg__tensor *yt = &c->g->tensors[y.id];
+  if (yt->ndim != rank || memcmp(yt->dims, out, sizeof(int64_t) * (size_t)rank) != 0) {
+    y = sg_reshape(c->g, y, rank, out);
+    SG_CHECK(sg__ox_built(c, y));
+  }
+  SG_CHECK(sg__ox_bool_out(c, &y, was_bool));
+  return sg__ox_set_tensor(c, 0, y);
+}
+
+sg_status sg__ox_cv_gather(ox_ctx *c, const Onnx__NodeProto *n) {
+  static const char *const known[] = {"axis", NULL};
+  SG_CHECK(sg__ox_check_attrs(c, known));
+  ox_value *data = sg__ox_input(c, n, 0), *idx = sg__ox_input(c, n, 1);
+  int64_t axis_attr = 0;
+  SG_CHECK(sg__ox_attr_int(c, "axis", 0, &axis_attr));
+  if (!sg__ox_foldable(data) || !sg__ox_foldable(idx)) {
+    if (data->kind == OX_V_UNAVAILABLE) return sg__ox_unavailable(c, data);
+    if (idx->kind == OX_V_UNAVAILABLE) return sg__ox_unavailable(c, idx);
+    /* A 2-D weight along axis 0 is an embedding table (nn.Embedding, also
+     * with constant ids: the position rows); any other tensor gathered by
+     * constant indices is sliced. */
+    bool table = data->kind == OX_V_CONST && data->ndim == 2 && (axis_attr == 0 || axis_attr == -2);
+    if (idx->kind == OX_V_CONST && !table) return gather_slices(c, data, idx, axis_attr);
+    return gather_embedding(c, data, idx, axis_attr);
+  }
+  if (idx->elem == OX_FLOAT)
+    return sg__ox_node_error(c, SG_ERR_DTYPE, "indices '%s' holds floats; expected integers", idx->name);
+  int axis = 0;
+  SG_CHECK(sg__ox_axis(c, axis_attr, data->ndim, "axis", &axis));
+  int rank = data->ndim - 1 + idx->ndim;
+  if (rank > SG_MAX_DIMS)
+    return sg__ox_node_error(c, SG_ERR_RANGE, "the result would have rank %d; at most %d", rank, SG_MAX_DIMS);
+  int64_t dims[SG_MAX_DIMS];
+  int k = 0;
+  for (int i = 0; i < axis; i++) dims[k++] = data->dims[i];
+  for (int i = 0; i < idx->ndim; i++) dims[k++] = idx->dims[i];
+  for (int i = axis + 1; i < data->ndim; i++) dims[k++] = data->dims[i];
+  int64_t outer = sg__ox_fold_numel(axis, data->dims),
+          inner = sg__ox_fold_numel(data->ndim - axis - 1, data->dims + axis + 1);
+  int64_t dim = data->dims[axis];
+  size_t es = sg__ox_elem_size(data->elem);
+  char *out;
+  SG_CHECK(sg__ox_fold_alloc(c, sg__ox_fold_numel(rank, dims), es, (void **)&out));
+  size_t chunk = (size_t)inner * es;
+  for (int64_t o = 0; o < outer; o++) {
+    for (int64_t j = 0; j < idx->numel; j++) {
+      int64_t i = sg__ox_i64(idx, j);
+      if (i < -dim || i >= dim)
+        return sg__ox_node_error(c, SG_ERR_RANGE, "index %lld is out of range for a dim of %lld",
+                                 (long long)i, (long long)dim);
+      if (i < 0) i += dim;
+      memcpy(out + (size_t)(o * idx->numel + j) * chunk,
+             (const char *)data->data + (size_t)(o * dim + i) * chunk, chunk);
+    }
+  }
+  return sg__ox_set_const(c, 0, data->elem, rank, dims, out);
+}
