@@ -7,7 +7,8 @@
  *              [--context N] [--batch N] [--seq N] [--steps N] [--lr X]
  *              [--min-lr X] [--warmup N] [--weight-decay X] [--dropout X]
  *              [--data PATH] [--sample N] [--prompt TEXT] [--temperature X]
- *              [--threads N] [--seed N] [--log-every N] [--json]
+ *              [--threads N] [--matmul-precision f32|bf16] [--seed N]
+ *              [--log-every N] [--json]
  *
  * The data: every regular file of --data (a folder, in name order, or one
  * file) as bytes, the last tenth held out. A step takes `batch` windows of
@@ -36,7 +37,7 @@
 #include "gpt2_model.h"
 
 typedef struct options {
-  const char *preset, *attention, *data, *prompt;
+  const char *preset, *attention, *data, *prompt, *matmul;
   int layers, heads, width, context, batch, seq, steps, warmup, sample, threads, log_every, json;
   double lr, min_lr, weight_decay, dropout, temperature;
   uint64_t seed;
@@ -109,6 +110,9 @@ static int parse(int argc, char **argv, options *o) {
       {"--temperature", EXAMPLE_OPT_DOUBLE, &o->temperature, 0, 100, .min_open = 1,
        .help = "sampling temperature"},
       {"--threads", EXAMPLE_OPT_INT, &o->threads, 1, 4096, .help = "compute threads"},
+      {"--matmul-precision", EXAMPLE_OPT_STRING, &o->matmul, .arg = "f32|bf16",
+       .help = "products in f32, or of bf16-rounded operands summed in f32 (docs/precision.md; default: the "
+               "environment's SG_MATMUL_PRECISION, else f32)"},
       {"--seed", EXAMPLE_OPT_U64, &o->seed, .help = "seed of the weights, the batches and the sample"},
       {"--log-every", EXAMPLE_OPT_INT, &o->log_every, 1, 100000000, .help = "steps between progress lines"},
       {"--json", EXAMPLE_OPT_FLAG, &o->json,
@@ -123,7 +127,24 @@ static int parse(int argc, char **argv, options *o) {
     fprintf(stderr, "gpt2_train: --prompt must not be empty\n");
     return 2;
   }
+  if (o->matmul && strcmp(o->matmul, "f32") != 0 && strcmp(o->matmul, "bf16") != 0) {
+    fprintf(stderr, "gpt2_train: --matmul-precision '%s' is not f32 or bf16\n", o->matmul);
+    return 2;
+  }
   return 0;
+}
+
+/* sg_session_params.matmul_precision of --matmul-precision (unset: the session's default). */
+static int matmul_precision(const options *o) {
+  if (o->matmul == NULL) return SG_MATMUL_DEFAULT;
+  return strcmp(o->matmul, "bf16") == 0 ? SG_MATMUL_BF16 : SG_MATMUL_F32;
+}
+
+/* The precision the sessions run at, for the report. */
+static const char *matmul_precision_name(const options *o) {
+  if (o->matmul) return o->matmul;
+  const char *env = getenv("SG_MATMUL_PRECISION");
+  return env && *env ? env : "f32";
 }
 
 /* The configuration: the preset, with the options that are set over it. */
@@ -180,6 +201,7 @@ static char *sample_text(const options *o, const gpt2_config *train_cfg, const s
   sg_session *s = NULL;
   sg_session_params sp = SG_SESSION_PARAMS_INIT;
   sp.threads = o->threads;
+  sp.matmul_precision = matmul_precision(o);
   size_t plen = strlen(o->prompt), n = plen + (size_t)o->sample;
   char *text = malloc(n + 1);
   int64_t *win = calloc((size_t)c.seq, sizeof *win);
@@ -258,6 +280,7 @@ int main(int argc, char **argv) {
   sg_session_params sp = SG_SESSION_PARAMS_INIT;
   sp.threads = o.threads;
   sp.seed = o.seed;
+  sp.matmul_precision = matmul_precision(&o);
   double tc = now();
   if ((st = sg_session_create(g, &sp, &s)) != SG_OK || (st = sg_session_compile(s)) != SG_OK)
     return fail("compiling", st);
@@ -341,6 +364,7 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(j, "parameters", (double)n_params);
     cJSON_AddNumberToObject(j, "steps", o.steps);
     cJSON_AddNumberToObject(j, "threads", o.threads);
+    cJSON_AddStringToObject(j, "matmul_precision", matmul_precision_name(&o));
     cJSON_AddNumberToObject(j, "first_loss", first_loss);
     cJSON_AddNumberToObject(j, "final_loss", final_loss);
     cJSON_AddNumberToObject(j, "val_loss", n_eval ? val : NAN);

@@ -60,9 +60,29 @@ typedef struct sg_session_params {
   int trace;
   /** Timeline capacity, in events (the latest are kept); 0 = 262144. */
   size_t trace_events;
+  /** The arithmetic of matrix products (gemm, matmul): an sg_matmul_precision.
+   * Default SG_MATMUL_DEFAULT: what the environment's SG_MATMUL_PRECISION
+   * says ("f32" or "bf16"), else f32. */
+  int matmul_precision;
 } sg_session_params;
 #define SG_SESSION_PARAMS_INIT \
-  { sizeof(sg_session_params), "cpu", 0, 0, 0, 0, 0, 0 }
+  { sizeof(sg_session_params), "cpu", 0, 0, 0, 0, 0, 0, 0 }
+
+/** How matrix products compute (sg_session_params.matmul_precision;
+ * docs/precision.md). Every tensor stays f32 either way: parameters, their
+ * gradients, the optimizer's state and all other ops keep full precision. */
+typedef enum sg_matmul_precision {
+  /** SG_MATMUL_PRECISION from the environment ("f32" or "bf16"), else f32. */
+  SG_MATMUL_DEFAULT = 0,
+  /** f32 operands, f32 products and sums (PyTorch's "highest"). */
+  SG_MATMUL_F32 = 1,
+  /** Each operand rounded to bfloat16 (to nearest even), the products summed
+   * in f32, the result f32: PyTorch's set_float32_matmul_precision("medium")
+   * on CPU. Device "cpu" with bf16 dot-product instructions (AVX512_BF16 or
+   * AMX) only; twice the f32 FMA rate there. Elsewhere session create
+   * refuses it (SG_ERR_UNSUPPORTED) rather than run it slower than f32. */
+  SG_MATMUL_BF16 = 2,
+} sg_matmul_precision;
 /** SG_SESSION_PARAMS_INIT as a function (for ctypes). Any thread. */
 SG_API sg_session_params sg_session_params_init(void);
 

@@ -40,6 +40,10 @@ typedef struct sg__backend_config {
   int threads;   /* compute threads; >= 1 */
   uint64_t seed; /* session seed (dropout masks, ...) */
   int device;    /* the device's number ("cuda:1": 1); 0 for the CPU */
+  /* sg_session_params.matmul_precision resolved to SG_MATMUL_BF16: products
+   * round their operands to bf16; a backend that cannot honour it refuses
+   * at create. */
+  bool matmul_bf16;
 } sg__backend_config;
 
 /* What every kernel run gets besides its buffers. */

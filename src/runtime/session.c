@@ -9,6 +9,27 @@
 
 sg_session_params sg_session_params_init(void) { return (sg_session_params)SG_SESSION_PARAMS_INIT; }
 
+/* sg_session_params.matmul_precision, with SG_MATMUL_DEFAULT resolved from
+ * the environment's SG_MATMUL_PRECISION (as SG_FUSION does for fusion), so
+ * that a distributed program's sessions, which it does not create itself,
+ * can be switched too. */
+static sg_status resolve_matmul_precision(int asked, int *out) {
+  if (asked == SG_MATMUL_F32 || asked == SG_MATMUL_BF16) {
+    *out = asked;
+    return SG_OK;
+  }
+  if (asked != SG_MATMUL_DEFAULT)
+    return sg__error(
+        SG_ERR_INVALID_ARG,
+        "sg_session_create: matmul_precision is %d (0 default, 1 SG_MATMUL_F32, 2 SG_MATMUL_BF16)", asked);
+  const char *env = getenv("SG_MATMUL_PRECISION");
+  if (env == NULL || *env == '\0' || strcmp(env, "f32") == 0) *out = SG_MATMUL_F32;
+  else if (strcmp(env, "bf16") == 0) *out = SG_MATMUL_BF16;
+  else
+    return sg__error(SG_ERR_INVALID_ARG, "sg_session_create: SG_MATMUL_PRECISION is '%s' (f32 or bf16)", env);
+  return SG_OK;
+}
+
 sg_status sg_session_create(const sg_graph *g, const sg_session_params *p, sg_session **out) {
   if (out == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg_session_create: out is NULL");
   *out = NULL;
@@ -25,6 +46,8 @@ sg_status sg_session_create(const sg_graph *g, const sg_session_params *p, sg_se
   if (p->fusion < -1 || p->fusion > 1)
     return sg__error(SG_ERR_INVALID_ARG, "sg_session_create: fusion is %d (0 default, 1 on, -1 off)",
                      p->fusion);
+  int matmul_precision = SG_MATMUL_F32;
+  SG_CHECK(resolve_matmul_precision(p->matmul_precision, &matmul_precision));
   int threads = p->threads;
   if (threads == 0) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -56,7 +79,7 @@ sg_status sg_session_create(const sg_graph *g, const sg_session_params *p, sg_se
       return sg__error(SG_ERR_NO_MEMORY, "sg_session_create: out of memory for the timeline");
     }
   }
-  sg__backend_config cfg = {threads, p->seed, device};
+  sg__backend_config cfg = {threads, p->seed, device, matmul_precision == SG_MATMUL_BF16};
   sg_status st = be->create(&cfg, &s->be_state);
   if (st != SG_OK) {
     sg__free(s->tr);

@@ -3,6 +3,7 @@
  * activations, softmax) and plain C (everything else). docs/backend.md has
  * the kernel table, the layout decisions and the threading rules. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/cpu/cpu_internal.h"
@@ -102,6 +103,14 @@ static sg_status cpu_create(const sg__backend_config *cfg, void **state) {
   if (st == NULL) return sg__error(SG_ERR_NO_MEMORY, "cpu backend: out of memory");
   st->threads = cfg->threads;
   st->seed = cfg->seed;
+  st->matmul_bf16 = cfg->matmul_bf16;
+  if (st->matmul_bf16 && !sg__dnnl_native_bf16()) {
+    sg__free(st);
+    return sg__error(SG_ERR_UNSUPPORTED,
+                     "cpu backend: matmul_precision bf16 needs bf16 dot-product instructions (AVX512_BF16 or "
+                     "AMX), which this CPU%s lacks; without them bf16 products run slower than f32",
+                     getenv("ONEDNN_MAX_CPU_ISA") ? " (as limited by ONEDNN_MAX_CPU_ISA)" : "");
+  }
   sg__cpu_set_threads(st->threads);
   sg_status s = sg__dnnl_state_init(st);
   if (s != SG_OK) {

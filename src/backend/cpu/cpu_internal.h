@@ -42,6 +42,9 @@ struct sg__kernel {
 struct sg__cpu_state {
   int threads;
   uint64_t seed;
+  /* sg_session_params.matmul_precision is SG_MATMUL_BF16: matmul kernels
+   * round their operands to bf16 (dnnl_matmul.c). */
+  bool matmul_bf16;
   void *engine; /* dnnl_engine_t */
   void *stream; /* dnnl_stream_t */
   unsigned char *ws;

@@ -19,6 +19,14 @@ sg_status sg__dnnl_state_init(sg__cpu_state *st) {
   return SG_OK;
 }
 
+bool sg__dnnl_native_bf16(void) {
+  /* oneDNN's effective ISA honours ONEDNN_MAX_CPU_ISA, so a run that imitates
+   * an AVX2 machine is refused as that machine would be. The ISA values are
+   * nested bit masks: AMX includes avx512_core_bf16. */
+  dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  return ((unsigned)isa & (unsigned)dnnl_cpu_isa_avx512_core_bf16) == (unsigned)dnnl_cpu_isa_avx512_core_bf16;
+}
+
 void sg__dnnl_state_fini(sg__cpu_state *st) {
   if (st->stream) dnnl_stream_destroy(st->stream);
   if (st->engine) dnnl_engine_destroy(st->engine);

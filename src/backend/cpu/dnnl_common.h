@@ -62,6 +62,8 @@ typedef struct sg__dk {
 sg_status sg__dnnl_state_init(sg__cpu_state *st);
 void sg__dnnl_state_fini(sg__cpu_state *st);
 sg_status sg__dnnl_state_wait(sg__cpu_state *st);
+/* True when oneDNN runs bf16 products natively here (AVX512_BF16 or AMX). */
+bool sg__dnnl_native_bf16(void);
 
 /* Translates a oneDNN status into an sgrt status with a message naming the
  * op and what failed. */

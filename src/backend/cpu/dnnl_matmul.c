@@ -8,7 +8,14 @@
  * because the optimizer rewrites them every step, so plain is used.
  *
  * gemm's alpha is an output scale. beta * c is the primitive's bias when
- * alpha = beta = 1 (the linear-layer case) and otherwise a C epilogue. */
+ * alpha = beta = 1 (the linear-layer case) and otherwise a C epilogue.
+ *
+ * With matmul_precision bf16 the primitive takes bf16 operands in the layout
+ * it picks (format_tag any: the weights packed as its kernel reads them) and
+ * sums in f32 into the f32 output; a reorder before it rounds each f32
+ * operand to bf16 (to nearest even) and packs it in one pass. The rounding
+ * copies cost reads of A and B once per run, against the M*N*K products
+ * that the bf16 dot-product instructions then do at twice the f32 rate. */
 #include "backend/cpu/dnnl_common.h"
 
 enum { TRANS_A, TRANS_B, ALPHA, BETA };
@@ -109,15 +116,38 @@ static sg_status build(sg__dk *k, const sg_graph *g, const sg__op *op, sg__exec_
   sg__dk_strided_md(&am, nd, ad, as);
   sg__dk_strided_md(&bm, nd, bd, bs);
   sg__dk_strided_md(&ym, nd, yd, ys);
-  if (alpha != 1.0f) SG_DNNL(k, dnnl_primitive_attr_set_output_scales(k->attr, 1, 0, &alpha), "output scale");
+  const bool bf16 = k->st->matmul_bf16;
+  dnnl_memory_desc_t am16, bm16;
+  if (bf16) {
+    SG_DNNL(k, dnnl_memory_desc_init_by_tag(&am16, nd, ad, dnnl_bf16, dnnl_format_tag_any), "bf16 operand");
+    SG_DNNL(k, dnnl_memory_desc_init_by_tag(&bm16, nd, bd, dnnl_bf16, dnnl_format_tag_any), "bf16 operand");
+  }
   dnnl_matmul_desc_t d;
-  SG_DNNL(k, dnnl_matmul_desc_init(&d, &am, &bm, bias ? &cm : NULL, &ym), "matmul descriptor");
-  dnnl_primitive_desc_t pd;
-  SG_DNNL(k, dnnl_primitive_desc_create(&pd, &d, k->attr, k->engine, NULL), "matmul");
+  SG_DNNL(k, dnnl_matmul_desc_init(&d, bf16 ? &am16 : &am, bf16 ? &bm16 : &bm, bias ? &cm : NULL, &ym),
+          "matmul descriptor");
+  /* alpha scales the matmul's output only: the kernel's shared attributes
+   * also make the reorders that round operands to bf16, which would scale
+   * each operand by it too. */
+  dnnl_primitive_attr_t attr;
+  SG_DNNL(k, dnnl_primitive_attr_clone(&attr, k->attr), "matmul attributes");
+  dnnl_status_t ds = alpha != 1.0f ? dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha) : dnnl_success;
+  dnnl_primitive_desc_t pd = NULL;
+  if (ds == dnnl_success) ds = dnnl_primitive_desc_create(&pd, &d, attr, k->engine, NULL);
+  dnnl_primitive_attr_destroy(attr);
+  if (ds != dnnl_success) return sg__dnnl_fail(k->op, ds, bf16 ? "bf16 matmul" : "matmul");
   int ai, bi, yi, ci = -1;
   sg_status st = SG_OK;
-  SG_CHECK_GOTO(sg__dk_user(k, &am, SG__DK_IN(0), &ai), st, fail);
-  SG_CHECK_GOTO(sg__dk_user(k, &bm, SG__DK_IN(1), &bi), st, fail);
+  if (bf16) {
+    SG_CHECK_GOTO(
+        sg__dk_input(k, &am, dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0), SG__DK_IN(0), &ai), st,
+        fail);
+    SG_CHECK_GOTO(
+        sg__dk_input(k, &bm, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), SG__DK_IN(1), &bi),
+        st, fail);
+  } else {
+    SG_CHECK_GOTO(sg__dk_user(k, &am, SG__DK_IN(0), &ai), st, fail);
+    SG_CHECK_GOTO(sg__dk_user(k, &bm, SG__DK_IN(1), &bi), st, fail);
+  }
   SG_CHECK_GOTO(sg__dk_user(k, &ym, SG__DK_OUT(0), &yi), st, fail);
   if (bias) SG_CHECK_GOTO(sg__dk_user(k, &cm, SG__DK_IN(2), &ci), st, fail);
   int kinds[] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};

@@ -173,6 +173,9 @@ static void cuda_destroy(void *state);
 
 static sg_status cuda_create(const sg__backend_config *cfg, void **out) {
   *out = NULL;
+  if (cfg->matmul_bf16)
+    return sg__error(SG_ERR_UNSUPPORTED, "cuda: matmul_precision bf16 is implemented on device 'cpu' only; "
+                                         "SG_CUDA_TF32=1 is the CUDA backend's reduced-precision products");
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess)
