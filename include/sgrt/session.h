@@ -77,8 +77,9 @@ typedef enum sg_matmul_precision {
   /** f32 operands, f32 products and sums (PyTorch's "highest"). */
   SG_MATMUL_F32 = 1,
   /** Each operand rounded to bfloat16 (to nearest even), the products summed
-   * in f32, the result f32: PyTorch's set_float32_matmul_precision("medium")
-   * on CPU. Device "cpu" with bf16 dot-product instructions (AVX512_BF16 or
+   * in f32, the result f32: what PyTorch's set_float32_matmul_precision
+   * ("medium") asks of its CPU matmuls (which oneDNN grants there only with
+   * AMX; docs/precision.md). Device "cpu" with bf16 dot-product instructions (AVX512_BF16 or
    * AMX) only; twice the f32 FMA rate there. Elsewhere session create
    * refuses it (SG_ERR_UNSUPPORTED) rather than run it slower than f32. */
   SG_MATMUL_BF16 = 2,

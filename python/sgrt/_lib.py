@@ -142,7 +142,14 @@ class sg_session_params(ctypes.Structure):
         ("fusion", c_int),
         ("trace", c_int),
         ("trace_events", c_size_t),
+        ("matmul_precision", c_int),
     ]
+
+
+# enum sg_matmul_precision (include/sgrt/session.h)
+SG_MATMUL_DEFAULT = 0
+SG_MATMUL_F32 = 1
+SG_MATMUL_BF16 = 2
 
 
 class sg_compile_report(ctypes.Structure):

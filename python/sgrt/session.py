@@ -21,6 +21,11 @@ DTypeLike = Any  # a numpy dtype or what np.dtype takes
 ALIGNMENT = 64  # what sg_session_bind_input needs (SG__SLOT_ALIGN)
 
 
+# Session(matmul_precision=...): enum sg_matmul_precision.
+_MATMUL_PRECISION = {"default": _lib.SG_MATMUL_DEFAULT, "f32": _lib.SG_MATMUL_F32, "bf16": _lib.SG_MATMUL_BF16}
+_PRECISION_END = _lib.sg_session_params.matmul_precision.offset + ctypes.sizeof(ctypes.c_int)
+
+
 class ConversionWarning(UserWarning):
     """An input was converted to the tensor's dtype (float64 given for an f32 input)."""
 
@@ -52,14 +57,22 @@ class Session(Closeable):
     Session(graph, threads=0, seed=0, device="cpu") compiles at once unless
     compile=False (then call compile() before running). threads=0 uses every
     online CPU. fusion=False runs every op as its own kernel (the environment's
-    SG_FUSION=0 does the same). The session keeps the C graph alive until it is closed, even if
-    the Graph object is closed first. Use it from one thread at a time.
+    SG_FUSION=0 does the same). matmul_precision: "f32", "bf16" (each gemm/matmul
+    operand rounded to bfloat16, the products summed in f32; CPUs with AVX512_BF16
+    or AMX only, else sgrt.UnsupportedError) or "default" (the environment's
+    SG_MATMUL_PRECISION, else f32). The session keeps the C graph alive until it is
+    closed, even if the Graph object is closed first. Use it from one thread at a time.
     """
 
     def __init__(self, graph: Graph, threads: int = 0, seed: int = 0, device: str = "cpu", compile: bool = True,
-                 poison: bool = False, fusion: bool = True, trace: bool = False) -> None:
+                 poison: bool = False, fusion: bool = True, trace: bool = False,
+                 matmul_precision: str = "default") -> None:
         if not isinstance(graph, Graph):
             raise _lib.error("SG_ERR_INVALID_ARG", "Session needs a sgrt.Graph, not %s" % type(graph).__name__)
+        precision = _MATMUL_PRECISION.get(matmul_precision) if isinstance(matmul_precision, str) else None
+        if precision is None:
+            raise _lib.error("SG_ERR_INVALID_ARG", "Session: matmul_precision %r is not one of %s"
+                             % (matmul_precision, ", ".join(repr(k) for k in _MATMUL_PRECISION)))
         self._s = None
         self._bound = {}
         handle = graph._handle
@@ -76,6 +89,12 @@ class Session(Closeable):
             prm.poison = 1 if poison else 0
             prm.fusion = 1 if fusion else -1
             prm.trace = 1 if trace else 0
+            if precision == _lib.SG_MATMUL_BF16 and prm.size < _PRECISION_END:
+                # An older library reads only the first prm.size bytes: it would ignore the field and run f32
+                # (which is all it has, so "f32" and "default" are right there).
+                raise _lib.error("SG_ERR_UNSUPPORTED", "Session: matmul_precision=%r needs a libsgrt that knows it; "
+                                 "%s is older than this shim" % (matmul_precision, _lib.path))
+            prm.matmul_precision = precision
             out = ctypes.c_void_p()
             fn.sg_clear_error()
             _lib.check(fn.sg_session_create(self._g.ptr, ctypes.byref(prm), ctypes.byref(out)))

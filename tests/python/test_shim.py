@@ -805,3 +805,78 @@ def test_compile_cache(tmp_path, monkeypatch):
     (d / "notes.txt").write_text("not the cache's")
     assert sgrt.cache_clear() == 1
     assert sgrt.cache_list() == [] and (d / "notes.txt").exists()
+
+
+# ---- matmul precision ---------------------------------------------------------
+
+
+def bf16_round(a):
+    """f32 -> nearest bfloat16 (ties to even), kept as f32: what a bf16 matmul does to each operand."""
+    bits = np.ascontiguousarray(a, np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32)
+
+
+def cpu_has_bf16_dot():
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = f.read().split()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def test_matmul_precision(monkeypatch):
+    """Session(matmul_precision=): "f32" gives the exact f32 products; "bf16" the f32 products of operands
+    rounded to bfloat16 (gemm with its f32 bias, and matmul), far enough from the f32 ones to tell apart;
+    "default" follows SG_MATMUL_PRECISION; anything else is a ValueError naming the value."""
+    M, K, Nn = 24, 384, 40
+    rng = np.random.default_rng(11)
+    av = rng.standard_normal((M, K)).astype(np.float32)
+    bv = rng.standard_normal((Nn, K)).astype(np.float32)  # gemm's B, transposed (trans_b)
+    cv = rng.standard_normal(Nn).astype(np.float32)
+    g = sgrt.Graph()
+    a, b = g.input("a", "f32", (M, K)), g.input("b", "f32", (Nn, K))
+    c = g.input("c", "f32", (Nn,))
+    g.mark_output(g.gemm(a, b, c, trans_b=True), "gemm")
+    g.mark_output(g.matmul(a, g.transpose(b, (1, 0))), "mm")
+    g.finalize()
+    feeds = {"a": av, "b": bv, "c": cv}
+    f64 = np.float64
+    exact = {"gemm": av.astype(f64) @ bv.T.astype(f64) + cv, "mm": av.astype(f64) @ bv.T.astype(f64)}
+    ar, br = bf16_round(av).astype(f64), bf16_round(bv).astype(f64)
+    rounded = {"gemm": ar @ br.T + cv, "mm": ar @ br.T}
+
+    def run(precision):
+        with sgrt.Session(g, threads=2, matmul_precision=precision) as s:
+            return s.forward(feeds)
+
+    monkeypatch.delenv("SG_MATMUL_PRECISION", raising=False)
+    for precision in ("f32", "default"):
+        out = run(precision)
+        for k in exact:
+            assert rel_err(out[k], exact[k]) <= 1e-5, (precision, k, rel_err(out[k], exact[k]))
+    for bad in ("fp16", "BF16", 2, None):
+        with pytest.raises(ValueError) as ei:
+            sgrt.Session(g, matmul_precision=bad)
+        assert repr(bad) in str(ei.value) and "'bf16'" in str(ei.value), str(ei.value)
+    if not cpu_has_bf16_dot():
+        g.close()
+        pytest.skip("this CPU has no bf16 dot-product instructions (avx512_bf16, amx_bf16)")
+    try:
+        out = run("bf16")
+    except sgrt.Error as e:
+        if e.code != "SG_ERR_UNSUPPORTED":
+            raise
+        g.close()
+        pytest.skip("bf16 matmuls unsupported here: %s" % e.message)
+    for k in exact:
+        assert rel_err(out[k], rounded[k]) <= 1e-5, (k, rel_err(out[k], rounded[k]))
+        assert rel_err(out[k], exact[k]) > 1e-4, (k, rel_err(out[k], exact[k]))
+    # The environment's default, and an explicit "f32" over it.
+    monkeypatch.setenv("SG_MATMUL_PRECISION", "bf16")
+    out = run("default")
+    assert rel_err(out["mm"], rounded["mm"]) <= 1e-5, rel_err(out["mm"], rounded["mm"])
+    out = run("f32")
+    assert rel_err(out["mm"], exact["mm"]) <= 1e-5, rel_err(out["mm"], exact["mm"])
+    g.close()
