@@ -11,7 +11,8 @@
  *    wins over it, and bad values of either are refused naming the value;
  *  - on a CPU without bf16 dot-product instructions (or one limited by
  *    ONEDNN_MAX_CPU_ISA=AVX2, as the numerics run does) bf16 is refused at
- *    session create with a message that says why. */
+ *    session create with a message that says why, and so it is on device
+ *    "cuda" (before any GPU is looked for, so on this machine too). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,8 +90,8 @@ static void reference(form f, const operands *o, bool round, double *y) {
   }
 }
 
-/* Runs form f in a session with `precision`; returns the session's status. */
-static sg_status run(form f, const operands *o, int precision, float *y) {
+/* Runs form f in a session on `device` with `precision`; returns the session's status. */
+static sg_status run_on(const char *device, form f, const operands *o, int precision, float *y) {
   sg_graph *g = NULL;
   assert_int_equal(sg_graph_create(&g), SG_OK);
   sg_tensor a = sg_graph_add_tensor(g, "a", SG_F32, SG_ROLE_INPUT, o->an, o->ad, NULL);
@@ -112,6 +113,7 @@ static sg_status run(form f, const operands *o, int precision, float *y) {
   assert_status(sg_graph_finalize(g), SG_OK, NULL);
   sg_session_params sp = SG_SESSION_PARAMS_INIT;
   sp.threads = 2;
+  sp.device = device;
   sp.matmul_precision = precision;
   sg_session *s = NULL;
   sg_status st = sg_session_create(g, &sp, &s);
@@ -126,6 +128,10 @@ static sg_status run(form f, const operands *o, int precision, float *y) {
   sg_session_destroy(s);
   sg_graph_destroy(g);
   return st;
+}
+
+static sg_status run(form f, const operands *o, int precision, float *y) {
+  return run_on("cpu", f, o, precision, y);
 }
 
 /* ||y - want|| / ||want||. */
@@ -213,11 +219,23 @@ static void test_environment(void **state) {
   assert_status(run(GEMM_NN, &o, -1, y), SG_ERR_INVALID_ARG, "matmul_precision is -1");
 }
 
+static void test_cuda_refuses_bf16(void **state) {
+  (void)state;
+  static operands o;
+  static float y[M * N];
+  make_operands(GEMM_NN, &o);
+  sg_status st = run_on("cuda", GEMM_NN, &o, SG_MATMUL_BF16, y);
+  if (st == SG_ERR_NOT_FOUND) skip(); /* a build without the CUDA backend */
+  assert_int_equal(st, SG_ERR_UNSUPPORTED);
+  assert_non_null(strstr(sg_last_error(), "SG_CUDA_TF32"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_f32_is_exact),
       cmocka_unit_test(test_bf16_rounds_operands),
       cmocka_unit_test(test_environment),
+      cmocka_unit_test(test_cuda_refuses_bf16),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
