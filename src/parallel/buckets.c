@@ -160,7 +160,8 @@ static sg_status place_hooks(const sg_session *s, const int32_t *order, uint32_t
 }
 
 /* SPEC M5: what every rank must agree on before the first allreduce, or the
- * collectives would pair buffers of different sizes. */
+ * collectives would pair buffers of different sizes (and the precision of
+ * the products, or the copies would drift apart). */
 static sg_status fingerprint(const sg_session *s, bool zero, sg__dist_plan *p) {
   const sg_graph *g = sg__session_graph(s);
   p->dtype_ids = sg__malloc(p->n_grads);
@@ -171,7 +172,11 @@ static sg_status fingerprint(const sg_session *s, bool zero, sg__dist_plan *p) {
   v[0] = p->n_grads;
   v[1] = p->n_buckets;
   v[2] = zero; /* ZeRO-1 on some ranks only would pair different collectives */
-  XXH3_64bits_update(&st, v, 3 * sizeof v[0]);
+  /* Copies whose products round differently (SG_MATMUL_PRECISION set on some
+   * ranks only) would average gradients of different arithmetics and drift
+   * apart without an error. */
+  v[3] = sg__session_matmul_bf16(s);
+  XXH3_64bits_update(&st, v, 4 * sizeof v[0]);
   for (uint32_t i = 0; i < p->n_grads; i++) {
     size_t k = 0;
     const int32_t ids[2] = {p->grads[i].param, p->grads[i].grad};

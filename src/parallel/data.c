@@ -253,7 +253,9 @@ static sg_status data_build(sg_dist *d, const sg__par_create_args *a) {
    * failure, its share of every batch spread over the others. A mismatch
    * (SG_ERR_SHAPE) or a local error is not a peer's failure. */
   SG_CHECK(sg__dist_inject_recovery(d, SG_RECOVERY_CREATE));
-  sg__par_check check = {DP(d)->plan.topology_hash, DP(d)->plan.dtype_ids, DP(d)->plan.n_grads, NULL};
+  sg__par_check check = {DP(d)->plan.topology_hash, DP(d)->plan.dtype_ids, DP(d)->plan.n_grads,
+                         "sg_dist_create: the ranks disagree on the gradients, ZeRO or the precision of the "
+                         "products (SG_MATMUL_PRECISION; the hash below covers all three)"};
   for (;;) {
     sg_status st = sg__dist_run_job(d, sg__par_job_check, &check);
     if (st == SG_OK) break;

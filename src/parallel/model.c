@@ -296,7 +296,11 @@ static sg_status create_dp(const sg_graph *fwd, sg_tensor loss, const sg_dist_op
 static sg_status consistency_hash(const sg_dist *d, uint64_t *out) {
   const sg__par_model *m = MODEL(d);
   SG_CHECK(sg_graph_hash(m->fwd, 0, out));
-  int64_t v[] = {d->strategy->id, m->data, m->pipeline, m->tensor, m->micro};
+  /* The sessions are made later, from the environment's SG_MATMUL_PRECISION:
+   * ranks that differ in it would compute different products. */
+  int precision;
+  SG_CHECK(sg__matmul_precision_resolve(SG_MATMUL_DEFAULT, &precision));
+  int64_t v[] = {d->strategy->id, m->data, m->pipeline, m->tensor, m->micro, precision};
   *out = sg__fnv1a64(*out, v, sizeof v);
   return SG_OK;
 }
@@ -313,8 +317,8 @@ sg_status sg__model_prepare(sg_dist *d, const sg__par_create_args *a) {
                      d->size, m->data, m->pipeline, m->tensor);
   d->stats.has_loss = 1;
   sg__par_check check = {0, &d->strategy->id, 1,
-                         "sg_dist_create_model: the ranks disagree on the forward graph or the degrees (the "
-                         "hash below covers both)"};
+                         "sg_dist_create_model: the ranks disagree on the forward graph, the degrees or the "
+                         "precision of the products (SG_MATMUL_PRECISION; the hash below covers all three)"};
   SG_CHECK(consistency_hash(d, &check.hash));
   return sg__dist_run_job(d, sg__par_job_check, &check);
 }

@@ -21,6 +21,17 @@
 
 #include "sgrt/session.h"
 
+/* ---- precision ------------------------------------------------------------ */
+
+/* sg_session_params.matmul_precision `asked` as a session resolves it
+ * (SG_MATMUL_DEFAULT: the environment's SG_MATMUL_PRECISION, else f32):
+ * *out is SG_MATMUL_F32 or SG_MATMUL_BF16; SG_ERR_INVALID_ARG naming a bad
+ * value of either. The ranks of a job must agree on it: products of
+ * different precisions drift apart. */
+sg_status sg__matmul_precision_resolve(int asked, int *out);
+/* Whether session s rounds its products' operands to bf16. */
+bool sg__session_matmul_bf16(const sg_session *s);
+
 /* ---- layout: before compile ---------------------------------------------- */
 
 /* Run optimizer updates after the whole backward pass (sg__plan_options.

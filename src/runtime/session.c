@@ -9,11 +9,12 @@
 
 sg_session_params sg_session_params_init(void) { return (sg_session_params)SG_SESSION_PARAMS_INIT; }
 
-/* sg_session_params.matmul_precision, with SG_MATMUL_DEFAULT resolved from
- * the environment's SG_MATMUL_PRECISION (as SG_FUSION does for fusion), so
- * that a distributed program's sessions, which it does not create itself,
- * can be switched too. */
-static sg_status resolve_matmul_precision(int asked, int *out) {
+bool sg__session_matmul_bf16(const sg_session *s) { return s->matmul_bf16; }
+
+/* SG_MATMUL_DEFAULT comes from the environment's SG_MATMUL_PRECISION (as
+ * SG_FUSION does for fusion), so that a distributed program's sessions, which
+ * it does not create itself, can be switched too. */
+sg_status sg__matmul_precision_resolve(int asked, int *out) {
   if (asked == SG_MATMUL_F32 || asked == SG_MATMUL_BF16) {
     *out = asked;
     return SG_OK;
@@ -47,7 +48,7 @@ sg_status sg_session_create(const sg_graph *g, const sg_session_params *p, sg_se
     return sg__error(SG_ERR_INVALID_ARG, "sg_session_create: fusion is %d (0 default, 1 on, -1 off)",
                      p->fusion);
   int matmul_precision = SG_MATMUL_F32;
-  SG_CHECK(resolve_matmul_precision(p->matmul_precision, &matmul_precision));
+  SG_CHECK(sg__matmul_precision_resolve(p->matmul_precision, &matmul_precision));
   int threads = p->threads;
   if (threads == 0) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -60,6 +61,7 @@ sg_status sg_session_create(const sg_graph *g, const sg_session_params *p, sg_se
   s->threads = threads;
   s->seed = p->seed;
   s->poison = p->poison;
+  s->matmul_bf16 = matmul_precision == SG_MATMUL_BF16;
   /* SG_FUSION=0 turns fusion off for comparisons, whatever the parameters say. */
   const char *env = getenv("SG_FUSION");
   s->fusion = p->fusion >= 0 && !(env && strcmp(env, "0") == 0);

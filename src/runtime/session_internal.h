@@ -15,7 +15,8 @@ struct sg_session {
   int threads;
   uint64_t seed;
   int poison;
-  bool fusion; /* fuse elementwise ops into generated kernels (plan_options.fuse at compile) */
+  bool fusion;      /* fuse elementwise ops into generated kernels (plan_options.fuse at compile) */
+  bool matmul_bf16; /* sg_session_params.matmul_precision resolved to SG_MATMUL_BF16 */
   bool compiled;
   uint64_t steps;
   sg__plan_options plan_options; /* the layout, set before compile (hooks.h) */

@@ -13,6 +13,9 @@
  *                     an error naming rank 2 within 5 s (exit 1, see run_death.sh)
  *   mismatch          rank 1 builds a wider model: every rank fails with
  *                     "Gradient topology mismatch"
+ *   precision         rank 1 alone sets SG_MATMUL_PRECISION=bf16: every rank
+ *                     fails at create naming it (exit 77, skipped, on a CPU
+ *                     without bf16 products, where rank 1 could not run them)
  *   badargs           (one rank) argument checks and allocation failures */
 #include <inttypes.h>
 #include <math.h>
@@ -626,6 +629,38 @@ static int run_mismatch(void) {
   return 0;
 }
 
+/* ---- precision ----------------------------------------------------------------- */
+
+/* Copies whose products round differently would average gradients of two
+ * arithmetics and drift apart with no error: create refuses them. */
+static int run_precision(void) {
+  mlp_cfg c = {8, 32, 64, 3, 10, 1, 1};
+  sg_graph *g;
+  CHECK_OK(mlp_build(&c, &g));
+  sg_session_params sp = SG_SESSION_PARAMS_INIT;
+  sp.matmul_precision = SG_MATMUL_BF16;
+  sg_session *s = NULL;
+  sg_status st = sg_session_create(g, &sp, &s);
+  sg_session_destroy(s);
+  if (st == SG_ERR_UNSUPPORTED) { /* every rank runs on this machine: all skip */
+    printf("precision: skipped: %s\n", sg_last_error());
+    sg_graph_destroy(g);
+    return 77;
+  }
+  CHECK_OK(st);
+  if (env_rank() == 1) setenv("SG_MATMUL_PRECISION", "bf16", 1);
+  else unsetenv("SG_MATMUL_PRECISION");
+  sg_dist_params dp = dist_params((size_t)1 << 20);
+  sg_dist *d = (sg_dist *)&c; /* must be reset to NULL */
+  st = sg_dist_create(g, &dp, &d);
+  printf("precision: rank %d: %s: %s\n", env_rank(), sg_status_str(st), sg_last_error());
+  if (st != SG_ERR_SHAPE || d != NULL) FAIL("expected SG_ERR_SHAPE and a NULL handle");
+  if (strstr(sg_last_error(), "SG_MATMUL_PRECISION") == NULL)
+    FAIL("the message does not name SG_MATMUL_PRECISION");
+  sg_graph_destroy(g);
+  return 0;
+}
+
 /* ---- badargs ------------------------------------------------------------------- */
 
 static sg_status create_step_destroy(const sg_graph *g, const sg_dist_params *dp) {
@@ -850,6 +885,7 @@ int main(int argc, char **argv) {
   if (strcmp(mode, "overlap") == 0) return run_overlap(dir);
   if (strcmp(mode, "death") == 0) return run_death(dir);
   if (strcmp(mode, "mismatch") == 0) return run_mismatch();
+  if (strcmp(mode, "precision") == 0) return run_precision();
   if (strcmp(mode, "badargs") == 0) return run_badargs();
   fprintf(stderr,
           "usage: dist_worker mlp_equiv|resnet_equiv|resnet_lockstep|overlap|death DIR [WIDTH] | mismatch | "

@@ -52,6 +52,7 @@ add_test(NAME model_badargs COMMAND ${_sg_model_launch} -n 4 -- ${_sg_model_work
 # global batch (and without it does not).
 add_test(NAME model_resnet_sync_bn_np2 COMMAND ${_sg_model_launch} -n 2 -- ${_sg_model_worker} syncbn)
 add_test(NAME model_mismatch_np2 COMMAND ${_sg_model_launch} -n 2 -- ${_sg_model_worker} mismatch)
+add_test(NAME model_precision_mismatch_np2 COMMAND ${_sg_model_launch} -n 2 -- ${_sg_model_worker} precision)
 add_test(NAME model_death_pp4 COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_death.sh 4 ${_sg_model_worker}
                                       ${_sg_model_dir}/model_death)
 add_test(NAME model_death_pp2_dp2 COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_death.sh 4 ${_sg_model_worker}
@@ -59,7 +60,7 @@ add_test(NAME model_death_pp2_dp2 COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_dea
 set_tests_properties(model_death_pp2_dp2 PROPERTIES TIMEOUT 120 LABELS "dist;model"
                      ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000;MODEL_DEATH_DATA=2")
 set_tests_properties(model_mlp_pp4 model_mlp_pp2 model_mlp_pp2_dp2 model_mlp_tp2 model_mlp_tp2_dp2 model_mlp_dp2
-                     model_mlp_tp2_micro4 model_mlp_tp2_dp2_micro2 model_badargs model_mismatch_np2 model_death_pp4
+                     model_mlp_tp2_micro4 model_mlp_tp2_dp2_micro2 model_badargs model_mismatch_np2 model_precision_mismatch_np2 model_death_pp4
                      model_mlp_pp2_recut model_mlp_pp4_recut model_mlp_pp2_dp2_recut
                      model_mlp_pp2_tp2 model_mlp_pp3_tp2 model_mlp_pp2_tp2_dp2
                      PROPERTIES TIMEOUT 120 LABELS "dist;model" ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000")

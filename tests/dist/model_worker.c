@@ -1587,6 +1587,24 @@ static int run_mismatch(void) {
   return 0;
 }
 
+/* Ranks whose SG_MATMUL_PRECISION differs fail at create, every one of them,
+ * before any session exists (so on any CPU: none runs bf16 products). */
+static int run_precision(void) {
+  if (sg_worker_rank() == 1) setenv("SG_MATMUL_PRECISION", "bf16", 1);
+  else unsetenv("SG_MATMUL_PRECISION");
+  model m;
+  build_mlp(&m, 16);
+  sg_dist_params dp = SG_DIST_PARAMS_INIT;
+  dp.threads = 1;
+  dp.pipeline = env_world();
+  sg_dist *d = (sg_dist *)1;
+  CHECK_ERR(sg_dist_create_model(m.fwd, m.loss, NULL, &dp, &d), SG_ERR_SHAPE, "SG_MATMUL_PRECISION");
+  CHECK(d == NULL, "out not cleared");
+  printf("rank %d: products of different precisions are refused: %s\n", sg_worker_rank(), sg_last_error());
+  sg_graph_destroy(m.fwd);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: model_worker pp M | tp | dp | rn_tp | rn_pp M | death DIR | badargs\n");
@@ -1617,6 +1635,7 @@ int main(int argc, char **argv) {
   if (strcmp(mode, "death") == 0 && argc > 2) return run_death(argv[2]);
   if (strcmp(mode, "badargs") == 0) return run_badargs();
   if (strcmp(mode, "mismatch") == 0) return run_mismatch();
+  if (strcmp(mode, "precision") == 0) return run_precision();
   fprintf(stderr, "model_worker: unknown mode '%s'\n", mode);
   return 2;
 }

@@ -26,6 +26,9 @@ add_test(NAME dist_resnet_equiv_np2
 add_test(NAME dist_overlap_np4 COMMAND ${_sg_launch} -n 4 -- ${_sg_worker} overlap ${_sg_dist_dir}/overlap)
 add_test(NAME dist_death_np4 COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_death.sh 4 ${_sg_worker} ${_sg_dist_dir}/death)
 add_test(NAME dist_mismatch_np3 COMMAND ${_sg_launch} -n 3 -- ${_sg_worker} mismatch)
+add_test(NAME dist_precision_mismatch_np2 COMMAND ${_sg_launch} -n 2 -- ${_sg_worker} precision)
+set_tests_properties(dist_precision_mismatch_np2 PROPERTIES TIMEOUT 120 LABELS dist SKIP_RETURN_CODE 77
+                     ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000")
 add_test(NAME dist_badargs COMMAND ${_sg_launch} -n 1 -- ${_sg_worker} badargs)
 set_tests_properties(dist_mlp_equiv_np4 dist_mlp_equiv_np2 dist_overlap_np4 dist_death_np4 dist_mismatch_np3
                      dist_badargs PROPERTIES TIMEOUT 120 LABELS dist ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000")
