@@ -1570,44 +1570,39 @@ static int run_badargs(void) {
   return 0;
 }
 
-/* Ranks that disagree on the model fail at create, every one of them, before
- * building anything. */
-static int run_mismatch(void) {
-  if (sg_worker_rank() == 1) mlp_hidden = 32;
+/* Ranks that disagree fail at create, every one of them, before building
+ * anything: the message contains `text`. */
+static int refused_at_create(const char *text, const char *what) {
   model m;
   build_mlp(&m, 16);
   sg_dist_params dp = SG_DIST_PARAMS_INIT;
   dp.threads = 1;
   dp.pipeline = env_world();
   sg_dist *d = (sg_dist *)1;
-  CHECK_ERR(sg_dist_create_model(m.fwd, m.loss, NULL, &dp, &d), SG_ERR_SHAPE, "mismatch");
+  CHECK_ERR(sg_dist_create_model(m.fwd, m.loss, NULL, &dp, &d), SG_ERR_SHAPE, text);
   CHECK(d == NULL, "out not cleared");
-  printf("rank %d: models that differ are refused: %s\n", sg_worker_rank(), sg_last_error());
+  printf("rank %d: %s are refused: %s\n", sg_worker_rank(), what, sg_last_error());
   sg_graph_destroy(m.fwd);
   return 0;
 }
 
-/* Ranks whose SG_MATMUL_PRECISION differs fail at create, every one of them,
- * before any session exists (so on any CPU: none runs bf16 products). */
+static int run_mismatch(void) {
+  if (sg_worker_rank() == 1) mlp_hidden = 32;
+  return refused_at_create("mismatch", "models that differ");
+}
+
+/* SG_MATMUL_PRECISION differs: refused before any session exists, so on any
+ * CPU (none runs bf16 products). */
 static int run_precision(void) {
   if (sg_worker_rank() == 1) setenv("SG_MATMUL_PRECISION", "bf16", 1);
   else unsetenv("SG_MATMUL_PRECISION");
-  model m;
-  build_mlp(&m, 16);
-  sg_dist_params dp = SG_DIST_PARAMS_INIT;
-  dp.threads = 1;
-  dp.pipeline = env_world();
-  sg_dist *d = (sg_dist *)1;
-  CHECK_ERR(sg_dist_create_model(m.fwd, m.loss, NULL, &dp, &d), SG_ERR_SHAPE, "SG_MATMUL_PRECISION");
-  CHECK(d == NULL, "out not cleared");
-  printf("rank %d: products of different precisions are refused: %s\n", sg_worker_rank(), sg_last_error());
-  sg_graph_destroy(m.fwd);
-  return 0;
+  return refused_at_create("SG_MATMUL_PRECISION", "products of different precisions");
 }
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: model_worker pp M | tp | dp | rn_tp | rn_pp M | death DIR | badargs\n");
+    fprintf(stderr, "usage: model_worker pp M | tp | dp | rn_tp | rn_pp M | death DIR | badargs | mismatch | "
+                    "precision\n");
     return 2;
   }
   const char *mode = argv[1];
