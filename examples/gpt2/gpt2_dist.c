@@ -60,7 +60,7 @@
 #include "gpt2_model.h"
 
 typedef struct options {
-  const char *preset, *attention, *data, *save;
+  const char *preset, *attention, *data, *save, *matmul;
   int layers, heads, width, context, seq, batch, steps, warmup, micro, zero, no_heal, threads, json;
   int pipeline, tensor, untied; /* > 1: sg_dist_create_model's modes */
   double lr, min_lr, weight_decay;
@@ -147,6 +147,10 @@ static int parse(int argc, char **argv, options *o) {
                "stages or shares, or both > 1)"},
       {"--data", EXAMPLE_OPT_STRING, &o->data, .arg = "PATH", .help = "a text file, or a folder of them"},
       {"--threads", EXAMPLE_OPT_INT, &o->threads, 0, 4096, .help = "compute threads per rank (0: all CPUs)"},
+      {"--matmul-precision", EXAMPLE_OPT_STRING, &o->matmul, .arg = "f32|bf16",
+       .help =
+           "products in f32, or of bf16-rounded operands summed in f32 (docs/precision.md; sets this "
+           "rank's SG_MATMUL_PRECISION, which every rank must share; default: the environment's, else f32)"},
       {"--seed", EXAMPLE_OPT_U64, &o->seed, .help = "seed of the weights and the windows"},
       {"--save", EXAMPLE_OPT_STRING, &o->save, .arg = "FILE",
        .help = "writes the whole trained model as one process's checkpoint (.sgg; rank 0 writes it)"},
@@ -228,6 +232,14 @@ int main(int argc, char **argv) {
   if (o.attention && gpt2_parse_attention(o.attention, &c.fused_attention, err, sizeof err) != 0) {
     fprintf(stderr, "gpt2_dist: %s\n", err);
     return 2;
+  }
+  if (o.matmul) {
+    if (strcmp(o.matmul, "f32") != 0 && strcmp(o.matmul, "bf16") != 0) {
+      fprintf(stderr, "gpt2_dist: --matmul-precision '%s' is not f32 or bf16\n", o.matmul);
+      return 2;
+    }
+    /* The job makes its sessions itself: they read the precision from the environment. */
+    setenv("SG_MATMUL_PRECISION", o.matmul, 1);
   }
   const char *ws = getenv("SG_WORLD_SIZE") ? getenv("SG_WORLD_SIZE") : getenv("WORLD_SIZE");
   int world = ws ? atoi(ws) : 1, copies = 1;
@@ -340,6 +352,8 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(j, "seq", (double)c.seq);
     cJSON_AddNumberToObject(j, "micro_batches", o.micro);
     cJSON_AddBoolToObject(j, "zero", o.zero);
+    const char *mp = getenv("SG_MATMUL_PRECISION");
+    cJSON_AddStringToObject(j, "matmul_precision", mp && *mp ? mp : "f32");
     cJSON_AddBoolToObject(j, "untied", o.untied);
     cJSON_AddNumberToObject(j, "final_loss", stats.loss_mean);
     cJSON_AddNumberToObject(j, "ms_per_step", ms);

@@ -56,6 +56,7 @@ assert r["parameters"] == 120576, r["parameters"]
     expect 2 "seq 65 exceeds the context 64" --preset tiny --seq 65
     expect 2 "--steps" --steps -1
     expect 1 "--data '/nonexistent': cannot read it" --preset tiny --data /nonexistent
+    expect 2 "--matmul-precision 'fp8' is not f32 or bf16" --preset tiny --matmul-precision fp8
     ;;
   dropout)
     run() { "$bin" --preset tiny --steps 30 --sample 0 --json "$@" | tail -n 1; }
