@@ -75,10 +75,18 @@ typedef struct sg_onnx_params {
    *    outputs; Dropout's training_mode input, or before opset 12 its mask
    *    output). */
   int training;
+  /** Names of FLOAT initializers to import as constants (never trained), as
+   * a NULL-terminated array; NULL (the default) for none. For buffers that
+   * arithmetic reads, which the file cannot tell from weights: a rotary
+   * embedding's cos/sin tables, a sinusoidal positional encoding, ALiBi's
+   * slopes (docs/onnx.md "Tensors"). A name that is no initializer of the
+   * model is SG_ERR_NOT_FOUND; a batch norm's running statistic is
+   * SG_ERR_INVALID_ARG. The array is read during the import only. */
+  const char *const *constants;
 } sg_onnx_params;
 
 #define SG_ONNX_PARAMS_INIT \
-  { sizeof(sg_onnx_params), 0, SG_ONNX_TRAINING_AS_EXPORTED }
+  { sizeof(sg_onnx_params), 0, SG_ONNX_TRAINING_AS_EXPORTED, NULL }
 
 /** The defaults, for bindings that cannot use the macro (ctypes). Any thread. */
 SG_API sg_onnx_params sg_onnx_params_init(void);

@@ -223,6 +223,7 @@ class sg_onnx_params(ctypes.Structure):
         ("size", c_size_t),
         ("batch", c_int64),
         ("training", c_int),
+        ("constants", POINTER(c_char_p)),
     ]
 
 

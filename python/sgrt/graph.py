@@ -244,7 +244,7 @@ class Graph(Closeable):
     # ---- lifecycle ---------------------------------------------------------
 
     @staticmethod
-    def _onnx_params(batch, training):
+    def _onnx_params(batch, training, constants=None):
         if not _lib.has("sg_onnx_import"):
             raise _lib.error("SG_ERR_UNSUPPORTED", "this libsgrt (%s) has no ONNX importer" % _lib.path)
         params = fn.sg_onnx_params_init()
@@ -252,6 +252,18 @@ class Graph(Closeable):
             params.batch = int(batch)
         if training is not None:
             params.training = 1 if training else 0
+        if constants is not None:
+            if isinstance(constants, (str, bytes)) or not all(isinstance(n, str) for n in constants):
+                raise _lib.error("SG_ERR_INVALID_ARG", "constants= is a list of initializer names (str), not %r"
+                                 % (constants,))
+            end = _lib.sg_onnx_params.constants.offset + ctypes.sizeof(ctypes.c_void_p)
+            if constants and params.size < end:
+                # An older library reads only the first params.size bytes: it would train the buffers.
+                raise _lib.error("SG_ERR_UNSUPPORTED", "constants= needs a libsgrt that knows "
+                                 "sg_onnx_params.constants; %s is older than this shim" % _lib.path)
+            names = (ctypes.c_char_p * (len(constants) + 1))(*[n.encode() for n in constants], None)
+            params.constants = ctypes.cast(names, ctypes.POINTER(ctypes.c_char_p))
+            params._names = names  # kept alive with the struct for the import
         return params
 
     @staticmethod
@@ -271,7 +283,7 @@ class Graph(Closeable):
         return ok
 
     @classmethod
-    def load(cls, path: os.PathLike[str] | str, batch=None, training=None) -> Graph:
+    def load(cls, path: os.PathLike[str] | str, batch=None, training=None, constants=None) -> Graph:
         """Loads a graph file.
 
         `.sgg` files go through sg_graph_load (validated, finalized, weights
@@ -280,35 +292,38 @@ class Graph(Closeable):
         sg_onnx_import: `batch`
         is the value of a symbolic (batch) dim; `training` True imports batch
         norm and dropout in training form (batch statistics, running statistics
-        updated), False in inference form, None (default) as exported.
+        updated), False in inference form, None (default) as exported;
+        `constants` names initializers to import as constants, not trainable
+        parameters (buffers that arithmetic reads: rotary tables, positional
+        encodings; docs/onnx.md).
         """
         p = _lib.fspath(path)
         out = ctypes.c_void_p()
         if p.lower().endswith(b".onnx") or cls._onnx_by_content(p):
-            params = cls._onnx_params(batch, training)
+            params = cls._onnx_params(batch, training, constants)
             fn.sg_clear_error()
             _lib.check(fn.sg_onnx_import(p, ctypes.byref(params), ctypes.byref(out)))
         else:
-            if batch is not None or training is not None:
-                raise _lib.error("SG_ERR_INVALID_ARG", "batch= and training= apply to ONNX models only; a .sgg graph "
-                                                       "has static shapes")
+            if batch is not None or training is not None or constants is not None:
+                raise _lib.error("SG_ERR_INVALID_ARG", "batch=, training= and constants= apply to ONNX models "
+                                                       "only; a .sgg graph has static shapes and roles")
             fn.sg_clear_error()
             _lib.check(fn.sg_graph_load(p, ctypes.byref(out)))
         return cls._wrap(out.value)
 
     @classmethod
-    def from_bytes(cls, data, format="sgg", batch=None, training=None) -> Graph:
+    def from_bytes(cls, data, format="sgg", batch=None, training=None, constants=None) -> Graph:
         """Loads a graph from the bytes of a .sgg file, or of an ONNX model with
-        format="onnx" (batch= and training= as for load())."""
+        format="onnx" (batch=, training= and constants= as for load())."""
         data = bytes(data)
         out = ctypes.c_void_p()
         if format == "onnx":
-            params = cls._onnx_params(batch, training)
+            params = cls._onnx_params(batch, training, constants)
             fn.sg_clear_error()
             _lib.check(fn.sg_onnx_import_from_memory(data, len(data), ctypes.byref(params), ctypes.byref(out)))
         elif format == "sgg":
-            if batch is not None or training is not None:
-                raise _lib.error("SG_ERR_INVALID_ARG", "batch= and training= apply to ONNX models only")
+            if batch is not None or training is not None or constants is not None:
+                raise _lib.error("SG_ERR_INVALID_ARG", "batch=, training= and constants= apply to ONNX models only")
             fn.sg_clear_error()
             _lib.check(fn.sg_graph_load_from_memory(data, len(data), ctypes.byref(out)))
         else:

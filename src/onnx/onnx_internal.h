@@ -83,6 +83,8 @@ typedef struct ox_ctx {
   int64_t opset;
   int64_t batch;
   int training; /* sg_onnx_params.training */
+  /* sg_onnx_params.constants (NULL-terminated) or NULL */
+  const char *const *constants;
 
   ox_value *values;
   uint32_t n_values, cap_values;

@@ -397,6 +397,25 @@ static sg_status find_buffers(ox_ctx *c, const int32_t *order) {
   return SG_OK;
 }
 
+/* sg_onnx_params.constants: initializers the caller knows to be buffers. */
+static sg_status mark_constants(ox_ctx *c, const char *const *names) {
+  for (size_t i = 0; names != NULL && names[i] != NULL; i++) {
+    ox_value *v = sg__ox_find(c, names[i]);
+    if (v == NULL || !v->initializer)
+      return sg__error(SG_ERR_NOT_FOUND,
+                       "sg_onnx_params.constants[%zu]: '%s' is no initializer of the model%s", i, names[i],
+                       v ? " (it is computed by a node or is a graph input)" : "");
+    if (v->role == SG_ROLE_STATE)
+      return sg__error(
+          SG_ERR_INVALID_ARG,
+          "sg_onnx_params.constants[%zu]: '%s' is a batch norm's running statistic (state), which "
+          "training updates; it cannot be a constant",
+          i, names[i]);
+    v->role = SG_ROLE_CONSTANT; /* an integer initializer is one already */
+  }
+  return SG_OK;
+}
+
 static sg_status convert_node(ox_ctx *c, int32_t i) {
   const Onnx__NodeProto *n = c->graph->node[i];
   c->node = n;
@@ -556,6 +575,7 @@ static sg_status build(ox_ctx *c) {
   if (order == NULL) return sg__error(SG_ERR_NO_MEMORY, "ONNX import: out of memory");
   SG_CHECK(node_order(c, order));
   SG_CHECK(find_buffers(c, order));
+  SG_CHECK(mark_constants(c, c->constants));
   for (size_t i = 0; i < gp->n_node; i++) SG_CHECK(convert_node(c, order[i]));
   SG_CHECK(mark_outputs(c));
   SG_CHECK(sg__ox_apply_names(c));
@@ -586,7 +606,12 @@ static sg_status import(const uint8_t *data, size_t size, const sg_onnx_params *
   pb_alloc alloc;
   Onnx__ModelProto *m;
   SG_CHECK(unpack(data, size, &alloc, &m));
-  ox_ctx c = {.model = m, .graph = m->graph, .batch = p->batch, .training = p->training, .node_index = -1};
+  ox_ctx c = {.model = m,
+              .graph = m->graph,
+              .batch = p->batch,
+              .training = p->training,
+              .constants = p->constants,
+              .node_index = -1};
   sg__arena_init(&c.tmp);
   sg_status st = SG_OK;
   if (m->graph == NULL) st = sg__error(SG_ERR_FORMAT, "the model has no graph");

@@ -533,6 +533,25 @@ def test_load_recognises_onnx_by_content(tmp_path):
     assert a.hash() == b.hash()
 
 
+def test_onnx_constants():
+    """constants= imports the named initializers (buffers that arithmetic reads) as constants, from a file
+    and from bytes; a name that is no initializer is refused naming it (sg_onnx_params.constants)."""
+    if not sgrt.has_onnx():
+        pytest.skip("no ONNX importer in this libsgrt")
+    src = os.path.join(os.path.dirname(__file__), "..", "data", "onnx", "buffer_pe.onnx")
+    default = sgrt.Graph.load(src)
+    assert default.tensor("pe").role == "parameter"
+    for g in (sgrt.Graph.load(src, constants=["pe"]),
+              sgrt.Graph.from_bytes(open(src, "rb").read(), format="onnx", constants=["pe"])):
+        assert "pe" not in [t.name for t in g.tensors_with_role("parameter")]
+        assert len(g.tensors_with_role("parameter")) == len(default.tensors_with_role("parameter")) - 1
+        g.close()
+    expect_error("SG_ERR_NOT_FOUND", lambda: sgrt.Graph.load(src, constants=["pe", "rope.cos"]),
+                 match="'rope.cos' is no initializer")
+    expect_error("SG_ERR_INVALID_ARG", lambda: sgrt.Graph.load(src, constants="pe"), match="list of initializer names")
+    default.close()
+
+
 def test_public_api_has_type_hints():
     """The public classes' methods carry type hints that resolve (typing.get_type_hints), and the main
     ones are annotated at all (so the hints cannot rot unnoticed)."""
