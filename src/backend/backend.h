@@ -19,8 +19,10 @@
  * 5: the optional module entries (generated kernels of fused ops).
  * 6: the config's device number; supports_op false for an op the IR
  *    expresses gives that op a generated kernel of its own.
- * 7: the fail entry (the device fault of fault injection). */
-#define SG__BACKEND_VERSION 7u
+ * 7: the fail entry (the device fault of fault injection).
+ * 8: the config's matmul_bf16 (sg_session_params.matmul_precision), which a
+ *    backend honours or refuses at create. */
+#define SG__BACKEND_VERSION 8u
 
 /* A compiled op: backend-defined (oneDNN primitives, a C function, ...). */
 typedef struct sg__kernel sg__kernel;
