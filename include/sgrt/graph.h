@@ -122,6 +122,8 @@ typedef enum sg_op_kind {
   /* Fused scaled-dot-product attention (memory-efficient: no [T, T] tensor). */
   SG_OP_ATTENTION = 65,          /**< softmax(q k^T scale [+ causal mask]) v, and each row's log-sum-exp */
   SG_OP_ATTENTION_BACKWARD = 66, /**< dq, dk, dv from dy, the probabilities recomputed from lse */
+  /* Running sums (ONNX CumSum: RoBERTa's position ids). */
+  SG_OP_CUMSUM = 67, /**< cumulative sum along one axis, inclusive or exclusive, either direction */
 } sg_op_kind;
 
 /** Opaque graph. */

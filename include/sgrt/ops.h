@@ -239,6 +239,20 @@ SG_API sg_tensor sg_attention(sg_graph *g, sg_tensor q, sg_tensor k, sg_tensor v
 SG_API sg_tensor sg_attention_dropout(sg_graph *g, sg_tensor q, sg_tensor k, sg_tensor v, double scale,
                                       int causal, double p, uint64_t seed);
 
+/**
+ * Cumulative sum of x along `axis` (may be negative), like ONNX CumSum and
+ * torch.cumsum (which keeps the dtype here: f32, i32 or i64, rank >= 1):
+ * y[..., j, ...] = sum of x[..., i, ...] over i <= j. exclusive 1 leaves
+ * element j itself out (i < j, so y starts with 0); reverse 1 sums from the
+ * end instead (i >= j, or i > j when exclusive). f32 sums are accumulated
+ * in double, as PyTorch's CPU kernel does; integer sums wrap around. The
+ * gradient flows to a float x: the cumulative sum of dy in the other
+ * direction, with the same exclusive. Errors (SG_ERR_DTYPE; SG_ERR_ATTRIBUTE
+ * for an axis out of range or a flag not 0 or 1) name the op and the shape.
+ * Any thread may call it on a graph no other thread is using.
+ */
+SG_API sg_tensor sg_cumsum(sg_graph *g, sg_tensor x, int axis, int exclusive, int reverse);
+
 /** Inverted dropout with probability p in [0, 1); the mask (u8, output 1) is
  * drawn from `seed` and the step number, so runs are reproducible. */
 SG_API sg_tensor sg_dropout(sg_graph *g, sg_tensor x, double p, uint64_t seed, int training);

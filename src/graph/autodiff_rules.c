@@ -518,6 +518,15 @@ static sg_status rule_attention(sg__ad *c, const sg__op *op, sg_tensor dy) {
   return SG_OK;
 }
 
+/* y_j = sum of x_i over i <= j (exclusive: i < j) gives dx_i = sum of dy_j
+ * over j >= i (exclusive: j > i): the cumsum of dy in the other direction,
+ * with the same exclusive. */
+static sg_status rule_cumsum(sg__ad *c, const sg__op *op, sg_tensor dy) {
+  sg_attr attrs[] = {SG__AI("axis", sg__attr_i(op, 0)), SG__AI("exclusive", sg__attr_i(op, 1)),
+                     SG__AI("reverse", !sg__attr_i(op, 2))};
+  return sg__ad_give(c, op, 0, emit(c, SG_OP_CUMSUM, 1, &dy, 3, attrs));
+}
+
 /* Training form: the saved keep mask; inference form is the identity. */
 static sg_status rule_dropout(sg__ad *c, const sg__op *op, sg_tensor dy) {
   if (sg__attr_i(op, 2) == 0) return sg__ad_give(c, op, 0, dy);
@@ -581,6 +590,7 @@ static const sg__grad_def rules[] = {
     /* Not the ids (input 1). */
     [SG_OP_EMBEDDING] = {rule_embedding, 0x1u},
     [SG_OP_ATTENTION] = {rule_attention, ALL_INPUTS},
+    [SG_OP_CUMSUM] = {rule_cumsum, ALL_INPUTS},
 };
 
 const sg__grad_def *sg__grad_def_get(sg_op_kind kind) {

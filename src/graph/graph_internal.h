@@ -91,6 +91,8 @@ extern const sg__op_def sg__def_where, sg__def_cast, sg__def_layer_norm, sg__def
 extern const sg__op_def sg__def_embedding, sg__def_embedding_backward;
 /* Fused scaled-dot-product attention and its backward (ops_attention.c). */
 extern const sg__op_def sg__def_attention, sg__def_attention_backward;
+/* Cumulative sum along one axis (ops_cumsum.c). */
+extern const sg__op_def sg__def_cumsum;
 
 /* conv2d's attribute schema entries, in order (stride, padding, dilation,
  * groups); its backward ops start their schemas with the same entries. */

@@ -70,6 +70,7 @@ static const sg__op_def *const table[] = {
     [SG_OP_EMBEDDING_BACKWARD] = &sg__def_embedding_backward,
     [SG_OP_ATTENTION] = &sg__def_attention,
     [SG_OP_ATTENTION_BACKWARD] = &sg__def_attention_backward,
+    [SG_OP_CUMSUM] = &sg__def_cumsum,
 };
 
 const sg__op_def *sg__op_def_get(sg_op_kind kind) {

@@ -5,7 +5,7 @@
  *                  initializer decoding, attributes, naming
  *   onnx_nodes.c   converters of the ops that become sgrt ops
  *   onnx_nodes_math.c  those of the elementwise math ops, Pow, Max/Min,
- *                  Where, Gelu and LayerNormalization
+ *                  Where, Gelu, LayerNormalization and CumSum
  *   onnx_fold.c    constants and the shape computations folded at import;
  *                  Slice and Split, also of run-time tensors
  *   onnx_nodes_mask.c  Equal, Less, Greater, LessOrEqual, GreaterOrEqual,
@@ -13,6 +13,8 @@
  *                  to build attention masks (folded); Equal of integers,
  *                  the order comparisons, Not, Expand and Tile also at
  *                  run time
+ *   onnx_einsum.c  Einsum, lowered to reduce_sum, transpose, reshape and
+ *                  matmul
  *
  * Every ONNX tensor name maps to one value: a tensor of the graph being
  * built, a constant known at import time (initializers, Constant nodes and
@@ -218,6 +220,8 @@ extern const ox_op sg__ox_act_ops[];
 extern const int sg__ox_n_act_ops;
 extern const ox_op sg__ox_mask_ops[];
 extern const int sg__ox_n_mask_ops;
+extern const ox_op sg__ox_einsum_ops[];
+extern const int sg__ox_n_einsum_ops;
 
 /* Normalises a possibly negative axis against rank; SG_ERR_ATTRIBUTE naming
  * `what` when out of range. */

@@ -1,5 +1,6 @@
 /* Converters of the ONNX elementwise math ops, Pow, Max/Min, Where, Gelu
- * and LayerNormalization (issue 17; docs/onnx.md has the mapping table).
+ * LayerNormalization (issue 17; docs/onnx.md has the mapping table) and
+ * CumSum.
  * PyTorch exports GELU before opset 20 as x * 0.5 * (1 + Erf(x / sqrt 2))
  * (or its tanh form with Pow and Tanh) and LayerNorm before opset 17 as
  * ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add: those import
@@ -248,6 +249,67 @@ static sg_status cv_layer_norm(ox_ctx *c, const Onnx__NodeProto *n) {
   return SG_OK;
 }
 
+/* ---- CumSum (opset 11) --------------------------------------------------------- */
+
+/* CumSum of an import-time constant, folded: floats summed in double and
+ * rounded per element (as the cumsum kernel does), integers wrapping
+ * around in their width (INT32 data is held widened to int64 here). */
+static sg_status fold_cumsum(ox_ctx *c, const ox_value *x, int axis, bool exclusive, bool reverse) {
+  bool fl = x->elem == OX_FLOAT;
+  void *out;
+  SG_CHECK(sg__ox_fold_alloc(c, x->numel, fl ? 4 : 8, &out));
+  int64_t L = x->dims[axis], inner = 1;
+  for (int a = axis + 1; a < x->ndim; a++) inner *= x->dims[a];
+  for (int64_t o = 0; o < x->numel / (L * inner); o++)
+    for (int64_t in = 0; in < inner; in++) {
+      double facc = 0;
+      uint64_t iacc = 0; /* unsigned: wraps around without undefined behaviour */
+      for (int64_t s = 0; s < L; s++) {
+        int64_t i = o * L * inner + (reverse ? L - 1 - s : s) * inner + in;
+        double fv = fl ? sg__ox_f32(x, i) : 0;
+        uint64_t iv = fl ? 0 : (uint64_t)sg__ox_i64(x, i);
+        if (!exclusive) facc += fv, iacc += iv;
+        if (fl) ((float *)out)[i] = (float)facc;
+        else ((int64_t *)out)[i] = x->elem == OX_INT32 ? (int64_t)(int32_t)(uint32_t)iacc : (int64_t)iacc;
+        if (exclusive) facc += fv, iacc += iv;
+      }
+    }
+  return sg__ox_set_const(c, 0, x->elem, x->ndim, x->dims, out);
+}
+
+/* CumSum(x, axis): axis an import-time constant (0-D or one element); x a
+ * constant (folded) or a run-time tensor, such as RoBERTa's padding mask
+ * computed from the input ids: the cumsum op. */
+static sg_status cv_cumsum(ox_ctx *c, const Onnx__NodeProto *n) {
+  static const char *const known[] = {"exclusive", "reverse", NULL};
+  SG_CHECK(sg__ox_check_attrs(c, known));
+  int64_t exclusive = 0, reverse = 0, axis_v[1];
+  SG_CHECK(sg__ox_attr_int(c, "exclusive", 0, &exclusive));
+  SG_CHECK(sg__ox_attr_int(c, "reverse", 0, &reverse));
+  if ((exclusive != 0 && exclusive != 1) || (reverse != 0 && reverse != 1))
+    return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "exclusive %lld and reverse %lld must each be 0 or 1",
+                             (long long)exclusive, (long long)reverse);
+  ox_value *xv = sg__ox_input(c, n, 0), *av = sg__ox_input(c, n, 1);
+  if (xv == NULL || av == NULL) return sg__ox_node_error(c, SG_ERR_ARITY, "input x or axis is missing");
+  int na = 0, rank, axis;
+  SG_CHECK(sg__ox_const_ints(c, av, "axis", 1, axis_v, &na));
+  if (na != 1) return sg__ox_node_error(c, SG_ERR_SHAPE, "axis '%s' must hold one value", av->name);
+  int64_t dims[SG_MAX_DIMS];
+  SG_CHECK(sg__ox_shape(c, xv, &rank, dims));
+  if (rank == 0)
+    return sg__ox_node_error(c, SG_ERR_SHAPE, "x '%s' is a scalar; CumSum needs rank >= 1", xv->name);
+  SG_CHECK(sg__ox_axis(c, axis_v[0], rank, "axis", &axis));
+  if (sg__ox_foldable(xv)) {
+    if (xv->elem != OX_FLOAT && xv->elem != OX_INT32 && xv->elem != OX_INT64)
+      return sg__ox_node_error(c, SG_ERR_DTYPE, "x '%s' has data type %d; CumSum takes FLOAT, INT32, INT64",
+                               xv->name, xv->elem);
+    return fold_cumsum(c, xv, axis, exclusive, reverse);
+  }
+  sg_tensor x;
+  SG_CHECK(in_tensor(c, 0, "x", &x));
+  return out0(c, sg_cumsum(c->g, x, axis, (int)exclusive, (int)reverse));
+}
+
 const ox_op sg__ox_math_ops[] = {
     {"Exp", cv_exp, 1, 1, 1, 1},
     {"Log", cv_log, 1, 1, 1, 1},
@@ -263,5 +325,6 @@ const ox_op sg__ox_math_ops[] = {
     {"Where", cv_where, 3, 3, 1, 1},
     {"Gelu", cv_gelu, 1, 1, 1, 1},
     {"LayerNormalization", cv_layer_norm, 2, 3, 1, 3},
+    {"CumSum", cv_cumsum, 2, 2, 1, 1},
 };
 const int sg__ox_n_math_ops = (int)(sizeof sg__ox_math_ops / sizeof *sg__ox_math_ops);

@@ -152,6 +152,7 @@ bool sg__tp_flow(const sg_graph *g, const sg__op *op, int ways, const sg__tp_cut
   switch (op->kind) {
     case SG_OP_SOFTMAX:
     case SG_OP_LOG_SOFTMAX:
+    case SG_OP_CUMSUM: /* each along its axis (attribute 0): a cut elsewhere stays */
       if (!sg__norm_axis(sg__attr_i(op, 0), x->ndim, &axis) || axis == in[0].axis) return false;
       out[0] = in[0];
       return true;

@@ -662,6 +662,19 @@ static sg_status ref_embedding(const rctx *c) {
   return SG_OK;
 }
 
+/* cumsum by definition: y[j] sums x[i] over i <= j (exclusive i < j; reverse i >= j, or i > j). */
+static sg_status ref_cumsum(const rctx *c) {
+  const tinfo *t = &c->in[0];
+  int axis = norm_axis(ai(c, 0), t->ndim), ex = ai(c, 1) != 0, rev = ai(c, 2) != 0;
+  int64_t L = t->dims[axis], inner = prod(t->ndim - axis - 1, t->dims + axis + 1);
+  for (int64_t e = 0; e < t->numel; e++) {
+    c->y[0][e] = 0;
+    for (int64_t i = 0, j = e / inner % L; i < L; i++)
+      if (rev ? i > j - !ex : i < j + !ex) c->y[0][e] += c->x[0][e + (i - j) * inner];
+  }
+  return SG_OK;
+}
+
 /* ---- attention ------------------------------------------------------------------ */
 
 /* Per head (an index of the leading dims): p = softmax(q k^T scale) with
@@ -890,6 +903,7 @@ sg_status ref_run_op(const sg_graph *g, int32_t op, int train, double *const *in
     case SG_OP_EMBEDDING_BACKWARD: return ref_embedding(&c);
     case SG_OP_ATTENTION:
     case SG_OP_ATTENTION_BACKWARD: return ref_attention(&c);
+    case SG_OP_CUMSUM: return ref_cumsum(&c);
   }
   return SG_ERR_UNSUPPORTED;
 }

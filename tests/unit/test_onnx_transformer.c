@@ -11,7 +11,10 @@
  * (a BOOL input, `ids == 0`), h[:, 0], T5's position buckets, Hugging
  * Face's causal mask, expand(B, -1), .repeat, F.normalize, a DOUBLE
  * constant (two more training exports against PyTorch, and a hand-made
- * model against NumPy). The refused forms are in test_onnx_import.c. */
+ * model against NumPy). Einsum (attention written with torch.einsum) and
+ * CumSum (RoBERTa's position ids from the run-time ids) against PyTorch,
+ * and their forms against NumPy. The refused forms are in
+ * test_onnx_import.c. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -465,6 +468,120 @@ static void test_forms(void **state) {
   free(pad);
 }
 
+/* ---- Einsum and CumSum ----------------------------------------------------------- */
+
+/* Attention written with torch.einsum (tests/data/onnx/make_onnx_einsum.py,
+ * opset 14): "bhid,bhjd->bhij", "...ij,...jd->...id", "bhid->bihd",
+ * "bid,jd->bij" (a weight), "bid,d->bi", "bi,bj->bij", "bij,bjd->bid",
+ * "bij->bi" and "bid,bid" (implicit output), lowered to transpose, reshape,
+ * matmul and reduce_sum: no op of its own. */
+static void test_einsum_attention(void **state) {
+  (void)state;
+  float *x = read_data("einsum_x.f32", 2 * 5 * 16 * sizeof(float));
+  sg_graph *g = import("einsum_train.onnx");
+  /* Every two-operand Einsum is one matmul, besides the Linear layers' (gemm or matmul). */
+  assert_true(count_ops(g, SG_OP_MATMUL) >= 7);
+  assert_int_equal(count_ops(g, SG_OP_REDUCE_SUM), 1); /* "bij->bi" */
+  sg_graph_destroy(g);
+  int64_t labels[10];
+  for (int i = 0; i < 10; i++) labels[i] = i % 5;
+  /* gate, head, ln, proj, qkv */
+  size_t weights = 16 + 5 * 16 + 5 + 16 + 16 + 16 * 16 + 48 * 16 + 48;
+  transformer_case k = {.file = "einsum_train.onnx",
+                        .ref = "einsum_ref.f32",
+                        .input = "x",
+                        .dtype = SG_F32,
+                        .ndim = 3,
+                        .dims = {2, 5, 16},
+                        .x = x,
+                        .labels = labels,
+                        .rows = 10,
+                        .classes = 5,
+                        .n_params = 8,
+                        .n_weights = weights};
+  transformer_parity(&k);
+  free(x);
+}
+
+/* RoBERTa's position ids from the run-time input ids (padding 1):
+ * cumsum(ids.ne(1).int(), 1).type_as(mask) * mask + 1 is Equal, Not, Cast
+ * to INT32, the cumsum op (i32), Mul, Cast to INT64 and Add, feeding the
+ * position embedding's Gather. */
+static void test_roberta_positions(void **state) {
+  (void)state;
+  int64_t *ids = read_data("roberta_ids.i64", 14 * sizeof(int64_t));
+  sg_graph *g = import("roberta_pos_train.onnx");
+  assert_int_equal(count_ops(g, SG_OP_CUMSUM), 1);
+  assert_int_equal(count_ops(g, SG_OP_EMBEDDING), 2);
+  sg_graph_destroy(g);
+  int64_t labels[14];
+  for (int i = 0; i < 14; i++) labels[i] = i % 5;
+  transformer_case k = {.file = "roberta_pos_train.onnx",
+                        .ref = "roberta_ref.f32",
+                        .input = "ids",
+                        .dtype = SG_I64,
+                        .ndim = 2,
+                        .dims = {2, 7},
+                        .x = ids,
+                        .labels = labels,
+                        .rows = 14,
+                        .classes = 5,
+                        .n_params = 6,
+                        .n_weights = 5 * 16 + 5 + 16 + 16 + 10 * 16 + 20 * 16};
+  transformer_parity(&k);
+  free(ids);
+}
+
+/* Hand-made Einsum forms and CumSum (opset 14) against NumPy
+ * (make_onnx_einsum.py's make_einsum_forms; every output float32). */
+static void test_einsum_forms(void **state) {
+  (void)state;
+  static const char *const names[] = {
+      "e_transpose",  "e_sum",        "e_sum_mid", "e_identity", "e_implicit1", "e_bmm",      "e_bmm_t",
+      "e_ellipsis",   "e_weight",     "e_vec",     "e_dot",      "e_outer",     "e_sum_both", "e_implicit2",
+      "e_batch_only", "e_free_const", "c_f0",      "c_f1",       "c_f2",        "c_f3",       "c_f4",
+      "c_f5",         "c_f6",         "c_f7",      "c_i64",      "c_i32",       "c_cint",     "c_cflt"};
+  static const size_t counts[] = {24, 2,  8,  24, 24, 30, 30, 30, 30, 6,  1,  30, 40, 15,
+                                  24, 15, 24, 24, 24, 24, 24, 24, 24, 24, 12, 12, 6,  4};
+  enum { N = sizeof counts / sizeof *counts };
+  size_t total = 0;
+  for (int i = 0; i < N; i++) total += counts[i];
+  float *a = read_data("einsum_a.f32", 24 * sizeof(float)),
+        *b = read_data("einsum_b.f32", 40 * sizeof(float)),
+        *ref = read_data("einsum_forms_y.f32", total * sizeof(float));
+  int64_t *ids = read_data("einsum_ids.i64", 12 * sizeof(int64_t));
+  static const int64_t ad[] = {2, 3, 4}, bd[] = {2, 4, 5}, idd[] = {2, 6};
+  sg_graph *g = import("einsum_forms_opset14.onnx");
+  /* Run-time CumSums: eight of a, one of int64s, one of int32s; the constants' are folded. */
+  assert_int_equal(count_ops(g, SG_OP_CUMSUM), 8 + 2);
+  sg_session *s = session(g);
+  assert_status(sg_session_set_input(s, "a", SG_F32, 3, ad, a), SG_OK, NULL);
+  assert_status(sg_session_set_input(s, "b", SG_F32, 3, bd, b), SG_OK, NULL);
+  assert_status(sg_session_set_input(s, "ids", SG_I64, 2, idd, ids), SG_OK, NULL);
+  assert_status(sg_session_forward(s), SG_OK, NULL);
+  const float *r = ref;
+  double worst = 0;
+  for (int i = 0; i < N; i++) {
+    float got[64];
+    assert_true(counts[i] <= 64);
+    assert_status(sg_session_read(s, names[i], got, counts[i] * sizeof(float)), SG_OK, NULL);
+    for (size_t j = 0; j < counts[i]; j++) {
+      double e = fabs((double)got[j] - r[j]) / fmax(1.0, fabs((double)r[j]));
+      worst = fmax(worst, e);
+      if (!(e <= 1e-5))
+        fail_msg("einsum_forms_opset14.onnx: %s[%zu] is %.9g, expected %.9g", names[i], j, got[j], r[j]);
+    }
+    r += counts[i];
+  }
+  if (verbose()) printf("einsum_forms_opset14.onnx: %d outputs, worst relative error %.3g\n", N, worst);
+  sg_session_destroy(s);
+  sg_graph_destroy(g);
+  free(a);
+  free(b);
+  free(ref);
+  free(ids);
+}
+
 /* ---- Slice, Split --------------------------------------------------------------- */
 
 /* Reads each output and checks it equals `ref` exactly (slices copy). */
@@ -561,10 +678,16 @@ static void test_mask_ops(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_gpt2),      cmocka_unit_test(test_transformer_encoder_layer),
-      cmocka_unit_test(test_pad_masks), cmocka_unit_test(test_t5_forms),
-      cmocka_unit_test(test_forms),     cmocka_unit_test(test_slice_split),
+      cmocka_unit_test(test_gpt2),
+      cmocka_unit_test(test_transformer_encoder_layer),
+      cmocka_unit_test(test_pad_masks),
+      cmocka_unit_test(test_t5_forms),
+      cmocka_unit_test(test_forms),
+      cmocka_unit_test(test_slice_split),
       cmocka_unit_test(test_mask_ops),
+      cmocka_unit_test(test_einsum_attention),
+      cmocka_unit_test(test_roberta_positions),
+      cmocka_unit_test(test_einsum_forms),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

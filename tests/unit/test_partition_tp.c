@@ -145,7 +145,8 @@ static void test_divisibility(void **state) {
  * nothing; 1: a learned scale [1,1,1,8] multiplies the scores (a whole
  * operand with a gradient); 2: the softmax runs over the heads; 3: the
  * fused attention op instead of matmuls, mask and softmax; 4: the fused
- * attention with dropout, and a dropout on the output projection's y. */
+ * attention with dropout, and a dropout on the output projection's y; 5:
+ * a cumsum of the scores along the keys; 6: a cumsum over the heads. */
 static sg_graph *attention(int tail) {
   sg_graph *g;
   assert_int_equal(sg_graph_create(&g), SG_OK);
@@ -169,6 +170,7 @@ static sg_graph *attention(int tail) {
     sg_tensor att =
         sg_add(g, sg_mul_scalar(g, sg_matmul(g, h[0], h[1]), 0.35), sg_input(g, "mask", SG_F32, 2, md));
     if (tail == 1) att = sg_mul(g, att, sg_parameter(g, "scale", SG_F32, 4, sd, NULL));
+    if (tail == 5 || tail == 6) att = sg_cumsum(g, att, tail == 5 ? -1 : 1, 0, 0);
     att = sg_softmax(g, att, tail == 2 ? 1 : -1);
     heads = sg_matmul(g, att, h[2]);
   }
@@ -224,6 +226,19 @@ static void test_attention(void **state) {
     assert_status(sg_tp_plan_tensor_split(p, (sg_tensor){99999}, &axis, &groups), SG_ERR_INVALID_ARG,
                   "not in the planned graph");
     assert_status(sg_tp_plan_tensor_split(NULL, w, &axis, &groups), SG_ERR_INVALID_ARG, "NULL");
+    sg_tp_plan_destroy(p);
+    sg_graph_destroy(g);
+  }
+  /* A cumsum along the keys keeps the heads cut; one over the heads gathers them. */
+  for (int tail = 5; tail <= 6; tail++) {
+    sg_graph *g = attention(tail);
+    sg_tp_plan *p;
+    tp.ways = 2;
+    assert_int_equal(sg_tp_plan_create(g, &tp, &p), SG_OK);
+    sg_tp_annotation qkv = get(p, 0), out = get(p, 1);
+    assert_int_equal(qkv.split, SG_TP_COLUMN);
+    assert_int_equal(qkv.output_comm, tail == 5 ? SG_TP_COMM_NONE : SG_TP_COMM_ALLGATHER);
+    assert_int_equal(out.split, tail == 5 ? SG_TP_ROW : SG_TP_COLUMN);
     sg_tp_plan_destroy(p);
     sg_graph_destroy(g);
   }

@@ -90,7 +90,7 @@ do_constant_folding=False); the weights are those of the export:
                         batch_first) and a Linear(32, 5) head at opset 17, input
                         "x" [2,8,32]
   bad_transformer_op.onnx  a one-head attention whose scores are torch.einsum
-                        (Einsum, which sgrt lacks)
+                        (once refused; Einsum imports now, and the name stays)
   padmask_train.onnx    two nn.TransformerEncoderLayers (16, 2 heads) masked by
                         the BOOL input "pad" and by ids == 0 (Equal at run
                         time), heads on every position and on h[:, 0], opset
