@@ -13,7 +13,8 @@ bool sg__session_matmul_bf16(const sg_session *s) { return s->matmul_bf16; }
 
 /* SG_MATMUL_DEFAULT comes from the environment's SG_MATMUL_PRECISION (as
  * SG_FUSION does for fusion), so that a distributed program's sessions, which
- * it does not create itself, can be switched too. */
+ * it does not create itself, can be switched too. The variable's message has
+ * no function name: sg_dist_create_model reads it too. */
 sg_status sg__matmul_precision_resolve(int asked, int *out) {
   if (asked == SG_MATMUL_F32 || asked == SG_MATMUL_BF16) {
     *out = asked;
@@ -27,7 +28,7 @@ sg_status sg__matmul_precision_resolve(int asked, int *out) {
   if (env == NULL || *env == '\0' || strcmp(env, "f32") == 0) *out = SG_MATMUL_F32;
   else if (strcmp(env, "bf16") == 0) *out = SG_MATMUL_BF16;
   else
-    return sg__error(SG_ERR_INVALID_ARG, "sg_session_create: SG_MATMUL_PRECISION is '%s' (f32 or bf16)", env);
+    return sg__error(SG_ERR_INVALID_ARG, "SG_MATMUL_PRECISION is '%s' in the environment (f32 or bf16)", env);
   return SG_OK;
 }
 
