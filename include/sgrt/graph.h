@@ -124,6 +124,10 @@ typedef enum sg_op_kind {
   SG_OP_ATTENTION_BACKWARD = 66, /**< dq, dk, dv from dy, the probabilities recomputed from lse */
   /* Running sums (ONNX CumSum: RoBERTa's position ids). */
   SG_OP_CUMSUM = 67, /**< cumulative sum along one axis, inclusive or exclusive, either direction */
+  /* Max and min over axes (ONNX ReduceMax, ReduceMin; torch.amax, torch.amin). */
+  SG_OP_REDUCE_MAX = 68,          /**< largest element over axes; NaN if any is NaN */
+  SG_OP_REDUCE_MIN = 69,          /**< smallest element over axes; NaN if any is NaN */
+  SG_OP_REDUCE_MAX_BACKWARD = 70, /**< dx of reduce_max (min 0) or reduce_min (min 1): dy split among ties */
 } sg_op_kind;
 
 /** Opaque graph. */

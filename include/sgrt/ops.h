@@ -193,6 +193,22 @@ SG_API sg_tensor sg_reduce_mean(sg_graph *g, sg_tensor x, int naxes, const int64
 SG_API sg_tensor sg_reduce_sum(sg_graph *g, sg_tensor x, int naxes, const int64_t *axes, int keepdims);
 
 /**
+ * Largest / smallest element over `axes` (all when naxes == 0; may be
+ * negative, distinct), like torch.amax / torch.amin and ONNX ReduceMax /
+ * ReduceMin; keepdims keeps the reduced dims as 1. x is a float type, i32
+ * or i64 (the CPU backend takes f32, i32, i64); y has x's dtype. A NaN in a
+ * group makes its result NaN, as in PyTorch. The gradient (float x) splits
+ * dy evenly among the elements equal to the result (ties), as PyTorch's
+ * amax/amin backward does: one reduce_max_backward op. Errors name the op:
+ * SG_ERR_DTYPE, SG_ERR_ATTRIBUTE (an axis out of range or listed twice,
+ * keepdims not 0 or 1). Any thread may call it on a graph no other thread
+ * is using.
+ */
+SG_API sg_tensor sg_reduce_max(sg_graph *g, sg_tensor x, int naxes, const int64_t *axes, int keepdims);
+/** As sg_reduce_max, the smallest element. */
+SG_API sg_tensor sg_reduce_min(sg_graph *g, sg_tensor x, int naxes, const int64_t *axes, int keepdims);
+
+/**
  * Layer normalization over the trailing dims of x from `axis` (may be
  * negative; -1 = the last dim), like torch.nn.LayerNorm and ONNX
  * LayerNormalization: y = (x - mean) / sqrt(var + epsilon) * scale + bias

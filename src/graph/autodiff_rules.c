@@ -527,6 +527,16 @@ static sg_status rule_cumsum(sg__ad *c, const sg__op *op, sg_tensor dy) {
   return sg__ad_give(c, op, 0, emit(c, SG_OP_CUMSUM, 1, &dy, 3, attrs));
 }
 
+/* dx = dy / (number of elements equal to y) at those elements, 0 elsewhere
+ * (PyTorch's amax/amin rule): one backward op that sees x, y and dy, with
+ * the forward's axes and keepdims and min telling max from min. */
+static sg_status rule_reduce_max(sg__ad *c, const sg__op *op, sg_tensor dy) {
+  sg_tensor in[] = {in_t(op, 0), out_t(op, 0), dy};
+  sg_attr attrs[] = {SG__AS("axes", sg__attr_count(op, 0), sg__attr_ints(op, 0)),
+                     SG__AI("keepdims", sg__attr_i(op, 1)), SG__AI("min", op->kind == SG_OP_REDUCE_MIN)};
+  return sg__ad_give(c, op, 0, emit(c, SG_OP_REDUCE_MAX_BACKWARD, 3, in, 3, attrs));
+}
+
 /* Training form: the saved keep mask; inference form is the identity. */
 static sg_status rule_dropout(sg__ad *c, const sg__op *op, sg_tensor dy) {
   if (sg__attr_i(op, 2) == 0) return sg__ad_give(c, op, 0, dy);
@@ -591,6 +601,8 @@ static const sg__grad_def rules[] = {
     [SG_OP_EMBEDDING] = {rule_embedding, 0x1u},
     [SG_OP_ATTENTION] = {rule_attention, ALL_INPUTS},
     [SG_OP_CUMSUM] = {rule_cumsum, ALL_INPUTS},
+    [SG_OP_REDUCE_MAX] = {rule_reduce_max, ALL_INPUTS},
+    [SG_OP_REDUCE_MIN] = {rule_reduce_max, ALL_INPUTS},
 };
 
 const sg__grad_def *sg__grad_def_get(sg_op_kind kind) {

@@ -93,6 +93,8 @@ extern const sg__op_def sg__def_embedding, sg__def_embedding_backward;
 extern const sg__op_def sg__def_attention, sg__def_attention_backward;
 /* Cumulative sum along one axis (ops_cumsum.c). */
 extern const sg__op_def sg__def_cumsum;
+/* Max and min over axes and their backward (ops_reduce_max.c). */
+extern const sg__op_def sg__def_reduce_max, sg__def_reduce_min, sg__def_reduce_max_backward;
 
 /* conv2d's attribute schema entries, in order (stride, padding, dilation,
  * groups); its backward ops start their schemas with the same entries. */

@@ -71,6 +71,9 @@ static const sg__op_def *const table[] = {
     [SG_OP_ATTENTION] = &sg__def_attention,
     [SG_OP_ATTENTION_BACKWARD] = &sg__def_attention_backward,
     [SG_OP_CUMSUM] = &sg__def_cumsum,
+    [SG_OP_REDUCE_MAX] = &sg__def_reduce_max,
+    [SG_OP_REDUCE_MIN] = &sg__def_reduce_min,
+    [SG_OP_REDUCE_MAX_BACKWARD] = &sg__def_reduce_max_backward,
 };
 
 const sg__op_def *sg__op_def_get(sg_op_kind kind) {

@@ -271,4 +271,12 @@ sg_status sg__ox_fold_binary(ox_ctx *c, char op, const ox_value *a, const ox_val
  * does not fit); returns buf, for error messages. */
 const char *sg__onnx_dims_text(char *buf, size_t cap, int ndim, const int64_t *dims);
 
+/* The arguments of a Reduce* node: `axes` (an attribute, or an optional
+ * import-time constant input from opset `axes_input_opset` on; *na of them),
+ * keepdims (default 1; 0 or 1), *noop when no axes are given and
+ * noop_with_empty_axes is set (the node is then its input), and *x its data.
+ * Attributes it does not know are refused, as every converter does. */
+sg_status sg__ox_reduce_args(ox_ctx *c, const Onnx__NodeProto *n, int64_t axes_input_opset, int64_t *axes,
+                             int *na, int64_t *keepdims, bool *noop, ox_value **x);
+
 #endif /* SG_ONNX_INTERNAL_H */

@@ -460,30 +460,40 @@ static sg_status cv_log_softmax(ox_ctx *c, const Onnx__NodeProto *n) {
   return softmax(c, true);
 }
 
-/* kind: 'm' ReduceMean, 's' ReduceSum, '2' ReduceL2 (sqrt of the sum of
- * squares: F.normalize's norm). */
-static sg_status reduce(ox_ctx *c, const Onnx__NodeProto *n, char kind) {
-  bool mean = kind == 'm';
-  /* Axes became an input in opset 13 for ReduceSum, 18 for the others. */
-  bool axes_input = c->opset >= (kind == 's' ? 13 : 18);
+sg_status sg__ox_reduce_args(ox_ctx *c, const Onnx__NodeProto *n, int64_t axes_input_opset, int64_t *axes,
+                             int *na, int64_t *keepdims, bool *noop, ox_value **x) {
+  bool axes_input = c->opset >= axes_input_opset;
   static const char *const known_attr[] = {"axes", "keepdims", NULL};
   static const char *const known_input[] = {"keepdims", "noop_with_empty_axes", NULL};
   SG_CHECK(sg__ox_check_attrs(c, axes_input ? known_input : known_attr));
-  int64_t axes[SG_MAX_DIMS], keepdims = 1, noop = 0;
-  int na = 0;
-  SG_CHECK(sg__ox_attr_int(c, "keepdims", 1, &keepdims));
-  SG_CHECK(sg__ox_attr_int(c, "noop_with_empty_axes", 0, &noop));
+  int64_t noop_attr = 0;
+  *na = 0;
+  SG_CHECK(sg__ox_attr_int(c, "keepdims", 1, keepdims));
+  SG_CHECK(sg__ox_attr_int(c, "noop_with_empty_axes", 0, &noop_attr));
   if (axes_input) {
     ox_value *va = sg__ox_input(c, n, 1);
-    if (va) SG_CHECK(sg__ox_const_ints(c, va, "axes", SG_MAX_DIMS, axes, &na));
+    if (va) SG_CHECK(sg__ox_const_ints(c, va, "axes", SG_MAX_DIMS, axes, na));
   } else {
-    SG_CHECK(sg__ox_attr_ints(c, "axes", SG_MAX_DIMS, axes, &na));
+    SG_CHECK(sg__ox_attr_ints(c, "axes", SG_MAX_DIMS, axes, na));
   }
-  if (keepdims != 0 && keepdims != 1)
-    return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "keepdims is %lld; must be 0 or 1", (long long)keepdims);
-  ox_value *x = sg__ox_input(c, n, 0);
-  if (x == NULL) return sg__ox_node_error(c, SG_ERR_ARITY, "input 0 (data) is missing");
-  if (na == 0 && noop) return sg__ox_set_alias(c, 0, x);
+  if (*keepdims != 0 && *keepdims != 1)
+    return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "keepdims is %lld; must be 0 or 1", (long long)*keepdims);
+  *x = sg__ox_input(c, n, 0);
+  if (*x == NULL) return sg__ox_node_error(c, SG_ERR_ARITY, "input 0 (data) is missing");
+  *noop = *na == 0 && noop_attr != 0;
+  return SG_OK;
+}
+
+/* kind: 'm' ReduceMean, 's' ReduceSum, '2' ReduceL2 (sqrt of the sum of
+ * squares: F.normalize's norm). */
+static sg_status reduce(ox_ctx *c, const Onnx__NodeProto *n, char kind) {
+  bool mean = kind == 'm', noop;
+  int64_t axes[SG_MAX_DIMS], keepdims;
+  int na;
+  ox_value *x;
+  /* Axes became an input in opset 13 for ReduceSum, 18 for the others. */
+  SG_CHECK(sg__ox_reduce_args(c, n, kind == 's' ? 13 : 18, axes, &na, &keepdims, &noop, &x));
+  if (noop) return sg__ox_set_alias(c, 0, x);
   sg_tensor t;
   SG_CHECK(sg__ox_tensor(c, x, &t));
   if (kind == '2') {

@@ -1,6 +1,6 @@
 /* Converters of the ONNX elementwise math ops, Pow, Max/Min, Where, Gelu
- * LayerNormalization (issue 17; docs/onnx.md has the mapping table) and
- * CumSum.
+ * LayerNormalization (issue 17; docs/onnx.md has the mapping table),
+ * CumSum, ReduceMax and ReduceMin.
  * PyTorch exports GELU before opset 20 as x * 0.5 * (1 + Erf(x / sqrt 2))
  * (or its tanh form with Pow and Tanh) and LayerNorm before opset 17 as
  * ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add: those import
@@ -310,6 +310,84 @@ static sg_status cv_cumsum(ox_ctx *c, const Onnx__NodeProto *n) {
   return out0(c, sg_cumsum(c->g, x, axis, (int)exclusive, (int)reverse));
 }
 
+/* ---- ReduceMax, ReduceMin ------------------------------------------------------ */
+
+/* Of an import-time constant, folded as the kernel computes it: every
+ * output element starts at its group's first element and takes a larger
+ * (smaller) one or a NaN, so NaN propagates; INT32 data is held widened to
+ * int64 here. */
+static sg_status fold_reduce_max(ox_ctx *c, const ox_value *x, const bool *reduced, bool min, int ndim,
+                                 const int64_t *dims) {
+  bool fl = x->elem == OX_FLOAT;
+  int64_t out_n = 1, ostride[SG_MAX_DIMS], s = 1;
+  for (int i = 0; i < ndim; i++) out_n *= dims[i];
+  for (int a = x->ndim - 1; a >= 0; a--) {
+    ostride[a] = reduced[a] ? 0 : s;
+    s *= reduced[a] ? 1 : x->dims[a];
+  }
+  void *out;
+  bool *seen;
+  SG_CHECK(sg__ox_fold_alloc(c, out_n, fl ? 4 : 8, &out));
+  SG_CHECK(sg__ox_fold_alloc(c, out_n, 1, (void **)&seen));
+  memset(seen, 0, (size_t)out_n);
+  for (int64_t i = 0; i < x->numel; i++) {
+    int64_t o = 0, rest = i;
+    for (int a = x->ndim - 1; a >= 0; a--) {
+      o += rest % x->dims[a] * ostride[a];
+      rest /= x->dims[a];
+    }
+    if (fl) {
+      float v = sg__ox_f32(x, i), *y = &((float *)out)[o];
+      if (!seen[o] || isnan(v) || (min ? v < *y : v > *y)) *y = v;
+    } else {
+      int64_t v = sg__ox_i64(x, i), *y = &((int64_t *)out)[o];
+      if (!seen[o] || (min ? v < *y : v > *y)) *y = v;
+    }
+    seen[o] = true;
+  }
+  return sg__ox_set_const(c, 0, x->elem, ndim, dims, out);
+}
+
+/* ReduceMax / ReduceMin(data[, axes]): axes an attribute before opset 18,
+ * an optional import-time constant input from 18; keepdims (default 1);
+ * noop_with_empty_axes (18) leaves x as it is when no axes are given. */
+static sg_status reduce_max(ox_ctx *c, const Onnx__NodeProto *n, bool min) {
+  int64_t axes[SG_MAX_DIMS], keepdims;
+  int na;
+  bool noop;
+  ox_value *xv;
+  SG_CHECK(sg__ox_reduce_args(c, n, 18, axes, &na, &keepdims, &noop, &xv));
+  if (noop) return sg__ox_set_alias(c, 0, xv);
+  if (sg__ox_foldable(xv)) {
+    if (xv->elem != OX_FLOAT && xv->elem != OX_INT32 && xv->elem != OX_INT64)
+      return sg__ox_node_error(c, SG_ERR_DTYPE, "data '%s' has data type %d; %s takes FLOAT, INT32, INT64",
+                               xv->name, xv->elem, min ? "ReduceMin" : "ReduceMax");
+    bool reduced[SG_MAX_DIMS] = {false};
+    int64_t dims[SG_MAX_DIMS];
+    int nd = 0;
+    for (int i = 0; i < na; i++) {
+      int a;
+      SG_CHECK(sg__ox_axis(c, axes[i], xv->ndim, "axes", &a));
+      if (reduced[a]) return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "axis %d is listed twice", a);
+      reduced[a] = true;
+    }
+    for (int a = 0; a < xv->ndim; a++) {
+      reduced[a] |= na == 0;
+      if (reduced[a] && xv->dims[a] == 0)
+        return sg__ox_node_error(c, SG_ERR_SHAPE, "data '%s' has no element along reduced axis %d", xv->name,
+                                 a);
+      if (!reduced[a] || keepdims) dims[nd++] = reduced[a] ? 1 : xv->dims[a];
+    }
+    return fold_reduce_max(c, xv, reduced, min, nd, dims);
+  }
+  sg_tensor x;
+  SG_CHECK(in_tensor(c, 0, "data", &x));
+  return out0(c, (min ? sg_reduce_min : sg_reduce_max)(c->g, x, na, axes, (int)keepdims));
+}
+
+static sg_status cv_reduce_max(ox_ctx *c, const Onnx__NodeProto *n) { return reduce_max(c, n, false); }
+static sg_status cv_reduce_min(ox_ctx *c, const Onnx__NodeProto *n) { return reduce_max(c, n, true); }
+
 const ox_op sg__ox_math_ops[] = {
     {"Exp", cv_exp, 1, 1, 1, 1},
     {"Log", cv_log, 1, 1, 1, 1},
@@ -326,5 +404,7 @@ const ox_op sg__ox_math_ops[] = {
     {"Gelu", cv_gelu, 1, 1, 1, 1},
     {"LayerNormalization", cv_layer_norm, 2, 3, 1, 3},
     {"CumSum", cv_cumsum, 2, 2, 1, 1},
+    {"ReduceMax", cv_reduce_max, 1, 2, 1, 1},
+    {"ReduceMin", cv_reduce_min, 1, 2, 1, 1},
 };
 const int sg__ox_n_math_ops = (int)(sizeof sg__ox_math_ops / sizeof *sg__ox_math_ops);

@@ -131,6 +131,21 @@ static bool flow_attention(const sg_graph *g, const sg__op *op, const sg__tp_cut
   return true;
 }
 
+/* reduce_max / reduce_min: each output element reads one group of x, so a
+ * cut along a dim that is not reduced stays (renumbered when keepdims drops
+ * the reduced dims before it); a cut along a reduced dim would split groups. */
+static bool flow_reduce_max(const sg__tensor *x, const sg__op *op, sg__tp_cut in, sg__tp_cut *out) {
+  int na = sg__attr_count(op, 0), before = 0, a;
+  const int64_t *axes = sg__attr_ints(op, 0);
+  if (na == 0) return false;
+  for (int i = 0; i < na; i++) {
+    if (!sg__norm_axis(axes[i], x->ndim, &a) || a == in.axis) return false;
+    before += a < in.axis;
+  }
+  *out = (sg__tp_cut){(int8_t)(in.axis - (sg__attr_i(op, 1) ? 0 : before)), in.groups};
+  return true;
+}
+
 bool sg__tp_flow(const sg_graph *g, const sg__op *op, int ways, const sg__tp_cut *in, sg__tp_cut *out) {
   bool any = false;
   for (int i = 0; i < op->n_inputs; i++) any |= op->inputs[i] >= 0 && !cut_whole(in[i]);
@@ -156,6 +171,8 @@ bool sg__tp_flow(const sg_graph *g, const sg__op *op, int ways, const sg__tp_cut
       if (!sg__norm_axis(sg__attr_i(op, 0), x->ndim, &axis) || axis == in[0].axis) return false;
       out[0] = in[0];
       return true;
+    case SG_OP_REDUCE_MAX:
+    case SG_OP_REDUCE_MIN: return flow_reduce_max(x, op, in[0], out);
     case SG_OP_SLICE: return flow_slice(x, op, in[0], out);
     case SG_OP_RESHAPE: return flow_reshape(x, y, ways, in[0], out);
     case SG_OP_TRANSPOSE:

@@ -532,6 +532,81 @@ static void test_roberta_positions(void **state) {
   free(ids);
 }
 
+/* ---- ReduceMax and ReduceMin ------------------------------------------------------ */
+
+/* A transformer block pooled over the sequence by torch.amax and torch.amin
+ * (tests/data/onnx/make_onnx_reduce_max.py, opset 14), plus h.max(dim=2)[0],
+ * which torch 1.13 exports as ReduceMax too: the reduce_max and reduce_min
+ * ops, whose gradients reach every layer below them. */
+static void test_reduce_max_pooling(void **state) {
+  (void)state;
+  float *x = read_data("reduce_max_x.f32", 2 * 6 * 16 * sizeof(float));
+  sg_graph *g = import("reduce_max_train.onnx");
+  assert_int_equal(count_ops(g, SG_OP_REDUCE_MAX), 2);
+  assert_int_equal(count_ops(g, SG_OP_REDUCE_MIN), 1);
+  sg_graph_destroy(g);
+  int64_t labels[2] = {0, 1};
+  transformer_case k = {.file = "reduce_max_train.onnx",
+                        .ref = "reduce_max_ref.f32",
+                        .input = "x",
+                        .dtype = SG_F32,
+                        .ndim = 3,
+                        .dims = {2, 6, 16},
+                        .x = x,
+                        .labels = labels,
+                        .rows = 2,
+                        .classes = 5,
+                        .n_params = 14,
+                        .n_weights = 2389};
+  transformer_parity(&k);
+  free(x);
+}
+
+/* Hand-made ReduceMax/ReduceMin forms against NumPy (make_onnx_reduce_max.py):
+ * axes as an attribute (opset 13) or an input (18), negative, several or
+ * none, keepdims default 1 and 0, noop_with_empty_axes (18), a tie, and the
+ * folded reductions of a float constant with a NaN and of int64s. */
+static void reduce_max_forms(int opset) {
+  static const char *const names[] = {"r_max_last", "r_min_02", "r_max_all", "r_min_all_keep",
+                                      "r_cflt",     "r_cint64", "r_noop"};
+  static const size_t counts[] = {6, 3, 1, 1, 2, 2, 24};
+  /* The noop (opset 18 only) is the last output of the file's list but the fifth written. */
+  const int order[] = {0, 1, 2, 3, 6, 4, 5}, n = opset >= 18 ? 7 : 6;
+  char file[64], yname[64];
+  snprintf(file, sizeof file, "reduce_max_forms_opset%d.onnx", opset);
+  snprintf(yname, sizeof yname, "reduce_max_forms_opset%d_y.f32", opset);
+  float *a = read_data("reduce_max_a.f32", 24 * sizeof(float)),
+        *ref = read_data(yname, (opset >= 18 ? 39 : 15) * 4);
+  sg_graph *g = import(file);
+  assert_int_equal(count_ops(g, SG_OP_REDUCE_MAX) + count_ops(g, SG_OP_REDUCE_MIN),
+                   4); /* the constants' folded */
+  sg_session *s = session(g);
+  static const int64_t ad[] = {2, 3, 4};
+  assert_status(sg_session_set_input(s, "a", SG_F32, 3, ad, a), SG_OK, NULL);
+  assert_status(sg_session_forward(s), SG_OK, NULL);
+  const float *r = ref;
+  for (int k = 0; k < n; k++) {
+    int i = order[k];
+    if (i == 6 && opset < 18) continue;
+    float got[24];
+    assert_status(sg_session_read(s, names[i], got, counts[i] * sizeof(float)), SG_OK, NULL);
+    for (size_t j = 0; j < counts[i]; j++)
+      if (!(got[j] == r[j] || (isnan(got[j]) && isnan(r[j]))))
+        fail_msg("%s: %s[%zu] is %.9g, expected %.9g", file, names[i], j, got[j], r[j]);
+    r += counts[i];
+  }
+  sg_session_destroy(s);
+  sg_graph_destroy(g);
+  free(a);
+  free(ref);
+}
+
+static void test_reduce_max_forms(void **state) {
+  (void)state;
+  reduce_max_forms(13);
+  reduce_max_forms(18);
+}
+
 /* Hand-made Einsum forms and CumSum (opset 14) against NumPy
  * (make_onnx_einsum.py's make_einsum_forms; every output float32). */
 static void test_einsum_forms(void **state) {
@@ -687,6 +762,8 @@ int main(void) {
       cmocka_unit_test(test_mask_ops),
       cmocka_unit_test(test_einsum_attention),
       cmocka_unit_test(test_roberta_positions),
+      cmocka_unit_test(test_reduce_max_pooling),
+      cmocka_unit_test(test_reduce_max_forms),
       cmocka_unit_test(test_einsum_forms),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

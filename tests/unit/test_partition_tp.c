@@ -146,7 +146,9 @@ static void test_divisibility(void **state) {
  * operand with a gradient); 2: the softmax runs over the heads; 3: the
  * fused attention op instead of matmuls, mask and softmax; 4: the fused
  * attention with dropout, and a dropout on the output projection's y; 5:
- * a cumsum of the scores along the keys; 6: a cumsum over the heads. */
+ * a cumsum of the scores along the keys; 6: a cumsum over the heads; 7:
+ * the scores less their max over the keys (reduce_max, keepdims); 8: less
+ * their max over the heads. */
 static sg_graph *attention(int tail) {
   sg_graph *g;
   assert_int_equal(sg_graph_create(&g), SG_OK);
@@ -171,6 +173,8 @@ static sg_graph *attention(int tail) {
         sg_add(g, sg_mul_scalar(g, sg_matmul(g, h[0], h[1]), 0.35), sg_input(g, "mask", SG_F32, 2, md));
     if (tail == 1) att = sg_mul(g, att, sg_parameter(g, "scale", SG_F32, 4, sd, NULL));
     if (tail == 5 || tail == 6) att = sg_cumsum(g, att, tail == 5 ? -1 : 1, 0, 0);
+    const int64_t max_axis[] = {tail == 7 ? -1 : 1};
+    if (tail == 7 || tail == 8) att = sg_sub(g, att, sg_reduce_max(g, att, 1, max_axis, 1));
     att = sg_softmax(g, att, tail == 2 ? 1 : -1);
     heads = sg_matmul(g, att, h[2]);
   }
@@ -229,16 +233,17 @@ static void test_attention(void **state) {
     sg_tp_plan_destroy(p);
     sg_graph_destroy(g);
   }
-  /* A cumsum along the keys keeps the heads cut; one over the heads gathers them. */
-  for (int tail = 5; tail <= 6; tail++) {
+  /* A cumsum or a max along the keys keeps the heads cut; one over the heads gathers them. */
+  for (int tail = 5; tail <= 8; tail++) {
     sg_graph *g = attention(tail);
     sg_tp_plan *p;
     tp.ways = 2;
     assert_int_equal(sg_tp_plan_create(g, &tp, &p), SG_OK);
     sg_tp_annotation qkv = get(p, 0), out = get(p, 1);
     assert_int_equal(qkv.split, SG_TP_COLUMN);
-    assert_int_equal(qkv.output_comm, tail == 5 ? SG_TP_COMM_NONE : SG_TP_COMM_ALLGATHER);
-    assert_int_equal(out.split, tail == 5 ? SG_TP_ROW : SG_TP_COLUMN);
+    bool keys = tail == 5 || tail == 7;
+    assert_int_equal(qkv.output_comm, keys ? SG_TP_COMM_NONE : SG_TP_COMM_ALLGATHER);
+    assert_int_equal(out.split, keys ? SG_TP_ROW : SG_TP_COLUMN);
     sg_tp_plan_destroy(p);
     sg_graph_destroy(g);
   }
