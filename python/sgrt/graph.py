@@ -878,6 +878,18 @@ class Graph(Closeable):
     def reduce_sum(self, x: TensorLike, axes=None, keepdims=False) -> Tensor:
         return self._reduce(fn.sg_reduce_sum, x, axes, keepdims)
 
+    def reduce_max(self, x: TensorLike, axes=None, keepdims=False) -> Tensor:
+        """torch.amax: NaN propagates; the gradient is split among ties."""
+        return self._reduce(fn.sg_reduce_max, x, axes, keepdims)
+
+    def reduce_min(self, x: TensorLike, axes=None, keepdims=False) -> Tensor:
+        """torch.amin: NaN propagates; the gradient is split among ties."""
+        return self._reduce(fn.sg_reduce_min, x, axes, keepdims)
+
+    def cumsum(self, x: TensorLike, axis: int, exclusive=False, reverse=False) -> Tensor:
+        """Running sum along `axis` (torch.cumsum; ONNX CumSum's exclusive and reverse)."""
+        return self._unary(fn.sg_cumsum, x, int(axis), 1 if exclusive else 0, 1 if reverse else 0)
+
     def dropout(self, x: TensorLike, p, seed=0, training=True) -> Tensor:
         return self._unary(fn.sg_dropout, x, float(p), int(seed), 1 if training else 0)
 

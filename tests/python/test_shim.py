@@ -333,6 +333,40 @@ def test_attention_matches_torch(causal):
     g.close()
 
 
+def test_reduce_max_min_cumsum_match_torch():
+    """Graph.reduce_max / reduce_min (amax / amin, ties included) and cumsum (and its exclusive, reverse
+    form) with their gradients, against PyTorch in float64."""
+    rng = np.random.default_rng(13)
+    xv = rng.standard_normal((3, 5, 4)).astype(np.float32)
+    xv[1, 0, :] = xv[1, 2, :] = xv[1].max(axis=0) + 1  # two maxima along axis 1: amax splits the gradient
+    xv[2, 3, :] = xv[2, 4, :] = xv[2].min(axis=0) - 1  # and two minima
+    r = {k: rng.standard_normal(sh).astype(np.float32) for k, sh in (("mx", (3, 4)), ("mn", (3, 1, 4)),
+                                                                     ("cs", (3, 5, 4)), ("cx", (3, 5, 4)))}
+    g = sgrt.Graph()
+    x = g.parameter("x", xv)
+    outs = {"mx": g.reduce_max(x, 1), "mn": g.reduce_min(x, axes=[1], keepdims=True), "cs": g.cumsum(x, 1),
+            "cx": g.cumsum(x, -1, exclusive=True, reverse=True)}
+    loss = None
+    for k, y in outs.items():
+        g.mark_output(y, k)
+        term = g.reduce_sum(y * g.constant("r_" + k, r[k]))
+        loss = term if loss is None else loss + term
+    g.backward(loss)
+    g.mark_output(g.grad(x))
+    g.finalize()
+    t = torch.tensor(xv, dtype=torch.float64, requires_grad=True)
+    flipped = torch.flip(t, [-1])
+    want = {"mx": t.amax(1), "mn": t.amin(1, keepdim=True), "cs": torch.cumsum(t, 1),
+            "cx": torch.flip(torch.cumsum(flipped, -1) - flipped, [-1])}
+    sum((want[k] * torch.from_numpy(r[k]).double()).sum() for k in want).backward()
+    with sgrt.Session(g, threads=2) as sess:
+        sess.step()
+        for k in want:
+            assert rel_err(sess.read(k), want[k].detach().numpy()) <= 1e-6, k
+        assert rel_err(sess.read("x.grad"), t.grad.numpy()) <= 1e-6
+    g.close()
+
+
 def test_attention_dropout_matches_unfused():
     """Graph.attention(dropout_p=0.3, seed=5) against the same attention from matmul, softmax and
     dropout(0.3, seed 5) (the same masks): y and the gradients; dropout_p outside [0, 1) is refused."""
