@@ -146,3 +146,18 @@ void sg_test_plan_with(const sg_graph *g, bool (*supports)(void *state, sg_op_ki
   be.destroy(st);
   assert_status(s, SG_OK, NULL);
 }
+
+sg_graph *sg_test_sgg_round_trip(const sg_graph *g) {
+  void *buf = NULL;
+  size_t size = 0;
+  assert_status(sg_graph_save_to_memory(g, &buf, &size), SG_OK, NULL);
+  sg_graph *h = NULL;
+  assert_status(sg_graph_load_from_memory(buf, size, &h), SG_OK, NULL);
+  sg_free(buf);
+  uint64_t hg, hh;
+  assert_status(sg_graph_hash(g, SG_HASH_WEIGHTS, &hg), SG_OK, NULL);
+  assert_status(sg_graph_hash(h, SG_HASH_WEIGHTS, &hh), SG_OK, NULL);
+  assert_true(hg == hh);
+  assert_status(sg_graph_verify(h), SG_OK, NULL);
+  return h;
+}

@@ -26,6 +26,11 @@ const char *sg_test_data(const char *name);
 /* A TCP port on 127.0.0.1 that was free a moment ago (bound, then released). */
 int sg_test_free_port(void);
 
+/* g (finalized) saved as .sgg bytes and loaded back: fails the test unless
+ * the load succeeds and verifies and the two graphs hash the same, weights
+ * included. The caller destroys the returned graph. */
+sg_graph *sg_test_sgg_round_trip(const sg_graph *g);
+
 /* Deterministic pseudo-random floats in [-1, 1) for initializers. */
 void sg_test_fill(float *p, size_t n, uint64_t seed);
 
