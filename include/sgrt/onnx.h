@@ -12,6 +12,9 @@
  * tensors keep their ONNX names and graph outputs are marked outputs.
  * Shape computations that exporters emit (Shape, Gather, Unsqueeze, Concat,
  * ...) are folded at import time, since every shape is static in sgrt.
+ * PyTorch 2's default exporter (dynamo) is read too: its external data file
+ * (`<model>.onnx.data`, found next to the model) and the metadata that says
+ * which of its initializers are weights (docs/onnx.md "PyTorch 2 exports").
  * docs/onnx.md lists every supported op with its attributes.
  *
  * A worked example: import an exported ResNet, then make a training graph.
@@ -92,8 +95,9 @@ typedef struct sg_onnx_params {
 SG_API sg_onnx_params sg_onnx_params_init(void);
 
 /**
- * Imports an ONNX model file (a serialized ModelProto, opsets 7 to 18, the
- * default domain only) into a new graph.
+ * Imports an ONNX model file (a serialized ModelProto, opsets 7 to 20, the
+ * default domain only) into a new graph. Initializers kept in external data
+ * files are read from the model's folder (the location must stay inside it).
  *
  * Every byte is validated: the protobuf wire format, then every node, its
  * attributes and inputs, every initializer's type, shape and data size, and
@@ -109,9 +113,12 @@ SG_API sg_onnx_params sg_onnx_params_init(void);
  * @return SG_OK;
  *   SG_ERR_INVALID_ARG for a NULL path or out, or a bad p->size / p->batch /
  *     p->training;
- *   SG_ERR_IO if the file cannot be opened, mapped or read;
+ *   SG_ERR_IO if the file (or an external data file) cannot be opened,
+ *     mapped or read;
  *   SG_ERR_FORMAT for malformed protobuf, a malformed model (no graph, no
- *     opset, an initializer whose data size does not match its shape, ...);
+ *     opset, an initializer whose data size does not match its shape, an
+ *     external data location outside the model's folder or a range past the
+ *     file's end, ...);
  *   SG_ERR_TRUNCATED if the protobuf ends inside a field;
  *   SG_ERR_UNSUPPORTED for an op, attribute value, data type or opset this
  *     importer does not handle (the message names the op_type and the node);
@@ -134,7 +141,8 @@ SG_API sg_status sg_onnx_import(const char *path, const sg_onnx_params *p, sg_gr
 /**
  * As sg_onnx_import(), from a serialized ModelProto in memory. The buffer is
  * only read during the call (the graph copies what it keeps); the caller
- * keeps ownership.
+ * keeps ownership. A model with external data has no folder to find it in:
+ * SG_ERR_UNSUPPORTED (import it by path).
  * @return as sg_onnx_import(), without SG_ERR_IO; SG_ERR_INVALID_ARG for
  *   NULL data with a nonzero size.
  */

@@ -525,6 +525,26 @@ static sg_status cv_split(ox_ctx *c, const Onnx__NodeProto *n) {
   return SG_OK;
 }
 
+sg_status sg__ox_take_range(ox_ctx *c, int k, ox_value *data, int axis, int64_t first, int64_t count,
+                            bool squeeze) {
+  slice_plan p;
+  SG_CHECK(plan_whole(c, data, &p));
+  p.first[axis] = first;
+  p.count[axis] = count;
+  SG_CHECK(sg__ox_foldable(data) ? fold_slice(c, k, data, &p) : slice_tensor(c, k, data, &p));
+  if (!squeeze) return SG_OK;
+  ox_value *y = sg__ox_find(c, c->node->output[k]);
+  if (y == NULL) return SG_OK; /* an unused output */
+  int64_t dims[SG_MAX_DIMS];
+  int nd = 0;
+  for (int a = 0; a < p.ndim; a++)
+    if (a != axis) dims[nd++] = p.count[a];
+  if (sg__ox_foldable(y)) return sg__ox_set_const(c, k, y->elem, nd, dims, y->data);
+  sg_tensor t;
+  SG_CHECK(sg__ox_reshape(c, y, nd, dims, &t));
+  return sg__ox_set_tensor(c, k, t);
+}
+
 /* ---- Unsqueeze, Squeeze, Reshape ----------------------------------------- */
 
 /* Axes of Squeeze/Unsqueeze: an attribute before opset 13, an input after. */
@@ -716,27 +736,13 @@ static sg_status cv_concat(ox_ctx *c, const Onnx__NodeProto *n) {
   return sg__ox_set_const(c, 0, x0->elem, r, dims, out);
 }
 
-static sg_status cv_cast(ox_ctx *c, const Onnx__NodeProto *n) {
-  static const char *const known[] = {"to", "saturate", NULL};
-  SG_CHECK(sg__ox_check_attrs(c, known));
-  if (sg__ox_attr(c, "to") == NULL) return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "needs attribute 'to'");
-  int64_t to = 0;
-  SG_CHECK(sg__ox_attr_int(c, "to", 0, &to));
+/* Output 0 is x as ONNX element type `to` (Cast, CastLike). */
+static sg_status cast_to(ox_ctx *c, ox_value *x, int64_t to, const char *what) {
   if (to != OX_FLOAT && to != OX_INT64 && to != OX_INT32 && to != OX_BOOL)
-    return sg__ox_node_error(c, SG_ERR_UNSUPPORTED, "cast to data type %lld (only FLOAT, INT32, INT64, BOOL)",
+    return sg__ox_node_error(c, SG_ERR_UNSUPPORTED, "cast to %s %lld (only FLOAT, INT32, INT64, BOOL)", what,
                              (long long)to);
-  ox_value *x = sg__ox_input(c, n, 0);
   if (x->kind == OX_V_UNAVAILABLE) return sg__ox_unavailable(c, x);
-  int from = x->elem;
-  if (x->kind == OX_V_TENSOR) {
-    sg_dtype dt = c->g->tensors[x->tensor].dtype;
-    from = dt == SG_F32    ? OX_FLOAT
-           : dt == SG_I64  ? OX_INT64
-           : dt == SG_I32  ? OX_INT32
-           : dt == SG_BOOL ? OX_BOOL
-                           : 0;
-  }
-  if (from == to) return sg__ox_set_alias(c, 0, x);
+  if (sg__ox_elem_of(c, x) == to) return sg__ox_set_alias(c, 0, x);
   if (!sg__ox_foldable(x)) {
     /* A tensor computed at run time (or a parameter): the cast op. */
     sg_tensor t;
@@ -773,6 +779,26 @@ static sg_status cv_cast(ox_ctx *c, const Onnx__NodeProto *n) {
   return sg__ox_set_const(c, 0, (int)to, x->ndim, x->dims, out);
 }
 
+static sg_status cv_cast(ox_ctx *c, const Onnx__NodeProto *n) {
+  static const char *const known[] = {"to", "saturate", NULL};
+  SG_CHECK(sg__ox_check_attrs(c, known));
+  if (sg__ox_attr(c, "to") == NULL) return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "needs attribute 'to'");
+  int64_t to = 0;
+  SG_CHECK(sg__ox_attr_int(c, "to", 0, &to));
+  return cast_to(c, sg__ox_input(c, n, 0), to, "data type");
+}
+
+/* CastLike (opset 15; the dynamo exporter's unoptimised graphs write it to
+ * give a Python scalar the type of a tensor): Cast to input 1's type. Its
+ * `saturate` concerns float8 only, as Cast's. */
+static sg_status cv_cast_like(ox_ctx *c, const Onnx__NodeProto *n) {
+  static const char *const known[] = {"saturate", NULL};
+  SG_CHECK(sg__ox_check_attrs(c, known));
+  ox_value *like = sg__ox_input(c, n, 1);
+  if (like->kind == OX_V_UNAVAILABLE) return sg__ox_unavailable(c, like);
+  return cast_to(c, sg__ox_input(c, n, 0), sg__ox_elem_of(c, like), "the type of input 1");
+}
+
 static sg_status cv_identity(ox_ctx *c, const Onnx__NodeProto *n) {
   static const char *const known[] = {NULL};
   SG_CHECK(sg__ox_check_attrs(c, known));
@@ -789,6 +815,12 @@ static sg_status int_op(ox_ctx *c, char op, int64_t x, int64_t y, int64_t *r) {
     case '+': bad = __builtin_add_overflow(x, y, r); break;
     case '-': bad = __builtin_sub_overflow(x, y, r); break;
     case '*': bad = __builtin_mul_overflow(x, y, r); break;
+    case '%': /* Mod: the sign of the divisor, as Python's % */
+    case 'f': /* Mod with fmod = 1: the sign of the dividend, as C's % */
+      bad = y == 0;
+      if (!bad) *r = y == -1 ? 0 : x % y; /* INT64_MIN % -1 overflows in C */
+      if (!bad && op == '%' && *r != 0 && (*r < 0) != (y < 0)) *r += y;
+      break;
     default:
       bad = y == 0 || (x == INT64_MIN && y == -1);
       if (!bad) *r = x / y;
@@ -850,6 +882,7 @@ sg_status sg__ox_fold_binary(ox_ctx *c, char op, const ox_value *a, const ox_val
                  : op == '*' ? x * y
                  : op == 'm' ? (isnan(x) || isnan(y) ? NAN : fmin(x, y))
                  : op == 'M' ? (isnan(x) || isnan(y) ? NAN : fmax(x, y))
+                 : op == 'f' ? fmod(x, y)
                              : x / y;
       ((float *)out)[i] = (float)z;
     } else {
@@ -876,5 +909,6 @@ const ox_op sg__ox_fold_ops[] = {
     {"Unsqueeze", cv_unsqueeze, 1, 2, 1, 1}, {"Squeeze", cv_squeeze, 1, 2, 1, 1},
     {"Reshape", cv_reshape, 2, 2, 1, 1},     {"Concat", cv_concat, 1, SG__MAX_OP_IO, 1, 1},
     {"Cast", cv_cast, 1, 1, 1, 1},           {"Identity", cv_identity, 1, 1, 1, 1},
+    {"CastLike", cv_cast_like, 2, 2, 1, 1},
 };
 const int sg__ox_n_fold_ops = (int)(sizeof sg__ox_fold_ops / sizeof *sg__ox_fold_ops);

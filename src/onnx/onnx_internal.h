@@ -15,6 +15,10 @@
  *                  run time
  *   onnx_einsum.c  Einsum, lowered to reduce_sum, transpose, reshape and
  *                  matmul
+ *   onnx_external.c  initializer bytes kept in files next to the model
+ *   onnx_sequence.c  SplitToSequence and SequenceAt, as a Split
+ *   onnx_torch.c   which initializers of a PyTorch 2 (dynamo) export are
+ *                  weights, from torch.export's metadata
  *
  * Every ONNX tensor name maps to one value: a tensor of the graph being
  * built, a constant known at import time (initializers, Constant nodes and
@@ -57,6 +61,7 @@ typedef enum ox_kind {
   OX_V_TENSOR = 1,      /* a tensor of the graph */
   OX_V_CONST = 2,       /* known at import time */
   OX_V_UNAVAILABLE = 3, /* produced by a node, but not representable */
+  OX_V_SEQUENCE = 4,    /* SplitToSequence's parts of a value, unmade */
 } ox_kind;
 
 typedef struct ox_value {
@@ -75,10 +80,34 @@ typedef struct ox_value {
   int64_t numel;
   const void *data; /* may be unaligned (raw_data): read with ox_f32/ox_i64 */
   const char *why;  /* OX_V_UNAVAILABLE: what is missing */
+  /* tied: an initializer that is the data of initializer tie_of (or, with
+   * tie_transposed, its transpose), materialised as that tensor (or a
+   * transpose of it): a tie that an exporter's optimizer wrote out twice
+   * (onnx_torch.c). */
+  bool tied, tie_transposed;
+  int32_t tie_of;
+  /* OX_V_SEQUENCE: value seq_of cut along seq_axis into seq_len parts of
+   * seq_sizes (in c->tmp); seq_squeeze: each part without that axis. */
+  int32_t seq_of, seq_len;
+  int seq_axis;
+  bool seq_squeeze;
+  const int64_t *seq_sizes;
 } ox_value;
+
+/* A file of external data, mapped for the length of one import. */
+typedef struct ox_extfile {
+  const char *location; /* as the model names it (points into the model) */
+  const void *map;
+  size_t size;
+} ox_extfile;
 
 typedef struct ox_ctx {
   sg_graph *g;
+  /* The model file's path (sg_onnx_import), where external data is looked
+   * up next to; NULL for a model imported from memory. */
+  const char *path;
+  ox_extfile *ext;
+  uint32_t n_ext, cap_ext;
   sg__arena tmp; /* importer temporaries: folded data, names, lists */
   const Onnx__ModelProto *model;
   const Onnx__GraphProto *graph;
@@ -120,12 +149,26 @@ ox_value *sg__ox_input(ox_ctx *c, const Onnx__NodeProto *n, int i);
 /* Decodes an initializer or Constant tensor into a constant value. */
 sg_status sg__ox_decode_tensor(ox_ctx *c, const Onnx__TensorProto *t, const char *what, ox_value *v);
 
+/* The `bytes` bytes of an initializer kept in an external file
+ * (onnx_external.c): its location checked, the file mapped (once per
+ * import), the range checked. */
+sg_status sg__ox_external(ox_ctx *c, const Onnx__TensorProto *t, const char *what, uint64_t bytes,
+                          const void **data);
+/* Roles of the float initializers of a torch.export (dynamo) export, from
+ * its metadata (onnx_torch.c); nothing for other files. */
+sg_status sg__ox_torch_roles(ox_ctx *c);
+/* Unmaps the external files of an import. */
+void sg__ox_external_close(ox_ctx *c);
+
 /* Element access to constant data (which may be unaligned). */
 float sg__ox_f32(const ox_value *v, int64_t i);
 int64_t sg__ox_i64(const ox_value *v, int64_t i);
 /* Element i as a double, whatever the element type. */
 double sg__ox_num(const ox_value *v, int64_t i);
 
+/* The ONNX element type of a value: a constant's, or its tensor's dtype
+ * (0 for none of FLOAT, INT32, INT64, BOOL). */
+int sg__ox_elem_of(const ox_ctx *c, const ox_value *v);
 /* The graph tensor of a value, materialising a constant (with its role)
  * on first use. `what` names the operand in messages ("input 1 (W)"). */
 sg_status sg__ox_tensor(ox_ctx *c, ox_value *v, sg_tensor *out);
@@ -222,6 +265,8 @@ extern const ox_op sg__ox_mask_ops[];
 extern const int sg__ox_n_mask_ops;
 extern const ox_op sg__ox_einsum_ops[];
 extern const int sg__ox_n_einsum_ops;
+extern const ox_op sg__ox_sequence_ops[];
+extern const int sg__ox_n_sequence_ops;
 
 /* Normalises a possibly negative axis against rank; SG_ERR_ATTRIBUTE naming
  * `what` when out of range. */
@@ -245,6 +290,11 @@ sg_status sg__ox_unavailable(ox_ctx *c, const ox_value *v);
 static inline size_t sg__ox_elem_size(int elem) { return elem == OX_FLOAT ? 4 : 8; }
 /* The Gather converter (onnx_gather.c). */
 sg_status sg__ox_cv_gather(ox_ctx *c, const Onnx__NodeProto *n);
+/* Output k of the current node is `count` elements of data from `first`
+ * along axis (folded for a constant, a slice of a tensor), without that axis
+ * when squeeze (a reshape). */
+sg_status sg__ox_take_range(ox_ctx *c, int k, ox_value *data, int axis, int64_t first, int64_t count,
+                            bool squeeze);
 /* A runtime reshape of value v to dims (Squeeze, Unsqueeze, Reshape). */
 sg_status sg__ox_reshape(ox_ctx *c, ox_value *v, int ndim, const int64_t *dims, sg_tensor *out);
 /* The CPU backend moves no bool tensors (reshape, slice, concat,
@@ -260,7 +310,8 @@ sg_status sg__ox_built(ox_ctx *c, sg_tensor t);
 /* A constant whose data may be computed with at import time: not a float
  * initializer, which is a trainable parameter (or state). */
 bool sg__ox_foldable(const ox_value *v);
-/* Folds a binary op ('+', '-', '*', '/'; the comparisons '=' Equal, '<'
+/* Folds a binary op ('+', '-', '*', '/'; Mod: '%' the sign of the divisor
+ * (integers), 'f' the dividend's (fmod); the comparisons '=' Equal, '<'
  * Less, '>' Greater, 'l' LessOrEqual, 'g' GreaterOrEqual give bools; 'm'
  * and 'M' are Min and Max)
  * when both operands are foldable constants of one type, with NumPy

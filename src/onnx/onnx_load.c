@@ -574,6 +574,7 @@ static sg_status build(ox_ctx *c) {
   int32_t *order = sg__arena_alloc(&c->tmp, sizeof(int32_t) * (gp->n_node ? gp->n_node : 1), 4);
   if (order == NULL) return sg__error(SG_ERR_NO_MEMORY, "ONNX import: out of memory");
   SG_CHECK(node_order(c, order));
+  SG_CHECK(sg__ox_torch_roles(c));
   SG_CHECK(find_buffers(c, order));
   SG_CHECK(mark_constants(c, c->constants));
   for (size_t i = 0; i < gp->n_node; i++) SG_CHECK(convert_node(c, order[i]));
@@ -602,11 +603,14 @@ static sg_status with_path(sg_status st, const char *path) {
   return sg__error(st, "%s: %s", path, msg);
 }
 
-static sg_status import(const uint8_t *data, size_t size, const sg_onnx_params *p, sg_graph **out) {
+/* `path`: the model file's, for its external data; NULL from memory. */
+static sg_status import(const uint8_t *data, size_t size, const char *path, const sg_onnx_params *p,
+                        sg_graph **out) {
   pb_alloc alloc;
   Onnx__ModelProto *m;
   SG_CHECK(unpack(data, size, &alloc, &m));
-  ox_ctx c = {.model = m,
+  ox_ctx c = {.path = path,
+              .model = m,
               .graph = m->graph,
               .batch = p->batch,
               .training = p->training,
@@ -623,6 +627,7 @@ static sg_status import(const uint8_t *data, size_t size, const sg_onnx_params *
     c.g = NULL;
   }
   *out = c.g;
+  sg__ox_external_close(&c);
   sg__arena_destroy(&c.tmp);
   sg__free(c.values);
   sg__free(c.slots);
@@ -641,7 +646,7 @@ sg_status sg_onnx_import_from_memory(const void *data, size_t size, const sg_onn
   sg_onnx_params q = SG_ONNX_PARAMS_INIT;
   SG_CHECK(read_params(p, "sg_onnx_import_from_memory", &q));
   static const uint8_t empty[1];
-  return import(data ? data : empty, size, &q, out);
+  return import(data ? data : empty, size, NULL, &q, out);
 }
 
 /* The symbolic dims of the graph inputs of an unpacked model (sg_onnx_symbolic_dims). */
@@ -702,7 +707,7 @@ sg_status sg_onnx_import(const char *path, const sg_onnx_params *p, sg_graph **o
   size_t size;
   SG_CHECK(sg__map_file(path, &map, &size));
   static const uint8_t empty[1];
-  sg_status st = import(map ? map : empty, size, &q, out);
+  sg_status st = import(map ? map : empty, size, path, &q, out);
   sg__unmap_file(map, size);
   return with_path(st, path);
 }

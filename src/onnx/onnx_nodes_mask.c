@@ -18,17 +18,6 @@ static const char *const no_attrs[] = {NULL};
 
 /* ---- Equal, Not ---------------------------------------------------------------- */
 
-/* The element type of a value: its ONNX type, or its tensor's dtype. */
-static int elem_of(const ox_ctx *c, const ox_value *v) {
-  if (v->kind != OX_V_TENSOR) return v->elem;
-  sg_dtype dt = c->g->tensors[v->tensor].dtype;
-  return dt == SG_F32    ? OX_FLOAT
-         : dt == SG_I64  ? OX_INT64
-         : dt == SG_I32  ? OX_INT32
-         : dt == SG_BOOL ? OX_BOOL
-                         : 0;
-}
-
 /* Not of a bool tensor at run time: 1 - x in f32 (0 and 1, exact), cast to bool. */
 static sg_status not_tensor(ox_ctx *c, sg_tensor x, sg_tensor *y) {
   sg_tensor f = sg_cast(c->g, x, SG_F32);
@@ -64,8 +53,8 @@ static sg_status cv_equal(ox_ctx *c, const Onnx__NodeProto *n) {
   SG_CHECK(sg__ox_check_attrs(c, no_attrs));
   ox_value *a = sg__ox_input(c, n, 0), *b = sg__ox_input(c, n, 1);
   if (!sg__ox_foldable(a) || !sg__ox_foldable(b)) {
-    int ea = a->kind == OX_V_UNAVAILABLE ? 0 : elem_of(c, a),
-        eb = b->kind == OX_V_UNAVAILABLE ? 0 : elem_of(c, b);
+    int ea = a->kind == OX_V_UNAVAILABLE ? 0 : sg__ox_elem_of(c, a),
+        eb = b->kind == OX_V_UNAVAILABLE ? 0 : sg__ox_elem_of(c, b);
     bool ints = ea != 0 && eb != 0 && ea != OX_FLOAT && eb != OX_FLOAT;
     if (!ints) {
       SG_CHECK(sg__ox_need_foldable(c, a, "input A"));
@@ -174,7 +163,7 @@ static sg_status compare(ox_ctx *c, const Onnx__NodeProto *n, char op) {
     SG_CHECK(sg__ox_need_foldable(c, a, "input A"));
     SG_CHECK(sg__ox_need_foldable(c, b, "input B"));
   }
-  int ea = elem_of(c, a), eb = elem_of(c, b);
+  int ea = sg__ox_elem_of(c, a), eb = sg__ox_elem_of(c, b);
   if (ea == OX_BOOL || eb == OX_BOOL || ea == 0 || eb == 0 || (ea == OX_FLOAT) != (eb == OX_FLOAT) ||
       (ea == OX_INT32) != (eb == OX_INT32))
     return sg__ox_node_error(c, SG_ERR_DTYPE,
@@ -195,7 +184,7 @@ static sg_status cv_greater_equal(ox_ctx *c, const Onnx__NodeProto *n) { return 
 static sg_status cv_not(ox_ctx *c, const Onnx__NodeProto *n) {
   SG_CHECK(sg__ox_check_attrs(c, no_attrs));
   ox_value *x = sg__ox_input(c, n, 0);
-  if (x->kind == OX_V_TENSOR && elem_of(c, x) == OX_BOOL) {
+  if (x->kind == OX_V_TENSOR && sg__ox_elem_of(c, x) == OX_BOOL) {
     sg_tensor y;
     SG_CHECK(not_tensor(c, (sg_tensor){x->tensor}, &y));
     return sg__ox_set_tensor(c, 0, y);
@@ -207,6 +196,35 @@ static sg_status cv_not(ox_ctx *c, const Onnx__NodeProto *n) {
   int64_t *out;
   SG_CHECK(sg__ox_fold_alloc(c, x->numel, 8, (void **)&out));
   for (int64_t i = 0; i < x->numel; i++) out[i] = sg__ox_i64(x, i) == 0;
+  return sg__ox_set_const(c, 0, OX_BOOL, x->ndim, x->dims, out);
+}
+
+/* IsNaN: folded for a constant; at run time, which PyTorch's attention
+ * writes to zero the rows of a softmax that a bool mask masks wholly
+ * (Where(IsNaN(p), 0, p)), sign(x) keeps a NaN and is -1, 0 or 1 otherwise,
+ * so |sign(x)| + 1 cast to int64 is 0 for NaN alone (the cast gives NaN 0)
+ * and 1 or 2 else: cast to bool, that is "not NaN", and Not of it. Integers
+ * are never NaN. */
+static sg_status cv_is_nan(ox_ctx *c, const Onnx__NodeProto *n) {
+  SG_CHECK(sg__ox_check_attrs(c, no_attrs));
+  ox_value *x = sg__ox_input(c, n, 0);
+  if (x->kind == OX_V_UNAVAILABLE) return sg__ox_unavailable(c, x);
+  int elem = sg__ox_elem_of(c, x);
+  if (elem != OX_FLOAT)
+    return sg__ox_node_error(c, SG_ERR_DTYPE, "input '%s' has data type %d; sgrt's IsNaN takes FLOAT (1)",
+                             x->name, elem);
+  if (!sg__ox_foldable(x)) {
+    sg_tensor t, y;
+    SG_CHECK(sg__ox_tensor(c, x, &t));
+    sg_tensor ok = sg_add_scalar(c->g, sg_abs(c->g, sg_sign(c->g, t)), 1.0);
+    ok = sg_cast(c->g, sg_cast(c->g, ok, SG_I64), SG_BOOL);
+    SG_CHECK(sg__ox_built(c, ok));
+    SG_CHECK(not_tensor(c, ok, &y));
+    return sg__ox_set_tensor(c, 0, y);
+  }
+  int64_t *out;
+  SG_CHECK(sg__ox_fold_alloc(c, x->numel, 8, (void **)&out));
+  for (int64_t i = 0; i < x->numel; i++) out[i] = isnan(sg__ox_f32(x, i));
   return sg__ox_set_const(c, 0, OX_BOOL, x->ndim, x->dims, out);
 }
 
@@ -441,6 +459,7 @@ static sg_status cv_tile(ox_ctx *c, const Onnx__NodeProto *n) {
 const ox_op sg__ox_mask_ops[] = {
     {"Equal", cv_equal, 2, 2, 1, 1},
     {"Not", cv_not, 1, 1, 1, 1},
+    {"IsNaN", cv_is_nan, 1, 1, 1, 1},
     {"Range", cv_range, 3, 3, 1, 1},
     {"Trilu", cv_trilu, 1, 2, 1, 1},
     {"Expand", cv_expand, 2, 2, 1, 1},

@@ -122,6 +122,33 @@ static sg_status minmax(ox_ctx *c, const Onnx__NodeProto *n, bool max) {
 static sg_status cv_max(ox_ctx *c, const Onnx__NodeProto *n) { return minmax(c, n, true); }
 static sg_status cv_min(ox_ctx *c, const Onnx__NodeProto *n) { return minmax(c, n, false); }
 
+/* Mod of import-time constants, folded: PyTorch 2's TorchScript exporter
+ * writes one in nn.MultiheadAttention's shape arithmetic. `fmod` 0 (the
+ * default): the sign of the divisor, as Python's %, integers only; 1: the
+ * sign of the dividend, as C's fmod (ONNX requires it for floats). A tensor
+ * computed at run time has no form here. */
+static sg_status cv_mod(ox_ctx *c, const Onnx__NodeProto *n) {
+  static const char *const known[] = {"fmod", NULL};
+  SG_CHECK(sg__ox_check_attrs(c, known));
+  int64_t fmod_attr = 0;
+  SG_CHECK(sg__ox_attr_int(c, "fmod", 0, &fmod_attr));
+  if (fmod_attr != 0 && fmod_attr != 1)
+    return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "fmod is %lld; must be 0 or 1", (long long)fmod_attr);
+  ox_value *a = sg__ox_input(c, n, 0), *b = sg__ox_input(c, n, 1);
+  SG_CHECK(sg__ox_need_foldable(c, a, "input A"));
+  SG_CHECK(sg__ox_need_foldable(c, b, "input B"));
+  if (a->elem != b->elem)
+    return sg__ox_node_error(c, SG_ERR_DTYPE, "inputs '%s' and '%s' have data types %d and %d", a->name,
+                             b->name, a->elem, b->elem);
+  if (a->elem == OX_FLOAT && fmod_attr == 0)
+    return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "Mod of floats needs fmod = 1");
+  bool folded;
+  SG_CHECK(sg__ox_fold_binary(c, fmod_attr ? 'f' : '%', a, b, &folded));
+  return folded
+             ? SG_OK
+             : sg__ox_node_error(c, SG_ERR_UNSUPPORTED, "cannot fold Mod of '%s' and '%s'", a->name, b->name);
+}
+
 /* Where of three import-time constants, folded with NumPy broadcasting:
  * what torch.onnx.export writes for `expand(b, -1)` (a Where over the
  * shape's -1 entries) and other shape arithmetic. */
@@ -399,6 +426,7 @@ const ox_op sg__ox_math_ops[] = {
     {"Erf", cv_erf, 1, 1, 1, 1},
     {"Pow", cv_pow, 2, 2, 1, 1},
     {"Max", cv_max, 1, SG__MAX_OP_IO, 1, 1},
+    {"Mod", cv_mod, 2, 2, 1, 1},
     {"Min", cv_min, 1, SG__MAX_OP_IO, 1, 1},
     {"Where", cv_where, 3, 3, 1, 1},
     {"Gelu", cv_gelu, 1, 1, 1, 1},

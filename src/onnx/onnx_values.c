@@ -193,9 +193,10 @@ sg_status sg__ox_decode_tensor(ox_ctx *c, const Onnx__TensorProto *t, const char
     numel *= d;
   }
   if (t->segment) return sg__error(SG_ERR_UNSUPPORTED, "%s '%s' is a segment of a tensor", what, name);
-  if ((t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) ||
-      t->n_external_data > 0)
-    return sg__error(SG_ERR_UNSUPPORTED, "%s '%s' keeps its data in an external file", what, name);
+  bool external = t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+  if (!external && t->n_external_data > 0)
+    return sg__error(SG_ERR_FORMAT, "%s '%s' has external_data entries but its data_location is not EXTERNAL",
+                     what, name);
   int elem = t->has_data_type ? t->data_type : 0;
   size_t es = elem_size(elem);
   if (es == 0)
@@ -210,6 +211,14 @@ sg_status sg__ox_decode_tensor(ox_ctx *c, const Onnx__TensorProto *t, const char
   v->ndim = (int)t->n_dims;
   for (size_t i = 0; i < t->n_dims; i++) v->dims[i] = t->dims[i];
   v->numel = numel;
+  if (external) {
+    if (typed_fields || t->has_raw_data)
+      return sg__error(SG_ERR_FORMAT, "%s '%s' keeps its data in an external file and in the model too", what,
+                       name);
+    SG_CHECK(sg__ox_external(c, t, what, (uint64_t)numel * es, &v->data));
+    if (elem == OX_INT32 || elem == OX_BOOL) SG_CHECK(widen(c, elem, v->data, NULL, numel, &v->data));
+    return SG_OK;
+  }
   if (t->has_raw_data) {
     if (typed_fields) return sg__error(SG_ERR_FORMAT, "%s '%s' has both raw_data and typed data", what, name);
     uint64_t expect = (uint64_t)numel * es;
@@ -310,15 +319,45 @@ static sg_dtype to_dtype(int elem) {
   return (sg_dtype)0;
 }
 
+int sg__ox_elem_of(const ox_ctx *c, const ox_value *v) {
+  if (v->kind != OX_V_TENSOR) return v->elem;
+  sg_dtype dt = c->g->tensors[v->tensor].dtype;
+  return dt == SG_F32    ? OX_FLOAT
+         : dt == SG_I64  ? OX_INT64
+         : dt == SG_I32  ? OX_INT32
+         : dt == SG_BOOL ? OX_BOOL
+                         : 0;
+}
+
 sg_status sg__ox_tensor(ox_ctx *c, ox_value *v, sg_tensor *out) {
   *out = SG_NO_TENSOR;
   if (v->kind == OX_V_UNAVAILABLE)
     return sg__ox_node_error(c, SG_ERR_UNSUPPORTED, "uses '%s', which sgrt cannot provide: %s", v->name,
                              v->why);
+  if (v->kind == OX_V_SEQUENCE)
+    return sg__ox_node_error(
+        c, SG_ERR_UNSUPPORTED,
+        "uses the sequence '%s' as a tensor; sgrt takes sequences apart only by SequenceAt "
+        "at constant positions",
+        v->name);
   if (v->kind != OX_V_TENSOR && v->kind != OX_V_CONST)
     return sg__ox_node_error(c, SG_ERR_INTERNAL, "tensor '%s' has not been computed", v->name);
   if (v->tensor >= 0) {
     *out = (sg_tensor){v->tensor};
+    return SG_OK;
+  }
+  if (v->tied) { /* a tie written out twice: the one tensor */
+    sg_tensor p;
+    SG_CHECK(sg__ox_tensor(c, &c->values[v->tie_of], &p));
+    if (v->tie_transposed) {
+      static const int64_t swap[2] = {1, 0};
+      p = sg_transpose(c->g, p, 2, swap);
+      if (p.id < 0)
+        return sg__ox_node_error(c, sg_graph_status(c->g), "tensor '%s': %s", v->name, sg_last_error());
+      SG_CHECK(sg__ox_want_name(c, p.id, v->name, 2));
+    }
+    v->tensor = p.id;
+    *out = p;
     return SG_OK;
   }
   sg_dtype dt = to_dtype(v->elem);

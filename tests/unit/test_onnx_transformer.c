@@ -20,206 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "onnx_parity.h"
 #include "test_util.h"
 
-static const char *onnx_path(const char *name) {
-  static char buf[4096];
-  snprintf(buf, sizeof buf, "%s/onnx/%s", SG_TEST_DATA_DIR, name);
-  return buf;
-}
-
-static void *read_data(const char *name, size_t bytes) {
-  size_t n;
-  void *p = sg_test_read_file(onnx_path(name), &n);
-  assert_int_equal(n, bytes);
-  return p;
-}
-
-static sg_graph *import(const char *name) {
-  sg_onnx_params p = sg_onnx_params_init();
-  sg_graph *g = NULL;
-  assert_status(sg_onnx_import(onnx_path(name), &p, &g), SG_OK, NULL);
-  assert_true(sg_graph_is_finalized(g));
-  return g;
-}
-
-static sg_session *session(const sg_graph *g) {
-  sg_session_params sp = sg_session_params_init();
-  sp.threads = 2;
-  sg_session *s = NULL;
-  assert_status(sg_session_create(g, &sp, &s), SG_OK, NULL);
-  assert_status(sg_session_compile(s), SG_OK, NULL);
-  return s;
-}
-
-static int count_ops(const sg_graph *g, sg_op_kind kind) {
-  int n = 0;
-  for (int32_t i = 0; i < sg_graph_num_ops(g); i++) {
-    sg_op_info op;
-    assert_status(sg_graph_op_info(g, i, &op), SG_OK, NULL);
-    n += op.kind == kind;
-  }
-  return n;
-}
-
-static bool verbose(void) { return getenv("SG_TEST_VERBOSE") != NULL; }
-
 /* ---- GPT-2 and TransformerEncoderLayer against PyTorch ------------------------- */
-
-typedef struct transformer_case {
-  const char *file, *ref; /* the export; PyTorch's logits, gradients, losses */
-  const char *input;
-  sg_dtype dtype;
-  int ndim;
-  int64_t dims[3];
-  const void *x;
-  const char *input2; /* a second input, or NULL */
-  sg_dtype dtype2;
-  int ndim2;
-  int64_t dims2[3];
-  const void *x2;
-  const int64_t *labels;
-  int64_t rows, classes; /* the logits seen as [rows, classes] */
-  int n_params;          /* PyTorch's named_parameters() */
-  size_t n_weights;      /* their elements */
-} transformer_case;
-
-#define MAX_PARAMS 64
-
-static int cmp_names(const void *a, const void *b) { return strcmp((const char *)a, (const char *)b); }
-
-/* The names of g's parameters in PyTorch's reference order (sorted). */
-static int sorted_parameters(const sg_graph *g, char names[MAX_PARAMS][256]) {
-  int n = 0;
-  for (int32_t i = 0; i < sg_graph_num_tensors(g); i++) {
-    sg_tensor_info info;
-    assert_status(sg_graph_tensor_info(g, (sg_tensor){i}, &info), SG_OK, NULL);
-    if (info.role != SG_ROLE_PARAMETER) continue;
-    assert_true(n < MAX_PARAMS && strlen(info.name) < 256);
-    strcpy(names[n++], info.name);
-  }
-  qsort(names, (size_t)n, sizeof *names, cmp_names);
-  return n;
-}
-
-static double rel_l2(const float *got, const float *ref, size_t n) {
-  double d = 0, r = 0;
-  for (size_t i = 0; i < n; i++) {
-    d += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
-    r += (double)ref[i] * ref[i];
-  }
-  return sqrt(d) / fmax(sqrt(r), 1e-30);
-}
-
-static void set_inputs(const transformer_case *k, sg_session *s) {
-  assert_status(sg_session_set_input(s, k->input, k->dtype, k->ndim, k->dims, k->x), SG_OK, NULL);
-  if (k->input2)
-    assert_status(sg_session_set_input(s, k->input2, k->dtype2, k->ndim2, k->dims2, k->x2), SG_OK, NULL);
-}
-
-/* (1) The imported model's forward logits against PyTorch's. */
-static void check_logits(const transformer_case *k, const sg_graph *g, const float *ref) {
-  size_t n = (size_t)(k->rows * k->classes);
-  float *got = malloc(n * sizeof *got);
-  sg_session *s = session(g);
-  set_inputs(k, s);
-  assert_status(sg_session_forward(s), SG_OK, NULL);
-  assert_status(sg_session_read(s, "logits", got, n * sizeof *got), SG_OK, NULL);
-  double maxdiff = 0, maxref = 0;
-  for (size_t i = 0; i < n; i++) {
-    maxdiff = fmax(maxdiff, fabs((double)got[i] - ref[i]));
-    maxref = fmax(maxref, fabs((double)ref[i]));
-  }
-  if (verbose()) printf("%s: logits max |diff| %.3g (max |ref| %.3g)\n", k->file, maxdiff, maxref);
-  if (!(maxdiff <= 1e-5)) fail_msg("%s: logits max |diff| %g (max |ref| %g)", k->file, maxdiff, maxref);
-  sg_session_destroy(s);
-  free(got);
-}
-
-/* The import with cross entropy over the logits as [rows, classes], its
- * backward, every gradient an output, and SGD (lr an input, momentum 0.9). */
-static sg_graph *training_graph(const transformer_case *k, const sg_graph *imported,
-                                char names[MAX_PARAMS][256]) {
-  sg_graph *g = NULL;
-  assert_status(sg_graph_clone(imported, &g), SG_OK, NULL);
-  assert_int_equal(sorted_parameters(g, names), k->n_params);
-  sg_tensor logits;
-  assert_status(sg_graph_find_tensor(g, "logits", &logits), SG_OK, NULL);
-  int64_t rc[] = {k->rows, k->classes};
-  sg_tensor labels = sg_input(g, "labels", SG_I64, 1, &k->rows), lr = sg_input(g, "lr", SG_F32, 0, NULL);
-  sg_tensor loss = sg_cross_entropy(g, sg_reshape(g, logits, 2, rc), labels, SG_REDUCTION_MEAN);
-  assert_status(sg_tensor_set_name(g, loss, "loss"), SG_OK, NULL);
-  assert_status(sg_graph_mark_output(g, loss), SG_OK, NULL);
-  assert_status(sg_graph_backward(g, loss), SG_OK, NULL);
-  for (int i = 0; i < k->n_params; i++) {
-    sg_tensor p, gp;
-    assert_status(sg_graph_find_tensor(g, names[i], &p), SG_OK, NULL);
-    assert_status(sg_graph_grad(g, p, &gp), SG_OK, NULL);
-    assert_status(sg_graph_mark_output(g, gp), SG_OK, NULL);
-  }
-  sg_sgd_params sgd = sg_sgd_params_init();
-  sgd.momentum = 0.9;
-  assert_status(sg_graph_add_sgd(g, lr, &sgd), SG_OK, NULL);
-  assert_status(sg_graph_finalize(g), SG_OK, NULL);
-  return g;
-}
-
-/* (2) Every gradient of the first step against PyTorch's (`ref`: the
- * gradients in sorted-name order, n_weights elements in all). */
-static void check_gradients(const transformer_case *k, const sg_graph *g, sg_session *s,
-                            char names[MAX_PARAMS][256], const float *ref) {
-  size_t off = 0;
-  double worst = 0;
-  const char *worst_name = "";
-  for (int i = 0; i < k->n_params; i++) {
-    sg_tensor p, gp;
-    sg_tensor_info info;
-    assert_status(sg_graph_find_tensor(g, names[i], &p), SG_OK, NULL);
-    assert_status(sg_graph_grad(g, p, &gp), SG_OK, NULL);
-    assert_status(sg_graph_tensor_info(g, gp, &info), SG_OK, NULL);
-    assert_true(off + (size_t)info.numel <= k->n_weights);
-    float *grad = malloc(info.nbytes);
-    assert_status(sg_session_read(s, info.name, grad, info.nbytes), SG_OK, NULL);
-    double e = rel_l2(grad, ref + off, (size_t)info.numel);
-    if (!(e <= 1e-4)) fail_msg("%s: d loss / d %s: relative L2 error %g", k->file, names[i], e);
-    if (e > worst) worst = e, worst_name = names[i];
-    off += (size_t)info.numel;
-    free(grad);
-  }
-  assert_int_equal(off, k->n_weights);
-  if (verbose())
-    printf("%s: %d gradients, worst relative L2 %.3g (%s)\n", k->file, k->n_params, worst, worst_name);
-}
-
-static void transformer_parity(const transformer_case *k) {
-  size_t n_logits = (size_t)(k->rows * k->classes);
-  float *ref = read_data(k->ref, (n_logits + k->n_weights + 3) * sizeof(float));
-  sg_graph *imported = import(k->file);
-  check_logits(k, imported, ref);
-  char names[MAX_PARAMS][256];
-  sg_graph *g = training_graph(k, imported, names);
-  sg_graph_destroy(imported);
-  sg_session *s = session(g);
-  const float *losses = ref + n_logits + k->n_weights;
-  float rate = 0.1f;
-  /* (3) Three SGD steps: each loss is computed before that step's update. */
-  for (int step = 0; step < 3; step++) {
-    set_inputs(k, s);
-    assert_status(sg_session_set_input(s, "labels", SG_I64, 1, &k->rows, k->labels), SG_OK, NULL);
-    assert_status(sg_session_set_input(s, "lr", SG_F32, 0, NULL, &rate), SG_OK, NULL);
-    assert_status(sg_session_step(s), SG_OK, NULL);
-    if (step == 0) check_gradients(k, g, s, names, ref + n_logits);
-    float loss;
-    assert_status(sg_session_read(s, "loss", &loss, sizeof loss), SG_OK, NULL);
-    double e = fabs((double)loss - losses[step]) / fabs((double)losses[step]);
-    if (verbose())
-      printf("%s: step %d loss %.7g (PyTorch %.7g, relative %.3g)\n", k->file, step, loss, losses[step], e);
-    if (!(e <= 1e-4)) fail_msg("%s: step %d loss %g, PyTorch's %g", k->file, step, loss, losses[step]);
-  }
-  sg_session_destroy(s);
-  sg_graph_destroy(g);
-  free(ref);
-}
 
 /* GPT-2 (nanoGPT): token and position embeddings, attention with c_attn
  * split into q, k, v (Split -> three sg_slice per layer), the causal mask
@@ -228,13 +32,13 @@ static void transformer_parity(const transformer_case *k) {
  * lm_head tied to wte: one parameter that gets both gradients. */
 static void test_gpt2(void **state) {
   (void)state;
-  int64_t *ids = read_data("gpt2_ids.i64", (32 + 32) * sizeof(int64_t));
-  sg_graph *g = import("gpt2_train.onnx");
+  int64_t *ids = onnx_test_read("gpt2_ids.i64", (32 + 32) * sizeof(int64_t));
+  sg_graph *g = onnx_test_import("gpt2_train.onnx");
   sg_tensor t;
   assert_status(sg_graph_find_tensor(g, "h.0.attn.bias", &t), SG_ERR_NOT_FOUND, NULL);
-  assert_int_equal(count_ops(g, SG_OP_SLICE), 2 * 3);
-  assert_int_equal(count_ops(g, SG_OP_EMBEDDING), 2);
-  assert_int_equal(count_ops(g, SG_OP_WHERE), 2);
+  assert_int_equal(onnx_test_count_ops(g, SG_OP_SLICE), 2 * 3);
+  assert_int_equal(onnx_test_count_ops(g, SG_OP_EMBEDDING), 2);
+  assert_int_equal(onnx_test_count_ops(g, SG_OP_WHERE), 2);
   sg_graph_destroy(g);
   /* wte, wpe, ln_f and 12 per layer; lm_head.weight is wte.weight */
   size_t weights = 64 * 32 + 16 * 32 + 2 * 32 +
@@ -261,11 +65,11 @@ static void test_gpt2(void **state) {
  * Reshape and Transpose, LayerNormalization. */
 static void test_transformer_encoder_layer(void **state) {
   (void)state;
-  float *x = read_data("encoder_x.f32", 2 * 8 * 32 * sizeof(float));
-  sg_graph *g = import("encoder_train.onnx");
-  assert_int_equal(count_ops(g, SG_OP_SLICE), 3);
-  assert_int_equal(count_ops(g, SG_OP_LAYER_NORM), 2);
-  assert_int_equal(count_ops(g, SG_OP_DROPOUT), 0);
+  float *x = onnx_test_read("encoder_x.f32", 2 * 8 * 32 * sizeof(float));
+  sg_graph *g = onnx_test_import("encoder_train.onnx");
+  assert_int_equal(onnx_test_count_ops(g, SG_OP_SLICE), 3);
+  assert_int_equal(onnx_test_count_ops(g, SG_OP_LAYER_NORM), 2);
+  assert_int_equal(onnx_test_count_ops(g, SG_OP_DROPOUT), 0);
   sg_graph_destroy(g);
   int64_t labels[16];
   for (int i = 0; i < 16; i++) labels[i] = i % 5;
@@ -293,15 +97,15 @@ static void test_transformer_encoder_layer(void **state) {
  * h[:, 0] (a Gather of a run-time tensor by a constant index: a slice). */
 static void test_pad_masks(void **state) {
   (void)state;
-  int64_t *ids = read_data("padmask_ids.i64", 12 * sizeof(int64_t));
-  uint8_t *pad = read_data("padmask_pad.u8", 12);
-  sg_graph *g = import("padmask_train.onnx");
+  int64_t *ids = onnx_test_read("padmask_ids.i64", 12 * sizeof(int64_t));
+  uint8_t *pad = onnx_test_read("padmask_pad.u8", 12);
+  sg_graph *g = onnx_test_import("padmask_train.onnx");
   sg_tensor_info info;
   sg_tensor t;
   assert_status(sg_graph_find_tensor(g, "pad", &t), SG_OK, NULL);
   assert_status(sg_graph_tensor_info(g, t, &info), SG_OK, NULL);
   assert_int_equal(info.dtype, SG_BOOL);
-  assert_int_equal(count_ops(g, SG_OP_EMBEDDING), 1);
+  assert_int_equal(onnx_test_count_ops(g, SG_OP_EMBEDDING), 1);
   sg_graph_destroy(g);
   int64_t labels[12];
   for (int i = 0; i < 12; i++) labels[i] = i % 5;
@@ -335,10 +139,11 @@ static void test_pad_masks(void **state) {
  * sum_to), F.normalize (ReduceL2) and clamp(min=1e-9) (a DOUBLE Constant). */
 static void test_t5_forms(void **state) {
   (void)state;
-  float *x = read_data("t5mix_x.f32", 2 * 6 * 16 * sizeof(float));
-  sg_graph *g = import("t5mix_train.onnx");
-  assert_int_equal(count_ops(g, SG_OP_BROADCAST_TO), 1 + 2); /* the Tile; the two F.normalize Expands */
-  assert_int_equal(count_ops(g, SG_OP_EMBEDDING), 2);
+  float *x = onnx_test_read("t5mix_x.f32", 2 * 6 * 16 * sizeof(float));
+  sg_graph *g = onnx_test_import("t5mix_train.onnx");
+  assert_int_equal(onnx_test_count_ops(g, SG_OP_BROADCAST_TO),
+                   1 + 2); /* the Tile; the two F.normalize Expands */
+  assert_int_equal(onnx_test_count_ops(g, SG_OP_EMBEDDING), 2);
   sg_graph_destroy(g);
   int64_t labels[14];
   for (int i = 0; i < 14; i++) labels[i] = i % 5;
@@ -404,15 +209,16 @@ static void test_forms(void **state) {
   enum { N = sizeof counts / sizeof *counts };
   size_t total = 0;
   for (int i = 0; i < N; i++) total += counts[i];
-  float *x = read_data("forms_x.f32", 24 * sizeof(float)),
-        *ref = read_data("forms_y.f32", total * sizeof(float));
-  int64_t *ids = read_data("forms_ids.i64", 8 * sizeof(int64_t)), *is = read_data("forms_is.i64", 7 * 8);
-  uint8_t *pad = read_data("forms_pad.u8", 8);
-  float *fs = read_data("forms_fs.f32", 12 * sizeof(float));
+  float *x = onnx_test_read("forms_x.f32", 24 * sizeof(float)),
+        *ref = onnx_test_read("forms_y.f32", total * sizeof(float));
+  int64_t *ids = onnx_test_read("forms_ids.i64", 8 * sizeof(int64_t)),
+          *is = onnx_test_read("forms_is.i64", 7 * 8);
+  uint8_t *pad = onnx_test_read("forms_pad.u8", 8);
+  float *fs = onnx_test_read("forms_fs.f32", 12 * sizeof(float));
   static const int64_t xd[] = {2, 4, 3}, id[] = {2, 4}, fsd[] = {12}, isd[] = {7};
-  sg_graph *g = import("forms_opset14.onnx");
-  assert_int_equal(count_ops(g, SG_OP_CONCAT), 2 + 1); /* gather_runs, gather_2d; pad_concat */
-  sg_session *s = session(g);
+  sg_graph *g = onnx_test_import("forms_opset14.onnx");
+  assert_int_equal(onnx_test_count_ops(g, SG_OP_CONCAT), 2 + 1); /* gather_runs, gather_2d; pad_concat */
+  sg_session *s = onnx_test_session(g);
   assert_status(sg_session_set_input(s, "x", SG_F32, 3, xd, x), SG_OK, NULL);
   assert_status(sg_session_set_input(s, "ids", SG_I64, 2, id, ids), SG_OK, NULL);
   assert_status(sg_session_set_input(s, "pad", SG_BOOL, 2, id, pad), SG_OK, NULL);
@@ -434,8 +240,8 @@ static void test_forms(void **state) {
 
   /* BOOL graph outputs (declared BOOL): the input under a second name, a
    * copy, and its Not at run time. */
-  g = import("bool_io_opset14.onnx");
-  s = session(g);
+  g = onnx_test_import("bool_io_opset14.onnx");
+  s = onnx_test_session(g);
   assert_status(sg_session_set_input(s, "pad", SG_BOOL, 2, id, pad), SG_OK, NULL);
   assert_status(sg_session_forward(s), SG_OK, NULL);
   uint8_t same[8], inverse[8];
@@ -448,9 +254,9 @@ static void test_forms(void **state) {
   sg_session_destroy(s);
   sg_graph_destroy(g);
 
-  float *l2 = read_data("reduce_l2_y.f32", 6 * sizeof(float)), got[6];
-  g = import("reduce_l2_opset18.onnx");
-  s = session(g);
+  float *l2 = onnx_test_read("reduce_l2_y.f32", 6 * sizeof(float)), got[6];
+  g = onnx_test_import("reduce_l2_opset18.onnx");
+  s = onnx_test_session(g);
   assert_status(sg_session_set_input(s, "x", SG_F32, 3, xd, x), SG_OK, NULL);
   assert_status(sg_session_forward(s), SG_OK, NULL);
   assert_status(sg_session_read(s, "y", got, sizeof got), SG_OK, NULL);
@@ -477,11 +283,11 @@ static void test_forms(void **state) {
  * matmul and reduce_sum: no op of its own. */
 static void test_einsum_attention(void **state) {
   (void)state;
-  float *x = read_data("einsum_x.f32", 2 * 5 * 16 * sizeof(float));
-  sg_graph *g = import("einsum_train.onnx");
+  float *x = onnx_test_read("einsum_x.f32", 2 * 5 * 16 * sizeof(float));
+  sg_graph *g = onnx_test_import("einsum_train.onnx");
   /* Every two-operand Einsum is one matmul, besides the Linear layers' (gemm or matmul). */
-  assert_true(count_ops(g, SG_OP_MATMUL) >= 7);
-  assert_int_equal(count_ops(g, SG_OP_REDUCE_SUM), 1); /* "bij->bi" */
+  assert_true(onnx_test_count_ops(g, SG_OP_MATMUL) >= 7);
+  assert_int_equal(onnx_test_count_ops(g, SG_OP_REDUCE_SUM), 1); /* "bij->bi" */
   sg_graph_destroy(g);
   int64_t labels[10];
   for (int i = 0; i < 10; i++) labels[i] = i % 5;
@@ -509,10 +315,10 @@ static void test_einsum_attention(void **state) {
  * position embedding's Gather. */
 static void test_roberta_positions(void **state) {
   (void)state;
-  int64_t *ids = read_data("roberta_ids.i64", 14 * sizeof(int64_t));
-  sg_graph *g = import("roberta_pos_train.onnx");
-  assert_int_equal(count_ops(g, SG_OP_CUMSUM), 1);
-  assert_int_equal(count_ops(g, SG_OP_EMBEDDING), 2);
+  int64_t *ids = onnx_test_read("roberta_ids.i64", 14 * sizeof(int64_t));
+  sg_graph *g = onnx_test_import("roberta_pos_train.onnx");
+  assert_int_equal(onnx_test_count_ops(g, SG_OP_CUMSUM), 1);
+  assert_int_equal(onnx_test_count_ops(g, SG_OP_EMBEDDING), 2);
   sg_graph_destroy(g);
   int64_t labels[14];
   for (int i = 0; i < 14; i++) labels[i] = i % 5;
@@ -540,10 +346,10 @@ static void test_roberta_positions(void **state) {
  * ops, whose gradients reach every layer below them. */
 static void test_reduce_max_pooling(void **state) {
   (void)state;
-  float *x = read_data("reduce_max_x.f32", 2 * 6 * 16 * sizeof(float));
-  sg_graph *g = import("reduce_max_train.onnx");
-  assert_int_equal(count_ops(g, SG_OP_REDUCE_MAX), 2);
-  assert_int_equal(count_ops(g, SG_OP_REDUCE_MIN), 1);
+  float *x = onnx_test_read("reduce_max_x.f32", 2 * 6 * 16 * sizeof(float));
+  sg_graph *g = onnx_test_import("reduce_max_train.onnx");
+  assert_int_equal(onnx_test_count_ops(g, SG_OP_REDUCE_MAX), 2);
+  assert_int_equal(onnx_test_count_ops(g, SG_OP_REDUCE_MIN), 1);
   sg_graph_destroy(g);
   int64_t labels[2] = {0, 1};
   transformer_case k = {.file = "reduce_max_train.onnx",
@@ -575,12 +381,12 @@ static void reduce_max_forms(int opset) {
   char file[64], yname[64];
   snprintf(file, sizeof file, "reduce_max_forms_opset%d.onnx", opset);
   snprintf(yname, sizeof yname, "reduce_max_forms_opset%d_y.f32", opset);
-  float *a = read_data("reduce_max_a.f32", 24 * sizeof(float)),
-        *ref = read_data(yname, (opset >= 18 ? 39 : 15) * 4);
-  sg_graph *g = import(file);
-  assert_int_equal(count_ops(g, SG_OP_REDUCE_MAX) + count_ops(g, SG_OP_REDUCE_MIN),
+  float *a = onnx_test_read("reduce_max_a.f32", 24 * sizeof(float)),
+        *ref = onnx_test_read(yname, (opset >= 18 ? 39 : 15) * 4);
+  sg_graph *g = onnx_test_import(file);
+  assert_int_equal(onnx_test_count_ops(g, SG_OP_REDUCE_MAX) + onnx_test_count_ops(g, SG_OP_REDUCE_MIN),
                    4); /* the constants' folded */
-  sg_session *s = session(g);
+  sg_session *s = onnx_test_session(g);
   static const int64_t ad[] = {2, 3, 4};
   assert_status(sg_session_set_input(s, "a", SG_F32, 3, ad, a), SG_OK, NULL);
   assert_status(sg_session_forward(s), SG_OK, NULL);
@@ -621,15 +427,15 @@ static void test_einsum_forms(void **state) {
   enum { N = sizeof counts / sizeof *counts };
   size_t total = 0;
   for (int i = 0; i < N; i++) total += counts[i];
-  float *a = read_data("einsum_a.f32", 24 * sizeof(float)),
-        *b = read_data("einsum_b.f32", 40 * sizeof(float)),
-        *ref = read_data("einsum_forms_y.f32", total * sizeof(float));
-  int64_t *ids = read_data("einsum_ids.i64", 12 * sizeof(int64_t));
+  float *a = onnx_test_read("einsum_a.f32", 24 * sizeof(float)),
+        *b = onnx_test_read("einsum_b.f32", 40 * sizeof(float)),
+        *ref = onnx_test_read("einsum_forms_y.f32", total * sizeof(float));
+  int64_t *ids = onnx_test_read("einsum_ids.i64", 12 * sizeof(int64_t));
   static const int64_t ad[] = {2, 3, 4}, bd[] = {2, 4, 5}, idd[] = {2, 6};
-  sg_graph *g = import("einsum_forms_opset14.onnx");
+  sg_graph *g = onnx_test_import("einsum_forms_opset14.onnx");
   /* Run-time CumSums: eight of a, one of int64s, one of int32s; the constants' are folded. */
-  assert_int_equal(count_ops(g, SG_OP_CUMSUM), 8 + 2);
-  sg_session *s = session(g);
+  assert_int_equal(onnx_test_count_ops(g, SG_OP_CUMSUM), 8 + 2);
+  sg_session *s = onnx_test_session(g);
   assert_status(sg_session_set_input(s, "a", SG_F32, 3, ad, a), SG_OK, NULL);
   assert_status(sg_session_set_input(s, "b", SG_F32, 3, bd, b), SG_OK, NULL);
   assert_status(sg_session_set_input(s, "ids", SG_I64, 2, idd, ids), SG_OK, NULL);
@@ -648,7 +454,8 @@ static void test_einsum_forms(void **state) {
     }
     r += counts[i];
   }
-  if (verbose()) printf("einsum_forms_opset14.onnx: %d outputs, worst relative error %.3g\n", N, worst);
+  if (onnx_test_verbose())
+    printf("einsum_forms_opset14.onnx: %d outputs, worst relative error %.3g\n", N, worst);
   sg_session_destroy(s);
   sg_graph_destroy(g);
   free(a);
@@ -675,7 +482,7 @@ static void expect_outputs(sg_session *s, int n, const char *const *names, const
 /* Runs a model of input x [2,3,8] (slice_x.f32). */
 static sg_session *run_slice_model(sg_graph *g, const float *x) {
   static const int64_t dims[] = {2, 3, 8};
-  sg_session *s = session(g);
+  sg_session *s = onnx_test_session(g);
   assert_status(sg_session_set_input(s, "x", SG_F32, 3, dims, x), SG_OK, NULL);
   assert_status(sg_session_forward(s), SG_OK, NULL);
   return s;
@@ -687,20 +494,20 @@ static sg_session *run_slice_model(sg_graph *g, const float *x) {
  * attribute at 11) and in equal parts; opset 18's num_outputs. */
 static void test_slice_split(void **state) {
   (void)state;
-  float *x = read_data("slice_x.f32", 48 * sizeof(float)),
-        *ref = read_data("slice_y.f32", 230 * sizeof(float));
+  float *x = onnx_test_read("slice_x.f32", 48 * sizeof(float)),
+        *ref = onnx_test_read("slice_y.f32", 230 * sizeof(float));
   static const char *const names[] = {"s1", "s2", "s3", "s4", "p0", "p1", "e0", "e1", "e2"};
   static const size_t counts[] = {30, 32, 24, 48, 12, 36, 16, 16, 16};
-  sg_graph *g = import("slice_split_opset13.onnx");
+  sg_graph *g = onnx_test_import("slice_split_opset13.onnx");
   /* One slice each for s1, s2 (the whole axis 0 is not cut), s3; none for
    * s4; one per output of the splits. */
-  assert_int_equal(count_ops(g, SG_OP_SLICE), 3 + 2 + 3);
+  assert_int_equal(onnx_test_count_ops(g, SG_OP_SLICE), 3 + 2 + 3);
   sg_session *s = run_slice_model(g, x);
   expect_outputs(s, 9, names, counts, ref, "slice_split_opset13.onnx");
   sg_session_destroy(s);
   sg_graph_destroy(g);
 
-  g = import("split_opset11.onnx");
+  g = onnx_test_import("split_opset11.onnx");
   s = run_slice_model(g, x);
   expect_outputs(s, 5, names + 4, counts + 4, ref + 30 + 32 + 24 + 48, "split_opset11.onnx");
   sg_session_destroy(s);
@@ -714,7 +521,7 @@ static void test_slice_split(void **state) {
       for (int j = 3 * part; j < 3 * part + 3 && j < 8; j++) q[n++] = x[i * 8 + j];
   static const char *const qnames[] = {"q0", "q1", "q2"};
   static const size_t qcounts[] = {18, 18, 12};
-  g = import("split_opset18.onnx");
+  g = onnx_test_import("split_opset18.onnx");
   s = run_slice_model(g, x);
   expect_outputs(s, 3, qnames, qcounts, q, "split_opset18.onnx");
   sg_session_destroy(s);
@@ -731,13 +538,14 @@ static void test_slice_split(void **state) {
  * that keeps the shape is no op. */
 static void test_mask_ops(void **state) {
   (void)state;
-  sg_graph *g = import("mask_opset14.onnx");
-  assert_int_equal(count_ops(g, SG_OP_BROADCAST_TO), 1);
-  assert_int_equal(count_ops(g, SG_OP_WHERE), 2);
-  float *x = read_data("mask_x.f32", 16 * sizeof(float)), *xr = read_data("mask_xr.f32", 4 * sizeof(float));
-  float *ref = read_data("mask_y.f32", 82 * sizeof(float));
+  sg_graph *g = onnx_test_import("mask_opset14.onnx");
+  assert_int_equal(onnx_test_count_ops(g, SG_OP_BROADCAST_TO), 1);
+  assert_int_equal(onnx_test_count_ops(g, SG_OP_WHERE), 2);
+  float *x = onnx_test_read("mask_x.f32", 16 * sizeof(float)),
+        *xr = onnx_test_read("mask_xr.f32", 4 * sizeof(float));
+  float *ref = onnx_test_read("mask_y.f32", 82 * sizeof(float));
   static const int64_t xd[] = {4, 4}, xrd[] = {1, 4};
-  sg_session *s = session(g);
+  sg_session *s = onnx_test_session(g);
   assert_status(sg_session_set_input(s, "x", SG_F32, 2, xd, x), SG_OK, NULL);
   assert_status(sg_session_set_input(s, "xr", SG_F32, 2, xrd, xr), SG_OK, NULL);
   assert_status(sg_session_forward(s), SG_OK, NULL);

@@ -1,0 +1,64 @@
+/* Helpers of the ONNX tests against PyTorch (test_onnx_transformer.c,
+ * test_onnx_dynamo.c): the committed models and references under
+ * tests/data/onnx, and the parity check of a transformer export: PyTorch's
+ * logits, every parameter's gradient and the losses of three SGD steps. */
+#ifndef SG_TEST_ONNX_PARITY_H
+#define SG_TEST_ONNX_PARITY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sgrt/sgrt.h"
+
+/* tests/data/onnx/NAME (a static buffer, overwritten by the next call). */
+const char *onnx_test_path(const char *name);
+/* The whole file tests/data/onnx/NAME, which must hold `bytes` bytes. */
+void *onnx_test_read(const char *name, size_t bytes);
+/* tests/data/onnx/NAME imported with the default params (must succeed). */
+sg_graph *onnx_test_import(const char *name);
+/* A compiled session on 2 threads. */
+sg_session *onnx_test_session(const sg_graph *g);
+int onnx_test_count_ops(const sg_graph *g, sg_op_kind kind);
+/* SG_TEST_VERBOSE is set: print the figures. */
+bool onnx_test_verbose(void);
+/* Relative L2 error of got against ref. */
+double onnx_rel_l2(const float *got, const float *ref, size_t n);
+
+typedef struct transformer_case {
+  const char *file, *ref; /* the export; PyTorch's logits, gradients, losses */
+  const char *input;
+  sg_dtype dtype;
+  int ndim;
+  int64_t dims[3];
+  const void *x;
+  const char *input2; /* a second input, or NULL */
+  sg_dtype dtype2;
+  int ndim2;
+  int64_t dims2[4];
+  const void *x2;
+  const int64_t *labels;
+  int64_t rows, classes; /* the logits seen as [rows, classes] */
+  int n_params;          /* PyTorch's named_parameters() */
+  size_t n_weights;      /* their elements */
+  /* The import's parameters are not PyTorch's by name (an optimised dynamo
+   * export stores weights folded and renamed): the gradients are not
+   * compared one by one; the logits, count and losses still are. */
+  bool no_gradients;
+  /* The output holding the logits; NULL: "logits". */
+  const char *output;
+  /* Pairs {import's name, PyTorch's name}, NULL-terminated, for parameters
+   * the export names otherwise (a tied weight written under its other
+   * name): the reference orders gradients by PyTorch's names. */
+  const char *const *renames;
+} transformer_case;
+
+#define MAX_PARAMS 64
+
+/* The parity of k's export with PyTorch's reference file (k->ref: the
+ * logits [rows, classes], the gradients in sorted-name order, 3 losses):
+ * logits max |diff| <= 1e-5, each gradient relative L2 <= 1e-4, each loss
+ * relative <= 1e-4 (cross entropy, SGD lr 0.1, momentum 0.9). */
+void transformer_parity(const transformer_case *k);
+
+#endif
