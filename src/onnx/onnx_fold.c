@@ -815,6 +815,9 @@ static sg_status int_op(ox_ctx *c, char op, int64_t x, int64_t y, int64_t *r) {
     case '+': bad = __builtin_add_overflow(x, y, r); break;
     case '-': bad = __builtin_sub_overflow(x, y, r); break;
     case '*': bad = __builtin_mul_overflow(x, y, r); break;
+    case '&': *r = x != 0 && y != 0; return SG_OK; /* And, Or, Xor of bools */
+    case '|': *r = x != 0 || y != 0; return SG_OK;
+    case '^': *r = (x != 0) != (y != 0); return SG_OK;
     case '%': /* Mod: the sign of the divisor, as Python's % */
     case 'f': /* Mod with fmod = 1: the sign of the dividend, as C's % */
       bad = y == 0;

@@ -1,7 +1,10 @@
 /* Gather (onnx_fold.c's table): folded when data and indices are import-time
  * constants; else an embedding lookup of a 2-D weight along axis 0
  * (nn.Embedding), or slices of any other tensor by constant indices (BERT's
- * pooler h[:, 0], x[:, -1]). docs/onnx.md has the mapping table. */
+ * pooler h[:, 0], x[:, -1]). GatherND and GatherElements, which Hugging Face
+ * models exported by PyTorch 2 write for attention masks and RoBERTa's
+ * token types: folded, or (GatherND by constant indices) the same slices.
+ * docs/onnx.md has the mapping table. */
 #include <string.h>
 
 #include "onnx/onnx_internal.h"
@@ -117,22 +120,8 @@ static sg_status gather_slices(ox_ctx *c, ox_value *data, ox_value *idx, int64_t
   return sg__ox_set_tensor(c, 0, y);
 }
 
-sg_status sg__ox_cv_gather(ox_ctx *c, const Onnx__NodeProto *n) {
-  static const char *const known[] = {"axis", NULL};
-  SG_CHECK(sg__ox_check_attrs(c, known));
-  ox_value *data = sg__ox_input(c, n, 0), *idx = sg__ox_input(c, n, 1);
-  int64_t axis_attr = 0;
-  SG_CHECK(sg__ox_attr_int(c, "axis", 0, &axis_attr));
-  if (!sg__ox_foldable(data) || !sg__ox_foldable(idx)) {
-    if (data->kind == OX_V_UNAVAILABLE) return sg__ox_unavailable(c, data);
-    if (idx->kind == OX_V_UNAVAILABLE) return sg__ox_unavailable(c, idx);
-    /* A 2-D weight along axis 0 is an embedding table (nn.Embedding, also
-     * with constant ids: the position rows); any other tensor gathered by
-     * constant indices is sliced. */
-    bool table = data->kind == OX_V_CONST && data->ndim == 2 && (axis_attr == 0 || axis_attr == -2);
-    if (idx->kind == OX_V_CONST && !table) return gather_slices(c, data, idx, axis_attr);
-    return gather_embedding(c, data, idx, axis_attr);
-  }
+/* A Gather of constant data by constant indices, at import time. */
+static sg_status fold_gather(ox_ctx *c, const ox_value *data, const ox_value *idx, int64_t axis_attr) {
   if (idx->elem == OX_FLOAT)
     return sg__ox_node_error(c, SG_ERR_DTYPE, "indices '%s' holds floats; expected integers", idx->name);
   int axis = 0;
@@ -165,3 +154,163 @@ sg_status sg__ox_cv_gather(ox_ctx *c, const Onnx__NodeProto *n) {
   }
   return sg__ox_set_const(c, 0, data->elem, rank, dims, out);
 }
+
+/* The flat positions in data (dims ddims) of a GatherND's index tuples (the
+ * last dim of idx, m long): each index may count from the end, and must lie
+ * in its dim. */
+static sg_status nd_positions(ox_ctx *c, const ox_value *idx, int m, const int64_t *ddims, int64_t *flat) {
+  int64_t tuples = idx->numel / m;
+  for (int64_t t = 0; t < tuples; t++) {
+    int64_t f = 0;
+    for (int k = 0; k < m; k++) {
+      int64_t i = sg__ox_i64(idx, t * m + k), d = ddims[k];
+      if (i < -d || i >= d)
+        return sg__ox_node_error(c, SG_ERR_RANGE,
+                                 "index %lld of indices '%s' is out of range for a dim of %lld", (long long)i,
+                                 idx->name, (long long)d);
+      f = f * d + (i < 0 ? i + d : i);
+    }
+    flat[t] = f;
+  }
+  return SG_OK;
+}
+
+/* GatherND with batch_dims 0: each index tuple (the last dim of indices, m
+ * long) picks a slice data[i0, .., im-1] of the dims after m; the result has
+ * the indices' dims but the last, then those. The indices must be known at
+ * import. Seen as a Gather along axis 0 of data reshaped to [rows, rest...]
+ * by the tuples' flat row numbers, it is folded for constant data and
+ * sliced for a tensor (Hugging Face's padding_mask[batch_idx, kv_idx]). */
+static sg_status cv_gather_nd(ox_ctx *c, const Onnx__NodeProto *n) {
+  static const char *const known[] = {"batch_dims", NULL};
+  SG_CHECK(sg__ox_check_attrs(c, known));
+  int64_t batch_dims = 0;
+  SG_CHECK(sg__ox_attr_int(c, "batch_dims", 0, &batch_dims));
+  if (batch_dims != 0)
+    return sg__ox_node_error(c, SG_ERR_UNSUPPORTED, "batch_dims is %lld; sgrt's GatherND takes 0",
+                             (long long)batch_dims);
+  ox_value *data = sg__ox_input(c, n, 0), *idx = sg__ox_input(c, n, 1);
+  if (data->kind == OX_V_UNAVAILABLE) return sg__ox_unavailable(c, data);
+  SG_CHECK(sg__ox_need_foldable(c, idx, "indices"));
+  if (idx->elem == OX_FLOAT)
+    return sg__ox_node_error(c, SG_ERR_DTYPE, "indices '%s' holds floats; expected integers", idx->name);
+  int r;
+  int64_t ddims[SG_MAX_DIMS];
+  SG_CHECK(sg__ox_shape(c, data, &r, ddims));
+  int q = idx->ndim, m = q >= 1 ? (int)idx->dims[q - 1] : 0;
+  if (q < 1 || m < 1 || m > r)
+    return sg__ox_node_error(c, SG_ERR_SHAPE,
+                             "indices '%s' has rank %d and last dim %d; data '%s' has rank %d", idx->name, q,
+                             m, data->name, r);
+  int64_t rows = sg__ox_fold_numel(m, ddims), rest[SG_MAX_DIMS];
+  int nrest = r - m;
+  for (int k = 0; k < nrest; k++) rest[k] = ddims[m + k];
+  ox_value flat = {.name = idx->name, .kind = OX_V_CONST, .tensor = -1, .elem = OX_INT64, .ndim = q - 1};
+  for (int k = 0; k < q - 1; k++) flat.dims[k] = idx->dims[k];
+  flat.numel = idx->numel / m;
+  int64_t *pos;
+  SG_CHECK(sg__ox_fold_alloc(c, flat.numel, 8, (void **)&pos));
+  SG_CHECK(nd_positions(c, idx, m, ddims, pos));
+  flat.data = pos;
+  /* data seen as [rows, rest...] */
+  ox_value seen = *data;
+  seen.ndim = 1 + nrest;
+  seen.dims[0] = rows;
+  for (int k = 0; k < nrest; k++) seen.dims[1 + k] = rest[k];
+  if (!sg__ox_foldable(data)) {
+    sg_tensor t;
+    SG_CHECK(sg__ox_reshape(c, data, seen.ndim, seen.dims, &t));
+    SG_CHECK(sg__ox_built(c, t));
+    seen.kind = OX_V_TENSOR;
+    seen.tensor = t.id;
+    return gather_slices(c, &seen, &flat, 0);
+  }
+  return fold_gather(c, &seen, &flat, 0);
+}
+
+/* GatherElements: out[.., j, ..] = data[.., indices[.., j, ..], ..] along
+ * axis, the result shaped as the indices. Folded when both are constants.
+ * Of constant data whose elements are all one value by indices computed at
+ * run time (Hugging Face's RoBERTa gathers its all-zero token_type_ids
+ * buffer by the position ids), the result is that value whatever the
+ * indices: a constant, folded, with the indices' dims (indices out of range
+ * are then not reported, where PyTorch would fail). Any other form has no
+ * run-time op here. */
+static sg_status cv_gather_elements(ox_ctx *c, const Onnx__NodeProto *n) {
+  static const char *const known[] = {"axis", NULL};
+  SG_CHECK(sg__ox_check_attrs(c, known));
+  ox_value *data = sg__ox_input(c, n, 0), *idx = sg__ox_input(c, n, 1);
+  int64_t axis_attr = 0;
+  SG_CHECK(sg__ox_attr_int(c, "axis", 0, &axis_attr));
+  SG_CHECK(sg__ox_need_foldable(c, data, "data"));
+  if (idx->kind == OX_V_UNAVAILABLE) return sg__ox_unavailable(c, idx);
+  int axis, qi;
+  int64_t idims[SG_MAX_DIMS];
+  SG_CHECK(sg__ox_axis(c, axis_attr, data->ndim, "axis", &axis));
+  SG_CHECK(sg__ox_shape(c, idx, &qi, idims));
+  if (qi != data->ndim)
+    return sg__ox_node_error(c, SG_ERR_SHAPE, "indices '%s' has rank %d, data '%s' rank %d; they must agree",
+                             idx->name, qi, data->name, data->ndim);
+  for (int k = 0; k < qi; k++)
+    if (k != axis && idims[k] > data->dims[k])
+      return sg__ox_node_error(c, SG_ERR_SHAPE, "dim %d of indices '%s' is %lld, more than data's %lld", k,
+                               idx->name, (long long)idims[k], (long long)data->dims[k]);
+  size_t es = sg__ox_elem_size(data->elem);
+  int64_t numel = sg__ox_fold_numel(qi, idims);
+  char *out;
+  if (!sg__ox_foldable(idx)) {
+    bool uniform = data->numel > 0;
+    for (int64_t i = 1; i < data->numel && uniform; i++)
+      uniform = memcmp((const char *)data->data + (size_t)i * es, data->data, es) == 0;
+    if (!uniform)
+      return sg__ox_node_error(
+          c, SG_ERR_UNSUPPORTED,
+          "indices '%s' are computed at run time; sgrt folds GatherElements, and runs it "
+          "only where every element of data '%s' is one value",
+          idx->name, data->name);
+    SG_CHECK(sg__ox_fold_alloc(c, numel, es, (void **)&out));
+    for (int64_t i = 0; i < numel; i++) memcpy(out + (size_t)i * es, data->data, es);
+    return sg__ox_set_const(c, 0, data->elem, qi, idims, out);
+  }
+  if (idx->elem == OX_FLOAT)
+    return sg__ox_node_error(c, SG_ERR_DTYPE, "indices '%s' holds floats; expected integers", idx->name);
+  SG_CHECK(sg__ox_fold_alloc(c, numel, es, (void **)&out));
+  int64_t pos[SG_MAX_DIMS] = {0}, d = data->dims[axis];
+  for (int64_t i = 0; i < numel; i++) {
+    int64_t j = sg__ox_i64(idx, i);
+    if (j < -d || j >= d)
+      return sg__ox_node_error(c, SG_ERR_RANGE,
+                               "index %lld of indices '%s' is out of range for a dim of %lld", (long long)j,
+                               idx->name, (long long)d);
+    int64_t off = 0;
+    for (int k = 0; k < qi; k++) off = off * data->dims[k] + (k == axis ? (j < 0 ? j + d : j) : pos[k]);
+    memcpy(out + (size_t)i * es, (const char *)data->data + (size_t)off * es, es);
+    for (int k = qi - 1; k >= 0 && ++pos[k] == idims[k]; k--) pos[k] = 0;
+  }
+  return sg__ox_set_const(c, 0, data->elem, qi, idims, out);
+}
+
+sg_status sg__ox_cv_gather(ox_ctx *c, const Onnx__NodeProto *n) {
+  static const char *const known[] = {"axis", NULL};
+  SG_CHECK(sg__ox_check_attrs(c, known));
+  ox_value *data = sg__ox_input(c, n, 0), *idx = sg__ox_input(c, n, 1);
+  int64_t axis_attr = 0;
+  SG_CHECK(sg__ox_attr_int(c, "axis", 0, &axis_attr));
+  if (!sg__ox_foldable(data) || !sg__ox_foldable(idx)) {
+    if (data->kind == OX_V_UNAVAILABLE) return sg__ox_unavailable(c, data);
+    if (idx->kind == OX_V_UNAVAILABLE) return sg__ox_unavailable(c, idx);
+    /* A 2-D weight along axis 0 is an embedding table (nn.Embedding, also
+     * with constant ids: the position rows); any other tensor gathered by
+     * constant indices is sliced. */
+    bool table = data->kind == OX_V_CONST && data->ndim == 2 && (axis_attr == 0 || axis_attr == -2);
+    if (idx->kind == OX_V_CONST && !table) return gather_slices(c, data, idx, axis_attr);
+    return gather_embedding(c, data, idx, axis_attr);
+  }
+  return fold_gather(c, data, idx, axis_attr);
+}
+
+const ox_op sg__ox_gather_ops[] = {
+    {"GatherND", cv_gather_nd, 2, 2, 1, 1},
+    {"GatherElements", cv_gather_elements, 2, 2, 1, 1},
+};
+const int sg__ox_n_gather_ops = (int)(sizeof sg__ox_gather_ops / sizeof *sg__ox_gather_ops);

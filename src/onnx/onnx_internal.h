@@ -267,6 +267,8 @@ extern const ox_op sg__ox_einsum_ops[];
 extern const int sg__ox_n_einsum_ops;
 extern const ox_op sg__ox_sequence_ops[];
 extern const int sg__ox_n_sequence_ops;
+extern const ox_op sg__ox_gather_ops[];
+extern const int sg__ox_n_gather_ops;
 
 /* Normalises a possibly negative axis against rank; SG_ERR_ATTRIBUTE naming
  * `what` when out of range. */
@@ -311,7 +313,8 @@ sg_status sg__ox_built(ox_ctx *c, sg_tensor t);
  * initializer, which is a trainable parameter (or state). */
 bool sg__ox_foldable(const ox_value *v);
 /* Folds a binary op ('+', '-', '*', '/'; Mod: '%' the sign of the divisor
- * (integers), 'f' the dividend's (fmod); the comparisons '=' Equal, '<'
+ * (integers), 'f' the dividend's (fmod); '&', '|', '^' And, Or, Xor of
+ * bools; the comparisons '=' Equal, '<'
  * Less, '>' Greater, 'l' LessOrEqual, 'g' GreaterOrEqual give bools; 'm'
  * and 'M' are Min and Max)
  * when both operands are foldable constants of one type, with NumPy

@@ -199,6 +199,40 @@ static sg_status cv_not(ox_ctx *c, const Onnx__NodeProto *n) {
   return sg__ox_set_const(c, 0, OX_BOOL, x->ndim, x->dims, out);
 }
 
+/* And, Or, Xor of bools (Hugging Face's masks: a causal mask And a padding
+ * mask): folded for constants; at run time in f32, where the bools are 0
+ * and 1 exactly: a * b, max(a, b), |a - b|, cast back to bool. NumPy
+ * broadcasting, as the ops it becomes. */
+static sg_status logical(ox_ctx *c, const Onnx__NodeProto *n, char op) {
+  SG_CHECK(sg__ox_check_attrs(c, no_attrs));
+  ox_value *v[2] = {sg__ox_input(c, n, 0), sg__ox_input(c, n, 1)};
+  for (int k = 0; k < 2; k++) {
+    if (v[k]->kind == OX_V_UNAVAILABLE) return sg__ox_unavailable(c, v[k]);
+    if (sg__ox_elem_of(c, v[k]) != OX_BOOL)
+      return sg__ox_node_error(c, SG_ERR_DTYPE, "input '%s' has data type %d; %s takes BOOL (9)", v[k]->name,
+                               sg__ox_elem_of(c, v[k]), sg__ox_str(n->op_type));
+  }
+  bool folded;
+  SG_CHECK(sg__ox_fold_binary(c, op, v[0], v[1], &folded));
+  if (folded) return SG_OK;
+  sg_tensor f[2];
+  for (int k = 0; k < 2; k++) {
+    SG_CHECK(sg__ox_tensor(c, v[k], &f[k]));
+    f[k] = sg_cast(c->g, f[k], SG_F32);
+    SG_CHECK(sg__ox_built(c, f[k]));
+  }
+  sg_tensor y = op == '&'   ? sg_mul(c->g, f[0], f[1])
+                : op == '|' ? sg_max(c->g, f[0], f[1])
+                            : sg_abs(c->g, sg_sub(c->g, f[0], f[1]));
+  SG_CHECK(sg__ox_built(c, y));
+  y = sg_cast(c->g, y, SG_BOOL);
+  SG_CHECK(sg__ox_built(c, y));
+  return sg__ox_set_tensor(c, 0, y);
+}
+static sg_status cv_and(ox_ctx *c, const Onnx__NodeProto *n) { return logical(c, n, '&'); }
+static sg_status cv_or(ox_ctx *c, const Onnx__NodeProto *n) { return logical(c, n, '|'); }
+static sg_status cv_xor(ox_ctx *c, const Onnx__NodeProto *n) { return logical(c, n, '^'); }
+
 /* IsNaN: folded for a constant; at run time, which PyTorch's attention
  * writes to zero the rows of a softmax that a bool mask masks wholly
  * (Where(IsNaN(p), 0, p)), sign(x) keeps a NaN and is -1, 0 or 1 otherwise,
@@ -460,6 +494,9 @@ const ox_op sg__ox_mask_ops[] = {
     {"Equal", cv_equal, 2, 2, 1, 1},
     {"Not", cv_not, 1, 1, 1, 1},
     {"IsNaN", cv_is_nan, 1, 1, 1, 1},
+    {"And", cv_and, 2, 2, 1, 1},
+    {"Or", cv_or, 2, 2, 1, 1},
+    {"Xor", cv_xor, 2, 2, 1, 1},
     {"Range", cv_range, 3, 3, 1, 1},
     {"Trilu", cv_trilu, 1, 2, 1, 1},
     {"Expand", cv_expand, 2, 2, 1, 1},

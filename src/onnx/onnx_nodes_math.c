@@ -96,6 +96,25 @@ static sg_status cv_pow(ox_ctx *c, const Onnx__NodeProto *n) {
   return out0(c, sg_pow_scalar(c->g, x, y->elem == OX_FLOAT ? sg__ox_snap_float(e) : e));
 }
 
+/* Sin and Cos of import-time constants, folded in float32 (the C
+ * library's sinf and cosf, within an ulp of PyTorch's): the rotary
+ * embedding tables of Hugging Face's llama-family models, which exporters
+ * write as Cos and Sin of constant angles. sgrt has no run-time sine. */
+static sg_status trig(ox_ctx *c, const Onnx__NodeProto *n, bool cosine) {
+  SG_CHECK(sg__ox_check_attrs(c, no_attrs));
+  ox_value *x = sg__ox_input(c, n, 0);
+  SG_CHECK(sg__ox_need_foldable(c, x, "input"));
+  if (x->elem != OX_FLOAT)
+    return sg__ox_node_error(c, SG_ERR_DTYPE, "input '%s' has data type %d; %s takes FLOAT (1)", x->name,
+                             x->elem, cosine ? "Cos" : "Sin");
+  float *out;
+  SG_CHECK(sg__ox_fold_alloc(c, x->numel, 4, (void **)&out));
+  for (int64_t i = 0; i < x->numel; i++) out[i] = cosine ? cosf(sg__ox_f32(x, i)) : sinf(sg__ox_f32(x, i));
+  return sg__ox_set_const(c, 0, OX_FLOAT, x->ndim, x->dims, out);
+}
+static sg_status cv_sin(ox_ctx *c, const Onnx__NodeProto *n) { return trig(c, n, false); }
+static sg_status cv_cos(ox_ctx *c, const Onnx__NodeProto *n) { return trig(c, n, true); }
+
 /* ---- Max, Min, Where ------------------------------------------------------- */
 
 /* Max and Min take one or more inputs, broadcast together. */
@@ -424,6 +443,8 @@ const ox_op sg__ox_math_ops[] = {
     {"Abs", cv_abs, 1, 1, 1, 1},
     {"Sign", cv_sign, 1, 1, 1, 1},
     {"Erf", cv_erf, 1, 1, 1, 1},
+    {"Sin", cv_sin, 1, 1, 1, 1},
+    {"Cos", cv_cos, 1, 1, 1, 1},
     {"Pow", cv_pow, 2, 2, 1, 1},
     {"Max", cv_max, 1, SG__MAX_OP_IO, 1, 1},
     {"Mod", cv_mod, 2, 2, 1, 1},
