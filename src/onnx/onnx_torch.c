@@ -242,8 +242,7 @@ static void tie(ox_ctx *c, ox_value *v, ox_value *p) {
     return;
   }
   SG_WARN("ONNX import: '%s' was computed from parameter '%s' by the exporter's optimizer and trains apart "
-          "from it "
-          "(export with optimize=False to train them as PyTorch does)",
+          "from it (export with optimize=False to train them as PyTorch does)",
           v->name, p->name);
 }
 

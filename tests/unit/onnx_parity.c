@@ -191,3 +191,31 @@ void transformer_parity(const transformer_case *k) {
   sg_graph_destroy(g);
   free(ref);
 }
+
+void onnx_forward_matches(const sg_graph *g, int n_inputs, const onnx_input *inputs, const char *output,
+                          const char *ref_file, size_t n) {
+  float *ref = onnx_test_read(ref_file, n * sizeof(float)), *got = malloc(n * sizeof(float));
+  sg_session *s = onnx_test_session(g);
+  for (int i = 0; i < n_inputs; i++)
+    assert_status(sg_session_set_input(s, inputs[i].name, inputs[i].dtype, inputs[i].ndim, inputs[i].dims,
+                                       inputs[i].data),
+                  SG_OK, inputs[i].name);
+  assert_status(sg_session_forward(s), SG_OK, NULL);
+  assert_status(sg_session_read(s, output, got, n * sizeof(float)), SG_OK, NULL);
+  double maxdiff = 0;
+  for (size_t i = 0; i < n; i++) maxdiff = fmax(maxdiff, fabs((double)got[i] - ref[i]));
+  if (onnx_test_verbose()) printf("%s: max |diff| %.3g\n", ref_file, maxdiff);
+  if (!(maxdiff <= 1e-5)) fail_msg("%s: max |diff| %g", ref_file, maxdiff);
+  sg_session_destroy(s);
+  free(ref);
+  free(got);
+}
+
+void onnx_expect_refusals(const onnx_refusal *bad, size_t n) {
+  for (size_t k = 0; k < n; k++) {
+    sg_onnx_params p = sg_onnx_params_init();
+    sg_graph *g = NULL;
+    assert_status(sg_onnx_import(onnx_test_path(bad[k].file), &p, &g), bad[k].st, bad[k].needle);
+    assert_null(g);
+  }
+}

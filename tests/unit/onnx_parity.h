@@ -55,6 +55,30 @@ typedef struct transformer_case {
 
 #define MAX_PARAMS 64
 
+/* A graph input for onnx_forward_matches. */
+typedef struct onnx_input {
+  const char *name;
+  sg_dtype dtype;
+  int ndim;
+  int64_t dims[4];
+  const void *data;
+} onnx_input;
+
+/* The forward output `output` of g on the inputs against tests/data/onnx/
+ * ref_file (n floats): max |diff| <= 1e-5. */
+void onnx_forward_matches(const sg_graph *g, int n_inputs, const onnx_input *inputs, const char *output,
+                          const char *ref_file, size_t n);
+
+/* Files that must be refused with a status and words in the message. */
+typedef struct onnx_refusal {
+  const char *file;
+  sg_status st;
+  const char *needle;
+} onnx_refusal;
+
+/* Imports each file of bad[] (default params) and checks its refusal. */
+void onnx_expect_refusals(const onnx_refusal *bad, size_t n);
+
 /* The parity of k's export with PyTorch's reference file (k->ref: the
  * logits [rows, classes], the gradients in sorted-name order, 3 losses):
  * logits max |diff| <= 1e-5, each gradient relative L2 <= 1e-4, each loss

@@ -30,22 +30,6 @@
 #include "onnx_parity.h"
 #include "test_util.h"
 
-/* Files that must be refused with a status and words in the message. */
-typedef struct refusal {
-  const char *file;
-  sg_status st;
-  const char *needle;
-} refusal;
-
-static void expect_refusals(const refusal *bad, size_t n) {
-  for (size_t k = 0; k < n; k++) {
-    sg_onnx_params p = sg_onnx_params_init();
-    sg_graph *g = NULL;
-    assert_status(sg_onnx_import(onnx_test_path(bad[k].file), &p, &g), bad[k].st, bad[k].needle);
-    assert_null(g);
-  }
-}
-
 /* ---- unoptimised exports against PyTorch ------------------------------------ */
 
 /* nanoGPT: the tied weight is written once, as "lm_head.weight"; PyTorch's
@@ -186,21 +170,12 @@ static void test_sdpa_bool_mask(void **state) {
 
 /* ---- eval outputs ------------------------------------------------------------- */
 
-/* The forward output `output` of g on one input against `ref_file`. */
+/* The forward output of g on one input against `ref_file`. */
 static void forward_matches(const sg_graph *g, const char *input, sg_dtype dt, int ndim, const int64_t *dims,
                             const void *x, const char *output, const char *ref_file, size_t n) {
-  float *ref = onnx_test_read(ref_file, n * sizeof(float)), *got = malloc(n * sizeof(float));
-  sg_session *s = onnx_test_session(g);
-  assert_status(sg_session_set_input(s, input, dt, ndim, dims, x), SG_OK, NULL);
-  assert_status(sg_session_forward(s), SG_OK, NULL);
-  assert_status(sg_session_read(s, output, got, n * sizeof(float)), SG_OK, NULL);
-  double maxdiff = 0;
-  for (size_t i = 0; i < n; i++) maxdiff = fmax(maxdiff, fabs((double)got[i] - ref[i]));
-  if (onnx_test_verbose()) printf("%s: max |diff| %.3g\n", ref_file, maxdiff);
-  if (!(maxdiff <= 1e-5)) fail_msg("%s: max |diff| %g", ref_file, maxdiff);
-  sg_session_destroy(s);
-  free(ref);
-  free(got);
+  onnx_input in = {input, dt, ndim, {0}, x};
+  memcpy(in.dims, dims, (size_t)ndim * sizeof *dims);
+  onnx_forward_matches(g, 1, &in, output, ref_file, n);
 }
 
 /* A batch dim exported dynamic ("batch"): the causal mask is built at run
@@ -272,14 +247,14 @@ static void test_forms(void **state) {
 
 static void test_bad_forms(void **state) {
   (void)state;
-  static const refusal bad[] = {
+  static const onnx_refusal bad[] = {
       {"bad_mod_runtime.onnx", SG_ERR_UNSUPPORTED, "(Mod): input A 'i' is computed at run time"},
       {"bad_mod_float_fmod0.onnx", SG_ERR_ATTRIBUTE, "Mod of floats needs fmod = 1"},
       {"bad_sequence_at_runtime.onnx", SG_ERR_UNSUPPORTED, "position 'pos' is computed at run time"},
       {"bad_sequence_use.onnx", SG_ERR_UNSUPPORTED,
        "(ConcatFromSequence): op 'ConcatFromSequence' is not supported"},
   };
-  expect_refusals(bad, sizeof bad / sizeof *bad);
+  onnx_expect_refusals(bad, sizeof bad / sizeof *bad);
 }
 
 /* Runs fn with the library's stderr in a file; returns what it wrote (free it). */
@@ -427,7 +402,7 @@ static void test_external_symlink(void **state) {
 
 static void test_bad_external(void **state) {
   (void)state;
-  static const refusal bad[] = {
+  static const onnx_refusal bad[] = {
       {"bad_ext_absolute.onnx", SG_ERR_FORMAT, "'/etc/passwd' is not a relative POSIX path"},
       {"bad_ext_dotdot.onnx", SG_ERR_FORMAT, "leaves the model's folder ('..')"},
       {"bad_ext_missing.onnx", SG_ERR_IO, "bad_ext_nonexistent.data', which cannot be opened"},
@@ -438,7 +413,7 @@ static void test_bad_external(void **state) {
       {"bad_ext_no_location.onnx", SG_ERR_FORMAT, "external data without a location"},
       {"bad_ext_both.onnx", SG_ERR_FORMAT, "in an external file and in the model too"},
   };
-  expect_refusals(bad, sizeof bad / sizeof *bad);
+  onnx_expect_refusals(bad, sizeof bad / sizeof *bad);
 }
 
 int main(void) {

@@ -9,7 +9,8 @@ old for the dynamo exporter):
 
     ~/.cache/sgrt-bench/venv/bin/python tests/data/onnx/make_onnx_dynamo.py [NAME...]
 
-(NAME: a generator function, e.g. make_dyn_forms; none runs them all.)
+(NAME: a generator function, e.g. make_dyn_forms or make_hf; none runs them
+all.)
 
 Every dynamo export keeps the exporter's external data file as written (the
 "location" in the model is the bare file name "<file>.data"; initializers under
@@ -176,6 +177,89 @@ optimize=False graphs, each at run time and folded from Constants:
   bad_sequence_use.onnx     a SplitToSequence output read by ConcatFromSequence:
                             SG_ERR_UNSUPPORTED (ConcatFromSequence is not a
                             supported op)
+Hand-made with onnx.helper (make_dyn_forms2; the same style): And / Or / Xor,
+Sin / Cos, GatherND and GatherElements, the ops that Hugging Face exports hold:
+  dyn_forms2.onnx       inputs "a" [2,3] BOOL (dyn_forms2_a.u8), "b" [3] BOOL
+                        (dyn_forms2_b.u8, broadcast against a), "x" [2,3,4]
+                        float (dyn_forms2_x.f32: 0.5 i - 5.25), "ids" [2,5]
+                        int64 (dyn_forms2_ids.i64, in 0..6); every output
+                        FLOAT, dyn_forms2_y.f32 holds them flattened in this
+                        order (float offset):
+                          and_ab [2,3] (0)    And(a, b) at run time
+                          or_ab [2,3] (6)     Or(a, b) at run time
+                          xor_ab [2,3] (12)   Xor(a, b) at run time
+                          and_c [4] (18)      And of two BOOL Constants (folded)
+                          or_ac [2,3] (22)    Or(a, a BOOL Constant [2,3])
+                          sin_c [6] (28)      Sin of a float Constant [0, -0,
+                                              1e-3, 3.14159, -100, 1e4] (folded)
+                          cos_c [6] (34)      Cos of the same (folded)
+                          gnd_x [3,4] (40)    GatherND(x, Constant [[0,1],[1,2],
+                                              [1,0]]): rows of the run-time x
+                          gnd_x3 [2,1] (52)   GatherND(x, Constant [2,1,3] of
+                                              whole tuples [0,2,3], [-1,0,-1])
+                          gnd_c [3] (54)      GatherND of an int64 Constant
+                                              [2,3] (2^40 in it) by [[1,2],
+                                              [0,-1],[1,0]] (folded)
+                          ge_c [2,2] (57)     GatherElements(float Constant
+                                              [2,3], Constant [[2,0],[-1,1]],
+                                              axis 1) (folded)
+                          ge_uniform [2,5] (61)  GatherElements(Expand(int64
+                                              Constant zeros [1,7], [2,7]),
+                                              ids, axis 1): zeros (RoBERTa's
+                                              token_type_ids form)
+                        (71 floats in all). sin_c and cos_c are NumPy's float32
+                        np.sin / np.cos of the float32 values; np.sin(3.14159f)
+                        (2.5351815e-06) is 1 ulp below the float64 sine rounded
+                        to float32 (2.5351817e-06), which sgrt gives; every
+                        other value equals the float64-rounded one (the C test
+                        allows 1 ulp there). -0 stays -0 (sin_c[1]).
+  Refused (opset 20; the status sgrt's import must give):
+  bad_gathernd_runtime_idx.onnx  GatherND(x [2,3,4], indices the graph's int64
+                            input "idx" [3,2]): SG_ERR_UNSUPPORTED (indices
+                            "computed at run time")
+  bad_gathernd_batch_dims.onnx   GatherND(x [2,3,4], Constant [[1],[2]],
+                            batch_dims 1): SG_ERR_UNSUPPORTED
+  bad_gather_elements_runtime.onnx  GatherElements of a float Constant [2,3] of
+                            unequal values by the int64 input "idx" [2,2]:
+                            SG_ERR_UNSUPPORTED
+  bad_sin_runtime.onnx      Sin of the float input "x" [2,3]: SG_ERR_UNSUPPORTED
+  bad_and_float.onnx        And of the float inputs "x", "z" [2,3]: SG_ERR_DTYPE
+Hugging Face transformers 5.25 (make_hf; tiny configs, random weights (seeded),
+eager attention, wrapped (HFLogits, parameters "m.*") to return the logits
+alone, use_cache off): inputs "input_ids" [2,8] int64 (in 2..63) and
+"attention_mask" [2,8] int64 (ones, mask[1, 6:] = 0: right padding of row 1),
+output [2,8,64] float; each model's inputs in hf_<model>_ids.i64 and
+hf_<model>_mask.i64 (16 int64 each):
+  hf_llama_noopt.onnx (+ .onnx.data)  LlamaForCausalLM (vocab 64, hidden 32, 2
+                        layers, 4 heads, 2 key/value heads, intermediate 64,
+                        max positions 32; lm_head untied; every RMSNorm weight
+                        1 + 0.3 N(0, 1)), train mode (no dropout), dynamo,
+                        optimize=False (And of the masks at run time, GatherND
+                        of constant indices, Sin/Cos of the folded RoPE table);
+                        output "linear_14"; 21 parameters, 22688 elements, named
+                        as PyTorch's. hf_llama_ref.f32: train_reference_inputs
+                        (logits [2,8,64] = 1024 floats, the 21 gradients sorted
+                        by name (22688), 3 losses: 23715 floats), labels i % 5
+                        over the 16 rows of 64 classes
+  hf_roberta_dyn.onnx (+ .onnx.data)  RobertaForMaskedLM (vocab 64, hidden 32, 2
+                        layers, 2 heads, intermediate 64, max positions 40, pad
+                        id 1; decoder tied to the word embeddings), eval mode,
+                        dynamo, default optimize; no token_type_ids input, so
+                        the zero token_type_ids buffer is Expanded and read by
+                        GatherElements at the run-time position ids; output
+                        "linear_13". PyTorch: 42 parameters, 21728 elements;
+                        the optimizer merges equal ones (zero biases, LayerNorm
+                        1 / 0) and folds transposed weights ("val_N"): sgrt has
+                        19 parameters, 20928 elements and warns.
+                        hf_roberta_logits.f32: eval logits [2,8,64]
+  hf_gpt2_ts.onnx       GPT2LMHeadModel (vocab 64, n_embd 32, 2 layers, 2
+                        heads, n_positions 32; lm_head tied to wte), eval mode,
+                        TorchScript exporter (dynamo=False, opset 17, weights
+                        inline; And of the masks at run time); output "logits".
+                        PyTorch: 28 parameters, 28544 elements; the export
+                        holds the tied lm_head as a transposed copy of wte
+                        ("onnx::MatMul_523" [32,64]): sgrt has 29 parameters,
+                        30592 elements. hf_gpt2_logits.f32: eval logits [2,8,64]
 Reference data (raw little-endian, C order): *.f32 float32; *.i64 int64;
 *.u8 one byte per BOOL. dyn_gpt_ids.i64 and dyn_llama_x.i64 hold the ids [2,16]
 then the targets [32]. The *_ref.f32 files are make_onnx.train_reference's:
@@ -750,6 +834,204 @@ def make_dyn_forms():
         [vi("x", f32, [2, 6])], [vi("y", f32, [2, 6])]))
 
 
+def make_dyn_forms2():
+    """dyn_forms2.onnx: And/Or/Xor (at run time on BOOLs and folded), Sin/Cos
+    (folded), GatherND (constant indices; run-time or constant data) and
+    GatherElements (folded, and of a uniform constant by run-time indices),
+    hand-made with onnx.helper in make_dyn_forms's style; every output cast to
+    FLOAT. References from NumPy. Also the refused forms of these ops."""
+    f32, i64, b8 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64, onnx.TensorProto.BOOL
+    a = np.array([[True, False, True], [False, False, True]])
+    b = np.array([True, False, False])
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4) * np.float32(0.5) - np.float32(5.25)
+    ids = np.array([[0, 1, 2, 3, 4], [6, 5, 3, 1, 0]], np.int64)
+    bc1 = np.array([True, True, False, False])
+    bc2 = np.array([True, False, True, False])
+    bca = np.array([[False, True, False], [False, True, True]])
+    sv = np.array([0.0, -0.0, 1e-3, 3.14159, -100.0, 1e4], np.float32)
+    gnd_i = np.array([[0, 1], [1, 2], [1, 0]], np.int64)
+    gnd_i3 = np.array([[[0, 2, 3]], [[-1, 0, -1]]], np.int64)
+    gc = np.array([[10, -20, 30], [-40, 50, 1 << 40]], np.int64)
+    gc_i = np.array([[1, 2], [0, -1], [1, 0]], np.int64)
+    ge_d = np.array([[1.5, -2.5, 3.5], [4.25, -5.75, 6.0]], np.float32)
+    ge_i = np.array([[2, 0], [-1, 1]], np.int64)
+    zeros17 = np.zeros((1, 7), np.int64)
+
+    def const(name, value):  # a Constant node, not a weight: folded at import
+        return oh.make_node("Constant", [], [name], name="const_" + name, value=onh.from_array(value))
+
+    def cast(src, dst):
+        return oh.make_node("Cast", [src], [dst], name="cast_" + dst, to=f32)
+
+    nodes = [
+        const("bc1", bc1), const("bc2", bc2), const("bca", bca), const("sv", sv), const("gnd_i", gnd_i),
+        const("gnd_i3", gnd_i3), const("gc", gc), const("gc_i", gc_i), const("ge_d", ge_d),
+        const("ge_i", ge_i), const("zeros17", zeros17), const("shape27", np.array([2, 7], np.int64)),
+        oh.make_node("And", ["a", "b"], ["and_ab_b"], name="and_ab"), cast("and_ab_b", "and_ab"),
+        oh.make_node("Or", ["a", "b"], ["or_ab_b"], name="or_ab"), cast("or_ab_b", "or_ab"),
+        oh.make_node("Xor", ["a", "b"], ["xor_ab_b"], name="xor_ab"), cast("xor_ab_b", "xor_ab"),
+        oh.make_node("And", ["bc1", "bc2"], ["and_c_b"], name="and_c"), cast("and_c_b", "and_c"),
+        oh.make_node("Or", ["a", "bca"], ["or_ac_b"], name="or_ac"), cast("or_ac_b", "or_ac"),
+        oh.make_node("Sin", ["sv"], ["sin_c"], name="sin_c"),
+        oh.make_node("Cos", ["sv"], ["cos_c"], name="cos_c"),
+        oh.make_node("GatherND", ["x", "gnd_i"], ["gnd_x"], name="gnd_x"),
+        oh.make_node("GatherND", ["x", "gnd_i3"], ["gnd_x3"], name="gnd_x3"),
+        oh.make_node("GatherND", ["gc", "gc_i"], ["gnd_c_i"], name="gnd_c"), cast("gnd_c_i", "gnd_c"),
+        oh.make_node("GatherElements", ["ge_d", "ge_i"], ["ge_c"], name="ge_c", axis=1),
+        oh.make_node("Expand", ["zeros17", "shape27"], ["zeros27"], name="expand_zeros"),
+        oh.make_node("GatherElements", ["zeros27", "ids"], ["ge_uniform_i"], name="ge_uniform", axis=1),
+        cast("ge_uniform_i", "ge_uniform"),
+    ]
+
+    def gather_nd(data, idx):  # batch_dims 0
+        flat = idx.reshape(-1, idx.shape[-1])
+        return np.stack([data[tuple(t)] for t in flat]).reshape(idx.shape[:-1] + data.shape[idx.shape[-1]:])
+
+    sin32, cos32 = np.sin(sv.astype(np.float32)), np.cos(sv.astype(np.float32))
+    refs = [
+        ("and_ab", a & b),
+        ("or_ab", a | b),
+        ("xor_ab", a ^ b),
+        ("and_c", bc1 & bc2),
+        ("or_ac", a | bca),
+        ("sin_c", sin32),
+        ("cos_c", cos32),
+        ("gnd_x", gather_nd(x, gnd_i)),
+        ("gnd_x3", gather_nd(x, gnd_i3)),
+        ("gnd_c", gather_nd(gc, gc_i)),
+        ("ge_c", np.take_along_axis(ge_d, np.where(ge_i < 0, ge_i + 3, ge_i), axis=1)),
+        ("ge_uniform", np.zeros((2, 5), np.int64)),
+    ]
+    vi = oh.make_tensor_value_info
+    g = oh.make_graph(nodes, "dyn_forms2", [vi("a", b8, [2, 3]), vi("b", b8, [3]), vi("x", f32, [2, 3, 4]),
+                                            vi("ids", i64, [2, 5])],
+                      [vi(n, f32, list(r.shape)) for n, r in refs])
+    mo.save_model("dyn_forms2.onnx", oh.make_model(g, opset_imports=[oh.make_opsetid("", 20)], ir_version=10))
+    mo.write("dyn_forms2_a.u8", np.ascontiguousarray(a, dtype="u1").tobytes())
+    mo.write("dyn_forms2_b.u8", np.ascontiguousarray(b, dtype="u1").tobytes())
+    mo.save_f32("dyn_forms2_x.f32", x)
+    mo.write("dyn_forms2_ids.i64", np.ascontiguousarray(ids, dtype="<i8").tobytes())
+    mo.save_f32("dyn_forms2_y.f32", np.concatenate([np.asarray(r, np.float32).flatten() for _, r in refs]))
+    off = 0
+    for n, r in refs:
+        print("dyn forms2: %-11s %-7s offset %3d" % (n, list(r.shape), off))
+        off += r.size
+    print("dyn forms2: %d floats" % off)
+    for name, f, r32 in (("sin", np.sin, sin32), ("cos", np.cos, cos32)):
+        r64 = f(sv.astype(np.float64)).astype(np.float32)
+        ulps = np.abs(r32.view(np.int32).astype(np.int64) - r64.view(np.int32).astype(np.int64))
+        print("dyn forms2: %s float32 %s vs float64-rounded: ulps %s" % (
+            name, [float(v) for v in r32], ulps.tolist()))
+
+    # Refused models (opset 20, the same style).
+    def model(nodes, inputs, outputs):
+        g = oh.make_graph(nodes, "bad", inputs, outputs)
+        return oh.make_model(g, opset_imports=[oh.make_opsetid("", 20)], ir_version=10)
+
+    mo.save_model("bad_gathernd_runtime_idx.onnx", model(
+        [oh.make_node("GatherND", ["x", "idx"], ["y"], name="gathernd_runtime_idx")],
+        [vi("x", f32, [2, 3, 4]), vi("idx", i64, [3, 2])], [vi("y", f32, [3, 4])]))
+    mo.save_model("bad_gathernd_batch_dims.onnx", model(
+        [const("idx", np.array([[1], [2]], np.int64)),
+         oh.make_node("GatherND", ["x", "idx"], ["y"], name="gathernd_batch_dims", batch_dims=1)],
+        [vi("x", f32, [2, 3, 4])], [vi("y", f32, [2, 4])]))
+    mo.save_model("bad_gather_elements_runtime.onnx", model(
+        [const("ge_d", ge_d),
+         oh.make_node("GatherElements", ["ge_d", "idx"], ["y"], name="gather_elements_runtime", axis=1)],
+        [vi("idx", i64, [2, 2])], [vi("y", f32, [2, 2])]))
+    mo.save_model("bad_sin_runtime.onnx", model(
+        [oh.make_node("Sin", ["x"], ["y"], name="sin_runtime")],
+        [vi("x", f32, [2, 3])], [vi("y", f32, [2, 3])]))
+    mo.save_model("bad_and_float.onnx", model(
+        [oh.make_node("And", ["x", "z"], ["y"], name="and_float")],
+        [vi("x", f32, [2, 3]), vi("z", f32, [2, 3])], [vi("y", b8, [2, 3])]))
+
+
+class HFLogits(nn.Module):
+    """A Hugging Face model that returns its logits alone (use_cache off)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.m = model
+
+    def forward(self, input_ids, attention_mask):
+        kw = {"use_cache": False} if hasattr(self.m.config, "use_cache") else {}
+        return self.m(input_ids=input_ids, attention_mask=attention_mask, return_dict=False, **kw)[0]
+
+
+def hf_build(cfg, cls, seed):
+    """cls(cfg) with random weights (seed), eager attention, wrapped in HFLogits."""
+    torch.manual_seed(seed)
+    cfg._attn_implementation = "eager"
+    m = cls(cfg)
+    try:
+        m.set_attn_implementation("eager")
+    except Exception:
+        pass
+    assert m.config._attn_implementation == "eager"
+    return HFLogits(m)
+
+
+def hf_inputs(vocab, seed):
+    """input_ids [2,8] in [2, vocab) (never RoBERTa's pad id 1), attention_mask
+    [2,8] int64 ones with mask[1, 6:] = 0 (right padding)."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(2, vocab, (2, 8), generator=g, dtype=torch.int64)
+    mask = torch.ones(2, 8, dtype=torch.int64)
+    mask[1, 6:] = 0
+    return ids, mask
+
+
+def make_hf():
+    """Tiny Hugging Face transformers models (random weights from small
+    configs), exported by the dynamo and TorchScript exporters."""
+    import transformers as tf
+
+    # Llama: train-mode dynamo export without the optimizer, and the train reference.
+    cfg = tf.LlamaConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, intermediate_size=64, max_position_embeddings=32)
+    llama = hf_build(cfg, tf.LlamaForCausalLM, 31)
+    with torch.no_grad():
+        for mod in llama.modules():
+            if type(mod).__name__.endswith("RMSNorm"):
+                mod.weight.copy_(1 + 0.3 * torch.randn(mod.weight.shape))
+    ids, mask = hf_inputs(64, 131)
+    print("HF Llama:", param_count(llama))
+    describe(dynamo_export(llama, (ids, mask), "hf_llama_noopt.onnx", True, optimize=False))
+    write_i64("hf_llama_ids.i64", ids)
+    write_i64("hf_llama_mask.i64", mask)
+    mo.train_reference_inputs(llama, (ids, mask), torch.arange(16) % 5, "hf_llama_ref.f32")
+
+    # RoBERTa: default dynamo export (optimize=True), eval mode, no token_type_ids input.
+    cfg = tf.RobertaConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                           intermediate_size=64, max_position_embeddings=40, pad_token_id=1)
+    roberta = hf_build(cfg, tf.RobertaForMaskedLM, 32).eval()
+    ids, mask = hf_inputs(64, 132)
+    print("HF RoBERTa:", param_count(roberta))
+    describe(dynamo_export(roberta, (ids, mask), "hf_roberta_dyn.onnx", False))
+    write_i64("hf_roberta_ids.i64", ids)
+    write_i64("hf_roberta_mask.i64", mask)
+    with torch.no_grad():
+        mo.save_f32("hf_roberta_logits.f32", roberta(ids, mask))
+
+    # GPT-2: TorchScript exporter (opset 17), eval mode, weights inline.
+    cfg = tf.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=32)
+    gpt2 = hf_build(cfg, tf.GPT2LMHeadModel, 33).eval()
+    ids, mask = hf_inputs(64, 133)
+    print("HF GPT-2 (TorchScript):", param_count(gpt2))
+    path = os.path.join(HERE, "hf_gpt2_ts.onnx")
+    torch.manual_seed(0)
+    torch.onnx.export(copy.deepcopy(gpt2), (ids, mask), path, dynamo=False, opset_version=17,
+                      input_names=["input_ids", "attention_mask"], output_names=["logits"])
+    strip_node_metadata(path)
+    onnx.checker.check_model(path)
+    describe(path)
+    write_i64("hf_gpt2_ids.i64", ids)
+    write_i64("hf_gpt2_mask.i64", mask)
+    with torch.no_grad():
+        mo.save_f32("hf_gpt2_logits.f32", gpt2(ids, mask))
+
+
 def main():
     if len(sys.argv) > 1:
         for name in sys.argv[1:]:
@@ -763,6 +1045,8 @@ def main():
     make_dyn_mha_ts2()
     make_ext_data()
     make_dyn_forms()
+    make_dyn_forms2()
+    make_hf()
 
 
 if __name__ == "__main__":
