@@ -1047,6 +1047,23 @@ def main():
     make_dyn_forms()
     make_dyn_forms2()
     make_hf()
+    make_fuzz_seeds()
+
+
+def make_fuzz_seeds():
+    """Fuzzing seeds (tests/fuzz/corpus/onnx; the fuzzer imports from
+    memory, so the seeds hold their weights inline): the hand-made forms, and
+    the bool-mask attention export, whose value_info metadata exercises the
+    reading of torch.export's signature."""
+    os.makedirs(mo.CORPUS, exist_ok=True)
+    for name in ("dyn_forms", "dyn_forms2"):
+        with open(os.path.join(HERE, name + ".onnx"), "rb") as f:
+            data = f.read()
+        mo.write(os.path.join(mo.CORPUS, name + ".onnx"), data)
+    m = onnx.load(os.path.join(HERE, "dyn_sdpa_boolmask.onnx"))  # external data read in
+    for n in m.graph.node:
+        del n.metadata_props[:]
+    mo.write(os.path.join(mo.CORPUS, "dyn_sdpa_boolmask_inline.onnx"), m.SerializeToString())
 
 
 if __name__ == "__main__":
