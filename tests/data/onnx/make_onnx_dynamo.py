@@ -4,8 +4,9 @@
 weights over the size threshold in an external "<file>.data"), the
 external-data models and hand-made models of the exporter's ops (committed,
 like make_onnx.py's). Run it with the bench
-venv, which has torch 2.15, onnx and onnxscript (Debian's python3-torch is too
-old for the dynamo exporter):
+venv (bench/torch_venv.sh makes it, with torch 2.15) after
+`pip install onnx onnxscript transformers` in it (Debian's python3-torch is too
+old for the dynamo exporter; transformers is for make_hf alone):
 
     ~/.cache/sgrt-bench/venv/bin/python tests/data/onnx/make_onnx_dynamo.py [NAME...]
 
