@@ -40,7 +40,7 @@ static sg_status cv_split_to_sequence(ox_ctx *c, const Onnx__NodeProto *n) {
     if (part < 1)
       return sg__ox_node_error(c, SG_ERR_SHAPE, "split is %lld; a part has at least 1 element",
                                (long long)part);
-    if ((d + part - 1) / part > SG__MAX_OP_IO)
+    if (d / part + (d % part != 0) > SG__MAX_OP_IO) /* no d + part - 1: part may be near INT64_MAX */
       return sg__ox_node_error(c, SG_ERR_RANGE, "an axis of %lld in parts of %lld makes more than %d parts",
                                (long long)d, (long long)part, SG__MAX_OP_IO);
     ns = 0;
