@@ -137,7 +137,15 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, const cli_option *o
       }
       if (inline_value[0] == '\0')
         return cli_usage_error(cmd, "option '--%s' needs a non-empty value", o->long_name);
-      *o->value = inline_value;
+      if (o->list == NULL) {
+        *o->value = inline_value;
+      } else {
+        if (o->list->n == CLI_LIST_MAX)
+          return cli_usage_error(cmd, "option '--%s' is given more than %d times", o->long_name,
+                                 CLI_LIST_MAX);
+        o->list->v[o->list->n++] = inline_value;
+        o->list->v[o->list->n] = NULL;
+      }
     }
   }
   if (n_pos < min_pos)
@@ -228,13 +236,18 @@ int cli_is_sgg_file(const char *path) {
   return got == sizeof h && memcmp(h, sgg_magic, sizeof h) == 0;
 }
 
-sg_status cli_open_model(const char *path, long batch, sg_graph **out, char *msg, size_t cap) {
+sg_status cli_open_model(const char *path, const cli_sizes *sz, sg_graph **out, char *msg, size_t cap) {
   sg_clear_error();
   *out = NULL;
   sg_onnx_params p = sg_onnx_params_init();
-  p.batch = batch > 0 ? batch : 0;
-  if (batch > 0 && cli_is_sgg_file(path)) {
-    snprintf(msg, cap, "--batch applies to ONNX models; '%s' is a .sgg file, whose shapes are static", path);
+  bool sized = sz != NULL && (sz->batch > 0 || (sz->dims != NULL && sz->dims[0] != NULL));
+  if (sized) {
+    p.batch = sz->batch > 0 ? sz->batch : 0;
+    p.dims = sz->dims;
+  }
+  if (sized && cli_is_sgg_file(path)) {
+    snprintf(msg, cap, "--batch and --dim apply to ONNX models; '%s' is a .sgg file, whose shapes are static",
+             path);
     return SG_ERR_INVALID_ARG;
   }
   sg_status st = cli_is_onnx_path(path) ? sg_onnx_import(path, &p, out) : sg_graph_load(path, out);
@@ -257,10 +270,23 @@ size_t cli_symbolic_dims(const char *path, sg_onnx_symbolic_dim *out) {
   return n < CLI_MAX_SYMBOLIC ? n : CLI_MAX_SYMBOLIC;
 }
 
-sg_status cli_open_model_symbolic(const char *path, long batch, sg_graph **out, char *msg, size_t cap,
-                                  sg_onnx_symbolic_dim *sym, size_t *n_sym) {
-  *n_sym = batch > 0 ? 0 : cli_symbolic_dims(path, sym);
-  return cli_open_model(path, *n_sym > 0 ? 1 : batch, out, msg, cap);
+bool cli_sizes_names(const cli_sizes *sz, const char *name) {
+  size_t len = strlen(name);
+  for (size_t i = 0; name[0] && sz != NULL && sz->dims != NULL && sz->dims[i] != NULL; i++) {
+    const char *eq = strrchr(sz->dims[i], '='); /* the library splits NAME=N at the last '=' too */
+    if (eq != NULL && (size_t)(eq - sz->dims[i]) == len && memcmp(sz->dims[i], name, len) == 0) return true;
+  }
+  return false;
+}
+
+sg_status cli_open_model_symbolic(const char *path, const cli_sizes *sz, sg_graph **out, char *msg,
+                                  size_t cap, sg_onnx_symbolic_dim *sym, size_t *n_sym) {
+  size_t n = sz != NULL && sz->batch > 0 ? 0 : cli_symbolic_dims(path, sym), left = 0;
+  for (size_t k = 0; k < n; k++) /* keep those that --dim does not size */
+    if (!cli_sizes_names(sz, sym[k].name)) sym[left++] = sym[k];
+  *n_sym = left;
+  cli_sizes at1 = {left > 0 ? 1 : (sz ? sz->batch : 0), sz ? sz->dims : NULL};
+  return cli_open_model(path, &at1, out, msg, cap);
 }
 
 cJSON *cli_json_symbolic(const sg_onnx_symbolic_dim *sym, size_t n) {
@@ -277,9 +303,9 @@ cJSON *cli_json_symbolic(const sg_onnx_symbolic_dim *sym, size_t n) {
   return cli_json_finish(arr, ok);
 }
 
-int cli_load_model(const char *path, long batch, sg_graph **out) {
+int cli_load_model(const char *path, const cli_sizes *sz, sg_graph **out) {
   char msg[2048];
-  sg_status st = cli_open_model(path, batch, out, msg, sizeof msg);
+  sg_status st = cli_open_model(path, sz, out, msg, sizeof msg);
   if (st == SG_OK) return CLI_EXIT_OK;
   *out = NULL;
   if (msg[0]) cli_error("cannot load '%s': %s: %s", path, sg_status_str(st), msg);
@@ -293,6 +319,29 @@ int cli_parse_batch(const cli_command *cmd, const char *s, long *out) {
   int64_t v;
   int rc = cli_int_option(cmd, "--batch", s, 1, CLI_BATCH_MAX, &v);
   if (rc == CLI_CONTINUE) *out = (long)v;
+  return rc;
+}
+
+int cli_parse_sizes(const cli_command *cmd, const char *batch_s, const cli_list *dim, cli_sizes *out) {
+  out->dims = NULL;
+  int rc = cli_parse_batch(cmd, batch_s, &out->batch);
+  for (int i = 0; rc == CLI_CONTINUE && dim != NULL && i < dim->n; i++) {
+    const char *eq = strrchr(dim->v[i], '=');
+    if (eq == NULL || eq == dim->v[i])
+      return cli_usage_error(cmd, "--dim '%s' is not NAME=N (the name of a symbolic dim and its size)",
+                             dim->v[i]);
+    for (int j = 0; j < i; j++) {
+      const char *eq2 = strrchr(dim->v[j], '=');
+      if (eq2 - dim->v[j] == eq - dim->v[i] && memcmp(dim->v[j], dim->v[i], (size_t)(eq - dim->v[i])) == 0)
+        return cli_usage_error(cmd, "--dim sizes '%.*s' twice ('%s' and '%s')", (int)(eq - dim->v[i]),
+                               dim->v[i], dim->v[j], dim->v[i]);
+    }
+    int64_t v;
+    if (!cli_number_int(eq + 1, 1, CLI_BATCH_MAX, &v))
+      return cli_usage_error(cmd, "--dim '%s': the size must be a whole number in [1, %d]", dim->v[i],
+                             CLI_BATCH_MAX);
+  }
+  if (rc == CLI_CONTINUE && dim != NULL && dim->n > 0) out->dims = dim->v;
   return rc;
 }
 
@@ -310,7 +359,7 @@ int cli_real_option(const cli_command *cmd, const char *opt, const char *s, doub
   return cli_usage_error(cmd, "%s", cli_number_real_problem(problem, sizeof problem, opt, s, lo, hi, false));
 }
 
-int cli_load(const char *path, sg_graph **out) { return cli_load_model(path, 0, out); }
+int cli_load(const char *path, sg_graph **out) { return cli_load_model(path, NULL, out); }
 
 int cli_sgg_version(const char *path, unsigned *major, unsigned *minor) {
   /* docs/format.md: 8-byte magic, then u16 major and u16 minor, little-endian.

@@ -34,12 +34,21 @@ extern const cli_command cli_cmd_inspect;
 extern const cli_command cli_cmd_verify;
 extern const cli_command cli_cmd_dot;
 
-/* One option of a subcommand. Exactly one of `value` and `flag` is set. */
+/* The values of an option that may repeat (--dim a=1 --dim b=2), in order; v[n] is NULL, so that v
+ * is a NULL-terminated array as the library's string-list params take. */
+#define CLI_LIST_MAX 64
+typedef struct cli_list {
+  const char *v[CLI_LIST_MAX + 1];
+  int n;
+} cli_list;
+
+/* One option of a subcommand. Exactly one of `value`, `flag` and `list` is set. */
 typedef struct cli_option {
   const char *long_name; /* "output" for --output */
   char short_name;       /* 'o' for -o; 0 for none */
-  const char **value;    /* option takes a value (--output X, --output=X, -o X) */
+  const char **value;    /* option takes a value (--output X, --output=X, -o X); the last one given wins */
   int *flag;             /* option is a flag, set to 1 when given */
+  cli_list *list;        /* option takes a value and may repeat: each one is appended */
 } cli_option;
 
 /* Result of cli_parse when the command should go on. */
@@ -74,36 +83,57 @@ int cli_usage_error(const cli_command *cmd, const char *fmt, ...) __attribute__(
  * returns CLI_EXIT_FAIL. */
 int cli_fail(sg_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Sizes of an ONNX model's symbolic input dims, from --dim NAME=N (repeatable: dims, NULL-terminated,
+ * or NULL) and --batch N (0: none; sizes every symbolic dim that dims does not name), as
+ * sg_onnx_params.dims and .batch. */
+typedef struct cli_sizes {
+  long batch;
+  const char *const *dims;
+} cli_sizes;
+/* Parses --batch (NULL: not given) and the --dim values into *out (dims points into `dim`). Each
+ * --dim must be NAME=N with N a whole number in [1, CLI_BATCH_MAX]. Returns CLI_CONTINUE or the
+ * usage-error exit code. */
+int cli_parse_sizes(const cli_command *cmd, const char *batch_s, const cli_list *dim, cli_sizes *out);
+/* Whether dims names the symbolic dim `name` ("" never is). */
+bool cli_sizes_names(const cli_sizes *sz, const char *name);
+
 /* Loads (and thereby verifies) a model: a .sgg file, or an ONNX model (a
  * path ending in ".onnx", or a file without the .sgg magic that parses as
- * ONNX). `batch` (0: none) sizes symbolic dims of ONNX inputs. On failure
- * returns the status with the message in msg (cap bytes) and *out NULL. */
-sg_status cli_open_model(const char *path, long batch, sg_graph **out, char *msg, size_t cap);
+ * ONNX). `sz` (NULL: none) sizes symbolic dims of ONNX inputs; given for a
+ * .sgg file it is SG_ERR_INVALID_ARG. On failure returns the status with the
+ * message in msg (cap bytes) and *out NULL. */
+sg_status cli_open_model(const char *path, const cli_sizes *sz, sg_graph **out, char *msg, size_t cap);
 /* cli_open_model that reports a failure as
  * "sgrt: cannot load 'PATH': STATUS: <message>" and returns CLI_EXIT_FAIL. */
-int cli_load_model(const char *path, long batch, sg_graph **out);
+int cli_load_model(const char *path, const cli_sizes *sz, sg_graph **out);
 /* The symbolic input dims of an ONNX model (sg_onnx_symbolic_dims), up to CLI_MAX_SYMBOLIC of them;
  * 0 for a .sgg file, a model without any, or a file that does not parse (the import says why). */
 #define CLI_MAX_SYMBOLIC 64
 size_t cli_symbolic_dims(const char *path, sg_onnx_symbolic_dim *out);
-/* For inspect and verify: cli_open_model, and when the model has symbolic input dims and no --batch
- * gives their size, imported with them at 1 so that it can be reported; *n_sym (with the dims in sym,
- * CLI_MAX_SYMBOLIC room) says how many there were. */
-sg_status cli_open_model_symbolic(const char *path, long batch, sg_graph **out, char *msg, size_t cap,
-                                  sg_onnx_symbolic_dim *sym, size_t *n_sym);
+/* For inspect and verify: cli_open_model, and when the model has symbolic input dims that neither
+ * --dim nor --batch sizes, imported with those at 1 so that it can be reported; *n_sym (with the
+ * dims in sym, CLI_MAX_SYMBOLIC room) says how many there were. */
+sg_status cli_open_model_symbolic(const char *path, const cli_sizes *sz, sg_graph **out, char *msg,
+                                  size_t cap, sg_onnx_symbolic_dim *sym, size_t *n_sym);
 /* JSON array of the symbolic dims: [{"input": NAME, "dim": D, "name": PARAM}, ...]. */
 cJSON *cli_json_symbolic(const sg_onnx_symbolic_dim *sym, size_t n);
-/* cli_load_model(path, 0, out). */
+/* cli_load_model(path, NULL, out). */
 int cli_load(const char *path, sg_graph **out);
 /* 1 when the path ends in ".onnx". */
 int cli_is_onnx_path(const char *path);
 /* 1 when the file starts with the .sgg magic. */
 int cli_is_sgg_file(const char *path);
-/* Largest --batch accepted. */
+/* Largest --batch (and --dim size) accepted. */
 #define CLI_BATCH_MAX 1000000
 /* Parses the value of --batch, a whole number in [1, CLI_BATCH_MAX] (NULL:
  * not given, *out = 0). Returns CLI_CONTINUE or the usage-error exit code. */
 int cli_parse_batch(const cli_command *cmd, const char *s, long *out);
+/* The help lines of --batch and --dim, for the commands that load a model. */
+#define CLI_SIZES_HELP                                                                    \
+  "  --batch N         ONNX: size of every symbolic input dim that --dim does not name\n" \
+  "                    (the batch dim of dynamic_axes), 1..1000000\n"                     \
+  "  --dim NAME=N      ONNX: size of the symbolic input dims named NAME (dynamic_axes'\n" \
+  "                    \"seq\", torch.export's Dim(\"seq\")), 1..1000000; repeat for each name\n"
 
 /* Numeric option values, through the one strict parser of cli_number.h.
  * `opt` is the option as the usage text spells it ("-n", "--iters"). A value

@@ -1,4 +1,4 @@
-/* sgrt inspect FILE [--json] [--batch N]: what a .sgg file or ONNX model
+/* sgrt inspect FILE [--json] [--batch N] [--dim NAME=N]...: what a .sgg file or ONNX model
  * holds — format (and .sgg version), content hashes, op and tensor counts,
  * ops by kind, parameter and state sizes, graph inputs and outputs. */
 #include <stdio.h>
@@ -136,8 +136,10 @@ static void print_text(const sg_graph *g, const char *path, const summary *s, co
   printf("outputs (%d):\n", (int)sg_graph_num_outputs(g));
   for (int32_t i = 0; i < sg_graph_num_outputs(g); i++) print_tensor_line(g, sg_graph_output(g, i), NULL, 0);
   if (n_sym > 0)
-    printf("symbolic dims:   %zu (shown by name; sized 1 in the outputs and totals; --batch N sizes them)\n",
-           n_sym);
+    printf(
+        "symbolic dims:   %zu (shown by name; sized 1 in the outputs and totals; --dim NAME=N or --batch N "
+        "sizes them)\n",
+        n_sym);
 }
 
 /* ---- JSON ---------------------------------------------------------------- */
@@ -187,7 +189,7 @@ static cJSON *json_summary(const sg_graph *g, const char *path, const summary *s
   ok = ok && cli_json_add(o, "constants", json_total(&s->constants));
   ok = ok && cli_json_add(o, "inputs", json_tensors(g, 0));
   ok = ok && cli_json_add(o, "outputs", json_tensors(g, 1));
-  /* Sized 1 in the shapes above when --batch did not size them. */
+  /* Sized 1 in the shapes above when neither --dim nor --batch sized them. */
   ok = ok && cli_json_add(o, "symbolic_dims", cli_json_symbolic(sym, n_sym));
   return cli_json_finish(o, ok);
 }
@@ -195,17 +197,19 @@ static cJSON *json_summary(const sg_graph *g, const char *path, const summary *s
 static int run_inspect(const cli_command *cmd, int argc, char **argv) {
   int json = 0;
   const char *path = NULL, *batch_s = NULL;
-  const cli_option opts[] = {{"json", 0, NULL, &json}, {"batch", 0, &batch_s, NULL}};
-  int rc = cli_parse(cmd, argc, argv, opts, 2, &path, 1, 1);
+  cli_list dim = {{NULL}, 0};
+  const cli_option opts[] = {
+      {"json", 0, NULL, &json, NULL}, {"batch", 0, &batch_s, NULL, NULL}, {"dim", 0, NULL, NULL, &dim}};
+  int rc = cli_parse(cmd, argc, argv, opts, 3, &path, 1, 1);
   if (rc != CLI_CONTINUE) return rc;
-  long batch;
-  if ((rc = cli_parse_batch(cmd, batch_s, &batch)) != CLI_CONTINUE) return rc;
+  cli_sizes sz;
+  if ((rc = cli_parse_sizes(cmd, batch_s, &dim, &sz)) != CLI_CONTINUE) return rc;
 
   sg_graph *g = NULL;
   char msg[2048];
   sg_onnx_symbolic_dim sym[CLI_MAX_SYMBOLIC];
   size_t n_sym;
-  sg_status st = cli_open_model_symbolic(path, batch, &g, msg, sizeof msg, sym, &n_sym);
+  sg_status st = cli_open_model_symbolic(path, &sz, &g, msg, sizeof msg, sym, &n_sym);
   if (st != SG_OK) {
     cli_error("cannot load '%s': %s: %s", path, sg_status_str(st), msg);
     return CLI_EXIT_FAIL;
@@ -223,7 +227,7 @@ static int run_inspect(const cli_command *cmd, int argc, char **argv) {
 
 const cli_command cli_cmd_inspect = {
     .name = "inspect",
-    .args = "FILE [--json] [--batch N]",
+    .args = "FILE [--json] [--batch N] [--dim NAME=N]...",
     .summary = "Describe a .sgg file or ONNX model: format, hashes, ops by kind, sizes, inputs, outputs.",
     .help = "The hash is the graph's content hash (structure, names, attributes, shapes, dtypes,\n"
             "roles); 'hash (weights)' also covers the initializer bytes. Both are equal for a\n"
@@ -231,9 +235,8 @@ const cli_command cli_cmd_inspect = {
             "in .onnx, or any file without the .sgg magic), imported as docs/onnx.md describes.\n"
             "\n"
             "options:\n"
-            "  --json      print one JSON object as the last line of stdout (fields: docs/cli.md)\n"
-            "  --batch N   ONNX: size of symbolic input dims (the batch dim of dynamic_axes)\n"
-            "  -h, --help  show this help\n"
+            "  --json            print one JSON object as the last line of stdout (fields:\n"
+            "                    docs/cli.md)\n" CLI_SIZES_HELP "  -h, --help        show this help\n"
             "\n"
             "exit status: 0 ok, 1 unreadable or invalid file, 2 bad command line\n",
     .run = run_inspect,

@@ -132,25 +132,21 @@ static int run_partition(const cli_command *cmd, int argc, char **argv) {
   const char *path = NULL, *parts_s = NULL, *mode_s = "free", *train_s = NULL, *batch_s = NULL,
              *devices_s = NULL, *seed_s = NULL, *imbalance_s = NULL, *alpha_s = NULL, *dot_s = NULL;
   int json = 0, memory_only = 0;
+  cli_list dim = {{NULL}, 0};
   const cli_option opts[] = {
-      {"parts", 'k', &parts_s, NULL},
-      {"mode", 'm', &mode_s, NULL},
-      {"train", 0, &train_s, NULL},
-      {"batch", 0, &batch_s, NULL},
-      {"devices", 0, &devices_s, NULL},
-      {"seed", 0, &seed_s, NULL},
-      {"imbalance", 0, &imbalance_s, NULL},
-      {"alpha", 0, &alpha_s, NULL},
-      {"dot", 0, &dot_s, NULL},
-      {"json", 0, NULL, &json},
-      {"memory-only", 0, NULL, &memory_only},
+      {"parts", 'k', &parts_s, NULL}, {"mode", 'm', &mode_s, NULL},
+      {"train", 0, &train_s, NULL},   {"batch", 0, &batch_s, NULL},
+      {"dim", 0, NULL, NULL, &dim},   {"devices", 0, &devices_s, NULL},
+      {"seed", 0, &seed_s, NULL},     {"imbalance", 0, &imbalance_s, NULL},
+      {"alpha", 0, &alpha_s, NULL},   {"dot", 0, &dot_s, NULL},
+      {"json", 0, NULL, &json},       {"memory-only", 0, NULL, &memory_only},
   };
   int rc = cli_parse(cmd, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), &path, 1, 1);
   if (rc != CLI_CONTINUE) return rc;
 
   sg_partition_params pp = SG_PARTITION_PARAMS_INIT;
   int64_t parts = 0, seed = 1;
-  long batch = 0;
+  cli_sizes sz;
   double pct = 5.0;
   if (parts_s &&
       (rc = cli_int_option(cmd, "--parts", parts_s, 1, SG_PARTITION_MAX_PARTS, &parts)) != CLI_CONTINUE)
@@ -159,7 +155,8 @@ static int run_partition(const cli_command *cmd, int argc, char **argv) {
   if (strcmp(mode_s, "free") == 0) pp.mode = SG_PARTITION_FREE;
   else if (strcmp(mode_s, "pipeline") == 0) pp.mode = SG_PARTITION_PIPELINE;
   else return cli_usage_error(cmd, "--mode must be 'free' or 'pipeline', got '%s'", mode_s);
-  if ((rc = cli_parse_batch(cmd, batch_s, &batch)) != CLI_CONTINUE) return rc;
+  if ((rc = cli_parse_sizes(cmd, batch_s, &dim, &sz)) != CLI_CONTINUE) return rc;
+  long batch = sz.batch;
   if (seed_s && (rc = cli_int_option(cmd, "--seed", seed_s, 0, INT64_MAX, &seed)) != CLI_CONTINUE) return rc;
   if (imbalance_s && (rc = cli_real_option(cmd, "--imbalance", imbalance_s, PART_IMBALANCE_MIN,
                                            PART_IMBALANCE_MAX, &pct)) != CLI_CONTINUE)
@@ -177,8 +174,9 @@ static int run_partition(const cli_command *cmd, int argc, char **argv) {
   sg_partition *part = NULL;
   char *text = NULL;
   /* --batch sizes an ONNX model's symbolic dims; a .sgg file's shapes are
-   * static, and there it only sizes an added labels input. */
-  if ((rc = cli_load_model(path, cli_is_sgg_file(path) ? 0 : batch, &g)) != CLI_EXIT_OK) return rc;
+   * static, and there it only sizes an added labels input (--dim is refused). */
+  cli_sizes load_sz = {cli_is_sgg_file(path) ? 0 : sz.batch, sz.dims};
+  if ((rc = cli_load_model(path, &load_sz, &g)) != CLI_EXIT_OK) return rc;
   rc = CLI_CONTINUE;
   if (train_s) rc = make_training_graph(cmd, g, train_s, batch, &train);
   if (rc == CLI_CONTINUE && devices_s) rc = load_devices(cmd, devices_s, parts, &devices);
@@ -226,9 +224,10 @@ out:
 
 const cli_command cli_cmd_partition = {
     .name = "partition",
-    .args =
-        "MODEL --parts K [--mode free|pipeline] [--train sgd|adamw] [--batch N] [--devices FILE] [--seed S] "
-        "[--json] [--dot OUT]",
+    .args = "MODEL --parts K [--mode free|pipeline] [--train sgd|adamw] [--batch N] [--dim NAME=N]... "
+            "[--devices FILE] "
+            "[--seed S] "
+            "[--json] [--dot OUT]",
     .summary = "Partition a model's graph across devices and report the cut and balance.",
     .help =
         "Places every op on one of K parts with METIS (free mode) or as K pipeline stages whose\n"
@@ -244,7 +243,10 @@ const cli_command cli_cmd_partition = {
         "                        is the model's scalar output, or a cross-entropy added on its\n"
         "                        single 2-D output with a new 'labels' input\n"
         "      --batch N         rows of that labels input, 1..1000000 (must match the output; default:\n"
-        "                        its rows); for an ONNX model, the size of its symbolic batch dim\n"
+        "                        its rows); for an ONNX model, the size of every symbolic input dim\n"
+        "                        that --dim does not name\n"
+        "      --dim NAME=N      ONNX: size of the symbolic input dims named NAME (dynamic_axes'\n"
+        "                        \"seq\"), 1..1000000; repeat for each name\n"
         "      --devices FILE    device table (JSON, a regular file), or a preset: a100, ascend910b,\n"
         "                        cpu, host, optionally with a count 1..1024 (a100:8); default: K host\n"
         "                        devices\n"

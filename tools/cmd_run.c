@@ -1,4 +1,4 @@
-/* sgrt run MODEL --input NAME=FILE.npy ... --output DIR [--threads N] [--batch N] [--json]:
+/* sgrt run MODEL --input NAME=FILE.npy ... --output DIR [--threads N] [--batch N] [--dim NAME=N]... [--json]:
  * one evaluation pass (sg_session_forward) of a graph, with inputs read from
  * .npy files and every output the pass computes written as DIR/NAME.npy. */
 #include <errno.h>
@@ -29,6 +29,15 @@ typedef struct run_output {
   char file[RUN_NAME_MAX + 16]; /* NAME.npy, sanitised and unique */
 } run_output;
 
+/* A symbolic dim's size found in the input files, as the "NAME=N" that sg_onnx_params.dims takes. */
+typedef struct run_found_dim {
+  char text[96];    /* NAME=N (names are at most 63 bytes: sg_onnx_symbolic_dim) */
+  const char *name; /* into the symbolic dims listed during sizes_from_inputs */
+  long size;
+  const run_input *from;
+  int dim;
+} run_found_dim;
+
 typedef struct run_state {
   run_input *inputs;
   int n_inputs;
@@ -40,6 +49,8 @@ typedef struct run_state {
   sg_graph *g;
   sg_session *s;
   char **argv2; /* argv without the --input options */
+  run_found_dim found[CLI_MAX_SYMBOLIC];
+  const char *dims[CLI_LIST_MAX + CLI_MAX_SYMBOLIC + 1]; /* --dim's entries, then those found */
 } run_state;
 
 static void run_state_free(run_state *st) {
@@ -66,7 +77,7 @@ static int split_inputs(const cli_command *cmd, int argc, char **argv, run_state
     cli_error("out of memory");
     return CLI_EXIT_FAIL;
   }
-  static const char *const valued[] = {"--output", "-o", "--threads", "-t", "--batch", "-b"};
+  static const char *const valued[] = {"--output", "-o", "--threads", "-t", "--batch", "-b", "--dim"};
   int n = 0;
   st->argv2[n++] = argv[0];
   bool only_positional = false;
@@ -218,38 +229,75 @@ static int read_inputs(run_state *st) {
   return CLI_EXIT_OK;
 }
 
-/* Without --batch, an ONNX model's symbolic input dims take their size from the .npy files given for
- * those inputs (as onnxruntime takes it from the arrays fed); they must agree. 0: nothing to size. */
-static int batch_from_inputs(const run_state *st, const char *model, long *batch) {
+/* The size that the input files give symbolic dim k of the model (-1: no file for that input). */
+static long size_from_inputs(const run_state *st, const sg_onnx_symbolic_dim *sym, const run_input **from) {
+  for (int i = 0; i < st->n_inputs; i++) {
+    const run_input *in = &st->inputs[i];
+    if (strcmp(in->name, sym->input) != 0 || sym->dim >= in->arr.ndim) continue;
+    *from = in;
+    return (long)in->arr.dims[sym->dim];
+  }
+  return -1;
+}
+
+/* An ONNX model's symbolic input dims that neither --dim nor --batch sizes take their size from the .npy
+ * files given for those inputs (as onnxruntime takes it from the arrays fed): a named dim ("seq") from
+ * every input that has it, which must agree, added to sz->dims; unnamed dims likewise among themselves,
+ * as sz->batch. */
+static int sizes_from_inputs(run_state *st, const char *model, cli_sizes *sz) {
+  if (sz->batch > 0) return CLI_EXIT_OK; /* --batch sizes every dim --dim does not */
   sg_onnx_symbolic_dim sym[CLI_MAX_SYMBOLIC];
-  size_t n = cli_symbolic_dims(model, sym);
-  const run_input *from = NULL;
-  int from_dim = 0;
-  for (size_t k = 0; k < n; k++)
-    for (int i = 0; i < st->n_inputs; i++) {
-      const run_input *in = &st->inputs[i];
-      if (strcmp(in->name, sym[k].input) != 0 || sym[k].dim >= in->arr.ndim) continue;
-      long size = (long)in->arr.dims[sym[k].dim];
-      if (from != NULL && size != *batch) {
+  size_t n = cli_symbolic_dims(model, sym), n_found = 0, n_dims = 0;
+  for (size_t i = 0; sz->dims != NULL && sz->dims[i] != NULL; i++) st->dims[n_dims++] = sz->dims[i];
+  const run_input *batch_from = NULL;
+  int batch_dim = 0;
+  for (size_t k = 0; k < n; k++) {
+    const run_input *in = NULL;
+    long size = cli_sizes_names(sz, sym[k].name) ? -1 : size_from_inputs(st, &sym[k], &in);
+    if (size < 0) continue;
+    if (sym[k].name[0] == '\0') { /* unnamed: all of them are the batch */
+      if (batch_from != NULL && size != sz->batch) {
         cli_error(
-            "run: the symbolic dims of '%s' get different sizes from the inputs: %ld (dim %d of '%s' in "
-            "'%s') and %ld (dim %d of '%s' in '%s'); give one with --batch N",
-            model, *batch, from_dim, from->name, from->file, size, sym[k].dim, in->name, in->file);
+            "run: the unnamed symbolic dims of '%s' get different sizes from the inputs: %ld (dim %d of "
+            "'%s' in '%s') and %ld (dim %d of '%s' in '%s'); give one with --batch N",
+            model, sz->batch, batch_dim, batch_from->name, batch_from->file, size, sym[k].dim, in->name,
+            in->file);
         return CLI_EXIT_FAIL;
       }
-      if (from == NULL) {
-        *batch = size;
-        from = in;
-        from_dim = sym[k].dim;
-      }
+      sz->batch = size;
+      batch_from = in;
+      batch_dim = sym[k].dim;
+      continue;
     }
+    run_found_dim *f = NULL;
+    for (size_t j = 0; j < n_found && f == NULL; j++)
+      if (strcmp(st->found[j].name, sym[k].name) == 0) f = &st->found[j];
+    if (f != NULL && f->size != size) {
+      cli_error(
+          "run: the symbolic dim '%s' of '%s' gets different sizes from the inputs: %ld (dim %d of '%s' in "
+          "'%s') and %ld (dim %d of '%s' in '%s'); give it with --dim %s=N",
+          sym[k].name, model, f->size, f->dim, f->from->name, f->from->file, size, sym[k].dim, in->name,
+          in->file, sym[k].name);
+      return CLI_EXIT_FAIL;
+    }
+    if (f != NULL) continue;
+    f = &st->found[n_found++];
+    snprintf(f->text, sizeof f->text, "%s=%ld", sym[k].name, size);
+    f->name = sym[k].name;
+    f->size = size;
+    f->from = in;
+    f->dim = sym[k].dim;
+    st->dims[n_dims++] = f->text;
+  }
+  st->dims[n_dims] = NULL;
+  sz->dims = n_dims > 0 ? st->dims : NULL;
   return CLI_EXIT_OK;
 }
 
 /* Loads and compiles the model and sets the given inputs. */
-static int prepare(run_state *st, const char *model, long batch, int64_t threads) {
-  if (batch == 0 && batch_from_inputs(st, model, &batch) != CLI_EXIT_OK) return CLI_EXIT_FAIL;
-  int rc = cli_load_model(model, batch, &st->g);
+static int prepare(run_state *st, const char *model, cli_sizes sz, int64_t threads) {
+  if (sizes_from_inputs(st, model, &sz) != CLI_EXIT_OK) return CLI_EXIT_FAIL;
+  int rc = cli_load_model(model, &sz, &st->g);
   if (rc != CLI_EXIT_OK) return rc;
   sg_session_params sp = sg_session_params_init();
   sp.threads = (int)threads;
@@ -423,22 +471,21 @@ static int run_run(const cli_command *cmd, int argc, char **argv) {
   memset(&st, 0, sizeof st);
   int json = 0, argc2 = 0;
   const char *model = NULL, *outdir = NULL, *threads_s = NULL, *batch_s = NULL;
+  cli_list dim = {{NULL}, 0};
   const cli_option opts[] = {
-      {"output", 'o', &outdir, NULL},
-      {"threads", 't', &threads_s, NULL},
-      {"batch", 'b', &batch_s, NULL},
-      {"json", 0, NULL, &json},
+      {"output", 'o', &outdir, NULL}, {"threads", 't', &threads_s, NULL}, {"batch", 'b', &batch_s, NULL},
+      {"dim", 0, NULL, NULL, &dim},   {"json", 0, NULL, &json},
   };
   int64_t threads = 0;
-  long batch = 0;
+  cli_sizes sz = {0, NULL};
   int rc = split_inputs(cmd, argc, argv, &st, &argc2);
-  if (rc == CLI_CONTINUE) rc = cli_parse(cmd, argc2, st.argv2, opts, 4, &model, 1, 1);
+  if (rc == CLI_CONTINUE) rc = cli_parse(cmd, argc2, st.argv2, opts, 5, &model, 1, 1);
   if (rc != CLI_CONTINUE) goto out;
   if (outdir == NULL) rc = cli_usage_error(cmd, "--output DIR is required");
   else if (threads_s) rc = cli_int_option(cmd, "--threads", threads_s, 0, RUN_THREADS_MAX, &threads);
-  if (rc == CLI_CONTINUE) rc = cli_parse_batch(cmd, batch_s, &batch);
+  if (rc == CLI_CONTINUE) rc = cli_parse_sizes(cmd, batch_s, &dim, &sz);
   if (rc == CLI_CONTINUE) rc = read_inputs(&st);
-  if (rc == CLI_EXIT_OK) rc = prepare(&st, model, batch, threads);
+  if (rc == CLI_EXIT_OK) rc = prepare(&st, model, sz, threads);
   if (rc == CLI_EXIT_OK) rc = zero_fill_unread_inputs(&st);
   if (rc == CLI_EXIT_OK) {
     sg_clear_error();
@@ -454,7 +501,8 @@ out:
 
 const cli_command cli_cmd_run = {
     .name = "run",
-    .args = "MODEL --input NAME=FILE.npy ... --output DIR [--threads N] [--batch N] [--json]",
+    .args =
+        "MODEL --input NAME=FILE.npy ... --output DIR [--threads N] [--batch N] [--dim NAME=N]... [--json]",
     .summary = "Run an evaluation pass of a graph on .npy inputs; write its outputs as .npy files.",
     .help = "Loads MODEL (.sgg, or .onnx with the ONNX importer), compiles it for the CPU, sets each\n"
             "input from a .npy file, runs one evaluation pass (batch norm on running statistics,\n"
@@ -470,7 +518,12 @@ const cli_command cli_cmd_run = {
             "  -o, --output DIR       write the outputs into DIR (created if missing; an existing\n"
             "                         DIR/NAME.npy is replaced only if it is a regular file)\n"
             "  -t, --threads N        compute threads, 0..4096 (default 0: every online CPU)\n"
-            "  -b, --batch N          value of the symbolic batch dim of an ONNX model, 1..1000000\n"
+            "  -b, --batch N          ONNX: size of every symbolic input dim that --dim does not name,\n"
+            "                         1..1000000\n"
+            "  --dim NAME=N           ONNX: size of the symbolic input dims named NAME (dynamic_axes'\n"
+            "                         \"seq\"), 1..1000000; repeat for each name. Without --batch, the\n"
+            "                         symbolic dims that --dim does not size take their size from the\n"
+            "                         input files (each name's must agree)\n"
             "  --json                 print one JSON object (inputs, outputs with name, dtype,\n"
             "                         shape, file) as the last line of stdout\n"
             "  -h, --help             show this help\n"

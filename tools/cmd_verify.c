@@ -1,4 +1,4 @@
-/* sgrt verify FILE [--json] [--batch N]: loads a .sgg file or imports an ONNX
+/* sgrt verify FILE [--json] [--batch N] [--dim NAME=N]...: loads a .sgg file or imports an ONNX
  * model, which validates every byte and runs the full graph verifier, and
  * says whether it is sound. */
 #include <stdio.h>
@@ -9,18 +9,21 @@
 static int run_verify(const cli_command *cmd, int argc, char **argv) {
   int json = 0;
   const char *path = NULL, *batch_s = NULL;
-  const cli_option opts[] = {{"json", 0, NULL, &json}, {"batch", 0, &batch_s, NULL}};
-  int rc = cli_parse(cmd, argc, argv, opts, 2, &path, 1, 1);
+  cli_list dim = {{NULL}, 0};
+  const cli_option opts[] = {
+      {"json", 0, NULL, &json, NULL}, {"batch", 0, &batch_s, NULL, NULL}, {"dim", 0, NULL, NULL, &dim}};
+  int rc = cli_parse(cmd, argc, argv, opts, 3, &path, 1, 1);
   if (rc != CLI_CONTINUE) return rc;
-  long batch;
-  if ((rc = cli_parse_batch(cmd, batch_s, &batch)) != CLI_CONTINUE) return rc;
+  cli_sizes sz;
+  if ((rc = cli_parse_sizes(cmd, batch_s, &dim, &sz)) != CLI_CONTINUE) return rc;
 
   sg_graph *g = NULL;
   char detail[2048];
-  /* A model with symbolic input dims is sound whatever size they get: it is checked with them at 1. */
+  /* A model with symbolic input dims is sound whatever size they get: it is checked with those that
+   * --dim and --batch do not size at 1. */
   sg_onnx_symbolic_dim sym[CLI_MAX_SYMBOLIC];
   size_t n_sym;
-  sg_status st = cli_open_model_symbolic(path, batch, &g, detail, sizeof detail, sym, &n_sym);
+  sg_status st = cli_open_model_symbolic(path, &sz, &g, detail, sizeof detail, sym, &n_sym);
   if (st != SG_OK) {
     cli_error("cannot load '%s': %s: %s", path, sg_status_str(st), detail);
     if (json) {
@@ -55,7 +58,7 @@ static int run_verify(const cli_command *cmd, int argc, char **argv) {
 
 const cli_command cli_cmd_verify = {
     .name = "verify",
-    .args = "FILE [--json] [--batch N]",
+    .args = "FILE [--json] [--batch N] [--dim NAME=N]...",
     .summary = "Check that a .sgg file or ONNX model is intact and its graph is valid.",
     .help = "Loads FILE, which checks every section's length and checksum, every count and id,\n"
             "and runs the graph verifier (acyclicity, arity, dtypes, shapes, names). An ONNX\n"
@@ -63,9 +66,8 @@ const cli_command cli_cmd_verify = {
             "which checks its protobuf, every node and initializer, then runs the verifier.\n"
             "\n"
             "options:\n"
-            "  --json      print one JSON object as the last line of stdout\n"
-            "  --batch N   ONNX: size of symbolic input dims (the batch dim of dynamic_axes)\n"
-            "  -h, --help  show this help\n"
+            "  --json            print one JSON object as the last line of stdout\n" CLI_SIZES_HELP
+            "  -h, --help        show this help\n"
             "\n"
             "exit status: 0 valid, 1 invalid or unreadable, 2 bad command line\n",
     .run = run_verify,

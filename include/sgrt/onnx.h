@@ -64,8 +64,9 @@ SG_EXTERN_C_BEGIN
 typedef struct sg_onnx_params {
   size_t size; /**< sizeof(sg_onnx_params) */
   /** Value for symbolic dims (dim_param or unset dims of graph inputs), such
-   * as the batch dim of an export with dynamic_axes. 0 (the default): a
-   * symbolic dim is an error (SG_ERR_SHAPE naming the input and the dim). */
+   * as the batch dim of an export with dynamic_axes, that `dims` does not
+   * name. 0 (the default): such a dim is an error (SG_ERR_SHAPE naming the
+   * input, the dim and its name). */
   int64_t batch;
   /** Form of BatchNormalization and Dropout nodes.
    * 1: training form: batch norm normalises with batch statistics and updates
@@ -86,10 +87,21 @@ typedef struct sg_onnx_params {
    * model is SG_ERR_NOT_FOUND; a batch norm's running statistic is
    * SG_ERR_INVALID_ARG. The array is read during the import only. */
   const char *const *constants;
+  /** Sizes of symbolic dims by name, as "NAME=SIZE" strings in a
+   * NULL-terminated array (as onnxruntime's free-dimension overrides by
+   * name); NULL (the default) for none. For exports with more than one
+   * symbol, such as dynamic batch and sequence:
+   * `{"batch=4", "seq=256", NULL}`. Every graph-input dim whose dim_param is
+   * NAME gets SIZE; `batch` sizes the rest. An entry that is not NAME=SIZE
+   * (split at the last '='), a SIZE outside 1..2^56, a name given twice or
+   * more than 64 entries is SG_ERR_INVALID_ARG; a NAME that no graph input
+   * has is SG_ERR_NOT_FOUND (listing those it has; sg_onnx_symbolic_dims()
+   * lists them too). The array is read during the import only. */
+  const char *const *dims;
 } sg_onnx_params;
 
 #define SG_ONNX_PARAMS_INIT \
-  { sizeof(sg_onnx_params), 0, SG_ONNX_TRAINING_AS_EXPORTED, NULL }
+  { sizeof(sg_onnx_params), 0, SG_ONNX_TRAINING_AS_EXPORTED, NULL, NULL }
 
 /** The defaults, for bindings that cannot use the macro (ctypes). Any thread. */
 SG_API sg_onnx_params sg_onnx_params_init(void);
@@ -112,7 +124,7 @@ SG_API sg_onnx_params sg_onnx_params_init(void);
  *              pass or optimizer, edit a copy made with sg_graph_clone().
  * @return SG_OK;
  *   SG_ERR_INVALID_ARG for a NULL path or out, or a bad p->size / p->batch /
- *     p->training;
+ *     p->training / p->dims entry;
  *   SG_ERR_IO if the file (or an external data file) cannot be opened,
  *     mapped or read;
  *   SG_ERR_FORMAT for malformed protobuf, a malformed model (no graph, no
@@ -123,11 +135,12 @@ SG_API sg_onnx_params sg_onnx_params_init(void);
  *   SG_ERR_UNSUPPORTED for an op, attribute value, data type or opset this
  *     importer does not handle (the message names the op_type and the node);
  *   SG_ERR_NOT_FOUND for a node input or graph output that no node,
- *     initializer or graph input provides;
+ *     initializer or graph input provides, or a p->constants or p->dims name
+ *     that the model lacks;
  *   SG_ERR_CYCLE if the nodes form a cycle;
  *   SG_ERR_DUPLICATE if two nodes (or a node and an initializer) produce the
  *     same tensor name;
- *   SG_ERR_SHAPE for a symbolic dim without p->batch, or shapes that do not
+ *   SG_ERR_SHAPE for a symbolic dim that neither p->dims nor p->batch sizes, or shapes that do not
  *     fit an op (the message names the node and the shapes);
  *   SG_ERR_RANGE for absurd sizes (rank over 8, more than 2^56 elements,
  *     protobuf nested too deeply, folded constants over the import limit);
@@ -150,7 +163,7 @@ SG_API sg_status sg_onnx_import_from_memory(const void *data, size_t size, const
                                             sg_graph **out);
 
 /** A symbolic dim of an ONNX graph input: a dim_param (dynamic_axes' "batch"), or a dim without a
- * value. sg_onnx_params.batch gives all of them their size at import. */
+ * value. sg_onnx_params.dims gives named ones their size at import, and .batch all the others. */
 typedef struct sg_onnx_symbolic_dim {
   char input[256]; /**< the graph input's name (cut to 255 bytes) */
   int dim;         /**< which dim */

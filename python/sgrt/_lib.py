@@ -224,6 +224,7 @@ class sg_onnx_params(ctypes.Structure):
         ("batch", c_int64),
         ("training", c_int),
         ("constants", POINTER(c_char_p)),
+        ("dims", POINTER(c_char_p)),
     ]
 
 

@@ -244,7 +244,35 @@ class Graph(Closeable):
     # ---- lifecycle ---------------------------------------------------------
 
     @staticmethod
-    def _onnx_params(batch, training, constants=None):
+    def _onnx_strings(params, field, strings, what):
+        """Sets params.<field> (a NULL-terminated char ** of sg_onnx_params) to `strings`, refused
+        when the library's struct is too old to read the field (it would ignore it)."""
+        end = getattr(_lib.sg_onnx_params, field).offset + ctypes.sizeof(ctypes.c_void_p)
+        if strings and params.size < end:
+            raise _lib.error("SG_ERR_UNSUPPORTED", "%s needs a libsgrt that knows sg_onnx_params.%s; %s is "
+                             "older than this shim" % (what, field, _lib.path))
+        arr = (ctypes.c_char_p * (len(strings) + 1))(*[n.encode() for n in strings], None)
+        setattr(params, field, ctypes.cast(arr, ctypes.POINTER(ctypes.c_char_p)))
+        setattr(params, "_" + field, arr)  # kept alive with the struct for the import
+
+    @staticmethod
+    def _dims_strings(dims):
+        """dims= as "NAME=SIZE" strings: a mapping {name: size} or a sequence of such strings."""
+        if isinstance(dims, dict):
+            out = []
+            for name, size in dims.items():
+                if not isinstance(name, str) or isinstance(size, bool) or not isinstance(size, int):
+                    raise _lib.error("SG_ERR_INVALID_ARG", "dims= maps symbolic dim names (str) to sizes "
+                                     "(int); got %r: %r" % (name, size))
+                out.append("%s=%d" % (name, size))
+            return out
+        if isinstance(dims, (str, bytes)) or not all(isinstance(d, str) for d in dims):
+            raise _lib.error("SG_ERR_INVALID_ARG", "dims= is a dict {name: size} or a list of \"NAME=SIZE\" "
+                             "strings, not %r" % (dims,))
+        return list(dims)
+
+    @staticmethod
+    def _onnx_params(batch, training, constants=None, dims=None):
         if not _lib.has("sg_onnx_import"):
             raise _lib.error("SG_ERR_UNSUPPORTED", "this libsgrt (%s) has no ONNX importer" % _lib.path)
         params = fn.sg_onnx_params_init()
@@ -256,14 +284,10 @@ class Graph(Closeable):
             if isinstance(constants, (str, bytes)) or not all(isinstance(n, str) for n in constants):
                 raise _lib.error("SG_ERR_INVALID_ARG", "constants= is a list of initializer names (str), not %r"
                                  % (constants,))
-            end = _lib.sg_onnx_params.constants.offset + ctypes.sizeof(ctypes.c_void_p)
-            if constants and params.size < end:
-                # An older library reads only the first params.size bytes: it would train the buffers.
-                raise _lib.error("SG_ERR_UNSUPPORTED", "constants= needs a libsgrt that knows "
-                                 "sg_onnx_params.constants; %s is older than this shim" % _lib.path)
-            names = (ctypes.c_char_p * (len(constants) + 1))(*[n.encode() for n in constants], None)
-            params.constants = ctypes.cast(names, ctypes.POINTER(ctypes.c_char_p))
-            params._names = names  # kept alive with the struct for the import
+            # An older library reads only the first params.size bytes: it would train the buffers.
+            Graph._onnx_strings(params, "constants", list(constants), "constants=")
+        if dims is not None:
+            Graph._onnx_strings(params, "dims", Graph._dims_strings(dims), "dims=")
         return params
 
     @staticmethod
@@ -283,14 +307,15 @@ class Graph(Closeable):
         return ok
 
     @classmethod
-    def load(cls, path: os.PathLike[str] | str, batch=None, training=None, constants=None) -> Graph:
+    def load(cls, path: os.PathLike[str] | str, batch=None, training=None, constants=None, dims=None) -> Graph:
         """Loads a graph file.
 
         `.sgg` files go through sg_graph_load (validated, finalized, weights
         mapped from the file). ONNX models (named .onnx, or any file without the
         .sgg magic that parses as ONNX, as the sgrt tool decides) go through
-        sg_onnx_import: `batch`
-        is the value of a symbolic (batch) dim; `training` True imports batch
+        sg_onnx_import: `dims` sizes symbolic dims by name ({"batch": 4,
+        "seq": 256}, or ["batch=4", "seq=256"]), `batch` every other symbolic
+        dim (a dynamic batch alone); `training` True imports batch
         norm and dropout in training form (batch statistics, running statistics
         updated), False in inference form, None (default) as exported;
         `constants` names initializers to import as constants, not trainable
@@ -300,30 +325,31 @@ class Graph(Closeable):
         p = _lib.fspath(path)
         out = ctypes.c_void_p()
         if p.lower().endswith(b".onnx") or cls._onnx_by_content(p):
-            params = cls._onnx_params(batch, training, constants)
+            params = cls._onnx_params(batch, training, constants, dims)
             fn.sg_clear_error()
             _lib.check(fn.sg_onnx_import(p, ctypes.byref(params), ctypes.byref(out)))
         else:
-            if batch is not None or training is not None or constants is not None:
-                raise _lib.error("SG_ERR_INVALID_ARG", "batch=, training= and constants= apply to ONNX models "
-                                                       "only; a .sgg graph has static shapes and roles")
+            if batch is not None or training is not None or constants is not None or dims is not None:
+                raise _lib.error("SG_ERR_INVALID_ARG", "batch=, training=, constants= and dims= apply to ONNX "
+                                                       "models only; a .sgg graph has static shapes and roles")
             fn.sg_clear_error()
             _lib.check(fn.sg_graph_load(p, ctypes.byref(out)))
         return cls._wrap(out.value)
 
     @classmethod
-    def from_bytes(cls, data, format="sgg", batch=None, training=None, constants=None) -> Graph:
+    def from_bytes(cls, data, format="sgg", batch=None, training=None, constants=None, dims=None) -> Graph:
         """Loads a graph from the bytes of a .sgg file, or of an ONNX model with
-        format="onnx" (batch=, training= and constants= as for load())."""
+        format="onnx" (batch=, training=, constants= and dims= as for load())."""
         data = bytes(data)
         out = ctypes.c_void_p()
         if format == "onnx":
-            params = cls._onnx_params(batch, training, constants)
+            params = cls._onnx_params(batch, training, constants, dims)
             fn.sg_clear_error()
             _lib.check(fn.sg_onnx_import_from_memory(data, len(data), ctypes.byref(params), ctypes.byref(out)))
         elif format == "sgg":
-            if batch is not None or training is not None or constants is not None:
-                raise _lib.error("SG_ERR_INVALID_ARG", "batch=, training= and constants= apply to ONNX models only")
+            if batch is not None or training is not None or constants is not None or dims is not None:
+                raise _lib.error("SG_ERR_INVALID_ARG", "batch=, training=, constants= and dims= apply to ONNX "
+                                                       "models only")
             fn.sg_clear_error()
             _lib.check(fn.sg_graph_load_from_memory(data, len(data), ctypes.byref(out)))
         else:

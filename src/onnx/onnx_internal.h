@@ -19,6 +19,8 @@
  *   onnx_sequence.c  SplitToSequence and SequenceAt, as a Split
  *   onnx_torch.c   which initializers of a PyTorch 2 (dynamo) export are
  *                  weights, from torch.export's metadata
+ *   onnx_dims.c    the sizes of symbolic input dims (sg_onnx_params.dims
+ *                  by name, then .batch)
  *
  * Every ONNX tensor name maps to one value: a tensor of the graph being
  * built, a constant known at import time (initializers, Constant nodes and
@@ -101,6 +103,12 @@ typedef struct ox_extfile {
   size_t size;
 } ox_extfile;
 
+/* One entry of sg_onnx_params.dims: a symbolic dim's name and size. */
+typedef struct ox_named_dim {
+  char name[128];
+  int64_t size;
+} ox_named_dim;
+
 typedef struct ox_ctx {
   sg_graph *g;
   /* The model file's path (sg_onnx_import), where external data is looked
@@ -113,6 +121,8 @@ typedef struct ox_ctx {
   const Onnx__GraphProto *graph;
   int64_t opset;
   int64_t batch;
+  ox_named_dim *dims; /* sg_onnx_params.dims, parsed */
+  uint32_t n_dims;
   int training; /* sg_onnx_params.training */
   /* sg_onnx_params.constants (NULL-terminated) or NULL */
   const char *const *constants;
@@ -157,6 +167,20 @@ sg_status sg__ox_external(ox_ctx *c, const Onnx__TensorProto *t, const char *wha
 /* Roles of the float initializers of a torch.export (dynamo) export, from
  * its metadata (onnx_torch.c); nothing for other files. */
 sg_status sg__ox_torch_roles(ox_ctx *c);
+
+/* onnx_dims.c. Parses sg_onnx_params.dims ("NAME=SIZE" strings, NULL-terminated, or NULL) into *out
+ * (count *n), allocated from `a`; with `a` NULL only validates (SG_ERR_INVALID_ARG naming the entry:
+ * not NAME=SIZE, a size outside 1..2^56, a name given twice, more than 64 entries). `fn` prefixes
+ * the messages. */
+sg_status sg__ox_dims_parse(const char *fn, const char *const *dims, sg__arena *a, ox_named_dim **out,
+                            uint32_t *n);
+/* The size of dim d of graph input `input`, symbolic with dim_param `param` ("" when unnamed):
+ * the dims entry of that name, else c->batch; neither is SG_ERR_SHAPE saying how to give it. */
+sg_status sg__ox_dim_size(ox_ctx *c, const char *input, size_t d, const char *param, int64_t *out);
+/* Before the graph inputs are read: a dims entry that names no graph input's dim_param is
+ * SG_ERR_NOT_FOUND, listing the model's named symbolic dims (a misspelt name is reported as such,
+ * not as the symbol it left unsized). */
+sg_status sg__ox_dims_check_names(const ox_ctx *c);
 /* Unmaps the external files of an import. */
 void sg__ox_external_close(ox_ctx *c);
 

@@ -208,18 +208,12 @@ static sg_status add_input(ox_ctx *c, const Onnx__ValueInfoProto *vi, size_t i) 
         return sg__error(SG_ERR_SHAPE, "graph input '%s': dim %zu is %lld; sgrt needs dims >= 1", name, d,
                          (long long)dim->dim_value);
       dims[d] = dim->dim_value;
-    } else if (c->batch > 0) {
-      dims[d] = c->batch;
     } else {
       const char *sym =
           dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && dim->dim_param
               ? dim->dim_param
               : "";
-      return sg__error(
-          SG_ERR_SHAPE,
-          "graph input '%s': dim %zu is symbolic ('%s'); give its size with sg_onnx_params.batch "
-          "(sgrt --batch N)",
-          name, d, sym);
+      SG_CHECK(sg__ox_dim_size(c, name, d, sym, &dims[d]));
     }
     if (numel > SG__MAX_NUMEL / dims[d])
       return sg__error(SG_ERR_RANGE, "graph input '%s' has more than 2^56 elements", name);
@@ -542,7 +536,9 @@ static sg_status read_params(const sg_onnx_params *given, const char *fn, sg_onn
   if (p->training < -1 || p->training > 1)
     return sg__error(SG_ERR_INVALID_ARG, "%s: training is %d; must be -1 (as exported), 0 or 1", fn,
                      p->training);
-  return SG_OK;
+  ox_named_dim *unused;
+  uint32_t n;
+  return sg__ox_dims_parse(fn, p->dims, NULL, &unused, &n); /* before the file is read */
 }
 
 static sg_status opset_of(const Onnx__ModelProto *m, int64_t *out) {
@@ -569,6 +565,7 @@ static sg_status build(ox_ctx *c) {
     return sg__error(SG_ERR_RANGE, "the graph has %zu nodes, %zu initializers and %zu inputs; too many",
                      gp->n_node, gp->n_initializer, gp->n_input);
   SG_CHECK(add_initializers(c));
+  SG_CHECK(sg__ox_dims_check_names(c));
   for (size_t i = 0; i < gp->n_input; i++) SG_CHECK(add_input(c, gp->input[i], i));
   SG_CHECK(index_nodes(c));
   int32_t *order = sg__arena_alloc(&c->tmp, sizeof(int32_t) * (gp->n_node ? gp->n_node : 1), 4);
@@ -617,8 +614,8 @@ static sg_status import(const uint8_t *data, size_t size, const char *path, cons
               .constants = p->constants,
               .node_index = -1};
   sg__arena_init(&c.tmp);
-  sg_status st = SG_OK;
-  if (m->graph == NULL) st = sg__error(SG_ERR_FORMAT, "the model has no graph");
+  sg_status st = sg__ox_dims_parse("sg_onnx_import", p->dims, &c.tmp, &c.dims, &c.n_dims);
+  if (st == SG_OK && m->graph == NULL) st = sg__error(SG_ERR_FORMAT, "the model has no graph");
   if (st == SG_OK) st = opset_of(m, &c.opset);
   if (st == SG_OK) st = sg_graph_create(&c.g);
   if (st == SG_OK) st = build(&c);

@@ -193,6 +193,32 @@ expect([(t["name"], t["shape"]) for t in j["inputs"]] == [("x", [1, 3, 4])], "si
 expect([(t["name"], t["shape"]) for t in j["outputs"]] == [("logits", [5, 5])], "logits")'
   run 2 inspect --batch 0 "$data/onnx/mlp_eval.onnx"
   expect_one_error_line "^sgrt: inspect: --batch '0' is not a whole number in \\[1, 1000000\\]"
+  # dyn_gpt_bs_ts.onnx has two symbols, batch and seq (dynamic_axes): --dim sizes each by name, and
+  # the one it leaves is still reported (sized 1), or sized by --batch.
+  gpt="$data/onnx/dyn_gpt_bs_ts.onnx"
+  run 0 inspect --json "$gpt"
+  check_json 'expect(j["symbolic_dims"] == [{"input": "idx", "dim": 0, "name": "batch"},
+                                   {"input": "idx", "dim": 1, "name": "seq"}], "two symbols")'
+  run 0 inspect --dim seq=5 --dim batch=3 --json "$gpt"
+  check_json 'expect(j["symbolic_dims"] == [], "--dim: none left")
+expect([(t["name"], t["shape"]) for t in j["inputs"]] == [("idx", [3, 5])], "3 x 5")
+expect([(t["name"], t["shape"]) for t in j["outputs"]] == [("logits", [3, 5, 64])], "logits")'
+  run 0 inspect --dim seq=7 "$gpt"
+  grep -Eq '^  idx +i64 +\[batch,7\]$' "$work/out" || fail "inspect --dim seq=7: $(cat "$work/out")"
+  grep -q '^symbolic dims:   1 ' "$work/out" || fail "inspect --dim seq=7 leaves batch: $(cat "$work/out")"
+  run 0 inspect --dim=seq=7 --batch 2 --json "$gpt"
+  check_json 'expect([(t["name"], t["shape"]) for t in j["inputs"]] == [("idx", [2, 7])], "--batch for the rest")'
+  # Mistakes: on the command line, exit 2; a name the model lacks, exit 1 naming those it has.
+  for bad in "seq" "=5" "seq=0" "seq=x" "seq=1000001"; do
+    run 2 inspect --dim "$bad" "$gpt"
+    expect_one_error_line "^sgrt: inspect: --dim '$(re "$bad")'"
+  done
+  run 2 inspect --dim seq=5 --dim seq=6 "$gpt"
+  expect_one_error_line "^sgrt: inspect: --dim sizes 'seq' twice \\('seq=5' and 'seq=6'\\)"
+  run 1 inspect --dim sq=5 "$gpt"
+  expect_one_error_line "SG_ERR_NOT_FOUND: .*names 'sq', which no graph input has; the model's named symbolic dims: 'batch', 'seq'"
+  run 1 inspect --dim seq=5 "$data/mlp.sgg"
+  expect_one_error_line "SG_ERR_INVALID_ARG: --batch and --dim apply to ONNX models"
   # An ONNX model under another name is recognised by not being .sgg; verify and dot take it too.
   cp "$data/onnx/cnn_eval.onnx" "$work/model.bin"
   run 0 verify "$work/model.bin"
@@ -220,6 +246,10 @@ expect(j["file"].endswith("/cnn.sgg"), "file")'
   check_json 'expect(j["ok"] is True and j["symbolic_dims"] == [{"input": "x", "dim": 0, "name": "batch"}], "symbolic")'
   run 0 verify "$data/onnx/mlp_eval.onnx"
   grep -q ": ok (.*1 symbolic input dim, checked at 1)$" "$work/out" || fail "verify mlp_eval.onnx: $(cat "$work/out")"
+  run 0 verify --dim batch=3 "$data/onnx/dyn_gpt_bs_ts.onnx"
+  grep -q ": ok (.*1 symbolic input dim, checked at 1)$" "$work/out" || fail "verify --dim batch=3: $(cat "$work/out")"
+  run 0 verify --dim batch=3 --dim seq=5 --json "$data/onnx/dyn_gpt_bs_ts.onnx"
+  check_json 'expect(j["ok"] is True and j["symbolic_dims"] == [], "both sized")'
   # A damaged file: ok false with the status, and still one line on stderr.
   size=$(stat -c %s "$data/cnn.sgg")
   head -c $((size / 2)) "$data/cnn.sgg" >"$work/half.sgg"
@@ -441,6 +471,26 @@ d, src = sys.argv[1], sys.argv[2]
 got, want = np.load(d + "/dyn/logits.npy"), np.fromfile(src + "/mlp_logits.f32", dtype="<f4").reshape(4, 5)
 assert np.abs(got - want).max() <= 1e-5 * max(1.0, np.abs(want).max()), np.abs(got - want).max()
 EOF
+  # Two symbols (batch and seq, dyn_gpt_bs_ts.onnx): each takes its size from the ids' .npy, [3,5];
+  # the logits are PyTorch's (dyn_gpt_bs_logits.f32). --dim that disagrees with the file: the
+  # session says which shape it wanted.
+  "$PY" - "$work" "$data/onnx" <<'EOF'
+import sys, numpy as np
+d, src = sys.argv[1], sys.argv[2]
+np.save(d + "/ids35.npy", np.fromfile(src + "/dyn_gpt_bs_ids.i64", dtype="<i8")[:15].reshape(3, 5))
+EOF
+  run 0 run "$data/onnx/dyn_gpt_bs_ts.onnx" -i "idx=$work/ids35.npy" -o "$work/gpt" --json
+  check_json 'expect([(o["name"], o["shape"]) for o in j["outputs"]] == [("logits", [3, 5, 64])], "3 x 5 from idx")'
+  "$PY" - "$work" "$data/onnx" <<'EOF' || fail "logits of dyn_gpt_bs_ts.onnx with batch and seq from the input"
+import sys, numpy as np
+d, src = sys.argv[1], sys.argv[2]
+got, want = np.load(d + "/gpt/logits.npy"), np.fromfile(src + "/dyn_gpt_bs_logits.f32", dtype="<f4").reshape(3, 5, 64)
+assert np.abs(got - want).max() <= 1e-5 * max(1.0, np.abs(want).max()), np.abs(got - want).max()
+EOF
+  run 0 run "$data/onnx/dyn_gpt_bs_ts.onnx" --dim seq=5 -i "idx=$work/ids35.npy" -o "$work/gpt2"
+  cmp -s "$work/gpt/logits.npy" "$work/gpt2/logits.npy" || fail "--dim seq=5 gave other logits"
+  run 1 run "$data/onnx/dyn_gpt_bs_ts.onnx" --dim seq=4 -i "idx=$work/ids35.npy" -o "$work/gpt3"
+  expect_one_error_line "input 'idx' from '.*ids35\.npy': SG_ERR_SHAPE: .*\[3,4\] i64, given \[3,5\] i64"
   # Text form: one line per output file.
   run 0 run "$data/mlp.sgg" -i "x=$work/x.npy" -i "labels=$work/labels.npy" -o "$work/res2" --threads 1
   { [ "$(wc -l <"$work/out")" -eq 2 ] && grep -q "res2/logits.npy: f32 \[8,10\]" "$work/out"; } ||

@@ -586,6 +586,38 @@ def test_onnx_constants():
     default.close()
 
 
+def test_onnx_dims():
+    """dims= sizes symbolic dims by name (sg_onnx_params.dims), as a dict or "NAME=SIZE" strings, from a
+    file and from bytes, with batch= for the rest; the logits at [3,5] are PyTorch's
+    (make_onnx_dynamo.py); bad entries are refused naming them."""
+    if not sgrt.has_onnx():
+        pytest.skip("no ONNX importer in this libsgrt")
+    d = os.path.join(os.path.dirname(__file__), "..", "data", "onnx")
+    src = os.path.join(d, "dyn_gpt_bs_ts.onnx")
+    ids = np.fromfile(os.path.join(d, "dyn_gpt_bs_ids.i64"), dtype="<i8")[:15].reshape(3, 5)
+    want = np.fromfile(os.path.join(d, "dyn_gpt_bs_logits.f32"), dtype="<f4").reshape(3, 5, 64)
+    for g in (sgrt.Graph.load(src, dims={"batch": 3, "seq": 5}),
+              sgrt.Graph.load(src, dims=["seq=5"], batch=3),
+              sgrt.Graph.from_bytes(open(src, "rb").read(), format="onnx", dims=["batch=3", "seq=5"])):
+        assert [(t.name, t.shape) for t in g.inputs] == [("idx", (3, 5))]
+        with sgrt.Session(g, threads=1) as s:
+            s.set_input("idx", ids)
+            s.forward()
+            got = s.read("logits")
+        assert np.abs(got - want).max() <= 1e-5, np.abs(got - want).max()
+        g.close()
+    expect_error("SG_ERR_SHAPE", lambda: sgrt.Graph.load(src, dims={"batch": 3}), match="sgrt --dim seq=N")
+    expect_error("SG_ERR_NOT_FOUND", lambda: sgrt.Graph.load(src, dims={"batch": 3, "sq": 5}),
+                 match="names 'sq', which no graph input has")
+    expect_error("SG_ERR_INVALID_ARG", lambda: sgrt.Graph.load(src, dims={"seq": 0}), match="'seq=0'")
+    expect_error("SG_ERR_INVALID_ARG", lambda: sgrt.Graph.load(src, dims={"seq": "5"}), match="sizes")
+    expect_error("SG_ERR_INVALID_ARG", lambda: sgrt.Graph.load(src, dims="seq=5"), match="NAME=SIZE")
+    expect_error("SG_ERR_INVALID_ARG", lambda: sgrt.Graph.load(src, dims=["seq"]), match="NAME=SIZE")
+    sgg = os.path.join(d, "..", "mlp.sgg")
+    if os.path.exists(sgg):
+        expect_error("SG_ERR_INVALID_ARG", lambda: sgrt.Graph.load(sgg, dims={"seq": 5}), match="ONNX models only")
+
+
 def test_public_api_has_type_hints():
     """The public classes' methods carry type hints that resolve (typing.get_type_hints), and the main
     ones are annotated at all (so the hints cannot rot unnoticed)."""

@@ -20,8 +20,11 @@ void *onnx_test_read(const char *name, size_t bytes) {
   return p;
 }
 
-sg_graph *onnx_test_import(const char *name) {
+sg_graph *onnx_test_import(const char *name) { return onnx_test_import_dims(name, NULL); }
+
+sg_graph *onnx_test_import_dims(const char *name, const char *const *dims) {
   sg_onnx_params p = sg_onnx_params_init();
+  p.dims = dims;
   sg_graph *g = NULL;
   assert_status(sg_onnx_import(onnx_test_path(name), &p, &g), SG_OK, NULL);
   assert_true(sg_graph_is_finalized(g));
@@ -165,7 +168,7 @@ static void check_gradients(const transformer_case *k, const sg_graph *g, sg_ses
 void transformer_parity(const transformer_case *k) {
   size_t n_logits = (size_t)(k->rows * k->classes);
   float *ref = onnx_test_read(k->ref, (n_logits + k->n_weights + 3) * sizeof(float));
-  sg_graph *imported = onnx_test_import(k->file);
+  sg_graph *imported = onnx_test_import_dims(k->file, k->sym_dims);
   check_logits(k, imported, ref);
   char names[MAX_PARAMS][256];
   sg_graph *g = training_graph(k, imported, names);

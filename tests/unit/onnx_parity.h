@@ -17,6 +17,8 @@ const char *onnx_test_path(const char *name);
 void *onnx_test_read(const char *name, size_t bytes);
 /* tests/data/onnx/NAME imported with the default params (must succeed). */
 sg_graph *onnx_test_import(const char *name);
+/* The same with sg_onnx_params.dims (NULL-terminated "NAME=SIZE"; NULL: none). */
+sg_graph *onnx_test_import_dims(const char *name, const char *const *dims);
 /* A compiled session on 2 threads. */
 sg_session *onnx_test_session(const sg_graph *g);
 int onnx_test_count_ops(const sg_graph *g, sg_op_kind kind);
@@ -51,6 +53,8 @@ typedef struct transformer_case {
    * the export names otherwise (a tied weight written under its other
    * name): the reference orders gradients by PyTorch's names. */
   const char *const *renames;
+  /* sg_onnx_params.dims of the import (symbolic dims by name), or NULL. */
+  const char *const *sym_dims;
 } transformer_case;
 
 #define MAX_PARAMS 64

@@ -91,6 +91,20 @@ Dynamo exports (opset 20):
                         ["batch",16] int64; dyn_gpt_sdpa_dynbatch_logits.f32 the
                         eval logits [2,16,64] for dyn_gpt_ids.i64's ids (run
                         with batch 2)
+  dyn_gpt_bs_noopt.onnx (+ .onnx.data)  dyn_gpt_noopt.onnx's model and
+                        weights with batch AND sequence dynamic
+                        (torch.export.Dim "batch" 1..64, "seq" 2..16): input
+                        "idx" ["batch","seq"] int64, train mode,
+                        optimize=False; the causal mask's slice, the position
+                        ids' Range and the reshapes read the sequence length
+                        through Shape. dyn_gpt_bs_ids.i64: ids [3,5] and 15
+                        targets; dyn_gpt_bs_ref.f32: the train reference at
+                        [3,5] (dyn_gpt_ref.f32 is the one at [2,16])
+  dyn_gpt_bs_ts.onnx    the same model by the TorchScript exporter (torch
+                        2.15, dynamo=False, opset 17, eval mode), dynamic_axes
+                        {"idx": {0: "batch", 1: "seq"}}, output "logits";
+                        dyn_gpt_bs_logits.f32: its logits [3,5,64] for
+                        dyn_gpt_bs_ids.i64's ids
   dyn_gpt_dedup.onnx (+ .onnx.data)  make_onnx.GPT with PyTorch's default
                         LayerNorm init (every weight 1, every bias 0; wte
                         N(0, 0.1)), eval mode, default optimize: the exporter's
@@ -570,6 +584,28 @@ def make_dyn_gpt():
     mo.save_f32("dyn_gpt_sdpa_dynbatch_logits.f32", y)
 
 
+def make_dyn_gpt_bs():
+    """Dynamic batch AND sequence: two symbols, which sg_onnx_params.dims sizes by name."""
+    gpt, ids, targets = gpt_and_ids()
+    batch = torch.export.Dim("batch", min=1, max=64)
+    seq = torch.export.Dim("seq", min=2, max=16)
+    describe(dynamo_export(gpt, (ids,), "dyn_gpt_bs_noopt.onnx", True, optimize=False,
+                           dynamic_shapes={"idx": {0: batch, 1: seq}}))
+    m = copy.deepcopy(gpt).eval()
+    path = os.path.join(HERE, "dyn_gpt_bs_ts.onnx")
+    torch.onnx.export(m, (ids,), path, dynamo=False, opset_version=17, input_names=["idx"],
+                      output_names=["logits"], dynamic_axes={"idx": {0: "batch", 1: "seq"}})
+    onnx.checker.check_model(path)
+    describe(path)
+    g = torch.Generator().manual_seed(35)
+    ids35 = torch.randint(0, 64, (3, 5), generator=g)
+    targets35 = torch.randint(0, 64, (15,), generator=g)
+    write_i64("dyn_gpt_bs_ids.i64", ids35, targets35)
+    mo.train_reference(gpt, ids35, targets35, "dyn_gpt_bs_ref.f32")
+    with torch.no_grad():
+        mo.save_f32("dyn_gpt_bs_logits.f32", m(ids35))
+
+
 def make_dyn_gpt_dedup():
     gpt, ids, _ = gpt_and_ids(randomize=False)
     assert torch.equal(ids, gpt_and_ids()[1])  # dyn_gpt_ids.i64's
@@ -1039,6 +1075,7 @@ def main():
             globals()[name]()
         return
     make_dyn_gpt()
+    make_dyn_gpt_bs()
     make_dyn_gpt_dedup()
     make_dyn_llama()
     make_dyn_encoder()
