@@ -1,6 +1,14 @@
 /* ONNX Einsum (torch.einsum), lowered to sgrt's own ops: no einsum kind,
  * so autodiff, fusion and every backend already know what it becomes.
  *
+ * Each operand first loses what makes it special:
+ *   a label twice in it (a diagonal, "bii->bi"; a trace, "ii->"): the
+ *     operand times a constant identity mask over the two dims, summed over
+ *     the second (exact: every other term is a product with 0);
+ *   a dim of 1 where another operand has the label's size (broadcasting, as
+ *     torch.einsum and NumPy allow): the dim is reshaped away, and the label
+ *     left to the operands that have it (the product with a broadcast 1-dim
+ *     is the product without it).
  * One operand: reduce_sum over the labels the output lacks, then a
  * transpose into the output's order ("ij->ji", "bij->bj").
  * Two operands: each label is
@@ -14,13 +22,17 @@
  * freeA..., freeB...] and permuted into the output's order. Permutations
  * and reshapes that change nothing are left out, so "bhid,bhjd->bhij" is a
  * transpose of B, two reshapes (views) and a matmul.
+ * More operands are contracted left to right, two at a time, each product
+ * keeping the labels that the output or a later operand has (as
+ * torch.einsum does without opt_einsum).
  *
  * The ellipsis "..." stands for the leading dims an operand has beyond its
  * letters, aligned from the right as NumPy broadcasting aligns them; its
- * dims behave as labels of their own. Refused with SG_ERR_UNSUPPORTED
- * naming the node and the equation: three or more operands, a label twice
- * in one term (a diagonal or trace), an ellipsis that the output drops, and
- * dims of one label that differ (broadcasting a 1). */
+ * dims behave as labels of their own, summed when an explicit output leaves
+ * the ellipsis out (as torch.einsum sums them). Equations that torch.einsum
+ * rejects are SG_ERR_ATTRIBUTE (a label twice in the output, an output
+ * label in no input, a bad character); dims of one label that differ and
+ * are not 1 are SG_ERR_SHAPE; both name the node and the equation. */
 #include <stdio.h>
 #include <string.h>
 
@@ -28,20 +40,24 @@
 
 /* Longest equation read (PyTorch writes a few dozen characters). */
 #define EQ_CAP 256
+/* Most operands contracted (torch.einsum calls write a handful). */
+#define EINSUM_MAX_IN 16
 /* Label codes: letters are their ASCII code; ellipsis dim k (of the widest
  * operand's E, from the left) is 1 + k, so ellipsis dims sort first. */
 #define LABELS 128
 
+/* The labels of an operand or the output (at most SG_MAX_DIMS), or of a set of labels to keep (any
+ * number). */
 typedef struct term {
   int n;
-  int lab[SG_MAX_DIMS];
+  int lab[LABELS];
 } term;
 
 typedef struct einsum {
   ox_ctx *c;
   const char *eq;
   int n_in;
-  term in[2], out;
+  term in[EINSUM_MAX_IN], out;
   int64_t size[LABELS]; /* dim of each label, 0 when unseen */
 } einsum;
 
@@ -108,7 +124,7 @@ static bool has(const term *t, int lab) {
 static sg_status parse(einsum *e, const int *ranks) {
   const char *eq = e->eq, *arrow = strstr(eq, "->");
   size_t lhs_len = arrow ? (size_t)(arrow - eq) : strlen(eq);
-  int ells[2] = {-1, -1}, widest = 0;
+  int ells[EINSUM_MAX_IN], widest = 0;
   const char *p = eq;
   char what[32], msg[192];
   for (int i = 0; i < e->n_in; i++) {
@@ -143,9 +159,7 @@ static sg_status parse(einsum *e, const int *ranks) {
     if (strstr(o, "->")) return refuse(e, SG_ERR_ATTRIBUTE, "it has two \"->\"");
     SG_CHECK(parse_term(e, o, strlen(o), &e->out, &ell, "the output"));
     if (ell >= 0) SG_CHECK(insert_ellipsis(e, &e->out, ell, 1, widest, "the output"));
-    else if (widest > 0)
-      return refuse(e, SG_ERR_UNSUPPORTED,
-                    "the output drops the ellipsis (summing its dims is not supported)");
+    /* else the ellipsis dims are summed, as labels the output lacks */
   } else { /* implicit output: the ellipsis, then the letters used once, sorted */
     e->out.n = 0;
     for (int k = 0; k < widest; k++) e->out.lab[e->out.n++] = 1 + k;
@@ -161,33 +175,31 @@ static sg_status parse(einsum *e, const int *ranks) {
   return SG_OK;
 }
 
-/* Sizes of every label; repeated labels and mismatched dims refused. */
-static sg_status check_labels(einsum *e, int64_t dims[2][SG_MAX_DIMS]) {
+/* Sizes of every label: a dim of 1 gives way to another operand's size (broadcasting); other sizes
+ * that differ are refused, within an operand too (a diagonal's two dims). */
+static sg_status check_labels(einsum *e, int64_t dims[][SG_MAX_DIMS]) {
   char msg[192], lb[16];
+  int seen_in[LABELS];
   for (int i = 0; i < e->n_in; i++)
     for (int d = 0; d < e->in[i].n; d++) {
       int lab = e->in[i].lab[d];
-      for (int d2 = 0; d2 < d; d2++)
-        if (e->in[i].lab[d2] == lab) {
-          snprintf(msg, sizeof msg, "label '%s' appears twice in input %d (a diagonal): not supported",
-                   label_text(lab, lb), i);
-          return refuse(e, SG_ERR_UNSUPPORTED, msg);
-        }
-      if (e->size[lab] != 0 && e->size[lab] != dims[i][d]) {
-        snprintf(msg, sizeof msg,
-                 "label '%s' has dim %lld in input 0 and %lld in input 1 (broadcasting is not supported)",
-                 label_text(lab, lb), (long long)e->size[lab], (long long)dims[i][d]);
-        return refuse(e, dims[i][d] == 1 || e->size[lab] == 1 ? SG_ERR_UNSUPPORTED : SG_ERR_SHAPE, msg);
+      int64_t n = dims[i][d];
+      if (e->size[lab] != 0 && e->size[lab] != n && e->size[lab] != 1 && n != 1) {
+        snprintf(msg, sizeof msg, "label '%s' has dim %lld in input %d and %lld in input %d",
+                 label_text(lab, lb), (long long)e->size[lab], seen_in[lab], (long long)n, i);
+        return refuse(e, SG_ERR_SHAPE, msg);
       }
-      e->size[lab] = dims[i][d];
+      if (e->size[lab] == 0 || e->size[lab] == 1) {
+        e->size[lab] = n;
+        seen_in[lab] = i;
+      }
     }
   for (int d = 0; d < e->out.n; d++) {
     int lab = e->out.lab[d];
     for (int d2 = 0; d2 < d; d2++)
       if (e->out.lab[d2] == lab) {
-        snprintf(msg, sizeof msg, "label '%s' appears twice in the output: not supported",
-                 label_text(lab, lb));
-        return refuse(e, SG_ERR_UNSUPPORTED, msg);
+        snprintf(msg, sizeof msg, "label '%s' appears twice in the output", label_text(lab, lb));
+        return refuse(e, SG_ERR_ATTRIBUTE, msg);
       }
     if (e->size[lab] == 0) {
       snprintf(msg, sizeof msg, "output label '%s' is in no input", label_text(lab, lb));
@@ -242,37 +254,105 @@ static int64_t size_of(const einsum *e, const int *labs, int n) {
   return p;
 }
 
-static sg_tensor contract2(einsum *e, sg_tensor a, sg_tensor b) {
-  term ta = e->in[0], tb = e->in[1];
-  a = sum_away(e, a, &ta, &tb, &e->out);
-  b = sum_away(e, b, &tb, &ta, &e->out);
+/* a (labels *ta) times b (labels tb), keeping the labels of `keep` that either has and summing the
+ * others; *ta receives the result's labels: [batch..., freeA..., freeB...] in keep's order. */
+static sg_status contract(einsum *e, sg_tensor *y, term *ta, sg_tensor b, term tb, const term *keep) {
+  sg_tensor a = *y;
+  a = sum_away(e, a, ta, &tb, keep);
+  b = sum_away(e, b, &tb, ta, keep);
   term batch = {0}, fa = {0}, fb = {0}, k = {0};
-  for (int d = 0; d < e->out.n; d++) {
-    int lab = e->out.lab[d];
-    term *to = has(&ta, lab) ? (has(&tb, lab) ? &batch : &fa) : &fb;
-    to->lab[to->n++] = lab;
+  for (int d = 0; d < keep->n; d++) {
+    int lab = keep->lab[d];
+    term *to = has(ta, lab) ? (has(&tb, lab) ? &batch : &fa) : has(&tb, lab) ? &fb : NULL;
+    if (to != NULL) to->lab[to->n++] = lab;
   }
-  for (int d = 0; d < ta.n; d++)
-    if (has(&tb, ta.lab[d]) && !has(&e->out, ta.lab[d])) k.lab[k.n++] = ta.lab[d];
+  for (int d = 0; d < ta->n; d++)
+    if (has(&tb, ta->lab[d]) && !has(keep, ta->lab[d])) k.lab[k.n++] = ta->lab[d];
   term wa = batch, wb = batch;
   memcpy(wa.lab + wa.n, fa.lab, sizeof(int) * (size_t)fa.n), wa.n += fa.n;
   memcpy(wa.lab + wa.n, k.lab, sizeof(int) * (size_t)k.n), wa.n += k.n;
   memcpy(wb.lab + wb.n, k.lab, sizeof(int) * (size_t)k.n), wb.n += k.n;
   memcpy(wb.lab + wb.n, fb.lab, sizeof(int) * (size_t)fb.n), wb.n += fb.n;
-  a = permute(e, a, &ta, &wa);
+  a = permute(e, a, ta, &wa);
   b = permute(e, b, &tb, &wb);
   int64_t PB = size_of(e, batch.lab, batch.n), MA = size_of(e, fa.lab, fa.n), K = size_of(e, k.lab, k.n),
           NB = size_of(e, fb.lab, fb.n);
   int r = batch.n > 0 ? 3 : 2;
   int64_t da[3] = {PB, MA, K}, db[3] = {PB, K, NB};
-  sg_tensor y = sg_matmul(e->c->g, reshape(e, a, r, da + 3 - r), reshape(e, b, r, db + 3 - r));
   term ty = batch;
   memcpy(ty.lab + ty.n, fa.lab, sizeof(int) * (size_t)fa.n), ty.n += fa.n;
   memcpy(ty.lab + ty.n, fb.lab, sizeof(int) * (size_t)fb.n), ty.n += fb.n;
+  if (ty.n > SG_MAX_DIMS) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "a product of two operands has %d dims before the next one; at most %d", ty.n,
+             SG_MAX_DIMS);
+    return refuse(e, SG_ERR_UNSUPPORTED, msg);
+  }
   int64_t dy[SG_MAX_DIMS];
   for (int d = 0; d < ty.n; d++) dy[d] = e->size[ty.lab[d]];
-  y = reshape(e, y, ty.n, dy);
-  return permute(e, y, &ty, &e->out);
+  *ta = ty;
+  *y = reshape(e, sg_matmul(e->c->g, reshape(e, a, r, da + 3 - r), reshape(e, b, r, db + 3 - r)), ty.n, dy);
+  return SG_OK;
+}
+
+/* The labels after operand i: the output's, then those of the operands after i. */
+static void keep_after(const einsum *e, int i, term *keep) {
+  *keep = e->out;
+  for (int j = i + 1; j < e->n_in; j++)
+    for (int d = 0; d < e->in[j].n; d++)
+      if (!has(keep, e->in[j].lab[d])) keep->lab[keep->n++] = e->in[j].lab[d]; /* < LABELS distinct */
+}
+
+/* x (labels *t, dims from the graph) with the diagonal taken of every label it has twice, and the
+ * dims of 1 that broadcast against another operand reshaped away. */
+static sg_status normalize_operand(einsum *e, sg_tensor *x, term *t, const char *out_name) {
+  sg_graph *g = e->c->g;
+  sg_tensor_info ti;
+  for (;;) {
+    int p = -1, q = -1;
+    for (int d = 0; d < t->n && q < 0; d++)
+      for (int d2 = 0; d2 < d && q < 0; d2++)
+        if (t->lab[d2] == t->lab[d]) p = d2, q = d;
+    if (q < 0) break;
+    SG_CHECK(sg_graph_tensor_info(g, *x, &ti));
+    int64_t n = ti.dims[p];
+    if (ti.dims[q] != n) {
+      char msg[160], lb[16];
+      snprintf(msg, sizeof msg,
+               "label '%s' has dims %lld and %lld in one input (a diagonal needs them equal)",
+               label_text(t->lab[p], lb), (long long)n, (long long)ti.dims[q]);
+      return refuse(e, SG_ERR_SHAPE, msg);
+    }
+    /* The mask is n x n: within the import's limit on a constant it makes (OX_FOLD_MAX_NUMEL). */
+    if (n > (int64_t)1 << 10) return refuse(e, SG_ERR_UNSUPPORTED, "a diagonal over more than 1024 entries");
+    /* The identity mask, [n at p, n at q, 1 elsewhere]: x * mask summed over q is the diagonal. */
+    int64_t mdims[SG_MAX_DIMS];
+    for (int d = 0; d < t->n; d++) mdims[d] = d == p || d == q ? n : 1;
+    float *eye;
+    SG_CHECK(sg__ox_fold_alloc(e->c, n * n, sizeof(float), (void **)&eye));
+    for (int64_t i = 0; i < n * n; i++) eye[i] = i % (n + 1) == 0 ? 1.0f : 0.0f;
+    char name[300];
+    snprintf(name, sizeof name, "%.256s.diagonal_mask", out_name);
+    const char *tmp = sg__ox_tmp_name(e->c, name);
+    if (tmp == NULL) return sg__error(SG_ERR_NO_MEMORY, "ONNX import: out of memory");
+    sg_tensor mask = sg_graph_add_tensor(g, tmp, SG_F32, SG_ROLE_CONSTANT, t->n, mdims, eye);
+    if (mask.id >= 0) SG_CHECK(sg__ox_want_name(e->c, mask.id, name, 1));
+    int64_t axis = q;
+    *x = sg_reduce_sum(g, sg_mul(g, *x, mask), 1, &axis, 0);
+    if (x->id < 0) return sg__ox_built(e->c, *x); /* the graph's error, with the node */
+    memmove(t->lab + q, t->lab + q + 1, sizeof(int) * (size_t)(t->n - q - 1));
+    t->n--;
+  }
+  SG_CHECK(sg_graph_tensor_info(g, *x, &ti));
+  int64_t dims[SG_MAX_DIMS];
+  int n = 0;
+  for (int d = 0; d < t->n; d++)
+    if (ti.dims[d] == e->size[t->lab[d]]) t->lab[n] = t->lab[d], dims[n++] = ti.dims[d];
+  if (n < t->n) {
+    t->n = n;
+    *x = sg_reshape(g, *x, n, dims);
+  }
+  return SG_OK;
 }
 
 static sg_status cv_einsum(ox_ctx *c, const Onnx__NodeProto *n) {
@@ -291,10 +371,14 @@ static sg_status cv_einsum(ox_ctx *c, const Onnx__NodeProto *n) {
     if (*s != ' ') eq[len++] = *s;
   eq[len] = '\0';
   einsum e = {.c = c, .eq = eq, .n_in = (int)n->n_input};
-  if (e.n_in > 2) return refuse(&e, SG_ERR_UNSUPPORTED, "Einsum of more than two operands is not supported");
-  ox_value *v[2];
-  int ranks[2];
-  int64_t dims[2][SG_MAX_DIMS];
+  if (e.n_in > EINSUM_MAX_IN) {
+    char msg[96];
+    snprintf(msg, sizeof msg, "Einsum of %d operands; at most %d are supported", e.n_in, EINSUM_MAX_IN);
+    return refuse(&e, SG_ERR_UNSUPPORTED, msg);
+  }
+  ox_value *v[EINSUM_MAX_IN];
+  int ranks[EINSUM_MAX_IN];
+  int64_t dims[EINSUM_MAX_IN][SG_MAX_DIMS];
   for (int i = 0; i < e.n_in; i++) {
     v[i] = sg__ox_input(c, n, i);
     if (v[i] == NULL) return sg__ox_node_error(c, SG_ERR_ARITY, "input %d is missing", i);
@@ -302,16 +386,23 @@ static sg_status cv_einsum(ox_ctx *c, const Onnx__NodeProto *n) {
   }
   SG_CHECK(parse(&e, ranks));
   SG_CHECK(check_labels(&e, dims));
-  sg_tensor x[2];
-  for (int i = 0; i < e.n_in; i++) SG_CHECK(sg__ox_tensor(c, v[i], &x[i]));
-  sg_tensor y;
-  if (e.n_in == 1) {
-    term t = e.in[0];
-    y = permute(&e, sum_away(&e, x[0], &t, &e.out, NULL), &t, &e.out);
-    if (y.id == x[0].id) return sg__ox_set_alias(c, 0, v[0]);
-  } else {
-    y = contract2(&e, x[0], x[1]);
+  const char *out_name = sg__ox_has_output(c, 0) ? n->output[0] : "einsum";
+  sg_tensor x[EINSUM_MAX_IN], first = SG_NO_TENSOR;
+  for (int i = 0; i < e.n_in; i++) {
+    SG_CHECK(sg__ox_tensor(c, v[i], &x[i]));
+    if (i == 0) first = x[0];
+    SG_CHECK(normalize_operand(&e, &x[i], &e.in[i], out_name));
   }
+  term t = e.in[0];
+  sg_tensor y = x[0];
+  if (e.n_in == 1) y = sum_away(&e, y, &t, &e.out, NULL);
+  for (int i = 1; i < e.n_in; i++) {
+    term keep;
+    keep_after(&e, i, &keep);
+    SG_CHECK(contract(&e, &y, &t, x[i], e.in[i], &keep));
+  }
+  y = permute(&e, y, &t, &e.out);
+  if (y.id == first.id) return sg__ox_set_alias(c, 0, v[0]); /* "bij->bij" */
   SG_CHECK(sg__ox_built(c, y));
   return sg__ox_set_tensor(c, 0, y);
 }

@@ -309,6 +309,36 @@ static void test_einsum_attention(void **state) {
   free(x);
 }
 
+/* The Einsum forms once refused, in a model that trains (make_onnx_einsum.py's
+ * EinsumForms2): three operands, a diagonal and a trace, parameters
+ * broadcast against the batch (a label of size 1, also contracted), an
+ * output that drops the ellipsis. A diagonal is a product with a constant
+ * identity mask and a reduce_sum, so its gradient is the mask's scatter. */
+static void test_einsum_forms_train(void **state) {
+  (void)state;
+  float *x = onnx_test_read("einsum2_x.f32", 2 * 5 * 16 * sizeof(float));
+  sg_graph *g = onnx_test_import("einsum2_train.onnx");
+  /* Two of the Einsums take a diagonal: two masks, one per node. */
+  assert_true(onnx_test_count_ops(g, SG_OP_MUL) >= 2);
+  sg_graph_destroy(g);
+  int64_t labels[10];
+  for (int i = 0; i < 10; i++) labels[i] = i % 5;
+  transformer_case k = {.file = "einsum2_train.onnx",
+                        .ref = "einsum2_ref.f32",
+                        .input = "x",
+                        .dtype = SG_F32,
+                        .ndim = 3,
+                        .dims = {2, 5, 16},
+                        .x = x,
+                        .labels = labels,
+                        .rows = 10,
+                        .classes = 5,
+                        .n_params = 5,
+                        .n_weights = 8 + 16 * 8 + 8 * 8 + 8 * 5 + 8}; /* c, w1, w2, w3, s */
+  transformer_parity(&k);
+  free(x);
+}
+
 /* RoBERTa's position ids from the run-time input ids (padding 1):
  * cumsum(ids.ne(1).int(), 1).type_as(mask) * mask + 1 is Equal, Not, Cast
  * to INT32, the cumsum op (i32), Mul, Cast to INT64 and Add, feeding the
@@ -464,6 +494,52 @@ static void test_einsum_forms(void **state) {
   free(ids);
 }
 
+/* The forms of einsum_forms2_opset14.onnx against NumPy: three and four
+ * operands, diagonals and traces (with a contraction, an outer product),
+ * labels of size 1 broadcast (free and contracted), the ellipsis summed. */
+static void test_einsum_forms2(void **state) {
+  (void)state;
+  static const char *const names[] = {"f_three",    "f_four",           "f_three_sum",  "f_diag",
+                                      "f_trace",    "f_trace2",         "f_diag_dot",   "f_diag_outer",
+                                      "f_bcast",    "f_bcast_contract", "f_bcast_both", "f_ell_sum",
+                                      "f_ell_sum2", "f_ell_keep1"};
+  static const size_t counts[] = {42, 54, 2, 6, 2, 1, 2, 6, 30, 9, 24, 12, 15, 6};
+  enum { N = sizeof counts / sizeof *counts };
+  size_t total = 0;
+  for (int i = 0; i < N; i++) total += counts[i];
+  float *a = onnx_test_read("einsum_a.f32", 24 * sizeof(float)),
+        *b = onnx_test_read("einsum_b.f32", 40 * sizeof(float)),
+        *ref = onnx_test_read("einsum_forms2_y.f32", total * sizeof(float));
+  sg_graph *g = onnx_test_import("einsum_forms2_opset14.onnx");
+  const onnx_input in[] = {{"a", SG_F32, 3, {2, 3, 4}, a}, {"b", SG_F32, 3, {2, 4, 5}, b}};
+  sg_session *s = onnx_test_session(g);
+  for (int i = 0; i < 2; i++)
+    assert_status(sg_session_set_input(s, in[i].name, in[i].dtype, in[i].ndim, in[i].dims, in[i].data), SG_OK,
+                  NULL);
+  assert_status(sg_session_forward(s), SG_OK, NULL);
+  const float *r = ref;
+  double worst = 0;
+  for (int i = 0; i < N; i++) {
+    float got[64];
+    assert_true(counts[i] <= 64);
+    assert_status(sg_session_read(s, names[i], got, counts[i] * sizeof(float)), SG_OK, names[i]);
+    for (size_t j = 0; j < counts[i]; j++) {
+      double e = fabs((double)got[j] - r[j]) / fmax(1.0, fabs((double)r[j]));
+      worst = fmax(worst, e);
+      if (!(e <= 1e-5))
+        fail_msg("einsum_forms2_opset14.onnx: %s[%zu] is %.9g, expected %.9g", names[i], j, got[j], r[j]);
+    }
+    r += counts[i];
+  }
+  if (onnx_test_verbose())
+    printf("einsum_forms2_opset14.onnx: %d outputs, worst relative error %.3g\n", N, worst);
+  sg_session_destroy(s);
+  sg_graph_destroy(g);
+  free(a);
+  free(b);
+  free(ref);
+}
+
 /* ---- Slice, Split --------------------------------------------------------------- */
 
 /* Reads each output and checks it equals `ref` exactly (slices copy). */
@@ -573,6 +649,8 @@ int main(void) {
       cmocka_unit_test(test_reduce_max_pooling),
       cmocka_unit_test(test_reduce_max_forms),
       cmocka_unit_test(test_einsum_forms),
+      cmocka_unit_test(test_einsum_forms2),
+      cmocka_unit_test(test_einsum_forms_train),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,11 +29,23 @@ Hand-made (onnx.helper, opset 14; references from NumPy):
                         (folded), every flag combination, negative axis
                         (einsum_a.f32 [2,3,4], einsum_b.f32 [2,4,5] in;
                         einsum_forms_y.f32 out, every output as float32)
-  bad_einsum_diagonal.onnx, bad_einsum_three.onnx, bad_einsum_ellipsis.onnx,
-  bad_einsum_broadcast.onnx, bad_cumsum_axis.onnx  refused forms (see
+  einsum2_train.onnx    a training export (opset 14, input "x" [2,5,16]) of
+                        the forms once refused: three operands
+                        ("bid,de,ef->bif"), a diagonal ("bii->bi") and a
+                        trace ("bii->b") of a run-time product, a parameter
+                        [1,1,8] broadcast against [2,5,8] ("bif,bif->bif"), a
+                        contracted label of size 1 ("bij,jf->bif" with j 1),
+                        an explicit output that drops the ellipsis
+                        ("...f,fk->k"); labels i % 5 (einsum2_x.f32,
+                        einsum2_ref.f32: logits, gradients, 3 SGD losses)
+  einsum_forms2_opset14.onnx  hand-made forms of the same kinds against NumPy
+                        (inputs "a" [2,3,4], "b" [2,4,5] as einsum_a.f32 and
+                        einsum_b.f32; einsum_forms2_y.f32 out)
+  bad_einsum_output_twice.onnx ("i->ii"), bad_einsum_mismatch.onnx
+  ("ij,ij->ij" of [2,3] and [3,3]), bad_cumsum_axis.onnx  refused forms (see
                         test_onnx_import.c)
-Run without NAME, it also copies einsum_forms_opset14.onnx to the fuzzing seeds
-(tests/fuzz/corpus/onnx).
+Run without NAME, it also copies einsum_forms_opset14.onnx and
+einsum_forms2_opset14.onnx to the fuzzing seeds (tests/fuzz/corpus/onnx).
 """
 import os
 import sys
@@ -75,6 +87,29 @@ class EinsumAttention(nn.Module):
         return self.head(x + o / torch.sqrt(norm / (b * t * d)))
 
 
+class EinsumForms2(nn.Module):
+    """The Einsum forms sgrt once refused, in a model that trains."""
+
+    def __init__(self):
+        super().__init__()
+        self.w1 = nn.Parameter(torch.randn(16, 8) * 0.3)
+        self.w2 = nn.Parameter(torch.randn(8, 8) * 0.3)
+        self.w3 = nn.Parameter(torch.randn(8, 5) * 0.3)
+        self.s = nn.Parameter(1 + 0.3 * torch.randn(1, 1, 8))
+        self.c = nn.Parameter(torch.randn(1, 8) * 0.3)
+
+    def forward(self, x):
+        h = torch.einsum("bid,de,ef->bif", x, self.w1, self.w2)  # three operands
+        sq = torch.einsum("bif,bjf->bij", h, h)
+        diag = torch.einsum("bii->bi", sq)  # a diagonal
+        tr = torch.einsum("bii->b", sq)  # a trace
+        hs = torch.einsum("bif,bif->bif", h, self.s)  # s [1,1,8] broadcast over b and i
+        hc = torch.einsum("bij,jf->bif", h[..., :1], self.c)  # j of size 1, contracted
+        bias = torch.einsum("...f,fk->k", h, self.w3)  # the ellipsis summed
+        logits = torch.einsum("bif,fk->bik", hs + hc, self.w3)
+        return logits + 0.01 * bias + 0.1 * diag[..., None] + 0.01 * tr[:, None, None]
+
+
 class RobertaPositions(nn.Module):
     """Hugging Face's create_position_ids_from_input_ids (padding_idx 1) with
     token and position embeddings (no padding_idx: ONNX keeps no trace of it,
@@ -102,6 +137,13 @@ def make_einsum_exports():
     mo.export(att, x, "einsum_train.onnx", True, input_names=["x"], output_names=["logits"])
     mo.save_f32("einsum_x.f32", x)
     mo.train_reference_inputs(att, (x,), torch.arange(10) % 5, "einsum_ref.f32")
+
+    torch.manual_seed(34)
+    forms = EinsumForms2()
+    x2 = torch.randn(2, 5, 16)
+    mo.export(forms, x2, "einsum2_train.onnx", True, input_names=["x"], output_names=["logits"])
+    mo.save_f32("einsum2_x.f32", x2)
+    mo.train_reference_inputs(forms, (x2,), torch.arange(10) % 5, "einsum2_ref.f32")
 
     torch.manual_seed(32)
     rob = RobertaPositions()
@@ -214,6 +256,70 @@ def make_einsum_forms():
     print("einsum forms:", ", ".join("%s %d" % (n, int(np.prod(s))) for n, s in outputs))
 
 
+# (name, equation, operands) of einsum_forms2_opset14.onnx: a [2,3,4], b [2,4,5], r33 [2,3,3] (a times
+# a, at run time), x33 [3,3] (summed over b, at run time), a1 [1,3,4] (a's first batch, at run time),
+# constants w57 [5,7], v2 [2], c134 [1,3,1].
+EINSUM_FORMS2 = [
+    ("f_three", "bij,bjk,kl->bil", ["a", "b", "w57"]),
+    ("f_four", "bi,bj,b,bk->bijk", ["r23", "r23", "v2", "r23"]),
+    ("f_three_sum", "bij,bjk,bkl->b", ["a", "b", "b5"]),
+    ("f_diag", "bii->bi", ["r33"]),
+    ("f_trace", "bii->b", ["r33"]),
+    ("f_trace2", "ii->", ["x33"]),
+    ("f_diag_dot", "bii,bi->b", ["r33", "r23"]),
+    ("f_diag_outer", "iij,kk->jk", ["r33t", "x33"]),
+    ("f_bcast", "bij,bjk->bik", ["a1", "b"]),
+    ("f_bcast_contract", "bij,bjk->bik", ["c134", "a1k"]),
+    ("f_bcast_both", "bij,bij->bij", ["a", "c134"]),
+    ("f_ell_sum", "...ij->ij", ["a"]),
+    ("f_ell_sum2", "...ij,...jk->ik", ["a", "b"]),
+    ("f_ell_keep1", "...ij->...i", ["a"]),
+]
+
+
+NUMPY_EQ = {"...ij->ij": "bij->ij", "...ij,...jk->ik": "bij,bjk->ik"}
+
+
+def make_einsum_forms2():
+    f32 = onnx.TensorProto.FLOAT
+    rng = np.random.default_rng(35)
+    a = np.fromfile(os.path.join(mo.HERE, "einsum_a.f32"), dtype="<f4").reshape(2, 3, 4)
+    b = np.fromfile(os.path.join(mo.HERE, "einsum_b.f32"), dtype="<f4").reshape(2, 4, 5)
+    consts = {"w57": rng.standard_normal((5, 7)), "v2": rng.standard_normal(2), "c134": rng.standard_normal((1, 3, 1)),
+              "b5": rng.standard_normal((2, 5, 3))}
+    consts = {k: v.astype(np.float32) for k, v in consts.items()}
+    vals = {"a": a, "b": b, **consts}
+    # Run-time operands made from a and b by Einsum forms einsum_forms_opset14.onnx checks.
+    nodes = [
+        oh.make_node("Einsum", ["a"], ["r23"], name="einsum_r23", equation="bij->bi"),
+        oh.make_node("Einsum", ["a", "a"], ["r33"], name="einsum_r33", equation="bij,bkj->bik"),
+        oh.make_node("Einsum", ["r33"], ["x33"], name="einsum_x33", equation="bij->ij"),
+        oh.make_node("Einsum", ["r33"], ["r33t"], name="einsum_r33t", equation="bij->ijb"),
+        oh.make_node("Slice", ["a", "zero1", "one1", "zero1"], ["a1"], name="slice_a1"),
+        oh.make_node("Einsum", ["a1"], ["a1k"], name="einsum_a1k", equation="bij->bji"),
+    ]
+    inits = [onh.from_array(v, k) for k, v in consts.items()]
+    inits += [onh.from_array(np.array([0], np.int64), "zero1"), onh.from_array(np.array([1], np.int64), "one1")]
+    vals["r23"], vals["r33"] = a.sum(2), np.einsum("bij,bkj->bik", a, a)
+    vals["x33"], vals["r33t"] = vals["r33"].sum(0), np.transpose(vals["r33"], (1, 2, 0))
+    vals["a1"] = a[:1]
+    vals["a1k"] = np.transpose(vals["a1"], (0, 2, 1))
+    outputs, refs = [], []
+    for name, eq, ops in EINSUM_FORMS2:
+        nodes.append(oh.make_node("Einsum", ops, [name], name=name, equation=eq))
+        # NumPy refuses an explicit output without the ellipsis (torch.einsum sums its dims): its
+        # reference names the dims instead.
+        ref = np.einsum(NUMPY_EQ.get(eq, eq), *[vals[o].astype(np.float64) for o in ops])
+        outputs.append((name, np.shape(ref)))
+        refs.append(np.asarray(ref, np.float32).flatten())
+    vi = oh.make_tensor_value_info
+    g = oh.make_graph(nodes, "einsum_forms2", [vi("a", f32, [2, 3, 4]), vi("b", f32, [2, 4, 5])],
+                      [vi(n, f32, list(s)) for n, s in outputs], inits)
+    mo.save_model("einsum_forms2_opset14.onnx", oh.make_model(g, opset_imports=[oh.make_opsetid("", 14)]))
+    mo.save_f32("einsum_forms2_y.f32", np.concatenate(refs))
+    print("einsum forms2:", ", ".join("%s %d" % (n, int(np.prod(s))) for n, s in outputs))
+
+
 def bad_models_einsum():
     f32 = onnx.TensorProto.FLOAT
 
@@ -224,18 +330,12 @@ def bad_models_einsum():
     def vi(name, shape, t=f32):
         return oh.make_tensor_value_info(name, t, shape)
 
-    mo.write("bad_einsum_diagonal.onnx", model(
-        [oh.make_node("Einsum", ["x"], ["y"], name="diag", equation="bii->bi")], [vi("x", [2, 3, 3])],
-        [vi("y", [2, 3])]))
-    mo.write("bad_einsum_three.onnx", model(
-        [oh.make_node("Einsum", ["x", "x", "x"], ["y"], name="three", equation="ij,jk,kl->il")], [vi("x", [3, 3])],
+    mo.write("bad_einsum_output_twice.onnx", model(
+        [oh.make_node("Einsum", ["x"], ["y"], name="twice", equation="i->ii")], [vi("x", [3])],
         [vi("y", [3, 3])]))
-    mo.write("bad_einsum_ellipsis.onnx", model(
-        [oh.make_node("Einsum", ["x"], ["y"], name="drop", equation="...ij->ij")], [vi("x", [2, 3, 3])],
-        [vi("y", [3, 3])]))
-    mo.write("bad_einsum_broadcast.onnx", model(
-        [oh.make_node("Einsum", ["x", "z"], ["y"], name="bcast", equation="bij,bjk->bik")],
-        [vi("x", [2, 3, 4]), vi("z", [1, 4, 5])], [vi("y", [2, 3, 5])]))
+    mo.write("bad_einsum_mismatch.onnx", model(
+        [oh.make_node("Einsum", ["x", "z"], ["y"], name="mismatch", equation="ij,ij->ij")],
+        [vi("x", [2, 3]), vi("z", [3, 3])], [vi("y", [3, 3])]))
     mo.write("bad_cumsum_axis.onnx", model(
         [oh.make_node("CumSum", ["x", "ax"], ["y"], name="cs_axis")],
         [vi("x", [2, 3]), vi("ax", [], onnx.TensorProto.INT64)], [vi("y", [2, 3])]))
@@ -248,13 +348,15 @@ def main():
         return
     make_einsum_exports()
     make_einsum_forms()
+    make_einsum_forms2()
     bad_models_einsum()
-    # A fuzzing seed with every Einsum and CumSum form (tests/fuzz/corpus/onnx, as make_onnx.py's).
+    # Fuzzing seeds with every Einsum and CumSum form (tests/fuzz/corpus/onnx, as make_onnx.py's).
     os.makedirs(mo.CORPUS, exist_ok=True)
-    with open(os.path.join(mo.HERE, "einsum_forms_opset14.onnx"), "rb") as f:
-        data = f.read()
-    with open(os.path.join(mo.CORPUS, "einsum_forms_opset14.onnx"), "wb") as f:
-        f.write(data)
+    for name in ("einsum_forms_opset14.onnx", "einsum_forms2_opset14.onnx"):
+        with open(os.path.join(mo.HERE, name), "rb") as f:
+            data = f.read()
+        with open(os.path.join(mo.CORPUS, name), "wb") as f:
+            f.write(data)
 
 
 if __name__ == "__main__":
