@@ -396,20 +396,61 @@ static sg_status fold_slice(ox_ctx *c, int k, const ox_value *data, const slice_
   return sg__ox_set_const(c, k, data->elem, r, p->count, out);
 }
 
+/* `count` elements of t along `axis` from `first`, `step` (> 1) apart (x[..., first::step] of GPT-J's
+ * rotate_every_two, Swin's patch merging): the range [first, first + count * step) reshaped to
+ * [count, step] along the axis and its column 0 taken, so only slices and views. When that range runs
+ * past the dim (the last element is nearer its end than a whole step), the last element is a slice of
+ * its own, concatenated. */
+static sg_status strided_slice(ox_ctx *c, sg_tensor *t, int axis, int64_t first, int64_t count,
+                               int64_t step) {
+  sg_graph *g = c->g;
+  sg_tensor_info ti;
+  SG_CHECK(sg_graph_tensor_info(g, *t, &ti));
+  int64_t whole = count;                                       /* elements taken by whole steps */
+  if (first + count * step > ti.dims[axis]) whole = count - 1; /* no overflow: count * step < 2 dims */
+  sg_tensor parts[2];
+  int n = 0;
+  if (whole > 0) {
+    sg_tensor x = sg_slice(g, *t, axis, first, whole * step);
+    int64_t dims[SG_MAX_DIMS + 1];
+    int r = 0;
+    for (int d = 0; d < ti.ndim; d++) {
+      if (d != axis) {
+        dims[r++] = ti.dims[d];
+        continue;
+      }
+      dims[r++] = whole;
+      dims[r++] = step;
+    }
+    x = sg_slice(g, sg_reshape(g, x, r, dims), axis + 1, 0, 1);
+    dims[axis + 1] = 1;
+    memmove(dims + axis + 1, dims + axis + 2, sizeof(int64_t) * (size_t)(r - axis - 2));
+    parts[n++] = sg_reshape(g, x, r - 1, dims);
+  }
+  if (whole < count) parts[n++] = sg_slice(g, *t, axis, first + whole * step, 1);
+  *t = n == 1 ? parts[0] : sg_concat(g, n, parts, axis);
+  return sg__ox_built(c, *t);
+}
+
 /* Output k is the plan applied to a tensor computed at run time (or a
- * weight): one sg_slice per axis it cuts, none when it cuts nothing (the
- * output is then the data itself). sg_slice takes a contiguous, non-empty
- * range: another step, or an empty result, has no run-time form. */
+ * weight): one sg_slice per axis it cuts (strided_slice for a step above 1),
+ * none when it cuts nothing (the output is then the data itself). A
+ * negative step (a reversal) or an empty result has no run-time form. */
 static sg_status slice_tensor(ox_ctx *c, int k, ox_value *data, const slice_plan *p) {
   char sd[256];
   sg__onnx_dims_text(sd, sizeof sd, p->ndim, p->in);
   for (int a = 0; a < p->ndim; a++) {
-    if (p->step[a] != 1)
+    if (p->step[a] < 0)
       return sg__ox_node_error(
           c, SG_ERR_UNSUPPORTED,
           "step %lld along axis %d of '%s' %s: sgrt slices a tensor computed at run time "
-          "(or a weight) with step 1 only",
+          "(or a weight) with positive steps only (a negative step reverses it: torch.flip)",
           (long long)p->step[a], a, data->name, sd);
+    if (p->step[a] > 1 && p->ndim == SG_MAX_DIMS && p->count[a] > 1)
+      return sg__ox_node_error(c, SG_ERR_UNSUPPORTED,
+                               "step %lld along axis %d of '%s' %s: a strided slice of a tensor of rank %d "
+                               "needs one more dim than sgrt has",
+                               (long long)p->step[a], a, data->name, sd, SG_MAX_DIMS);
     if (p->count[a] == 0)
       return sg__ox_node_error(c, SG_ERR_UNSUPPORTED,
                                "the range along axis %d of '%s' %s is empty; sgrt has no empty tensors", a,
@@ -422,10 +463,14 @@ static sg_status slice_tensor(ox_ctx *c, int k, ox_value *data, const slice_plan
   SG_CHECK(sg__ox_bool_in(c, &t, &was_bool));
   bool cut = false;
   for (int a = 0; a < p->ndim; a++) {
-    if (p->count[a] == p->in[a]) continue;
+    if (p->count[a] == p->in[a]) continue; /* whole: a step above 1 then takes one element */
+    cut = true;
+    if (p->step[a] > 1 && p->count[a] > 1) {
+      SG_CHECK(strided_slice(c, &t, a, p->first[a], p->count[a], p->step[a]));
+      continue;
+    }
     t = sg_slice(c->g, t, a, p->first[a], p->count[a]);
     SG_CHECK(sg__ox_built(c, t));
-    cut = true;
   }
   if (!cut) return sg__ox_set_tensor(c, k, x);
   SG_CHECK(sg__ox_bool_out(c, &t, was_bool));
@@ -818,6 +863,17 @@ static sg_status int_op(ox_ctx *c, char op, int64_t x, int64_t y, int64_t *r) {
     case '&': *r = x != 0 && y != 0; return SG_OK; /* And, Or, Xor of bools */
     case '|': *r = x != 0 || y != 0; return SG_OK;
     case '^': *r = (x != 0) != (y != 0); return SG_OK;
+    case 'p': /* Pow of integers: exact; a negative exponent is refused, as NumPy refuses it */
+      if (y < 0)
+        return sg__ox_node_error(c, SG_ERR_RANGE, "%lld to the power %lld: a negative integer exponent",
+                                 (long long)x, (long long)y);
+      bad = false;
+      *r = 1;
+      if (x == 0 || x == 1) *r = x == 1 || y == 0 ? 1 : 0;
+      else if (x == -1) *r = y % 2 ? -1 : 1;
+      else /* |x| >= 2 overflows within 63 factors */
+        for (int64_t k = 0; k < y && !bad; k++) bad = __builtin_mul_overflow(*r, x, r);
+      break;
     case '%': /* Mod: the sign of the divisor, as Python's % */
     case 'f': /* Mod with fmod = 1: the sign of the dividend, as C's % */
       bad = y == 0;
@@ -836,7 +892,9 @@ static sg_status int_op(ox_ctx *c, char op, int64_t x, int64_t y, int64_t *r) {
 
 sg_status sg__ox_fold_binary(ox_ctx *c, char op, const ox_value *a, const ox_value *b, bool *folded) {
   *folded = false;
-  if (!sg__ox_foldable(a) || !sg__ox_foldable(b) || (a->elem == OX_FLOAT) != (b->elem == OX_FLOAT))
+  /* One type, except Pow's float base with an integer exponent (the result is the base's type). */
+  if (!sg__ox_foldable(a) || !sg__ox_foldable(b) ||
+      ((a->elem == OX_FLOAT) != (b->elem == OX_FLOAT) && !(op == 'p' && a->elem == OX_FLOAT)))
     return SG_OK;
   int r = a->ndim > b->ndim ? a->ndim : b->ndim;
   int64_t dims[SG_MAX_DIMS], sa[SG_MAX_DIMS], sb[SG_MAX_DIMS], ta[SG_MAX_DIMS], tb[SG_MAX_DIMS];
@@ -879,8 +937,9 @@ sg_status sg__ox_fold_binary(ox_ctx *c, char op, const ox_value *a, const ox_val
                              : cmp >= 0;
       ((int64_t *)out)[i] = !nan && res;
     } else if (fl) {
-      double x = sg__ox_f32(a, oa), y = sg__ox_f32(b, ob);
-      double z = op == '+'   ? x + y
+      double x = sg__ox_f32(a, oa), y = sg__ox_num(b, ob);
+      double z = op == 'p'   ? (double)powf((float)x, (float)y)
+                 : op == '+' ? x + y
                  : op == '-' ? x - y
                  : op == '*' ? x * y
                  : op == 'm' ? (isnan(x) || isnan(y) ? NAN : fmin(x, y))

@@ -21,6 +21,7 @@
  *                  weights, from torch.export's metadata
  *   onnx_dims.c    the sizes of symbolic input dims (sg_onnx_params.dims
  *                  by name, then .batch)
+ *   onnx_pad.c     Pad, as slices, concats and broadcasts
  *
  * Every ONNX tensor name maps to one value: a tensor of the graph being
  * built, a constant known at import time (initializers, Constant nodes and
@@ -291,6 +292,8 @@ extern const ox_op sg__ox_einsum_ops[];
 extern const int sg__ox_n_einsum_ops;
 extern const ox_op sg__ox_sequence_ops[];
 extern const int sg__ox_n_sequence_ops;
+extern const ox_op sg__ox_pad_ops[];
+extern const int sg__ox_n_pad_ops;
 extern const ox_op sg__ox_gather_ops[];
 extern const int sg__ox_n_gather_ops;
 

@@ -103,7 +103,7 @@ static sg_status check_window(ox_ctx *c, sg_tensor x, const int64_t kernel[2], c
   return SG_OK;
 }
 
-/* 2-D ops want a 4-D NCHW input. */
+/* 2-D ops want a 4-D NCHW input (Conv also takes a 3-D one: conv1d). */
 static sg_status need_4d(ox_ctx *c, sg_tensor x) {
   int r = rank_of(c, x);
   if (r == 4) return SG_OK;
@@ -114,6 +114,60 @@ static sg_status need_4d(ox_ctx *c, sg_tensor x) {
 
 /* ---- convolution and batch norm ------------------------------------------ */
 
+/* The 2-D convolution of x and w (both 4-D) with p and the kernel_shape attribute's values (kernel),
+ * checked as the builder would, with ONNX's names in the messages. */
+static sg_status conv2d_checked(ox_ctx *c, sg_tensor x, sg_tensor w, sg_tensor b, const sg_conv2d_params *p,
+                                const int64_t kernel[2], sg_tensor *y) {
+  /* A weight of another rank is the builder's error, with both shapes. */
+  const sg__tensor *wt = &c->g->tensors[w.id];
+  if (wt->ndim == 4) {
+    const Onnx__AttributeProto *ka = sg__ox_attr(c, "kernel_shape");
+    if (ka && ka->n_ints > 0 && (wt->dims[2] != kernel[0] || wt->dims[3] != kernel[1]))
+      return sg__ox_node_error(
+          c, SG_ERR_SHAPE, "kernel_shape (%lld,%lld) does not match weight '%s' [%lld,%lld,%lld,%lld]",
+          (long long)kernel[0], (long long)kernel[1], c->node->input[1], (long long)wt->dims[0],
+          (long long)wt->dims[1], (long long)wt->dims[2], (long long)wt->dims[3]);
+    SG_CHECK(check_window(c, x, &wt->dims[2], p->dilation, p->padding));
+  }
+  *y = sg_conv2d(c->g, x, w, b, p);
+  return sg__ox_built(c, *y);
+}
+
+/* A 1-D convolution (Conv1d: x [N, C, L], w [O, C/g, K]; Whisper's and SqueezeBERT's) as a 2-D one of
+ * height 1: x and w reshaped to [N, C, 1, L] and [O, C/g, 1, K] (views; w's gradient flows back
+ * through the reshape), the result back to [N, O, L']. */
+static sg_status conv1d(ox_ctx *c, sg_tensor x, sg_tensor w, sg_tensor b) {
+  sg_conv2d_params p = SG_CONV2D_PARAMS_INIT;
+  int64_t stride = 1, dilation = 1, kernel = 1, pads[4] = {0, 0, 0, 0};
+  SG_CHECK(ints_n(c, "strides", 1, &stride));
+  SG_CHECK(ints_n(c, "dilations", 1, &dilation));
+  SG_CHECK(ints_n(c, "pads", 2, pads));
+  SG_CHECK(ints_n(c, "kernel_shape", 1, &kernel));
+  SG_CHECK(sg__ox_attr_int(c, "group", 1, &p.groups));
+  SG_CHECK(check_range(c, "kernel_shape", &kernel, 1, 1));
+  SG_CHECK(check_range(c, "strides", &stride, 1, 1));
+  SG_CHECK(check_range(c, "dilations", &dilation, 1, 1));
+  SG_CHECK(check_range(c, "pads", pads, 2, 0));
+  SG_CHECK(check_range(c, "group", &p.groups, 1, 1));
+  SG_CHECK(check_auto_pad(c, pads));
+  p.stride[0] = 1, p.stride[1] = stride;
+  p.dilation[0] = 1, p.dilation[1] = dilation;
+  p.padding[0] = 0, p.padding[1] = pads[0], p.padding[2] = 0, p.padding[3] = pads[1];
+  const sg__tensor *xt = &c->g->tensors[x.id], *wt = &c->g->tensors[w.id];
+  if (wt->ndim != 3)
+    return sg__ox_node_error(c, SG_ERR_SHAPE,
+                             "weight '%s' has rank %d; a 1-D convolution's is [O, C/group, K]",
+                             c->node->input[1], wt->ndim);
+  int64_t x4[4] = {xt->dims[0], xt->dims[1], 1, xt->dims[2]},
+          w4[4] = {wt->dims[0], wt->dims[1], 1, wt->dims[2]};
+  int64_t k2[2] = {1, kernel};
+  sg_tensor y;
+  SG_CHECK(conv2d_checked(c, sg_reshape(c->g, x, 4, x4), sg_reshape(c->g, w, 4, w4), b, &p, k2, &y));
+  const sg__tensor *yt = &c->g->tensors[y.id];
+  int64_t y3[3] = {yt->dims[0], yt->dims[1], yt->dims[3]};
+  return out0(c, sg_reshape(c->g, y, 3, y3));
+}
+
 static sg_status cv_conv(ox_ctx *c, const Onnx__NodeProto *n) {
   (void)n;
   static const char *const known[] = {"auto_pad", "dilations", "group", "kernel_shape",
@@ -123,6 +177,7 @@ static sg_status cv_conv(ox_ctx *c, const Onnx__NodeProto *n) {
   SG_CHECK(in_tensor(c, 0, "X", &x));
   SG_CHECK(in_tensor(c, 1, "W", &w));
   SG_CHECK(opt_tensor(c, 2, &b));
+  if (rank_of(c, x) == 3) return conv1d(c, x, w, b);
   SG_CHECK(need_4d(c, x));
   sg_conv2d_params p = SG_CONV2D_PARAMS_INIT;
   int64_t kernel[2] = {1, 1};
@@ -137,17 +192,9 @@ static sg_status cv_conv(ox_ctx *c, const Onnx__NodeProto *n) {
   SG_CHECK(check_range(c, "pads", p.padding, 4, 0));
   SG_CHECK(check_range(c, "group", &p.groups, 1, 1));
   SG_CHECK(check_auto_pad(c, p.padding));
-  /* A weight of another rank is the builder's error, with both shapes. */
-  const sg__tensor *wt = &c->g->tensors[w.id];
-  if (wt->ndim != 4) return out0(c, sg_conv2d(c->g, x, w, b, &p));
-  const Onnx__AttributeProto *ka = sg__ox_attr(c, "kernel_shape");
-  if (ka && ka->n_ints > 0 && (wt->dims[2] != kernel[0] || wt->dims[3] != kernel[1]))
-    return sg__ox_node_error(
-        c, SG_ERR_SHAPE, "kernel_shape (%lld,%lld) does not match weight '%s' [%lld,%lld,%lld,%lld]",
-        (long long)kernel[0], (long long)kernel[1], c->node->input[1], (long long)wt->dims[0],
-        (long long)wt->dims[1], (long long)wt->dims[2], (long long)wt->dims[3]);
-  SG_CHECK(check_window(c, x, &wt->dims[2], p.dilation, p.padding));
-  return out0(c, sg_conv2d(c->g, x, w, b, &p));
+  sg_tensor y;
+  SG_CHECK(conv2d_checked(c, x, w, b, &p, kernel, &y));
+  return sg__ox_set_tensor(c, 0, y);
 }
 
 /* 1 - m for a momentum m read as float32, rounded to 15 digits so that
@@ -409,19 +456,50 @@ static sg_status cv_flatten(ox_ctx *c, const Onnx__NodeProto *n) {
   return out0(c, y);
 }
 
+/* Transpose of an import-time constant (the TorchScript exporter reverses F.pad's pads with Slice
+ * and Transpose): folded. perm must be a permutation of 0..r-1. */
+static sg_status fold_transpose(ox_ctx *c, const ox_value *v, int r, const int64_t *dims, int np,
+                                const int64_t *perm) {
+  bool seen[SG_MAX_DIMS] = {false};
+  if (np != r)
+    return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "perm has %d values; the data has rank %d", np, r);
+  for (int i = 0; i < r; i++) {
+    if (perm[i] < 0 || perm[i] >= r || seen[perm[i]])
+      return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "perm is not a permutation of 0..%d", r - 1);
+    seen[perm[i]] = true;
+  }
+  int64_t out_dims[SG_MAX_DIMS], in_st[SG_MAX_DIMS], idx[SG_MAX_DIMS] = {0};
+  int64_t numel = sg__ox_fold_numel(r, dims), st = 1;
+  size_t es = sg__ox_elem_size(v->elem);
+  char *out;
+  SG_CHECK(sg__ox_fold_alloc(c, numel, es, (void **)&out)); /* numel within the import's limit */
+  for (int i = 0; i < r; i++) out_dims[i] = dims[perm[i]];
+  for (int i = r - 1; i >= 0; i--) in_st[i] = st, st *= dims[i];
+  for (int64_t i = 0; i < numel; i++) {
+    int64_t off = 0;
+    for (int a = 0; a < r; a++) off += idx[a] * in_st[perm[a]];
+    memcpy(out + (size_t)i * es, (const char *)v->data + (size_t)off * es, es);
+    for (int a = r - 1; a >= 0 && ++idx[a] == out_dims[a]; a--) idx[a] = 0;
+  }
+  return sg__ox_set_const(c, 0, v->elem, r, out_dims, out);
+}
+
 static sg_status cv_transpose(ox_ctx *c, const Onnx__NodeProto *n) {
-  (void)n;
   static const char *const known[] = {"perm", NULL};
   SG_CHECK(sg__ox_check_attrs(c, known));
-  sg_tensor x;
-  SG_CHECK(in_tensor(c, 0, "data", &x));
-  int r = rank_of(c, x), np = 0;
-  int64_t perm[SG_MAX_DIMS];
+  ox_value *v = sg__ox_input(c, n, 0);
+  if (v == NULL) return sg__ox_node_error(c, SG_ERR_ARITY, "input 0 (data) is missing");
+  int r = 0, np = 0;
+  int64_t perm[SG_MAX_DIMS], dims[SG_MAX_DIMS];
+  SG_CHECK(sg__ox_shape(c, v, &r, dims));
   SG_CHECK(sg__ox_attr_ints(c, "perm", SG_MAX_DIMS, perm, &np));
   if (sg__ox_attr(c, "perm") == NULL) {
     np = r;
     for (int i = 0; i < r; i++) perm[i] = r - 1 - i;
   }
+  if (sg__ox_foldable(v)) return fold_transpose(c, v, r, dims, np, perm);
+  sg_tensor x;
+  SG_CHECK(in_tensor(c, 0, "data", &x));
   bool was_bool;
   SG_CHECK(sg__ox_bool_in(c, &x, &was_bool));
   sg_tensor y = sg_transpose(c->g, x, np, perm);
@@ -554,28 +632,6 @@ static sg_status cv_dropout(ox_ctx *c, const Onnx__NodeProto *n) {
   return sg__ox_set_tensor(c, 1, outs[1]);
 }
 
-/* Pad appears with all-zero pads in exports of average pooling (opsets
- * 9-17); that is an identity. Real padding is not supported. */
-static sg_status cv_pad(ox_ctx *c, const Onnx__NodeProto *n) {
-  static const char *const known_old[] = {"mode", "pads", "value", NULL};
-  static const char *const known_new[] = {"mode", NULL};
-  SG_CHECK(sg__ox_check_attrs(c, c->opset < 11 ? known_old : known_new));
-  int64_t pads[2 * SG_MAX_DIMS];
-  int np = 0;
-  if (c->opset < 11) {
-    SG_CHECK(sg__ox_attr_ints(c, "pads", 2 * SG_MAX_DIMS, pads, &np));
-  } else {
-    ox_value *vp = sg__ox_input(c, n, 1);
-    if (vp == NULL) return sg__ox_node_error(c, SG_ERR_ARITY, "input 1 (pads) is missing");
-    SG_CHECK(sg__ox_const_ints(c, vp, "pads", 2 * SG_MAX_DIMS, pads, &np));
-  }
-  for (int i = 0; i < np; i++)
-    if (pads[i] != 0) return sg__ox_node_error(c, SG_ERR_UNSUPPORTED, "nonzero padding (only all-zero pads)");
-  ox_value *x = sg__ox_input(c, n, 0);
-  if (x == NULL) return sg__ox_node_error(c, SG_ERR_ARITY, "input 0 (data) is missing");
-  return sg__ox_set_alias(c, 0, x);
-}
-
 const ox_op sg__ox_nn_ops[] = {
     {"Conv", cv_conv, 2, 3, 1, 1},
     {"BatchNormalization", cv_batch_norm, 5, 5, 1, 5},
@@ -600,7 +656,6 @@ const ox_op sg__ox_nn_ops[] = {
     {"ReduceSum", cv_reduce_sum, 1, 2, 1, 1},
     {"ReduceL2", cv_reduce_l2, 1, 2, 1, 1},
     {"Dropout", cv_dropout, 1, 3, 1, 2},
-    {"Pad", cv_pad, 1, 4, 1, 1},
 };
 const int sg__ox_n_nn_ops = (int)(sizeof sg__ox_nn_ops / sizeof *sg__ox_nn_ops);
 
@@ -620,6 +675,8 @@ const ox_op *sg__ox_op_get(const char *op_type) {
     if (strcmp(sg__ox_einsum_ops[i].op_type, op_type) == 0) return &sg__ox_einsum_ops[i];
   for (int i = 0; i < sg__ox_n_sequence_ops; i++)
     if (strcmp(sg__ox_sequence_ops[i].op_type, op_type) == 0) return &sg__ox_sequence_ops[i];
+  for (int i = 0; i < sg__ox_n_pad_ops; i++)
+    if (strcmp(sg__ox_pad_ops[i].op_type, op_type) == 0) return &sg__ox_pad_ops[i];
   for (int i = 0; i < sg__ox_n_gather_ops; i++)
     if (strcmp(sg__ox_gather_ops[i].op_type, op_type) == 0) return &sg__ox_gather_ops[i];
   return NULL;

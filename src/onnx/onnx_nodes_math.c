@@ -82,11 +82,16 @@ UNARY_CV(cv_abs, sg_abs)
 UNARY_CV(cv_sign, sg_sign)
 UNARY_CV(cv_erf, sg_erf)
 
-/* Pow(X, Y) with Y a constant scalar (PyTorch's x ** 2, x ** 3, x ** 0.5). */
+/* Pow(X, Y) with Y a constant scalar (PyTorch's x ** 2, x ** 3, x ** 0.5); of two constants, folded
+ * with NumPy broadcasting and X's type (BLOOM's and MPT's ALiBi slopes: base ** arange, a float
+ * base and an integer exponent). */
 static sg_status cv_pow(ox_ctx *c, const Onnx__NodeProto *n) {
   SG_CHECK(sg__ox_check_attrs(c, no_attrs));
-  ox_value *y = sg__ox_input(c, n, 1);
+  ox_value *xv = sg__ox_input(c, n, 0), *y = sg__ox_input(c, n, 1);
   if (y == NULL) return sg__ox_node_error(c, SG_ERR_ARITY, "input 1 (Y) is missing");
+  bool folded = false;
+  if (xv) SG_CHECK(sg__ox_fold_binary(c, 'p', xv, y, &folded));
+  if (folded) return SG_OK;
   double e;
   SG_CHECK(sg__ox_const_scalar(c, y, "exponent", &e));
   if (!isfinite(e)) return sg__ox_node_error(c, SG_ERR_UNSUPPORTED, "exponent %g is not finite", e);
@@ -95,6 +100,27 @@ static sg_status cv_pow(ox_ctx *c, const Onnx__NodeProto *n) {
   /* The exponent of a float base is read as the float32 it is (2.0, 0.5 exact). */
   return out0(c, sg_pow_scalar(c->g, x, y->elem == OX_FLOAT ? sg__ox_snap_float(e) : e));
 }
+
+/* Ceil, Floor and Round (half to even) of import-time constants, folded (DeBERTa's and Funnel's
+ * position buckets). sgrt has no run-time rounding op. */
+static sg_status rounding(ox_ctx *c, const Onnx__NodeProto *n, char mode) {
+  SG_CHECK(sg__ox_check_attrs(c, no_attrs));
+  ox_value *x = sg__ox_input(c, n, 0);
+  SG_CHECK(sg__ox_need_foldable(c, x, "input"));
+  if (x->elem != OX_FLOAT)
+    return sg__ox_node_error(c, SG_ERR_DTYPE, "input '%s' has data type %d; this op takes FLOAT (1)", x->name,
+                             x->elem);
+  float *out;
+  SG_CHECK(sg__ox_fold_alloc(c, x->numel, 4, (void **)&out));
+  for (int64_t i = 0; i < x->numel; i++) {
+    float v = sg__ox_f32(x, i);
+    out[i] = mode == 'c' ? ceilf(v) : mode == 'f' ? floorf(v) : nearbyintf(v); /* default rounding: to even */
+  }
+  return sg__ox_set_const(c, 0, OX_FLOAT, x->ndim, x->dims, out);
+}
+static sg_status cv_ceil(ox_ctx *c, const Onnx__NodeProto *n) { return rounding(c, n, 'c'); }
+static sg_status cv_floor(ox_ctx *c, const Onnx__NodeProto *n) { return rounding(c, n, 'f'); }
+static sg_status cv_round(ox_ctx *c, const Onnx__NodeProto *n) { return rounding(c, n, 'r'); }
 
 /* Sin and Cos of import-time constants, folded in float32 (the C
  * library's sinf and cosf, within an ulp of PyTorch's): the rotary
@@ -445,6 +471,9 @@ const ox_op sg__ox_math_ops[] = {
     {"Erf", cv_erf, 1, 1, 1, 1},
     {"Sin", cv_sin, 1, 1, 1, 1},
     {"Cos", cv_cos, 1, 1, 1, 1},
+    {"Ceil", cv_ceil, 1, 1, 1, 1},
+    {"Floor", cv_floor, 1, 1, 1, 1},
+    {"Round", cv_round, 1, 1, 1, 1},
     {"Pow", cv_pow, 2, 2, 1, 1},
     {"Max", cv_max, 1, SG__MAX_OP_IO, 1, 1},
     {"Mod", cv_mod, 2, 2, 1, 1},

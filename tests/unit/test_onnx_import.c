@@ -672,8 +672,6 @@ static void test_bad_models(void **state) {
       "of a 2-D table");
   /* Forms of the transformer ops (issue 21) that sgrt refuses, and an op it
    * lacks in an attention export. */
-  expect_fail("bad_slice_step.onnx", SG_ERR_UNSUPPORTED,
-              "node 'every_other' (Slice): step 2 along axis 1 of 'x'", "step 1 only");
   expect_fail("bad_split_sizes.onnx", SG_ERR_SHAPE, "node 'split' (Split)",
               "split sizes add up to 7; the axis has 8");
   expect_fail("bad_equal_runtime.onnx", SG_ERR_UNSUPPORTED,

@@ -1,0 +1,261 @@
+#!/usr/bin/python3
+"""Writes the test models of the ops that further transformer families
+export (tests/unit/test_onnx_families.c): GPT-J's and CodeGen's
+rotate_every_two (Slice with step 2 of a run-time tensor), Swin's window
+padding and MobileBERT's shifted embeddings (Pad), Whisper's and
+SqueezeBERT's Conv1d, BLOOM's and MPT's ALiBi slopes (Pow of constants with a
+vector exponent), DeBERTa's and Funnel's position buckets (Ceil), and the
+TorchScript exporter's pads reversed by Slice and Transpose of constants.
+Committed, like make_onnx.py's. Run it with the bench venv (torch 2.15; both
+exporters):
+
+    ~/.cache/sgrt-bench/venv/bin/python tests/data/onnx/make_onnx_families.py [NAME...]
+
+Training exports of FamilyOps (below; input "x" [2,8,16], logits [2,8,5],
+labels i % 5 over the 16 rows; PyTorch's logits, gradients sorted by name and
+3 SGD losses in fam_ref.f32, the input in fam_x.f32):
+  fam_train_ts.onnx     torch.onnx.export(dynamo=False, opset 17, training mode)
+  fam_train_dyn.onnx (+ .onnx.data)  torch.onnx.export(dynamo=True,
+                        optimize=False), train mode
+Hand-made (onnx.helper, opset 18; references from NumPy; input "x" [2,3,8]
+float, fam_forms_x.f32; every output float32 in fam_forms_y.f32):
+  fam_forms.onnx        Slice of x with steps 2 and 3 (with and without a last
+                        element short of a whole step, two axes at once), Pad of x
+                        in modes constant (a value, negative pads, the axes
+                        input), edge, reflect and wrap, Conv1d (pads, stride,
+                        dilation, groups, a bias), Transpose, Ceil, Floor, Round
+                        and Pow of constants (float ** int64 vector, int64 **
+                        int64)
+  bad_pad_reflect.onnx  reflect pads 3 of a dim of 3
+  bad_slice_reverse.onnx  Slice of x with step -1
+  bad_pad_empty.onnx    pads that crop a dim to nothing
+  bad_pow_negative.onnx  Pow of int64 constants with a negative exponent
+  bad_ceil_runtime.onnx  Ceil of x
+"""
+import copy
+import math
+import os
+import sys
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+import onnx.numpy_helper as onh
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_onnx as mo  # noqa: E402
+
+HERE = mo.HERE
+
+
+class FamilyOps(nn.Module):
+    """The ops above in one model that trains."""
+
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(16, 16)
+        self.conv = nn.Conv1d(16, 16, 3, padding=2, dilation=2, groups=2)
+        self.conv2 = nn.Conv1d(16, 8, 3, stride=2, padding=1)
+        self.head = nn.Linear(16, 5)
+
+    def forward(self, x):  # [B, T=8, 16]
+        h = self.inp(x)
+        x1, x2 = h[..., ::2], h[..., 1::2]  # GPT-J's rotate_every_two
+        h = h + 0.5 * torch.stack((-x2, x1), dim=-1).flatten(-2)
+        sub = h[:, 1::3]  # [B, 3, 16]: rows 1, 4, 7 (the last short of a whole step)
+        c = self.conv(h.transpose(1, 2))  # [B, 16, 8]
+        c = F.pad(c, (1, 2), mode="replicate")  # 11
+        c = F.pad(c, (2, 1), mode="reflect")  # 14
+        c = F.pad(c, (-3, -3))  # 8
+        c = F.pad(c, (0, 0, 1, 1), value=0.25)[:, 1:-1]  # the channels padded, then cut back
+        h = h + c.transpose(1, 2)
+        pos = torch.ceil(torch.arange(8, dtype=torch.float32) / 3.0)  # 0 1 1 1 2 2 2 3
+        slopes = torch.pow(torch.tensor(2.0), -torch.arange(1, 17))  # ALiBi-style
+        h = h * (1 + slopes) + 0.01 * pos[None, :, None]
+        c2 = self.conv2(h.transpose(1, 2))  # [B, 8, 4]
+        # c2 weighted per class: a term equal across a row's classes would have no gradient
+        per_class = torch.arange(1, 6, dtype=torch.float32) / 5
+        return self.head(h) + self.head(sub).mean(1, keepdim=True) + 0.1 * c2.mean(-1)[:, :, None] * per_class
+
+
+def make_family_exports():
+    torch.manual_seed(41)
+    model = FamilyOps()
+    x = torch.randn(2, 8, 16)
+    labels = torch.arange(16) % 5
+    m = copy.deepcopy(model).train()
+    path = os.path.join(HERE, "fam_train_ts.onnx")
+    torch.onnx.export(m, (x,), path, dynamo=False, opset_version=17, input_names=["x"], output_names=["logits"],
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+    onnx.checker.check_model(path)
+    path = os.path.join(HERE, "fam_train_dyn.onnx")
+    for p in (path, path + ".data"):
+        if os.path.exists(p):
+            os.remove(p)
+    torch.onnx.export(copy.deepcopy(model).train(), (x,), path, dynamo=True, optimize=False, external_data=True,
+                      verbose=False)
+    m = onnx.load(path, load_external_data=False)
+    for n in m.graph.node:  # the FX node, module names and stack trace (this machine's paths)
+        del n.metadata_props[:]
+    mo.write("fam_train_dyn.onnx", m.SerializeToString())
+    onnx.checker.check_model(path)
+    for name in ("fam_train_ts.onnx", "fam_train_dyn.onnx"):
+        ops = sorted({n.op_type for n in onnx.load(os.path.join(HERE, name), load_external_data=False).graph.node})
+        print(name, ops)
+    mo.save_f32("fam_x.f32", x)
+    mo.train_reference(model, x, labels, "fam_ref.f32")
+
+
+def conv1d_ref(x, w, b, stride, pads, dilation, groups):
+    n, cin, length = x.shape
+    cout, cg, k = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[1])))
+    lout = (xp.shape[2] - (k - 1) * dilation - 1) // stride + 1
+    y = np.zeros((n, cout, lout))
+    og = cout // groups
+    for o in range(cout):
+        g = o // og
+        for t in range(lout):
+            win = xp[:, g * cg:(g + 1) * cg, t * stride:t * stride + (k - 1) * dilation + 1:dilation]
+            y[:, o, t] = (win * w[o]).sum((1, 2)) + b[o]
+    return y
+
+
+def make_family_forms():
+    f32, i64 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64
+    rng = np.random.default_rng(42)
+    x = rng.standard_normal((2, 3, 8)).astype(np.float32)
+    nodes, inits, outputs, refs = [], [], [], []
+
+    def const(name, value):  # a Constant node: an import-time constant, never a weight
+        nodes.append(oh.make_node("Constant", [], [name], name="const_" + name,
+                                  value=onh.from_array(np.asarray(value), name)))
+        return name
+
+    def out(name, ref):
+        outputs.append((name, np.shape(ref)))
+        refs.append(np.asarray(ref, np.float32).flatten())
+
+    def slice_(name, starts, ends, axes, steps):
+        nodes.append(oh.make_node("Slice", ["x", const(name + "_s", np.array(starts, np.int64)),
+                                            const(name + "_e", np.array(ends, np.int64)),
+                                            const(name + "_a", np.array(axes, np.int64)),
+                                            const(name + "_st", np.array(steps, np.int64))], [name], name=name))
+        sl = [slice(None)] * 3
+        for s, e, a, st in zip(starts, ends, axes, steps):
+            sl[a] = slice(s, e, st)
+        out(name, x[tuple(sl)])
+
+    slice_("s_even", [0], [8], [2], [2])  # 0 2 4 6: whole steps
+    slice_("s_odd", [1], [8], [2], [2])  # 1 3 5 7: the last step runs past the end
+    slice_("s_three", [1], [100], [-1], [3])  # 1 4 7, end clamped
+    slice_("s_two_axes", [0, 2], [3, 8], [1, 2], [2, 3])  # rows 0 2, columns 2 5
+    slice_("s_one", [5], [8], [2], [4])  # one element: a plain slice
+
+    def pad(name, pads, mode=None, value=None, axes=None, ref=None):
+        ins = ["x", const(name + "_p", np.array(pads, np.int64))]
+        if value is not None or axes is not None:
+            ins.append(const(name + "_v", np.array(value, np.float32)) if value is not None else "")
+        if axes is not None:
+            ins.append(const(name + "_ax", np.array(axes, np.int64)))
+        kw = {"mode": mode} if mode else {}
+        nodes.append(oh.make_node("Pad", ins, [name], name=name, **kw))
+        out(name, ref)
+
+    pad("p_const", [0, 1, 2, 0, 0, 3], value=0.5,
+        ref=np.pad(x, ((0, 0), (1, 0), (2, 3)), constant_values=0.5))
+    pad("p_zero", [1, 0, 0, 0, 0, 1], ref=np.pad(x, ((1, 0), (0, 0), (0, 1))))
+    pad("p_crop", [0, 0, -2, 0, 1, -1], value=-1.0, ref=np.pad(x[:, :, 2:7], ((0, 0), (0, 1), (0, 0)),
+                                                                 constant_values=-1.0))
+    pad("p_axes", [2, 1], value=3.0, axes=[-1], ref=np.pad(x, ((0, 0), (0, 0), (2, 1)), constant_values=3.0))
+    pad("p_edge", [0, 2, 3, 0, 1, 2], mode="edge", ref=np.pad(x, ((0, 0), (2, 1), (3, 2)), mode="edge"))
+    pad("p_reflect", [0, 0, 3, 0, 0, 2], mode="reflect", ref=np.pad(x, ((0, 0), (0, 0), (3, 2)), mode="reflect"))
+    pad("p_wrap", [0, 0, 5, 0, 0, 8], mode="wrap", ref=np.pad(x, ((0, 0), (0, 0), (5, 8)), mode="wrap"))
+
+    # Conv1d: x [2,3,8] would need 3 channels per group; a 4-channel input from x by Concat.
+    w = rng.standard_normal((4, 2, 3)).astype(np.float32) * 0.5
+    b = rng.standard_normal(4).astype(np.float32)
+    x4 = np.concatenate([x, x[:, :1] * 2], axis=1)
+    nodes.append(oh.make_node("Mul", ["x", const("two", np.array(2.0, np.float32))], ["x2"], name="mul_two"))
+    nodes.append(oh.make_node("Slice", ["x2", const("c0", np.array([0], np.int64)),
+                                        const("c1", np.array([1], np.int64)), const("c1a", np.array([1], np.int64))],
+                              ["x2row"], name="slice_row"))
+    nodes.append(oh.make_node("Concat", ["x", "x2row"], ["x4"], name="concat_x4", axis=1))
+    inits += [onh.from_array(w, "conv_w"), onh.from_array(b, "conv_b")]  # weights
+    nodes.append(oh.make_node("Conv", ["x4", "conv_w", "conv_b"], ["conv1d"], name="conv1d", pads=[2, 1],
+                              strides=[2], dilations=[2], group=2, kernel_shape=[3]))
+    out("conv1d", conv1d_ref(x4.astype(np.float64), w, b, 2, (2, 1), 2, 2))
+    nodes.append(oh.make_node("Conv", ["x4", "conv_w"], ["conv1d_plain"], name="conv1d_plain", group=2))
+    out("conv1d_plain", conv1d_ref(x4.astype(np.float64), w, np.zeros(4), 1, (0, 0), 1, 2))
+
+    # Folded: Transpose, Ceil, Floor, Round, Pow of constants, then added to x so that they reach an output.
+    t = rng.standard_normal((8, 3)).astype(np.float32)
+    nodes.append(oh.make_node("Transpose", [const("t83", t)], ["t38"], name="transpose_const", perm=[1, 0]))
+    nodes.append(oh.make_node("Add", ["x", "t38"], ["f_transpose"], name="add_t"))
+    out("f_transpose", x + t.T)
+    r = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 1.2, -1.7], np.float32)
+    for op, fn in (("Ceil", np.ceil), ("Floor", np.floor), ("Round", np.round)):
+        name = "f_" + op.lower()
+        nodes.append(oh.make_node(op, [const(name + "_in", r)], [name + "_c"], name=op.lower()))
+        nodes.append(oh.make_node("Add", ["x", name + "_c"], [name], name="add_" + op.lower()))
+        out(name, x + fn(r))
+    e = -np.arange(1, 9, dtype=np.int64)
+    nodes.append(oh.make_node("Pow", [const("two_f", np.array(2.0, np.float32)), const("alibi_e", e)], ["slopes"],
+                              name="pow_alibi"))
+    nodes.append(oh.make_node("Mul", ["x", "slopes"], ["f_pow"], name="mul_slopes"))
+    out("f_pow", x * np.power(2.0, e.astype(np.float64)))
+    nodes.append(oh.make_node("Pow", [const("ib", np.array([3, -2, 0, 1], np.int64)),
+                                      const("ie", np.array([4, 3, 0, 5], np.int64))], ["ipow"], name="pow_int"))
+    nodes.append(oh.make_node("Cast", ["ipow"], ["f_ipow"], name="cast_ipow", to=f32))
+    out("f_ipow", np.array([81, -8, 1, 1]))
+
+    vi = oh.make_tensor_value_info
+    g = oh.make_graph(nodes, "fam_forms", [vi("x", f32, [2, 3, 8])], [vi(n, f32, list(s)) for n, s in outputs],
+                      inits)
+    mo.save_model("fam_forms.onnx", oh.make_model(g, opset_imports=[oh.make_opsetid("", 18)]))
+    mo.save_f32("fam_forms_x.f32", x)
+    mo.save_f32("fam_forms_y.f32", np.concatenate(refs))
+    print("fam forms:", ", ".join("%s %d" % (n, int(np.prod(s))) for n, s in outputs))
+
+
+def bad_family_models():
+    f32, i64 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64
+
+    def model(name, nodes, inits, out_shape, out_type=f32):
+        g = oh.make_graph(nodes, "bad", [oh.make_tensor_value_info("x", f32, [2, 3, 8])],
+                          [oh.make_tensor_value_info("y", out_type, out_shape)],
+                          [onh.from_array(np.asarray(v), k) for k, v in inits.items()])
+        mo.write(name, oh.make_model(g, opset_imports=[oh.make_opsetid("", 18)]).SerializeToString())
+
+    model("bad_pad_reflect.onnx", [oh.make_node("Pad", ["x", "p"], ["y"], name="reflect3", mode="reflect")],
+          {"p": np.array([0, 3, 0, 0, 0, 0], np.int64)}, [2, 6, 8])
+    model("bad_slice_reverse.onnx", [oh.make_node("Slice", ["x", "s", "e", "a", "st"], ["y"], name="flip")],
+          {"s": np.array([-1], np.int64), "e": np.array([-100], np.int64), "a": np.array([2], np.int64),
+           "st": np.array([-1], np.int64)}, [2, 3, 8])
+    model("bad_pad_empty.onnx", [oh.make_node("Pad", ["x", "p"], ["y"], name="crop_all")],
+          {"p": np.array([0, -2, 0, 0, -1, 0], np.int64)}, [2, 0, 8])
+    model("bad_pow_negative.onnx", [oh.make_node("Pow", ["b", "e"], ["p"], name="pow_neg"),
+                                    oh.make_node("Cast", ["p"], ["pf"], name="cast", to=f32),
+                                    oh.make_node("Add", ["x", "pf"], ["y"], name="add")],
+          {"b": np.array([2], np.int64), "e": np.array([-1], np.int64)}, [2, 3, 8])
+    model("bad_ceil_runtime.onnx", [oh.make_node("Ceil", ["x"], ["y"], name="ceil_x")], {}, [2, 3, 8])
+
+
+def main():
+    if len(sys.argv) > 1:
+        for name in sys.argv[1:]:
+            globals()[name]()
+        return
+    make_family_exports()
+    make_family_forms()
+    bad_family_models()
+    os.makedirs(mo.CORPUS, exist_ok=True)  # a fuzzing seed with every form
+    with open(os.path.join(HERE, "fam_forms.onnx"), "rb") as f:
+        mo.write(os.path.join(mo.CORPUS, "fam_forms.onnx"), f.read())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+/* The ops that further transformer families export (models and PyTorch 2.15's
+ * and NumPy's results written by tests/data/onnx/make_onnx_families.py):
+ *  - FamilyOps (GPT-J's rotate_every_two: Slice with step 2 of a run-time
+ *    tensor; a step of 3 whose last element is short of a whole step;
+ *    Conv1d with dilation and groups, and with a stride; Pad in modes
+ *    replicate, reflect, constant with a value and negative pads; Ceil and
+ *    Pow of constants) trains with PyTorch's logits, 8 gradients and 3 SGD
+ *    losses, exported by the TorchScript exporter (whose pads are reversed
+ *    by Slice and Transpose of constants) and by torch.export;
+ *  - hand-made forms against NumPy: strided slices, every Pad mode with
+ *    negative pads and the axes input, Conv1d's attributes, Transpose, Ceil,
+ *    Floor, Round and Pow folded;
+ *  - the forms still refused, with their status and message. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "onnx_parity.h"
+#include "test_util.h"
+
+static transformer_case family_case(const char *file, const float *x, const int64_t *labels,
+                                    const char *output) {
+  return (transformer_case){.file = file,
+                            .ref = "fam_ref.f32",
+                            .input = "x",
+                            .dtype = SG_F32,
+                            .ndim = 3,
+                            .dims = {2, 8, 16},
+                            .x = x,
+                            .labels = labels,
+                            .rows = 16,
+                            .classes = 5,
+                            .n_params = 8,
+                            /* conv [16,8,3]+16, conv2 [8,16,3]+8, head [5,16]+5, inp [16,16]+16 */
+                            .n_weights = 384 + 16 + 384 + 8 + 80 + 5 + 256 + 16,
+                            .output = output};
+}
+
+static void test_train(void **state) {
+  (void)state;
+  float *x = onnx_test_read("fam_x.f32", 2 * 8 * 16 * sizeof(float));
+  int64_t labels[16];
+  for (int i = 0; i < 16; i++) labels[i] = i % 5;
+  sg_graph *g = onnx_test_import("fam_train_ts.onnx");
+  assert_int_equal(onnx_test_count_ops(g, SG_OP_CONV2D), 2); /* the two Conv1d, as height-1 2-D ones */
+  sg_graph_destroy(g);
+  transformer_case k = family_case("fam_train_ts.onnx", x, labels, "logits");
+  transformer_parity(&k);
+  k = family_case("fam_train_dyn.onnx", x, labels, "add_5");
+  transformer_parity(&k);
+  free(x);
+}
+
+static void test_forms(void **state) {
+  (void)state;
+  static const char *const names[] = {"s_even",    "s_odd",   "s_three", "s_two_axes",   "s_one",
+                                      "p_const",   "p_zero",  "p_crop",  "p_axes",       "p_edge",
+                                      "p_reflect", "p_wrap",  "conv1d",  "conv1d_plain", "f_transpose",
+                                      "f_ceil",    "f_floor", "f_round", "f_pow",        "f_ipow"};
+  static const size_t counts[] = {24, 24,  18, 8,  6,  104, 81, 40, 66, 156,
+                                  78, 126, 32, 48, 48, 48,  48, 48, 48, 4};
+  enum { N = sizeof counts / sizeof *counts };
+  size_t total = 0;
+  for (int i = 0; i < N; i++) total += counts[i];
+  float *x = onnx_test_read("fam_forms_x.f32", 48 * sizeof(float)),
+        *ref = onnx_test_read("fam_forms_y.f32", total * sizeof(float));
+  sg_graph *g = onnx_test_import("fam_forms.onnx");
+  /* Every folded op is a constant: no op of its own at run time. */
+  assert_int_equal(onnx_test_count_ops(g, SG_OP_CONV2D), 2);
+  sg_session *s = onnx_test_session(g);
+  static const int64_t xd[] = {2, 3, 8};
+  assert_status(sg_session_set_input(s, "x", SG_F32, 3, xd, x), SG_OK, NULL);
+  assert_status(sg_session_forward(s), SG_OK, NULL);
+  const float *r = ref;
+  double worst = 0;
+  for (int i = 0; i < N; i++) {
+    float got[160];
+    assert_true(counts[i] <= 160);
+    assert_status(sg_session_read(s, names[i], got, counts[i] * sizeof(float)), SG_OK, names[i]);
+    for (size_t j = 0; j < counts[i]; j++) {
+      double e = fabs((double)got[j] - r[j]) / fmax(1.0, fabs((double)r[j]));
+      worst = fmax(worst, e);
+      /* Slices, pads and folds copy or compute exactly; the convolutions sum in another order. */
+      double tol = names[i][0] == 'c' ? 1e-5 : 1e-6;
+      if (!(e <= tol)) fail_msg("fam_forms.onnx: %s[%zu] is %.9g, expected %.9g", names[i], j, got[j], r[j]);
+    }
+    r += counts[i];
+  }
+  if (onnx_test_verbose()) printf("fam_forms.onnx: %d outputs, worst relative error %.3g\n", N, worst);
+  sg_session_destroy(s);
+  sg_graph_destroy(g);
+  free(x);
+  free(ref);
+}
+
+static void test_refusals(void **state) {
+  (void)state;
+  static const onnx_refusal bad[] = {
+      {"bad_pad_reflect.onnx", SG_ERR_UNSUPPORTED,
+       "node 'reflect3' (Pad): mode 'reflect' pads 3 along axis 1 of dim 3; sgrt reflects fewer than the "
+       "dim"},
+      {"bad_slice_reverse.onnx", SG_ERR_UNSUPPORTED,
+       "node 'flip' (Slice): step -1 along axis 2 of 'x' [2,3,8]: sgrt slices a tensor computed at run time "
+       "(or "
+       "a weight) with positive steps only"},
+      {"bad_pad_empty.onnx", SG_ERR_UNSUPPORTED,
+       "node 'crop_all' (Pad): pads -2 and -1 crop axis 1 of dim 3 to nothing"},
+      {"bad_pow_negative.onnx", SG_ERR_RANGE,
+       "node 'pow_neg' (Pow): 2 to the power -1: a negative integer exponent"},
+      {"bad_ceil_runtime.onnx", SG_ERR_UNSUPPORTED,
+       "node 'ceil_x' (Ceil): input 'x' is computed at run time; sgrt folds this op only for constants"},
+  };
+  onnx_expect_refusals(bad, sizeof bad / sizeof bad[0]);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_train),
+      cmocka_unit_test(test_forms),
+      cmocka_unit_test(test_refusals),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
