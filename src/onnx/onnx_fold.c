@@ -451,10 +451,16 @@ static sg_status slice_tensor(ox_ctx *c, int k, ox_value *data, const slice_plan
                                "step %lld along axis %d of '%s' %s: a strided slice of a tensor of rank %d "
                                "needs one more dim than sgrt has",
                                (long long)p->step[a], a, data->name, sd, SG_MAX_DIMS);
-    if (p->count[a] == 0)
-      return sg__ox_node_error(c, SG_ERR_UNSUPPORTED,
-                               "the range along axis %d of '%s' %s is empty; sgrt has no empty tensors", a,
-                               data->name, sd);
+    if (p->count[a] == 0) { /* for a Concat to drop; any other use is refused with this */
+      char why[512];
+      snprintf(why, sizeof why,
+               "it is empty (node '%s' (Slice) takes nothing along axis %d of '%s' %s), and sgrt has no "
+               "empty tensors (only Concat leaves one out)",
+               sg__ox_str(c->node->name), a, data->name, sd);
+      const char *kept = sg__arena_strdup(&c->tmp, why);
+      if (kept == NULL) return sg__error(SG_ERR_NO_MEMORY, "ONNX import: out of memory");
+      return sg__ox_set_empty(c, k, p->ndim, p->count, kept);
+    }
   }
   sg_tensor t, x;
   bool was_bool;
@@ -726,20 +732,34 @@ static sg_status cv_concat(ox_ctx *c, const Onnx__NodeProto *n) {
   SG_CHECK(sg__ox_attr_int(c, "axis", 0, &axis_attr));
   if (axis_attr < -SG_MAX_DIMS || axis_attr >= SG_MAX_DIMS)
     return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "axis %lld is out of range", (long long)axis_attr);
-  int k = (int)n->n_input;
+  int k = 0;
   bool fold = true;
-  for (int i = 0; i < k; i++) {
+  ox_value *ins[SG__MAX_OP_IO];
+  for (int i = 0; i < (int)n->n_input; i++) {
     ox_value *v = sg__ox_input(c, n, i);
     if (v == NULL) return sg__ox_node_error(c, SG_ERR_ARITY, "input %d is empty", i);
+    if (v->kind == OX_V_UNAVAILABLE && v->empty) continue; /* adds nothing along the axis */
     if (v->kind == OX_V_UNAVAILABLE) return sg__ox_unavailable(c, v);
-    fold = fold && sg__ox_foldable(v) && v->elem == sg__ox_input(c, n, 0)->elem;
+    ins[k++] = v;
   }
+  if (k == 0) return sg__ox_unavailable(c, sg__ox_input(c, n, 0)); /* every input empty */
+  int rank0;
+  int64_t dims0[SG_MAX_DIMS];
+  SG_CHECK(sg__ox_shape(c, ins[0], &rank0, dims0));
+  for (int i = 0; i < (int)n->n_input; i++) { /* an empty input must still have the others' rank */
+    const ox_value *v = sg__ox_input(c, n, i);
+    if (v->kind == OX_V_UNAVAILABLE && v->empty && v->ndim != rank0)
+      return sg__ox_node_error(c, SG_ERR_SHAPE, "input %d '%s' (empty) has rank %d; the others have %d", i,
+                               v->name, v->ndim, rank0);
+  }
+  if (k == 1 && (int)n->n_input > 1) return sg__ox_set_alias(c, 0, ins[0]);
+  for (int i = 0; i < k; i++) fold = fold && sg__ox_foldable(ins[i]) && ins[i]->elem == ins[0]->elem;
   if (!fold) {
     sg_tensor xs[SG__MAX_OP_IO];
     bool was_bool = false;
     for (int i = 0; i < k; i++) {
       bool b;
-      SG_CHECK(sg__ox_tensor(c, sg__ox_input(c, n, i), &xs[i]));
+      SG_CHECK(sg__ox_tensor(c, ins[i], &xs[i]));
       SG_CHECK(sg__ox_bool_in(c, &xs[i], &b));
       was_bool = was_bool || b;
     }
@@ -747,14 +767,14 @@ static sg_status cv_concat(ox_ctx *c, const Onnx__NodeProto *n) {
     SG_CHECK(sg__ox_bool_out(c, &t, was_bool));
     return sg__ox_set_tensor(c, 0, t);
   }
-  const ox_value *x0 = sg__ox_input(c, n, 0);
+  const ox_value *x0 = ins[0];
   int r = x0->ndim, axis = 0;
   SG_CHECK(sg__ox_axis(c, axis_attr, r, "axis", &axis));
   int64_t dims[SG_MAX_DIMS];
   memcpy(dims, x0->dims, sizeof(int64_t) * (size_t)r);
   dims[axis] = 0;
   for (int i = 0; i < k; i++) {
-    const ox_value *v = sg__ox_input(c, n, i);
+    const ox_value *v = ins[i];
     bool ok = v->ndim == r;
     for (int d = 0; ok && d < r; d++) ok = d == axis || v->dims[d] == x0->dims[d];
     if (!ok) {
@@ -772,7 +792,7 @@ static sg_status cv_concat(ox_ctx *c, const Onnx__NodeProto *n) {
   char *p = out;
   for (int64_t o = 0; o < outer; o++) {
     for (int i = 0; i < k; i++) {
-      const ox_value *v = sg__ox_input(c, n, i);
+      const ox_value *v = ins[i];
       size_t chunk = (size_t)(v->dims[axis] * inner) * es;
       memcpy(p, (const char *)v->data + (size_t)o * chunk, chunk);
       p += chunk;

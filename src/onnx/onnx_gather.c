@@ -61,6 +61,18 @@ static sg_status gather_embedding(ox_ctx *c, ox_value *data, ox_value *idx, int6
  * axis, concatenated when there are several, then a reshape to ONNX's
  * result shape (data dims before the axis, the indices' dims, the dims
  * after). Negative indices count from the end, as ONNX says. */
+/* How many runs of consecutive indices (after wrapping negative ones) idx takes along a dim d. */
+static int64_t count_runs(const ox_value *idx, int64_t d) {
+  int64_t runs = 0, prev = -2;
+  for (int64_t j = 0; j < idx->numel; j++) {
+    int64_t i = sg__ox_i64(idx, j);
+    if (i < 0) i += d;
+    runs += i != prev + 1;
+    prev = i;
+  }
+  return runs;
+}
+
 static sg_status gather_slices(ox_ctx *c, ox_value *data, ox_value *idx, int64_t axis_attr) {
   int ndim;
   int64_t dims[SG_MAX_DIMS];
@@ -69,6 +81,11 @@ static sg_status gather_slices(ox_ctx *c, ox_value *data, ox_value *idx, int64_t
   SG_CHECK(sg__ox_axis(c, axis_attr, ndim, "axis", &axis));
   if (idx->elem == OX_FLOAT)
     return sg__ox_node_error(c, SG_ERR_DTYPE, "indices '%s' holds floats; expected integers", idx->name);
+  /* Rows of a 2-D float tensor in many runs (Swin's relative position bias table gathered by its
+   * index buffer): an embedding lookup, one op whatever the indices. */
+  if (ndim == 2 && axis == 0 && sg__ox_elem_of(c, data) == OX_FLOAT &&
+      count_runs(idx, dims[0]) > OX_GATHER_MAX_SLICES)
+    return gather_embedding(c, data, idx, 0);
   int rank = ndim - 1 + idx->ndim;
   if (rank > SG_MAX_DIMS)
     return sg__ox_node_error(c, SG_ERR_RANGE, "the result would have rank %d; at most %d", rank, SG_MAX_DIMS);
@@ -205,7 +222,16 @@ static sg_status cv_gather_nd(ox_ctx *c, const Onnx__NodeProto *n) {
   int64_t rows = sg__ox_fold_numel(m, ddims), rest[SG_MAX_DIMS];
   int nrest = r - m;
   for (int k = 0; k < nrest; k++) rest[k] = ddims[m + k];
-  ox_value flat = {.name = idx->name, .kind = OX_V_CONST, .tensor = -1, .elem = OX_INT64, .ndim = q - 1};
+  /* The flat row numbers: a constant of their own (named after the indices), which an embedding
+   * lookup of the rows materialises. */
+  const char *flat_name = sg__ox_tmp_name(c, idx->name);
+  if (flat_name == NULL) return sg__error(SG_ERR_NO_MEMORY, "ONNX import: out of memory");
+  ox_value flat = {.name = flat_name,
+                   .kind = OX_V_CONST,
+                   .role = SG_ROLE_CONSTANT,
+                   .tensor = -1,
+                   .elem = OX_INT64,
+                   .ndim = q - 1};
   for (int k = 0; k < q - 1; k++) flat.dims[k] = idx->dims[k];
   flat.numel = idx->numel / m;
   int64_t *pos;

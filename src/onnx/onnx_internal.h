@@ -22,6 +22,8 @@
  *   onnx_dims.c    the sizes of symbolic input dims (sg_onnx_params.dims
  *                  by name, then .batch)
  *   onnx_pad.c     Pad, as slices, concats and broadcasts
+ *   onnx_resize.c  Resize to the input's own size (an identity)
+ *   onnx_scatter.c ScatterND and ScatterElements of constants (folded)
  *
  * Every ONNX tensor name maps to one value: a tensor of the graph being
  * built, a constant known at import time (initializers, Constant nodes and
@@ -83,6 +85,9 @@ typedef struct ox_value {
   int64_t numel;
   const void *data; /* may be unaligned (raw_data): read with ox_f32/ox_i64 */
   const char *why;  /* OX_V_UNAVAILABLE: what is missing */
+  /* OX_V_UNAVAILABLE: an empty tensor (a dim of 0, shaped ndim/dims), which Concat drops and every
+   * other consumer refuses (sgrt has no empty tensors). */
+  bool empty;
   /* tied: an initializer that is the data of initializer tie_of (or, with
    * tie_transposed, its transpose), materialised as that tensor (or a
    * transpose of it): a tie that an exporter's optimizer wrote out twice
@@ -214,6 +219,9 @@ sg_status sg__ox_set_alias(ox_ctx *c, int k, const ox_value *src);
 sg_status sg__ox_set_const(ox_ctx *c, int k, int elem, int ndim, const int64_t *dims, const void *data);
 /* Output k cannot be provided; using it fails with `why`. */
 sg_status sg__ox_set_unavailable(ox_ctx *c, int k, const char *why);
+/* Output k is an empty tensor of those dims (one of them 0): unavailable, with `why`, except to
+ * Concat, which leaves it out (Phi-3's q[..., rotary_dim:] when the rotary dim is the head dim). */
+sg_status sg__ox_set_empty(ox_ctx *c, int k, int ndim, const int64_t *dims, const char *why);
 /* True when the current node has output k with a name. */
 bool sg__ox_has_output(const ox_ctx *c, int k);
 
@@ -294,6 +302,10 @@ extern const ox_op sg__ox_sequence_ops[];
 extern const int sg__ox_n_sequence_ops;
 extern const ox_op sg__ox_pad_ops[];
 extern const int sg__ox_n_pad_ops;
+extern const ox_op sg__ox_resize_ops[];
+extern const int sg__ox_n_resize_ops;
+extern const ox_op sg__ox_scatter_ops[];
+extern const int sg__ox_n_scatter_ops;
 extern const ox_op sg__ox_gather_ops[];
 extern const int sg__ox_n_gather_ops;
 
@@ -359,5 +371,9 @@ const char *sg__onnx_dims_text(char *buf, size_t cap, int ndim, const int64_t *d
  * Attributes it does not know are refused, as every converter does. */
 sg_status sg__ox_reduce_args(ox_ctx *c, const Onnx__NodeProto *n, int64_t axes_input_opset, int64_t *axes,
                              int *na, int64_t *keepdims, bool *noop, ox_value **x);
+/* A reduction of an import-time constant over axes (none: all), folded (onnx_nodes_math.c). kind: 'M'
+ * max, 'm' min, 's' sum, 'a' mean (floats only); `op` names the ONNX op in messages. */
+sg_status sg__ox_fold_reduce(ox_ctx *c, const ox_value *x, const int64_t *axes, int na, int64_t keepdims,
+                             char kind, const char *op);
 
 #endif /* SG_ONNX_INTERNAL_H */

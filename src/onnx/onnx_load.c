@@ -334,11 +334,14 @@ static sg_status node_order(ox_ctx *c, int32_t *order) {
 
 /* Uses through which no gradient reaches input k: Equal and the other
  * comparisons (a bool result),
- * Where's condition, Shape (reads the shape only), Range's bounds. */
+ * Where's condition, Shape and EyeLike (read the shape only), Range's bounds,
+ * Resize's roi, scales and sizes, Pad's pads and constant value (PyTorch's
+ * are Python numbers, never weights). */
 static bool use_ends_gradient(const char *op, size_t k) {
   return strcmp(op, "Equal") == 0 || strcmp(op, "Less") == 0 || strcmp(op, "Greater") == 0 ||
          strcmp(op, "LessOrEqual") == 0 || strcmp(op, "GreaterOrEqual") == 0 || strcmp(op, "Shape") == 0 ||
-         strcmp(op, "Range") == 0 || (strcmp(op, "Where") == 0 && k == 0);
+         strcmp(op, "EyeLike") == 0 || strcmp(op, "Range") == 0 || (strcmp(op, "Where") == 0 && k == 0) ||
+         ((strcmp(op, "Resize") == 0 || strcmp(op, "Pad") == 0) && k >= 1);
 }
 
 /* Ops that fold for constants and pass their data (input 0; Concat: every

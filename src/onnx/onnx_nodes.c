@@ -438,11 +438,20 @@ static sg_status cv_global_avg_pool(ox_ctx *c, const Onnx__NodeProto *n) {
 /* ---- shape ---------------------------------------------------------------- */
 
 static sg_status cv_flatten(ox_ctx *c, const Onnx__NodeProto *n) {
-  (void)n;
   static const char *const known[] = {"axis", NULL};
   SG_CHECK(sg__ox_check_attrs(c, known));
   int64_t axis;
   SG_CHECK(sg__ox_attr_int(c, "axis", 1, &axis));
+  ox_value *v = sg__ox_input(c, n, 0);
+  if (v && sg__ox_foldable(v)) { /* a constant (BEiT's relative position index, built in forward): folded */
+    int r = v->ndim;
+    if (axis < -r || axis > r)
+      return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "axis %lld is out of range for rank %d", (long long)axis,
+                               r);
+    int a = (int)(axis < 0 ? axis + r : axis);
+    int64_t dims[2] = {sg__ox_fold_numel(a, v->dims), sg__ox_fold_numel(r - a, v->dims + a)};
+    return sg__ox_set_const(c, 0, v->elem, 2, dims, v->data);
+  }
   sg_tensor x;
   SG_CHECK(in_tensor(c, 0, "input", &x));
   int r = rank_of(c, x);
@@ -572,6 +581,8 @@ static sg_status reduce(ox_ctx *c, const Onnx__NodeProto *n, char kind) {
   /* Axes became an input in opset 13 for ReduceSum, 18 for the others. */
   SG_CHECK(sg__ox_reduce_args(c, n, kind == 's' ? 13 : 18, axes, &na, &keepdims, &noop, &x));
   if (noop) return sg__ox_set_alias(c, 0, x);
+  if (kind != '2' && sg__ox_foldable(x)) /* BEiT's relative position index: a sum of constants */
+    return sg__ox_fold_reduce(c, x, axes, na, keepdims, mean ? 'a' : 's', mean ? "ReduceMean" : "ReduceSum");
   sg_tensor t;
   SG_CHECK(sg__ox_tensor(c, x, &t));
   if (kind == '2') {
@@ -677,6 +688,10 @@ const ox_op *sg__ox_op_get(const char *op_type) {
     if (strcmp(sg__ox_sequence_ops[i].op_type, op_type) == 0) return &sg__ox_sequence_ops[i];
   for (int i = 0; i < sg__ox_n_pad_ops; i++)
     if (strcmp(sg__ox_pad_ops[i].op_type, op_type) == 0) return &sg__ox_pad_ops[i];
+  for (int i = 0; i < sg__ox_n_resize_ops; i++)
+    if (strcmp(sg__ox_resize_ops[i].op_type, op_type) == 0) return &sg__ox_resize_ops[i];
+  for (int i = 0; i < sg__ox_n_scatter_ops; i++)
+    if (strcmp(sg__ox_scatter_ops[i].op_type, op_type) == 0) return &sg__ox_scatter_ops[i];
   for (int i = 0; i < sg__ox_n_gather_ops; i++)
     if (strcmp(sg__ox_gather_ops[i].op_type, op_type) == 0) return &sg__ox_gather_ops[i];
   return NULL;

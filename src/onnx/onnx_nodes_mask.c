@@ -490,7 +490,37 @@ static sg_status cv_tile(ox_ctx *c, const Onnx__NodeProto *n) {
   return sg__ox_set_tensor(c, 0, y);
 }
 
+/* EyeLike: ones on the k-th diagonal of a 2-D shape, zeros elsewhere (XLNet's attention mask). Only
+ * the input's shape is read, which is known at import: always folded. `dtype` (default: the
+ * input's type) must be FLOAT, INT32, INT64 or BOOL. */
+static sg_status cv_eye_like(ox_ctx *c, const Onnx__NodeProto *n) {
+  static const char *const known[] = {"dtype", "k", NULL};
+  SG_CHECK(sg__ox_check_attrs(c, known));
+  ox_value *x = sg__ox_input(c, n, 0);
+  int r;
+  int64_t dims[SG_MAX_DIMS], k, dtype;
+  SG_CHECK(sg__ox_shape(c, x, &r, dims));
+  if (r != 2)
+    return sg__ox_node_error(c, SG_ERR_SHAPE, "input '%s' has rank %d; EyeLike takes 2", x->name, r);
+  SG_CHECK(sg__ox_attr_int(c, "k", 0, &k));
+  SG_CHECK(sg__ox_attr_int(c, "dtype", sg__ox_elem_of(c, x), &dtype));
+  if (dtype != OX_FLOAT && dtype != OX_INT32 && dtype != OX_INT64 && dtype != OX_BOOL)
+    return sg__ox_node_error(c, SG_ERR_DTYPE,
+                             "dtype %lld; sgrt makes FLOAT (1), INT32 (6), INT64 (7), BOOL (9)",
+                             (long long)dtype);
+  int64_t numel = sg__ox_fold_numel(2, dims);
+  void *out;
+  SG_CHECK(sg__ox_fold_alloc(c, numel, sg__ox_elem_size((int)dtype), &out));
+  for (int64_t i = 0; i < numel; i++) {
+    bool one = i % dims[1] - i / dims[1] == k; /* column - row */
+    if (dtype == OX_FLOAT) ((float *)out)[i] = one ? 1.0f : 0.0f;
+    else ((int64_t *)out)[i] = one;
+  }
+  return sg__ox_set_const(c, 0, (int)dtype, 2, dims, out);
+}
+
 const ox_op sg__ox_mask_ops[] = {
+    {"EyeLike", cv_eye_like, 1, 1, 1, 1},
     {"Equal", cv_equal, 2, 2, 1, 1},
     {"Not", cv_not, 1, 1, 1, 1},
     {"IsNaN", cv_is_nan, 1, 1, 1, 1},

@@ -384,23 +384,29 @@ static sg_status cv_cumsum(ox_ctx *c, const Onnx__NodeProto *n) {
 
 /* ---- ReduceMax, ReduceMin ------------------------------------------------------ */
 
-/* Of an import-time constant, folded as the kernel computes it: every
- * output element starts at its group's first element and takes a larger
- * (smaller) one or a NaN, so NaN propagates; INT32 data is held widened to
- * int64 here. */
-static sg_status fold_reduce_max(ox_ctx *c, const ox_value *x, const bool *reduced, bool min, int ndim,
-                                 const int64_t *dims) {
-  bool fl = x->elem == OX_FLOAT;
-  int64_t out_n = 1, ostride[SG_MAX_DIMS], s = 1;
+/* Of an import-time constant, folded: max and min as the kernel computes them (every output element
+ * starts at its group's first element and takes a larger (smaller) one or a NaN, so NaN propagates);
+ * sum and mean of floats in double, rounded once to float32, of integers exactly (a mean of integers
+ * truncates, as NumPy's astype would not: refused). INT32 data is held widened to int64 here. */
+static sg_status fold_reduce(ox_ctx *c, const ox_value *x, const bool *reduced, char kind, int ndim,
+                             const int64_t *dims) {
+  bool fl = x->elem == OX_FLOAT, extreme = kind == 'M' || kind == 'm';
+  int64_t out_n = 1, ostride[SG_MAX_DIMS], s = 1, group = 1;
   for (int i = 0; i < ndim; i++) out_n *= dims[i];
   for (int a = x->ndim - 1; a >= 0; a--) {
     ostride[a] = reduced[a] ? 0 : s;
     s *= reduced[a] ? 1 : x->dims[a];
+    group *= reduced[a] ? x->dims[a] : 1;
   }
+  if (kind == 'a' && !fl)
+    return sg__ox_node_error(c, SG_ERR_DTYPE, "data '%s' holds integers; sgrt folds ReduceMean of floats",
+                             x->name);
   void *out;
   bool *seen;
+  double *acc = NULL;
   SG_CHECK(sg__ox_fold_alloc(c, out_n, fl ? 4 : 8, &out));
   SG_CHECK(sg__ox_fold_alloc(c, out_n, 1, (void **)&seen));
+  if (fl && !extreme) SG_CHECK(sg__ox_fold_alloc(c, out_n, sizeof(double), (void **)&acc));
   memset(seen, 0, (size_t)out_n);
   for (int64_t i = 0; i < x->numel; i++) {
     int64_t o = 0, rest = i;
@@ -408,16 +414,47 @@ static sg_status fold_reduce_max(ox_ctx *c, const ox_value *x, const bool *reduc
       o += rest % x->dims[a] * ostride[a];
       rest /= x->dims[a];
     }
-    if (fl) {
+    if (fl && extreme) {
       float v = sg__ox_f32(x, i), *y = &((float *)out)[o];
-      if (!seen[o] || isnan(v) || (min ? v < *y : v > *y)) *y = v;
+      if (!seen[o] || isnan(v) || (kind == 'm' ? v < *y : v > *y)) *y = v;
+    } else if (fl) {
+      acc[o] = (seen[o] ? acc[o] : 0.0) + sg__ox_f32(x, i);
     } else {
       int64_t v = sg__ox_i64(x, i), *y = &((int64_t *)out)[o];
-      if (!seen[o] || (min ? v < *y : v > *y)) *y = v;
+      if (!extreme && seen[o] && __builtin_add_overflow(*y, v, y))
+        return sg__ox_node_error(c, SG_ERR_RANGE, "the sum of '%s' overflows int64", x->name);
+      if (!extreme && !seen[o]) *y = v;
+      if (extreme && (!seen[o] || (kind == 'm' ? v < *y : v > *y))) *y = v;
     }
     seen[o] = true;
   }
+  for (int64_t o = 0; acc != NULL && o < out_n; o++)
+    ((float *)out)[o] = (float)(kind == 'a' ? acc[o] / (double)group : acc[o]);
   return sg__ox_set_const(c, 0, x->elem, ndim, dims, out);
+}
+
+sg_status sg__ox_fold_reduce(ox_ctx *c, const ox_value *xv, const int64_t *axes, int na, int64_t keepdims,
+                             char kind, const char *op) {
+  if (xv->elem != OX_FLOAT && xv->elem != OX_INT32 && xv->elem != OX_INT64)
+    return sg__ox_node_error(c, SG_ERR_DTYPE, "data '%s' has data type %d; %s takes FLOAT, INT32, INT64",
+                             xv->name, xv->elem, op);
+  bool reduced[SG_MAX_DIMS] = {false};
+  int64_t dims[SG_MAX_DIMS];
+  int nd = 0;
+  for (int i = 0; i < na; i++) {
+    int a;
+    SG_CHECK(sg__ox_axis(c, axes[i], xv->ndim, "axes", &a));
+    if (reduced[a]) return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "axis %d is listed twice", a);
+    reduced[a] = true;
+  }
+  for (int a = 0; a < xv->ndim; a++) {
+    reduced[a] |= na == 0;
+    if (reduced[a] && xv->dims[a] == 0)
+      return sg__ox_node_error(c, SG_ERR_SHAPE, "data '%s' has no element along reduced axis %d", xv->name,
+                               a);
+    if (!reduced[a] || keepdims) dims[nd++] = reduced[a] ? 1 : xv->dims[a];
+  }
+  return fold_reduce(c, xv, reduced, kind, nd, dims);
 }
 
 /* ReduceMax / ReduceMin(data[, axes]): axes an attribute before opset 18,
@@ -430,28 +467,8 @@ static sg_status reduce_max(ox_ctx *c, const Onnx__NodeProto *n, bool min) {
   ox_value *xv;
   SG_CHECK(sg__ox_reduce_args(c, n, 18, axes, &na, &keepdims, &noop, &xv));
   if (noop) return sg__ox_set_alias(c, 0, xv);
-  if (sg__ox_foldable(xv)) {
-    if (xv->elem != OX_FLOAT && xv->elem != OX_INT32 && xv->elem != OX_INT64)
-      return sg__ox_node_error(c, SG_ERR_DTYPE, "data '%s' has data type %d; %s takes FLOAT, INT32, INT64",
-                               xv->name, xv->elem, min ? "ReduceMin" : "ReduceMax");
-    bool reduced[SG_MAX_DIMS] = {false};
-    int64_t dims[SG_MAX_DIMS];
-    int nd = 0;
-    for (int i = 0; i < na; i++) {
-      int a;
-      SG_CHECK(sg__ox_axis(c, axes[i], xv->ndim, "axes", &a));
-      if (reduced[a]) return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "axis %d is listed twice", a);
-      reduced[a] = true;
-    }
-    for (int a = 0; a < xv->ndim; a++) {
-      reduced[a] |= na == 0;
-      if (reduced[a] && xv->dims[a] == 0)
-        return sg__ox_node_error(c, SG_ERR_SHAPE, "data '%s' has no element along reduced axis %d", xv->name,
-                                 a);
-      if (!reduced[a] || keepdims) dims[nd++] = reduced[a] ? 1 : xv->dims[a];
-    }
-    return fold_reduce_max(c, xv, reduced, min, nd, dims);
-  }
+  if (sg__ox_foldable(xv))
+    return sg__ox_fold_reduce(c, xv, axes, na, keepdims, min ? 'm' : 'M', min ? "ReduceMin" : "ReduceMax");
   sg_tensor x;
   SG_CHECK(in_tensor(c, 0, "data", &x));
   return out0(c, (min ? sg_reduce_min : sg_reduce_max)(c->g, x, na, axes, (int)keepdims));

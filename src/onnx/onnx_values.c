@@ -458,6 +458,18 @@ sg_status sg__ox_set_unavailable(ox_ctx *c, int k, const char *why) {
   v->kind = OX_V_UNAVAILABLE;
   v->tensor = -1;
   v->why = why;
+  v->empty = false;
+  return SG_OK;
+}
+
+sg_status sg__ox_set_empty(ox_ctx *c, int k, int ndim, const int64_t *dims, const char *why) {
+  SG_CHECK(sg__ox_set_unavailable(c, k, why));
+  ox_value *v = out_value(c, k);
+  if (v == NULL) return SG_OK;
+  v->empty = true;
+  v->ndim = ndim;
+  memcpy(v->dims, dims, sizeof(int64_t) * (size_t)ndim);
+  v->numel = 0;
   return SG_OK;
 }
 

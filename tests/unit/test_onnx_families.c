@@ -10,10 +10,15 @@
  *  - hand-made forms against NumPy: strided slices, every Pad mode with
  *    negative pads and the axes input, Conv1d's attributes, Transpose, Ceil,
  *    Floor, Round and Pow folded;
+ *  - constants models build in forward (ScatterND, ScatterElements, EyeLike,
+ *    Flatten, ReduceSum, ReduceMean: folded), Resize to the input's own
+ *    size, an empty slice that Concat drops, a GatherND of a weight's rows as
+ *    one embedding lookup;
  *  - the forms still refused, with their status and message. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "onnx_parity.h"
 #include "test_util.h"
@@ -51,6 +56,41 @@ static void test_train(void **state) {
   free(x);
 }
 
+/* Each output of tests/data/onnx/FILE on fam_forms_x.f32 against REF (NumPy's, float32): the
+ * convolutions (names starting "conv") within 1e-5, everything else within 1e-6 (copies and
+ * folds are exact or one rounding). */
+static void forms_match(const char *file, const char *ref_file, int n, const char *const *names,
+                        const size_t *counts) {
+  size_t total = 0;
+  for (int i = 0; i < n; i++) total += counts[i];
+  float *x = onnx_test_read("fam_forms_x.f32", 48 * sizeof(float)),
+        *ref = onnx_test_read(ref_file, total * sizeof(float));
+  sg_graph *g = onnx_test_import(file);
+  sg_session *s = onnx_test_session(g);
+  static const int64_t xd[] = {2, 3, 8};
+  assert_status(sg_session_set_input(s, "x", SG_F32, 3, xd, x), SG_OK, NULL);
+  assert_status(sg_session_forward(s), SG_OK, NULL);
+  const float *r = ref;
+  double worst = 0;
+  for (int i = 0; i < n; i++) {
+    float got[320];
+    assert_true(counts[i] <= 320);
+    assert_status(sg_session_read(s, names[i], got, counts[i] * sizeof(float)), SG_OK, names[i]);
+    for (size_t j = 0; j < counts[i]; j++) {
+      double e = fabs((double)got[j] - r[j]) / fmax(1.0, fabs((double)r[j]));
+      worst = fmax(worst, e);
+      double tol = strncmp(names[i], "conv", 4) == 0 ? 1e-5 : 1e-6;
+      if (!(e <= tol)) fail_msg("%s: %s[%zu] is %.9g, expected %.9g", file, names[i], j, got[j], r[j]);
+    }
+    r += counts[i];
+  }
+  if (onnx_test_verbose()) printf("%s: %d outputs, worst relative error %.3g\n", file, n, worst);
+  sg_session_destroy(s);
+  sg_graph_destroy(g);
+  free(x);
+  free(ref);
+}
+
 static void test_forms(void **state) {
   (void)state;
   static const char *const names[] = {"s_even",    "s_odd",   "s_three", "s_two_axes",   "s_one",
@@ -59,38 +99,24 @@ static void test_forms(void **state) {
                                       "f_ceil",    "f_floor", "f_round", "f_pow",        "f_ipow"};
   static const size_t counts[] = {24, 24,  18, 8,  6,  104, 81, 40, 66, 156,
                                   78, 126, 32, 48, 48, 48,  48, 48, 48, 4};
-  enum { N = sizeof counts / sizeof *counts };
-  size_t total = 0;
-  for (int i = 0; i < N; i++) total += counts[i];
-  float *x = onnx_test_read("fam_forms_x.f32", 48 * sizeof(float)),
-        *ref = onnx_test_read("fam_forms_y.f32", total * sizeof(float));
-  sg_graph *g = onnx_test_import("fam_forms.onnx");
-  /* Every folded op is a constant: no op of its own at run time. */
-  assert_int_equal(onnx_test_count_ops(g, SG_OP_CONV2D), 2);
-  sg_session *s = onnx_test_session(g);
-  static const int64_t xd[] = {2, 3, 8};
-  assert_status(sg_session_set_input(s, "x", SG_F32, 3, xd, x), SG_OK, NULL);
-  assert_status(sg_session_forward(s), SG_OK, NULL);
-  const float *r = ref;
-  double worst = 0;
-  for (int i = 0; i < N; i++) {
-    float got[160];
-    assert_true(counts[i] <= 160);
-    assert_status(sg_session_read(s, names[i], got, counts[i] * sizeof(float)), SG_OK, names[i]);
-    for (size_t j = 0; j < counts[i]; j++) {
-      double e = fabs((double)got[j] - r[j]) / fmax(1.0, fabs((double)r[j]));
-      worst = fmax(worst, e);
-      /* Slices, pads and folds copy or compute exactly; the convolutions sum in another order. */
-      double tol = names[i][0] == 'c' ? 1e-5 : 1e-6;
-      if (!(e <= tol)) fail_msg("fam_forms.onnx: %s[%zu] is %.9g, expected %.9g", names[i], j, got[j], r[j]);
-    }
-    r += counts[i];
-  }
-  if (onnx_test_verbose()) printf("fam_forms.onnx: %d outputs, worst relative error %.3g\n", N, worst);
-  sg_session_destroy(s);
+  forms_match("fam_forms.onnx", "fam_forms_y.f32", (int)(sizeof counts / sizeof *counts), names, counts);
+}
+
+/* Constants that models build in forward (BEiT's relative position index: ScatterND, Flatten,
+ * ReduceSum; XLNet's EyeLike), Resize to the input's own size, an empty slice that Concat drops
+ * (Phi-3's), and a GatherND of many scattered rows of a weight as one embedding lookup (Swin's
+ * relative position bias). */
+static void test_forms2(void **state) {
+  (void)state;
+  static const char *const names[] = {
+      "g_concat_empty", "g_concat_two",      "g_eye2",           "g_eyem1",           "g_resize_scales",
+      "g_resize_sizes", "g_scatter_nd_none", "g_scatter_nd_add", "g_scatter_el_none", "g_scatter_el_max",
+      "g_flatten",      "g_reduce_sum",      "g_reduce_mean",    "g_gather_rows"};
+  static const size_t counts[] = {48, 96, 48, 48, 48, 48, 12, 12, 12, 12, 24, 8, 6, 300};
+  sg_graph *g = onnx_test_import("fam_forms2.onnx");
+  assert_int_equal(onnx_test_count_ops(g, SG_OP_EMBEDDING), 1);
   sg_graph_destroy(g);
-  free(x);
-  free(ref);
+  forms_match("fam_forms2.onnx", "fam_forms2_y.f32", (int)(sizeof counts / sizeof *counts), names, counts);
 }
 
 static void test_refusals(void **state) {
@@ -109,6 +135,15 @@ static void test_refusals(void **state) {
        "node 'pow_neg' (Pow): 2 to the power -1: a negative integer exponent"},
       {"bad_ceil_runtime.onnx", SG_ERR_UNSUPPORTED,
        "node 'ceil_x' (Ceil): input 'x' is computed at run time; sgrt folds this op only for constants"},
+      {"bad_resize_up.onnx", SG_ERR_UNSUPPORTED,
+       "node 'upsample' (Resize): resizes 'x' [2,3,8] to [2,3,16] (mode 'linear', half_pixel); sgrt has no "
+       "interpolation op"},
+      {"bad_empty_use.onnx", SG_ERR_UNSUPPORTED,
+       "node 'relu_empty' (Relu): uses 'z', which sgrt cannot provide: it is empty (node 'nothing' (Slice) "
+       "takes nothing along axis 2 of 'x' [2,3,8])"},
+      {"bad_scatter_runtime.onnx", SG_ERR_UNSUPPORTED,
+       "node 'scatter_x' (ScatterND): data 'x' is computed at run time; sgrt folds this op only for "
+       "constants"},
   };
   onnx_expect_refusals(bad, sizeof bad / sizeof bad[0]);
 }
@@ -117,6 +152,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_train),
       cmocka_unit_test(test_forms),
+      cmocka_unit_test(test_forms2),
       cmocka_unit_test(test_refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -31,6 +31,15 @@ float, fam_forms_x.f32; every output float32 in fam_forms_y.f32):
   bad_pad_empty.onnx    pads that crop a dim to nothing
   bad_pow_negative.onnx  Pow of int64 constants with a negative exponent
   bad_ceil_runtime.onnx  Ceil of x
+  bad_resize_up.onnx    Resize of x to twice its last dim
+  bad_empty_use.onnx    Relu of an empty slice of x
+  bad_scatter_runtime.onnx  ScatterND of x
+  fam_forms2.onnx       (same input; fam_forms2_y.f32) an empty slice that
+                        Concat drops, EyeLike, Resize to the input's own size
+                        (scales, sizes), ScatterND and ScatterElements of
+                        constants (reductions none, add, max), Flatten,
+                        ReduceSum and ReduceMean of constants, GatherND of a
+                        weight's rows by 150 scattered constant rows
 """
 import copy
 import math
@@ -221,6 +230,105 @@ def make_family_forms():
     print("fam forms:", ", ".join("%s %d" % (n, int(np.prod(s))) for n, s in outputs))
 
 
+def make_family_forms2():
+    """Constants that models build in forward, folded, and the forms around them."""
+    f32, i64 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64
+    rng = np.random.default_rng(43)
+    x = np.fromfile(os.path.join(HERE, "fam_forms_x.f32"), dtype="<f4").reshape(2, 3, 8)
+    nodes, inits, outputs, refs = [], [], [], []
+
+    def const(name, value):
+        nodes.append(oh.make_node("Constant", [], [name], name="const_" + name,
+                                  value=onh.from_array(np.asarray(value), name)))
+        return name
+
+    def out(name, ref):
+        outputs.append((name, np.shape(ref)))
+        refs.append(np.asarray(ref, np.float32).flatten())
+
+    def to_f32(src, name):
+        nodes.append(oh.make_node("Cast", [src], [name], name="cast_" + name, to=f32))
+
+    # An empty slice (Phi-3's q[..., rotary_dim:] with rotary_dim = head_dim) that a Concat drops.
+    nodes.append(oh.make_node("Slice", ["x", const("e_s", np.array([8], np.int64)),
+                                        const("e_e", np.array([100], np.int64)),
+                                        const("e_a", np.array([2], np.int64))], ["empty"], name="slice_empty"))
+    nodes.append(oh.make_node("Concat", ["x", "empty"], ["g_concat_empty"], name="concat_empty", axis=2))
+    out("g_concat_empty", x)
+    nodes.append(oh.make_node("Concat", ["empty", "x", "empty", "x"], ["g_concat_two"], name="concat_two", axis=2))
+    out("g_concat_two", np.concatenate([x, x], axis=2))
+    # EyeLike of a 2-D constant's shape, k = 2 and -1.
+    c38 = const("c38", np.zeros((3, 8), np.float32))
+    for k in (2, -1):
+        name = "g_eye%s" % ("m1" if k < 0 else k)
+        nodes.append(oh.make_node("EyeLike", [c38], [name + "_c"], name="eyelike_%d" % (k + 1), k=k))
+        nodes.append(oh.make_node("Add", ["x", name + "_c"], [name], name="add_" + name))
+        out(name, x + np.eye(3, 8, k, dtype=np.float32))
+    # Resize to the input's own size: by scales 1 (roi empty) and by sizes.
+    nodes.append(oh.make_node("Resize", ["x", "", const("ones3", np.ones(3, np.float32))], ["g_resize_scales"],
+                              name="resize_scales", mode="linear"))
+    out("g_resize_scales", x)
+    nodes.append(oh.make_node("Resize", ["x", "", "", const("size3", np.array([2, 3, 8], np.int64))],
+                              ["g_resize_sizes"], name="resize_sizes", mode="cubic"))
+    out("g_resize_sizes", x)
+    # ScatterND (BEiT's index[0, 0:] = ...) and ScatterElements of constants, with and without a reduction.
+    data = rng.integers(-5, 5, (4, 3)).astype(np.int64)
+    idx = np.array([[1], [3]], np.int64)
+    upd = rng.integers(-5, 5, (2, 3)).astype(np.int64)
+    for red in ("none", "add"):
+        name = "g_scatter_nd_" + red
+        nodes.append(oh.make_node("ScatterND", [const(name + "_d", data), const(name + "_i", idx),
+                                                const(name + "_u", upd)], [name + "_c"], name="scatter_nd_" + red,
+                                  reduction=red))
+        to_f32(name + "_c", name)
+        ref = data.copy()
+        for t in range(2):
+            ref[idx[t, 0]] = upd[t] if red == "none" else ref[idx[t, 0]] + upd[t]
+        out(name, ref)
+    fdata = rng.standard_normal((3, 4)).astype(np.float32)
+    eidx = np.array([[1, 0, 3], [2, 2, 0]], np.int64)
+    eupd = rng.standard_normal((2, 3)).astype(np.float32)
+    for red in ("none", "max"):
+        name = "g_scatter_el_" + red
+        nodes.append(oh.make_node("ScatterElements", [const(name + "_d", fdata), const(name + "_i", eidx),
+                                                      const(name + "_u", eupd)], [name], name="scatter_el_" + red,
+                                  axis=1, reduction=red))
+        ref = fdata.copy()
+        for i in range(2):
+            for j in range(3):
+                v = eupd[i, j]
+                ref[i, eidx[i, j]] = v if red == "none" else max(ref[i, eidx[i, j]], v)
+        out(name, ref)
+    # Flatten, ReduceSum (integers) and ReduceMean (floats) of constants.
+    c234 = rng.integers(-9, 9, (2, 3, 4)).astype(np.int64)
+    nodes.append(oh.make_node("Flatten", [const("c234", c234)], ["flat_c"], name="flatten_const", axis=2))
+    to_f32("flat_c", "g_flatten")
+    out("g_flatten", c234.reshape(6, 4))
+    nodes.append(oh.make_node("ReduceSum", ["c234", const("ax_1", np.array([1], np.int64))], ["rsum_c"],
+                              name="reduce_sum_const", keepdims=0))
+    to_f32("rsum_c", "g_reduce_sum")
+    out("g_reduce_sum", c234.sum(1))
+    f234 = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    nodes.append(oh.make_node("ReduceMean", [const("f234", f234), const("ax_m1", np.array([-1], np.int64))],
+                              ["g_reduce_mean"], name="reduce_mean_const"))
+    out("g_reduce_mean", f234.astype(np.float64).mean(-1, keepdims=True))
+    # GatherND of a weight's rows by many scattered constant rows (Swin's relative position bias table):
+    # an embedding lookup.
+    table = rng.standard_normal((10, 2)).astype(np.float32)
+    rows = rng.integers(0, 10, (150, 1)).astype(np.int64)  # some 135 runs: more than 64 slices
+    inits.append(onh.from_array(table, "bias_table"))
+    nodes.append(oh.make_node("GatherND", ["bias_table", const("rows", rows)], ["g_gather_rows"],
+                              name="gather_nd_rows"))
+    out("g_gather_rows", table[rows[:, 0]])
+
+    vi = oh.make_tensor_value_info
+    g = oh.make_graph(nodes, "fam_forms2", [vi("x", f32, [2, 3, 8])], [vi(n, f32, list(s)) for n, s in outputs],
+                      inits)
+    mo.save_model("fam_forms2.onnx", oh.make_model(g, opset_imports=[oh.make_opsetid("", 18)]))
+    mo.save_f32("fam_forms2_y.f32", np.concatenate(refs))
+    print("fam forms2:", ", ".join("%s %d" % (n, int(np.prod(s))) for n, s in outputs))
+
+
 def bad_family_models():
     f32, i64 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64
 
@@ -242,6 +350,13 @@ def bad_family_models():
                                     oh.make_node("Add", ["x", "pf"], ["y"], name="add")],
           {"b": np.array([2], np.int64), "e": np.array([-1], np.int64)}, [2, 3, 8])
     model("bad_ceil_runtime.onnx", [oh.make_node("Ceil", ["x"], ["y"], name="ceil_x")], {}, [2, 3, 8])
+    model("bad_resize_up.onnx", [oh.make_node("Resize", ["x", "", "sc"], ["y"], name="upsample", mode="linear")],
+          {"sc": np.array([1, 1, 2], np.float32)}, [2, 3, 16])
+    model("bad_empty_use.onnx", [oh.make_node("Slice", ["x", "s", "e", "a"], ["z"], name="nothing"),
+                                 oh.make_node("Relu", ["z"], ["y"], name="relu_empty")],
+          {"s": np.array([8], np.int64), "e": np.array([9], np.int64), "a": np.array([2], np.int64)}, [2, 3, 0])
+    model("bad_scatter_runtime.onnx", [oh.make_node("ScatterND", ["x", "i", "u"], ["y"], name="scatter_x")],
+          {"i": np.array([[0]], np.int64), "u": np.zeros((1, 3, 8), np.float32)}, [2, 3, 8])
 
 
 def main():
@@ -251,10 +366,12 @@ def main():
         return
     make_family_exports()
     make_family_forms()
+    make_family_forms2()
     bad_family_models()
     os.makedirs(mo.CORPUS, exist_ok=True)  # a fuzzing seed with every form
-    with open(os.path.join(HERE, "fam_forms.onnx"), "rb") as f:
-        mo.write(os.path.join(mo.CORPUS, "fam_forms.onnx"), f.read())
+    for name in ("fam_forms.onnx", "fam_forms2.onnx"):
+        with open(os.path.join(HERE, name), "rb") as f:
+            mo.write(os.path.join(mo.CORPUS, name), f.read())
 
 
 if __name__ == "__main__":
