@@ -214,6 +214,35 @@ void onnx_forward_matches(const sg_graph *g, int n_inputs, const onnx_input *inp
   free(got);
 }
 
+void onnx_outputs_match(const sg_graph *g, const char *what, int n_inputs, const onnx_input *inputs, int n,
+                        const char *const *names, const size_t *counts, const char *ref_file, double tol) {
+  size_t total = 0;
+  for (int i = 0; i < n; i++) total += counts[i];
+  float *ref = onnx_test_read(ref_file, total * sizeof(float));
+  sg_session *s = onnx_test_session(g);
+  for (int i = 0; i < n_inputs; i++)
+    assert_status(sg_session_set_input(s, inputs[i].name, inputs[i].dtype, inputs[i].ndim, inputs[i].dims,
+                                       inputs[i].data),
+                  SG_OK, inputs[i].name);
+  assert_status(sg_session_forward(s), SG_OK, NULL);
+  const float *r = ref;
+  double worst = 0;
+  for (int i = 0; i < n; i++) {
+    float got[512];
+    assert_true(counts[i] <= 512);
+    assert_status(sg_session_read(s, names[i], got, counts[i] * sizeof(float)), SG_OK, names[i]);
+    for (size_t j = 0; j < counts[i]; j++) {
+      double e = fabs((double)got[j] - r[j]) / fmax(1.0, fabs((double)r[j]));
+      worst = fmax(worst, e);
+      if (!(e <= tol)) fail_msg("%s: %s[%zu] is %.9g, expected %.9g", what, names[i], j, got[j], r[j]);
+    }
+    r += counts[i];
+  }
+  if (onnx_test_verbose()) printf("%s: %d outputs, worst relative error %.3g\n", what, n, worst);
+  sg_session_destroy(s);
+  free(ref);
+}
+
 void onnx_expect_refusals(const onnx_refusal *bad, size_t n) {
   for (size_t k = 0; k < n; k++) {
     sg_onnx_params p = sg_onnx_params_init();

@@ -73,6 +73,12 @@ typedef struct onnx_input {
 void onnx_forward_matches(const sg_graph *g, int n_inputs, const onnx_input *inputs, const char *output,
                           const char *ref_file, size_t n);
 
+/* A forward pass of g on the inputs, then each named float32 output against ref_file (the outputs'
+ * values in order, counts[i] floats each, none over 512): relative error to max(1, |ref|) <= tol,
+ * else the test fails naming the output and element. `what` names the model in messages. */
+void onnx_outputs_match(const sg_graph *g, const char *what, int n_inputs, const onnx_input *inputs, int n,
+                        const char *const *names, const size_t *counts, const char *ref_file, double tol);
+
 /* Files that must be refused with a status and words in the message. */
 typedef struct onnx_refusal {
   const char *file;

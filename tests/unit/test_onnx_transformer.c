@@ -454,43 +454,19 @@ static void test_einsum_forms(void **state) {
       "c_f5",         "c_f6",         "c_f7",      "c_i64",      "c_i32",       "c_cint",     "c_cflt"};
   static const size_t counts[] = {24, 2,  8,  24, 24, 30, 30, 30, 30, 6,  1,  30, 40, 15,
                                   24, 15, 24, 24, 24, 24, 24, 24, 24, 24, 12, 12, 6,  4};
-  enum { N = sizeof counts / sizeof *counts };
-  size_t total = 0;
-  for (int i = 0; i < N; i++) total += counts[i];
   float *a = onnx_test_read("einsum_a.f32", 24 * sizeof(float)),
-        *b = onnx_test_read("einsum_b.f32", 40 * sizeof(float)),
-        *ref = onnx_test_read("einsum_forms_y.f32", total * sizeof(float));
+        *b = onnx_test_read("einsum_b.f32", 40 * sizeof(float));
   int64_t *ids = onnx_test_read("einsum_ids.i64", 12 * sizeof(int64_t));
-  static const int64_t ad[] = {2, 3, 4}, bd[] = {2, 4, 5}, idd[] = {2, 6};
   sg_graph *g = onnx_test_import("einsum_forms_opset14.onnx");
   /* Run-time CumSums: eight of a, one of int64s, one of int32s; the constants' are folded. */
   assert_int_equal(onnx_test_count_ops(g, SG_OP_CUMSUM), 8 + 2);
-  sg_session *s = onnx_test_session(g);
-  assert_status(sg_session_set_input(s, "a", SG_F32, 3, ad, a), SG_OK, NULL);
-  assert_status(sg_session_set_input(s, "b", SG_F32, 3, bd, b), SG_OK, NULL);
-  assert_status(sg_session_set_input(s, "ids", SG_I64, 2, idd, ids), SG_OK, NULL);
-  assert_status(sg_session_forward(s), SG_OK, NULL);
-  const float *r = ref;
-  double worst = 0;
-  for (int i = 0; i < N; i++) {
-    float got[64];
-    assert_true(counts[i] <= 64);
-    assert_status(sg_session_read(s, names[i], got, counts[i] * sizeof(float)), SG_OK, NULL);
-    for (size_t j = 0; j < counts[i]; j++) {
-      double e = fabs((double)got[j] - r[j]) / fmax(1.0, fabs((double)r[j]));
-      worst = fmax(worst, e);
-      if (!(e <= 1e-5))
-        fail_msg("einsum_forms_opset14.onnx: %s[%zu] is %.9g, expected %.9g", names[i], j, got[j], r[j]);
-    }
-    r += counts[i];
-  }
-  if (onnx_test_verbose())
-    printf("einsum_forms_opset14.onnx: %d outputs, worst relative error %.3g\n", N, worst);
-  sg_session_destroy(s);
+  const onnx_input in[] = {
+      {"a", SG_F32, 3, {2, 3, 4}, a}, {"b", SG_F32, 3, {2, 4, 5}, b}, {"ids", SG_I64, 2, {2, 6}, ids}};
+  onnx_outputs_match(g, "einsum_forms_opset14.onnx", 3, in, (int)(sizeof counts / sizeof *counts), names,
+                     counts, "einsum_forms_y.f32", 1e-5);
   sg_graph_destroy(g);
   free(a);
   free(b);
-  free(ref);
   free(ids);
 }
 
@@ -504,40 +480,15 @@ static void test_einsum_forms2(void **state) {
                                       "f_bcast",    "f_bcast_contract", "f_bcast_both", "f_ell_sum",
                                       "f_ell_sum2", "f_ell_keep1"};
   static const size_t counts[] = {42, 54, 2, 6, 2, 1, 2, 6, 30, 9, 24, 12, 15, 6};
-  enum { N = sizeof counts / sizeof *counts };
-  size_t total = 0;
-  for (int i = 0; i < N; i++) total += counts[i];
   float *a = onnx_test_read("einsum_a.f32", 24 * sizeof(float)),
-        *b = onnx_test_read("einsum_b.f32", 40 * sizeof(float)),
-        *ref = onnx_test_read("einsum_forms2_y.f32", total * sizeof(float));
+        *b = onnx_test_read("einsum_b.f32", 40 * sizeof(float));
   sg_graph *g = onnx_test_import("einsum_forms2_opset14.onnx");
   const onnx_input in[] = {{"a", SG_F32, 3, {2, 3, 4}, a}, {"b", SG_F32, 3, {2, 4, 5}, b}};
-  sg_session *s = onnx_test_session(g);
-  for (int i = 0; i < 2; i++)
-    assert_status(sg_session_set_input(s, in[i].name, in[i].dtype, in[i].ndim, in[i].dims, in[i].data), SG_OK,
-                  NULL);
-  assert_status(sg_session_forward(s), SG_OK, NULL);
-  const float *r = ref;
-  double worst = 0;
-  for (int i = 0; i < N; i++) {
-    float got[64];
-    assert_true(counts[i] <= 64);
-    assert_status(sg_session_read(s, names[i], got, counts[i] * sizeof(float)), SG_OK, names[i]);
-    for (size_t j = 0; j < counts[i]; j++) {
-      double e = fabs((double)got[j] - r[j]) / fmax(1.0, fabs((double)r[j]));
-      worst = fmax(worst, e);
-      if (!(e <= 1e-5))
-        fail_msg("einsum_forms2_opset14.onnx: %s[%zu] is %.9g, expected %.9g", names[i], j, got[j], r[j]);
-    }
-    r += counts[i];
-  }
-  if (onnx_test_verbose())
-    printf("einsum_forms2_opset14.onnx: %d outputs, worst relative error %.3g\n", N, worst);
-  sg_session_destroy(s);
+  onnx_outputs_match(g, "einsum_forms2_opset14.onnx", 2, in, (int)(sizeof counts / sizeof *counts), names,
+                     counts, "einsum_forms2_y.f32", 1e-5);
   sg_graph_destroy(g);
   free(a);
   free(b);
-  free(ref);
 }
 
 /* ---- Slice, Split --------------------------------------------------------------- */

@@ -133,20 +133,37 @@ def conv1d_ref(x, w, b, stride, pads, dilation, groups):
     return y
 
 
+class Forms:
+    """A hand-made model of input "x" [2,3,8] float: its nodes, initializers (weights), and outputs with
+    NumPy's values (saved as NAME.onnx, opset 18, and NAME_y.f32)."""
+
+    def __init__(self):
+        self.nodes, self.inits, self.outputs, self.refs = [], [], [], []
+
+    def const(self, name, value):  # a Constant node: an import-time constant, never a weight
+        self.nodes.append(oh.make_node("Constant", [], [name], name="const_" + name,
+                                       value=onh.from_array(np.asarray(value), name)))
+        return name
+
+    def out(self, name, ref):
+        self.outputs.append((name, np.shape(ref)))
+        self.refs.append(np.asarray(ref, np.float32).flatten())
+
+    def save(self, name):
+        f32, vi = onnx.TensorProto.FLOAT, oh.make_tensor_value_info
+        g = oh.make_graph(self.nodes, name, [vi("x", f32, [2, 3, 8])],
+                          [vi(n, f32, list(s)) for n, s in self.outputs], self.inits)
+        mo.save_model(name + ".onnx", oh.make_model(g, opset_imports=[oh.make_opsetid("", 18)]))
+        mo.save_f32(name + "_y.f32", np.concatenate(self.refs))
+        print(name + ":", ", ".join("%s %d" % (n, int(np.prod(s))) for n, s in self.outputs))
+
+
 def make_family_forms():
     f32, i64 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64
     rng = np.random.default_rng(42)
     x = rng.standard_normal((2, 3, 8)).astype(np.float32)
-    nodes, inits, outputs, refs = [], [], [], []
-
-    def const(name, value):  # a Constant node: an import-time constant, never a weight
-        nodes.append(oh.make_node("Constant", [], [name], name="const_" + name,
-                                  value=onh.from_array(np.asarray(value), name)))
-        return name
-
-    def out(name, ref):
-        outputs.append((name, np.shape(ref)))
-        refs.append(np.asarray(ref, np.float32).flatten())
+    f = Forms()
+    nodes, inits, const, out = f.nodes, f.inits, f.const, f.out
 
     def slice_(name, starts, ends, axes, steps):
         nodes.append(oh.make_node("Slice", ["x", const(name + "_s", np.array(starts, np.int64)),
@@ -221,13 +238,8 @@ def make_family_forms():
     nodes.append(oh.make_node("Cast", ["ipow"], ["f_ipow"], name="cast_ipow", to=f32))
     out("f_ipow", np.array([81, -8, 1, 1]))
 
-    vi = oh.make_tensor_value_info
-    g = oh.make_graph(nodes, "fam_forms", [vi("x", f32, [2, 3, 8])], [vi(n, f32, list(s)) for n, s in outputs],
-                      inits)
-    mo.save_model("fam_forms.onnx", oh.make_model(g, opset_imports=[oh.make_opsetid("", 18)]))
+    f.save("fam_forms")
     mo.save_f32("fam_forms_x.f32", x)
-    mo.save_f32("fam_forms_y.f32", np.concatenate(refs))
-    print("fam forms:", ", ".join("%s %d" % (n, int(np.prod(s))) for n, s in outputs))
 
 
 def make_family_forms2():
@@ -235,16 +247,8 @@ def make_family_forms2():
     f32, i64 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64
     rng = np.random.default_rng(43)
     x = np.fromfile(os.path.join(HERE, "fam_forms_x.f32"), dtype="<f4").reshape(2, 3, 8)
-    nodes, inits, outputs, refs = [], [], [], []
-
-    def const(name, value):
-        nodes.append(oh.make_node("Constant", [], [name], name="const_" + name,
-                                  value=onh.from_array(np.asarray(value), name)))
-        return name
-
-    def out(name, ref):
-        outputs.append((name, np.shape(ref)))
-        refs.append(np.asarray(ref, np.float32).flatten())
+    f = Forms()
+    nodes, inits, const, out = f.nodes, f.inits, f.const, f.out
 
     def to_f32(src, name):
         nodes.append(oh.make_node("Cast", [src], [name], name="cast_" + name, to=f32))
@@ -321,12 +325,7 @@ def make_family_forms2():
                               name="gather_nd_rows"))
     out("g_gather_rows", table[rows[:, 0]])
 
-    vi = oh.make_tensor_value_info
-    g = oh.make_graph(nodes, "fam_forms2", [vi("x", f32, [2, 3, 8])], [vi(n, f32, list(s)) for n, s in outputs],
-                      inits)
-    mo.save_model("fam_forms2.onnx", oh.make_model(g, opset_imports=[oh.make_opsetid("", 18)]))
-    mo.save_f32("fam_forms2_y.f32", np.concatenate(refs))
-    print("fam forms2:", ", ".join("%s %d" % (n, int(np.prod(s))) for n, s in outputs))
+    f.save("fam_forms2")
 
 
 def bad_family_models():
