@@ -296,6 +296,23 @@ static sg_status cv_clip(ox_ctx *c, const Onnx__NodeProto *n) {
   ox_value *x = sg__ox_input(c, n, 0);
   if (x == NULL) return sg__ox_node_error(c, SG_ERR_ARITY, "input 0 (input) is missing");
   if (lo == -FLT_MAX && hi == FLT_MAX) return sg__ox_set_alias(c, 0, x);
+  if (sg__ox_foldable(x)) { /* index arithmetic of torch.export's interpolation: clamped indices */
+    bool fl = x->elem == OX_FLOAT;
+    void *out;
+    SG_CHECK(sg__ox_fold_alloc(c, x->numel, fl ? 4 : 8, &out));
+    for (int64_t i = 0; i < x->numel; i++) {
+      if (fl) {
+        float v = sg__ox_f32(x, i);
+        ((float *)out)[i] = v < (float)lo ? (float)lo : v > (float)hi ? (float)hi : v; /* NaN stays */
+        continue;
+      }
+      int64_t v = sg__ox_i64(x, i); /* integer bounds up to 2^53 are exact as doubles */
+      if (lo > -FLT_MAX && (double)v < lo) v = (int64_t)ceil(lo);
+      if (hi < FLT_MAX && (double)v > hi) v = (int64_t)floor(hi);
+      ((int64_t *)out)[i] = v;
+    }
+    return sg__ox_set_const(c, 0, x->elem, x->ndim, x->dims, out);
+  }
   sg_tensor t;
   SG_CHECK(sg__ox_tensor(c, x, &t));
   if (lo == 0 && hi == FLT_MAX) return out0(c, sg_relu(c->g, t));

@@ -51,7 +51,7 @@ static void test_train(void **state) {
   sg_graph_destroy(g);
   transformer_case k = family_case("fam_train_ts.onnx", x, labels, "logits");
   transformer_parity(&k);
-  k = family_case("fam_train_dyn.onnx", x, labels, "add_5");
+  k = family_case("fam_train_dyn.onnx", x, labels, "add_10");
   transformer_parity(&k);
   free(x);
 }
@@ -112,9 +112,10 @@ static void test_refusals(void **state) {
        "node 'pow_neg' (Pow): 2 to the power -1: a negative integer exponent"},
       {"bad_ceil_runtime.onnx", SG_ERR_UNSUPPORTED,
        "node 'ceil_x' (Ceil): input 'x' is computed at run time; sgrt folds this op only for constants"},
-      {"bad_resize_up.onnx", SG_ERR_UNSUPPORTED,
-       "node 'upsample' (Resize): resizes 'x' [2,3,8] to [2,3,16] (mode 'linear', half_pixel); sgrt has no "
-       "interpolation op"},
+      {"bad_resize_cubic.onnx", SG_ERR_UNSUPPORTED,
+       "node 'upsample' (Resize): resizes 'x' [2,3,8] to [2,3,16] (mode 'cubic', half_pixel): sgrt resizes "
+       "in "
+       "modes nearest and linear"},
       {"bad_empty_use.onnx", SG_ERR_UNSUPPORTED,
        "node 'relu_empty' (Relu): uses 'z', which sgrt cannot provide: it is empty (node 'nothing' (Slice) "
        "takes nothing along axis 2 of 'x' [2,3,8])"},
@@ -125,12 +126,24 @@ static void test_refusals(void **state) {
   onnx_expect_refusals(bad, sizeof bad / sizeof bad[0]);
 }
 
+/* Resize in modes linear and nearest, each coordinate transformation and rounding, up and down,
+ * against onnx.reference (make_onnx_families.py's make_family_resize). */
+static void test_resize(void **state) {
+  (void)state;
+  static const char *const names[] = {"r_lin_up",     "r_lin_corners", "r_lin_torch_down", "r_lin_asym_half",
+                                      "r_near_floor", "r_near_half",   "r_near_ceil",      "r_near_corners"};
+  static const size_t counts[] = {96, 144, 30, 24, 192, 110, 96, 24};
+  sg_graph *g = onnx_test_import("fam_resize.onnx");
+  /* One matmul per resized axis: 1 + 2 + 1 + 1 + 2 + 2 + 2 + 2. */
+  assert_int_equal(onnx_test_count_ops(g, SG_OP_MATMUL), 13);
+  sg_graph_destroy(g);
+  forms_match("fam_resize.onnx", "fam_resize_y.f32", (int)(sizeof counts / sizeof *counts), names, counts);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_train),
-      cmocka_unit_test(test_forms),
-      cmocka_unit_test(test_forms2),
-      cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_train),  cmocka_unit_test(test_forms),    cmocka_unit_test(test_forms2),
+      cmocka_unit_test(test_resize), cmocka_unit_test(test_refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,7 +4,8 @@ export (tests/unit/test_onnx_families.c): GPT-J's and CodeGen's
 rotate_every_two (Slice with step 2 of a run-time tensor), Swin's window
 padding and MobileBERT's shifted embeddings (Pad), Whisper's and
 SqueezeBERT's Conv1d, BLOOM's and MPT's ALiBi slopes (Pow of constants with a
-vector exponent), DeBERTa's and Funnel's position buckets (Ceil), and the
+vector exponent), DeBERTa's and Funnel's position buckets (Ceil),
+SegFormer's upsampling (Resize, linear and nearest), and the
 TorchScript exporter's pads reversed by Slice and Transpose of constants.
 Committed, like make_onnx.py's. Run it with the bench venv (torch 2.15; both
 exporters):
@@ -31,7 +32,11 @@ float, fam_forms_x.f32; every output float32 in fam_forms_y.f32):
   bad_pad_empty.onnx    pads that crop a dim to nothing
   bad_pow_negative.onnx  Pow of int64 constants with a negative exponent
   bad_ceil_runtime.onnx  Ceil of x
-  bad_resize_up.onnx    Resize of x to twice its last dim
+  bad_resize_cubic.onnx  Resize of x to twice its last dim in mode cubic
+  fam_resize.onnx       (same input; fam_resize_y.f32, from onnx.reference)
+                        Resize in modes linear (half_pixel, align_corners,
+                        pytorch_half_pixel, asymmetric; up and down) and
+                        nearest (floor, round_prefer_floor and _ceil, ceil)
   bad_empty_use.onnx    Relu of an empty slice of x
   bad_scatter_runtime.onnx  ScatterND of x
   fam_forms2.onnx       (same input; fam_forms2_y.f32) an empty slice that
@@ -87,7 +92,9 @@ class FamilyOps(nn.Module):
         c2 = self.conv2(h.transpose(1, 2))  # [B, 8, 4]
         # c2 weighted per class: a term equal across a row's classes would have no gradient
         per_class = torch.arange(1, 6, dtype=torch.float32) / 5
-        return self.head(h) + self.head(sub).mean(1, keepdim=True) + 0.1 * c2.mean(-1)[:, :, None] * per_class
+        up = F.interpolate(c2, size=5, mode="linear") + F.interpolate(c2, size=5, mode="nearest")  # [B, 8, 5]
+        return (self.head(h) + self.head(sub).mean(1, keepdim=True) + 0.1 * c2.mean(-1)[:, :, None] * per_class
+                + 0.05 * up)
 
 
 def make_family_exports():
@@ -328,6 +335,42 @@ def make_family_forms2():
     f.save("fam_forms2")
 
 
+# Resize forms of fam_resize.onnx: (name, attributes, scales or None, sizes or None).
+RESIZE_FORMS = [
+    ("r_lin_up", {"mode": "linear"}, None, [2, 3, 16]),
+    ("r_lin_corners", {"mode": "linear", "coordinate_transformation_mode": "align_corners"}, [1, 2, 1.5], None),
+    ("r_lin_torch_down", {"mode": "linear", "coordinate_transformation_mode": "pytorch_half_pixel"}, None,
+     [2, 3, 5]),
+    ("r_lin_asym_half", {"mode": "linear", "coordinate_transformation_mode": "asymmetric"}, [1, 1, 0.5], None),
+    ("r_near_floor", {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"},
+     [1, 2, 2], None),
+    ("r_near_half", {"mode": "nearest"}, None, [2, 5, 11]),
+    ("r_near_ceil", {"mode": "nearest", "nearest_mode": "round_prefer_ceil"}, None, [2, 4, 12]),
+    ("r_near_corners", {"mode": "nearest", "coordinate_transformation_mode": "align_corners",
+                        "nearest_mode": "ceil"}, None, [2, 2, 6]),
+]
+
+
+def make_family_resize():
+    """Resize in modes linear and nearest, against onnx.reference (an independent implementation)."""
+    from onnx.reference import ReferenceEvaluator
+    x = np.fromfile(os.path.join(HERE, "fam_forms_x.f32"), dtype="<f4").reshape(2, 3, 8)
+    f = Forms()
+    for name, attrs, scales, sizes in RESIZE_FORMS:
+        ins = ["x", ""]
+        ins.append(f.const(name + "_sc", np.array(scales, np.float32)) if scales else "")
+        if sizes:
+            ins.append(f.const(name + "_sz", np.array(sizes, np.int64)))
+        node = oh.make_node("Resize", ins, [name], name=name, **attrs)
+        f.nodes.append(node)
+        one = oh.make_graph([n for n in f.nodes if n.op_type == "Constant" and n.output[0].startswith(name)] + [node],
+                            name, [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3, 8])],
+                            [oh.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None)])
+        ref = ReferenceEvaluator(oh.make_model(one, opset_imports=[oh.make_opsetid("", 18)])).run(None, {"x": x})[0]
+        f.out(name, ref)
+    f.save("fam_resize")
+
+
 def bad_family_models():
     f32, i64 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64
 
@@ -349,7 +392,7 @@ def bad_family_models():
                                     oh.make_node("Add", ["x", "pf"], ["y"], name="add")],
           {"b": np.array([2], np.int64), "e": np.array([-1], np.int64)}, [2, 3, 8])
     model("bad_ceil_runtime.onnx", [oh.make_node("Ceil", ["x"], ["y"], name="ceil_x")], {}, [2, 3, 8])
-    model("bad_resize_up.onnx", [oh.make_node("Resize", ["x", "", "sc"], ["y"], name="upsample", mode="linear")],
+    model("bad_resize_cubic.onnx", [oh.make_node("Resize", ["x", "", "sc"], ["y"], name="upsample", mode="cubic")],
           {"sc": np.array([1, 1, 2], np.float32)}, [2, 3, 16])
     model("bad_empty_use.onnx", [oh.make_node("Slice", ["x", "s", "e", "a"], ["z"], name="nothing"),
                                  oh.make_node("Relu", ["z"], ["y"], name="relu_empty")],
@@ -366,9 +409,10 @@ def main():
     make_family_exports()
     make_family_forms()
     make_family_forms2()
+    make_family_resize()
     bad_family_models()
     os.makedirs(mo.CORPUS, exist_ok=True)  # a fuzzing seed with every form
-    for name in ("fam_forms.onnx", "fam_forms2.onnx"):
+    for name in ("fam_forms.onnx", "fam_forms2.onnx", "fam_resize.onnx"):
         with open(os.path.join(HERE, name), "rb") as f:
             mo.write(os.path.join(mo.CORPUS, name), f.read())
 
