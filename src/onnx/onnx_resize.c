@@ -133,7 +133,13 @@ static sg_status cv_resize(ox_ctx *c, const Onnx__NodeProto *n) {
       SG_CHECK(sg__ox_axis(c, axes[k], r, "axes", &a));
       double s = sg__ox_num(scales, k);
       if (!(s > 0) || !isfinite(s)) return sg__ox_node_error(c, SG_ERR_ATTRIBUTE, "scale %d is %g", k, s);
-      out[a] = (int64_t)floor((double)dims[a] * s);
+      double o = floor((double)dims[a] * s);
+      if (o > (double)OX_RESIZE_MAX) /* before the cast: a huge scale has no int64 */
+        return sg__ox_node_error(c, SG_ERR_UNSUPPORTED,
+                                 "scale %d (%g) resizes dim %d of '%s' from %lld to %g; sgrt resizes dims of "
+                                 "1..%d",
+                                 k, s, a, x->name, (long long)dims[a], o, OX_RESIZE_MAX);
+      out[a] = (int64_t)o;
       scale_of[a] = s;
     }
   } else {

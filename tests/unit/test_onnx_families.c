@@ -116,6 +116,9 @@ static void test_refusals(void **state) {
        "node 'upsample' (Resize): resizes 'x' [2,3,8] to [2,3,16] (mode 'cubic', half_pixel): sgrt resizes "
        "in "
        "modes nearest and linear"},
+      {"bad_resize_huge.onnx", SG_ERR_UNSUPPORTED,
+       "node 'huge' (Resize): scale 2 (1e+30) resizes dim 2 of 'x' from 8 to 8e+30; sgrt resizes dims of "
+       "1..4096"},
       {"bad_empty_use.onnx", SG_ERR_UNSUPPORTED,
        "node 'relu_empty' (Relu): uses 'z', which sgrt cannot provide: it is empty (node 'nothing' (Slice) "
        "takes nothing along axis 2 of 'x' [2,3,8])"},

@@ -33,6 +33,7 @@ float, fam_forms_x.f32; every output float32 in fam_forms_y.f32):
   bad_pow_negative.onnx  Pow of int64 constants with a negative exponent
   bad_ceil_runtime.onnx  Ceil of x
   bad_resize_cubic.onnx  Resize of x to twice its last dim in mode cubic
+  bad_resize_huge.onnx  Resize of x by a scale of 1e30 (a size no int64 holds)
   fam_resize.onnx       (same input; fam_resize_y.f32, from onnx.reference)
                         Resize in modes linear (half_pixel, align_corners,
                         pytorch_half_pixel, asymmetric; up and down) and
@@ -394,6 +395,8 @@ def bad_family_models():
     model("bad_ceil_runtime.onnx", [oh.make_node("Ceil", ["x"], ["y"], name="ceil_x")], {}, [2, 3, 8])
     model("bad_resize_cubic.onnx", [oh.make_node("Resize", ["x", "", "sc"], ["y"], name="upsample", mode="cubic")],
           {"sc": np.array([1, 1, 2], np.float32)}, [2, 3, 16])
+    model("bad_resize_huge.onnx", [oh.make_node("Resize", ["x", "", "sc"], ["y"], name="huge", mode="nearest")],
+          {"sc": np.array([1, 1, 1e30], np.float32)}, [2, 3, 8])
     model("bad_empty_use.onnx", [oh.make_node("Slice", ["x", "s", "e", "a"], ["z"], name="nothing"),
                                  oh.make_node("Relu", ["z"], ["y"], name="relu_empty")],
           {"s": np.array([8], np.int64), "e": np.array([9], np.int64), "a": np.array([2], np.int64)}, [2, 3, 0])
