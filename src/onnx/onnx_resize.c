@@ -165,7 +165,7 @@ static sg_status cv_resize(ox_ctx *c, const Onnx__NodeProto *n) {
   else if (!coord_ok)
     snprintf(why, sizeof why, "sgrt does not implement coordinate_transformation_mode '%s'", coord);
   else if (antialias && downsample)
-    snprintf(why, sizeof why, "antialias when downsampling is not implemented");
+    snprintf(why, sizeof why, "sgrt does not antialias a downsampling Resize (antialias = 1)");
   if (why[0])
     return sg__ox_node_error(c, SG_ERR_UNSUPPORTED, "resizes '%s' %s to %s (mode '%s', %s): %s", x->name,
                              sg__onnx_dims_text(from, sizeof from, r, dims),

@@ -195,15 +195,21 @@ void transformer_parity(const transformer_case *k) {
   free(ref);
 }
 
-void onnx_forward_matches(const sg_graph *g, int n_inputs, const onnx_input *inputs, const char *output,
-                          const char *ref_file, size_t n) {
-  float *ref = onnx_test_read(ref_file, n * sizeof(float)), *got = malloc(n * sizeof(float));
+/* A session of g after one forward pass on the inputs (each must be accepted). */
+static sg_session *forward_on(const sg_graph *g, int n_inputs, const onnx_input *inputs) {
   sg_session *s = onnx_test_session(g);
   for (int i = 0; i < n_inputs; i++)
     assert_status(sg_session_set_input(s, inputs[i].name, inputs[i].dtype, inputs[i].ndim, inputs[i].dims,
                                        inputs[i].data),
                   SG_OK, inputs[i].name);
   assert_status(sg_session_forward(s), SG_OK, NULL);
+  return s;
+}
+
+void onnx_forward_matches(const sg_graph *g, int n_inputs, const onnx_input *inputs, const char *output,
+                          const char *ref_file, size_t n) {
+  float *ref = onnx_test_read(ref_file, n * sizeof(float)), *got = malloc(n * sizeof(float));
+  sg_session *s = forward_on(g, n_inputs, inputs);
   assert_status(sg_session_read(s, output, got, n * sizeof(float)), SG_OK, NULL);
   double maxdiff = 0;
   for (size_t i = 0; i < n; i++) maxdiff = fmax(maxdiff, fabs((double)got[i] - ref[i]));
@@ -219,12 +225,7 @@ void onnx_outputs_match(const sg_graph *g, const char *what, int n_inputs, const
   size_t total = 0;
   for (int i = 0; i < n; i++) total += counts[i];
   float *ref = onnx_test_read(ref_file, total * sizeof(float));
-  sg_session *s = onnx_test_session(g);
-  for (int i = 0; i < n_inputs; i++)
-    assert_status(sg_session_set_input(s, inputs[i].name, inputs[i].dtype, inputs[i].ndim, inputs[i].dims,
-                                       inputs[i].data),
-                  SG_OK, inputs[i].name);
-  assert_status(sg_session_forward(s), SG_OK, NULL);
+  sg_session *s = forward_on(g, n_inputs, inputs);
   const float *r = ref;
   double worst = 0;
   for (int i = 0; i < n; i++) {
