@@ -63,7 +63,7 @@ typedef struct options {
   const char *preset, *attention, *data, *save, *matmul;
   int layers, heads, width, context, seq, batch, steps, warmup, micro, zero, no_heal, threads, json;
   int pipeline, tensor, untied; /* > 1: sg_dist_create_model's modes */
-  double lr, min_lr, weight_decay;
+  double lr, min_lr, weight_decay, dropout;
   uint64_t seed;
 } options;
 
@@ -127,6 +127,9 @@ static int parse(int argc, char **argv, options *o) {
       {"--warmup", EXAMPLE_OPT_INT, &o->warmup, 1, 100000000, .help = "warm-up steps"},
       {"--weight-decay", EXAMPLE_OPT_DOUBLE, &o->weight_decay, 0, 100,
        .help = "AdamW weight decay (matrices and embeddings)"},
+      {"--dropout", EXAMPLE_OPT_DOUBLE, &o->dropout, 0, 0.99,
+       .help = "dropout (attention and residuals), as gpt2_train's: each micro-batch draws its own masks, a "
+               "tensor group's shares their own on split heads"},
       {"--micro-batches", EXAMPLE_OPT_INT, &o->micro, 1, 65536,
        .help = "micro-batches per rank and step (gradient accumulation; a pipeline's micro-batches)"},
       {"--pipeline", EXAMPLE_OPT_INT, &o->pipeline, 1, 1024,
@@ -228,7 +231,8 @@ int main(int argc, char **argv) {
     return 2;
   }
   c.untied = o.untied;
-  c.fused_attention = 1; /* the default (gpt2_dist has no dropout) */
+  c.fused_attention = 1; /* the default */
+  c.dropout = o.dropout;
   if (o.attention && gpt2_parse_attention(o.attention, &c.fused_attention, err, sizeof err) != 0) {
     fprintf(stderr, "gpt2_dist: %s\n", err);
     return 2;
@@ -351,6 +355,7 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(j, "batch", o.batch);
     cJSON_AddNumberToObject(j, "seq", (double)c.seq);
     cJSON_AddNumberToObject(j, "micro_batches", o.micro);
+    cJSON_AddNumberToObject(j, "dropout", o.dropout);
     cJSON_AddBoolToObject(j, "zero", o.zero);
     const char *mp = getenv("SG_MATMUL_PRECISION");
     cJSON_AddStringToObject(j, "matmul_precision", mp && *mp ? mp : "f32");

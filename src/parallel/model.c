@@ -181,17 +181,10 @@ static sg_status resolve_degrees(const sg_dist_params *p, int *D, int *K, int *T
 }
 
 /* Tensor parallelism with M micro-batches cuts the batch (the first dim of
- * the first input of rank >= 1) into M equal parts, before joining. Dropout
- * is refused: each micro-batch's pass would draw the same mask stream, which
- * no one-process run does. */
+ * the first input of rank >= 1) into M equal parts, before joining. Each
+ * micro-batch draws its own dropout stream (model_tp.c, pp_run.c). */
 static sg_status check_tensor_micro(const sg_graph *g, int T, int M) {
   if (T == 1 || M == 1) return SG_OK;
-  for (uint32_t o = 0; o < g->n_ops; o++)
-    if (g->ops[o].kind == SG_OP_DROPOUT || sg__op_draws_random(&g->ops[o]))
-      return sg__error(SG_ERR_UNSUPPORTED,
-                       "%s: dropout ('%s') with tensor parallelism (tensor=%d) and micro_batches %d is not "
-                       "supported; use micro_batches 1",
-                       FN, g->ops[o].name, T, M);
   for (uint32_t i = 0; i < g->n_inputs; i++) {
     const sg__tensor *x = &g->tensors[g->inputs[i]];
     if (x->ndim < 1) continue;

@@ -172,7 +172,12 @@ static sg_status feed_micro(sg_dist *d, int j) {
 /* With replicas or micro-batches: forward and backward per micro-batch (the
  * group's syncs run in the hooks), the gradients added up, averaged over the
  * micro-batches and the copies of this share (one allreduce: every copy gets
- * the same bits), then the updates. *loss: the micro-batches' mean. */
+ * the same bits), then the updates. *loss: the micro-batches' mean.
+ * Micro-batch j of copy r is micro-batch g = r * M + j of the step and draws
+ * its dropout masks from stream g + 1, as a pipeline's (pp_run.c): the
+ * masks of one process that accumulates the D * M micro-batches in that
+ * order, and every share of the group draws the same stream, so a dropout on
+ * a whole tensor keeps one mask across the group. */
 static sg_status accumulated_step(sg_dist *d, float *loss) {
   sg__par_tensor *m = TENSOR(d);
   int M = m->m.micro;
@@ -183,7 +188,8 @@ static sg_status accumulated_step(sg_dist *d, float *loss) {
   double loss_sum = 0;
   for (int j = 0; j < M; j++) {
     if (M > 1) SG_CHECK(feed_micro(d, j));
-    SG_CHECK(sg__tp_runner_run(m->tp, 0, m->upd_pos, false));
+    uint64_t stream = (uint64_t)m->m.replica * (uint64_t)M + (uint64_t)j + 1;
+    SG_CHECK(sg__tp_runner_run(m->tp, 0, m->upd_pos, stream, false));
     size_t off = 0;
     for (int i = 0; i < m->n_grads; i++) {
       if (j == 0) memcpy(m->flat + off, m->grad_addr[i], m->grad_count[i] * sizeof(float));
@@ -201,7 +207,7 @@ static sg_status accumulated_step(sg_dist *d, float *loss) {
   float copies = (float)m->m.data * (float)M;
   for (int i = 0; i < m->n_grads; i++)
     for (size_t k = 0; k < m->grad_count[i]; k++) m->grad_addr[i][k] = m->flat[off++] / copies;
-  SG_CHECK(sg__tp_runner_run(m->tp, m->upd_pos, m->n_order, true)); /* counts the whole step */
+  SG_CHECK(sg__tp_runner_run(m->tp, m->upd_pos, m->n_order, 0, true)); /* counts the whole step */
   *loss = (float)(loss_sum / M);
   return SG_OK;
 }

@@ -101,9 +101,11 @@ typedef struct sg__tp_runner sg__tp_runner;
 sg_status sg__tp_runner_create(sg_session *s, const sg__xfer *x, const sg__tp_sync *syncs, int n_syncs,
                                sg__tp_runner **out);
 /* Runs schedule positions [begin, end) of the session with the syncs, on
- * the calling thread, and counts a step after them with `count_step`
- * (sg__session_run_pass; its errors and the transport's). */
-sg_status sg__tp_runner_run(sg__tp_runner *r, uint32_t begin, uint32_t end, bool count_step);
+ * the calling thread, drawing dropout masks from `stream` (0: the step's
+ * own; g + 1: micro-batch g, as a pipeline's passes), and counts a step
+ * after them with `count_step` (sg__session_run_pass; its errors and the
+ * transport's). */
+sg_status sg__tp_runner_run(sg__tp_runner *r, uint32_t begin, uint32_t end, uint64_t stream, bool count_step);
 /* A whole training step with the syncs: sg_session_step's counterpart. */
 sg_status sg__tp_runner_step(sg__tp_runner *r);
 /* The hooks that run the syncs, for passes run by another runner (a pipeline stage that is a tensor

@@ -114,15 +114,17 @@ sg_status sg__tp_runner_create(sg_session *s, const sg__xfer *x, const sg__tp_sy
   return SG_OK;
 }
 
-sg_status sg__tp_runner_run(sg__tp_runner *r, uint32_t begin, uint32_t end, bool count_step) {
+sg_status sg__tp_runner_run(sg__tp_runner *r, uint32_t begin, uint32_t end, uint64_t stream,
+                            bool count_step) {
   if (r == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg__tp_runner_run: runner is NULL");
-  sg__session_pass p = {.begin = begin, .end = end, .hooks = &r->hooks, .count_step = count_step};
+  sg__session_pass p = {
+      .begin = begin, .end = end, .stream = stream, .hooks = &r->hooks, .count_step = count_step};
   return sg__session_run_pass(r->s, &p);
 }
 
 sg_status sg__tp_runner_step(sg__tp_runner *r) {
   if (r == NULL) return sg__error(SG_ERR_INVALID_ARG, "sg__tp_runner_step: runner is NULL");
-  return sg__tp_runner_run(r, 0, r->n_order, true);
+  return sg__tp_runner_run(r, 0, r->n_order, 0, true);
 }
 
 const sg__step_hooks *sg__tp_runner_hooks(const sg__tp_runner *r) { return r ? &r->hooks : NULL; }

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../worker_check.h"
 #include "comm/comm.h"
@@ -126,4 +127,44 @@ sg_comm *group_comm(const char *prefix, int index, int rank, int size) {
   sg_comm *c;
   OK(sg__comm_create_group(&cp, name, &c));
   return c;
+}
+
+void slice_part(const float *full, const sg_tensor_info *info, int axis, int ways, int rank, float *out) {
+  int64_t outer = 1, inner = 1, n = info->dims[axis], part = n / ways;
+  for (int i = 0; i < axis; i++) outer *= info->dims[i];
+  for (int i = axis + 1; i < info->ndim; i++) inner *= info->dims[i];
+  for (int64_t o = 0; o < outer; o++)
+    memcpy(out + o * part * inner, full + (o * n + (int64_t)rank * part) * inner,
+           sizeof(float) * (size_t)(part * inner));
+}
+
+static double rel_diff_n(const float *a, const float *b, int64_t n) { return rel_diff(a, b, (size_t)n); }
+
+double compare_dist_part(sg_dist *d, const sg_tensor_info *a, const float *want, int ways, int share,
+                         double (*diff)(const float *, const float *, int64_t), int *split) {
+  if (diff == NULL) diff = rel_diff_n;
+  float *mine = malloc(a->nbytes), *part = malloc(a->nbytes);
+  CHECK(mine && part, "out of memory");
+  double e = -1;
+  *split = 0;
+  sg_status st = sg_dist_read(d, a->name, mine, a->nbytes);
+  if (st == SG_OK) {
+    e = diff(mine, want, (int64_t)(a->nbytes / 4));
+  } else if (st != SG_ERR_NOT_FOUND && ways > 1) {
+    size_t bytes = a->nbytes / (size_t)ways;
+    CHECK(sg_dist_read(d, a->name, mine, bytes) == SG_OK, "'%s' reads neither whole nor as 1/%d: %s", a->name,
+          ways, sg_last_error());
+    *split = 1;
+    e = INFINITY;
+    for (int axis = 0; axis < a->ndim; axis++) {
+      if (a->dims[axis] % ways != 0) continue;
+      slice_part(want, a, axis, ways, share, part);
+      e = fmin(e, diff(mine, part, (int64_t)(bytes / 4)));
+    }
+  } else {
+    CHECK(strstr(sg_last_error(), "pipeline stage") != NULL, "'%s': %s", a->name, sg_last_error());
+  }
+  free(mine);
+  free(part);
+  return e;
 }

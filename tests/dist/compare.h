@@ -54,6 +54,17 @@ double rel_diff(const float *a, const float *b, size_t n);
  * Returns the largest relative difference. */
 double compare_losses(const char *who, const float *got, const float *want, int steps, double tol);
 
+/* Slice `rank` of `ways` of full (info's dims) along axis into out. */
+void slice_part(const float *full, const sg_tensor_info *info, int axis, int ways, int rank, float *out);
+
+/* This rank's part of parameter `a` of a job against the reference's values `want`: whole (a replicated
+ * tensor of this rank's stage), a slice of `ways` (split by the stage's own plan, which the public API
+ * does not show: the slice is compared with the reference's slice `share` along each axis it divides, and
+ * the closest must match), or absent (another stage). `diff` measures (NULL: rel_diff). Returns the
+ * error, -1 when absent; *split 1 for a slice. */
+double compare_dist_part(sg_dist *d, const sg_tensor_info *a, const float *want, int ways, int share,
+                         double (*diff)(const float *, const float *, int64_t), int *split);
+
 /* The group "<prefix><index>" of `size` ranks, this process its rank `rank` (sg__comm_create_group): a
  * pipeline's ranks of one replica, or one stage's replicas. */
 sg_comm *group_comm(const char *prefix, int index, int rank, int size);

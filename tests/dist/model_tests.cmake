@@ -27,6 +27,14 @@ add_test(NAME model_mlp_tp2_dp2 COMMAND ${_sg_model_launch} -n 4 -- ${_sg_model_
 # replicas of a 2-way split with 2 micro-batches of 4 of their 8 samples.
 add_test(NAME model_mlp_tp2_micro4 COMMAND ${_sg_model_launch} -n 2 -- ${_sg_model_worker} tpm 4)
 add_test(NAME model_mlp_tp2_dp2_micro2 COMMAND ${_sg_model_launch} -n 4 -- ${_sg_model_worker} tpmdp 2)
+# Dropout under tensor parallelism with micro-batches (tp_drop.c): each micro-batch of each copy draws its
+# own stream, a cut tensor's shares their own seeds; against one process that draws the same masks.
+add_executable(tp_drop_worker ${CMAKE_CURRENT_LIST_DIR}/tp_drop.c ${CMAKE_CURRENT_LIST_DIR}/compare.c)
+target_link_libraries(tp_drop_worker PRIVATE sgrt_internal m)
+target_compile_options(tp_drop_worker PRIVATE ${SG_WARNINGS})
+add_test(NAME model_mlp_tp2_drop_micro2 COMMAND ${_sg_model_launch} -n 2 -- $<TARGET_FILE:tp_drop_worker> 1 2 2 1)
+add_test(NAME model_mlp_tp2_dp2_drop_micro2 COMMAND ${_sg_model_launch} -n 4 -- $<TARGET_FILE:tp_drop_worker> 1 2 2 2)
+add_test(NAME model_mlp_pp2_tp2_drop_micro2 COMMAND ${_sg_model_launch} -n 4 -- $<TARGET_FILE:tp_drop_worker> 2 2 2 1)
 # Pipeline x tensor (SPEC P7): each stage a tensor group (rank = stage * T + share), split by its own plan;
 # 2 stages x 2 shares with 4 micro-batches, 3 x 2 (a middle stage that receives and sends, column splits
 # gathered at the stage's end) with 2, and 2 copies of 2 x 2 each fed half of the batch.
@@ -62,7 +70,8 @@ set_tests_properties(model_death_pp2_dp2 PROPERTIES TIMEOUT 120 LABELS "dist;mod
 set_tests_properties(model_mlp_pp4 model_mlp_pp2 model_mlp_pp2_dp2 model_mlp_tp2 model_mlp_tp2_dp2 model_mlp_dp2
                      model_mlp_tp2_micro4 model_mlp_tp2_dp2_micro2 model_badargs model_mismatch_np2 model_precision_mismatch_np2 model_death_pp4
                      model_mlp_pp2_recut model_mlp_pp4_recut model_mlp_pp2_dp2_recut
-                     model_mlp_pp2_tp2 model_mlp_pp3_tp2 model_mlp_pp2_tp2_dp2
+                     model_mlp_pp2_tp2 model_mlp_pp3_tp2 model_mlp_pp2_tp2_dp2 model_mlp_tp2_drop_micro2
+                     model_mlp_tp2_dp2_drop_micro2 model_mlp_pp2_tp2_drop_micro2
                      PROPERTIES TIMEOUT 120 LABELS "dist;model" ENVIRONMENT "SG_COMM_TIMEOUT_MS=30000")
 set_tests_properties(model_resnet_tp2 model_resnet_pp4 model_resnet_pp2_tp2 model_resnet_sync_bn_np2 PROPERTIES TIMEOUT 240 LABELS "dist;model"
                      ENVIRONMENT "SG_COMM_TIMEOUT_MS=60000")

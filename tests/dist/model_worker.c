@@ -81,9 +81,6 @@ static void add_loss(sg_graph *g, sg_tensor logits, sg_tensor y, model *m) {
 
 /* `mismatch`: rank 1 builds a narrower model. */
 static int mlp_hidden = 64;
-/* badargs: a dropout after the first layer. */
-static int mlp_dropout = 0;
-
 /* Forward only; no "lr" input: the optimizer of each rank's part adds it. */
 static void build_mlp(model *m, int batch) {
   *m = (model){0, batch, 32, mlp_hidden, 10, 0, 0, NULL, {0}};
@@ -109,7 +106,6 @@ static void build_mlp(model *m, int batch) {
     free(w);
     free(b);
     if (l < 4) h = sg_relu(g, h);
-    if (l == 1 && mlp_dropout) h = sg_dropout(g, h, 0.1, 1, 1);
     fan_in = out_f;
   }
   add_loss(g, h, y, m);
@@ -242,16 +238,6 @@ static int split_axis(const sg_tp_plan *plan, const sg_graph *g, const char *nam
   return -1;
 }
 
-/* Slice `rank` of `ways` of full (dims) along axis into out. */
-static void slice(const float *full, const sg_tensor_info *info, int axis, int ways, int rank, float *out) {
-  int64_t outer = 1, inner = 1, n = info->dims[axis], part = n / ways;
-  for (int i = 0; i < axis; i++) outer *= info->dims[i];
-  for (int i = axis + 1; i < info->ndim; i++) inner *= info->dims[i];
-  for (int64_t o = 0; o < outer; o++)
-    memcpy(out + o * part * inner, full + (o * n + (int64_t)rank * part) * inner,
-           sizeof(float) * (size_t)(part * inner));
-}
-
 /* ResNet-50's weights have no initializers: every rank writes its part of
  * torchvision's initial values (its slice of a split tensor; nothing for a
  * tensor on another stage). */
@@ -268,7 +254,7 @@ static void init_weights(const model *m, sg_dist *d, const sg_tp_plan *plan, int
     int axis = split_axis(plan, m->fwd, info.name);
     size_t bytes = info.nbytes;
     if (axis >= 0) {
-      slice(full, &info, axis, ways, rank, part);
+      slice_part(full, &info, axis, ways, rank, part);
       bytes /= (size_t)ways;
     }
     sg_status st = sg_session_write(s, info.name, axis >= 0 ? part : full, bytes);
@@ -334,7 +320,7 @@ static void pp_usage_errors(const model *m, sg_dist *d, int rank, int stages) {
   printf("stage %d: usage errors reported without communicating\n", rank);
 }
 
-/* The opposite of slice(): the whole tensor from every rank's part (all[r]). */
+/* The opposite of slice_part(): the whole tensor from every rank's part (all[r]). */
 static void unslice(const float *all, const sg_tensor_info *info, int axis, int ways, float *full) {
   int64_t outer = 1, inner = 1, n = info->dims[axis], part = n / ways;
   for (int i = 0; i < axis; i++) outer *= info->dims[i];
@@ -437,7 +423,7 @@ static double compare(const model *m, sg_session *ref, sg_dist *d, const sg_tp_p
       CHECK(strstr(sg_last_error(), "pipeline stage") != NULL, "'%s': %s", a.name, sg_last_error());
     } else {
       OK(st);
-      if (axis >= 0) slice(want, &a, axis, ways, rank, ref_part);
+      if (axis >= 0) slice_part(want, &a, axis, ways, rank, ref_part);
       else memcpy(ref_part, want, a.nbytes);
       double e = rel_diff(mine, ref_part, (int64_t)(bytes / 4));
       if (verbose)
@@ -684,7 +670,6 @@ static int run_recut(int data) {
 /* ---- pipeline x tensor ------------------------------------------------------------------- */
 
 /* rel_diff (compare.h) in compare_part's signature. */
-static double max_rel(const float *a, const float *b, int64_t n) { return rel_diff(a, b, (size_t)n); }
 
 /* ||a - b|| / max(||b||, L2_FLOOR * sqrt(n)) over n floats: relative, except for a tensor whose values are
  * all but zero (root mean square under L2_FLOOR), which is compared absolutely at that scale. Why: a
@@ -702,38 +687,6 @@ static double l2_rel(const float *a, const float *b, int64_t n) {
   }
   double floor = L2_FLOOR * L2_FLOOR * (double)n;
   return sqrt(num / (den > floor ? den : floor));
-}
-
-/* This rank's part of parameter `a` against the reference's values `want`: whole (a replicated tensor of
- * this rank's stage), a slice of `ways` (split by the stage's own plan, which the public API does not show:
- * the slice is compared with the reference's slice `share` along each axis it divides, and the closest
- * must match), or absent (another stage). Returns the error, -1 when absent; *split 1 for a slice. */
-static double compare_part(sg_dist *d, const sg_tensor_info *a, const float *want, int ways, int share,
-                           double (*diff)(const float *, const float *, int64_t), int *split) {
-  float *mine = malloc(a->nbytes), *part = malloc(a->nbytes);
-  CHECK(mine && part, "out of memory");
-  double e = -1;
-  *split = 0;
-  sg_status st = sg_dist_read(d, a->name, mine, a->nbytes);
-  if (st == SG_OK) {
-    e = diff(mine, want, (int64_t)(a->nbytes / 4));
-  } else if (st != SG_ERR_NOT_FOUND && ways > 1) {
-    size_t bytes = a->nbytes / (size_t)ways;
-    CHECK(sg_dist_read(d, a->name, mine, bytes) == SG_OK, "'%s' reads neither whole nor as 1/%d: %s", a->name,
-          ways, sg_last_error());
-    *split = 1;
-    e = INFINITY;
-    for (int axis = 0; axis < a->ndim; axis++) {
-      if (a->dims[axis] % ways != 0) continue;
-      slice(want, a, axis, ways, share, part);
-      e = fmin(e, diff(mine, part, (int64_t)(bytes / 4)));
-    }
-  } else {
-    CHECK(strstr(sg_last_error(), "pipeline stage") != NULL, "'%s': %s", a->name, sg_last_error());
-  }
-  free(mine);
-  free(part);
-  return e;
 }
 
 /* sync_reference for a pipeline of tensor groups (one copy): a whole tensor goes from the first rank that
@@ -825,7 +778,7 @@ static int run_pptp(int resnet, int T, int micro, int data) {
     CHECK(want != NULL, "out of memory");
     OK(sg_session_read(ref, a.name, want, a.nbytes));
     int split;
-    double e = compare_part(d, &a, want, T, share, max_rel, &split);
+    double e = compare_dist_part(d, &a, want, T, share, NULL, &split);
     free(want);
     if (e < 0) continue;
     CHECK(e <= TOL, "'%s' (%s) differs from the single-process run by %.3g", a.name,
@@ -1066,7 +1019,7 @@ static int run_model_heal(int resnet, int pipeline) {
     OK(sg_session_read(ref, a.name, want, a.nbytes));
     if (tensor > 1) { /* stages of tensor groups: split by each stage's own plan (compare_part) */
       int tn = sg_dist_size(d) / (data * (width / tensor)), sp;
-      double e = compare_part(d, &a, want, tn, sg_dist_rank(d) % tn, l2_rel, &sp);
+      double e = compare_dist_part(d, &a, want, tn, sg_dist_rank(d) % tn, l2_rel, &sp);
       CHECK(e <= tol, "'%s' differs from the failure-free single-process run by %.3g (L2, relative)", a.name,
             e);
       bool compared = e >= 0 && refdir == NULL && save == NULL;
@@ -1083,7 +1036,7 @@ static int run_model_heal(int resnet, int pipeline) {
     }
     int axis = split_axis(plan, m.fwd, a.name);
     size_t bytes = axis >= 0 ? a.nbytes / (size_t)ways : a.nbytes;
-    if (axis >= 0) slice(want, &a, axis, ways, me, part), split++;
+    if (axis >= 0) slice_part(want, &a, axis, ways, me, part), split++;
     else memcpy(part, want, a.nbytes);
     sg_status rs = sg_dist_read(d, a.name, mine, bytes);
     if (rs == SG_OK) {
@@ -1477,14 +1430,6 @@ static int run_badargs(void) {
   p = p0, p.tensor = 4, p.micro_batches = 3;
   EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_INVALID_ARG,
          "the batch of 16 (first dim of input 'x') does not divide into micro_batches 3");
-  model md;
-  mlp_dropout = 1;
-  build_mlp(&md, 16);
-  mlp_dropout = 0;
-  p = p0, p.tensor = 4, p.micro_batches = 2;
-  EXPECT(sg_dist_create_model(md.fwd, md.loss, &opt, &p, out), SG_ERR_UNSUPPORTED,
-         "with tensor parallelism (tensor=4) and micro_batches 2 is not supported");
-  sg_graph_destroy(md.fwd);
   p = p0, p.pipeline = 4, p.feed = feed_none;
   EXPECT(sg_dist_create_model(m.fwd, m.loss, &opt, &p, out), SG_ERR_UNSUPPORTED,
          "feed callback is not supported with pipeline parallelism (pipeline=4): set feed to NULL and heal "

@@ -7,6 +7,7 @@
 #   equiv_tp  tensor parallel, 2 shares (each block's c_attn column-split in 3 blocks by heads, the heads
 #             apart, attn.c_proj row-split; the MLP's c_fc column- and c_proj row-split), with the fused
 #             attention (the default) and the unfused one; 2 copies x 2 shares; 2 shares x 2 micro-batches;
+#             and with dropout 0.1, 2 shares x 2 micro-batches against 2 copies x 2 shares (the same masks);
 #   equiv_pp  a 4-stage pipeline of the 4-layer model, whose tied embedding (also its output layer) the
 #             first and the last stage each hold, their gradients summed before each update, with 1 and 4
 #             micro-batches; 2 copies of a 2-stage pipeline; 2 stages x 2 shares x 2 micro-batches (each
@@ -89,6 +90,17 @@ case $mode in
     compare "$work/tp2u.sgg" "$work/one.sgg" 1e-4 "tensor parallel, 2 shares, the unfused attention, vs one process"
     run tp2m2 -n 2 -- --tensor 2 --micro-batches 2
     compare "$work/tp2m2.sgg" "$work/one.sgg" 1e-4 "2 shares x 2 micro-batches, vs one process"
+    # Dropout: micro-batch j of copy d draws stream d*M + j + 1, so 2 micro-batches of one copy draw what
+    # 2 copies of one micro-batch draw, on the same windows; and the masks took effect.
+    run tp2m2d -n 2 -- --tensor 2 --micro-batches 2 --dropout 0.1
+    run tp2dp2d -n 4 -- --tensor 2 --dropout 0.1
+    compare "$work/tp2m2d.sgg" "$work/tp2dp2d.sgg" 1e-4 "dropout 0.1: 2 shares x 2 micro-batches vs 2 copies x 2 shares"
+    "$py" - "$work/tp2m2d.json" "$work/tp2m2.json" <<'PY'
+import json, sys
+d, plain = (json.loads(open(p).read()) for p in sys.argv[1:3])
+assert d["dropout"] == 0.1 and abs(d["final_loss"] - plain["final_loss"]) > 1e-4, (d, plain)
+print("dropout 0.1 changed the final loss: %.6f, without %.6f" % (d["final_loss"], plain["final_loss"]))
+PY
     ;;
   equiv_pp)
     run pp4 -n 4 -- "${tied[@]}" --pipeline 4
