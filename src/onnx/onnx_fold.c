@@ -435,17 +435,15 @@ static sg_status strided_slice(ox_ctx *c, sg_tensor *t, int axis, int64_t first,
 /* Output k is the plan applied to a tensor computed at run time (or a
  * weight): one sg_slice per axis it cuts (strided_slice for a step above 1),
  * none when it cuts nothing (the output is then the data itself). A
- * negative step (a reversal) or an empty result has no run-time form. */
+ * negative step (a reversal: torch.flip, x[::-1] of the TorchScript
+ * exporter) moves each element to its place (onnx_remap.c). An empty
+ * result has no run-time form but Concat's. */
 static sg_status slice_tensor(ox_ctx *c, int k, ox_value *data, const slice_plan *p) {
   char sd[256];
   sg__onnx_dims_text(sd, sizeof sd, p->ndim, p->in);
+  bool reverses = false;
   for (int a = 0; a < p->ndim; a++) {
-    if (p->step[a] < 0)
-      return sg__ox_node_error(
-          c, SG_ERR_UNSUPPORTED,
-          "step %lld along axis %d of '%s' %s: sgrt slices a tensor computed at run time "
-          "(or a weight) with positive steps only (a negative step reverses it: torch.flip)",
-          (long long)p->step[a], a, data->name, sd);
+    reverses = reverses || (p->step[a] < 0 && p->count[a] > 1);
     if (p->step[a] > 1 && p->ndim == SG_MAX_DIMS && p->count[a] > 1)
       return sg__ox_node_error(c, SG_ERR_UNSUPPORTED,
                                "step %lld along axis %d of '%s' %s: a strided slice of a tensor of rank %d "
@@ -465,6 +463,18 @@ static sg_status slice_tensor(ox_ctx *c, int k, ox_value *data, const slice_plan
   sg_tensor t, x;
   bool was_bool;
   SG_CHECK(sg__ox_tensor(c, data, &x));
+  if (reverses) {
+    int64_t numel = sg__ox_fold_numel(p->ndim, p->count), in_st[SG_MAX_DIMS], idx[SG_MAX_DIMS] = {0}, *pos;
+    strides_of(p->ndim, p->in, in_st);
+    SG_CHECK(sg__ox_fold_alloc(c, numel, sizeof *pos, (void **)&pos));
+    for (int64_t i = 0; i < numel; i++) {
+      pos[i] = 0;
+      for (int a = 0; a < p->ndim; a++) pos[i] += (p->first[a] + idx[a] * p->step[a]) * in_st[a];
+      for (int a = p->ndim - 1; a >= 0 && ++idx[a] == p->count[a]; a--) idx[a] = 0;
+    }
+    SG_CHECK(sg__ox_remap(c, x, pos, p->ndim, p->count, &t));
+    return sg__ox_set_tensor(c, k, t);
+  }
   t = x;
   SG_CHECK(sg__ox_bool_in(c, &t, &was_bool));
   bool cut = false;

@@ -3,7 +3,8 @@
  * (nn.Embedding), or slices of any other tensor by constant indices (BERT's
  * pooler h[:, 0], x[:, -1]). GatherND and GatherElements, which Hugging Face
  * models exported by PyTorch 2 write for attention masks and RoBERTa's
- * token types: folded, or (GatherND by constant indices) the same slices.
+ * token types: folded, or by constant indices the same slices (GatherND)
+ * or the elements moved to their places (GatherElements, onnx_remap.c).
  * docs/onnx.md has the mapping table. */
 #include <string.h>
 
@@ -254,35 +255,74 @@ static sg_status cv_gather_nd(ox_ctx *c, const Onnx__NodeProto *n) {
   return fold_gather(c, &seen, &flat, 0);
 }
 
+/* The flat positions in data (dims dd) of GatherElements' result elements
+ * (indices idx, dims id, already checked against dd): index j along axis,
+ * the element's own coordinates along the other dims. */
+static sg_status elements_positions(ox_ctx *c, const ox_value *idx, int r, const int64_t *id,
+                                    const int64_t *dd, int axis, int64_t *flat) {
+  int64_t pos[SG_MAX_DIMS] = {0}, d = dd[axis], numel = sg__ox_fold_numel(r, id);
+  for (int64_t i = 0; i < numel; i++) {
+    int64_t j = sg__ox_i64(idx, i);
+    if (j < -d || j >= d)
+      return sg__ox_node_error(c, SG_ERR_RANGE,
+                               "index %lld of indices '%s' is out of range for a dim of %lld", (long long)j,
+                               idx->name, (long long)d);
+    int64_t off = 0;
+    for (int k = 0; k < r; k++) off = off * dd[k] + (k == axis ? (j < 0 ? j + d : j) : pos[k]);
+    flat[i] = off;
+    for (int k = r - 1; k >= 0 && ++pos[k] == id[k]; k--) pos[k] = 0;
+  }
+  return SG_OK;
+}
+
 /* GatherElements: out[.., j, ..] = data[.., indices[.., j, ..], ..] along
- * axis, the result shaped as the indices. Folded when both are constants.
- * Of constant data whose elements are all one value by indices computed at
- * run time (Hugging Face's RoBERTa gathers its all-zero token_type_ids
- * buffer by the position ids), the result is that value whatever the
- * indices: a constant, folded, with the indices' dims (indices out of range
- * are then not reported, where PyTorch would fail). Any other form has no
- * run-time op here. */
+ * axis, the result shaped as the indices. Folded when both are constants;
+ * of a tensor computed at run time by constant indices (DeBERTa-v2's
+ * relative-position scores), the elements moved to their places
+ * (onnx_remap.c). Of constant data whose elements are all one value by
+ * indices computed at run time (Hugging Face's RoBERTa gathers its all-zero
+ * token_type_ids buffer by the position ids), the result is that value
+ * whatever the indices: a constant, folded, with the indices' dims (indices
+ * out of range are then not reported, where PyTorch would fail). Both
+ * computed at run time has no op here. */
 static sg_status cv_gather_elements(ox_ctx *c, const Onnx__NodeProto *n) {
   static const char *const known[] = {"axis", NULL};
   SG_CHECK(sg__ox_check_attrs(c, known));
   ox_value *data = sg__ox_input(c, n, 0), *idx = sg__ox_input(c, n, 1);
   int64_t axis_attr = 0;
   SG_CHECK(sg__ox_attr_int(c, "axis", 0, &axis_attr));
-  SG_CHECK(sg__ox_need_foldable(c, data, "data"));
+  if (data->kind == OX_V_UNAVAILABLE) return sg__ox_unavailable(c, data);
   if (idx->kind == OX_V_UNAVAILABLE) return sg__ox_unavailable(c, idx);
-  int axis, qi;
-  int64_t idims[SG_MAX_DIMS];
-  SG_CHECK(sg__ox_axis(c, axis_attr, data->ndim, "axis", &axis));
+  if (!sg__ox_foldable(data) && !sg__ox_foldable(idx))
+    return sg__ox_node_error(c, SG_ERR_UNSUPPORTED,
+                             "data '%s' and indices '%s' are both computed at run time; sgrt runs "
+                             "GatherElements with indices known at import (or of constant data)",
+                             data->name, idx->name);
+  int axis, qi, r;
+  int64_t idims[SG_MAX_DIMS], ddims[SG_MAX_DIMS];
+  SG_CHECK(sg__ox_shape(c, data, &r, ddims));
+  SG_CHECK(sg__ox_axis(c, axis_attr, r, "axis", &axis));
   SG_CHECK(sg__ox_shape(c, idx, &qi, idims));
-  if (qi != data->ndim)
+  if (qi != r)
     return sg__ox_node_error(c, SG_ERR_SHAPE, "indices '%s' has rank %d, data '%s' rank %d; they must agree",
-                             idx->name, qi, data->name, data->ndim);
+                             idx->name, qi, data->name, r);
   for (int k = 0; k < qi; k++)
-    if (k != axis && idims[k] > data->dims[k])
+    if (k != axis && idims[k] > ddims[k])
       return sg__ox_node_error(c, SG_ERR_SHAPE, "dim %d of indices '%s' is %lld, more than data's %lld", k,
-                               idx->name, (long long)idims[k], (long long)data->dims[k]);
-  size_t es = sg__ox_elem_size(data->elem);
+                               idx->name, (long long)idims[k], (long long)ddims[k]);
   int64_t numel = sg__ox_fold_numel(qi, idims);
+  if (sg__ox_foldable(idx) && idx->elem == OX_FLOAT)
+    return sg__ox_node_error(c, SG_ERR_DTYPE, "indices '%s' holds floats; expected integers", idx->name);
+  if (!sg__ox_foldable(data)) {
+    int64_t *flat;
+    SG_CHECK(sg__ox_fold_alloc(c, numel, sizeof *flat, (void **)&flat));
+    SG_CHECK(elements_positions(c, idx, qi, idims, ddims, axis, flat));
+    sg_tensor x, y;
+    SG_CHECK(sg__ox_tensor(c, data, &x));
+    SG_CHECK(sg__ox_remap(c, x, flat, qi, idims, &y));
+    return sg__ox_set_tensor(c, 0, y);
+  }
+  size_t es = sg__ox_elem_size(data->elem);
   char *out;
   if (!sg__ox_foldable(idx)) {
     bool uniform = data->numel > 0;
@@ -292,27 +332,18 @@ static sg_status cv_gather_elements(ox_ctx *c, const Onnx__NodeProto *n) {
       return sg__ox_node_error(
           c, SG_ERR_UNSUPPORTED,
           "indices '%s' are computed at run time; sgrt folds GatherElements, and runs it "
-          "only where every element of data '%s' is one value",
+          "only where every element of data '%s' is one value (or by indices known at import)",
           idx->name, data->name);
     SG_CHECK(sg__ox_fold_alloc(c, numel, es, (void **)&out));
     for (int64_t i = 0; i < numel; i++) memcpy(out + (size_t)i * es, data->data, es);
     return sg__ox_set_const(c, 0, data->elem, qi, idims, out);
   }
-  if (idx->elem == OX_FLOAT)
-    return sg__ox_node_error(c, SG_ERR_DTYPE, "indices '%s' holds floats; expected integers", idx->name);
+  int64_t *flat;
+  SG_CHECK(sg__ox_fold_alloc(c, numel, sizeof *flat, (void **)&flat));
+  SG_CHECK(elements_positions(c, idx, qi, idims, ddims, axis, flat));
   SG_CHECK(sg__ox_fold_alloc(c, numel, es, (void **)&out));
-  int64_t pos[SG_MAX_DIMS] = {0}, d = data->dims[axis];
-  for (int64_t i = 0; i < numel; i++) {
-    int64_t j = sg__ox_i64(idx, i);
-    if (j < -d || j >= d)
-      return sg__ox_node_error(c, SG_ERR_RANGE,
-                               "index %lld of indices '%s' is out of range for a dim of %lld", (long long)j,
-                               idx->name, (long long)d);
-    int64_t off = 0;
-    for (int k = 0; k < qi; k++) off = off * data->dims[k] + (k == axis ? (j < 0 ? j + d : j) : pos[k]);
-    memcpy(out + (size_t)i * es, (const char *)data->data + (size_t)off * es, es);
-    for (int k = qi - 1; k >= 0 && ++pos[k] == idims[k]; k--) pos[k] = 0;
-  }
+  for (int64_t i = 0; i < numel; i++)
+    memcpy(out + (size_t)i * es, (const char *)data->data + (size_t)flat[i] * es, es);
   return sg__ox_set_const(c, 0, data->elem, qi, idims, out);
 }
 

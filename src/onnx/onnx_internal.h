@@ -22,8 +22,12 @@
  *   onnx_dims.c    the sizes of symbolic input dims (sg_onnx_params.dims
  *                  by name, then .batch)
  *   onnx_pad.c     Pad, as slices, concats and broadcasts
- *   onnx_resize.c  Resize to the input's own size (an identity)
- *   onnx_scatter.c ScatterND and ScatterElements of constants (folded)
+ *   onnx_resize.c  Resize, linear and nearest, as products by
+ *                  interpolation matrices
+ *   onnx_scatter.c ScatterND and ScatterElements: folded, or of run-time
+ *                  tensors by constant indices (onnx_remap.c)
+ *   onnx_remap.c   a run-time tensor's elements moved to positions known at
+ *                  import (GatherElements, the scatters, a reversing Slice)
  *
  * Every ONNX tensor name maps to one value: a tensor of the graph being
  * built, a constant known at import time (initializers, Constant nodes and
@@ -345,6 +349,11 @@ sg_status sg__ox_reshape(ox_ctx *c, ox_value *v, int ndim, const int64_t *dims, 
  * sg__ox_bool_out casts the op's result back to bool when it was. */
 sg_status sg__ox_bool_in(ox_ctx *c, sg_tensor *t, bool *was_bool);
 sg_status sg__ox_bool_out(ox_ctx *c, sg_tensor *t, bool was_bool);
+/* *out (dims yd) whose element p is element pos[p] (a flat position, valid:
+ * the caller checked the indices) of the run-time tensor x, float or bool:
+ * an embedding lookup of x's elements (onnx_remap.c). */
+sg_status sg__ox_remap(ox_ctx *c, sg_tensor x, const int64_t *pos, int ynd, const int64_t *yd,
+                       sg_tensor *out);
 /* After a builder call: SG_OK when t is a tensor, else the graph's error
  * with the current node as context. */
 sg_status sg__ox_built(ox_ctx *c, sg_tensor t);

@@ -7,7 +7,10 @@
  *    Pow of constants) trains with PyTorch's logits, 8 gradients and 3 SGD
  *    losses, exported by the TorchScript exporter (whose pads are reversed
  *    by Slice and Transpose of constants) and by torch.export;
- *  - hand-made forms against NumPy: strided slices, every Pad mode with
+ *  - RemapOps (GatherElements, torch.flip, a slice assignment and
+ *    Tensor.scatter of run-time tensors by indices known at export) trains
+ *    with PyTorch's logits, gradients and losses, through both exporters;
+ *  - hand-made forms against NumPy: strided and reversing slices, every Pad mode with
  *    negative pads and the axes input, Conv1d's attributes, Transpose, Ceil,
  *    Floor, Round and Pow folded;
  *  - constants models build in forward (ScatterND, ScatterElements, EyeLike,
@@ -56,6 +59,37 @@ static void test_train(void **state) {
   free(x);
 }
 
+/* RemapOps: GatherElements, a flip, ScatterND and ScatterElements of run-time tensors by indices known at
+ * export, each an embedding lookup of the source's elements (onnx_remap.c), through both exporters. */
+static void test_remap(void **state) {
+  (void)state;
+  float *x = onnx_test_read("remap_x.f32", 2 * 8 * 16 * sizeof(float));
+  int64_t labels[16];
+  for (int i = 0; i < 16; i++) labels[i] = i % 5;
+  static const char *const files[] = {"remap_train_ts.onnx", "remap_train_dyn.onnx"};
+  for (int f = 0; f < 2; f++) {
+    sg_graph *g = onnx_test_import(files[f]);
+    /* 2 gathers, 2 flips (one of two axes), 2 scatters: 6 lookups, none a run of slices */
+    assert_int_equal(onnx_test_count_ops(g, SG_OP_EMBEDDING), 6);
+    sg_graph_destroy(g);
+    transformer_case k = {.file = files[f],
+                          .ref = "remap_ref.f32",
+                          .input = "x",
+                          .dtype = SG_F32,
+                          .ndim = 3,
+                          .dims = {2, 8, 16},
+                          .x = x,
+                          .labels = labels,
+                          .rows = 16,
+                          .classes = 5,
+                          .n_params = 4,
+                          .n_weights = 80 + 5 + 256 + 16, /* head [5,16]+5, inp [16,16]+16 */
+                          .output = f == 0 ? "logits" : "add_4"};
+    transformer_parity(&k);
+  }
+  free(x);
+}
+
 /* Each output of tests/data/onnx/FILE on fam_forms_x.f32 against REF (NumPy's, float32), within 1e-5
  * (the convolutions sum in another order; copies and folds are exact or one rounding). */
 static void forms_match(const char *file, const char *ref_file, int n, const char *const *names,
@@ -70,12 +104,12 @@ static void forms_match(const char *file, const char *ref_file, int n, const cha
 
 static void test_forms(void **state) {
   (void)state;
-  static const char *const names[] = {"s_even",    "s_odd",   "s_three", "s_two_axes",   "s_one",
-                                      "p_const",   "p_zero",  "p_crop",  "p_axes",       "p_edge",
-                                      "p_reflect", "p_wrap",  "conv1d",  "conv1d_plain", "f_transpose",
-                                      "f_ceil",    "f_floor", "f_round", "f_pow",        "f_ipow"};
-  static const size_t counts[] = {24, 24,  18, 8,  6,  104, 81, 40, 66, 156,
-                                  78, 126, 32, 48, 48, 48,  48, 48, 48, 4};
+  static const char *const names[] = {
+      "s_even",      "s_odd",  "s_three", "s_two_axes", "s_one",     "s_rev",  "s_rev_two", "p_const",
+      "p_zero",      "p_crop", "p_axes",  "p_edge",     "p_reflect", "p_wrap", "conv1d",    "conv1d_plain",
+      "f_transpose", "f_ceil", "f_floor", "f_round",    "f_pow",     "f_ipow"};
+  static const size_t counts[] = {24,  24, 18,  8,  6,  48, 24, 104, 81, 40, 66,
+                                  156, 78, 126, 32, 48, 48, 48, 48,  48, 48, 4};
   forms_match("fam_forms.onnx", "fam_forms_y.f32", (int)(sizeof counts / sizeof *counts), names, counts);
 }
 
@@ -102,10 +136,6 @@ static void test_refusals(void **state) {
       {"bad_pad_reflect.onnx", SG_ERR_UNSUPPORTED,
        "node 'reflect3' (Pad): mode 'reflect' pads 3 along axis 1 of dim 3; sgrt reflects fewer than the "
        "dim"},
-      {"bad_slice_reverse.onnx", SG_ERR_UNSUPPORTED,
-       "node 'flip' (Slice): step -1 along axis 2 of 'x' [2,3,8]: sgrt slices a tensor computed at run time "
-       "(or "
-       "a weight) with positive steps only"},
       {"bad_pad_empty.onnx", SG_ERR_UNSUPPORTED,
        "node 'crop_all' (Pad): pads -2 and -1 crop axis 1 of dim 3 to nothing"},
       {"bad_pow_negative.onnx", SG_ERR_RANGE,
@@ -122,9 +152,11 @@ static void test_refusals(void **state) {
       {"bad_empty_use.onnx", SG_ERR_UNSUPPORTED,
        "node 'relu_empty' (Relu): uses 'z', which sgrt cannot provide: it is empty (node 'nothing' (Slice) "
        "takes nothing along axis 2 of 'x' [2,3,8])"},
-      {"bad_scatter_runtime.onnx", SG_ERR_UNSUPPORTED,
-       "node 'scatter_x' (ScatterND): data 'x' is computed at run time; sgrt folds this op only for "
-       "constants"},
+      {"bad_scatter_add_runtime.onnx", SG_ERR_UNSUPPORTED,
+       "node 'scatter_add_x' (ScatterND): reduction 'add' of data 'x' computed at run time; sgrt scatters "
+       "run-time tensors without a reduction only"},
+      {"bad_gather_elements_both.onnx", SG_ERR_UNSUPPORTED,
+       "node 'gather_both' (GatherElements): data 'x' and indices 'ri' are both computed at run time"},
   };
   onnx_expect_refusals(bad, sizeof bad / sizeof bad[0]);
 }
@@ -146,7 +178,7 @@ static void test_resize(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_train),  cmocka_unit_test(test_forms),    cmocka_unit_test(test_forms2),
-      cmocka_unit_test(test_resize), cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_resize), cmocka_unit_test(test_refusals), cmocka_unit_test(test_remap),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

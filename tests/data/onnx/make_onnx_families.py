@@ -21,14 +21,14 @@ labels i % 5 over the 16 rows; PyTorch's logits, gradients sorted by name and
 Hand-made (onnx.helper, opset 18; references from NumPy; input "x" [2,3,8]
 float, fam_forms_x.f32; every output float32 in fam_forms_y.f32):
   fam_forms.onnx        Slice of x with steps 2 and 3 (with and without a last
-                        element short of a whole step, two axes at once), Pad of x
+                        element short of a whole step, two axes at once) and
+                        negative steps (reversals), Pad of x
                         in modes constant (a value, negative pads, the axes
                         input), edge, reflect and wrap, Conv1d (pads, stride,
                         dilation, groups, a bias), Transpose, Ceil, Floor, Round
                         and Pow of constants (float ** int64 vector, int64 **
                         int64)
   bad_pad_reflect.onnx  reflect pads 3 of a dim of 3
-  bad_slice_reverse.onnx  Slice of x with step -1
   bad_pad_empty.onnx    pads that crop a dim to nothing
   bad_pow_negative.onnx  Pow of int64 constants with a negative exponent
   bad_ceil_runtime.onnx  Ceil of x
@@ -39,7 +39,8 @@ float, fam_forms_x.f32; every output float32 in fam_forms_y.f32):
                         pytorch_half_pixel, asymmetric; up and down) and
                         nearest (floor, round_prefer_floor and _ceil, ceil)
   bad_empty_use.onnx    Relu of an empty slice of x
-  bad_scatter_runtime.onnx  ScatterND of x
+  bad_scatter_add_runtime.onnx  ScatterND of x with reduction add
+  bad_gather_elements_both.onnx  GatherElements of x by indices computed from x
   fam_forms2.onnx       (same input; fam_forms2_y.f32) an empty slice that
                         Concat drops, EyeLike, Resize to the input's own size
                         (scales, sizes), ScatterND and ScatterElements of
@@ -126,6 +127,56 @@ def make_family_exports():
     mo.train_reference(model, x, labels, "fam_ref.f32")
 
 
+class RemapOps(nn.Module):
+    """Index ops of run-time tensors by indices known at export: DeBERTa-v2's gather of relative-position
+    scores (expanded over the batch, and indices that differ per sample), torch.flip, a slice assignment
+    (Funnel's, ScatterND) and Tensor.scatter (ScatterElements) of computed values."""
+
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(16, 16)
+        self.head = nn.Linear(16, 5)
+        g = torch.Generator().manual_seed(5)
+        self.register_buffer("idx", torch.randint(0, 16, (2, 8, 4), generator=g))  # per sample, row, column
+        self.register_buffer("sidx", torch.randperm(16, generator=g)[:6].repeat(2, 8, 1))  # distinct per row
+
+    def forward(self, x):  # [B=2, T=8, 16]
+        h = self.inp(x)
+        rel = torch.arange(8)[:, None] - torch.arange(8)[None, :]
+        rel = rel.clamp(-4, 3) + 4  # 0..7, DeBERTa's bucketed relative positions
+        g = torch.gather(h, -1, rel[None].expand(2, 8, 8))  # [B, 8, 8], one index table for the batch
+        g2 = torch.gather(h, 2, self.idx)  # [B, 8, 4], indices of their own per sample
+        f = torch.flip(h, dims=[1]) + 0.5 * torch.flip(h, dims=[0, 2])
+        s = h.clone()
+        s[:, 1:3] = f[:, 5:7] * 2.0  # a slice assignment of computed values
+        e = h.scatter(2, self.sidx, g2[..., :1].expand(2, 8, 6) * 0.5)  # Tensor.scatter of computed values
+        return self.head(s + e) + 0.3 * g[..., :5] + 0.2 * g2.mean(-1, keepdim=True)
+
+
+def make_remap_exports():
+    torch.manual_seed(51)
+    model = RemapOps()
+    x = torch.randn(2, 8, 16)
+    labels = torch.arange(16) % 5
+    path = os.path.join(HERE, "remap_train_ts.onnx")
+    torch.onnx.export(copy.deepcopy(model).train(), (x,), path, dynamo=False, opset_version=17,
+                      input_names=["x"], output_names=["logits"], training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False)
+    onnx.checker.check_model(path)
+    path = os.path.join(HERE, "remap_train_dyn.onnx")
+    onnx_program = torch.onnx.export(copy.deepcopy(model).train(), (x,), dynamo=True, optimize=False, verbose=False)
+    m = onnx_program.model_proto
+    for n in m.graph.node:  # the FX node, module names and stack trace (this machine's paths)
+        del n.metadata_props[:]
+    mo.write("remap_train_dyn.onnx", m.SerializeToString())
+    onnx.checker.check_model(path)
+    for name in ("remap_train_ts.onnx", "remap_train_dyn.onnx"):
+        ops = sorted({n.op_type for n in onnx.load(os.path.join(HERE, name)).graph.node})
+        print(name, ops)
+    mo.save_f32("remap_x.f32", x)
+    mo.train_reference(model, x, labels, "remap_ref.f32")
+
+
 def conv1d_ref(x, w, b, stride, pads, dilation, groups):
     n, cin, length = x.shape
     cout, cg, k = w.shape
@@ -188,6 +239,8 @@ def make_family_forms():
     slice_("s_three", [1], [100], [-1], [3])  # 1 4 7, end clamped
     slice_("s_two_axes", [0, 2], [3, 8], [1, 2], [2, 3])  # rows 0 2, columns 2 5
     slice_("s_one", [5], [8], [2], [4])  # one element: a plain slice
+    slice_("s_rev", [-1], [-100], [2], [-1])  # torch.flip's x[..., ::-1]
+    slice_("s_rev_two", [1, 7], [-100, 0], [0, 2], [-1, -2])  # two axes reversed, one by 2s: 7 5 3 1
 
     def pad(name, pads, mode=None, value=None, axes=None, ref=None):
         ins = ["x", const(name + "_p", np.array(pads, np.int64))]
@@ -383,9 +436,6 @@ def bad_family_models():
 
     model("bad_pad_reflect.onnx", [oh.make_node("Pad", ["x", "p"], ["y"], name="reflect3", mode="reflect")],
           {"p": np.array([0, 3, 0, 0, 0, 0], np.int64)}, [2, 6, 8])
-    model("bad_slice_reverse.onnx", [oh.make_node("Slice", ["x", "s", "e", "a", "st"], ["y"], name="flip")],
-          {"s": np.array([-1], np.int64), "e": np.array([-100], np.int64), "a": np.array([2], np.int64),
-           "st": np.array([-1], np.int64)}, [2, 3, 8])
     model("bad_pad_empty.onnx", [oh.make_node("Pad", ["x", "p"], ["y"], name="crop_all")],
           {"p": np.array([0, -2, 0, 0, -1, 0], np.int64)}, [2, 0, 8])
     model("bad_pow_negative.onnx", [oh.make_node("Pow", ["b", "e"], ["p"], name="pow_neg"),
@@ -400,8 +450,14 @@ def bad_family_models():
     model("bad_empty_use.onnx", [oh.make_node("Slice", ["x", "s", "e", "a"], ["z"], name="nothing"),
                                  oh.make_node("Relu", ["z"], ["y"], name="relu_empty")],
           {"s": np.array([8], np.int64), "e": np.array([9], np.int64), "a": np.array([2], np.int64)}, [2, 3, 0])
-    model("bad_scatter_runtime.onnx", [oh.make_node("ScatterND", ["x", "i", "u"], ["y"], name="scatter_x")],
+    model("bad_scatter_add_runtime.onnx",
+          [oh.make_node("ScatterND", ["x", "i", "u"], ["y"], name="scatter_add_x", reduction="add")],
           {"i": np.array([[0]], np.int64), "u": np.zeros((1, 3, 8), np.float32)}, [2, 3, 8])
+    model("bad_gather_elements_both.onnx",
+          [oh.make_node("Relu", ["x"], ["rx"], name="relu_x"),
+           oh.make_node("Cast", ["rx"], ["ri"], name="cast_idx", to=onnx.TensorProto.INT64),
+           oh.make_node("GatherElements", ["x", "ri"], ["y"], name="gather_both", axis=2)],
+          {}, [2, 3, 8])
 
 
 def main():
@@ -410,6 +466,7 @@ def main():
             globals()[name]()
         return
     make_family_exports()
+    make_remap_exports()
     make_family_forms()
     make_family_forms2()
     make_family_resize()
