@@ -128,6 +128,9 @@ typedef enum sg_op_kind {
   SG_OP_REDUCE_MAX = 68,          /**< largest element over axes; NaN if any is NaN */
   SG_OP_REDUCE_MIN = 69,          /**< smallest element over axes; NaN if any is NaN */
   SG_OP_REDUCE_MAX_BACKWARD = 70, /**< dx of reduce_max (min 0) or reduce_min (min 1): dy split among ties */
+  /* The k largest or smallest along the last axis (ONNX TopK; Mixtral's router). */
+  SG_OP_TOPK = 71, /**< values and i64 indices of each row's top k, in order, ties to the lower index */
+  SG_OP_TOPK_BACKWARD = 72, /**< dx of topk: dy added at the positions the indices name, 0 elsewhere */
 } sg_op_kind;
 
 /** Opaque graph. */

@@ -209,6 +209,18 @@ SG_API sg_tensor sg_reduce_max(sg_graph *g, sg_tensor x, int naxes, const int64_
 SG_API sg_tensor sg_reduce_min(sg_graph *g, sg_tensor x, int naxes, const int64_t *axes, int keepdims);
 
 /**
+ * Top k along the last axis (ONNX TopK, torch.topk; Mixtral's router): the
+ * k largest elements of each row of x (f32, rank >= 1; largest 0: the
+ * smallest), in order, returned as values [..., k]; their positions in the
+ * row as i64 [..., k] in *indices (when not NULL; the op's output 1). Of
+ * equal values the lower index comes first, as ONNX specifies (torch.topk
+ * leaves the order of ties to its kernel), and NaN ranks above every
+ * number, as in torch.topk. 1 <= k <= the last dim (SG_ERR_SHAPE). The values'
+ * gradient is one topk_backward: dy added at those positions, 0 elsewhere;
+ * the indices have none. Errors name the op. */
+SG_API sg_tensor sg_topk(sg_graph *g, sg_tensor x, int64_t k, int largest, sg_tensor *indices);
+
+/**
  * Layer normalization over the trailing dims of x from `axis` (may be
  * negative; -1 = the last dim), like torch.nn.LayerNorm and ONNX
  * LayerNormalization: y = (x - mean) / sqrt(var + epsilon) * scale + bias

@@ -537,6 +537,16 @@ static sg_status rule_reduce_max(sg__ad *c, const sg__op *op, sg_tensor dy) {
   return sg__ad_give(c, op, 0, emit(c, SG_OP_REDUCE_MAX_BACKWARD, 3, in, 3, attrs));
 }
 
+/* The values' gradient goes back to the elements they were taken from: one
+ * topk_backward of dy and the indices, with x's last dim; the indices have
+ * none. */
+static sg_status rule_topk(sg__ad *c, const sg__op *op, sg_tensor dy) {
+  sg__tensor x = tensor_of(c, op->inputs[0]);
+  sg_tensor in[] = {dy, out_t(op, 1)};
+  sg_attr n = SG__AI("n", x.dims[x.ndim - 1]);
+  return sg__ad_give(c, op, 0, emit(c, SG_OP_TOPK_BACKWARD, 2, in, 1, &n));
+}
+
 /* Training form: the saved keep mask; inference form is the identity. */
 static sg_status rule_dropout(sg__ad *c, const sg__op *op, sg_tensor dy) {
   if (sg__attr_i(op, 2) == 0) return sg__ad_give(c, op, 0, dy);
@@ -602,6 +612,7 @@ static const sg__grad_def rules[] = {
     [SG_OP_ATTENTION] = {rule_attention, ALL_INPUTS},
     [SG_OP_CUMSUM] = {rule_cumsum, ALL_INPUTS},
     [SG_OP_REDUCE_MAX] = {rule_reduce_max, ALL_INPUTS},
+    [SG_OP_TOPK] = {rule_topk, ALL_INPUTS},
     [SG_OP_REDUCE_MIN] = {rule_reduce_max, ALL_INPUTS},
 };
 

@@ -74,6 +74,8 @@ static const sg__op_def *const table[] = {
     [SG_OP_REDUCE_MAX] = &sg__def_reduce_max,
     [SG_OP_REDUCE_MIN] = &sg__def_reduce_min,
     [SG_OP_REDUCE_MAX_BACKWARD] = &sg__def_reduce_max_backward,
+    [SG_OP_TOPK] = &sg__def_topk,
+    [SG_OP_TOPK_BACKWARD] = &sg__def_topk_backward,
 };
 
 const sg__op_def *sg__op_def_get(sg_op_kind kind) {

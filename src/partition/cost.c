@@ -93,6 +93,8 @@ static double flops_of(const sg_graph *g, const sg__op *op) {
     case SG_OP_REDUCE_MAX:
     case SG_OP_REDUCE_MIN: return n_in;                /* one compare per element */
     case SG_OP_REDUCE_MAX_BACKWARD: return 3.0 * n_in; /* compare to count, divide, compare to write */
+    case SG_OP_TOPK: return 2.0 * n_in;                /* a compare per element, the few insertions */
+    case SG_OP_TOPK_BACKWARD: return n_out;            /* zero dx, one add per dy element */
     case SG_OP_ATTENTION:
     case SG_OP_ATTENTION_BACKWARD: {
       /* Per query row and key: q.k and p.v (2d each) and the softmax's exp; backward recomputes the

@@ -899,6 +899,8 @@ sg_status ref_run_op(const sg_graph *g, int32_t op, int train, double *const *in
     case SG_OP_REDUCE_MAX: /* their reference is in test_ops_reduce_max.c (this file is full) */
     case SG_OP_REDUCE_MIN:
     case SG_OP_REDUCE_MAX_BACKWARD: break;
+    case SG_OP_TOPK: /* in test_ops_topk.c */
+    case SG_OP_TOPK_BACKWARD: break;
   }
   return SG_ERR_UNSUPPORTED;
 }

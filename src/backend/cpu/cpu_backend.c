@@ -208,6 +208,8 @@ static sg__cpu_create_fn family(sg_op_kind kind) {
     case SG_OP_REDUCE_MAX:
     case SG_OP_REDUCE_MIN:
     case SG_OP_REDUCE_MAX_BACKWARD: return sg__cpu_create_reduce_max;
+    case SG_OP_TOPK:
+    case SG_OP_TOPK_BACKWARD: return sg__cpu_create_topk;
     case SG_OP_ADD_SCALAR:
     case SG_OP_MUL_SCALAR:
     case SG_OP_POW_SCALAR: return sg__cpu_create_scalar;

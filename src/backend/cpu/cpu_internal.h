@@ -203,6 +203,8 @@ sg_status sg__cpu_create_reduce_max(sg__cpu_state *st, const sg_graph *g, const 
                                     sg__exec_mode mode, sg__kernel **out);
 sg_status sg__cpu_create_scalar(sg__cpu_state *st, const sg_graph *g, const sg__op *op, sg__exec_mode mode,
                                 sg__kernel **out);
+sg_status sg__cpu_create_topk(sg__cpu_state *st, const sg_graph *g, const sg__op *op, sg__exec_mode mode,
+                              sg__kernel **out);
 sg_status sg__cpu_create_shape(sg__cpu_state *st, const sg_graph *g, const sg__op *op, sg__exec_mode mode,
                                sg__kernel **out);
 sg_status sg__cpu_create_reduce(sg__cpu_state *st, const sg_graph *g, const sg__op *op, sg__exec_mode mode,
