@@ -388,6 +388,7 @@ _PROTOTYPES = {
     "sg_reduce_max": (T, [G, T, c_int, I64P, c_int]),
     "sg_reduce_min": (T, [G, T, c_int, I64P, c_int]),
     "sg_cumsum": (T, [G, T, c_int, c_int, c_int]),
+    "sg_topk": (T, [G, T, c_int64, c_int, PT]),
     "sg_dropout": (T, [G, T, c_double, c_uint64, c_int]),
     "sg_sgd_params_init": (sg_sgd_params, []),
     "sg_adamw_params_init": (sg_adamw_params, []),

@@ -912,6 +912,15 @@ class Graph(Closeable):
         """torch.amin: NaN propagates; the gradient is split among ties."""
         return self._reduce(fn.sg_reduce_min, x, axes, keepdims)
 
+    def topk(self, x: TensorLike, k: int, largest=True):
+        """torch.topk along the last axis: (values, int64 indices) of the k largest (smallest) of each row,
+        in order; of equal values the lower index first (ONNX's rule), NaN above every number."""
+        t = self._t(x)
+        p = self._begin()
+        idx = _lib.sg_tensor()
+        values = self._result(fn.sg_topk(p, t, int(k), 1 if largest else 0, ctypes.byref(idx)))
+        return values, Tensor(self, idx.id)
+
     def cumsum(self, x: TensorLike, axis: int, exclusive=False, reverse=False) -> Tensor:
         """Running sum along `axis` (torch.cumsum; ONNX CumSum's exclusive and reverse)."""
         return self._unary(fn.sg_cumsum, x, int(axis), 1 if exclusive else 0, 1 if reverse else 0)

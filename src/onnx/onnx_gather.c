@@ -10,13 +10,15 @@
 
 #include "onnx/onnx_internal.h"
 
-/* A Gather that is not folded: rows of a 2-D float table along axis 0, an
- * sgrt embedding (what torch.onnx.export writes for nn.Embedding, whose
- * weight is a parameter, with indices known at run time). Other Gathers
- * have no run-time form. Constant indices are checked here; run-time ones
- * by the kernel, which takes 0..V-1 only (ONNX's negative indices do not
- * wrap at run time). */
-static sg_status gather_embedding(ox_ctx *c, ox_value *data, ox_value *idx, int64_t axis_attr) {
+/* A Gather that is not folded: rows of a float table along axis 0, an sgrt
+ * embedding (what torch.onnx.export writes for nn.Embedding, whose weight is
+ * a parameter, with indices known at run time; of a table of rank 3 or more,
+ * each row is its trailing block: Mixtral's experts' weights picked by the
+ * router's indices). Other Gathers of run-time indices have no run-time
+ * form. Constant indices are checked here; run-time ones by the kernel,
+ * which takes 0..V-1 only (ONNX's negative indices do not wrap at run
+ * time). */
+static sg_status embedding_rows(ox_ctx *c, ox_value *data, ox_value *idx, int64_t axis_attr, sg_tensor *out) {
   if (data->kind == OX_V_UNAVAILABLE) return sg__ox_unavailable(c, data);
   if (idx->kind == OX_V_UNAVAILABLE) return sg__ox_unavailable(c, idx);
   int ndim;
@@ -27,10 +29,10 @@ static sg_status gather_embedding(ox_ctx *c, ox_value *data, ox_value *idx, int6
   const char *what = sg__ox_foldable(data) ? "indices are not a constant" : "data is not a constant";
   char sd[256];
   sg__onnx_dims_text(sd, sizeof sd, ndim, dims);
-  if (ndim != 2 || axis != 0)
+  if (ndim < 2 || axis != 0 || sg__ox_elem_of(c, data) != OX_FLOAT)
     return sg__ox_node_error(c, SG_ERR_UNSUPPORTED,
                              "%s (data '%s' %s, axis %d): sgrt runs such a Gather only as an embedding "
-                             "lookup, along axis 0 of a 2-D table",
+                             "lookup, along axis 0 of a float table of rank 2 or more",
                              what, data->name, sd, axis);
   if (idx->kind == OX_V_CONST) {
     if (idx->elem == OX_FLOAT)
@@ -47,8 +49,30 @@ static sg_status gather_embedding(ox_ctx *c, ox_value *data, ox_value *idx, int6
   sg_tensor table, ids;
   SG_CHECK(sg__ox_tensor(c, data, &table));
   SG_CHECK(sg__ox_tensor(c, idx, &ids));
+  int64_t rows[] = {dims[0], sg__ox_fold_numel(ndim - 1, dims + 1)};
+  if (ndim > 2) table = sg_reshape(c->g, table, 2, rows);
   sg_tensor y = sg_embedding(c->g, table, ids);
   SG_CHECK(sg__ox_built(c, y));
+  if (ndim > 2) { /* [ids..., rest] to [ids..., dims 1..] */
+    sg_tensor_info yi;
+    SG_CHECK(sg_graph_tensor_info(c->g, y, &yi));
+    int64_t shape[SG_MAX_DIMS];
+    int k = yi.ndim - 1;
+    if (k + ndim - 1 > SG_MAX_DIMS)
+      return sg__ox_node_error(c, SG_ERR_RANGE, "the result would have rank %d; at most %d", k + ndim - 1,
+                               SG_MAX_DIMS);
+    for (int i = 0; i < k; i++) shape[i] = yi.dims[i];
+    for (int i = 1; i < ndim; i++) shape[k++] = dims[i];
+    y = sg_reshape(c->g, y, k, shape);
+    SG_CHECK(sg__ox_built(c, y));
+  }
+  *out = y;
+  return SG_OK;
+}
+
+static sg_status gather_embedding(ox_ctx *c, ox_value *data, ox_value *idx, int64_t axis_attr) {
+  sg_tensor y;
+  SG_CHECK(embedding_rows(c, data, idx, axis_attr, &y));
   return sg__ox_set_tensor(c, 0, y);
 }
 
@@ -193,6 +217,42 @@ static sg_status nd_positions(ox_ctx *c, const ox_value *idx, int m, const int64
   return SG_OK;
 }
 
+/* GatherND by indices computed at run time: index tuples of one element
+ * name rows of data's first dim (Mixtral's experts' weights picked by the
+ * router's TopK), an embedding lookup of data as a table of those rows,
+ * reshaped to the indices' dims but the last, then data's after the first. */
+static sg_status gather_nd_rows(ox_ctx *c, ox_value *data, ox_value *idx) {
+  int q;
+  int64_t idims[SG_MAX_DIMS];
+  SG_CHECK(sg__ox_shape(c, idx, &q, idims));
+  if (q < 1 || idims[q - 1] != 1)
+    return sg__ox_node_error(
+        c, SG_ERR_UNSUPPORTED,
+        "indices '%s' are computed at run time with tuples of %lld; sgrt gathers by run-time "
+        "indices only rows of the first dim (tuples of 1)",
+        idx->name, (long long)(q >= 1 ? idims[q - 1] : 0));
+  int64_t ids_dims[SG_MAX_DIMS] = {1};
+  for (int k = 0; k < q - 1; k++) ids_dims[k] = idims[k];
+  sg_tensor ids;
+  SG_CHECK(sg__ox_reshape(c, idx, q > 1 ? q - 1 : 1, ids_dims, &ids));
+  SG_CHECK(sg__ox_built(c, ids));
+  ox_value flat = *idx; /* the tuples without their last dim of 1 */
+  flat.kind = OX_V_TENSOR;
+  flat.tensor = ids.id;
+  flat.ndim = q > 1 ? q - 1 : 1;
+  for (int k = 0; k < flat.ndim; k++) flat.dims[k] = ids_dims[k];
+  sg_tensor y;
+  SG_CHECK(embedding_rows(c, data, &flat, 0, &y));
+  if (q == 1) { /* indices [1]: data's dims after the first, without the lookup's dim of 1 */
+    int r;
+    int64_t ddims[SG_MAX_DIMS];
+    SG_CHECK(sg__ox_shape(c, data, &r, ddims));
+    y = r > 1 ? sg_reshape(c->g, y, r - 1, ddims + 1) : sg_reshape(c->g, y, 0, NULL);
+    SG_CHECK(sg__ox_built(c, y));
+  }
+  return sg__ox_set_tensor(c, 0, y);
+}
+
 /* GatherND with batch_dims 0: each index tuple (the last dim of indices, m
  * long) picks a slice data[i0, .., im-1] of the dims after m; the result has
  * the indices' dims but the last, then those. The indices must be known at
@@ -209,7 +269,8 @@ static sg_status cv_gather_nd(ox_ctx *c, const Onnx__NodeProto *n) {
                              (long long)batch_dims);
   ox_value *data = sg__ox_input(c, n, 0), *idx = sg__ox_input(c, n, 1);
   if (data->kind == OX_V_UNAVAILABLE) return sg__ox_unavailable(c, data);
-  SG_CHECK(sg__ox_need_foldable(c, idx, "indices"));
+  if (idx->kind == OX_V_UNAVAILABLE) return sg__ox_unavailable(c, idx);
+  if (!sg__ox_foldable(idx)) return gather_nd_rows(c, data, idx);
   if (idx->elem == OX_FLOAT)
     return sg__ox_node_error(c, SG_ERR_DTYPE, "indices '%s' holds floats; expected integers", idx->name);
   int r;

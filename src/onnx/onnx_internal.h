@@ -28,6 +28,7 @@
  *                  tensors by constant indices (onnx_remap.c)
  *   onnx_remap.c   a run-time tensor's elements moved to positions known at
  *                  import (GatherElements, the scatters, a reversing Slice)
+ *   onnx_topk.c    TopK, as the topk op
  *
  * Every ONNX tensor name maps to one value: a tensor of the graph being
  * built, a constant known at import time (initializers, Constant nodes and
@@ -312,6 +313,8 @@ extern const ox_op sg__ox_scatter_ops[];
 extern const int sg__ox_n_scatter_ops;
 extern const ox_op sg__ox_gather_ops[];
 extern const int sg__ox_n_gather_ops;
+extern const ox_op sg__ox_topk_ops[];
+extern const int sg__ox_n_topk_ops;
 
 /* Normalises a possibly negative axis against rank; SG_ERR_ATTRIBUTE naming
  * `what` when out of range. */

@@ -519,6 +519,83 @@ static sg_status cv_eye_like(ox_ctx *c, const Onnx__NodeProto *n) {
   return sg__ox_set_const(c, 0, (int)dtype, 2, dims, out);
 }
 
+/* OneHot(indices, depth, values [off, on]): a new axis of `depth` along
+ * which an element is `on` where it equals the index (a negative index
+ * counts from depth; one out of range leaves its row all `off`). Folded
+ * for constant indices (Mixtral's batched experts in a TorchScript export);
+ * run-time integer indices become a comparison with a constant 0..depth-1
+ * along the new axis (sub, cast to bool and not, as Equal), twice with
+ * negative indices, scaled to off + (on - off) * match in float (and cast
+ * to the values' type: F.one_hot's int64). Depth and values must be known
+ * at import. */
+static sg_status cv_one_hot(ox_ctx *c, const Onnx__NodeProto *n) {
+  static const char *const known[] = {"axis", NULL};
+  SG_CHECK(sg__ox_check_attrs(c, known));
+  ox_value *idx = sg__ox_input(c, n, 0), *dv = sg__ox_input(c, n, 1), *vals = sg__ox_input(c, n, 2);
+  if (idx->kind == OX_V_UNAVAILABLE) return sg__ox_unavailable(c, idx);
+  double depth_d;
+  SG_CHECK(sg__ox_const_scalar(c, dv, "depth", &depth_d));
+  SG_CHECK(sg__ox_need_foldable(c, vals, "values"));
+  if (vals->numel != 2)
+    return sg__ox_node_error(c, SG_ERR_SHAPE, "values '%s' holds %lld elements; expected [off, on]",
+                             vals->name, (long long)vals->numel);
+  if (!(depth_d >= 1 && depth_d <= 65536))
+    return sg__ox_node_error(c, SG_ERR_RANGE, "depth %g is outside 1..65536", depth_d);
+  int64_t depth = (int64_t)depth_d, axis_attr = -1;
+  int r, axis;
+  int64_t idims[SG_MAX_DIMS], odims[SG_MAX_DIMS];
+  SG_CHECK(sg__ox_shape(c, idx, &r, idims));
+  if (r + 1 > SG_MAX_DIMS)
+    return sg__ox_node_error(c, SG_ERR_RANGE, "the result would have rank %d; at most %d", r + 1,
+                             SG_MAX_DIMS);
+  SG_CHECK(sg__ox_attr_int(c, "axis", -1, &axis_attr));
+  SG_CHECK(sg__ox_axis(c, axis_attr, r + 1, "axis", &axis));
+  for (int k = 0, j = 0; k <= r; k++) odims[k] = k == axis ? depth : idims[j++];
+  if (sg__ox_elem_of(c, idx) == OX_FLOAT || sg__ox_elem_of(c, idx) == OX_BOOL)
+    return sg__ox_node_error(c, SG_ERR_DTYPE, "indices '%s' must hold integers", idx->name);
+  double off = sg__ox_num(vals, 0), on = sg__ox_num(vals, 1);
+  if (sg__ox_foldable(idx)) {
+    int64_t numel = sg__ox_fold_numel(r + 1, odims), inner = sg__ox_fold_numel(r - axis, idims + axis);
+    size_t es = sg__ox_elem_size(vals->elem);
+    char *out;
+    SG_CHECK(sg__ox_fold_alloc(c, numel, es, (void **)&out));
+    for (int64_t o = 0; o < numel; o++) {
+      int64_t in_pos = o % inner + o / (inner * depth) * inner, j = o / inner % depth;
+      int64_t i = sg__ox_i64(idx, in_pos);
+      if (i < 0) i += depth;
+      memcpy(out + (size_t)o * es, (const char *)vals->data + (size_t)(i == j) * es, es);
+    }
+    return sg__ox_set_const(c, 0, vals->elem, r + 1, odims, out);
+  }
+  if (vals->elem != OX_FLOAT && (fabs(off) > 16777216.0 || fabs(on) > 16777216.0))
+    return sg__ox_node_error(
+        c, SG_ERR_UNSUPPORTED,
+        "values '%s' (%g, %g) are integers past 2^24, which sgrt's run-time OneHot (computed "
+        "in float) does not hold exactly",
+        vals->name, off, on);
+  /* idx with a dim of 1 at axis, against 0..depth-1 along it */
+  int64_t udims[SG_MAX_DIMS], rdims[SG_MAX_DIMS];
+  for (int k = 0; k <= r; k++) udims[k] = k == axis ? 1 : odims[k], rdims[k] = k == axis ? depth : 1;
+  float *range;
+  SG_CHECK(sg__ox_fold_alloc(c, depth, sizeof *range, (void **)&range));
+  for (int64_t j = 0; j < depth; j++) range[j] = (float)j;
+  sg_tensor t, u, match = SG_NO_TENSOR;
+  SG_CHECK(sg__ox_tensor(c, idx, &t));
+  u = sg_reshape(c->g, sg_cast(c->g, t, SG_F32), r + 1, udims);
+  sg_tensor rt = sg_constant(c->g, sg__ox_tmp_name(c, "one_hot_range"), SG_F32, r + 1, rdims, range);
+  for (int pass = 0; pass < 2; pass++) { /* the index, then the index + depth (a negative one) */
+    sg_tensor diff = sg_sub(c->g, pass ? sg_add_scalar(c->g, u, (double)depth) : u, rt);
+    sg_tensor ne = sg_cast(c->g, sg_cast(c->g, diff, SG_BOOL), SG_F32);
+    sg_tensor eq = sg_add_scalar(c->g, sg_mul_scalar(c->g, ne, -1.0), 1.0);
+    match = pass ? sg_add(c->g, match, eq) : eq;
+  }
+  sg_tensor y = sg_add_scalar(c->g, sg_mul_scalar(c->g, match, on - off), off);
+  if (vals->elem != OX_FLOAT) /* integer values (F.one_hot's int64 0 and 1), computed exactly in float */
+    y = sg_cast(c->g, y, vals->elem == OX_INT32 ? SG_I32 : vals->elem == OX_BOOL ? SG_BOOL : SG_I64);
+  SG_CHECK(sg__ox_built(c, y));
+  return sg__ox_set_tensor(c, 0, y);
+}
+
 const ox_op sg__ox_mask_ops[] = {
     {"EyeLike", cv_eye_like, 1, 1, 1, 1},
     {"Equal", cv_equal, 2, 2, 1, 1},
@@ -535,5 +612,6 @@ const ox_op sg__ox_mask_ops[] = {
     {"LessOrEqual", cv_less_equal, 2, 2, 1, 1},
     {"GreaterOrEqual", cv_greater_equal, 2, 2, 1, 1},
     {"Tile", cv_tile, 2, 2, 1, 1},
+    {"OneHot", cv_one_hot, 3, 3, 1, 1},
 };
 const int sg__ox_n_mask_ops = (int)(sizeof sg__ox_mask_ops / sizeof *sg__ox_mask_ops);

@@ -367,6 +367,39 @@ def test_reduce_max_min_cumsum_match_torch():
     g.close()
 
 
+def test_topk_matches_torch():
+    """Graph.topk (largest and smallest, tie-free rows) against torch.topk in float64: values, indices and
+    the gradient through the values; k past the last dim is refused."""
+    rng = np.random.default_rng(14)
+    xv = rng.permutation(6 * 9).reshape(6, 9).astype(np.float32) / 7.0 - 3.0  # distinct values
+    r = {k: rng.standard_normal((6, 3)).astype(np.float32) for k in ("hi", "lo")}
+    g = sgrt.Graph()
+    x = g.parameter("x", xv)
+    hi, hi_i = g.topk(x, 3)
+    lo, lo_i = g.topk(x, 3, largest=False)
+    for name, y in (("hi", hi), ("hi_i", hi_i), ("lo", lo), ("lo_i", lo_i)):
+        g.mark_output(y, name)
+    g.backward(g.reduce_sum(hi * g.constant("r_hi", r["hi"])) + g.reduce_sum(lo * g.constant("r_lo", r["lo"])))
+    g.mark_output(g.grad(x))
+    g.finalize()
+    t = torch.tensor(xv, dtype=torch.float64, requires_grad=True)
+    th, thi = torch.topk(t, 3)
+    tl, tli = torch.topk(t, 3, largest=False)
+    ((th * torch.from_numpy(r["hi"]).double()).sum() + (tl * torch.from_numpy(r["lo"]).double()).sum()).backward()
+    with sgrt.Session(g, threads=2) as sess:
+        sess.step()
+        assert rel_err(sess.read("hi"), th.detach().numpy()) <= 1e-7
+        assert rel_err(sess.read("lo"), tl.detach().numpy()) <= 1e-7
+        assert (sess.read("hi_i") == thi.numpy()).all() and (sess.read("lo_i") == tli.numpy()).all()
+        assert rel_err(sess.read("x.grad"), t.grad.numpy()) <= 1e-7
+    g.close()
+    g = sgrt.Graph()
+    with pytest.raises(sgrt.InvalidArgumentError, match="k 10 is more than the last dim") as e:
+        g.topk(g.input("x", "f32", (2, 9)), 10)
+    assert e.value.code == "SG_ERR_SHAPE"
+    g.close()
+
+
 def test_attention_dropout_matches_unfused():
     """Graph.attention(dropout_p=0.3, seed=5) against the same attention from matmul, softmax and
     dropout(0.3, seed 5) (the same masks): y and the gradients; dropout_p outside [0, 1) is refused."""

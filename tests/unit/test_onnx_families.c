@@ -10,6 +10,8 @@
  *  - RemapOps (GatherElements, torch.flip, a slice assignment and
  *    Tensor.scatter of run-time tensors by indices known at export) trains
  *    with PyTorch's logits, gradients and losses, through both exporters;
+ *  - MoEOps (Mixtral's router and batched experts: TopK, Gather and GatherND
+ *    of weights by run-time indices, OneHot at run time) trains likewise;
  *  - hand-made forms against NumPy: strided and reversing slices, every Pad mode with
  *    negative pads and the axes input, Conv1d's attributes, Transpose, Ceil,
  *    Floor, Round and Pow folded;
@@ -90,6 +92,42 @@ static void test_remap(void **state) {
   free(x);
 }
 
+/* MoEOps: Mixtral's router (softmax, TopK 2, renormalised) and batched experts (each pick's weights
+ * gathered from [experts, ...] parameters by the run-time indices: Gather and GatherND of a weight as
+ * an embedding lookup), F.one_hot of the picks (OneHot at run time; Equal of a Range from torch.export)
+ * and a TopK of the smallest along axis 0, trained through both exporters. */
+static void test_moe(void **state) {
+  (void)state;
+  float *x = onnx_test_read("moe_x.f32", 2 * 8 * 16 * sizeof(float));
+  int64_t labels[16];
+  for (int i = 0; i < 16; i++) labels[i] = i % 5;
+  static const char *const files[] = {"moe_train_ts.onnx", "moe_train_dyn.onnx"}, *const outs[] = {"logits",
+                                                                                                   "add_3"};
+  for (int f = 0; f < 2; f++) {
+    sg_graph *g = onnx_test_import(files[f]);
+    assert_int_equal(onnx_test_count_ops(g, SG_OP_TOPK), 2);
+    assert_int_equal(onnx_test_count_ops(g, SG_OP_EMBEDDING), 2); /* the two experts' weights */
+    sg_graph_destroy(g);
+    transformer_case k = {.file = files[f],
+                          .ref = "moe_ref.f32",
+                          .input = "x",
+                          .dtype = SG_F32,
+                          .ndim = 3,
+                          .dims = {2, 8, 16},
+                          .x = x,
+                          .labels = labels,
+                          .rows = 16,
+                          .classes = 5,
+                          .n_params = 8,
+                          /* expert_bias [4,16], gate [4,16], head [5,16]+5, inp [16,16]+16, w_down [4,16,24],
+                           * w_up [4,24,16] */
+                          .n_weights = 64 + 64 + 85 + 272 + 1536 + 1536,
+                          .output = outs[f]};
+    transformer_parity(&k);
+  }
+  free(x);
+}
+
 /* Each output of tests/data/onnx/FILE on fam_forms_x.f32 against REF (NumPy's, float32), within 1e-5
  * (the convolutions sum in another order; copies and folds are exact or one rounding). */
 static void forms_match(const char *file, const char *ref_file, int n, const char *const *names,
@@ -155,6 +193,12 @@ static void test_refusals(void **state) {
       {"bad_scatter_add_runtime.onnx", SG_ERR_UNSUPPORTED,
        "node 'scatter_add_x' (ScatterND): reduction 'add' of data 'x' computed at run time; sgrt scatters "
        "run-time tensors without a reduction only"},
+      {"bad_topk_int.onnx", SG_ERR_DTYPE,
+       "node 'topk_int' (TopK): input 'xi' must be float; sgrt's topk takes f32"},
+      {"bad_gathernd_pairs.onnx", SG_ERR_UNSUPPORTED,
+       "node 'gather_pairs' (GatherND): indices 'pairs' are computed at run time with tuples of 2; sgrt "
+       "gathers "
+       "by run-time indices only rows of the first dim (tuples of 1)"},
       {"bad_gather_elements_both.onnx", SG_ERR_UNSUPPORTED,
        "node 'gather_both' (GatherElements): data 'x' and indices 'ri' are both computed at run time"},
   };
@@ -179,6 +223,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_train),  cmocka_unit_test(test_forms),    cmocka_unit_test(test_forms2),
       cmocka_unit_test(test_resize), cmocka_unit_test(test_refusals), cmocka_unit_test(test_remap),
+      cmocka_unit_test(test_moe),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -128,7 +128,9 @@ static void test_refused(void **state) {
   (void)state;
   static const onnx_refusal bad[] = {
       {"bad_gathernd_runtime_idx.onnx", SG_ERR_UNSUPPORTED,
-       "(GatherND): indices 'idx' is computed at run time"},
+       "(GatherND): indices 'idx' are computed at run time with tuples of 2; sgrt gathers by run-time "
+       "indices "
+       "only rows of the first dim"},
       {"bad_gathernd_batch_dims.onnx", SG_ERR_UNSUPPORTED, "batch_dims is 1; sgrt's GatherND takes 0"},
       {"bad_gather_elements_runtime.onnx", SG_ERR_UNSUPPORTED, "every element of data 'ge_d' is one value"},
       {"bad_sin_runtime.onnx", SG_ERR_UNSUPPORTED, "(Sin): input 'x' is computed at run time"},

@@ -41,6 +41,8 @@ float, fam_forms_x.f32; every output float32 in fam_forms_y.f32):
   bad_empty_use.onnx    Relu of an empty slice of x
   bad_scatter_add_runtime.onnx  ScatterND of x with reduction add
   bad_gather_elements_both.onnx  GatherElements of x by indices computed from x
+  bad_topk_int.onnx     TopK of x cast to int64
+  bad_gathernd_pairs.onnx  GatherND of a weight by index pairs computed from x
   fam_forms2.onnx       (same input; fam_forms2_y.f32) an empty slice that
                         Concat drops, EyeLike, Resize to the input's own size
                         (scales, sizes), ScatterND and ScatterElements of
@@ -175,6 +177,60 @@ def make_remap_exports():
         print(name, ops)
     mo.save_f32("remap_x.f32", x)
     mo.train_reference(model, x, labels, "remap_ref.f32")
+
+
+class MoEOps(nn.Module):
+    """Mixtral's router and batched experts, small: softmax over 4 experts, TopK 2, the picks renormalised,
+    each token's 2 experts' weights gathered by the indices (GatherND or Gather of a weight by run-time
+    indices), a bmm, and F.one_hot of the picks (OneHot at run time) weighting a per-expert bias."""
+
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(16, 16)
+        self.gate = nn.Linear(16, 4, bias=False)
+        self.w_up = nn.Parameter(torch.randn(4, 24, 16) * 0.2)  # [experts, hidden, d]
+        self.w_down = nn.Parameter(torch.randn(4, 16, 24) * 0.2)
+        self.expert_bias = nn.Parameter(torch.randn(4, 16) * 0.1)
+        self.head = nn.Linear(16, 5)
+
+    def forward(self, x):  # [B=2, T=8, 16]
+        h = self.inp(x).reshape(-1, 16)  # 16 tokens
+        probs = F.softmax(self.gate(h), dim=-1)
+        top_p, top_i = torch.topk(probs, 2, dim=-1)  # [16, 2]
+        top_p = top_p / top_p.sum(-1, keepdim=True)
+        flat = top_i.reshape(-1)  # 32 picks
+        up = self.w_up[flat]  # [32, 24, 16]
+        tok = h.repeat_interleave(2, dim=0)  # [32, 16]
+        a = F.silu(torch.bmm(up, tok.unsqueeze(-1)).squeeze(-1))  # [32, 24]
+        y = torch.bmm(self.w_down[flat], a.unsqueeze(-1)).squeeze(-1)  # [32, 16]
+        y = (y.reshape(-1, 2, 16) * top_p.unsqueeze(-1)).sum(1)  # [16, 16]
+        onehot = F.one_hot(top_i, 4).to(h.dtype).sum(1)  # [16, 4]: which experts each token took
+        y = y + onehot @ self.expert_bias
+        low_v, low_i = torch.topk(h, 3, dim=0, largest=False)  # the 3 smallest of each feature, over tokens
+        return self.head(h + y).reshape(2, 8, 5) + 0.1 * low_v.mean(0)[:5] + 0.01 * low_i.float().mean()
+
+
+def make_moe_exports():
+    torch.manual_seed(61)
+    model = MoEOps()
+    x = torch.randn(2, 8, 16)
+    labels = torch.arange(16) % 5
+    path = os.path.join(HERE, "moe_train_ts.onnx")
+    torch.onnx.export(copy.deepcopy(model).train(), (x,), path, dynamo=False, opset_version=17,
+                      input_names=["x"], output_names=["logits"], training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False)
+    onnx.checker.check_model(path)
+    onnx_program = torch.onnx.export(copy.deepcopy(model).train(), (x,), dynamo=True, optimize=False, verbose=False)
+    m = onnx_program.model_proto
+    for n in m.graph.node:  # the FX node, module names and stack trace (this machine's paths)
+        del n.metadata_props[:]
+    mo.write("moe_train_dyn.onnx", m.SerializeToString())
+    onnx.checker.check_model(os.path.join(HERE, "moe_train_dyn.onnx"))
+    for name in ("moe_train_ts.onnx", "moe_train_dyn.onnx"):
+        ops = sorted({n.op_type for n in onnx.load(os.path.join(HERE, name)).graph.node})
+        print(name, ops)
+    mo.save_f32("moe_x.f32", x)
+    mo.train_reference(model, x, labels, "moe_ref.f32")
 
 
 def conv1d_ref(x, w, b, stride, pads, dilation, groups):
@@ -453,6 +509,15 @@ def bad_family_models():
     model("bad_scatter_add_runtime.onnx",
           [oh.make_node("ScatterND", ["x", "i", "u"], ["y"], name="scatter_add_x", reduction="add")],
           {"i": np.array([[0]], np.int64), "u": np.zeros((1, 3, 8), np.float32)}, [2, 3, 8])
+    model("bad_topk_int.onnx", [oh.make_node("Cast", ["x"], ["xi"], name="cast_x", to=onnx.TensorProto.INT64),
+                                oh.make_node("TopK", ["xi", "k"], ["y", "yi"], name="topk_int")],
+          {"k": np.array([2], np.int64)}, [2, 3, 2], onnx.TensorProto.INT64)
+    model("bad_gathernd_pairs.onnx",
+          [oh.make_node("Slice", ["x", "s", "e", "a"], ["x2"], name="first_two"),
+           oh.make_node("Cast", ["x2"], ["pairs"], name="cast_pairs", to=onnx.TensorProto.INT64),
+           oh.make_node("GatherND", ["w", "pairs"], ["y"], name="gather_pairs")],
+          {"s": np.array([0], np.int64), "e": np.array([2], np.int64), "a": np.array([2], np.int64),
+           "w": np.zeros((5, 5, 4), np.float32)}, [2, 3, 4])
     model("bad_gather_elements_both.onnx",
           [oh.make_node("Relu", ["x"], ["rx"], name="relu_x"),
            oh.make_node("Cast", ["rx"], ["ri"], name="cast_idx", to=onnx.TensorProto.INT64),
@@ -467,6 +532,7 @@ def main():
         return
     make_family_exports()
     make_remap_exports()
+    make_moe_exports()
     make_family_forms()
     make_family_forms2()
     make_family_resize()
