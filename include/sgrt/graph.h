@@ -131,6 +131,10 @@ typedef enum sg_op_kind {
   /* The k largest or smallest along the last axis (ONNX TopK; Mixtral's router). */
   SG_OP_TOPK = 71, /**< values and i64 indices of each row's top k, in order, ties to the lower index */
   SG_OP_TOPK_BACKWARD = 72, /**< dx of topk: dy added at the positions the indices name, 0 elsewhere */
+  /* Trigonometry at run time (rotary tables from run-time positions; YOSO's angles). */
+  SG_OP_SIN = 73,  /**< sin(x), f32 */
+  SG_OP_COS = 74,  /**< cos(x), f32 */
+  SG_OP_ACOS = 75, /**< acos(x), f32: NaN outside [-1, 1] */
 } sg_op_kind;
 
 /** Opaque graph. */

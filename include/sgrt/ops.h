@@ -102,6 +102,11 @@ SG_API sg_tensor sg_log(sg_graph *g, sg_tensor x);
 SG_API sg_tensor sg_sqrt(sg_graph *g, sg_tensor x);
 SG_API sg_tensor sg_reciprocal(sg_graph *g, sg_tensor x);
 SG_API sg_tensor sg_erf(sg_graph *g, sg_tensor x);
+/** sin(x), cos(x) and acos(x) of a float tensor (libm's sinf, cosf and acosf on the CPU; acos is NaN
+ * outside [-1, 1]). Gradients: cos(x)·dy, −sin(x)·dy and −dy / sqrt(1 − x²). */
+SG_API sg_tensor sg_sin(sg_graph *g, sg_tensor x);
+SG_API sg_tensor sg_cos(sg_graph *g, sg_tensor x);
+SG_API sg_tensor sg_acos(sg_graph *g, sg_tensor x);
 /** -x, |x| and the sign (-1, 0 or 1; NaN and -0 pass through) of a float or
  * integer tensor (integers wrap: -MIN is MIN). */
 SG_API sg_tensor sg_neg(sg_graph *g, sg_tensor x);

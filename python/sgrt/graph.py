@@ -754,6 +754,16 @@ class Graph(Closeable):
     def erf(self, x: TensorLike) -> Tensor:
         return self._unary(fn.sg_erf, x)
 
+    def sin(self, x: TensorLike) -> Tensor:
+        return self._unary(fn.sg_sin, x)
+
+    def cos(self, x: TensorLike) -> Tensor:
+        return self._unary(fn.sg_cos, x)
+
+    def acos(self, x: TensorLike) -> Tensor:
+        """NaN outside [-1, 1], as torch.acos."""
+        return self._unary(fn.sg_acos, x)
+
     def neg(self, x: TensorLike) -> Tensor:
         return self._unary(fn.sg_neg, x)
 

@@ -14,7 +14,8 @@ static const char *const op_names[SG__KIR_OP_COUNT] = {
     [SG__KIR_LOAD] = "load",   [SG__KIR_CONST] = "const",     [SG__KIR_NEG] = "neg",
     [SG__KIR_ABS] = "abs",     [SG__KIR_EXP] = "exp",         [SG__KIR_LOG] = "log",
     [SG__KIR_SQRT] = "sqrt",   [SG__KIR_RECIP] = "recip",     [SG__KIR_TANH] = "tanh",
-    [SG__KIR_ERF] = "erf",     [SG__KIR_SIGMOID] = "sigmoid", [SG__KIR_CAST] = "cast",
+    [SG__KIR_ERF] = "erf",     [SG__KIR_SIGMOID] = "sigmoid", [SG__KIR_SIN] = "sin",
+    [SG__KIR_COS] = "cos",     [SG__KIR_ACOS] = "acos",       [SG__KIR_CAST] = "cast",
     [SG__KIR_NOT] = "not",     [SG__KIR_ADD] = "add",         [SG__KIR_SUB] = "sub",
     [SG__KIR_MUL] = "mul",     [SG__KIR_DIV] = "div",         [SG__KIR_MAX] = "max",
     [SG__KIR_MIN] = "min",     [SG__KIR_POW] = "pow",         [SG__KIR_LT] = "lt",
@@ -156,7 +157,7 @@ static bool check_instr(const sg__kir_kernel *k, uint32_t i, char *why, size_t c
       return true;
     default: break;
   }
-  if (op >= SG__KIR_EXP && op <= SG__KIR_SIGMOID) {
+  if (op >= SG__KIR_EXP && op <= SG__KIR_ACOS) {
     if (t != SG_F32 || v[0]->dtype != SG_F32)
       return snprintf(why, cap, "%s is f32 only", sg__kir_op_name(op)), false;
     return true;

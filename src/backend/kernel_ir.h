@@ -78,6 +78,9 @@ typedef enum sg__kir_op {
   SG__KIR_TANH,
   SG__KIR_ERF,
   SG__KIR_SIGMOID,
+  SG__KIR_SIN,
+  SG__KIR_COS,
+  SG__KIR_ACOS,
   SG__KIR_CAST, /* a to the instruction's dtype (f32 -> int truncates; NaN/out of range -> 0) */
   SG__KIR_NOT,  /* bool */
   /* binary: a, b of one dtype */

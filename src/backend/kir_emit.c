@@ -74,6 +74,9 @@ static void put_expr(sg__strbuf *b, const sg__kir_kernel *k, uint32_t i) {
     case SG__KIR_TANH: sg__strbuf_put(b, "sgk_tanhf(v%u)", a); return;
     case SG__KIR_ERF: sg__strbuf_put(b, "sgk_erff(v%u)", a); return;
     case SG__KIR_SIGMOID: sg__strbuf_put(b, "sgk_sigmoidf(v%u)", a); return;
+    case SG__KIR_SIN: sg__strbuf_put(b, "sinf(v%u)", a); return;
+    case SG__KIR_COS: sg__strbuf_put(b, "cosf(v%u)", a); return;
+    case SG__KIR_ACOS: sg__strbuf_put(b, "acosf(v%u)", a); return;
     case SG__KIR_CAST: put_cast(b, x->dtype, t, a); return;
     case SG__KIR_NOT: sg__strbuf_put(b, "(uint8_t)!v%u", a); return;
     case SG__KIR_ADD:

@@ -155,6 +155,9 @@ int sg__fuse_op_expr(sg__kir_kernel *k, const sg__op *op, const int *in) {
     case SG_OP_SQRT: return U(SQRT, x);
     case SG_OP_RECIPROCAL: return U(RECIP, x);
     case SG_OP_ERF: return U(ERF, x);
+    case SG_OP_SIN: return U(SIN, x);
+    case SG_OP_COS: return U(COS, x);
+    case SG_OP_ACOS: return U(ACOS, x);
     /* Integers wrap: -MIN is MIN, |MIN| is MIN. */
     case SG_OP_NEG: return U(NEG, x);
     case SG_OP_ABS: return U(ABS, x);

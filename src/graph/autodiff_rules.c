@@ -222,7 +222,9 @@ static sg_tensor add_scalar(sg__ad *c, sg_tensor x, double s) {
 }
 
 /* exp: dy*y; log: dy/x; sqrt: (dy/y)*0.5; reciprocal: -(dy*y*y); neg: -dy;
- * abs: dy*sign(x) (0 at 0, as PyTorch); sign: 0; erf: dy*(2/sqrt(pi))*exp(-x^2). */
+ * abs: dy*sign(x) (0 at 0, as PyTorch); sign: 0; erf: dy*(2/sqrt(pi))*exp(-x^2);
+ * sin: dy*cos(x); cos: -(dy*sin(x)); acos: -(dy/sqrt(1 - x^2)) (infinite at
+ * ±1 and NaN beyond, as PyTorch's). */
 static sg_status rule_math(sg__ad *c, const sg__op *op, sg_tensor dy) {
   sg_tensor x = in_t(op, 0), y = out_t(op, 0), dx;
   switch (op->kind) {
@@ -235,6 +237,13 @@ static sg_status rule_math(sg__ad *c, const sg__op *op, sg_tensor dy) {
     case SG_OP_NEG: dx = mul_scalar(c, dy, -1.0); break;
     case SG_OP_ABS: dx = binary(c, SG_OP_MUL, dy, unary(c, SG_OP_SIGN, x)); break;
     case SG_OP_SIGN: dx = mul_scalar(c, dy, 0.0); break;
+    case SG_OP_SIN: dx = binary(c, SG_OP_MUL, dy, unary(c, SG_OP_COS, x)); break;
+    case SG_OP_COS: dx = mul_scalar(c, binary(c, SG_OP_MUL, dy, unary(c, SG_OP_SIN, x)), -1.0); break;
+    case SG_OP_ACOS: {
+      sg_tensor r = unary(c, SG_OP_SQRT, add_scalar(c, mul_scalar(c, binary(c, SG_OP_MUL, x, x), -1.0), 1.0));
+      dx = mul_scalar(c, binary(c, SG_OP_DIV, dy, r), -1.0);
+      break;
+    }
     default: { /* SG_OP_ERF */
       sg_tensor e = unary(c, SG_OP_EXP, mul_scalar(c, binary(c, SG_OP_MUL, x, x), -1.0));
       dx = binary(c, SG_OP_MUL, dy, mul_scalar(c, e, 1.1283791670955126)); /* 2/sqrt(pi) */
@@ -613,6 +622,9 @@ static const sg__grad_def rules[] = {
     [SG_OP_CUMSUM] = {rule_cumsum, ALL_INPUTS},
     [SG_OP_REDUCE_MAX] = {rule_reduce_max, ALL_INPUTS},
     [SG_OP_TOPK] = {rule_topk, ALL_INPUTS},
+    [SG_OP_SIN] = {rule_math, ALL_INPUTS},
+    [SG_OP_COS] = {rule_math, ALL_INPUTS},
+    [SG_OP_ACOS] = {rule_math, ALL_INPUTS},
     [SG_OP_REDUCE_MIN] = {rule_reduce_max, ALL_INPUTS},
 };
 

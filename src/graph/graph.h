@@ -82,7 +82,7 @@ struct sg_graph {
 };
 
 /* The highest op kind number this library knows (kinds are 1..LAST). */
-#define SG__OP_KIND_LAST SG_OP_TOPK_BACKWARD
+#define SG__OP_KIND_LAST SG_OP_ACOS
 /* Most outputs an op kind has. */
 #define SG__MAX_OUTPUTS 4
 

@@ -95,6 +95,8 @@ extern const sg__op_def sg__def_attention, sg__def_attention_backward;
 extern const sg__op_def sg__def_cumsum;
 /* Max and min over axes and their backward (ops_reduce_max.c). */
 extern const sg__op_def sg__def_reduce_max, sg__def_reduce_min, sg__def_reduce_max_backward;
+/* sin, cos, acos (ops_math.c). */
+extern const sg__op_def sg__def_sin, sg__def_cos, sg__def_acos;
 /* The top k along the last axis and its backward (ops_topk.c). */
 extern const sg__op_def sg__def_topk, sg__def_topk_backward;
 

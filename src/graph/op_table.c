@@ -76,6 +76,9 @@ static const sg__op_def *const table[] = {
     [SG_OP_REDUCE_MAX_BACKWARD] = &sg__def_reduce_max_backward,
     [SG_OP_TOPK] = &sg__def_topk,
     [SG_OP_TOPK_BACKWARD] = &sg__def_topk_backward,
+    [SG_OP_SIN] = &sg__def_sin,
+    [SG_OP_COS] = &sg__def_cos,
+    [SG_OP_ACOS] = &sg__def_acos,
 };
 
 const sg__op_def *sg__op_def_get(sg_op_kind kind) {

@@ -1,10 +1,11 @@
-/* Elementwise math (exp, log, sqrt, reciprocal, neg, abs, sign, erf), the
+/* Elementwise math (exp, log, sqrt, reciprocal, neg, abs, sign, erf, sin,
+ * cos, acos), the
  * broadcasting maximum and minimum, where (select) and cast. */
 #include "graph/graph_internal.h"
 
 /* ---- unary math ----------------------------------------------------------- */
 
-/* exp, log, sqrt, reciprocal and erf take floats; neg, abs and sign also
+/* exp, log, sqrt, reciprocal, erf, sin, cos and acos take floats; neg, abs and sign also
  * integers. The output has the input's shape and dtype. */
 static sg_status infer_math_unary(const sg_graph *g, const sg__op *op, sg__shape *outs, int *n_outs) {
   const sg__tensor *x = sg__in(g, op, 0);
@@ -32,6 +33,9 @@ MATH_DEF(sg__def_neg, SG_OP_NEG, "neg");
 MATH_DEF(sg__def_abs, SG_OP_ABS, "abs");
 MATH_DEF(sg__def_sign, SG_OP_SIGN, "sign");
 MATH_DEF(sg__def_erf, SG_OP_ERF, "erf");
+MATH_DEF(sg__def_sin, SG_OP_SIN, "sin");
+MATH_DEF(sg__def_cos, SG_OP_COS, "cos");
+MATH_DEF(sg__def_acos, SG_OP_ACOS, "acos");
 
 sg_tensor sg_exp(sg_graph *g, sg_tensor x) { return sg__build1(g, SG_OP_EXP, 1, &x, 0, NULL); }
 sg_tensor sg_log(sg_graph *g, sg_tensor x) { return sg__build1(g, SG_OP_LOG, 1, &x, 0, NULL); }
@@ -41,6 +45,9 @@ sg_tensor sg_neg(sg_graph *g, sg_tensor x) { return sg__build1(g, SG_OP_NEG, 1, 
 sg_tensor sg_abs(sg_graph *g, sg_tensor x) { return sg__build1(g, SG_OP_ABS, 1, &x, 0, NULL); }
 sg_tensor sg_sign(sg_graph *g, sg_tensor x) { return sg__build1(g, SG_OP_SIGN, 1, &x, 0, NULL); }
 sg_tensor sg_erf(sg_graph *g, sg_tensor x) { return sg__build1(g, SG_OP_ERF, 1, &x, 0, NULL); }
+sg_tensor sg_sin(sg_graph *g, sg_tensor x) { return sg__build1(g, SG_OP_SIN, 1, &x, 0, NULL); }
+sg_tensor sg_cos(sg_graph *g, sg_tensor x) { return sg__build1(g, SG_OP_COS, 1, &x, 0, NULL); }
+sg_tensor sg_acos(sg_graph *g, sg_tensor x) { return sg__build1(g, SG_OP_ACOS, 1, &x, 0, NULL); }
 
 /* ---- max, min ------------------------------------------------------------- */
 

@@ -46,6 +46,9 @@ static sg_status fold_unary(ox_ctx *c, const ox_value *x, sg_tensor (*fn)(sg_gra
       else if (fn == sg_neg) r = -v;
       else if (fn == sg_abs) r = fabsf(v);
       else if (fn == sg_sign) r = v > 0 ? 1.0f : v < 0 ? -1.0f : v; /* 0 and NaN stay */
+      else if (fn == sg_sin) r = sinf(v); /* the kernels' libm calls: folded and run-time agree */
+      else if (fn == sg_cos) r = cosf(v);
+      else if (fn == sg_acos) r = acosf(v);
       else r = erff(v);
       ((float *)out)[i] = r;
       continue;
@@ -122,24 +125,14 @@ static sg_status cv_ceil(ox_ctx *c, const Onnx__NodeProto *n) { return rounding(
 static sg_status cv_floor(ox_ctx *c, const Onnx__NodeProto *n) { return rounding(c, n, 'f'); }
 static sg_status cv_round(ox_ctx *c, const Onnx__NodeProto *n) { return rounding(c, n, 'r'); }
 
-/* Sin and Cos of import-time constants, folded in float32 (the C
- * library's sinf and cosf, within an ulp of PyTorch's): the rotary
- * embedding tables of Hugging Face's llama-family models, which exporters
- * write as Cos and Sin of constant angles. sgrt has no run-time sine. */
-static sg_status trig(ox_ctx *c, const Onnx__NodeProto *n, bool cosine) {
-  SG_CHECK(sg__ox_check_attrs(c, no_attrs));
-  ox_value *x = sg__ox_input(c, n, 0);
-  SG_CHECK(sg__ox_need_foldable(c, x, "input"));
-  if (x->elem != OX_FLOAT)
-    return sg__ox_node_error(c, SG_ERR_DTYPE, "input '%s' has data type %d; %s takes FLOAT (1)", x->name,
-                             x->elem, cosine ? "Cos" : "Sin");
-  float *out;
-  SG_CHECK(sg__ox_fold_alloc(c, x->numel, 4, (void **)&out));
-  for (int64_t i = 0; i < x->numel; i++) out[i] = cosine ? cosf(sg__ox_f32(x, i)) : sinf(sg__ox_f32(x, i));
-  return sg__ox_set_const(c, 0, OX_FLOAT, x->ndim, x->dims, out);
-}
-static sg_status cv_sin(ox_ctx *c, const Onnx__NodeProto *n) { return trig(c, n, false); }
-static sg_status cv_cos(ox_ctx *c, const Onnx__NodeProto *n) { return trig(c, n, true); }
+/* Sin, Cos and Acos: folded for constants in float32 (libm's sinf, cosf
+ * and acosf, as the kernels compute them): the rotary tables of Hugging
+ * Face's llama-family models, which exporters write as Cos and Sin of
+ * constant angles; of a run-time tensor (rotary angles from position ids
+ * that are inputs, YOSO's angles) the sin, cos and acos ops. */
+UNARY_CV(cv_sin, sg_sin)
+UNARY_CV(cv_cos, sg_cos)
+UNARY_CV(cv_acos, sg_acos)
 
 /* ---- Max, Min, Where ------------------------------------------------------- */
 
@@ -488,6 +481,7 @@ const ox_op sg__ox_math_ops[] = {
     {"Erf", cv_erf, 1, 1, 1, 1},
     {"Sin", cv_sin, 1, 1, 1, 1},
     {"Cos", cv_cos, 1, 1, 1, 1},
+    {"Acos", cv_acos, 1, 1, 1, 1},
     {"Ceil", cv_ceil, 1, 1, 1, 1},
     {"Floor", cv_floor, 1, 1, 1, 1},
     {"Round", cv_round, 1, 1, 1, 1},

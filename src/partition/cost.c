@@ -84,7 +84,10 @@ static double flops_of(const sg_graph *g, const sg__op *op) {
     case SG_OP_SQRT: return 2.0 * n_out;
     case SG_OP_EXP:
     case SG_OP_LOG:
-    case SG_OP_ERF: return 6.0 * n_out;
+    case SG_OP_ERF:
+    case SG_OP_SIN:
+    case SG_OP_COS:
+    case SG_OP_ACOS: return 6.0 * n_out;
     case SG_OP_LAYER_NORM: return 7.0 * n_in; /* mean, variance, then scale and shift */
     case SG_OP_LAYER_NORM_BACKWARD: return 10.0 * n_in;
     case SG_OP_EMBEDDING: return 0.0;           /* row copies */

@@ -369,7 +369,8 @@ def test_reduce_max_min_cumsum_match_torch():
 
 def test_topk_matches_torch():
     """Graph.topk (largest and smallest, tie-free rows) against torch.topk in float64: values, indices and
-    the gradient through the values; k past the last dim is refused."""
+    the gradient through the values; Graph.sin, cos and acos with their gradients; k past the last dim is
+    refused."""
     rng = np.random.default_rng(14)
     xv = rng.permutation(6 * 9).reshape(6, 9).astype(np.float32) / 7.0 - 3.0  # distinct values
     r = {k: rng.standard_normal((6, 3)).astype(np.float32) for k in ("hi", "lo")}
@@ -392,6 +393,21 @@ def test_topk_matches_torch():
         assert rel_err(sess.read("lo"), tl.detach().numpy()) <= 1e-7
         assert (sess.read("hi_i") == thi.numpy()).all() and (sess.read("lo_i") == tli.numpy()).all()
         assert rel_err(sess.read("x.grad"), t.grad.numpy()) <= 1e-7
+    g.close()
+    g = sgrt.Graph()
+    x = g.parameter("x", xv / 30.0)  # in (-1, 1) for acos
+    y = g.sin(x) + g.cos(x) * 2.0 + g.acos(x) * 3.0
+    g.mark_output(y, "y")
+    g.backward(g.reduce_sum(y))
+    g.mark_output(g.grad(x))
+    g.finalize()
+    t = torch.tensor(xv / 30.0, dtype=torch.float64, requires_grad=True)
+    ty = torch.sin(t) + torch.cos(t) * 2 + torch.acos(t) * 3
+    ty.sum().backward()
+    with sgrt.Session(g, threads=2) as sess:
+        sess.step()
+        assert rel_err(sess.read("y"), ty.detach().numpy()) <= 1e-6
+        assert rel_err(sess.read("x.grad"), t.grad.numpy()) <= 1e-6
     g.close()
     g = sgrt.Graph()
     with pytest.raises(sgrt.InvalidArgumentError, match="k 10 is more than the last dim") as e:

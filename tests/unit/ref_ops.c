@@ -279,7 +279,7 @@ static sg_status ref_act_bwd(const rctx *c) {
   return SG_OK;
 }
 
-/* exp, log, sqrt, reciprocal, neg, abs, sign, erf; max, min; where; cast. */
+/* exp, log, sqrt, reciprocal, neg, abs, sign, erf, sin, cos, acos; max, min; where; cast. */
 static sg_status ref_math(const rctx *c) {
   const double *x = c->x[0];
   double *y = c->y[0];
@@ -294,6 +294,9 @@ static sg_status ref_math(const rctx *c) {
       case SG_OP_ABS: y[i] = fabs(v); break;
       case SG_OP_SIGN: y[i] = v > 0 ? 1 : v < 0 ? -1 : v; break;
       case SG_OP_ERF: y[i] = erf(v); break;
+      case SG_OP_SIN: y[i] = sin(v); break;
+      case SG_OP_COS: y[i] = cos(v); break;
+      case SG_OP_ACOS: y[i] = acos(v); break;
       default: { /* SG_OP_CAST */
         sg_dtype to = (sg_dtype)ai(c, 0);
         if (to == SG_BOOL) y[i] = v != 0;
@@ -885,6 +888,9 @@ sg_status ref_run_op(const sg_graph *g, int32_t op, int train, double *const *in
     case SG_OP_ABS:
     case SG_OP_SIGN:
     case SG_OP_ERF:
+    case SG_OP_SIN:
+    case SG_OP_COS:
+    case SG_OP_ACOS:
     case SG_OP_CAST: return ref_math(&c);
     case SG_OP_MAX:
     case SG_OP_MIN:

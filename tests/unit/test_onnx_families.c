@@ -157,11 +157,24 @@ static void test_forms(void **state) {
  * relative position bias). */
 static void test_forms2(void **state) {
   (void)state;
-  static const char *const names[] = {
-      "g_concat_empty", "g_concat_two",      "g_eye2",           "g_eyem1",           "g_resize_scales",
-      "g_resize_sizes", "g_scatter_nd_none", "g_scatter_nd_add", "g_scatter_el_none", "g_scatter_el_max",
-      "g_flatten",      "g_reduce_sum",      "g_reduce_mean",    "g_gather_rows"};
-  static const size_t counts[] = {48, 96, 48, 48, 48, 48, 12, 12, 12, 12, 24, 8, 6, 300};
+  static const char *const names[] = {"g_concat_empty",
+                                      "g_concat_two",
+                                      "g_eye2",
+                                      "g_eyem1",
+                                      "g_resize_scales",
+                                      "g_resize_sizes",
+                                      "g_scatter_nd_none",
+                                      "g_scatter_nd_add",
+                                      "g_scatter_el_none",
+                                      "g_scatter_el_max",
+                                      "g_flatten",
+                                      "g_reduce_sum",
+                                      "g_reduce_mean",
+                                      "g_gather_rows",
+                                      "g_sin",
+                                      "g_cos",
+                                      "g_acos"};
+  static const size_t counts[] = {48, 96, 48, 48, 48, 48, 12, 12, 12, 12, 24, 8, 6, 300, 48, 48, 48};
   sg_graph *g = onnx_test_import("fam_forms2.onnx");
   assert_int_equal(onnx_test_count_ops(g, SG_OP_EMBEDDING), 1);
   sg_graph_destroy(g);

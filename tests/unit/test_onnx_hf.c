@@ -14,6 +14,7 @@
  *  - hand-made And, Or, Xor (at run time, broadcast, and folded), Sin and
  *    Cos of constants, GatherND of a tensor and of a constant, GatherElements
  *    folded and of a uniform buffer, against NumPy; and the refused forms. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,6 +125,25 @@ static void test_forms(void **state) {
   free(y);
 }
 
+/* Sin of a run-time input: the sin op, within an ulp of sin in double. */
+static void test_sin_runtime(void **state) {
+  (void)state;
+  const float x[] = {0.0f, 1.0f, -2.5f, 3.14159265f, 100.0f, -0.125f};
+  float y[6];
+  sg_graph *g = onnx_test_import("sin_runtime.onnx");
+  assert_int_equal(onnx_test_count_ops(g, SG_OP_SIN), 1);
+  sg_session *s = onnx_test_session(g);
+  int64_t dx[] = {2, 3};
+  assert_status(sg_session_set_input(s, "x", SG_F32, 2, dx, x), SG_OK, NULL);
+  assert_status(sg_session_forward(s), SG_OK, NULL);
+  assert_status(sg_session_read(s, "y", y, sizeof y), SG_OK, NULL);
+  for (int i = 0; i < 6; i++)
+    if (!sg_test_close_ulp(y[i], (float)sin((double)x[i])))
+      fail_msg("sin(%g) is %.9g, expected %.9g", (double)x[i], (double)y[i], sin((double)x[i]));
+  sg_session_destroy(s);
+  sg_graph_destroy(g);
+}
+
 static void test_refused(void **state) {
   (void)state;
   static const onnx_refusal bad[] = {
@@ -133,7 +153,6 @@ static void test_refused(void **state) {
        "only rows of the first dim"},
       {"bad_gathernd_batch_dims.onnx", SG_ERR_UNSUPPORTED, "batch_dims is 1; sgrt's GatherND takes 0"},
       {"bad_gather_elements_runtime.onnx", SG_ERR_UNSUPPORTED, "every element of data 'ge_d' is one value"},
-      {"bad_sin_runtime.onnx", SG_ERR_UNSUPPORTED, "(Sin): input 'x' is computed at run time"},
       {"bad_and_float.onnx", SG_ERR_DTYPE, "(And): input 'x' has data type 1; And takes BOOL (9)"},
   };
   onnx_expect_refusals(bad, sizeof bad / sizeof *bad);
@@ -141,8 +160,12 @@ static void test_refused(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_llama), cmocka_unit_test(test_roberta), cmocka_unit_test(test_gpt2_torchscript),
-      cmocka_unit_test(test_forms), cmocka_unit_test(test_refused),
+      cmocka_unit_test(test_llama),
+      cmocka_unit_test(test_roberta),
+      cmocka_unit_test(test_gpt2_torchscript),
+      cmocka_unit_test(test_forms),
+      cmocka_unit_test(test_sin_runtime),
+      cmocka_unit_test(test_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

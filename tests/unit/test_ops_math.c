@@ -1,5 +1,5 @@
 /* The ops of issue 17 (exp, log, sqrt, reciprocal, neg, abs, sign, erf,
- * max, min, where, cast, layer_norm and its backward):
+ * max, min, where, cast, layer_norm and its backward), and sin, cos, acos:
  *  - forward through a CPU session against hand-computed values (edge cases
  *    included: NaN, ±0, ties, out-of-range casts, wrap-around);
  *  - each CPU kernel against the double-precision reference of ref_ops.c
@@ -95,6 +95,17 @@ static void test_hand_computed_unary(void **state) {
   unary_values("sign", sg_sign, 7, x, (const double[]){0.0, 1, -1, 1, -0.0, NAN, 1}, 0);
   unary_values("erf", sg_erf, 7, x,
                (const double[]){0, 0.8427007929497149, -0.9953222650189527, 0.5204998778130465, -0.0, NAN, 1},
+               tol);
+  unary_values(
+      "sin", sg_sin, 7, x,
+      (const double[]){0, 0.8414709848078965, -0.9092974268256817, 0.479425538604203, -0.0, NAN, NAN}, tol);
+  unary_values("cos", sg_cos, 7, x,
+               (const double[]){1, 0.5403023058681398, -0.4161468365471424, 0.8775825618903728, 1, NAN, NAN},
+               tol);
+  const float u[] = {1.0f, -1.0f, 0.5f, 0.0f, -0.0f, 1.5f, NAN};
+  unary_values("acos", sg_acos, 7, u,
+               (const double[]){0, 3.141592653589793, 1.0471975511965979, 1.5707963267948966,
+                                1.5707963267948966, NAN, NAN},
                tol);
   /* Integers: wrap-around of -MIN and |MIN|. */
   sg_graph *g;
@@ -236,6 +247,11 @@ static void test_gradients_against_finite_differences(void **state) {
   ncheck(&c, "neg, abs, erf, sign",
          sg_add(c.g, sg_erf(c.g, sg_neg(c.g, sg_abs(c.g, NP(&c, 2, 5)))), sg_sign(c.g, NP(&c, 5))), NULL);
   c = nbegin();
+  ncheck(&c, "sin, cos, acos",
+         sg_add(c.g, sg_sin(c.g, sg_cos(c.g, NP(&c, 3, 4))),
+                sg_acos(c.g, sg_mul_scalar(c.g, sg_tanh(c.g, NP(&c, 4)), 0.9))),
+         NULL);
+  c = nbegin();
   ncheck(&c, "max, min",
          sg_sub(c.g, sg_max(c.g, NP(&c, 2, 3, 4), NP(&c, 3, 1)), sg_min(c.g, NP(&c, 4), NP(&c, 3, 4))), NULL);
   c = nbegin();
@@ -258,14 +274,14 @@ static void test_gradients_against_finite_differences(void **state) {
 
 static void test_kernels_against_reference(void **state) {
   (void)state;
-  for (int kind = 0; kind < 8; kind++) {
+  for (int kind = 0; kind < 11; kind++) {
     sg_graph *g = h_graph();
     sg_tensor x = sg_mul_scalar(g, IN(g, 3, 4, 5), 3.0); /* values in [-3, 3) */
     sg_tensor pos = sg_add_scalar(g, sg_abs(g, x), 0.25);
-    sg_tensor (*fns[])(sg_graph *, sg_tensor) = {sg_exp, sg_log, sg_sqrt, sg_reciprocal,
-                                                 sg_neg, sg_abs, sg_sign, sg_erf};
+    sg_tensor (*fns[])(sg_graph *, sg_tensor) = {sg_exp,  sg_log, sg_sqrt, sg_reciprocal, sg_neg, sg_abs,
+                                                 sg_sign, sg_erf, sg_sin,  sg_cos,        sg_acos};
     bool positive = kind >= 1 && kind <= 3;
-    fns[kind](g, positive ? pos : x);
+    fns[kind](g, positive ? pos : kind == 10 ? sg_mul_scalar(g, x, 1.0 / 3.0) : x); /* acos: [-1, 1) */
     char what[32];
     snprintf(what, sizeof what, "unary math %d", kind);
     h_check_last(g, 1, F32_EW, what);

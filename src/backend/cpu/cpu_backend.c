@@ -196,6 +196,9 @@ static sg__cpu_create_fn family(sg_op_kind kind) {
     case SG_OP_ABS:
     case SG_OP_SIGN:
     case SG_OP_ERF:
+    case SG_OP_SIN:
+    case SG_OP_COS:
+    case SG_OP_ACOS:
     case SG_OP_WHERE:
     case SG_OP_CAST: return sg__cpu_create_math;
     case SG_OP_LAYER_NORM:

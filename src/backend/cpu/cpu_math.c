@@ -1,10 +1,10 @@
-/* Elementwise math (exp, log, sqrt, reciprocal, erf on f32; neg, abs, sign
+/* Elementwise math (exp, log, sqrt, reciprocal, erf, sin, cos, acos on f32; neg, abs, sign
  * on f32, i32, i64), cast between f32, i32, i64 and bool, and where with
  * broadcasting.
  *
  * The formulas are the kernel IR's (backend/kernel_ir.h, cpu_emit.c), so a
  * fused kernel agrees bit for bit: exp and erf from sgk_math.h (vectorizable,
- * computed in double), logf and sqrtf from libm, 1/x
+ * computed in double), logf, sqrtf, sinf, cosf and acosf from libm, 1/x
  * as 1.0f / x, sign(x) = x > 0 ? 1 : x < 0 ? -1 : x (0, -0 and NaN pass
  * through); integer neg and abs wrap (-MIN is MIN). Casts: f32 to an
  * integer truncates toward zero, NaN and out-of-range values give 0 (C
@@ -48,6 +48,15 @@ static void f32_range(const math_kernel *k, const float *x, float *y, int64_t n)
       break;
     case SG_OP_ERF:
       for (int64_t i = 0; i < n; i++) y[i] = sgk_erff(x[i]);
+      break;
+    case SG_OP_SIN:
+      for (int64_t i = 0; i < n; i++) y[i] = sinf(x[i]);
+      break;
+    case SG_OP_COS:
+      for (int64_t i = 0; i < n; i++) y[i] = cosf(x[i]);
+      break;
+    case SG_OP_ACOS:
+      for (int64_t i = 0; i < n; i++) y[i] = acosf(x[i]);
       break;
     case SG_OP_NEG:
       for (int64_t i = 0; i < n; i++) y[i] = -x[i];

@@ -48,7 +48,8 @@ float, fam_forms_x.f32; every output float32 in fam_forms_y.f32):
                         (scales, sizes), ScatterND and ScatterElements of
                         constants (reductions none, add, max), Flatten,
                         ReduceSum and ReduceMean of constants, GatherND of a
-                        weight's rows by 150 scattered constant rows
+                        weight's rows by 150 scattered constant rows, Sin,
+                        Cos and Acos (of Tanh) of x
 """
 import copy
 import math
@@ -441,6 +442,15 @@ def make_family_forms2():
     nodes.append(oh.make_node("GatherND", ["bias_table", const("rows", rows)], ["g_gather_rows"],
                               name="gather_nd_rows"))
     out("g_gather_rows", table[rows[:, 0]])
+    # Sin, Cos and Acos of a run-time tensor (rotary angles from input positions; YOSO's angles).
+    xd = x.astype(np.float64)
+    nodes.append(oh.make_node("Sin", ["x"], ["g_sin"], name="sin_x"))
+    out("g_sin", np.sin(xd))
+    nodes.append(oh.make_node("Cos", ["x"], ["g_cos"], name="cos_x"))
+    out("g_cos", np.cos(xd))
+    nodes.append(oh.make_node("Tanh", ["x"], ["tanh_x"], name="tanh_x"))
+    nodes.append(oh.make_node("Acos", ["tanh_x"], ["g_acos"], name="acos_x"))
+    out("g_acos", np.arccos(np.tanh(x).astype(np.float64)))
 
     f.save("fam_forms2")
 
