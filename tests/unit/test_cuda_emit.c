@@ -274,8 +274,8 @@ static void arith_kernel(sg__kir_kernel *k, const char *name, int64_t rows, int6
   assert_status(sg__kir_finish(k), SG_OK, NULL);
 }
 
-/* exp, erf, tanh, sigmoid, log, sqrt, 1/x, |x|, pow and a NaN constant, in
- * place over x. */
+/* exp, erf, tanh, sigmoid, log, sqrt, 1/x, |x|, pow, sin, cos, acos and a
+ * NaN constant, in place over x. */
 static void unary_kernel(sg__kir_kernel *k, const char *name, int64_t n) {
   sg__kir_init(k, name, 1, &n);
   int ix = sg__kir_input_add(k, SG_F32, NULL);
@@ -287,6 +287,9 @@ static void unary_kernel(sg__kir_kernel *k, const char *name, int64_t n) {
   v = sg__kir_binary(k, SG__KIR_ADD, v, sg__kir_unary(k, SG__KIR_SQRT, x));
   v = sg__kir_binary(k, SG__KIR_MAX, v, sg__kir_unary(k, SG__KIR_RECIP, x));
   v = sg__kir_binary(k, SG__KIR_ADD, v, sg__kir_binary(k, SG__KIR_POW, x, sg__kir_const(k, SG_F32, 2.5)));
+  v = sg__kir_binary(k, SG__KIR_ADD, v, sg__kir_unary(k, SG__KIR_SIN, x));
+  v = sg__kir_binary(k, SG__KIR_SUB, v, sg__kir_unary(k, SG__KIR_COS, x));
+  v = sg__kir_binary(k, SG__KIR_ADD, v, sg__kir_unary(k, SG__KIR_ACOS, sg__kir_unary(k, SG__KIR_TANH, x)));
   v = sg__kir_binary(k, SG__KIR_MIN, v, sg__kir_const(k, SG_F32, NAN));
   sg__kir_set_inplace(k, sg__kir_store(k, v), ix);
   assert_status(sg__kir_finish(k), SG_OK, NULL);
