@@ -316,26 +316,6 @@ static sg_status cv_gather_nd(ox_ctx *c, const Onnx__NodeProto *n) {
   return fold_gather(c, &seen, &flat, 0);
 }
 
-/* The flat positions in data (dims dd) of GatherElements' result elements
- * (indices idx, dims id, already checked against dd): index j along axis,
- * the element's own coordinates along the other dims. */
-static sg_status elements_positions(ox_ctx *c, const ox_value *idx, int r, const int64_t *id,
-                                    const int64_t *dd, int axis, int64_t *flat) {
-  int64_t pos[SG_MAX_DIMS] = {0}, d = dd[axis], numel = sg__ox_fold_numel(r, id);
-  for (int64_t i = 0; i < numel; i++) {
-    int64_t j = sg__ox_i64(idx, i);
-    if (j < -d || j >= d)
-      return sg__ox_node_error(c, SG_ERR_RANGE,
-                               "index %lld of indices '%s' is out of range for a dim of %lld", (long long)j,
-                               idx->name, (long long)d);
-    int64_t off = 0;
-    for (int k = 0; k < r; k++) off = off * dd[k] + (k == axis ? (j < 0 ? j + d : j) : pos[k]);
-    flat[i] = off;
-    for (int k = r - 1; k >= 0 && ++pos[k] == id[k]; k--) pos[k] = 0;
-  }
-  return SG_OK;
-}
-
 /* GatherElements: out[.., j, ..] = data[.., indices[.., j, ..], ..] along
  * axis, the result shaped as the indices. Folded when both are constants;
  * of a tensor computed at run time by constant indices (DeBERTa-v2's
@@ -377,7 +357,7 @@ static sg_status cv_gather_elements(ox_ctx *c, const Onnx__NodeProto *n) {
   if (!sg__ox_foldable(data)) {
     int64_t *flat;
     SG_CHECK(sg__ox_fold_alloc(c, numel, sizeof *flat, (void **)&flat));
-    SG_CHECK(elements_positions(c, idx, qi, idims, ddims, axis, flat));
+    SG_CHECK(sg__ox_elements_positions(c, idx, qi, idims, ddims, axis, flat));
     sg_tensor x, y;
     SG_CHECK(sg__ox_tensor(c, data, &x));
     SG_CHECK(sg__ox_remap(c, x, flat, qi, idims, &y));
@@ -401,7 +381,7 @@ static sg_status cv_gather_elements(ox_ctx *c, const Onnx__NodeProto *n) {
   }
   int64_t *flat;
   SG_CHECK(sg__ox_fold_alloc(c, numel, sizeof *flat, (void **)&flat));
-  SG_CHECK(elements_positions(c, idx, qi, idims, ddims, axis, flat));
+  SG_CHECK(sg__ox_elements_positions(c, idx, qi, idims, ddims, axis, flat));
   SG_CHECK(sg__ox_fold_alloc(c, numel, es, (void **)&out));
   for (int64_t i = 0; i < numel; i++)
     memcpy(out + (size_t)i * es, (const char *)data->data + (size_t)flat[i] * es, es);

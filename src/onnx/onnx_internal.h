@@ -357,6 +357,11 @@ sg_status sg__ox_bool_out(ox_ctx *c, sg_tensor *t, bool was_bool);
  * an embedding lookup of x's elements (onnx_remap.c). */
 sg_status sg__ox_remap(ox_ctx *c, sg_tensor x, const int64_t *pos, int ynd, const int64_t *yd,
                        sg_tensor *out);
+/* The flat positions in data (dims dd, rank r) that GatherElements reads and ScatterElements writes for
+ * each element of indices idx (dims id, checked against dd by the caller): the index along axis (counted
+ * from the end when negative; out of range: SG_ERR_RANGE), the element's own coordinates elsewhere. */
+sg_status sg__ox_elements_positions(ox_ctx *c, const ox_value *idx, int r, const int64_t *id,
+                                    const int64_t *dd, int axis, int64_t *flat);
 /* After a builder call: SG_OK when t is a tensor, else the graph's error
  * with the current node as context. */
 sg_status sg__ox_built(ox_ctx *c, sg_tensor t);

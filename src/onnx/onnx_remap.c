@@ -78,3 +78,20 @@ sg_status sg__ox_remap(ox_ctx *c, sg_tensor x, const int64_t *pos, int ynd, cons
   *out = y;
   return SG_OK;
 }
+
+sg_status sg__ox_elements_positions(ox_ctx *c, const ox_value *idx, int r, const int64_t *id,
+                                    const int64_t *dd, int axis, int64_t *flat) {
+  int64_t pos[SG_MAX_DIMS] = {0}, d = dd[axis], numel = sg__ox_fold_numel(r, id);
+  for (int64_t i = 0; i < numel; i++) {
+    int64_t j = sg__ox_i64(idx, i);
+    if (j < -d || j >= d)
+      return sg__ox_node_error(c, SG_ERR_RANGE,
+                               "index %lld of indices '%s' is out of range for a dim of %lld", (long long)j,
+                               idx->name, (long long)d);
+    int64_t off = 0;
+    for (int k = 0; k < r; k++) off = off * dd[k] + (k == axis ? (j < 0 ? j + d : j) : pos[k]);
+    flat[i] = off;
+    for (int k = r - 1; k >= 0 && ++pos[k] == id[k]; k--) pos[k] = 0;
+  }
+  return SG_OK;
+}

@@ -164,19 +164,9 @@ static sg_status cv_scatter_elements(ox_ctx *c, const Onnx__NodeProto *n) {
                              sg__onnx_dims_text(b2, sizeof b2, a.ru, a.ud),
                              sg__onnx_dims_text(b3, sizeof b3, r, a.dd));
   }
-  int64_t pos[SG_MAX_DIMS] = {0}, d = a.dd[axis], *dst;
+  int64_t *dst;
   SG_CHECK(sg__ox_fold_alloc(c, idx->numel, sizeof *dst, (void **)&dst));
-  for (int64_t i = 0; i < idx->numel; i++) {
-    int64_t j = sg__ox_i64(idx, i);
-    if (j < -d || j >= d)
-      return sg__ox_node_error(c, SG_ERR_RANGE,
-                               "index %lld of indices '%s' is out of range for a dim of %lld", (long long)j,
-                               idx->name, (long long)d);
-    int64_t off = 0;
-    for (int k = 0; k < r; k++) off = off * a.dd[k] + (k == axis ? (j < 0 ? j + d : j) : pos[k]);
-    dst[i] = off;
-    for (int k = r - 1; k >= 0 && ++pos[k] == idx->dims[k]; k--) pos[k] = 0;
-  }
+  SG_CHECK(sg__ox_elements_positions(c, idx, r, idx->dims, a.dd, axis, dst));
   return scatter(c, &a, dst);
 }
 

@@ -156,28 +156,33 @@ class RemapOps(nn.Module):
         return self.head(s + e) + 0.3 * g[..., :5] + 0.2 * g2.mean(-1, keepdim=True)
 
 
-def make_remap_exports():
-    torch.manual_seed(51)
-    model = RemapOps()
+def export_training_pair(model, stem):
+    """STEM_train_ts.onnx (TorchScript exporter, opset 17, training mode) and STEM_train_dyn.onnx
+    (torch.export, unoptimised, metadata stripped) of model on x [2,8,16]; STEM_x.f32 and PyTorch's
+    reference STEM_ref.f32 (labels i % 5)."""
     x = torch.randn(2, 8, 16)
     labels = torch.arange(16) % 5
-    path = os.path.join(HERE, "remap_train_ts.onnx")
+    path = os.path.join(HERE, stem + "_train_ts.onnx")
     torch.onnx.export(copy.deepcopy(model).train(), (x,), path, dynamo=False, opset_version=17,
                       input_names=["x"], output_names=["logits"], training=torch.onnx.TrainingMode.TRAINING,
                       do_constant_folding=False)
     onnx.checker.check_model(path)
-    path = os.path.join(HERE, "remap_train_dyn.onnx")
     onnx_program = torch.onnx.export(copy.deepcopy(model).train(), (x,), dynamo=True, optimize=False, verbose=False)
     m = onnx_program.model_proto
     for n in m.graph.node:  # the FX node, module names and stack trace (this machine's paths)
         del n.metadata_props[:]
-    mo.write("remap_train_dyn.onnx", m.SerializeToString())
-    onnx.checker.check_model(path)
-    for name in ("remap_train_ts.onnx", "remap_train_dyn.onnx"):
+    mo.write(stem + "_train_dyn.onnx", m.SerializeToString())
+    onnx.checker.check_model(os.path.join(HERE, stem + "_train_dyn.onnx"))
+    for name in (stem + "_train_ts.onnx", stem + "_train_dyn.onnx"):
         ops = sorted({n.op_type for n in onnx.load(os.path.join(HERE, name)).graph.node})
         print(name, ops)
-    mo.save_f32("remap_x.f32", x)
-    mo.train_reference(model, x, labels, "remap_ref.f32")
+    mo.save_f32(stem + "_x.f32", x)
+    mo.train_reference(model, x, labels, stem + "_ref.f32")
+
+
+def make_remap_exports():
+    torch.manual_seed(51)
+    export_training_pair(RemapOps(), "remap")
 
 
 class MoEOps(nn.Module):
@@ -213,25 +218,7 @@ class MoEOps(nn.Module):
 
 def make_moe_exports():
     torch.manual_seed(61)
-    model = MoEOps()
-    x = torch.randn(2, 8, 16)
-    labels = torch.arange(16) % 5
-    path = os.path.join(HERE, "moe_train_ts.onnx")
-    torch.onnx.export(copy.deepcopy(model).train(), (x,), path, dynamo=False, opset_version=17,
-                      input_names=["x"], output_names=["logits"], training=torch.onnx.TrainingMode.TRAINING,
-                      do_constant_folding=False)
-    onnx.checker.check_model(path)
-    onnx_program = torch.onnx.export(copy.deepcopy(model).train(), (x,), dynamo=True, optimize=False, verbose=False)
-    m = onnx_program.model_proto
-    for n in m.graph.node:  # the FX node, module names and stack trace (this machine's paths)
-        del n.metadata_props[:]
-    mo.write("moe_train_dyn.onnx", m.SerializeToString())
-    onnx.checker.check_model(os.path.join(HERE, "moe_train_dyn.onnx"))
-    for name in ("moe_train_ts.onnx", "moe_train_dyn.onnx"):
-        ops = sorted({n.op_type for n in onnx.load(os.path.join(HERE, name)).graph.node})
-        print(name, ops)
-    mo.save_f32("moe_x.f32", x)
-    mo.train_reference(model, x, labels, "moe_ref.f32")
+    export_training_pair(MoEOps(), "moe")
 
 
 def conv1d_ref(x, w, b, stride, pads, dilation, groups):
