@@ -50,7 +50,7 @@ sg_status sg__ox_remap(ox_ctx *c, sg_tensor x, const int64_t *pos, int ynd, cons
         xi.name, sg_dtype_name(xi.dtype));
   int64_t ny = sg__ox_fold_numel(ynd, yd), lead = shared_lead(xi.ndim, xi.dims, ynd, yd, pos);
   int64_t rx = xi.numel / lead, ry = ny / lead;
-  /* The positions within a block: a constant of the graph (named after the node's output). */
+  /* The positions within a block: an int64 constant of the graph, the lookup's ids. */
   const char *name = sg__ox_tmp_name(c, "positions");
   if (name == NULL) return sg__error(SG_ERR_NO_MEMORY, "ONNX import: out of memory");
   int64_t *ids;
