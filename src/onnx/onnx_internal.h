@@ -6,8 +6,8 @@
  *   onnx_nodes.c   converters of the ops that become sgrt ops
  *   onnx_nodes_math.c  those of the elementwise math ops, Pow, Max/Min,
  *                  Where, Gelu, LayerNormalization and CumSum
- *   onnx_fold.c    constants and the shape computations folded at import;
- *                  Slice and Split, also of run-time tensors
+ *   onnx_fold.c    constants and the shape computations folded at import
+ *   onnx_slice.c   Slice and Split, also of run-time tensors
  *   onnx_nodes_mask.c  Equal, Less, Greater, LessOrEqual, GreaterOrEqual,
  *                  Not, Range, Trilu, Expand, Tile: the ops exporters write
  *                  to build attention masks (folded); Equal of integers,
@@ -315,6 +315,10 @@ extern const ox_op sg__ox_gather_ops[];
 extern const int sg__ox_n_gather_ops;
 extern const ox_op sg__ox_topk_ops[];
 extern const int sg__ox_n_topk_ops;
+extern const ox_op sg__ox_slice_ops[];
+extern const int sg__ox_n_slice_ops;
+/* Row-major strides of a shape, in elements. */
+void sg__ox_strides(int ndim, const int64_t *dims, int64_t *st);
 
 /* Normalises a possibly negative axis against rank; SG_ERR_ATTRIBUTE naming
  * `what` when out of range. */

@@ -711,6 +711,8 @@ const ox_op *sg__ox_op_get(const char *op_type) {
     if (strcmp(sg__ox_scatter_ops[i].op_type, op_type) == 0) return &sg__ox_scatter_ops[i];
   for (int i = 0; i < sg__ox_n_gather_ops; i++)
     if (strcmp(sg__ox_gather_ops[i].op_type, op_type) == 0) return &sg__ox_gather_ops[i];
+  for (int i = 0; i < sg__ox_n_slice_ops; i++)
+    if (strcmp(sg__ox_slice_ops[i].op_type, op_type) == 0) return &sg__ox_slice_ops[i];
   for (int i = 0; i < sg__ox_n_topk_ops; i++)
     if (strcmp(sg__ox_topk_ops[i].op_type, op_type) == 0) return &sg__ox_topk_ops[i];
   return NULL;
