@@ -28,10 +28,12 @@
 #include "onnx_parity.h"
 #include "test_util.h"
 
-static transformer_case family_case(const char *file, const float *x, const int64_t *labels,
-                                    const char *output) {
+/* A model of input "x" [2,8,16] and logits [2,8,5] trained on labels i % 5 over its 16 rows, against
+ * PyTorch's logits, gradients and losses in REF. */
+static transformer_case rows16_case(const char *file, const char *ref, const float *x, const int64_t *labels,
+                                    int n_params, int64_t n_weights, const char *output) {
   return (transformer_case){.file = file,
-                            .ref = "fam_ref.f32",
+                            .ref = ref,
                             .input = "x",
                             .dtype = SG_F32,
                             .ndim = 3,
@@ -40,10 +42,15 @@ static transformer_case family_case(const char *file, const float *x, const int6
                             .labels = labels,
                             .rows = 16,
                             .classes = 5,
-                            .n_params = 8,
-                            /* conv [16,8,3]+16, conv2 [8,16,3]+8, head [5,16]+5, inp [16,16]+16 */
-                            .n_weights = 384 + 16 + 384 + 8 + 80 + 5 + 256 + 16,
+                            .n_params = n_params,
+                            .n_weights = n_weights,
                             .output = output};
+}
+
+/* FamilyOps: conv [16,8,3]+16, conv2 [8,16,3]+8, head [5,16]+5, inp [16,16]+16. */
+static transformer_case family_case(const char *file, const float *x, const int64_t *labels,
+                                    const char *output) {
+  return rows16_case(file, "fam_ref.f32", x, labels, 8, 384 + 16 + 384 + 8 + 80 + 5 + 256 + 16, output);
 }
 
 static void test_train(void **state) {
@@ -74,19 +81,9 @@ static void test_remap(void **state) {
     /* 2 gathers, 2 flips (one of two axes), 2 scatters: 6 lookups, none a run of slices */
     assert_int_equal(onnx_test_count_ops(g, SG_OP_EMBEDDING), 6);
     sg_graph_destroy(g);
-    transformer_case k = {.file = files[f],
-                          .ref = "remap_ref.f32",
-                          .input = "x",
-                          .dtype = SG_F32,
-                          .ndim = 3,
-                          .dims = {2, 8, 16},
-                          .x = x,
-                          .labels = labels,
-                          .rows = 16,
-                          .classes = 5,
-                          .n_params = 4,
-                          .n_weights = 80 + 5 + 256 + 16, /* head [5,16]+5, inp [16,16]+16 */
-                          .output = f == 0 ? "logits" : "add_4"};
+    /* head [5,16]+5, inp [16,16]+16 */
+    transformer_case k =
+        rows16_case(files[f], "remap_ref.f32", x, labels, 4, 80 + 5 + 256 + 16, f == 0 ? "logits" : "add_4");
     transformer_parity(&k);
   }
   free(x);
@@ -108,21 +105,9 @@ static void test_moe(void **state) {
     assert_int_equal(onnx_test_count_ops(g, SG_OP_TOPK), 2);
     assert_int_equal(onnx_test_count_ops(g, SG_OP_EMBEDDING), 2); /* the two experts' weights */
     sg_graph_destroy(g);
-    transformer_case k = {.file = files[f],
-                          .ref = "moe_ref.f32",
-                          .input = "x",
-                          .dtype = SG_F32,
-                          .ndim = 3,
-                          .dims = {2, 8, 16},
-                          .x = x,
-                          .labels = labels,
-                          .rows = 16,
-                          .classes = 5,
-                          .n_params = 8,
-                          /* expert_bias [4,16], gate [4,16], head [5,16]+5, inp [16,16]+16, w_down [4,16,24],
-                           * w_up [4,24,16] */
-                          .n_weights = 64 + 64 + 85 + 272 + 1536 + 1536,
-                          .output = outs[f]};
+    /* expert_bias [4,16], gate [4,16], head [5,16]+5, inp [16,16]+16, w_down [4,16,24], w_up [4,24,16] */
+    transformer_case k =
+        rows16_case(files[f], "moe_ref.f32", x, labels, 8, 64 + 64 + 85 + 272 + 1536 + 1536, outs[f]);
     transformer_parity(&k);
   }
   free(x);
